@@ -1,0 +1,1 @@
+//! Decoding of streamed JSON chunks (completions / chat) with simd-json, in place.

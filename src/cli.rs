@@ -1,0 +1,1 @@
+//! Command-line flags (Python `vllm bench serve` names and defaults).

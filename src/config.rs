@@ -1,0 +1,1 @@
+//! Validated configuration resolved from the CLI.

@@ -1,0 +1,29 @@
+//! Datasets: everything that turns flags (and files) into [`SampleRequest`]s before the clock
+//! starts. Generation is parallel (rayon) and deterministic for a given `--seed`.
+
+use std::sync::Arc;
+
+pub mod random;
+
+/// What a request asks the model: text, or token ids sent verbatim (`--prompt-token-ids`).
+///
+/// Prompts are shared (`Arc`), never cloned per request: at 100k requests of 8k tokens a copy
+/// per request would cost gigabytes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    Text(Arc<str>),
+    TokenIds(Arc<[u32]>),
+}
+
+/// One request of the benchmark, as Python's `SampleRequest`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleRequest {
+    pub prompt: Prompt,
+    /// Prompt length in tokens as the client counted it (replaced by the server's
+    /// `usage.prompt_tokens` when the server reports it).
+    pub prompt_len: usize,
+    /// `max_tokens` / `max_completion_tokens` of the request.
+    pub expected_output_len: usize,
+    /// Optional request id (Python: `request_id`), used for the `x-request-id` header.
+    pub request_id: Option<String>,
+}

@@ -1,0 +1,1 @@
+//! The `random` dataset (Python `RandomDataset` semantics).

@@ -1,0 +1,1 @@
+//! The thread-per-core engine.

@@ -1,0 +1,4 @@
+//! Hand-written HTTP/1.1 client on monoio: response parsing (pure, push-style decoders),
+//! connections with keep-alive and transparent reconnect, TLS.
+
+pub mod response;

@@ -1,0 +1,1 @@
+//! Response head and body decoders (pure, push-style; no I/O).

@@ -1,0 +1,20 @@
+//! vllm-bench: a thread-per-core benchmark client for vLLM and OpenAI-compatible servers.
+//!
+//! The binaries (`vllm-bench`, `mock-llm-server`) and the integration tests are thin layers
+//! over this library. A run flows through the modules in this order (see `docs/` and
+//! `../shared/DESIGN.md`):
+//!
+//! `cli` → `config` → `datasets` (+ `tokenizer`) → `backends` (request bytes) → `engine`
+//! (pinned monoio runtimes, `http`, `sse`) → `metrics` → `output`.
+
+pub mod backends;
+pub mod cli;
+pub mod config;
+pub mod datasets;
+pub mod engine;
+pub mod http;
+pub mod metrics;
+pub mod mock;
+pub mod output;
+pub mod sse;
+pub mod tokenizer;

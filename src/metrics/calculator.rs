@@ -1,0 +1,1 @@
+//! Python-exact `calculate_metrics`.

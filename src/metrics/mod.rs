@@ -1,0 +1,25 @@
+//! Metrics: per-request outcomes (the engine's output) and the Python-exact calculator.
+
+pub mod calculator;
+pub mod stats;
+
+/// The outcome of one request, field for field Python's `RequestFuncOutput`.
+///
+/// Times are seconds (`f64`) because that is what Python's arithmetic runs on, and exact
+/// parity with `vllm bench serve` needs the same inputs in the same representation.
+/// `start_time` is seconds since the run's monotonic epoch (Python: raw `perf_counter()`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestOutput {
+    pub generated_text: String,
+    pub success: bool,
+    pub latency: f64,
+    /// `usage.completion_tokens`; 0 when the server sent none (the calculator re-tokenizes).
+    pub output_tokens: u64,
+    pub ttft: f64,
+    pub itl: Vec<f64>,
+    pub prompt_len: u64,
+    pub error: String,
+    pub start_time: f64,
+    /// Time from the request's arrival (its scheduled release) to its send, seconds.
+    pub client_queue_time: f64,
+}

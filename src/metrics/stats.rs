@@ -1,0 +1,1 @@
+//! Python-exact statistics (numpy pairwise sum, linear percentiles).

@@ -1,0 +1,1 @@
+//! The result JSON (Python schema, key order, float repr).

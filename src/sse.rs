@@ -1,0 +1,1 @@
+//! Zero-copy Server-Sent Events framing.

@@ -1,0 +1,1 @@
+//! Tokenizers: HF tokenizer.json, tiktoken, server-side fallback.
