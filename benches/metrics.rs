@@ -1,0 +1,2 @@
+//! Criterion benchmarks: metric calculation and dataset generation.
+fn main() {}

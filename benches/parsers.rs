@@ -1,0 +1,2 @@
+//! Criterion benchmarks: SSE framing, response-head and chunked parsing, chunk JSON decoding.
+fn main() {}

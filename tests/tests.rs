@@ -1,0 +1,8 @@
+//! Integration tests: one binary, one module per area (see STYLE.md, ripgrep's layout).
+
+mod cli;
+mod datasets;
+mod engine;
+mod golden;
+mod mock_server;
+mod util;
