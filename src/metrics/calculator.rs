@@ -1,1 +1,355 @@
-//! Python-exact `calculate_metrics`.
+//! Python-exact `calculate_metrics` and `calculate_metrics_for_embeddings`, plus the
+//! client-queue statistics `benchmark()` computes inline.
+//!
+//! Pure functions from the per-request outcomes to Python's `BenchmarkMetrics` /
+//! `EmbedBenchmarkMetrics` dataclasses, field for field, in Python's arithmetic order so the
+//! numbers are bit-identical (see `stats` for the numpy side). The rules, from
+//! `vllm/benchmarks/serve.py` (0.33):
+//! - only successful requests count towards totals and latency samples; a failed request
+//!   contributes an output length of 0 to `actual_output_lens`;
+//! - output length is `output_tokens` (usage), or, when that is 0, the token count of the
+//!   generated text (the caller's tokenizer closure);
+//! - TPOT is `(latency - ttft) / (output_len - 1)` for requests with more than one token;
+//!   for goodput a shorter request has TPOT 0;
+//! - ITL samples are every request's ITL list, concatenated in request order;
+//! - throughputs divide by the run duration `dur_s`.
+
+use rayon::prelude::*;
+
+use super::goodput::GoodputConfig;
+use super::peaks::peaks;
+use super::summary::MetricStats;
+use super::RequestOutput;
+
+/// Python's `BenchmarkMetrics` (generation tasks). Latency statistics are in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BenchmarkMetrics {
+    pub completed: u64,
+    pub failed: u64,
+    pub total_input: u64,
+    pub total_output: u64,
+    pub request_throughput: f64,
+    /// Good requests per second; 0.0 without `--goodput` (printed/saved only with it).
+    pub request_goodput: f64,
+    pub output_throughput: f64,
+    pub total_token_throughput: f64,
+    pub ttft: MetricStats,
+    pub tpot: MetricStats,
+    pub itl: MetricStats,
+    pub e2el: MetricStats,
+    pub max_output_tokens_per_s: f64,
+    pub max_concurrent_requests: u64,
+    /// Inverse real-time factor (audio seconds per wall second). Always 0.0 for now:
+    /// `RequestOutput` carries no input audio duration.
+    pub rtfx: f64,
+}
+
+/// Python's `EmbedBenchmarkMetrics` (pooling tasks). Latency statistics are in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EmbedBenchmarkMetrics {
+    pub completed: u64,
+    pub failed: u64,
+    pub total_input: u64,
+    /// Input sequences of successful requests. `RequestOutput` has no per-request sequence
+    /// count, so each request counts as one (Python's default `num_input_sequences`).
+    pub total_input_sequences: u64,
+    pub request_throughput: f64,
+    pub input_sequence_throughput: f64,
+    pub total_token_throughput: f64,
+    pub e2el: MetricStats,
+}
+
+/// Token counter for generated text (`len(tokenizer(text, add_special_tokens=False))`).
+/// `Sync` so the texts can be counted in parallel.
+pub type CountTokens<'a> = &'a (dyn Fn(&str) -> usize + Sync);
+
+/// Python's `calculate_metrics`: the generation metrics and `actual_output_lens` (one entry
+/// per request, in request order; 0 for failed requests).
+pub fn calculate_metrics(
+    outputs: &[RequestOutput],
+    dur_s: f64,
+    count_tokens: CountTokens<'_>,
+    selected_percentiles: &[f64],
+    goodput: &GoodputConfig,
+) -> (BenchmarkMetrics, Vec<u64>) {
+    let actual_output_lens = output_lengths(outputs, count_tokens);
+
+    let mut completed = 0u64;
+    let mut total_input = 0u64;
+    let mut good_completed = 0u64;
+    let mut ttfts = Vec::with_capacity(outputs.len());
+    let mut tpots = Vec::with_capacity(outputs.len());
+    let mut e2els = Vec::with_capacity(outputs.len());
+    let itl_count = outputs
+        .iter()
+        .filter(|o| o.success)
+        .map(|o| o.itl.len())
+        .sum();
+    let mut itls = Vec::with_capacity(itl_count);
+
+    for (o, &output_len) in outputs.iter().zip(&actual_output_lens) {
+        if !o.success {
+            continue;
+        }
+        completed += 1;
+        total_input += o.prompt_len;
+        let mut tpot = 0.0;
+        if output_len > 1 {
+            tpot = (o.latency - o.ttft) / (output_len - 1) as f64;
+            tpots.push(tpot);
+        }
+        if !goodput.is_empty() && goodput.is_good(o.ttft, tpot, o.latency) {
+            good_completed += 1;
+        }
+        itls.extend_from_slice(&o.itl);
+        ttfts.push(o.ttft);
+        e2els.push(o.latency);
+    }
+
+    let total_output: u64 = actual_output_lens.iter().sum();
+    let peaks = peaks(outputs);
+    let metrics = BenchmarkMetrics {
+        completed,
+        failed: outputs.len() as u64 - completed,
+        total_input,
+        total_output,
+        request_throughput: completed as f64 / dur_s,
+        request_goodput: good_completed as f64 / dur_s,
+        output_throughput: total_output as f64 / dur_s,
+        total_token_throughput: (total_input + total_output) as f64 / dur_s,
+        ttft: MetricStats::from_seconds(ttfts, selected_percentiles),
+        tpot: MetricStats::from_seconds(tpots, selected_percentiles),
+        itl: MetricStats::from_seconds(itls, selected_percentiles),
+        e2el: MetricStats::from_seconds(e2els, selected_percentiles),
+        max_output_tokens_per_s: peaks.max_output_tokens_per_s,
+        max_concurrent_requests: peaks.max_concurrent_requests,
+        rtfx: 0.0 / dur_s,
+    };
+    (metrics, actual_output_lens)
+}
+
+/// Output length per request: usage `output_tokens`, else the token count of the generated
+/// text (counted in parallel: re-tokenizing 100k responses serially would dominate), 0 for
+/// failed requests.
+fn output_lengths(outputs: &[RequestOutput], count_tokens: CountTokens<'_>) -> Vec<u64> {
+    outputs
+        .par_iter()
+        .map(|o| match (o.success, o.output_tokens) {
+            (false, _) => 0,
+            (true, 0) => count_tokens(&o.generated_text) as u64,
+            (true, n) => n,
+        })
+        .collect()
+}
+
+/// Python's `calculate_metrics_for_embeddings`.
+pub fn calculate_metrics_for_embeddings(
+    outputs: &[RequestOutput],
+    dur_s: f64,
+    selected_percentiles: &[f64],
+) -> EmbedBenchmarkMetrics {
+    let mut completed = 0u64;
+    let mut total_input = 0u64;
+    let mut e2els = Vec::with_capacity(outputs.len());
+    for o in outputs.iter().filter(|o| o.success) {
+        completed += 1;
+        total_input += o.prompt_len;
+        e2els.push(o.latency);
+    }
+    let total_input_sequences = completed;
+    EmbedBenchmarkMetrics {
+        completed,
+        failed: outputs.len() as u64 - completed,
+        total_input,
+        total_input_sequences,
+        request_throughput: completed as f64 / dur_s,
+        input_sequence_throughput: total_input_sequences as f64 / dur_s,
+        total_token_throughput: total_input as f64 / dur_s,
+        e2el: MetricStats::from_seconds(e2els, selected_percentiles),
+    }
+}
+
+/// Client-side queueing statistics, computed as Python's `benchmark()` does inline, over
+/// successful requests only.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClientQueueStats {
+    /// Time from a request's arrival to its send (waiting for a concurrency slot). Present
+    /// only with `--max-concurrency`.
+    pub client_queue_time: Option<MetricStats>,
+    /// `latency + client_queue_time`. Present only with `--max-concurrency` and a finite
+    /// `--request-rate` (with an infinite rate every request "arrives" at once).
+    pub e2el_including_client_queue: Option<MetricStats>,
+}
+
+/// Computes the client-queue statistics that apply to this run (see `ClientQueueStats`).
+pub fn client_queue_stats(
+    outputs: &[RequestOutput],
+    max_concurrency: Option<u64>,
+    request_rate: f64,
+    selected_percentiles: &[f64],
+) -> ClientQueueStats {
+    if max_concurrency.is_none() {
+        return ClientQueueStats::default();
+    }
+    let ok = || outputs.iter().filter(|o| o.success);
+    let queue: Vec<f64> = ok().map(|o| o.client_queue_time).collect();
+    let including = (!request_rate.is_infinite()).then(|| {
+        let samples: Vec<f64> = ok().map(|o| o.latency + o.client_queue_time).collect();
+        MetricStats::from_seconds(samples, selected_percentiles)
+    });
+    ClientQueueStats {
+        client_queue_time: Some(MetricStats::from_seconds(queue, selected_percentiles)),
+        e2el_including_client_queue: including,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(prompt: u64, out: u64, ttft: f64, itl: &[f64], latency: f64) -> RequestOutput {
+        RequestOutput {
+            success: true,
+            prompt_len: prompt,
+            output_tokens: out,
+            ttft,
+            itl: itl.to_vec(),
+            latency,
+            generated_text: " tok".repeat(out as usize),
+            ..Default::default()
+        }
+    }
+
+    fn failed(prompt: u64) -> RequestOutput {
+        RequestOutput {
+            prompt_len: prompt,
+            error: "Bad Gateway".into(),
+            ..Default::default()
+        }
+    }
+
+    fn never_called(_: &str) -> usize {
+        panic!("tokenizer must not run when usage is present")
+    }
+
+    #[test]
+    fn totals_throughputs_and_failed_requests() {
+        let outs = vec![
+            ok(10, 4, 0.1, &[0.01, 0.02, 0.03], 0.16),
+            failed(7),
+            ok(5, 1, 0.2, &[], 0.2),
+        ];
+        let (m, lens) = calculate_metrics(
+            &outs,
+            2.0,
+            &never_called,
+            &[99.0],
+            &GoodputConfig::default(),
+        );
+        assert_eq!(lens, vec![4, 0, 1]);
+        assert_eq!(
+            (m.completed, m.failed, m.total_input, m.total_output),
+            (2, 1, 15, 5)
+        );
+        assert_eq!(m.request_throughput, 1.0);
+        assert_eq!(m.output_throughput, 2.5);
+        assert_eq!(m.total_token_throughput, 10.0);
+        assert_eq!(m.request_goodput, 0.0);
+        // TPOT only from the request with more than one token.
+        assert_eq!(m.tpot.mean_ms, (0.16 - 0.1) / 3.0 * 1000.0);
+        assert_eq!(
+            m.itl.percentiles_ms,
+            vec![(
+                99.0,
+                crate::metrics::stats::percentile_sorted(&[0.01, 0.02, 0.03], 99.0) * 1000.0
+            )]
+        );
+        assert_eq!(m.e2el.median_ms, (0.0 + 0.16 + 0.2) / 2.0 * 1000.0);
+    }
+
+    #[test]
+    fn missing_usage_falls_back_to_the_token_counter() {
+        let mut o = ok(3, 0, 0.1, &[0.1], 0.2);
+        o.generated_text = "a b c".into();
+        let words = |s: &str| s.split_whitespace().count();
+        let (m, lens) = calculate_metrics(&[o], 1.0, &words, &[], &GoodputConfig::default());
+        assert_eq!(lens, vec![3]);
+        assert_eq!(m.total_output, 3);
+    }
+
+    #[test]
+    fn goodput_counts_requests_meeting_every_slo() {
+        let outs = vec![
+            ok(1, 3, 0.020, &[], 0.030), // tpot 5 ms: good
+            ok(1, 3, 0.040, &[], 0.050), // ttft too slow
+            ok(1, 3, 0.020, &[], 0.060), // tpot 20 ms: too slow
+            ok(1, 1, 0.020, &[], 0.500), // tpot counts as 0: good
+            failed(1),                   // never good
+        ];
+        let slo = GoodputConfig::parse(&["ttft:30", "tpot:8"]).unwrap();
+        let (m, _) = calculate_metrics(&outs, 2.0, &never_called, &[], &slo);
+        assert_eq!(m.request_goodput, 1.0);
+    }
+
+    #[test]
+    fn all_failed_gives_zero_statistics() {
+        let (m, lens) = calculate_metrics(
+            &[failed(3)],
+            1.0,
+            &never_called,
+            &[50.0],
+            &GoodputConfig::default(),
+        );
+        assert_eq!(lens, vec![0]);
+        assert_eq!(m.completed, 0);
+        assert_eq!(m.ttft.percentiles_ms, vec![(50.0, 0.0)]);
+        assert_eq!(m.max_concurrent_requests, 0);
+    }
+
+    #[test]
+    fn embeddings() {
+        let outs = vec![
+            ok(40, 0, 0.0, &[], 0.03),
+            failed(6),
+            ok(6, 0, 0.0, &[], 0.01),
+        ];
+        let m = calculate_metrics_for_embeddings(&outs, 0.5, &[50.0]);
+        assert_eq!(
+            (
+                m.completed,
+                m.failed,
+                m.total_input,
+                m.total_input_sequences
+            ),
+            (2, 1, 46, 2)
+        );
+        assert_eq!(m.request_throughput, 4.0);
+        assert_eq!(m.input_sequence_throughput, 4.0);
+        assert_eq!(m.total_token_throughput, 92.0);
+        assert_eq!(m.e2el.mean_ms, 0.02 * 1000.0);
+    }
+
+    #[test]
+    fn client_queue_sections_depend_on_concurrency_and_rate() {
+        let mut a = ok(1, 2, 0.1, &[0.1], 0.2);
+        a.client_queue_time = 0.5;
+        let mut f = failed(1);
+        f.client_queue_time = 9.0;
+        let outs = vec![a, f];
+        assert_eq!(
+            client_queue_stats(&outs, None, 10.0, &[]),
+            ClientQueueStats::default()
+        );
+        let inf = client_queue_stats(&outs, Some(4), f64::INFINITY, &[]);
+        assert_eq!(
+            inf.client_queue_time.as_ref().map(|s| s.mean_ms),
+            Some(500.0)
+        );
+        assert!(inf.e2el_including_client_queue.is_none());
+        let finite = client_queue_stats(&outs, Some(4), 10.0, &[]);
+        assert_eq!(
+            finite.e2el_including_client_queue.map(|s| s.mean_ms),
+            Some((0.2 + 0.5) * 1000.0)
+        );
+    }
+}

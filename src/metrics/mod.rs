@@ -1,7 +1,15 @@
 //! Metrics: per-request outcomes (the engine's output) and the Python-exact calculator.
+//!
+//! `stats` (numpy-exact statistics) → `summary` (one metric's mean/median/std/percentiles)
+//! → `calculator` (Python's `calculate_metrics*`, with `goodput` and `peaks`) → `report`
+//! (the run's metrics plus what the printers show).
 
 pub mod calculator;
+pub mod goodput;
+pub mod peaks;
+pub mod report;
 pub mod stats;
+pub mod summary;
 
 /// The outcome of one request, field for field Python's `RequestFuncOutput`.
 ///

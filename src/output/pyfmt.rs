@@ -1,0 +1,216 @@
+//! Python's text forms of numbers: `repr(float)` / `str(float)`, `format(x, ".2f")` and
+//! the strings `float()` accepts.
+//!
+//! The console block, the result JSON, the result file name and several messages embed
+//! Python-formatted floats (`40.0`, `inf`, `1e-05`, `2.7940000109083485e-06`, `1e+16`).
+//! Rust's `Display` differs (`40`, `0.00001`, `10000000000000000`), so this module rebuilds
+//! Python's layout from Rust's shortest round-trip digits (`{:e}`), which are the same digits
+//! Python's `repr` picks (both produce the shortest string that reads back to the same
+//! double, nearest to the exact value).
+
+use std::fmt::Write;
+
+/// Appends Python's `repr(x)` of a float (also `str(x)` in Python 3).
+///
+/// Layout rule (CPython `float_repr_style = 'short'`): with the value written as
+/// `0.DIGITS × 10^decpt`, positional notation is used when `-4 < decpt <= 16`, otherwise
+/// scientific with at least two exponent digits (`1e-05`, `1.5e+16`). Integral values keep a
+/// `.0`. Non-finite values are `inf`, `-inf` and `nan`.
+pub fn push_float_repr(out: &mut String, x: f64) {
+    if x.is_nan() {
+        out.push_str("nan");
+        return;
+    }
+    if x.is_infinite() {
+        out.push_str(if x > 0.0 { "inf" } else { "-inf" });
+        return;
+    }
+    if x == 0.0 {
+        out.push_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
+        return;
+    }
+    let mut sci = String::with_capacity(32);
+    // `{:e}` yields the shortest round-trip digits: "-1.2345e-5", "1e16".
+    let _ = write!(sci, "{:e}", x);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (negative, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    // Value = 0.DIGITS × 10^decpt.
+    let decpt = exp + 1;
+    if negative {
+        out.push('-');
+    }
+    if decpt > -4 && decpt <= 16 {
+        push_positional(out, &digits, decpt);
+    } else {
+        push_scientific(out, &digits, exp);
+    }
+}
+
+/// `DIGITS` placed around the decimal point at `decpt`, with at least one digit each side.
+fn push_positional(out: &mut String, digits: &str, decpt: i32) {
+    if decpt <= 0 {
+        out.push_str("0.");
+        for _ in 0..-decpt {
+            out.push('0');
+        }
+        out.push_str(digits);
+        return;
+    }
+    let point = decpt as usize;
+    if digits.len() <= point {
+        out.push_str(digits);
+        for _ in digits.len()..point {
+            out.push('0');
+        }
+        out.push_str(".0");
+    } else {
+        out.push_str(&digits[..point]);
+        out.push('.');
+        out.push_str(&digits[point..]);
+    }
+}
+
+/// `D[.DDD]e±XX`, Python's exponent form (sign always, at least two exponent digits).
+fn push_scientific(out: &mut String, digits: &str, exp: i32) {
+    out.push_str(&digits[..1]);
+    if digits.len() > 1 {
+        out.push('.');
+        out.push_str(&digits[1..]);
+    }
+    out.push('e');
+    out.push(if exp < 0 { '-' } else { '+' });
+    let _ = write!(out, "{:02}", exp.unsigned_abs());
+}
+
+/// Python's `repr(x)` of a float as a new string.
+pub fn float_repr(x: f64) -> String {
+    let mut s = String::new();
+    push_float_repr(&mut s, x);
+    s
+}
+
+/// Python's `format(x, ".2f")`: correctly rounded (ties to even on the exact binary value),
+/// `inf` / `-inf` / `nan` for non-finite values.
+pub fn fixed2(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".to_string();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.to_string();
+    }
+    // Rust's fixed-precision formatting rounds the exact decimal expansion of the double,
+    // ties to even, as CPython's dtoa does.
+    format!("{x:.2}")
+}
+
+/// Parses a string the way Python's `float()` does: surrounding whitespace allowed, an
+/// optional sign, `inf`/`infinity`/`nan` in any case, and `_` only between two digits.
+pub fn parse_py_float(text: &str) -> Option<f64> {
+    let t = text.trim();
+    if !t.contains('_') {
+        return t.parse().ok();
+    }
+    let bytes = t.as_bytes();
+    let underscores_ok = bytes.iter().enumerate().all(|(i, &b)| {
+        b != b'_'
+            || (i > 0
+                && bytes[i - 1].is_ascii_digit()
+                && bytes.get(i + 1).is_some_and(u8::is_ascii_digit))
+    });
+    if !underscores_ok {
+        return None;
+    }
+    t.replace('_', "").parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repr_matches_python() {
+        let cases: &[(f64, &str)] = &[
+            (2522.0, "2522.0"),
+            (40.0, "40.0"),
+            (0.5, "0.5"),
+            (1.0, "1.0"),
+            (99.9, "99.9"),
+            (0.0001, "0.0001"),
+            (1e-05, "1e-05"),
+            (2.7940000109083485e-06, "2.7940000109083485e-06"),
+            (8.669900034874445e-05, "8.669900034874445e-05"),
+            (1e16, "1e+16"),
+            (1.5e16, "1.5e+16"),
+            (1234567890123456.0, "1234567890123456.0"),
+            (9999999999999998.0, "9999999999999998.0"),
+            (123456789012345680.0, "1.2345678901234568e+17"),
+            (2.6520138539999607, "2.6520138539999607"),
+            (2724.12546273, "2724.12546273"),
+            (-0.25, "-0.25"),
+            (-1e-07, "-1e-07"),
+            (1e22, "1e+22"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (5e-324, "5e-324"),
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "nan"),
+            (100.0, "100.0"),
+            (0.1, "0.1"),
+        ];
+        for &(x, want) in cases {
+            assert_eq!(float_repr(x), want, "repr of {x:e}");
+        }
+    }
+
+    #[test]
+    fn fixed2_matches_python() {
+        // Python: format(x, '.2f')
+        let cases: &[(f64, &str)] = &[
+            (2.6520138539999607, "2.65"),
+            (96.0, "96.00"),
+            (206195.59, "206195.59"),
+            (0.125, "0.12"), // exact tie → even
+            (0.375, "0.38"), // exact tie → even
+            (2.675, "2.67"), // 2.67499999... in binary
+            (1.005, "1.00"), // 1.00499999...
+            (-0.001, "-0.00"),
+            (0.0, "0.00"),
+            (f64::INFINITY, "inf"),
+            (f64::NAN, "nan"),
+        ];
+        for &(x, want) in cases {
+            assert_eq!(fixed2(x), want, "fixed2 of {x:e}");
+        }
+    }
+
+    #[test]
+    fn parses_like_python_float() {
+        let ok: &[(&str, f64)] = &[
+            ("30", 30.0),
+            (" 8.5 ", 8.5),
+            ("1e3", 1000.0),
+            (".5", 0.5),
+            ("5.", 5.0),
+            ("+2", 2.0),
+            ("-0.25", -0.25),
+            ("1_000", 1000.0),
+            ("1_0.2_5", 10.25),
+            ("inf", f64::INFINITY),
+            ("-Infinity", f64::NEG_INFINITY),
+        ];
+        for &(text, want) in ok {
+            assert_eq!(parse_py_float(text), Some(want), "{text:?}");
+        }
+        assert!(parse_py_float("NaN").is_some_and(f64::is_nan));
+        for bad in ["", "abc", "1__0", "_1", "1_", "1_.5", "1e", "0x10", "1 0"] {
+            assert_eq!(parse_py_float(bad), None, "{bad:?}");
+        }
+    }
+}
