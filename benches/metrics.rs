@@ -1,2 +1,95 @@
-//! Criterion benchmarks: metric calculation and dataset generation.
-fn main() {}
+//! Criterion benchmarks: the Python-exact metric calculation on a large run.
+//!
+//! 100k synthetic requests with 128 ITL samples each (12.8M ITLs): the size of a long
+//! high-concurrency run. Measures `calculate_metrics` end to end (sorting, pairwise sums,
+//! peaks) and the result-JSON serialization of the same run.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use vllm_bench::metrics::calculator::calculate_metrics;
+use vllm_bench::metrics::goodput::GoodputConfig;
+use vllm_bench::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
+use vllm_bench::metrics::summary::MetricKind;
+use vllm_bench::metrics::RequestOutput;
+use vllm_bench::output::json::{build_result, RunInfo};
+
+const REQUESTS: usize = 100_000;
+const TOKENS: usize = 129;
+
+/// Deterministic pseudo-random requests: 64 in flight, ~20 ms TTFT, ~5 ms ITL.
+fn synthetic_outputs() -> Vec<RequestOutput> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    (0..REQUESTS)
+        .map(|i| {
+            let ttft = 0.015 + 0.01 * next();
+            let itl: Vec<f64> = (1..TOKENS).map(|_| 0.004 + 0.002 * next()).collect();
+            let latency = ttft + itl.iter().sum::<f64>();
+            RequestOutput {
+                success: i % 1000 != 0,
+                latency,
+                output_tokens: TOKENS as u64,
+                ttft,
+                itl,
+                prompt_len: 512,
+                start_time: 1000.0 + (i / 64) as f64 * 0.7 + 0.01 * next(),
+                client_queue_time: 0.001 * next(),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+fn bench_metrics(c: &mut Criterion) {
+    let outputs = synthetic_outputs();
+    let percentiles = [50.0, 90.0, 99.0, 99.9];
+    let goodput = GoodputConfig::parse(&["ttft:25", "tpot:6"]).expect("valid SLOs");
+    let never = |_: &str| 0usize;
+
+    let mut group = c.benchmark_group("metrics");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(REQUESTS as u64));
+    group.bench_function("calculate_metrics_100k", |b| {
+        b.iter(|| calculate_metrics(black_box(&outputs), 1500.0, &never, &percentiles, &goodput))
+    });
+
+    let settings = ReportSettings {
+        duration_s: 1500.0,
+        task: TaskKind::Generation,
+        count_tokens: Some(&never),
+        percentiles: percentiles.to_vec(),
+        percentile_metrics: MetricKind::ALL.to_vec(),
+        goodput: goodput.clone(),
+        max_concurrency: Some(64),
+        request_rate: 100.0,
+    };
+    let report = BenchmarkReport::compute(&outputs, &settings);
+    let run = RunInfo {
+        date: "20260101-000000".into(),
+        backend: "vllm".into(),
+        label: None,
+        model_id: "bench/model".into(),
+        tokenizer_id: Some("bench/model".into()),
+        num_prompts: REQUESTS as u64,
+        metadata: Vec::new(),
+        request_rate: 100.0,
+        burstiness: 1.0,
+        max_concurrency: Some(64),
+        ramp_up: None,
+    };
+    group.bench_function("result_json_detailed_100k", |b| {
+        b.iter(|| {
+            build_result(&run, &report, black_box(&outputs), &[], true)
+                .to_json_string()
+                .len()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_metrics);
+criterion_main!(benches);
