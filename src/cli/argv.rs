@@ -195,7 +195,12 @@ fn expand_prefixes(args: Vec<String>, known: &KnownFlags) -> Result<Vec<String>,
                 Some((n, v)) => (n, Some(v)),
                 None => (body, None),
             };
-            // Unknown names go through unchanged: clap reports them with a suggestion.
+            // Unknown (or empty) names go through unchanged: clap reports them, with a
+            // suggestion when one is close.
+            if name.is_empty() {
+                out.push(arg);
+                continue;
+            }
             let resolved = match known.resolve(name)? {
                 Some(full) => full.to_owned(),
                 None => name.to_owned(),
@@ -277,6 +282,7 @@ mod tests {
         );
         // Unknown names are left for clap (which suggests the closest option).
         assert_eq!(rw(&["--x_y=1"]).unwrap(), sv(&["--x-y=1"]));
+        assert_eq!(rw(&["--=1"]).unwrap(), sv(&["--=1"]));
     }
 
     #[test]
