@@ -1,1 +1,170 @@
-//! Validated configuration resolved from the CLI.
+//! The validated configuration of a run: every default resolved, every rule checked, one
+//! sub-struct per concern, so nothing downstream re-reads flags or re-checks them.
+//!
+//! [`Config::from_cli`] applies the rules of Python's `vllm bench serve` (`serve.py`
+//! `main_async`, the dataset and request functions) up front, each failing with one line
+//! (`--flag VALUE: reason`, exit code 2), then refuses what is accepted but not implemented yet
+//! ([`unimplemented::UNIMPLEMENTED`]). Notes that do not stop the run land in
+//! [`Config::warnings`].
+
+mod dataset;
+mod engine;
+mod error;
+mod literal;
+mod modes;
+mod output;
+mod parse;
+mod rate;
+mod request;
+mod server;
+pub mod unimplemented;
+
+pub use dataset::{
+    CustomParams, DatasetConfig, DatasetParams, HfParams, PrefixRepetitionParams, RandomMmParams,
+    RandomParams, RangeRatio, SonnetParams, SpeedBenchParams, TimedTraceParams,
+};
+pub use engine::{available_cores, EngineConfig};
+pub use error::{quote, ConfigError, ConfigErrorKind};
+pub use literal::BucketKey;
+pub use modes::{
+    LoraConfig, MultiRunConfig, MultiTurnConfig, ProfilingConfig, SteadyStateConfig, SweepAxis,
+    SweepConfig,
+};
+pub use output::{GoodputMetric, OutputConfig, PercentileMetric};
+pub use rate::{RampUp, RateConfig};
+pub use request::{RequestOptions, SamplingParams};
+pub use server::{BaseUrl, Scheme, ServerConfig, ServerLocation};
+
+pub use crate::cli::{
+    Backend, DatasetName, IoDriver, LoraAssignment, RampUpStrategy, SpeedBenchSubset,
+};
+
+use crate::cli::Cli;
+
+/// Model and tokenizer selection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelConfig {
+    /// `None`: ask the server (`/v1/models`) for its first model.
+    pub model: Option<String>,
+    /// The name sent in requests, when it differs from `model`.
+    pub served_model_name: Option<String>,
+    pub tokenizer: Option<String>,
+    /// Passed through to the tokenizer loader (auto, hf, slow, mistral, ...).
+    pub tokenizer_mode: String,
+    pub trust_remote_code: bool,
+    pub skip_tokenizer_init: bool,
+}
+
+impl ModelConfig {
+    /// Python's `tokenizer_id`: `--tokenizer`, else the model; `None` with
+    /// `--skip-tokenizer-init` (or before the model is known).
+    pub fn tokenizer_id(&self) -> Option<&str> {
+        if self.skip_tokenizer_init {
+            return None;
+        }
+        self.tokenizer.as_deref().or(self.model.as_deref())
+    }
+}
+
+/// A complete, validated run configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub model: ModelConfig,
+    pub dataset: DatasetConfig,
+    pub rate: RateConfig,
+    pub sampling: SamplingParams,
+    pub request: RequestOptions,
+    pub output: OutputConfig,
+    pub steady_state: SteadyStateConfig,
+    pub profiling: ProfilingConfig,
+    pub sweep: Option<SweepConfig>,
+    pub multi_turn: Option<MultiTurnConfig>,
+    pub lora: Option<LoraConfig>,
+    pub multi_run: MultiRunConfig,
+    pub engine: EngineConfig,
+    /// `--dry-run`: build the dataset, print its statistics, send nothing.
+    pub dry_run: bool,
+    /// Notes for the user that do not stop the run (print them before starting).
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    /// Resolves and validates `cli`. Errors are one line and mean exit code 2.
+    pub fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
+        let mut warnings = cli.warnings().to_vec();
+        let server = server::resolve(&cli, &mut warnings)?;
+        let model = model(&cli)?;
+        let dataset = dataset::resolve(&cli, server.backend)?;
+        check_dataset_backend(dataset.name, server.backend)?;
+        let rate = rate::resolve(&cli)?;
+        let sampling = request::sampling(&cli, &mut warnings)?;
+        let request = request::options(&cli, &sampling)?;
+        let output = output::resolve(&cli, &mut warnings)?;
+        let steady_state = modes::steady_state(&cli)?;
+        let profiling = modes::profiling(&cli)?;
+        let sweep = modes::sweep(&cli)?;
+        let multi_turn = modes::multi_turn(&cli)?;
+        let lora = modes::lora(&cli)?;
+        let multi_run = modes::multi_run(&cli)?;
+        let engine = engine::resolve(&cli)?;
+        let dry_run = cli.request.dry_run;
+        if dry_run && model.model.is_none() && model.tokenizer.is_none() {
+            return Err(ConfigError::flag(
+                "--dry-run",
+                "needs --model or --tokenizer (no server is asked for its model)",
+            ));
+        }
+        unimplemented::check(&cli)?;
+        Ok(Config {
+            server,
+            model,
+            dataset,
+            rate,
+            sampling,
+            request,
+            output,
+            steady_state,
+            profiling,
+            sweep,
+            multi_turn,
+            lora,
+            multi_run,
+            engine,
+            dry_run,
+            warnings,
+        })
+    }
+}
+
+fn model(cli: &Cli) -> Result<ModelConfig, ConfigError> {
+    let m = &cli.model;
+    for (flag, v) in [
+        ("--model", &m.model),
+        ("--served-model-name", &m.served_model_name),
+        ("--tokenizer", &m.tokenizer),
+    ] {
+        if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return Err(ConfigError::value(flag, "", "cannot be empty"));
+        }
+    }
+    Ok(ModelConfig {
+        model: m.model.clone(),
+        served_model_name: m.served_model_name.clone(),
+        tokenizer: m.tokenizer.clone(),
+        tokenizer_mode: m.tokenizer_mode.clone(),
+        trust_remote_code: m.trust_remote_code,
+        skip_tokenizer_init: m.skip_tokenizer_init,
+    })
+}
+
+/// Python: timed_trace sends token-id prompts and needs a completions backend.
+fn check_dataset_backend(dataset: DatasetName, backend: Backend) -> Result<(), ConfigError> {
+    if dataset == DatasetName::TimedTrace && !matches!(backend, Backend::Vllm | Backend::Openai) {
+        return Err(ConfigError::flag(
+            "--dataset-name timed_trace",
+            format!("needs --backend vllm or openai (its prompts are token ids), not {backend}"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! What parsing the command line can end in besides a [`Cli`](super::Cli): help or version text
+//! to print (exit 0), or a usage error rendered as one line (exit 2).
+//!
+//! clap's own errors are several lines (message, tip, usage, "For more information"); they are
+//! reduced here to `--flag VALUE: reason` or `unrecognized argument '--x' (did you mean
+//! '--y'?)`.
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+
+/// The outcome of parsing when no [`Cli`](super::Cli) comes out of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CliError {
+    /// `--help` or `--help=KEYWORD`: text for stdout (ends with a newline); exit code 0.
+    Help(String),
+    /// `--version`: text for stdout (ends with a newline); exit code 0.
+    Version(String),
+    /// A usage error: one line for stderr; exit code 2.
+    Usage(String),
+}
+
+impl CliError {
+    /// The process exit code: 0 for help and version, 2 for a usage error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Help(_) | CliError::Version(_) => 0,
+            CliError::Usage(_) => 2,
+        }
+    }
+
+    /// True for help and version output, which go to stdout and are not failures.
+    pub fn is_info(&self) -> bool {
+        self.exit_code() == 0
+    }
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Help(s) | CliError::Version(s) | CliError::Usage(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// Converts a clap error into a [`CliError`].
+pub(crate) fn from_clap(err: clap::Error) -> CliError {
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            CliError::Help(with_newline(err.to_string()))
+        }
+        ErrorKind::DisplayVersion => CliError::Version(with_newline(err.to_string())),
+        _ => CliError::Usage(one_line(&err)),
+    }
+}
+
+/// Help and version text end with exactly one newline, so callers `print!` it as is.
+pub(crate) fn with_newline(text: String) -> String {
+    let mut text = text.trim_end().to_owned();
+    text.push('\n');
+    text
+}
+
+fn context_str(err: &clap::Error, kind: ContextKind) -> Option<String> {
+    match err.get(kind)? {
+        ContextValue::String(s) => Some(s.clone()),
+        ContextValue::StyledStr(s) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+fn context_list(err: &clap::Error, kind: ContextKind) -> Vec<String> {
+    match err.get(kind) {
+        Some(ContextValue::Strings(v)) => v.clone(),
+        Some(ContextValue::StyledStrs(v)) => v.iter().map(ToString::to_string).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `--port <PORT>` → `--port`.
+fn flag_of(arg: &str) -> &str {
+    arg.split([' ', '=']).next().unwrap_or(arg)
+}
+
+fn one_line(err: &clap::Error) -> String {
+    let arg = context_str(err, ContextKind::InvalidArg);
+    let value = context_str(err, ContextKind::InvalidValue);
+    match (err.kind(), arg.as_deref(), value.as_deref()) {
+        (ErrorKind::InvalidValue, Some(arg), Some("")) => {
+            format!("{}: a value is required", flag_of(arg))
+        }
+        (ErrorKind::InvalidValue, Some(arg), Some(value)) => {
+            let valid = context_list(err, ContextKind::ValidValue);
+            format!(
+                "{} {}: invalid choice (choose from {})",
+                flag_of(arg),
+                crate::config::quote(value),
+                valid.join(", ")
+            )
+        }
+        (ErrorKind::ValueValidation, Some(arg), Some(value)) => {
+            let reason = std::error::Error::source(err)
+                .map(ToString::to_string)
+                .unwrap_or_else(|| "invalid value".to_owned());
+            format!("{} {}: {reason}", flag_of(arg), crate::config::quote(value))
+        }
+        (ErrorKind::WrongNumberOfValues, Some(arg), _) => {
+            let number = |kind| match err.get(kind) {
+                Some(ContextValue::Number(n)) => n.to_string(),
+                _ => "?".to_owned(),
+            };
+            format!(
+                "{}: expected {} values, got {}",
+                flag_of(arg),
+                number(ContextKind::ExpectedNumValues),
+                number(ContextKind::ActualNumValues)
+            )
+        }
+        (ErrorKind::UnknownArgument, Some(arg), _) => {
+            let mut line = format!("unrecognized argument '{arg}'");
+            if let Some(s) = context_str(err, ContextKind::SuggestedArg) {
+                line.push_str(&format!(" (did you mean '{s}'?)"));
+            } else if let Some(tip) = context_list(err, ContextKind::Suggested).first() {
+                line.push_str(&format!(" ({tip})"));
+            }
+            line
+        }
+        _ => fallback(err),
+    }
+}
+
+/// The first line of clap's message without its `error: ` prefix.
+fn fallback(err: &clap::Error) -> String {
+    let text = err.to_string();
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    first
+        .trim()
+        .strip_prefix("error: ")
+        .unwrap_or(first.trim())
+        .to_owned()
+}

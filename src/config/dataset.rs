@@ -1,0 +1,539 @@
+//! The dataset: options every dataset shares, and the parameters of the selected one, with
+//! the general `--input-len`/`--output-len` mapped onto it as Python does.
+
+use serde_json::{Map, Value};
+
+use super::literal::{parse_bucket_config, BucketKey};
+use super::parse::{comma_list, json_object};
+use super::ConfigError;
+use crate::cli::{pyvalue::py_float, Backend, Cli, DatasetName, SpeedBenchSubset};
+
+/// The resolved dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetConfig {
+    pub name: DatasetName,
+    /// `--dataset-path`: a file, directory or HF dataset id.
+    pub path: Option<String>,
+    pub num_prompts: usize,
+    pub seed: u64,
+    /// Drop requests whose prompt + output length exceeds this.
+    pub max_model_len: Option<usize>,
+    pub no_oversample: bool,
+    pub disable_shuffle: bool,
+    pub no_stream: bool,
+    pub skip_chat_template: bool,
+    pub enable_multimodal_chat: bool,
+    pub chat_template_kwargs: Option<Map<String, Value>>,
+    pub plot_dataset_stats: bool,
+    pub params: DatasetParams,
+}
+
+/// The selected dataset's own parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DatasetParams {
+    Random(RandomParams),
+    RandomMm {
+        random: RandomParams,
+        mm: RandomMmParams,
+    },
+    RandomRerank {
+        random: RandomParams,
+        no_reranker: bool,
+    },
+    ShareGpt {
+        output_len: Option<usize>,
+    },
+    BurstGpt,
+    Sonnet(SonnetParams),
+    Hf(HfParams),
+    /// custom, custom_audio and custom_image.
+    Custom(CustomParams),
+    PrefixRepetition(PrefixRepetitionParams),
+    SpecBench {
+        output_len: usize,
+        category: Option<String>,
+    },
+    SpeedBench(SpeedBenchParams),
+    TimedTrace(TimedTraceParams),
+}
+
+/// Input/output length jitter: lengths are drawn from `[L·(1−r), L·(1+r)]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RangeRatio {
+    pub input: f64,
+    pub output: f64,
+}
+
+/// The random dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RandomParams {
+    pub input_len: usize,
+    pub output_len: usize,
+    pub prefix_len: usize,
+    pub range_ratio: RangeRatio,
+    /// Prompts per request (embeddings batching).
+    pub batch_size: usize,
+    /// Send token-id arrays instead of text.
+    pub prompt_token_ids: bool,
+}
+
+/// The random multimodal dataset's item sampling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RandomMmParams {
+    pub base_items_per_request: usize,
+    pub num_mm_items_range_ratio: f64,
+    /// Per-modality caps, in the order given.
+    pub limit_mm_per_prompt: Vec<(String, u64)>,
+    /// `(height, width, frames)` → probability, in the order given.
+    pub bucket_config: Vec<(BucketKey, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SonnetParams {
+    pub input_len: usize,
+    pub output_len: usize,
+    pub prefix_len: usize,
+}
+
+/// HuggingFace datasets, including the blazedit, ASR and BFCL loaders.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HfParams {
+    pub subset: Option<String>,
+    pub split: Option<String>,
+    pub name: Option<String>,
+    pub output_len: Option<usize>,
+    pub text_column: Option<String>,
+    pub blazedit_distance: (f64, f64),
+    pub asr_audio_len_sec: (f64, f64),
+    pub bfcl_categories: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomParams {
+    /// `None`: keep the dataset's output lengths (`--custom-output-len -1`).
+    pub output_len: Option<usize>,
+    pub ensure_client_side_data: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefixRepetitionParams {
+    pub prefix_len: usize,
+    pub suffix_len: usize,
+    pub num_prefixes: usize,
+    pub output_len: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpeedBenchParams {
+    pub subset: SpeedBenchSubset,
+    pub output_len: usize,
+    pub category: Option<String>,
+    pub max_input_len: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedTraceParams {
+    pub chunk_hash_size: usize,
+    pub sec_multiplier: f64,
+    pub label_timestamp: String,
+    pub label_input_length: String,
+    pub label_output_length: String,
+    pub label_hash_ids: String,
+}
+
+/// Resolves the dataset for `backend`.
+pub(super) fn resolve(cli: &Cli, backend: Backend) -> Result<DatasetConfig, ConfigError> {
+    let d = &cli.dataset;
+    if d.num_prompts == 0 {
+        return Err(ConfigError::value("--num-prompts", 0, "must be at least 1"));
+    }
+    if d.max_model_len == Some(0) {
+        return Err(ConfigError::value(
+            "--max-model-len",
+            0,
+            "must be at least 1",
+        ));
+    }
+    if let (true, Some(path)) = (d.dataset_name.is_synthetic(), &d.dataset_path) {
+        return Err(ConfigError::value(
+            "--dataset-path",
+            path,
+            format!(
+                "the {} dataset is synthetic and reads no file; use a file dataset such as \
+                 --dataset-name sharegpt, custom or hf",
+                d.dataset_name
+            ),
+        ));
+    }
+    if d.random.prompt_token_ids {
+        check_prompt_token_ids(d.dataset_name, backend)?;
+    }
+    let chat_template_kwargs = match &d.chat_template_kwargs {
+        Some(s) => Some(json_object("--chat-template-kwargs", s)?),
+        None => None,
+    };
+    Ok(DatasetConfig {
+        name: d.dataset_name,
+        path: d.dataset_path.clone(),
+        num_prompts: d.num_prompts,
+        seed: d.seed,
+        max_model_len: d.max_model_len,
+        no_oversample: d.no_oversample,
+        disable_shuffle: d.disable_shuffle,
+        no_stream: d.no_stream,
+        skip_chat_template: d.skip_chat_template,
+        enable_multimodal_chat: d.enable_multimodal_chat,
+        chat_template_kwargs,
+        plot_dataset_stats: d.plot_dataset_stats,
+        params: params(cli)?,
+    })
+}
+
+/// Token ids are only generated by the random dataset and only sendable as a completions,
+/// embeddings or pooling `prompt`/`input`.
+fn check_prompt_token_ids(name: DatasetName, backend: Backend) -> Result<(), ConfigError> {
+    if name != DatasetName::Random {
+        return Err(ConfigError::flag(
+            "--prompt-token-ids",
+            format!("only the random dataset generates token ids (got --dataset-name {name})"),
+        ));
+    }
+    let sendable = matches!(
+        backend,
+        Backend::Vllm | Backend::Openai | Backend::OpenaiEmbeddings | Backend::VllmPooling
+    );
+    if !sendable {
+        return Err(ConfigError::flag(
+            "--prompt-token-ids",
+            format!(
+                "the {backend} backend sends text; use vllm, openai, openai-embeddings or \
+                 vllm-pooling"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn params(cli: &Cli) -> Result<DatasetParams, ConfigError> {
+    let d = &cli.dataset;
+    let output_len = d.output_len;
+    Ok(match d.dataset_name {
+        DatasetName::Random => DatasetParams::Random(random(cli)?),
+        DatasetName::RandomMm => DatasetParams::RandomMm {
+            random: random(cli)?,
+            mm: random_mm(cli)?,
+        },
+        DatasetName::RandomRerank => DatasetParams::RandomRerank {
+            random: random(cli)?,
+            no_reranker: d.random.no_reranker,
+        },
+        DatasetName::Sharegpt => DatasetParams::ShareGpt {
+            output_len: output_len.or(d.sharegpt.sharegpt_output_len),
+        },
+        DatasetName::Burstgpt => DatasetParams::BurstGpt,
+        DatasetName::Sonnet => DatasetParams::Sonnet(SonnetParams {
+            input_len: d.input_len.unwrap_or(d.sonnet.sonnet_input_len),
+            output_len: output_len.unwrap_or(d.sonnet.sonnet_output_len),
+            prefix_len: d.sonnet.sonnet_prefix_len,
+        }),
+        DatasetName::Hf => DatasetParams::Hf(hf(cli)?),
+        DatasetName::Custom | DatasetName::CustomAudio | DatasetName::CustomImage => {
+            DatasetParams::Custom(custom(cli)?)
+        }
+        DatasetName::PrefixRepetition => {
+            let p = &d.prefix_repetition;
+            if p.prefix_repetition_num_prefixes == 0 {
+                return Err(ConfigError::value(
+                    "--prefix-repetition-num-prefixes",
+                    0,
+                    "must be at least 1",
+                ));
+            }
+            DatasetParams::PrefixRepetition(PrefixRepetitionParams {
+                prefix_len: p.prefix_repetition_prefix_len,
+                suffix_len: p.prefix_repetition_suffix_len,
+                num_prefixes: p.prefix_repetition_num_prefixes,
+                output_len: output_len.unwrap_or(p.prefix_repetition_output_len),
+            })
+        }
+        DatasetName::SpecBench => DatasetParams::SpecBench {
+            output_len: output_len.unwrap_or(d.spec_bench.spec_bench_output_len),
+            category: d.spec_bench.spec_bench_category.clone(),
+        },
+        DatasetName::SpeedBench => DatasetParams::SpeedBench(SpeedBenchParams {
+            subset: d.speed_bench.speed_bench_dataset_subset,
+            output_len: output_len.unwrap_or(d.speed_bench.speed_bench_output_len),
+            category: d.speed_bench.speed_bench_category.clone(),
+            max_input_len: d.speed_bench.speed_bench_max_input_len,
+        }),
+        DatasetName::TimedTrace => DatasetParams::TimedTrace(timed_trace(cli)?),
+    })
+}
+
+fn random(cli: &Cli) -> Result<RandomParams, ConfigError> {
+    let d = &cli.dataset;
+    let r = &d.random;
+    let output_len = d.output_len.unwrap_or(r.random_output_len);
+    if output_len == 0 && !cli.server.backend.is_pooling() {
+        let flag = if d.output_len.is_some() {
+            "--output-len"
+        } else {
+            "--random-output-len"
+        };
+        return Err(ConfigError::value(flag, 0, "must be at least 1"));
+    }
+    if r.random_batch_size == 0 {
+        return Err(ConfigError::value(
+            "--random-batch-size",
+            0,
+            "must be at least 1",
+        ));
+    }
+    Ok(RandomParams {
+        input_len: d.input_len.unwrap_or(r.random_input_len),
+        output_len,
+        prefix_len: r.random_prefix_len,
+        range_ratio: range_ratio(&r.random_range_ratio)?,
+        batch_size: r.random_batch_size,
+        prompt_token_ids: r.prompt_token_ids,
+    })
+}
+
+/// `--random-range-ratio`: one number for both lengths, or `{"input": r, "output": r}`.
+pub(super) fn range_ratio(s: &str) -> Result<RangeRatio, ConfigError> {
+    const FLAG: &str = "--random-range-ratio";
+    let ratio = match py_float(s) {
+        Some(r) => RangeRatio {
+            input: r,
+            output: r,
+        },
+        None => {
+            let obj = json_object(FLAG, s)
+                .map_err(|_| ConfigError::value(FLAG, s, "expected a number or a JSON object"))?;
+            let mut ratio = RangeRatio {
+                input: 0.0,
+                output: 0.0,
+            };
+            for (k, v) in &obj {
+                let slot = match k.as_str() {
+                    "input" => &mut ratio.input,
+                    "output" => &mut ratio.output,
+                    other => {
+                        return Err(ConfigError::value(
+                            FLAG,
+                            s,
+                            format!("unknown key '{other}' (use \"input\" and \"output\")"),
+                        ))
+                    }
+                };
+                *slot = v.as_f64().ok_or_else(|| {
+                    ConfigError::value(FLAG, s, format!("\"{k}\" must be a number"))
+                })?;
+            }
+            ratio
+        }
+    };
+    for r in [ratio.input, ratio.output] {
+        if !(0.0..1.0).contains(&r) {
+            return Err(ConfigError::value(FLAG, s, "must be in [0, 1)"));
+        }
+    }
+    Ok(ratio)
+}
+
+fn random_mm(cli: &Cli) -> Result<RandomMmParams, ConfigError> {
+    let m = &cli.dataset.random_mm;
+    let ratio = m.random_mm_num_mm_items_range_ratio;
+    if !(0.0..=1.0).contains(&ratio) {
+        return Err(ConfigError::value(
+            "--random-mm-num-mm-items-range-ratio",
+            ratio,
+            "must be in [0, 1]",
+        ));
+    }
+    const LIMIT: &str = "--random-mm-limit-mm-per-prompt";
+    let limit_text = &m.random_mm_limit_mm_per_prompt;
+    let limit = json_object(LIMIT, limit_text)?
+        .into_iter()
+        .map(|(k, v)| match v.as_u64() {
+            Some(n) => Ok((k, n)),
+            None => Err(ConfigError::value(
+                LIMIT,
+                limit_text,
+                format!("\"{k}\" must be a non-negative integer"),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    const BUCKETS: &str = "--random-mm-bucket-config";
+    let buckets_text = &m.random_mm_bucket_config;
+    let buckets = parse_bucket_config(buckets_text)
+        .map_err(|why| ConfigError::value(BUCKETS, buckets_text, why))?;
+    for ((h, w, frames), p) in &buckets {
+        if !(p.is_finite() && *p >= 0.0) {
+            return Err(ConfigError::value(
+                BUCKETS,
+                buckets_text,
+                format!("the probability of ({h}, {w}, {frames}) must be a non-negative number"),
+            ));
+        }
+        let modality = if *frames == 1 { "image" } else { "video" };
+        if !limit.iter().any(|(k, _)| k == modality) {
+            return Err(ConfigError::value(
+                BUCKETS,
+                buckets_text,
+                format!("modality {modality} of ({h}, {w}, {frames}) is not in {LIMIT}"),
+            ));
+        }
+    }
+    if buckets.iter().all(|(_, p)| *p == 0.0) {
+        return Err(ConfigError::value(
+            BUCKETS,
+            buckets_text,
+            "needs at least one bucket with a positive probability",
+        ));
+    }
+    Ok(RandomMmParams {
+        base_items_per_request: m.random_mm_base_items_per_request,
+        num_mm_items_range_ratio: ratio,
+        limit_mm_per_prompt: limit,
+        bucket_config: buckets,
+    })
+}
+
+fn hf(cli: &Cli) -> Result<HfParams, ConfigError> {
+    let h = &cli.dataset.hf;
+    let blazedit = (h.blazedit_min_distance, h.blazedit_max_distance);
+    for (flag, v) in [
+        ("--blazedit-min-distance", blazedit.0),
+        ("--blazedit-max-distance", blazedit.1),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(ConfigError::value(flag, v, "must be in [0, 1]"));
+        }
+    }
+    if blazedit.0 > blazedit.1 {
+        return Err(ConfigError::value(
+            "--blazedit-min-distance",
+            blazedit.0,
+            format!("must not exceed --blazedit-max-distance ({})", blazedit.1),
+        ));
+    }
+    let asr = (h.asr_min_audio_len_sec, h.asr_max_audio_len_sec);
+    if asr.0.is_nan() || asr.0 < 0.0 || asr.1.is_nan() || asr.0 > asr.1 {
+        return Err(ConfigError::value(
+            "--asr-min-audio-len-sec",
+            asr.0,
+            format!(
+                "must be non-negative and not exceed --asr-max-audio-len-sec ({})",
+                asr.1
+            ),
+        ));
+    }
+    let bfcl_categories = match &h.bfcl_categories {
+        Some(list) => comma_list("--bfcl-categories", list, |s| Ok(s.to_owned()))?,
+        None => ["simple", "live_simple", "multiple"]
+            .map(str::to_owned)
+            .to_vec(),
+    };
+    Ok(HfParams {
+        subset: h.hf_subset.clone(),
+        split: h.hf_split.clone(),
+        name: h.hf_name.clone(),
+        output_len: cli.dataset.output_len.or(h.hf_output_len),
+        text_column: h.hf_text_column.clone(),
+        blazedit_distance: blazedit,
+        asr_audio_len_sec: asr,
+        bfcl_categories,
+    })
+}
+
+fn custom(cli: &Cli) -> Result<CustomParams, ConfigError> {
+    let c = &cli.dataset.custom;
+    let output_len = match (cli.dataset.output_len, c.custom_output_len) {
+        (Some(n), _) => Some(n),
+        (None, -1) => None,
+        (None, n) => Some(usize::try_from(n).map_err(|_| {
+            ConfigError::value(
+                "--custom-output-len",
+                n,
+                "must be a token count, or -1 to keep the dataset's",
+            )
+        })?),
+    };
+    Ok(CustomParams {
+        output_len,
+        ensure_client_side_data: c.custom_ensure_client_side_data,
+    })
+}
+
+fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
+    let t = &cli.dataset.timed_trace;
+    if t.timed_trace_chunk_hash_size == 0 {
+        return Err(ConfigError::value(
+            "--timed-trace-chunk-hash-size",
+            0,
+            "must be at least 1",
+        ));
+    }
+    let m = t.timed_trace_sec_multiplier;
+    if !(m.is_finite() && m > 0.0) {
+        return Err(ConfigError::value(
+            "--timed-trace-sec-multiplier",
+            m,
+            "must be a positive number",
+        ));
+    }
+    Ok(TimedTraceParams {
+        chunk_hash_size: t.timed_trace_chunk_hash_size,
+        sec_multiplier: m,
+        label_timestamp: t.timed_trace_label_timestamp.clone(),
+        label_input_length: t.timed_trace_label_input_length.clone(),
+        label_output_length: t.timed_trace_label_output_length.clone(),
+        label_hash_ids: t.timed_trace_label_hash_ids.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_ratio_takes_a_number_or_an_object() {
+        assert_eq!(
+            range_ratio("0.25").unwrap(),
+            RangeRatio {
+                input: 0.25,
+                output: 0.25
+            }
+        );
+        assert_eq!(
+            range_ratio(r#"{"input": 0.3, "output": 0.5}"#).unwrap(),
+            RangeRatio {
+                input: 0.3,
+                output: 0.5
+            }
+        );
+        assert_eq!(
+            range_ratio(r#"{"output": 0.5}"#).unwrap(),
+            RangeRatio {
+                input: 0.0,
+                output: 0.5
+            }
+        );
+        for (bad, why) in [
+            ("1", "must be in [0, 1)"),
+            ("-0.1", "must be in [0, 1)"),
+            ("nan", "must be in [0, 1)"),
+            ("abc", "expected a number or a JSON object"),
+            (
+                r#"{"in": 0.1}"#,
+                "unknown key 'in' (use \"input\" and \"output\")",
+            ),
+            (r#"{"input": "x"}"#, "\"input\" must be a number"),
+        ] {
+            let e = range_ratio(bad).unwrap_err().to_string();
+            assert!(e.ends_with(why), "{bad}: {e}");
+            assert!(e.starts_with("--random-range-ratio "), "{e}");
+        }
+    }
+}

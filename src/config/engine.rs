@@ -1,0 +1,92 @@
+//! The engine's own settings (vllm-bench only): how many pinned cores, which I/O driver, the
+//! connect and request timeouts, and whether to open connections before the clock starts.
+
+use std::time::Duration;
+
+use super::ConfigError;
+use crate::cli::{Cli, IoDriver};
+
+/// Engine settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// Runtimes to start, one pinned per core.
+    pub num_cores: usize,
+    pub io_driver: IoDriver,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// Open the connections before the measured run (off with `--no-preconnect`).
+    pub preconnect: bool,
+}
+
+/// The number of cores this process may run on (its affinity mask), at least 1.
+pub fn available_cores() -> usize {
+    core_affinity::get_core_ids()
+        .map(|ids| ids.len())
+        .filter(|&n| n > 0)
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+}
+
+pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
+    let e = &cli.engine;
+    let available = available_cores();
+    let num_cores = match e.num_cores {
+        None => available,
+        Some(0) => {
+            return Err(ConfigError::value(
+                "--num-cores/VLLM_BENCH_CORES",
+                0,
+                "must be at least 1",
+            ))
+        }
+        Some(n) if n > available => {
+            return Err(ConfigError::value(
+                "--num-cores/VLLM_BENCH_CORES",
+                n,
+                format!("only {available} cores are available to this process"),
+            ))
+        }
+        Some(n) => n,
+    };
+    Ok(EngineConfig {
+        num_cores,
+        io_driver: e.io_driver,
+        connect_timeout: timeout("--connect-timeout-sec", e.connect_timeout_sec)?,
+        request_timeout: timeout("--request-timeout-sec", e.request_timeout_sec)?,
+        preconnect: !e.no_preconnect,
+    })
+}
+
+fn timeout(flag: &str, secs: f64) -> Result<Duration, ConfigError> {
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(ConfigError::value(
+            flag,
+            secs,
+            "must be a positive number of seconds",
+        ));
+    }
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| ConfigError::value(flag, secs, "must be a finite number of seconds"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_must_be_positive_and_finite() {
+        assert_eq!(timeout("--t", 1.5).unwrap(), Duration::from_millis(1500));
+        assert!(timeout("--t", 0.0).is_err());
+        assert!(timeout("--t", -1.0).is_err());
+        assert!(timeout("--t", f64::NAN).is_err());
+        assert_eq!(
+            timeout("--t", f64::INFINITY).unwrap_err().to_string(),
+            "--t inf: must be a finite number of seconds"
+        );
+    }
+
+    #[test]
+    fn at_least_one_core_is_available() {
+        assert!(available_cores() >= 1);
+    }
+}

@@ -1,0 +1,351 @@
+//! The features beyond one plain run: steady-state metrics, server profiling, sweeps,
+//! multi-turn conversations, LoRA adapters, repeated runs and result comparison. Each has its
+//! own settings and its rules about which other flags it needs.
+
+use std::path::PathBuf;
+
+use super::parse::comma_list;
+use super::ConfigError;
+use crate::cli::{pyvalue, Backend, Cli, DatasetName, LoraAssignment};
+
+/// Steady-state window detection (closed loop only).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteadyStateConfig {
+    /// False with `--no-steady-state`.
+    pub enabled: bool,
+    /// Fraction of `--max-concurrency` that opens the window, in (0, 1].
+    pub threshold: f64,
+    /// `None`: `max(10, 0.1 × duration)`.
+    pub min_window_sec: Option<f64>,
+}
+
+/// Server-side profiling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfilingConfig {
+    pub enabled: bool,
+    /// Start once `/metrics` shows this many running requests.
+    pub batch_threshold: Option<usize>,
+    /// Capture length after the threshold.
+    pub duration_sec: f64,
+}
+
+/// What a sweep varies.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SweepAxis {
+    MaxConcurrency(Vec<usize>),
+    /// Rates, `f64::INFINITY` included.
+    RequestRate(Vec<f64>),
+}
+
+/// A sweep: one run per value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepConfig {
+    pub axis: SweepAxis,
+    /// `num_prompts = concurrency × factor` (concurrency sweeps only).
+    pub num_prompts_factor: Option<usize>,
+    pub reset_prefix_cache: bool,
+}
+
+/// Multi-turn conversations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiTurnConfig {
+    pub num_turns: usize,
+    /// 0 = `num_turns`.
+    pub min_turns: usize,
+    /// 0 = `num_turns` (synthetic) / uncapped (ShareGPT).
+    pub max_turns: usize,
+    pub concurrency: Option<usize>,
+    pub delay_ms: u64,
+    /// 0 = the dataset's input length.
+    pub per_turn_input_len: usize,
+    pub prefix_global_ratio: f64,
+    pub prefix_conversation_ratio: f64,
+}
+
+/// LoRA adapters requests are spread over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraConfig {
+    pub modules: Vec<String>,
+    pub assignment: LoraAssignment,
+}
+
+/// Repeated runs and result comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiRunConfig {
+    pub num_runs: usize,
+    /// `--compare BASELINE CANDIDATE`: compare two result files instead of running.
+    pub compare: Option<(PathBuf, PathBuf)>,
+}
+
+pub(super) fn steady_state(cli: &Cli) -> Result<SteadyStateConfig, ConfigError> {
+    let s = &cli.steady_state;
+    let t = s.steady_state_threshold;
+    if !(t > 0.0 && t <= 1.0) {
+        return Err(ConfigError::value(
+            "--steady-state-threshold",
+            t,
+            "must be in (0, 1]",
+        ));
+    }
+    if let Some(w) = s
+        .steady_state_min_window
+        .filter(|w| !(w.is_finite() && *w > 0.0))
+    {
+        return Err(ConfigError::value(
+            "--steady-state-min-window",
+            w,
+            "must be a positive number of seconds",
+        ));
+    }
+    Ok(SteadyStateConfig {
+        enabled: !s.no_steady_state,
+        threshold: t,
+        min_window_sec: s.steady_state_min_window,
+    })
+}
+
+pub(super) fn profiling(cli: &Cli) -> Result<ProfilingConfig, ConfigError> {
+    let p = &cli.profiling;
+    if let Some(n) = p.profile_batch_threshold {
+        if !p.profile {
+            return Err(ConfigError::flag(
+                "--profile-batch-threshold",
+                "needs --profile",
+            ));
+        }
+        if n == 0 {
+            return Err(ConfigError::value(
+                "--profile-batch-threshold",
+                0,
+                "must be at least 1",
+            ));
+        }
+    }
+    if cli.was_given("--profile-duration") && p.profile_batch_threshold.is_none() {
+        return Err(ConfigError::flag(
+            "--profile-duration",
+            "needs --profile-batch-threshold",
+        ));
+    }
+    if !(p.profile_duration.is_finite() && p.profile_duration > 0.0) {
+        return Err(ConfigError::value(
+            "--profile-duration",
+            p.profile_duration,
+            "must be a positive number of seconds",
+        ));
+    }
+    Ok(ProfilingConfig {
+        enabled: p.profile,
+        batch_threshold: p.profile_batch_threshold,
+        duration_sec: p.profile_duration,
+    })
+}
+
+pub(super) fn sweep(cli: &Cli) -> Result<Option<SweepConfig>, ConfigError> {
+    let s = &cli.sweep;
+    let axis = match (&s.sweep_max_concurrency, &s.sweep_request_rate) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::flag(
+                "--sweep-max-concurrency",
+                "cannot be combined with --sweep-request-rate; sweep one at a time",
+            ))
+        }
+        (Some(list), None) => {
+            if cli.was_given("--max-concurrency") {
+                return Err(ConfigError::flag(
+                    "--max-concurrency",
+                    "conflicts with --sweep-max-concurrency, which sets it per point",
+                ));
+            }
+            SweepAxis::MaxConcurrency(comma_list("--sweep-max-concurrency", list, |v| {
+                match pyvalue::py_int(v) {
+                    Some(n) if n >= 1 => usize::try_from(n).map_err(|_| "too large".to_owned()),
+                    _ => Err("expected an integer of at least 1".to_owned()),
+                }
+            })?)
+        }
+        (None, Some(list)) => {
+            if cli.was_given("--request-rate") {
+                return Err(ConfigError::flag(
+                    "--request-rate",
+                    "conflicts with --sweep-request-rate, which sets it per point",
+                ));
+            }
+            SweepAxis::RequestRate(comma_list("--sweep-request-rate", list, |v| {
+                match pyvalue::py_float(v) {
+                    Some(r) if r > 0.0 => Ok(r),
+                    _ => Err("expected a rate greater than 0, or inf".to_owned()),
+                }
+            })?)
+        }
+        (None, None) => {
+            for flag in ["--sweep-num-prompts-factor", "--reset-prefix-cache"] {
+                if cli.was_given(flag) {
+                    return Err(ConfigError::flag(
+                        flag,
+                        "needs --sweep-max-concurrency or --sweep-request-rate",
+                    ));
+                }
+            }
+            return Ok(None);
+        }
+    };
+    if let Some(f) = s.sweep_num_prompts_factor {
+        if !matches!(axis, SweepAxis::MaxConcurrency(_)) {
+            return Err(ConfigError::flag(
+                "--sweep-num-prompts-factor",
+                "needs --sweep-max-concurrency",
+            ));
+        }
+        if f == 0 {
+            return Err(ConfigError::value(
+                "--sweep-num-prompts-factor",
+                0,
+                "must be at least 1",
+            ));
+        }
+    }
+    Ok(Some(SweepConfig {
+        axis,
+        num_prompts_factor: s.sweep_num_prompts_factor,
+        reset_prefix_cache: s.reset_prefix_cache,
+    }))
+}
+
+/// The multi-turn flags other than `--multi-turn` itself.
+const MULTI_TURN_FLAGS: [&str; 8] = [
+    "--multi-turn-num-turns",
+    "--multi-turn-min-turns",
+    "--multi-turn-max-turns",
+    "--multi-turn-concurrency",
+    "--multi-turn-delay-ms",
+    "--per-turn-input-len",
+    "--multi-turn-prefix-global-ratio",
+    "--multi-turn-prefix-conversation-ratio",
+];
+
+pub(super) fn multi_turn(cli: &Cli) -> Result<Option<MultiTurnConfig>, ConfigError> {
+    let m = &cli.multi_turn;
+    if !m.multi_turn {
+        return match MULTI_TURN_FLAGS.iter().find(|f| cli.was_given(f)) {
+            Some(flag) => Err(ConfigError::flag(flag, "needs --multi-turn")),
+            None => Ok(None),
+        };
+    }
+    let backend = cli.server.backend;
+    if backend != Backend::OpenaiChat {
+        return Err(ConfigError::flag(
+            "--multi-turn",
+            format!("needs --backend openai-chat (got {backend})"),
+        ));
+    }
+    let dataset = cli.dataset.dataset_name;
+    if !matches!(dataset, DatasetName::Random | DatasetName::Sharegpt) {
+        return Err(ConfigError::flag(
+            "--multi-turn",
+            format!("works with --dataset-name random or sharegpt (got {dataset})"),
+        ));
+    }
+    if m.multi_turn_num_turns == 0 {
+        return Err(ConfigError::value(
+            "--multi-turn-num-turns",
+            0,
+            "must be at least 1",
+        ));
+    }
+    let (min, max) = (m.multi_turn_min_turns, m.multi_turn_max_turns);
+    if min > 0 && max > 0 && min > max {
+        return Err(ConfigError::value(
+            "--multi-turn-min-turns",
+            min,
+            format!("must not exceed --multi-turn-max-turns ({max})"),
+        ));
+    }
+    if m.multi_turn_concurrency == Some(0) {
+        return Err(ConfigError::value(
+            "--multi-turn-concurrency",
+            0,
+            "must be at least 1",
+        ));
+    }
+    let (global, conversation) = (
+        m.multi_turn_prefix_global_ratio,
+        m.multi_turn_prefix_conversation_ratio,
+    );
+    for (flag, r) in [
+        ("--multi-turn-prefix-global-ratio", global),
+        ("--multi-turn-prefix-conversation-ratio", conversation),
+    ] {
+        if !(0.0..1.0).contains(&r) {
+            return Err(ConfigError::value(flag, r, "must be in [0, 1)"));
+        }
+    }
+    if global + conversation >= 1.0 {
+        return Err(ConfigError::invalid(format!(
+            "--multi-turn-prefix-global-ratio {global} + --multi-turn-prefix-conversation-ratio \
+             {conversation}: must sum to less than 1"
+        )));
+    }
+    Ok(Some(MultiTurnConfig {
+        num_turns: m.multi_turn_num_turns,
+        min_turns: min,
+        max_turns: max,
+        concurrency: m.multi_turn_concurrency,
+        delay_ms: m.multi_turn_delay_ms,
+        per_turn_input_len: m.per_turn_input_len,
+        prefix_global_ratio: global,
+        prefix_conversation_ratio: conversation,
+    }))
+}
+
+pub(super) fn lora(cli: &Cli) -> Result<Option<LoraConfig>, ConfigError> {
+    let l = &cli.lora;
+    if l.lora_modules.is_empty() {
+        if cli.was_given("--lora-assignment") {
+            return Err(ConfigError::flag(
+                "--lora-assignment",
+                "needs --lora-modules",
+            ));
+        }
+        return Ok(None);
+    }
+    let backend = cli.server.backend;
+    if backend.is_pooling() {
+        return Err(ConfigError::flag(
+            "--lora-modules",
+            format!("LoRA routing applies to generation backends only (got --backend {backend})"),
+        ));
+    }
+    if let Some(empty) = l.lora_modules.iter().find(|m| m.trim().is_empty()) {
+        return Err(ConfigError::value(
+            "--lora-modules",
+            empty,
+            "empty adapter name",
+        ));
+    }
+    Ok(Some(LoraConfig {
+        modules: l.lora_modules.clone(),
+        assignment: l.lora_assignment,
+    }))
+}
+
+pub(super) fn multi_run(cli: &Cli) -> Result<MultiRunConfig, ConfigError> {
+    let m = &cli.multi_run;
+    if m.num_runs == 0 {
+        return Err(ConfigError::value("--num-runs", 0, "must be at least 1"));
+    }
+    let compare = match &m.compare[..] {
+        [] => None,
+        [a, b] => Some((PathBuf::from(a), PathBuf::from(b))),
+        _ => {
+            return Err(ConfigError::flag(
+                "--compare",
+                "expected two result files: BASELINE CANDIDATE",
+            ))
+        }
+    };
+    Ok(MultiRunConfig {
+        num_runs: m.num_runs,
+        compare,
+    })
+}

@@ -1,0 +1,146 @@
+//! Rate control: arrival rate and burstiness, the concurrency cap, ramp-up and self-timing,
+//! with the rules of Python's `main_async` and `get_request`.
+
+use super::ConfigError;
+use crate::cli::{Cli, DatasetName, RampUpStrategy};
+
+/// How requests are released.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateConfig {
+    /// Requests per second; `f64::INFINITY` sends everything at once.
+    pub request_rate: f64,
+    /// Gamma shape of the inter-arrival times (1.0 = Poisson).
+    pub burstiness: f64,
+    /// At most this many requests in flight.
+    pub max_concurrency: Option<usize>,
+    pub ramp_up: Option<RampUp>,
+    /// Requests carry their own arrival times (timed_trace).
+    pub self_timed: bool,
+    /// Probe requests per second beside the workload (0 = none).
+    pub probe_request_rate: f64,
+}
+
+impl RateConfig {
+    /// True when the rate is `inf`: every request is released at time 0.
+    pub fn is_unbounded(&self) -> bool {
+        self.request_rate.is_infinite()
+    }
+}
+
+/// A rate ramp from `start_rps` to `end_rps` over the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RampUp {
+    pub strategy: RampUpStrategy,
+    pub start_rps: u64,
+    pub end_rps: u64,
+}
+
+pub(super) fn resolve(cli: &Cli) -> Result<RateConfig, ConfigError> {
+    let r = &cli.rate;
+    if r.request_rate.is_nan() || r.request_rate <= 0.0 {
+        return Err(ConfigError::value(
+            "--request-rate",
+            r.request_rate,
+            "must be greater than 0 (inf sends every request at once)",
+        ));
+    }
+    if !(r.burstiness.is_finite() && r.burstiness > 0.0) {
+        return Err(ConfigError::value(
+            "--burstiness",
+            r.burstiness,
+            "must be greater than 0",
+        ));
+    }
+    if r.max_concurrency == Some(0) {
+        return Err(ConfigError::value(
+            "--max-concurrency",
+            0,
+            "must be greater than 0",
+        ));
+    }
+    if !(r.probe_request_rate.is_finite() && r.probe_request_rate >= 0.0) {
+        return Err(ConfigError::value(
+            "--probe-request-rate",
+            r.probe_request_rate,
+            "must be a non-negative number",
+        ));
+    }
+    Ok(RateConfig {
+        request_rate: r.request_rate,
+        burstiness: r.burstiness,
+        max_concurrency: r.max_concurrency,
+        ramp_up: ramp_up(cli)?,
+        self_timed: self_timed(cli)?,
+        probe_request_rate: r.probe_request_rate,
+    })
+}
+
+fn ramp_up(cli: &Cli) -> Result<Option<RampUp>, ConfigError> {
+    let r = &cli.rate;
+    let Some(strategy) = r.ramp_up_strategy else {
+        for (flag, v) in [
+            ("--ramp-up-start-rps", r.ramp_up_start_rps),
+            ("--ramp-up-end-rps", r.ramp_up_end_rps),
+        ] {
+            if v.is_some() {
+                return Err(ConfigError::flag(flag, "needs --ramp-up-strategy"));
+            }
+        }
+        return Ok(None);
+    };
+    if r.request_rate.is_finite() {
+        return Err(ConfigError::value(
+            "--request-rate",
+            r.request_rate,
+            "conflicts with --ramp-up-strategy, which controls the rate; remove --request-rate",
+        ));
+    }
+    let (Some(start), Some(end)) = (r.ramp_up_start_rps, r.ramp_up_end_rps) else {
+        return Err(ConfigError::flag(
+            "--ramp-up-strategy",
+            "needs both --ramp-up-start-rps and --ramp-up-end-rps",
+        ));
+    };
+    for (flag, v) in [("--ramp-up-start-rps", start), ("--ramp-up-end-rps", end)] {
+        if v < 0 {
+            return Err(ConfigError::value(flag, v, "must be non-negative"));
+        }
+    }
+    if start > end {
+        return Err(ConfigError::value(
+            "--ramp-up-start-rps",
+            start,
+            format!("must not exceed --ramp-up-end-rps ({end})"),
+        ));
+    }
+    if strategy == RampUpStrategy::Exponential && start == 0 {
+        return Err(ConfigError::value(
+            "--ramp-up-start-rps",
+            0,
+            "must be at least 1 for the exponential ramp-up",
+        ));
+    }
+    Ok(Some(RampUp {
+        strategy,
+        start_rps: start.unsigned_abs(),
+        end_rps: end.unsigned_abs(),
+    }))
+}
+
+/// Python: `--self-timed`/`--no-self-timed` exist only for timed_trace, where self-timing is
+/// the default.
+fn self_timed(cli: &Cli) -> Result<bool, ConfigError> {
+    let t = &cli.dataset.timed_trace;
+    if cli.dataset.dataset_name == DatasetName::TimedTrace {
+        return Ok(!t.no_self_timed);
+    }
+    for flag in ["--self-timed", "--no-self-timed"] {
+        if cli.was_given(flag) {
+            return Err(ConfigError::flag(
+                flag,
+                "only valid with --dataset-name timed_trace",
+            ));
+        }
+    }
+    Ok(false)
+}

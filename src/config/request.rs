@@ -1,0 +1,226 @@
+//! What each request carries besides its prompt: sampling parameters, extra body fields,
+//! headers, request ids, `ignore_eos`, logprobs, and the warmup/ready-check settings.
+//!
+//! The body extras are merged here once, as Python merges them
+//! (`{**sampling_params, **extra_body}`: `--extra-body` wins), so backends splice one map.
+
+use serde_json::{Map, Value};
+
+use super::parse::{json_object, key_value};
+use super::ConfigError;
+use crate::cli::{Backend, Cli, DatasetName};
+
+/// The sampling flags, each `None` unless given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SamplingParams {
+    pub top_p: Option<f64>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f64>,
+    pub temperature: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
+    pub repetition_penalty: Option<f64>,
+}
+
+impl SamplingParams {
+    /// The set parameters as JSON body fields, in Python's order.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let num = |f: Option<f64>| f.and_then(serde_json::Number::from_f64).map(Value::Number);
+        let fields = [
+            ("top_p", num(self.top_p)),
+            ("top_k", self.top_k.map(Value::from)),
+            ("min_p", num(self.min_p)),
+            ("temperature", num(self.temperature)),
+            ("frequency_penalty", num(self.frequency_penalty)),
+            ("presence_penalty", num(self.presence_penalty)),
+            ("repetition_penalty", num(self.repetition_penalty)),
+        ];
+        fields
+            .into_iter()
+            .filter_map(|(name, v)| Some((name.to_owned(), v?)))
+            .collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.to_json().is_empty()
+    }
+}
+
+/// Per-request options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestOptions {
+    /// Resolved as Python does: forced on for random/random-mm with completions or chat
+    /// backends, and for timed_trace.
+    pub ignore_eos: bool,
+    pub logprobs: Option<u32>,
+    pub num_warmups: usize,
+    /// 0 skips the readiness check.
+    pub ready_check_timeout_sec: u64,
+    /// `x-request-id` prefix (`bench-<8 hex>-` unless given).
+    pub request_id_prefix: String,
+    /// `--header` pairs, in order; a later one with the same name wins when sent.
+    pub headers: Vec<(String, String)>,
+    /// Sampling parameters overlaid with `--extra-body`: the fields added to every body.
+    pub extra_body: Map<String, Value>,
+    pub use_beam_search: bool,
+}
+
+/// Resolves sampling parameters; `warnings` gets a note when a pooling backend ignores them.
+pub(super) fn sampling(
+    cli: &Cli,
+    warnings: &mut Vec<String>,
+) -> Result<SamplingParams, ConfigError> {
+    let s = &cli.sampling;
+    let floats = [
+        ("--temperature", s.temperature),
+        ("--top-p", s.top_p),
+        ("--min-p", s.min_p),
+        ("--frequency-penalty", s.frequency_penalty),
+        ("--presence-penalty", s.presence_penalty),
+        ("--repetition-penalty", s.repetition_penalty),
+    ];
+    for (flag, v) in floats {
+        if let Some(v) = v.filter(|v| !v.is_finite()) {
+            return Err(ConfigError::value(flag, v, "must be a finite number"));
+        }
+    }
+    let params = SamplingParams {
+        top_p: s.top_p,
+        top_k: s.top_k,
+        min_p: s.min_p,
+        temperature: s.temperature,
+        frequency_penalty: s.frequency_penalty,
+        presence_penalty: s.presence_penalty,
+        repetition_penalty: s.repetition_penalty,
+    };
+    let backend = cli.server.backend;
+    if params.is_empty() || backend.is_openai_compatible() {
+        return Ok(params);
+    }
+    if backend.is_pooling() {
+        // Python drops them silently for pooling backends; say so.
+        warnings.push(format!(
+            "sampling parameters are ignored by the {backend} backend"
+        ));
+        return Ok(SamplingParams::default());
+    }
+    let first = cli
+        .given()
+        .iter()
+        .find(|f| floats.iter().any(|(n, _)| n == f) || *f == "--top-k")
+        .map(String::as_str)
+        .unwrap_or("--temperature");
+    Err(ConfigError::flag(
+        first,
+        format!(
+            "sampling parameters are only supported by the openai-compatible backends \
+             (vllm, openai, openai-chat), not {backend}"
+        ),
+    ))
+}
+
+pub(super) fn options(cli: &Cli, sampling: &SamplingParams) -> Result<RequestOptions, ConfigError> {
+    let r = &cli.request;
+    let mut extra_body = sampling.to_json();
+    if let Some(text) = &r.extra_body {
+        extra_body.extend(json_object("--extra-body", text)?);
+    }
+    Ok(RequestOptions {
+        ignore_eos: r.ignore_eos || forces_ignore_eos(cli.dataset.dataset_name, cli.server.backend),
+        logprobs: r.logprobs,
+        num_warmups: r.num_warmups,
+        ready_check_timeout_sec: r.ready_check_timeout_sec,
+        request_id_prefix: match &r.request_id_prefix {
+            Some(p) => p.clone(),
+            None => format!("bench-{:08x}-", rand::random::<u32>()),
+        },
+        headers: r
+            .header
+            .iter()
+            .map(|h| header(h))
+            .collect::<Result<_, _>>()?,
+        extra_body,
+        use_beam_search: r.use_beam_search,
+    })
+}
+
+/// Python sets `ignore_eos` itself so generation runs to the requested length.
+fn forces_ignore_eos(dataset: DatasetName, backend: Backend) -> bool {
+    match dataset {
+        DatasetName::Random | DatasetName::RandomMm => backend.is_openai_compatible(),
+        DatasetName::TimedTrace => true,
+        _ => false,
+    }
+}
+
+/// One `--header KEY=VALUE`, checked so it cannot break the HTTP request it is written into.
+fn header(item: &str) -> Result<(String, String), ConfigError> {
+    let (name, value) = key_value("--header", item)?;
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if !name.chars().all(token) {
+        return Err(ConfigError::value(
+            "--header",
+            item,
+            format!("'{name}' is not a valid header name"),
+        ));
+    }
+    if value.chars().any(|c| c == '\r' || c == '\n' || c == '\0') {
+        return Err(ConfigError::value(
+            "--header",
+            item,
+            "a header value cannot contain line breaks",
+        ));
+    }
+    Ok((name, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sampling_fields_come_out_in_pythons_order() {
+        let p = SamplingParams {
+            temperature: Some(0.0),
+            top_k: Some(5),
+            top_p: Some(0.9),
+            ..SamplingParams::default()
+        };
+        let v = Value::Object(p.to_json());
+        assert_eq!(
+            v.to_string(),
+            r#"{"top_p":0.9,"top_k":5,"temperature":0.0}"#
+        );
+        assert_eq!(v, json!({"top_p": 0.9, "top_k": 5, "temperature": 0.0}));
+    }
+
+    #[test]
+    fn headers_are_checked() {
+        assert_eq!(header("x-a=1").unwrap(), ("x-a".to_owned(), "1".to_owned()));
+        assert_eq!(
+            header("bad name=1").unwrap_err().to_string(),
+            "--header 'bad name=1': 'bad name' is not a valid header name"
+        );
+        assert_eq!(
+            header("a:b=1").unwrap_err().to_string(),
+            "--header a:b=1: 'a:b' is not a valid header name"
+        );
+        assert_eq!(
+            header("novalue").unwrap_err().to_string(),
+            "--header novalue: expected KEY=VALUE"
+        );
+    }
+
+    #[test]
+    fn ignore_eos_is_forced_like_python() {
+        assert!(forces_ignore_eos(DatasetName::Random, Backend::Vllm));
+        assert!(forces_ignore_eos(DatasetName::Random, Backend::OpenaiChat));
+        assert!(!forces_ignore_eos(
+            DatasetName::Random,
+            Backend::OpenaiEmbeddings
+        ));
+        assert!(forces_ignore_eos(DatasetName::TimedTrace, Backend::Vllm));
+        assert!(!forces_ignore_eos(DatasetName::Sharegpt, Backend::Vllm));
+    }
+}

@@ -1,0 +1,244 @@
+//! The single list of what the parser accepts but vllm-bench cannot run yet: Python flags,
+//! backends and datasets (and a few vllm-bench reference features). Validation refuses them
+//! with one clear line, and `--help` marks them. Implementing a feature means deleting its
+//! entries here.
+//!
+//! An entry is either `--flag` (refused when given at all) or `--flag value` (refused for that
+//! value of a choice flag).
+
+use super::ConfigError;
+use crate::cli::{Backend, Cli, DatasetName};
+
+/// Everything accepted for compatibility but not implemented yet.
+pub const UNIMPLEMENTED: &[&str] = &[
+    // Backends.
+    "--backend openai-responses",
+    "--backend openai-audio",
+    "--backend openai-embeddings-chat",
+    "--backend openai-embeddings-clip",
+    "--backend openai-embeddings-vlm2vec",
+    "--backend infinity-embeddings",
+    "--backend infinity-embeddings-clip",
+    // Datasets.
+    "--dataset-name sharegpt",
+    "--dataset-name burstgpt",
+    "--dataset-name random-mm",
+    "--dataset-name random-rerank",
+    "--dataset-name hf",
+    "--dataset-name custom",
+    "--dataset-name custom_audio",
+    "--dataset-name custom_image",
+    "--dataset-name prefix_repetition",
+    "--dataset-name spec_bench",
+    "--dataset-name speed_bench",
+    "--dataset-name timed_trace",
+    "--dataset-name sonnet",
+    // Dataset features and the options of the datasets above.
+    "--no-stream",
+    "--skip-chat-template",
+    "--enable-multimodal-chat",
+    "--chat-template-kwargs",
+    "--plot-dataset-stats",
+    "--random-batch-size",
+    "--no-reranker",
+    "--random-mm-base-items-per-request",
+    "--random-mm-num-mm-items-range-ratio",
+    "--random-mm-limit-mm-per-prompt",
+    "--random-mm-bucket-config",
+    "--sharegpt-output-len",
+    "--sonnet-input-len",
+    "--sonnet-output-len",
+    "--sonnet-prefix-len",
+    "--speed-bench-dataset-subset",
+    "--speed-bench-output-len",
+    "--speed-bench-category",
+    "--speed-bench-max-input-len",
+    "--spec-bench-output-len",
+    "--spec-bench-category",
+    "--hf-subset",
+    "--hf-split",
+    "--hf-name",
+    "--hf-output-len",
+    "--hf-text-column",
+    "--blazedit-min-distance",
+    "--blazedit-max-distance",
+    "--asr-min-audio-len-sec",
+    "--asr-max-audio-len-sec",
+    "--bfcl-categories",
+    "--custom-output-len",
+    "--custom-ensure-client-side-data",
+    "--prefix-repetition-prefix-len",
+    "--prefix-repetition-suffix-len",
+    "--prefix-repetition-num-prefixes",
+    "--prefix-repetition-output-len",
+    "--timed-trace-chunk-hash-size",
+    "--timed-trace-sec-multiplier",
+    "--timed-trace-label-timestamp",
+    "--timed-trace-label-input-length",
+    "--timed-trace-label-output-length",
+    "--timed-trace-label-hash-ids",
+    "--self-timed",
+    "--no-self-timed",
+    // Rate control, output and request features.
+    "--probe-request-rate",
+    "--plot-timeline",
+    "--timeline-itl-thresholds",
+    "--sweep-summary-percentiles",
+    "--use-beam-search",
+    // Steady-state metrics.
+    "--steady-state-threshold",
+    "--steady-state-min-window",
+    "--no-steady-state",
+    // Profiling.
+    "--profile",
+    "--profile-batch-threshold",
+    "--profile-duration",
+    // Sweeps.
+    "--sweep-max-concurrency",
+    "--sweep-request-rate",
+    "--sweep-num-prompts-factor",
+    "--reset-prefix-cache",
+    // Multi-turn.
+    "--multi-turn",
+    "--multi-turn-num-turns",
+    "--multi-turn-min-turns",
+    "--multi-turn-max-turns",
+    "--multi-turn-concurrency",
+    "--multi-turn-delay-ms",
+    "--per-turn-input-len",
+    "--multi-turn-prefix-global-ratio",
+    "--multi-turn-prefix-conversation-ratio",
+    // LoRA.
+    "--lora-modules",
+    "--lora-assignment",
+    // Multi-run and comparison.
+    "--num-runs",
+    "--compare",
+];
+
+/// True if `flag` (`--num-runs`) is refused whenever it is given.
+pub fn is_flag(flag: &str) -> bool {
+    UNIMPLEMENTED.contains(&flag)
+}
+
+fn is_choice(flag: &str, value: &str) -> bool {
+    UNIMPLEMENTED
+        .iter()
+        .any(|e| e.split_once(' ') == Some((flag, value)))
+}
+
+/// Backends not implemented yet, by name.
+pub fn backends() -> Vec<&'static str> {
+    Backend::all()
+        .iter()
+        .map(|b| b.name())
+        .filter(|n| is_choice("--backend", n))
+        .collect()
+}
+
+/// Datasets not implemented yet, by name.
+pub fn datasets() -> Vec<&'static str> {
+    DatasetName::all()
+        .iter()
+        .map(|d| d.name())
+        .filter(|n| is_choice("--dataset-name", n))
+        .collect()
+}
+
+/// Refuses the first unimplemented backend, dataset or flag of `cli`.
+pub fn check(cli: &Cli) -> Result<(), ConfigError> {
+    let backend = cli.server.backend.name();
+    if is_choice("--backend", backend) {
+        return Err(ConfigError::not_implemented(&format!(
+            "--backend {backend}"
+        )));
+    }
+    let dataset = cli.dataset.dataset_name.name();
+    if is_choice("--dataset-name", dataset) {
+        return Err(ConfigError::not_implemented(&format!(
+            "--dataset-name {dataset}"
+        )));
+    }
+    match cli.given().iter().find(|f| is_flag(f)) {
+        Some(flag) => Err(ConfigError::not_implemented(flag)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::CliError;
+
+    fn parse(args: &[&str]) -> Result<Cli, CliError> {
+        crate::cli::parse_from(std::iter::once("vllm-bench").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn every_entry_names_a_real_flag_or_choice() {
+        let cmd = crate::cli::command();
+        for entry in UNIMPLEMENTED {
+            let (flag, value) = match entry.split_once(' ') {
+                Some((f, v)) => (f, Some(v)),
+                None => (*entry, None),
+            };
+            let long = flag.trim_start_matches("--");
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .unwrap_or_else(|| panic!("{entry}: no such flag"));
+            if let Some(v) = value {
+                assert!(
+                    arg.get_possible_values().iter().any(|p| p.get_name() == v),
+                    "{entry}: no such choice"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn implemented_set_is_the_briefed_one() {
+        let implemented: Vec<_> = Backend::all()
+            .iter()
+            .map(|b| b.name())
+            .filter(|n| !backends().contains(n))
+            .collect();
+        assert_eq!(
+            implemented,
+            [
+                "vllm",
+                "openai",
+                "openai-chat",
+                "openai-embeddings",
+                "vllm-pooling",
+                "vllm-rerank"
+            ]
+        );
+        let implemented: Vec<_> = DatasetName::all()
+            .iter()
+            .map(|d| d.name())
+            .filter(|n| !datasets().contains(n))
+            .collect();
+        assert_eq!(implemented, ["random"]);
+    }
+
+    #[test]
+    fn check_refuses_the_first_given_flag() {
+        let cli = parse(&["--num-runs", "2", "--compare", "a", "b"]).unwrap();
+        assert_eq!(
+            check(&cli).unwrap_err().message(),
+            ConfigError::not_implemented("--num-runs").message()
+        );
+        let cli = parse(&["--backend", "openai-audio"]).unwrap();
+        assert!(check(&cli)
+            .unwrap_err()
+            .message()
+            .starts_with("--backend openai-audio: not implemented yet"));
+        let cli = parse(&["--dataset-name", "timed-trace"]).unwrap();
+        assert!(check(&cli)
+            .unwrap_err()
+            .message()
+            .starts_with("--dataset-name timed_trace: not implemented yet"));
+        assert!(check(&parse(&["--seed", "1"]).unwrap()).is_ok());
+    }
+}
