@@ -1,1 +1,787 @@
 //! Decoding of streamed JSON chunks (completions / chat) with simd-json, in place.
+//!
+//! One SSE `data:` payload of an OpenAI-compatible stream becomes a [`ChunkFields`]: whether
+//! the chunk carries a choice, its text / reasoning / tool-call delta, the finish reason, the
+//! usage counts and an in-stream error. Everything else (`id`, `model`, `logprobs`,
+//! llama.cpp's `timings`, …) is skipped without being materialised, and only the first choice
+//! is looked at.
+//!
+//! Why a tape walk and not serde structs: simd-json 0.15's serde `Deserializer` allocates a
+//! fresh tape `Vec` for every document and skips an unused field by visiting every node of
+//! it. Filling a reused [`simd_json::Tape`] with [`simd_json::fill_tape`] (and reused
+//! [`simd_json::Buffers`]) makes a decode allocation-free once warm, and the tape's node
+//! counts let us jump over an unused subtree in one step. Strings are unescaped by simd-json
+//! into the payload buffer itself, so every returned string borrows the payload.
+//!
+//! What counts as a token event follows Python `vllm bench serve` 0.33 (the golden README is
+//! authoritative): see [`ChunkFields::is_token`].
+
+use std::borrow::Cow;
+
+use simd_json::{Buffers, Node, StaticNode, Tape};
+
+/// Message used when a server reports an error without saying what it was.
+const ERROR_WITHOUT_MESSAGE: &str = "error object without a message";
+
+/// Which response shape a stream has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamApi {
+    /// `/v1/completions`: text in `choices[0].text`.
+    Completions,
+    /// `/v1/chat/completions`: text in `choices[0].delta.content`.
+    Chat,
+}
+
+/// Token counts of a `usage` object; a missing or `null` count is `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// `usage.prompt_tokens`.
+    pub prompt_tokens: Option<u64>,
+    /// `usage.completion_tokens`.
+    pub completion_tokens: Option<u64>,
+}
+
+/// What the client needs from one streamed chunk. Strings borrow the payload buffer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChunkFields<'a> {
+    /// `choices` is present and non-empty.
+    pub has_choices: bool,
+    /// Completions `choices[0].text`; chat `choices[0].delta.content`.
+    pub text: Option<Cow<'a, str>>,
+    /// Chat `delta.reasoning`, or `delta.reasoning_content` when that one is empty or absent.
+    pub reasoning: Option<Cow<'a, str>>,
+    /// Chat `delta.tool_calls` is a non-empty array.
+    pub has_tool_calls: bool,
+    /// `choices[0].finish_reason`.
+    pub finish_reason: Option<Cow<'a, str>>,
+    /// The top-level `usage` object, when present and not `null`.
+    pub usage: Option<Usage>,
+    /// An in-stream error: `{"error": {"message": …}}`, `{"error": "…"}`, or vLLM's older
+    /// top-level `{"object": "error", "message": …}`.
+    pub error: Option<Cow<'a, str>>,
+}
+
+impl ChunkFields<'_> {
+    /// Whether Python 0.33 counts this chunk as a token event (first one sets TTFT, each
+    /// later one adds an ITL entry).
+    ///
+    /// Completions: any chunk with non-empty `choices`, even with empty or `null` text.
+    /// Chat: non-empty `choices` whose delta has non-empty content or reasoning, or tool
+    /// calls; the opening `{"role":"assistant","content":""}` chunk and an empty finish delta
+    /// are not tokens.
+    pub fn is_token(&self, api: StreamApi) -> bool {
+        if !self.has_choices {
+            return false;
+        }
+        match api {
+            StreamApi::Completions => true,
+            StreamApi::Chat => {
+                let non_empty =
+                    |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
+                non_empty(&self.text) || non_empty(&self.reasoning) || self.has_tool_calls
+            }
+        }
+    }
+}
+
+/// Why a chunk could not be decoded.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum ChunkError {
+    /// simd-json rejected the payload (syntax, truncation, invalid UTF-8).
+    #[error("stream chunk is not valid JSON ({0}); the server sent a malformed SSE data payload")]
+    Json(simd_json::Error),
+    /// The payload is valid JSON but not an object.
+    #[error("stream chunk is not a JSON object; the server's stream is not OpenAI-compatible")]
+    NotAnObject,
+    /// A field the client reads has an unexpected type.
+    #[error(
+        "stream chunk field `{field}` is not {expected}; \
+         the server's stream is not OpenAI-compatible"
+    )]
+    BadField {
+        /// JSON path of the field, e.g. `choices[0].text`.
+        field: &'static str,
+        /// What was expected there.
+        expected: &'static str,
+    },
+}
+
+impl ChunkError {
+    /// A stable short name for counting failures by cause.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ChunkError::Json(_) => "chunk_invalid_json",
+            ChunkError::NotAnObject => "chunk_not_an_object",
+            ChunkError::BadField { .. } => "chunk_bad_field",
+        }
+    }
+}
+
+/// Reusable decoder state (simd-json scratch buffers and tape); one per connection or core.
+pub struct ChunkDecoder {
+    buffers: Buffers,
+    /// Always empty between calls; kept for its capacity.
+    tape: Tape<'static>,
+}
+
+impl Default for ChunkDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for ChunkDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkDecoder").finish_non_exhaustive()
+    }
+}
+
+impl ChunkDecoder {
+    /// A decoder with scratch space sized for typical chunks (it grows as needed).
+    pub fn new() -> Self {
+        ChunkDecoder {
+            buffers: Buffers::new(1024),
+            tape: Tape(Vec::new()),
+        }
+    }
+
+    /// Decode one payload in place (simd-json rewrites `data`; the strings returned point
+    /// into it).
+    pub fn decode<'a>(
+        &mut self,
+        api: StreamApi,
+        data: &'a mut [u8],
+    ) -> Result<ChunkFields<'a>, ChunkError> {
+        let mut tape: Tape<'a> = std::mem::replace(&mut self.tape, Tape(Vec::new())).reset();
+        let fields = match simd_json::fill_tape(data, &mut self.buffers, &mut tape) {
+            Ok(()) => read_chunk(api, Json(&tape.0)),
+            Err(e) => Err(ChunkError::Json(e)),
+        };
+        self.tape = tape.reset();
+        fields
+    }
+}
+
+/// One JSON value on the tape: its head node followed by the nodes of its subtree.
+#[derive(Clone, Copy)]
+struct Json<'t, 'a>(&'t [Node<'a>]);
+
+impl<'t, 'a> Json<'t, 'a> {
+    fn head(self) -> Option<Node<'a>> {
+        self.0.first().copied()
+    }
+
+    fn is_null(self) -> bool {
+        matches!(self.head(), Some(Node::Static(StaticNode::Null)))
+    }
+
+    fn as_str(self) -> Option<&'a str> {
+        match self.head() {
+            Some(Node::String(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// `(key, value)` pairs of an object; `None` if this is not an object.
+    fn members(self) -> Option<Members<'t, 'a>> {
+        match self.head() {
+            Some(Node::Object { len, .. }) => Some(Members {
+                rest: self.0.get(1..).unwrap_or(&[]),
+                left: len,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Number of elements and the first one, if this is an array; `None` otherwise.
+    fn first_element(self) -> Option<(usize, Option<Json<'t, 'a>>)> {
+        match self.head() {
+            Some(Node::Array { len, .. }) => {
+                let rest = self.0.get(1..).unwrap_or(&[]);
+                Some((len, (len > 0).then(|| take_value(rest).0).flatten()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Split the value at the start of `nodes` from what follows it.
+fn take_value<'t, 'a>(nodes: &'t [Node<'a>]) -> (Option<Json<'t, 'a>>, &'t [Node<'a>]) {
+    let span = match nodes.first() {
+        Some(Node::Object { count, .. } | Node::Array { count, .. }) => count + 1,
+        Some(_) => 1,
+        None => return (None, nodes),
+    };
+    match (nodes.get(..span), nodes.get(span..)) {
+        (Some(value), Some(rest)) => (Some(Json(value)), rest),
+        _ => (None, &[]),
+    }
+}
+
+/// Iterator over an object's members, jumping over each value's subtree.
+struct Members<'t, 'a> {
+    rest: &'t [Node<'a>],
+    left: usize,
+}
+
+impl<'t, 'a> Iterator for Members<'t, 'a> {
+    type Item = (&'a str, Json<'t, 'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let Some((Node::String(key), after_key)) = self.rest.split_first() else {
+            self.left = 0;
+            return None;
+        };
+        let (value, rest) = take_value(after_key);
+        self.rest = rest;
+        value.map(|value| (*key, value))
+    }
+}
+
+/// Read the top-level object.
+fn read_chunk<'a>(api: StreamApi, root: Json<'_, 'a>) -> Result<ChunkFields<'a>, ChunkError> {
+    let members = root.members().ok_or(ChunkError::NotAnObject)?;
+    let mut fields = ChunkFields::default();
+    let mut error_object = false;
+    let mut message = None;
+    for (key, value) in members {
+        match key {
+            "choices" => read_choices(api, value, &mut fields)?,
+            "usage" => fields.usage = read_usage(value)?,
+            "error" => fields.error = read_error(value)?,
+            "object" => error_object = value.as_str() == Some("error"),
+            "message" => message = value.as_str(),
+            _ => {}
+        }
+    }
+    if error_object && fields.error.is_none() {
+        fields.error = Some(Cow::Borrowed(message.unwrap_or(ERROR_WITHOUT_MESSAGE)));
+    }
+    Ok(fields)
+}
+
+/// `choices`: only the first element is read.
+fn read_choices<'a>(
+    api: StreamApi,
+    value: Json<'_, 'a>,
+    fields: &mut ChunkFields<'a>,
+) -> Result<(), ChunkError> {
+    if value.is_null() {
+        return Ok(());
+    }
+    let (len, first) = value.first_element().ok_or(ChunkError::BadField {
+        field: "choices",
+        expected: "an array or null",
+    })?;
+    fields.has_choices = len > 0;
+    let Some(first) = first else {
+        return Ok(());
+    };
+    let members = first.members().ok_or(ChunkError::BadField {
+        field: "choices[0]",
+        expected: "an object",
+    })?;
+    for (key, value) in members {
+        match (key, api) {
+            ("text", StreamApi::Completions) => {
+                fields.text = opt_str(value, "choices[0].text")?;
+            }
+            ("delta", StreamApi::Chat) => read_delta(value, fields)?,
+            ("finish_reason", _) => {
+                fields.finish_reason = opt_str(value, "choices[0].finish_reason")?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Chat `choices[0].delta` (absent or `null` is tolerated: no content).
+fn read_delta<'a>(value: Json<'_, 'a>, fields: &mut ChunkFields<'a>) -> Result<(), ChunkError> {
+    if value.is_null() {
+        return Ok(());
+    }
+    let members = value.members().ok_or(ChunkError::BadField {
+        field: "choices[0].delta",
+        expected: "an object or null",
+    })?;
+    let (mut reasoning, mut reasoning_content) = (None, None);
+    for (key, value) in members {
+        match key {
+            "content" => fields.text = opt_str(value, "choices[0].delta.content")?,
+            "reasoning" => reasoning = opt_str(value, "choices[0].delta.reasoning")?,
+            "reasoning_content" => {
+                reasoning_content = opt_str(value, "choices[0].delta.reasoning_content")?;
+            }
+            "tool_calls" if !value.is_null() => {
+                let (len, _) = value.first_element().ok_or(ChunkError::BadField {
+                    field: "choices[0].delta.tool_calls",
+                    expected: "an array or null",
+                })?;
+                fields.has_tool_calls = len > 0;
+            }
+            _ => {}
+        }
+    }
+    fields.reasoning = match reasoning {
+        Some(r) if !r.is_empty() => Some(r),
+        _ => reasoning_content.or(reasoning),
+    };
+    Ok(())
+}
+
+/// A string or `null`.
+fn opt_str<'a>(
+    value: Json<'_, 'a>,
+    field: &'static str,
+) -> Result<Option<Cow<'a, str>>, ChunkError> {
+    match value.head() {
+        Some(Node::String(s)) => Ok(Some(Cow::Borrowed(s))),
+        Some(Node::Static(StaticNode::Null)) => Ok(None),
+        _ => Err(ChunkError::BadField {
+            field,
+            expected: "a string or null",
+        }),
+    }
+}
+
+/// The top-level `usage` object, or `None` for `null`.
+fn read_usage(value: Json<'_, '_>) -> Result<Option<Usage>, ChunkError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let members = value.members().ok_or(ChunkError::BadField {
+        field: "usage",
+        expected: "an object or null",
+    })?;
+    let mut usage = Usage::default();
+    for (key, value) in members {
+        match key {
+            "prompt_tokens" => usage.prompt_tokens = token_count(value, "usage.prompt_tokens")?,
+            "completion_tokens" => {
+                usage.completion_tokens = token_count(value, "usage.completion_tokens")?;
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(usage))
+}
+
+/// A non-negative integer count; an integral float (`12.0`) is accepted, as some servers
+/// send counts as floats.
+fn token_count(value: Json<'_, '_>, field: &'static str) -> Result<Option<u64>, ChunkError> {
+    let bad = ChunkError::BadField {
+        field,
+        expected: "a non-negative integer or null",
+    };
+    match value.head() {
+        Some(Node::Static(StaticNode::U64(n))) => Ok(Some(n)),
+        Some(Node::Static(StaticNode::I64(n))) => u64::try_from(n).map(Some).map_err(|_| bad),
+        Some(Node::Static(StaticNode::F64(f))) => {
+            // 2^64 as f64 is exact; every integral f64 below it converts without loss.
+            if f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f < 18_446_744_073_709_551_616.0 {
+                Ok(Some(f as u64))
+            } else {
+                Err(bad)
+            }
+        }
+        Some(Node::Static(StaticNode::Null)) => Ok(None),
+        _ => Err(bad),
+    }
+}
+
+/// `error`: a string, an object with `message` (or `type`), or `null`.
+fn read_error<'a>(value: Json<'_, 'a>) -> Result<Option<Cow<'a, str>>, ChunkError> {
+    match value.head() {
+        Some(Node::Static(StaticNode::Null)) => Ok(None),
+        Some(Node::String(s)) => Ok((!s.is_empty()).then_some(Cow::Borrowed(s))),
+        Some(Node::Object { .. }) => {
+            let (mut message, mut kind) = (None, None);
+            for (key, value) in value.members().into_iter().flatten() {
+                match key {
+                    "message" => message = value.as_str().filter(|m| !m.is_empty()),
+                    "type" => kind = value.as_str().filter(|t| !t.is_empty()),
+                    _ => {}
+                }
+            }
+            Ok(Some(Cow::Borrowed(
+                message.or(kind).unwrap_or(ERROR_WITHOUT_MESSAGE),
+            )))
+        }
+        _ => Err(ChunkError::BadField {
+            field: "error",
+            expected: "a string, an object or null",
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn decode<'a>(dec: &mut ChunkDecoder, api: StreamApi, data: &'a mut [u8]) -> ChunkFields<'a> {
+        dec.decode(api, data).expect("valid chunk")
+    }
+
+    fn owned(text: Option<Cow<'_, str>>) -> Option<Cow<'static, str>> {
+        text.map(|t| Cow::Owned(t.into_owned()))
+    }
+
+    /// Decode `json` with a fresh decoder; the fields are copied out of the payload buffer.
+    fn fields(api: StreamApi, json: &str) -> ChunkFields<'static> {
+        let mut data = json.as_bytes().to_vec();
+        let f = decode(&mut ChunkDecoder::new(), api, &mut data);
+        ChunkFields {
+            text: owned(f.text),
+            reasoning: owned(f.reasoning),
+            finish_reason: owned(f.finish_reason),
+            error: owned(f.error),
+            ..f
+        }
+    }
+
+    #[test]
+    fn strings_borrow_the_payload() {
+        let mut data = VLLM_CHAT_LAST.as_bytes().to_vec();
+        let range = data.as_ptr_range();
+        let f = decode(&mut ChunkDecoder::new(), StreamApi::Chat, &mut data);
+        for text in [&f.text, &f.finish_reason] {
+            let Some(Cow::Borrowed(text)) = text else {
+                panic!("not borrowed: {text:?}");
+            };
+            assert!(range.contains(&text.as_ptr()));
+        }
+    }
+
+    fn s(text: &str) -> Option<Cow<'_, str>> {
+        Some(Cow::Borrowed(text))
+    }
+
+    const VLLM_COMPLETION: &str = r#"{"id":"cmpl-nginx-sse","object":"text_completion","created":1700000000,"model":"nginx-sse","choices":[{"index":0,"text":" Shall","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#;
+    const VLLM_USAGE: &str = r#"{"id":"cmpl-nginx-sse","object":"text_completion","created":1700000000,"model":"nginx-sse","choices":[],"usage":{"prompt_tokens":10,"total_tokens":26,"completion_tokens":16}}"#;
+    const VLLM_CHAT_ROLE: &str = r#"{"id":"chatcmpl-nginx-sse","object":"chat.completion.chunk","created":1700000000,"model":"nginx-sse","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#;
+    const VLLM_CHAT_LAST: &str = r#"{"id":"chatcmpl-nginx-sse","object":"chat.completion.chunk","created":1700000000,"model":"nginx-sse","choices":[{"index":0,"delta":{"content":" Rough"},"logprobs":null,"finish_reason":"length","stop_reason":null}]}"#;
+
+    #[test]
+    fn vllm_completions_chunks() {
+        let f = fields(StreamApi::Completions, VLLM_COMPLETION);
+        assert_eq!(
+            f,
+            ChunkFields {
+                has_choices: true,
+                text: s(" Shall"),
+                ..Default::default()
+            }
+        );
+        assert!(f.is_token(StreamApi::Completions));
+        let u = fields(StreamApi::Completions, VLLM_USAGE);
+        assert!(!u.has_choices && !u.is_token(StreamApi::Completions));
+        assert_eq!(
+            u.usage,
+            Some(Usage {
+                prompt_tokens: Some(10),
+                completion_tokens: Some(16)
+            })
+        );
+    }
+
+    #[test]
+    fn vllm_chat_chunks() {
+        let role = fields(StreamApi::Chat, VLLM_CHAT_ROLE);
+        assert!(role.has_choices);
+        assert_eq!(role.text, s(""));
+        assert!(
+            !role.is_token(StreamApi::Chat),
+            "the role chunk is not a token"
+        );
+        let last = fields(StreamApi::Chat, VLLM_CHAT_LAST);
+        assert_eq!(
+            (last.text.clone(), last.finish_reason.clone()),
+            (s(" Rough"), s("length"))
+        );
+        assert!(last.is_token(StreamApi::Chat));
+        let usage = fields(StreamApi::Chat, VLLM_USAGE);
+        assert!(!usage.is_token(StreamApi::Chat));
+        assert_eq!(usage.usage.and_then(|u| u.completion_tokens), Some(16));
+        // The chat api ignores completions' `text`, and vice versa.
+        assert_eq!(fields(StreamApi::Chat, VLLM_COMPLETION).text, None);
+        assert_eq!(fields(StreamApi::Completions, VLLM_CHAT_LAST).text, None);
+    }
+
+    #[test]
+    fn llama_cpp_chunks() {
+        let text = r#"{"choices":[{"text":"\n","index":0,"logprobs":null,"finish_reason":null}],"created":1796028928,"model":"smollm2","system_fingerprint":"b1-0c1e570","object":"text_completion","id":"chatcmpl-s21T"}"#;
+        assert_eq!(fields(StreamApi::Completions, text).text, s("\n"));
+        // The last completions chunk has choices *and* usage (and timings).
+        let last = r#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1796028928,"model":"smollm2","system_fingerprint":"b1-0c1e570","object":"text_completion","usage":{"completion_tokens":8,"prompt_tokens":11,"total_tokens":19,"prompt_tokens_details":{"cached_tokens":0}},"id":"chatcmpl-s21T","timings":{"cache_n":0,"prompt_n":11,"prompt_ms":35.1,"prompt_per_token_ms":3.19,"predicted_n":8,"predicted_ms":120.5}}"#;
+        let f = fields(StreamApi::Completions, last);
+        assert!(
+            f.is_token(StreamApi::Completions),
+            "Python counts it: choices non-empty"
+        );
+        assert_eq!(
+            (f.text.clone(), f.finish_reason.clone()),
+            (s(""), s("length"))
+        );
+        assert_eq!(
+            f.usage,
+            Some(Usage {
+                prompt_tokens: Some(11),
+                completion_tokens: Some(8)
+            })
+        );
+        let role = r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1,"id":"x","model":"smollm2","system_fingerprint":"b1","object":"chat.completion.chunk"}"#;
+        let role = fields(StreamApi::Chat, role);
+        assert_eq!(role.text, None);
+        assert!(!role.is_token(StreamApi::Chat));
+        let finish = r#"{"choices":[{"finish_reason":"length","index":0,"delta":{}}],"created":1,"id":"x","model":"smollm2","object":"chat.completion.chunk","timings":{"predicted_n":8}}"#;
+        let finish = fields(StreamApi::Chat, finish);
+        assert!(finish.has_choices && !finish.is_token(StreamApi::Chat));
+        assert_eq!(finish.finish_reason, s("length"));
+    }
+
+    #[test]
+    fn openai_role_chunk_and_missing_or_null_delta() {
+        let role = r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}"#;
+        assert!(!fields(StreamApi::Chat, role).is_token(StreamApi::Chat));
+        for chunk in [
+            r#"{"choices":[{"index":0,"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"index":0,"delta":null,"finish_reason":"stop"}]}"#,
+        ] {
+            let f = fields(StreamApi::Chat, chunk);
+            assert!(f.has_choices && !f.is_token(StreamApi::Chat), "{chunk}");
+            assert_eq!(f.finish_reason, s("stop"));
+        }
+    }
+
+    #[test]
+    fn reasoning_and_tool_calls() {
+        let f = fields(
+            StreamApi::Chat,
+            r#"{"choices":[{"delta":{"reasoning_content":"Let me think"}}]}"#,
+        );
+        assert_eq!(
+            (f.text.clone(), f.reasoning.clone()),
+            (None, s("Let me think"))
+        );
+        assert!(f.is_token(StreamApi::Chat));
+        let f = fields(
+            StreamApi::Chat,
+            r#"{"choices":[{"delta":{"content":null,"reasoning":"hmm","reasoning_content":"other"}}]}"#,
+        );
+        assert_eq!(f.reasoning, s("hmm"));
+        let f = fields(
+            StreamApi::Chat,
+            r#"{"choices":[{"delta":{"reasoning":"","reasoning_content":"rc"}}]}"#,
+        );
+        assert_eq!(f.reasoning, s("rc"));
+        let f = fields(
+            StreamApi::Chat,
+            r#"{"choices":[{"delta":{"reasoning":""}}]}"#,
+        );
+        assert!(!f.is_token(StreamApi::Chat));
+        let tool = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}"#;
+        let f = fields(StreamApi::Chat, tool);
+        assert!(f.has_tool_calls && f.is_token(StreamApi::Chat));
+        for empty in [
+            r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":null}}]}"#,
+        ] {
+            assert!(
+                !fields(StreamApi::Chat, empty).is_token(StreamApi::Chat),
+                "{empty}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_the_first_choice_counts() {
+        let f = fields(
+            StreamApi::Completions,
+            r#"{"choices":[{"text":"a","finish_reason":null},{"text":"b","finish_reason":"stop"}],"usage":null}"#,
+        );
+        assert_eq!((f.text.clone(), f.finish_reason.clone()), (s("a"), None));
+        let f = fields(StreamApi::Completions, r#"{"choices":null,"usage":null}"#);
+        assert!(!f.has_choices);
+        let f = fields(StreamApi::Completions, r#"{"choices":[{"text":null}]}"#);
+        assert!(f.has_choices && f.text.is_none() && f.is_token(StreamApi::Completions));
+    }
+
+    #[test]
+    fn in_stream_errors() {
+        let cases = [
+            (
+                r#"{"error":{"message":"boom","type":"InternalServerError","code":500}}"#,
+                "boom",
+            ),
+            (
+                r#"{"error":{"object":"error","message":"too long","type":"BadRequestError","param":null,"code":400}}"#,
+                "too long",
+            ),
+            (r#"{"error":"plain"}"#, "plain"),
+            (r#"{"error":{"type":"overloaded"}}"#, "overloaded"),
+            (r#"{"error":{}}"#, ERROR_WITHOUT_MESSAGE),
+            (
+                r#"{"object":"error","message":"injected error from nginx-sse","type":"InternalServerError","param":null,"code":500}"#,
+                "injected error from nginx-sse",
+            ),
+        ];
+        for (chunk, message) in cases {
+            let f = fields(StreamApi::Chat, chunk);
+            assert_eq!(f.error, s(message), "{chunk}");
+            assert!(!f.is_token(StreamApi::Chat));
+        }
+        assert_eq!(
+            fields(StreamApi::Chat, r#"{"error":null,"choices":[]}"#).error,
+            None
+        );
+        assert_eq!(
+            fields(
+                StreamApi::Chat,
+                r#"{"object":"chat.completion.chunk","message":"x"}"#
+            )
+            .error,
+            None
+        );
+    }
+
+    #[test]
+    fn escaped_text_is_unescaped_in_place() {
+        let f = fields(
+            StreamApi::Completions,
+            r#"{"choices":[{"text":"caf\u00e9 \ud83d\ude00 \"q\" \\ \n\t\/ é"}]}"#,
+        );
+        assert_eq!(
+            f.text.as_deref(),
+            Some("caf\u{e9} \u{1f600} \"q\" \\ \n\t/ \u{e9}")
+        );
+    }
+
+    #[test]
+    fn token_counts_tolerate_integral_floats() {
+        let f = fields(
+            StreamApi::Chat,
+            r#"{"choices":[],"usage":{"prompt_tokens":11.0,"completion_tokens":null}}"#,
+        );
+        assert_eq!(
+            f.usage,
+            Some(Usage {
+                prompt_tokens: Some(11),
+                completion_tokens: None
+            })
+        );
+        assert_eq!(
+            fields(StreamApi::Chat, r#"{"usage":{}}"#).usage,
+            Some(Usage::default())
+        );
+    }
+
+    #[test]
+    fn bad_chunks_are_errors() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"{\"choices\":[{\"text\":\"a\"}]", "chunk_invalid_json"),
+            (
+                b"{\"choices\":[{\"text\":\"a\xff\"}]}",
+                "chunk_invalid_json",
+            ),
+            (b"[DONE]", "chunk_invalid_json"),
+            (b"", "chunk_invalid_json"),
+            (b"[1,2]", "chunk_not_an_object"),
+            (b"\"text\"", "chunk_not_an_object"),
+            (br#"{"choices":{"text":"a"}}"#, "chunk_bad_field"),
+            (br#"{"choices":["a"]}"#, "chunk_bad_field"),
+            (br#"{"choices":[{"finish_reason":5}]}"#, "chunk_bad_field"),
+            (
+                br#"{"choices":[{"delta":{"content":5}}]}"#,
+                "chunk_bad_field",
+            ),
+            (br#"{"choices":[{"delta":"x"}]}"#, "chunk_bad_field"),
+            (
+                br#"{"choices":[{"delta":{"tool_calls":{}}}]}"#,
+                "chunk_bad_field",
+            ),
+            (br#"{"usage":{"completion_tokens":7.5}}"#, "chunk_bad_field"),
+            (br#"{"usage":{"completion_tokens":-1}}"#, "chunk_bad_field"),
+            (br#"{"usage":{"completion_tokens":"7"}}"#, "chunk_bad_field"),
+            (br#"{"usage":[]}"#, "chunk_bad_field"),
+            (br#"{"error":5}"#, "chunk_bad_field"),
+        ];
+        let mut dec = ChunkDecoder::new();
+        let mut data = br#"{"choices":[{"text":5}]}"#.to_vec();
+        let err = dec.decode(StreamApi::Completions, &mut data).unwrap_err();
+        assert_eq!(
+            err,
+            ChunkError::BadField {
+                field: "choices[0].text",
+                expected: "a string or null"
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "stream chunk field `choices[0].text` is not a string or null; \
+             the server's stream is not OpenAI-compatible"
+        );
+        for (chunk, kind) in cases {
+            let mut data = chunk.to_vec();
+            let err = dec
+                .decode(StreamApi::Chat, &mut data)
+                .expect_err(&String::from_utf8_lossy(chunk));
+            assert_eq!(
+                err.kind(),
+                *kind,
+                "{}: {err}",
+                String::from_utf8_lossy(chunk)
+            );
+        }
+        // The decoder stays usable after errors.
+        let mut data = VLLM_CHAT_LAST.as_bytes().to_vec();
+        assert!(decode(&mut dec, StreamApi::Chat, &mut data).is_token(StreamApi::Chat));
+    }
+
+    #[test]
+    fn one_decoder_many_chunks() {
+        let mut dec = ChunkDecoder::new();
+        let chunks = [VLLM_CHAT_ROLE, VLLM_CHAT_LAST, VLLM_USAGE, VLLM_CHAT_LAST];
+        let tokens: Vec<bool> = chunks
+            .iter()
+            .map(|c| {
+                let mut data = c.as_bytes().to_vec();
+                decode(&mut dec, StreamApi::Chat, &mut data).is_token(StreamApi::Chat)
+            })
+            .collect();
+        assert_eq!(tokens, [false, true, false, true]);
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_round_trips(text in any::<String>(), chat in any::<bool>(), big in any::<bool>()) {
+            let (api, json) = if chat {
+                (StreamApi::Chat, serde_json::json!({"choices":[{"index":0,"delta":{"content":text}}]}))
+            } else {
+                (StreamApi::Completions, serde_json::json!({"choices":[{"text":text,"logprobs":null}]}))
+            };
+            let mut json = json;
+            if big {
+                // Large unused subtrees after the fields that are read.
+                json["timings"] = serde_json::json!({"a":[1,2,{"b":[3,4,5]}],"c":"d"});
+                json["logprobs"] = serde_json::json!({"tokens":["x","y"],"top":[{"x":-1.5}]});
+            }
+            let mut data = serde_json::to_vec(&json).expect("serializes");
+            let mut dec = ChunkDecoder::new();
+            let f = dec.decode(api, &mut data).expect("valid chunk");
+            prop_assert_eq!(f.text.as_deref(), Some(text.as_str()));
+            prop_assert!(f.has_choices);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let mut data = bytes;
+            let _ = ChunkDecoder::new().decode(StreamApi::Chat, &mut data);
+        }
+    }
+}
