@@ -1,0 +1,158 @@
+//! Per-thread monoio runtimes: io_uring when the kernel allows it, epoll otherwise.
+//!
+//! Both the client engine and the mock server build their runtimes here so the driver choice,
+//! the automatic fallback and the message that reports it exist once. A thread-per-core
+//! program builds one runtime per thread, inside that thread (monoio runtimes are `!Send`).
+
+use std::fmt;
+use std::str::FromStr;
+
+use monoio::time::TimeDriver;
+use monoio::{FusionRuntime, IoUringDriver, LegacyDriver, RuntimeBuilder};
+
+/// The runtime type every thread runs: one of the two drivers, each with a timer.
+pub type Runtime = FusionRuntime<TimeDriver<IoUringDriver>, TimeDriver<LegacyDriver>>;
+
+/// Which I/O driver to use (`--io-driver`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DriverChoice {
+    /// io_uring when it can be set up here, else epoll (and say so once on stderr).
+    #[default]
+    Auto,
+    /// io_uring or fail.
+    IoUring,
+    /// epoll (monoio's legacy driver), e.g. under seccomp profiles that forbid io_uring.
+    Epoll,
+}
+
+impl FromStr for DriverChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "uring" | "io_uring" | "io-uring" => Ok(Self::IoUring),
+            "epoll" | "legacy" => Ok(Self::Epoll),
+            other => Err(format!(
+                "invalid I/O driver '{other}': expected one of auto, uring, epoll"
+            )),
+        }
+    }
+}
+
+/// The driver a runtime actually got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolvedDriver {
+    IoUring,
+    Epoll,
+}
+
+impl fmt::Display for ResolvedDriver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::IoUring => "io_uring",
+            Self::Epoll => "epoll",
+        })
+    }
+}
+
+/// Submission-queue entries per io_uring ring: enough for thousands of in-flight operations
+/// per core without the ring becoming the limit.
+const URING_ENTRIES: u32 = 4096;
+
+/// Decides the driver once per process (probing io_uring creates a ring; do it once).
+///
+/// `Auto` falls back to epoll when monoio's probe finds io_uring missing or incomplete
+/// (old kernel, `io_uring_disabled`, seccomp in containers) and returns the reason so the
+/// caller can print it once.
+pub fn resolve_driver(choice: DriverChoice) -> Result<(ResolvedDriver, Option<String>), String> {
+    match choice {
+        DriverChoice::Epoll => Ok((ResolvedDriver::Epoll, None)),
+        DriverChoice::IoUring if monoio::utils::detect_uring() => {
+            Ok((ResolvedDriver::IoUring, None))
+        }
+        DriverChoice::IoUring => Err(
+            "--io-driver uring: io_uring is not available here (kernel too old, disabled by \
+             /proc/sys/kernel/io_uring_disabled, or blocked by seccomp); use --io-driver epoll"
+                .to_string(),
+        ),
+        DriverChoice::Auto if monoio::utils::detect_uring() => Ok((ResolvedDriver::IoUring, None)),
+        DriverChoice::Auto => Ok((
+            ResolvedDriver::Epoll,
+            Some("io_uring is not available here; using the epoll driver".to_string()),
+        )),
+    }
+}
+
+/// Builds a runtime with the given driver for the calling thread.
+pub fn build_runtime(driver: ResolvedDriver) -> std::io::Result<Runtime> {
+    match driver {
+        ResolvedDriver::IoUring => Ok(RuntimeBuilder::<IoUringDriver>::new()
+            .with_entries(URING_ENTRIES)
+            .enable_timer()
+            .build()?
+            .into()),
+        ResolvedDriver::Epoll => Ok(RuntimeBuilder::<LegacyDriver>::new()
+            .enable_timer()
+            .build()?
+            .into()),
+    }
+}
+
+/// Pins the calling thread to `core` (best effort: pinning can be refused in containers, and
+/// a benchmark that runs unpinned is still correct, only noisier).
+pub fn pin_current_thread(core: usize) -> bool {
+    core_affinity::set_for_current(core_affinity::CoreId { id: core })
+}
+
+/// The cores this process may run on (its affinity mask), in ascending order.
+pub fn available_cores() -> Vec<usize> {
+    let mut ids: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    if ids.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        ids = (0..n).collect();
+    }
+    ids.sort_unstable();
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_choice_parses_documented_names() {
+        assert_eq!("auto".parse::<DriverChoice>(), Ok(DriverChoice::Auto));
+        assert_eq!("uring".parse::<DriverChoice>(), Ok(DriverChoice::IoUring));
+        assert_eq!("epoll".parse::<DriverChoice>(), Ok(DriverChoice::Epoll));
+        assert!("kqueue"
+            .parse::<DriverChoice>()
+            .unwrap_err()
+            .contains("auto, uring, epoll"));
+    }
+
+    #[test]
+    fn both_drivers_run_a_timer() {
+        let (auto, _) = resolve_driver(DriverChoice::Auto).unwrap();
+        for driver in [auto, ResolvedDriver::Epoll] {
+            let mut rt = build_runtime(driver).unwrap();
+            let waited = rt.block_on(async {
+                let t = std::time::Instant::now();
+                monoio::time::sleep(std::time::Duration::from_millis(5)).await;
+                t.elapsed()
+            });
+            assert!(
+                waited >= std::time::Duration::from_millis(5),
+                "{driver}: {waited:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn available_cores_is_never_empty() {
+        assert!(!available_cores().is_empty());
+    }
+}
