@@ -1,4 +1,8 @@
 //! Hand-written HTTP/1.1 client on monoio: response parsing (pure, push-style decoders),
 //! connections with keep-alive and transparent reconnect, TLS.
 
+pub mod conn;
+pub mod control;
+pub mod request;
 pub mod response;
+pub mod url;

@@ -1,0 +1,161 @@
+//! Request bytes, built once before the clock starts.
+//!
+//! A [`PreparedRequest`] is the complete HTTP/1.1 request (head and body) as shared [`Bytes`]
+//! parts: the engine writes them as they are, so sending costs no formatting, no JSON and no
+//! copy. Several parts let later datasets share fragments between requests (trace replay
+//! assembles prompts from shared blocks) without materializing each request.
+
+use bytes::Bytes;
+
+/// The HTTP method of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+}
+
+/// Headers common to every request of a run (everything but the per-request ones).
+#[derive(Debug, Clone)]
+pub struct HeadTemplate {
+    /// `METHOD path HTTP/1.1\r\nHost: ...\r\n` + the fixed headers, each ending in `\r\n`.
+    prefix: String,
+}
+
+impl HeadTemplate {
+    /// `extra_headers` are `(name, value)` pairs (`--header`, `Authorization`, ...); they were
+    /// validated by the caller (no CR/LF).
+    pub fn new(
+        method: Method,
+        path: &str,
+        host_header: &str,
+        extra_headers: &[(String, String)],
+    ) -> Self {
+        let method = match method {
+            Method::Get => "GET",
+            Method::Post => "POST",
+        };
+        let mut prefix = format!("{method} {path} HTTP/1.1\r\nHost: {host_header}\r\n");
+        prefix.push_str(concat!(
+            "User-Agent: vllm-bench/",
+            env!("CARGO_PKG_VERSION"),
+            "\r\n"
+        ));
+        prefix.push_str("Accept: */*\r\n");
+        for (name, value) in extra_headers {
+            prefix.push_str(name);
+            prefix.push_str(": ");
+            prefix.push_str(value);
+            prefix.push_str("\r\n");
+        }
+        HeadTemplate { prefix }
+    }
+
+    /// The complete request: head with `Content-Length` (and `x-request-id` when given), then
+    /// the body, in one contiguous buffer (one write per request).
+    pub fn build(
+        &self,
+        request_id: Option<&str>,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> PreparedRequest {
+        let mut out = Vec::with_capacity(self.prefix.len() + 96 + body.len());
+        out.extend_from_slice(self.prefix.as_bytes());
+        if let Some(ct) = content_type {
+            out.extend_from_slice(b"Content-Type: ");
+            out.extend_from_slice(ct.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(id) = request_id {
+            out.extend_from_slice(b"x-request-id: ");
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if !body.is_empty() || content_type.is_some() {
+            out.extend_from_slice(b"Content-Length: ");
+            out.extend_from_slice(body.len().to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(body);
+        PreparedRequest {
+            parts: vec![Bytes::from(out)].into_boxed_slice(),
+        }
+    }
+}
+
+/// A complete request ready to be written.
+#[derive(Debug, Clone)]
+pub struct PreparedRequest {
+    pub parts: Box<[Bytes]>,
+}
+
+impl PreparedRequest {
+    /// Total bytes on the wire.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(Bytes::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// All parts joined (tests and logs; never on the hot path).
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.parts.iter().flat_map(|p| p.iter().copied()).collect()
+    }
+}
+
+/// Rejects header names/values that would break the request framing.
+pub fn validate_header(name: &str, value: &str) -> Result<(), String> {
+    let bad_name = name.is_empty() || name.bytes().any(|b| !(b.is_ascii_graphic()) || b == b':');
+    if bad_name {
+        return Err(format!("invalid header name '{name}'"));
+    }
+    if value.bytes().any(|b| b == b'\r' || b == b'\n') {
+        return Err(format!(
+            "invalid value for header '{name}': it contains a line break"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_a_complete_post() {
+        let t = HeadTemplate::new(
+            Method::Post,
+            "/v1/completions",
+            "127.0.0.1:8000",
+            &[("Authorization".into(), "Bearer k".into())],
+        );
+        let req = t.build(Some("bench-1"), Some("application/json"), br#"{"a":1}"#);
+        let text = String::from_utf8(req.to_vec()).unwrap();
+        assert!(text.starts_with("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n"));
+        assert!(text.contains("Authorization: Bearer k\r\n"));
+        assert!(text.contains("x-request-id: bench-1\r\n"));
+        assert!(text.contains("Content-Length: 7\r\n"));
+        assert!(text.ends_with("\r\n\r\n{\"a\":1}"));
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut parsed = httparse::Request::new(&mut headers);
+        let n = parsed.parse(text.as_bytes()).unwrap().unwrap();
+        assert_eq!(&text.as_bytes()[n..], br#"{"a":1}"#);
+    }
+
+    #[test]
+    fn get_has_no_body_headers() {
+        let req = HeadTemplate::new(Method::Get, "/v1/models", "h", &[]).build(None, None, b"");
+        let text = String::from_utf8(req.to_vec()).unwrap();
+        assert!(!text.contains("Content-Length"));
+        assert!(text.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn header_validation() {
+        assert!(validate_header("X-A", "b").is_ok());
+        assert!(validate_header("X A", "b").is_err());
+        assert!(validate_header("X-A", "b\r\nEvil: 1").is_err());
+    }
+}
