@@ -1,1 +1,246 @@
-//! The thread-per-core engine.
+//! The thread-per-core engine: pinned monoio runtimes, one precomputed schedule claimed through
+//! an atomic cursor, per-core recorders merged after the run.
+//!
+//! Shape (DESIGN.md): the caller prepares every request's bytes and arrival offset before the
+//! clock starts; [`run`] starts one thread per core, each with its own runtime, connections,
+//! buffers and recorder; the only state shared during the run is the request cursor (plus a
+//! completion counter for the progress bar and a stop flag). Workers are spread round-robin
+//! over the cores; their number is the concurrency limit.
+
+pub mod exchange;
+pub mod recorder;
+pub mod runtime;
+pub mod schedule;
+mod worker;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::http::conn::{Connection, Endpoint};
+use crate::http::request::PreparedRequest;
+
+pub use exchange::ResponseMode;
+use recorder::{Histograms, Merged, WorkerLog};
+pub use runtime::{DriverChoice, ResolvedDriver};
+
+/// The requests of one run and when to send them.
+#[derive(Clone)]
+pub struct Workload {
+    pub requests: Arc<[PreparedRequest]>,
+    /// The client's prompt length per request (replaced by the server's usage when sent).
+    pub client_prompt_lens: Arc<[u32]>,
+    /// Arrival offset of each request from the start of the run; `None` = all at once.
+    pub arrivals: Option<Arc<[Duration]>>,
+    pub max_concurrency: Option<usize>,
+    pub mode: ResponseMode,
+    /// Expected token events per request (sizes the ITL arenas before the clock starts).
+    pub expected_tokens: usize,
+}
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Cores to run on, one thread each.
+    pub cores: Vec<usize>,
+    pub pin: bool,
+    pub driver: ResolvedDriver,
+    pub request_timeout: Duration,
+    /// Open every worker's connection before the clock starts.
+    pub preconnect: bool,
+    /// Keep generated text even when the server reported usage (`--save-detailed`).
+    pub keep_all_text: bool,
+}
+
+/// Cross-core state of a run.
+struct Shared {
+    endpoint: Endpoint,
+    workload: Workload,
+    options: EngineOptions,
+    cursor: AtomicUsize,
+    completed: AtomicUsize,
+    stop: AtomicBool,
+    epoch: OnceLock<Instant>,
+    ready: Barrier,
+    go: Barrier,
+}
+
+/// A handle to a running engine: progress and stop, readable from another thread.
+#[derive(Clone)]
+pub struct Progress(Arc<Shared>);
+
+impl Progress {
+    pub fn completed(&self) -> usize {
+        self.0.completed.load(Ordering::Relaxed)
+    }
+    pub fn total(&self) -> usize {
+        self.0.workload.requests.len()
+    }
+    /// Stops claiming new requests (Ctrl-C); requests in flight finish.
+    pub fn stop(&self) {
+        self.0.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What a run measured.
+pub struct RunReport {
+    pub merged: Merged,
+    /// From the start of the run to the end of the last response (Python's duration).
+    pub duration: Duration,
+    pub epoch: Instant,
+    pub workers: usize,
+    /// Requests that were never sent (the run was stopped).
+    pub not_sent: usize,
+}
+
+/// Errors that prevent a run from happening at all.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("cannot start a runtime on core {core}: {source}")]
+    Runtime { core: usize, source: std::io::Error },
+    #[error("cannot start a worker thread: {0}")]
+    Thread(std::io::Error),
+    #[error("a worker thread panicked")]
+    Panicked,
+}
+
+/// Number of workers: the concurrency limit, never more than the requests.
+fn worker_count(w: &Workload) -> usize {
+    let n = w.requests.len();
+    w.max_concurrency
+        .map_or(n, |c| c.min(n))
+        .max(usize::from(n > 0))
+}
+
+/// Runs the workload to completion. `on_progress` is called with a [`Progress`] handle on the
+/// calling thread while the cores run (progress bar, Ctrl-C).
+pub fn run(
+    endpoint: Endpoint,
+    workload: Workload,
+    options: EngineOptions,
+    on_progress: impl FnOnce(Progress),
+) -> Result<RunReport, EngineError> {
+    let cores = if options.cores.is_empty() {
+        vec![0]
+    } else {
+        options.cores.clone()
+    };
+    let workers = worker_count(&workload);
+    let threads = cores.len().min(workers.max(1));
+    let shared = Arc::new(Shared {
+        endpoint,
+        workload,
+        options,
+        cursor: AtomicUsize::new(0),
+        completed: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        epoch: OnceLock::new(),
+        ready: Barrier::new(threads + 1),
+        go: Barrier::new(threads + 1),
+    });
+    let mut handles = Vec::with_capacity(threads);
+    for (t, &core) in cores.iter().take(threads).enumerate() {
+        let per_core = workers / threads + usize::from(t < workers % threads);
+        let shared = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("vllm-bench-core{core}"))
+            .spawn(move || core_thread(core, per_core, shared))
+            .map_err(EngineError::Thread)?;
+        handles.push(handle);
+    }
+    shared.ready.wait();
+    let epoch = Instant::now();
+    let _ = shared.epoch.set(epoch);
+    shared.go.wait();
+    on_progress(Progress(shared.clone()));
+    let mut logs = Vec::with_capacity(workers);
+    let mut hists = Vec::with_capacity(threads);
+    let mut first_error = None;
+    for (h, &core) in handles.into_iter().zip(&cores) {
+        match h.join() {
+            Ok(Ok((l, hist))) => {
+                logs.extend(l);
+                hists.push(hist);
+            }
+            Ok(Err(e)) => {
+                first_error = first_error.or(Some(EngineError::Runtime { core, source: e }))
+            }
+            Err(_) => first_error = first_error.or(Some(EngineError::Panicked)),
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let total = shared.workload.requests.len();
+    let merged = recorder::merge(logs, hists, total);
+    let duration = Duration::from_nanos(merged.last_end_ns);
+    let not_sent = total - merged.outputs.len();
+    Ok(RunReport {
+        merged,
+        duration,
+        epoch,
+        workers,
+        not_sent,
+    })
+}
+
+type CoreResult = std::io::Result<(Vec<WorkerLog>, Histograms)>;
+
+/// One core: build the runtime, open connections, wait for the common start, run workers.
+/// The barriers are always reached, even on error, so a failing core cannot hang the others.
+fn core_thread(core: usize, workers: usize, shared: Arc<Shared>) -> CoreResult {
+    if shared.options.pin {
+        runtime::pin_current_thread(core);
+    }
+    let mut rt = match runtime::build_runtime(shared.options.driver) {
+        Ok(rt) => rt,
+        Err(e) => {
+            shared.stop.store(true, Ordering::Relaxed);
+            shared.ready.wait();
+            shared.go.wait();
+            return Err(e);
+        }
+    };
+    rt.block_on(async move {
+        let mut conns: Vec<Option<Connection>> = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let c = if shared.options.preconnect {
+                Connection::open(&shared.endpoint).await.ok()
+            } else {
+                None
+            };
+            conns.push(c);
+        }
+        shared.ready.wait();
+        shared.go.wait();
+        let epoch = *shared
+            .epoch
+            .get()
+            .expect("epoch is set before the go barrier");
+        let histograms = Rc::new(RefCell::new(Histograms::default()));
+        let total = shared.workload.requests.len();
+        let per_worker = total.div_ceil(worker_count(&shared.workload).max(1));
+        let tokens = shared.workload.expected_tokens;
+        let keep_text = shared.options.keep_all_text;
+        let mut joins = Vec::with_capacity(workers);
+        for conn in conns {
+            let h = histograms.clone();
+            let log = WorkerLog::with_capacity(per_worker, tokens, keep_text);
+            joins.push(monoio::spawn(worker::run_worker(
+                shared.clone(),
+                epoch,
+                conn,
+                h,
+                log,
+            )));
+        }
+        let mut logs = Vec::with_capacity(workers);
+        for j in joins {
+            logs.push(j.await);
+        }
+        let hist = histograms.borrow().clone();
+        Ok((logs, hist))
+    })
+}

@@ -1,0 +1,314 @@
+//! Recording: fixed-size records plus arenas for inter-token gaps and text, and HDR
+//! histograms; merged into Python-shaped [`RequestOutput`]s after the run.
+//!
+//! Each worker (one in-flight request at a time) owns a [`WorkerLog`]; each core owns one
+//! [`Histograms`] shared by its workers through short, synchronous borrows. Nothing is shared
+//! across cores and nothing is locked. Per-request variable data (the ITL list, the generated
+//! text) goes into the worker's arenas addressed by ranges — contiguous because a worker runs
+//! one request at a time — so recording a token is a `Vec::push` into memory reserved before
+//! the clock started, not an allocation per request.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::metrics::RequestOutput;
+
+/// Why a request failed, with the text Python would report (`error`) and our detail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// Stable short kind for counting (`http_500`, `connect`, `timeout`, `malformed_event`, ...).
+    pub kind: String,
+    /// Python-compatible error text (the HTTP reason phrase for non-2xx, else a message).
+    pub error: String,
+    /// Extra detail: HTTP status and the start of the body, or the I/O error.
+    pub detail: String,
+}
+
+/// One request as recorded on its core. Times are nanoseconds since the run epoch.
+#[derive(Debug, Clone, Default)]
+pub struct Record {
+    pub index: u32,
+    /// When the schedule released the request.
+    pub scheduled_ns: u64,
+    /// When the request was sent (Python's `start_time`).
+    pub start_ns: u64,
+    pub first_token_ns: Option<u64>,
+    pub last_token_ns: u64,
+    /// Range of this request's inter-token gaps in the core's ITL arena.
+    pub itl: Range<u32>,
+    /// Range of this request's generated text in the core's text arena.
+    pub text: Range<u32>,
+    pub usage_prompt_tokens: Option<u64>,
+    pub usage_completion_tokens: Option<u64>,
+    /// Token events (SSE chunks that carried a token).
+    pub chunks: u32,
+    pub client_prompt_len: u32,
+    /// Whether the worker was idle before the scheduled time (then the gap between schedule
+    /// and send is dispatch lag, not queueing behind the concurrency limit).
+    pub was_waiting: bool,
+    pub failure: Option<Box<Failure>>,
+    /// When the response ended (last byte), for non-streaming latency and the run's end.
+    pub end_ns: u64,
+}
+
+/// Highest latency the histograms track (one hour, in ns); larger values saturate.
+const HIST_MAX_NS: u64 = 3_600_000_000_000;
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("static histogram bounds are valid")
+}
+
+/// HDR histograms (ns) kept beside the exact lists: bounded-memory distributions for very
+/// large runs and cheap merged summaries (dispatch lag).
+#[derive(Debug, Clone)]
+pub struct Histograms {
+    pub ttft: Histogram<u64>,
+    pub itl: Histogram<u64>,
+    pub e2el: Histogram<u64>,
+    pub dispatch_lag: Histogram<u64>,
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms {
+            ttft: new_histogram(),
+            itl: new_histogram(),
+            e2el: new_histogram(),
+            dispatch_lag: new_histogram(),
+        }
+    }
+}
+
+impl Histograms {
+    fn add(&mut self, other: &Histograms) {
+        // Same bounds on both sides, so `add` cannot fail.
+        let _ = self.ttft.add(&other.ttft);
+        let _ = self.itl.add(&other.itl);
+        let _ = self.e2el.add(&other.e2el);
+        let _ = self.dispatch_lag.add(&other.dispatch_lag);
+    }
+}
+
+/// Everything one worker measured.
+#[derive(Debug, Default)]
+pub struct WorkerLog {
+    pub records: Vec<Record>,
+    pub itl_ns: Vec<u64>,
+    pub text: Vec<u8>,
+}
+
+impl WorkerLog {
+    /// Reserves room for `requests` requests of about `tokens` token events each.
+    pub fn with_capacity(requests: usize, tokens: usize, keep_text: bool) -> Self {
+        WorkerLog {
+            records: Vec::with_capacity(requests),
+            itl_ns: Vec::with_capacity(requests.saturating_mul(tokens)),
+            text: Vec::with_capacity(if keep_text {
+                requests.saturating_mul(tokens) * 4
+            } else {
+                0
+            }),
+        }
+    }
+
+    /// Current end of the arenas, where a new request's data starts.
+    pub fn arena_marks(&self) -> (u32, u32) {
+        (self.itl_ns.len() as u32, self.text.len() as u32)
+    }
+
+    /// Stores a finished record and feeds the histograms.
+    pub fn push(&mut self, rec: Record, h: &mut Histograms) {
+        if rec.failure.is_none() {
+            if let Some(first) = rec.first_token_ns {
+                h.ttft
+                    .saturating_record(first.saturating_sub(rec.start_ns).max(1));
+                h.e2el
+                    .saturating_record(rec.last_token_ns.saturating_sub(rec.start_ns).max(1));
+            } else {
+                h.e2el
+                    .saturating_record(rec.end_ns.saturating_sub(rec.start_ns).max(1));
+            }
+            for &gap in &self.itl_ns[rec.itl.start as usize..rec.itl.end as usize] {
+                h.itl.saturating_record(gap.max(1));
+            }
+        }
+        if rec.was_waiting {
+            h.dispatch_lag
+                .saturating_record(rec.start_ns.saturating_sub(rec.scheduled_ns).max(1));
+        }
+        self.records.push(rec);
+    }
+}
+
+/// The merged result of all cores, in request order.
+#[derive(Debug)]
+pub struct Merged {
+    pub outputs: Vec<RequestOutput>,
+    pub records: Vec<Record>,
+    pub histograms: Histograms,
+    /// Failure counts by kind (oha's `ResultData` idea), for the failure summary.
+    pub failures_by_kind: BTreeMap<String, usize>,
+    /// Latest end of any request, ns since the epoch.
+    pub last_end_ns: u64,
+}
+
+fn secs(ns: u64) -> f64 {
+    Duration::from_nanos(ns).as_secs_f64()
+}
+
+/// Merges worker logs and per-core histograms into request order and builds Python-shaped
+/// outputs.
+pub fn merge(logs: Vec<WorkerLog>, core_histograms: Vec<Histograms>, total: usize) -> Merged {
+    let mut histograms = Histograms::default();
+    for h in &core_histograms {
+        histograms.add(h);
+    }
+    let mut slots: Vec<Option<(Record, RequestOutput)>> = (0..total).map(|_| None).collect();
+    let mut failures_by_kind = BTreeMap::new();
+    let mut last_end_ns = 0;
+    for core in logs {
+        for rec in core.records {
+            last_end_ns = last_end_ns.max(rec.end_ns);
+            if let Some(f) = &rec.failure {
+                *failures_by_kind.entry(f.kind.clone()).or_insert(0) += 1;
+            }
+            let out = to_output(&rec, &core.itl_ns, &core.text);
+            let i = rec.index as usize;
+            if i < total {
+                slots[i] = Some((rec, out));
+            }
+        }
+    }
+    let mut outputs = Vec::with_capacity(total);
+    let mut records = Vec::with_capacity(total);
+    for (rec, out) in slots.into_iter().flatten() {
+        records.push(rec);
+        outputs.push(out);
+    }
+    Merged {
+        outputs,
+        records,
+        histograms,
+        failures_by_kind,
+        last_end_ns,
+    }
+}
+
+fn to_output(rec: &Record, itl_arena: &[u64], text_arena: &[u8]) -> RequestOutput {
+    let start_time = secs(rec.start_ns);
+    let client_queue_time = if rec.was_waiting {
+        0.0
+    } else {
+        secs(rec.start_ns.saturating_sub(rec.scheduled_ns))
+    };
+    let prompt_len = rec
+        .usage_prompt_tokens
+        .unwrap_or(rec.client_prompt_len as u64);
+    if let Some(f) = &rec.failure {
+        return RequestOutput {
+            success: false,
+            error: f.error.clone(),
+            prompt_len: rec.client_prompt_len as u64,
+            start_time,
+            client_queue_time,
+            ..RequestOutput::default()
+        };
+    }
+    let text = &text_arena[rec.text.start as usize..rec.text.end as usize];
+    let (ttft, latency) = match rec.first_token_ns {
+        Some(first) => (
+            secs(first - rec.start_ns),
+            secs(rec.last_token_ns - rec.start_ns),
+        ),
+        None => (0.0, secs(rec.end_ns.saturating_sub(rec.start_ns))),
+    };
+    RequestOutput {
+        generated_text: String::from_utf8_lossy(text).into_owned(),
+        success: true,
+        latency,
+        output_tokens: rec.usage_completion_tokens.unwrap_or(0),
+        ttft,
+        itl: itl_arena[rec.itl.start as usize..rec.itl.end as usize]
+            .iter()
+            .map(|&g| secs(g))
+            .collect(),
+        prompt_len,
+        error: String::new(),
+        start_time,
+        client_queue_time,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(index: u32, start: u64, tokens: &[u64], rec: &mut WorkerLog) -> Record {
+        let (itl0, text0) = rec.arena_marks();
+        for w in tokens.windows(2) {
+            rec.itl_ns.push(w[1] - w[0]);
+        }
+        rec.text.extend_from_slice(b" tok");
+        let (itl1, text1) = rec.arena_marks();
+        Record {
+            index,
+            start_ns: start,
+            scheduled_ns: start,
+            first_token_ns: tokens.first().copied(),
+            last_token_ns: *tokens.last().unwrap(),
+            end_ns: *tokens.last().unwrap() + 10,
+            itl: itl0..itl1,
+            text: text0..text1,
+            chunks: tokens.len() as u32,
+            client_prompt_len: 7,
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn merge_orders_by_index_and_converts_units() {
+        let mut h = Histograms::default();
+        let mut a = WorkerLog::default();
+        let r1 = record(1, 1_000_000, &[3_000_000, 4_000_000, 6_000_000], &mut a);
+        a.push(r1, &mut h);
+        let mut b = WorkerLog::default();
+        let r0 = record(0, 0, &[2_000_000, 2_500_000], &mut b);
+        b.push(r0, &mut h);
+        let m = merge(vec![a, b], vec![h], 2);
+        assert_eq!(m.outputs.len(), 2);
+        assert_eq!(m.outputs[0].ttft, 0.002);
+        assert_eq!(m.outputs[0].itl, vec![0.0005]);
+        assert_eq!(m.outputs[1].ttft, 0.002);
+        assert_eq!(m.outputs[1].latency, 0.005);
+        assert_eq!(m.outputs[1].itl, vec![0.001, 0.002]);
+        assert_eq!(m.outputs[1].generated_text, " tok");
+        assert_eq!(m.outputs[1].prompt_len, 7);
+        assert_eq!(m.histograms.itl.len(), 3);
+        assert_eq!(m.last_end_ns, 6_000_010);
+    }
+
+    #[test]
+    fn failures_keep_their_reason_and_are_counted() {
+        let mut h = Histograms::default();
+        let mut a = WorkerLog::default();
+        a.push(
+            Record {
+                index: 0,
+                failure: Some(Box::new(Failure {
+                    kind: "http_500".into(),
+                    error: "Internal Server Error".into(),
+                    detail: String::new(),
+                })),
+                ..Record::default()
+            },
+            &mut h,
+        );
+        let m = merge(vec![a], vec![h], 1);
+        assert!(!m.outputs[0].success);
+        assert_eq!(m.outputs[0].error, "Internal Server Error");
+        assert_eq!(m.failures_by_kind["http_500"], 1);
+    }
+}

@@ -1,0 +1,192 @@
+//! Arrival schedules: the offset from the start of the run at which each request is released.
+//!
+//! Computed entirely before the clock starts (Python's `get_request` precomputes its delays
+//! too); the engine only sleeps until each offset. Semantics follow vLLM 0.33:
+//! - infinite rate: every request at offset 0;
+//! - finite rate: gamma-distributed gaps (shape = burstiness, scale = 1/(rate·burstiness);
+//!   burstiness 1 is Poisson, infinite burstiness is a constant gap), accumulated, then — without
+//!   ramp-up — rescaled so the last request arrives exactly at `N / rate`;
+//! - ramp-up: the rate for request `i` moves from start to end linearly or exponentially with
+//!   progress `i / max(N-1, 1)`, and no rescaling is applied.
+
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand_distr::{Distribution, Gamma};
+
+/// `--ramp-up-strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RampStrategy {
+    Linear,
+    Exponential,
+}
+
+/// Ramp-up from `start_rps` to `end_rps`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RampUp {
+    pub strategy: RampStrategy,
+    pub start_rps: f64,
+    pub end_rps: f64,
+}
+
+/// How requests are released.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateSpec {
+    /// Requests per second; `f64::INFINITY` sends everything at once.
+    pub request_rate: f64,
+    pub burstiness: f64,
+    pub ramp_up: Option<RampUp>,
+    pub seed: u64,
+}
+
+/// The rate in force for request `index` (Python's `_get_current_request_rate`).
+pub fn current_rate(spec: &RateSpec, index: usize, total: usize) -> f64 {
+    match spec.ramp_up {
+        None => spec.request_rate,
+        Some(r) => {
+            let progress = index as f64 / (total.saturating_sub(1)).max(1) as f64;
+            match r.strategy {
+                RampStrategy::Linear => r.start_rps + (r.end_rps - r.start_rps) * progress,
+                RampStrategy::Exponential => r.start_rps * (r.end_rps / r.start_rps).powf(progress),
+            }
+        }
+    }
+}
+
+/// Arrival offsets (seconds) for `total` requests. Returns `None` when every offset is zero
+/// (infinite rate without ramp-up), so the engine can skip timers altogether.
+pub fn arrival_offsets(spec: &RateSpec, total: usize) -> Result<Option<Vec<f64>>, String> {
+    if spec.burstiness <= 0.0 || spec.burstiness.is_nan() {
+        return Err(format!(
+            "--burstiness {}: a positive burstiness factor is expected",
+            spec.burstiness
+        ));
+    }
+    if spec.ramp_up.is_none() && spec.request_rate.is_infinite() {
+        return Ok(None);
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed);
+    let mut delays = Vec::with_capacity(total);
+    let mut acc = 0.0f64;
+    for i in 0..total {
+        let rate = current_rate(spec, i, total);
+        if rate <= 0.0 || rate.is_nan() {
+            return Err(format!(
+                "the request rate for request {i} is {rate}; it must be positive"
+            ));
+        }
+        let gap = if rate.is_infinite() {
+            0.0
+        } else if spec.burstiness.is_infinite() {
+            1.0 / rate
+        } else {
+            let scale = 1.0 / (rate * spec.burstiness);
+            Gamma::new(spec.burstiness, scale)
+                .map_err(|e| format!("gamma distribution: {e}"))?
+                .sample(&mut rng)
+        };
+        acc += gap;
+        delays.push(acc);
+    }
+    if spec.ramp_up.is_none() {
+        if let Some(&last) = delays.last() {
+            if last != 0.0 {
+                let factor = (total as f64 / spec.request_rate) / last;
+                for d in &mut delays {
+                    *d *= factor;
+                }
+            }
+        }
+    }
+    Ok(Some(delays))
+}
+
+/// Seconds to `Duration`s for the engine.
+pub fn to_durations(offsets: &[f64]) -> Vec<Duration> {
+    offsets
+        .iter()
+        .map(|&s| Duration::from_secs_f64(s.max(0.0)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(rate: f64, burstiness: f64) -> RateSpec {
+        RateSpec {
+            request_rate: rate,
+            burstiness,
+            ramp_up: None,
+            seed: 0,
+        }
+    }
+
+    #[test]
+    fn infinite_rate_means_no_timers() {
+        assert_eq!(
+            arrival_offsets(&spec(f64::INFINITY, 1.0), 10).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn finite_rate_is_rescaled_to_n_over_rate() {
+        for b in [0.5, 1.0, 3.0] {
+            let d = arrival_offsets(&spec(40.0, b), 200).unwrap().unwrap();
+            assert_eq!(d.len(), 200);
+            assert!((d[199] - 5.0).abs() < 1e-9, "last arrival {}", d[199]);
+            assert!(d.windows(2).all(|w| w[0] <= w[1]));
+        }
+    }
+
+    #[test]
+    fn infinite_burstiness_is_a_constant_gap() {
+        let d = arrival_offsets(&spec(10.0, f64::INFINITY), 5)
+            .unwrap()
+            .unwrap();
+        for (i, x) in d.iter().enumerate() {
+            assert!((x - 0.1 * (i + 1) as f64).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn same_seed_same_schedule() {
+        let a = arrival_offsets(&spec(5.0, 1.0), 50).unwrap();
+        let b = arrival_offsets(&spec(5.0, 1.0), 50).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn ramp_rates_follow_python() {
+        let lin = RateSpec {
+            ramp_up: Some(RampUp {
+                strategy: RampStrategy::Linear,
+                start_rps: 10.0,
+                end_rps: 100.0,
+            }),
+            ..spec(f64::INFINITY, 1.0)
+        };
+        assert_eq!(current_rate(&lin, 0, 11), 10.0);
+        assert_eq!(current_rate(&lin, 5, 11), 55.0);
+        assert_eq!(current_rate(&lin, 10, 11), 100.0);
+        let exp = RateSpec {
+            ramp_up: Some(RampUp {
+                strategy: RampStrategy::Exponential,
+                start_rps: 1.0,
+                end_rps: 100.0,
+            }),
+            ..lin
+        };
+        assert!((current_rate(&exp, 5, 11) - 10.0).abs() < 1e-12);
+        let d = arrival_offsets(&lin, 11).unwrap().unwrap();
+        assert!(d[0] > 0.0 && d.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn bad_burstiness_is_an_error() {
+        assert!(arrival_offsets(&spec(1.0, 0.0), 3)
+            .unwrap_err()
+            .contains("--burstiness"));
+    }
+}

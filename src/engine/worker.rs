@@ -1,0 +1,110 @@
+//! A worker: one logical client slot. It claims the next request from the shared cursor,
+//! waits for its arrival time, runs the exchange on its own keep-alive connection and records
+//! the outcome. The number of workers is the concurrency limit, so `--max-concurrency` holds
+//! exactly across all cores with no semaphore.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::http::conn::Connection;
+
+use super::exchange::{exchange, ExchangeBuffers, Measured};
+use super::recorder::{Failure, Histograms, Record, WorkerLog};
+use super::Shared;
+
+fn ns_since(epoch: Instant, t: Instant) -> u64 {
+    t.saturating_duration_since(epoch).as_nanos() as u64
+}
+
+/// Runs requests until the schedule is exhausted (or the run is stopped); returns its log.
+pub async fn run_worker(
+    shared: Arc<Shared>,
+    epoch: Instant,
+    mut conn: Option<Connection>,
+    histograms: Rc<RefCell<Histograms>>,
+    mut log: WorkerLog,
+) -> WorkerLog {
+    let w = &shared.workload;
+    let total = w.requests.len();
+    let mut bufs = ExchangeBuffers::default();
+    loop {
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let index = shared.cursor.fetch_add(1, Ordering::Relaxed);
+        if index >= total {
+            break;
+        }
+        let offset = w
+            .arrivals
+            .as_ref()
+            .map_or(std::time::Duration::ZERO, |a| a[index]);
+        let scheduled = epoch + offset;
+        let was_waiting = Instant::now() < scheduled;
+        if was_waiting {
+            monoio::time::sleep_until(scheduled.into()).await;
+        }
+        let start = Instant::now();
+        let (itl0, text0) = log.arena_marks();
+        let mut m = Measured::default();
+        let run = exchange(
+            conn.take(),
+            &shared.endpoint,
+            &w.requests[index],
+            w.mode,
+            &mut bufs,
+            &mut log,
+            &mut m,
+        );
+        let result = match monoio::time::timeout(shared.options.request_timeout, run).await {
+            Ok((back, result)) => {
+                conn = back;
+                result
+            }
+            Err(_) => {
+                bufs = ExchangeBuffers::default();
+                Err(Failure {
+                    kind: "timeout".into(),
+                    error: "TimeoutError".into(),
+                    detail: format!(
+                        "no complete response within {:?} (--request-timeout-sec)",
+                        shared.options.request_timeout
+                    ),
+                })
+            }
+        };
+        let end = Instant::now();
+        if result.is_err() {
+            // A failed request keeps no partial data (Python: itl [] and text "").
+            log.itl_ns.truncate(itl0 as usize);
+            log.text.truncate(text0 as usize);
+        } else if m.usage_completion_tokens.is_some_and(|c| c > 0) && !shared.options.keep_all_text
+        {
+            // The server counted the tokens; the text is only needed with --save-detailed.
+            log.text.truncate(text0 as usize);
+        }
+        let (itl1, text1) = log.arena_marks();
+        let rec = Record {
+            index: index as u32,
+            scheduled_ns: ns_since(epoch, scheduled),
+            start_ns: ns_since(epoch, start),
+            first_token_ns: m.first_token.map(|t| ns_since(epoch, t)),
+            last_token_ns: m.last_token.map_or(0, |t| ns_since(epoch, t)),
+            itl: itl0..itl1,
+            text: text0..text1,
+            usage_prompt_tokens: m.usage_prompt_tokens,
+            usage_completion_tokens: m.usage_completion_tokens,
+            chunks: m.chunks,
+            client_prompt_len: w.client_prompt_lens.get(index).copied().unwrap_or(0),
+            was_waiting,
+            failure: result.err().map(Box::new),
+            end_ns: ns_since(epoch, m.end.unwrap_or(end)),
+        };
+        log.push(rec, &mut histograms.borrow_mut());
+        shared.completed.fetch_add(1, Ordering::Relaxed);
+    }
+    log
+}
