@@ -1,4 +1,229 @@
-//! Backends: one per API (completions, chat, embeddings, pooling, rerank). Each builds the
-//! request body before the clock starts and interprets the response events.
+//! Backends: one per API (completions, chat, embeddings, pooling, rerank). Each knows its
+//! default endpoint, how its response is read, and how to build a request body exactly as
+//! Python `vllm bench serve` 0.33 sends it. Bodies are built once, before the clock starts.
 
 pub mod stream_chunk;
+
+use serde_json::{json, Map, Value};
+
+use crate::datasets::Prompt;
+use crate::engine::ResponseMode;
+use stream_chunk::StreamApi;
+
+/// The APIs we speak (`--backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `vllm` / `openai`: `/v1/completions`, streamed.
+    Completions,
+    /// `openai-chat`: `/v1/chat/completions`, streamed.
+    Chat,
+    /// `openai-embeddings`: `/v1/embeddings` with `input`.
+    Embeddings,
+    /// `openai-embeddings-chat`: `/v1/embeddings` with `messages`.
+    EmbeddingsChat,
+    /// `vllm-pooling`: `/pooling`.
+    Pooling,
+    /// `vllm-rerank`: `/rerank`.
+    Rerank,
+}
+
+/// Every `--backend` name we accept and what it maps to (one registry, like ripgrep's FLAGS).
+pub const BACKENDS: &[(&str, Backend)] = &[
+    ("vllm", Backend::Completions),
+    ("openai", Backend::Completions),
+    ("openai-chat", Backend::Chat),
+    ("openai-embeddings", Backend::Embeddings),
+    ("openai-embeddings-chat", Backend::EmbeddingsChat),
+    ("vllm-pooling", Backend::Pooling),
+    ("vllm-rerank", Backend::Rerank),
+];
+
+impl Backend {
+    /// Looks a `--backend` name up.
+    pub fn from_name(name: &str) -> Option<Backend> {
+        BACKENDS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
+    }
+
+    /// Python's default `--endpoint` for the backend.
+    pub fn default_endpoint(self) -> &'static str {
+        match self {
+            Backend::Completions => "/v1/completions",
+            Backend::Chat => "/v1/chat/completions",
+            Backend::Embeddings | Backend::EmbeddingsChat => "/v1/embeddings",
+            Backend::Pooling => "/pooling",
+            Backend::Rerank => "/rerank",
+        }
+    }
+
+    /// Generation backends stream tokens; the others answer with one JSON document.
+    pub fn is_generation(self) -> bool {
+        matches!(self, Backend::Completions | Backend::Chat)
+    }
+
+    pub fn response_mode(self) -> ResponseMode {
+        match self {
+            Backend::Completions => ResponseMode::Stream(StreamApi::Completions),
+            Backend::Chat => ResponseMode::Stream(StreamApi::Chat),
+            _ => ResponseMode::Whole,
+        }
+    }
+}
+
+/// Per-run request options (everything but the prompt).
+#[derive(Debug, Clone, Default)]
+pub struct BodyOptions {
+    /// The `model` field (`--served-model-name`, else `--model`; LoRA rewrites it per request).
+    pub model: String,
+    pub logprobs: Option<i64>,
+    pub ignore_eos: bool,
+    /// Sampling parameters merged with `--extra-body` (extra body wins), Python's
+    /// `{**sampling_params, **extra_body}`.
+    pub extra_body: Map<String, Value>,
+}
+
+fn prompt_value(prompt: &Prompt) -> Value {
+    match prompt {
+        Prompt::Text(t) => Value::String(t.to_string()),
+        Prompt::TokenIds(ids) => Value::Array(ids.iter().map(|&i| Value::from(i)).collect()),
+    }
+}
+
+/// Chat `messages` as Python builds them: one user message with list content.
+fn chat_messages(prompt: &Prompt) -> Value {
+    json!([{ "role": "user", "content": [{ "type": "text", "text": prompt_value(prompt) }] }])
+}
+
+/// Builds the JSON body of one request (`max_tokens` = the request's output length).
+pub fn build_body(
+    backend: Backend,
+    prompt: &Prompt,
+    output_len: usize,
+    opts: &BodyOptions,
+) -> Result<Vec<u8>, String> {
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(opts.model.clone()));
+    match backend {
+        Backend::Completions => {
+            body.insert("prompt".into(), prompt_value(prompt));
+            body.insert("repetition_penalty".into(), json!(1.0));
+            body.insert("max_tokens".into(), json!(output_len));
+            body.insert("logprobs".into(), json!(opts.logprobs));
+            body.insert("stream".into(), json!(true));
+            body.insert("stream_options".into(), json!({ "include_usage": true }));
+        }
+        Backend::Chat => {
+            body.insert("messages".into(), chat_messages(prompt));
+            body.insert("max_completion_tokens".into(), json!(output_len));
+            body.insert("stream".into(), json!(true));
+            body.insert("stream_options".into(), json!({ "include_usage": true }));
+        }
+        Backend::Embeddings => {
+            body.insert("input".into(), prompt_value(prompt));
+            body.insert("truncate_prompt_tokens".into(), json!(-1));
+        }
+        Backend::EmbeddingsChat => {
+            body.insert("messages".into(), chat_messages(prompt));
+            body.insert("truncate_prompt_tokens".into(), json!(-1));
+        }
+        Backend::Pooling => {
+            body.insert("truncate_prompt_tokens".into(), json!(-1));
+            body.insert("input".into(), prompt_value(prompt));
+        }
+        Backend::Rerank => {
+            // Python sends prompt[0] as the query and the rest as documents; a single text
+            // prompt is the query and `--extra-body '{"documents": [...]}'` supplies documents.
+            body.insert("query".into(), prompt_value(prompt));
+            body.insert("truncate_prompt_tokens".into(), json!(-1));
+        }
+    }
+    if opts.ignore_eos && backend != Backend::Rerank {
+        body.insert("ignore_eos".into(), json!(true));
+    }
+    for (k, v) in &opts.extra_body {
+        body.insert(k.clone(), v.clone());
+    }
+    serde_json::to_vec(&Value::Object(body))
+        .map_err(|e| format!("cannot serialize a request body: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn opts() -> BodyOptions {
+        let mut extra = Map::new();
+        extra.insert("temperature".into(), json!(0.0));
+        BodyOptions {
+            model: "m".into(),
+            logprobs: None,
+            ignore_eos: true,
+            extra_body: extra,
+        }
+    }
+
+    fn parse(b: &[u8]) -> Value {
+        serde_json::from_slice(b).unwrap()
+    }
+
+    #[test]
+    fn completions_body_matches_python_fields_and_order() {
+        let b = build_body(
+            Backend::Completions,
+            &Prompt::Text(Arc::from("hi")),
+            7,
+            &opts(),
+        )
+        .unwrap();
+        let text = String::from_utf8(b.clone()).unwrap();
+        assert!(text.starts_with(r#"{"model":"m","prompt":"hi","repetition_penalty":1.0,"max_tokens":7,"logprobs":null,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"temperature":0.0}"#), "{text}");
+        let ids = build_body(
+            Backend::Completions,
+            &Prompt::TokenIds(Arc::from(vec![1u32, 2])),
+            1,
+            &opts(),
+        )
+        .unwrap();
+        assert_eq!(parse(&ids)["prompt"], json!([1, 2]));
+    }
+
+    #[test]
+    fn chat_uses_list_content_and_max_completion_tokens() {
+        let v =
+            parse(&build_body(Backend::Chat, &Prompt::Text(Arc::from("q")), 3, &opts()).unwrap());
+        assert_eq!(
+            v["messages"][0]["content"][0],
+            json!({"type": "text", "text": "q"})
+        );
+        assert_eq!(v["max_completion_tokens"], json!(3));
+        assert!(v.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn extra_body_overrides_defaults() {
+        let mut o = opts();
+        o.extra_body.insert("repetition_penalty".into(), json!(1.2));
+        let v =
+            parse(&build_body(Backend::Completions, &Prompt::Text(Arc::from("x")), 1, &o).unwrap());
+        assert_eq!(v["repetition_penalty"], json!(1.2));
+    }
+
+    #[test]
+    fn registry_and_endpoints() {
+        assert_eq!(Backend::from_name("vllm"), Some(Backend::Completions));
+        assert_eq!(
+            Backend::from_name("openai-chat")
+                .unwrap()
+                .default_endpoint(),
+            "/v1/chat/completions"
+        );
+        assert_eq!(
+            Backend::from_name("vllm-pooling")
+                .unwrap()
+                .default_endpoint(),
+            "/pooling"
+        );
+        assert!(Backend::from_name("tgi").is_none());
+        assert!(!Backend::Embeddings.is_generation());
+    }
+}
