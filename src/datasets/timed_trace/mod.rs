@@ -19,6 +19,7 @@
 //! tokens (a unique tail; Python sent a shorter prompt); malformed lines are reported with
 //! file and line.
 
+mod cache;
 mod csv;
 mod format;
 mod jsonl;
@@ -29,9 +30,10 @@ mod stats;
 mod text;
 mod tokens;
 
+pub use cache::CacheStats;
 pub use format::TraceFormat;
 pub use jsonl::JsonLabels;
-pub use prompt::{CacheStats, PromptBuilder};
+pub use prompt::PromptBuilder;
 pub use reader::{OnMalformed, ReadReport, ReplayWindow, TimedTrace, TraceOptions};
 pub use record::{ChatLink, TraceRecord};
 pub use stats::TraceStats;
