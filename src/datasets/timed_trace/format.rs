@@ -40,7 +40,7 @@ impl TraceFormat {
     }
 
     /// Tokens per hash id in the published traces of this format (512 for Mooncake, 16 for
-    /// Bailian). Azure and BurstGPT have no hash ids; the value only sizes their tail blocks.
+    /// Bailian). Azure and BurstGPT have no hash ids, so the value does not matter for them.
     /// Python's `--timed-trace-chunk-hash-size` defaults to 16 whatever the format.
     pub fn default_chunk_size(self) -> u32 {
         match self {

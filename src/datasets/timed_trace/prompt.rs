@@ -188,6 +188,8 @@ impl PromptBuilder {
                 &mut buf,
                 (0..u64::from(self.chunk)).map(|p| self.space.token(seed, p)),
             );
+            // Bytes keeps the Vec's capacity: trim the upper-bound estimate.
+            buf.shrink_to_fit();
             Bytes::from(buf)
         })
     }

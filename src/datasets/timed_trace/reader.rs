@@ -132,6 +132,15 @@ pub struct ReadReport {
     pub stopped_at_num_prompts: bool,
 }
 
+/// The error for a line that does not parse.
+fn malformed(name: &str, line: u64, reason: String) -> TraceError {
+    TraceError::Malformed {
+        name: name.to_string(),
+        line,
+        reason,
+    }
+}
+
 /// How many skipped-line messages a report keeps.
 const MAX_EXAMPLES: usize = 5;
 
@@ -162,7 +171,37 @@ enum Parser<'o> {
     BurstGpt(BurstGptParser),
 }
 
-impl Parser<'_> {
+impl<'o> Parser<'o> {
+    /// The parser of `format`, given the file's first non-empty line: a CSV header is
+    /// consumed; a JSONL first line comes back as the first data line to parse.
+    fn new(
+        format: TraceFormat,
+        first_no: u64,
+        first: String,
+        opts: &'o TraceOptions,
+    ) -> Result<(Self, Option<(u64, String)>), String> {
+        let header_err = |r: String| format!("{} header: {r}", format.name());
+        Ok(match format {
+            TraceFormat::Mooncake | TraceFormat::Bailian => (
+                Parser::Json {
+                    labels: &opts.labels,
+                    bailian: format == TraceFormat::Bailian,
+                },
+                Some((first_no, first)),
+            ),
+            TraceFormat::Azure => (
+                Parser::Azure(AzureParser::new(&first).map_err(header_err)?),
+                None,
+            ),
+            TraceFormat::BurstGpt => (
+                Parser::BurstGpt(
+                    BurstGptParser::new(&first, opts.burstgpt_model.clone()).map_err(header_err)?,
+                ),
+                None,
+            ),
+        })
+    }
+
     fn parse(&mut self, line: &str) -> Result<Row, String> {
         match self {
             Parser::Json { labels, bailian } => jsonl::parse_line(line, labels, *bailian),
@@ -222,11 +261,6 @@ impl TimedTrace {
             name: name.to_string(),
             source,
         };
-        let malformed = |line, reason| TraceError::Malformed {
-            name: name.to_string(),
-            line,
-            reason,
-        };
         let mut lines = Lines {
             reader,
             buf: Vec::new(),
@@ -238,7 +272,10 @@ impl TimedTrace {
                 detail: "the file is empty".into(),
             });
         };
-        let first = first.map_err(|r| malformed(first_no, r))?.to_string();
+        let first = first
+            .map_err(|reason| malformed(name, first_no, reason))?
+            .trim_start_matches('\u{feff}')
+            .to_string();
         let format = match opts.format {
             Some(f) => f,
             None => TraceFormat::detect(&first).map_err(|reason| TraceError::UnknownFormat {
@@ -246,26 +283,8 @@ impl TimedTrace {
                 reason,
             })?,
         };
-        let header_err = |r: String| malformed(first_no, format!("{} header: {r}", format.name()));
-        let (mut parser, pending) = match format {
-            TraceFormat::Mooncake | TraceFormat::Bailian => (
-                Parser::Json {
-                    labels: &opts.labels,
-                    bailian: format == TraceFormat::Bailian,
-                },
-                Some((first_no, first)),
-            ),
-            TraceFormat::Azure => (
-                Parser::Azure(AzureParser::new(&first).map_err(header_err)?),
-                None,
-            ),
-            TraceFormat::BurstGpt => (
-                Parser::BurstGpt(
-                    BurstGptParser::new(&first, opts.burstgpt_model.clone()).map_err(header_err)?,
-                ),
-                None,
-            ),
-        };
+        let (mut parser, mut pending) = Parser::new(format, first_no, first, opts)
+            .map_err(|reason| malformed(name, first_no, reason))?;
 
         let mut trace = TimedTrace {
             name: name.to_string(),
@@ -278,7 +297,6 @@ impl TimedTrace {
         if opts.num_prompts == Some(0) {
             return Ok(trace);
         }
-        let mut pending = pending;
         loop {
             let (line_no, parsed) = match pending.take() {
                 Some((no, text)) => (no, parser.parse(&text)),
@@ -288,54 +306,74 @@ impl TimedTrace {
                     Some((no, Err(reason))) => (no, Err(reason)),
                 },
             };
-            let index = trace.report.data_lines;
-            trace.report.data_lines += 1;
-            match parsed {
-                Err(reason) => {
-                    let err = malformed(line_no, reason);
-                    if opts.on_malformed == OnMalformed::Error {
-                        return Err(err);
-                    }
-                    trace.report.malformed_skipped += 1;
-                    if trace.report.malformed_examples.len() < MAX_EXAMPLES {
-                        trace.report.malformed_examples.push(err.to_string());
-                    }
-                }
-                Ok(Row::Drop(DropReason::Failed)) => trace.report.failed_dropped += 1,
-                Ok(Row::Drop(DropReason::OtherModel)) => trace.report.other_model_dropped += 1,
-                Ok(Row::Keep(d)) => {
-                    let trace_time_s = d.timestamp * opts.sec_multiplier;
-                    if !opts.window.contains(trace_time_s) {
-                        trace.report.outside_window += 1;
-                        continue;
-                    }
-                    trace.records.push(TraceRecord {
-                        index,
-                        line: line_no,
-                        timestamp: d.timestamp,
-                        trace_time_s,
-                        arrival_s: 0.0,
-                        input_len: d.input_len,
-                        output_len: d.output_len,
-                        hash_ids: d.hash_ids,
-                        chat: d.chat,
-                    });
-                    if Some(trace.records.len()) == opts.num_prompts {
-                        trace.report.stopped_at_num_prompts = true;
-                        break;
-                    }
-                }
+            if !trace.take(line_no, parsed, opts)? {
+                break;
             }
         }
-        if trace.records.is_empty() {
+        trace.finish(opts)
+    }
+
+    /// Accounts for one data line; `Ok(false)` once `num_prompts` records are kept.
+    fn take(
+        &mut self,
+        line: u64,
+        parsed: Result<Row, String>,
+        opts: &TraceOptions,
+    ) -> Result<bool, TraceError> {
+        let index = self.report.data_lines;
+        self.report.data_lines += 1;
+        let d = match parsed {
+            Ok(Row::Keep(d)) => d,
+            Ok(Row::Drop(DropReason::Failed)) => {
+                self.report.failed_dropped += 1;
+                return Ok(true);
+            }
+            Ok(Row::Drop(DropReason::OtherModel)) => {
+                self.report.other_model_dropped += 1;
+                return Ok(true);
+            }
+            Err(reason) if opts.on_malformed == OnMalformed::Skip => {
+                self.report.malformed_skipped += 1;
+                if self.report.malformed_examples.len() < MAX_EXAMPLES {
+                    let example = format!("{}:{line}: {reason}", self.name);
+                    self.report.malformed_examples.push(example);
+                }
+                return Ok(true);
+            }
+            Err(reason) => return Err(malformed(&self.name, line, reason)),
+        };
+        let trace_time_s = d.timestamp * opts.sec_multiplier;
+        if !opts.window.contains(trace_time_s) {
+            self.report.outside_window += 1;
+            return Ok(true);
+        }
+        self.records.push(TraceRecord {
+            index,
+            line,
+            timestamp: d.timestamp,
+            trace_time_s,
+            arrival_s: 0.0,
+            input_len: d.input_len,
+            output_len: d.output_len,
+            hash_ids: d.hash_ids,
+            chat: d.chat,
+        });
+        let more = Some(self.records.len()) != opts.num_prompts;
+        self.report.stopped_at_num_prompts = !more;
+        Ok(more)
+    }
+
+    /// Rejects an empty replay, then sets arrivals and parent links.
+    fn finish(mut self, opts: &TraceOptions) -> Result<Self, TraceError> {
+        if self.records.is_empty() {
             return Err(TraceError::NoRecords {
-                name: name.to_string(),
-                detail: trace.empty_detail(opts),
+                detail: self.empty_detail(opts),
+                name: self.name,
             });
         }
-        trace.set_arrivals(opts.window);
-        trace.link_parents();
-        Ok(trace)
+        self.set_arrivals(opts.window);
+        self.link_parents();
+        Ok(self)
     }
 
     /// Why nothing is left, for the error message.
@@ -532,6 +570,13 @@ mod tests {
         ] {
             assert!(matches!(read(THREE, &opts), Err(TraceError::Option(_))));
         }
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_ignored() {
+        let text = "\u{feff}{\"timestamp\": 2, \"input_length\": 1, \"output_length\": 1}\n";
+        let t = read(text, &TraceOptions::default()).unwrap();
+        assert_eq!(t.arrival_offsets(), vec![2.0]);
     }
 
     #[test]
