@@ -5,4 +5,5 @@ mod datasets;
 mod engine;
 mod golden;
 mod mock_server;
+mod timed_trace;
 mod util;

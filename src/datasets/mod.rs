@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 pub mod random;
+pub mod timed_trace;
 
 /// What a request asks the model: text, or token ids sent verbatim (`--prompt-token-ids`).
 ///
