@@ -33,7 +33,10 @@ pub use modes::{
 pub use output::{GoodputMetric, OutputConfig, PercentileMetric};
 pub use rate::{RampUp, RateConfig};
 pub use request::{RequestOptions, SamplingParams};
-pub use server::{BaseUrl, Scheme, ServerConfig, ServerLocation};
+pub use server::{ServerConfig, ServerLocation};
+
+/// The server's base URL type, owned by the HTTP client; re-exported for `ServerLocation`.
+pub use crate::http::url::{BaseUrl, Scheme};
 
 pub use crate::cli::{
     Backend, DatasetName, IoDriver, LoraAssignment, RampUpStrategy, SpeedBenchSubset,
