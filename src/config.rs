@@ -23,7 +23,7 @@ pub use dataset::{
     CustomParams, DatasetConfig, DatasetParams, HfParams, PrefixRepetitionParams, RandomMmParams,
     RandomParams, RangeRatio, SonnetParams, SpeedBenchParams, TimedTraceParams,
 };
-pub use engine::{available_cores, EngineConfig};
+pub use engine::EngineConfig;
 pub use error::{quote, ConfigError, ConfigErrorKind};
 pub use literal::BucketKey;
 pub use modes::{
@@ -38,9 +38,7 @@ pub use server::{ServerConfig, ServerLocation};
 /// The server's base URL type, owned by the HTTP client; re-exported for `ServerLocation`.
 pub use crate::http::url::{BaseUrl, Scheme};
 
-pub use crate::cli::{
-    Backend, DatasetName, IoDriver, LoraAssignment, RampUpStrategy, SpeedBenchSubset,
-};
+pub use crate::cli::{Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset};
 
 use crate::cli::Cli;
 

@@ -12,6 +12,7 @@ use vllm_bench::config::{
     Config, ConfigError, ConfigErrorKind, DatasetParams, GoodputMetric, PercentileMetric,
     ServerLocation,
 };
+use vllm_bench::engine::DriverChoice;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -1184,7 +1185,7 @@ fn engine_flags_resolve() {
         "--no-preconnect",
     ]);
     assert_eq!(cfg.engine.num_cores, 1);
-    assert_eq!(cfg.engine.io_driver, cli::IoDriver::Epoll);
+    assert_eq!(cfg.engine.io_driver, DriverChoice::Epoll);
     assert_eq!(cfg.engine.connect_timeout.as_millis(), 2500);
     assert!(!cfg.engine.preconnect);
     assert_eq!(
