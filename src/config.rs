@@ -30,7 +30,7 @@ pub use modes::{
     LoraConfig, MultiRunConfig, MultiTurnConfig, ProfilingConfig, SteadyStateConfig, SweepAxis,
     SweepConfig,
 };
-pub use output::{GoodputMetric, OutputConfig, PercentileMetric};
+pub use output::OutputConfig;
 pub use rate::{RampUp, RateConfig};
 pub use request::{RequestOptions, SamplingParams};
 pub use server::{ServerConfig, ServerLocation};
