@@ -7,7 +7,8 @@
 //! from Python: a `nan` value is refused as a format error (Python accepts it, and then no
 //! request can ever meet the SLO).
 
-use crate::output::pyfmt::{float_repr, parse_py_float};
+use crate::cli::pyvalue::py_float;
+use crate::output::pyfmt::float_repr;
 
 /// The SLOs given with `--goodput`, in milliseconds. An empty config means "no goodput":
 /// Python then prints no goodput line and saves `request_goodput: null`.
@@ -81,7 +82,7 @@ impl GoodputConfig {
             let (Some(name), Some(value), None) = (parts.next(), parts.next(), parts.next()) else {
                 return Err(format_error(false));
             };
-            let value = parse_py_float(value)
+            let value = py_float(value)
                 .filter(|v| !v.is_nan())
                 .ok_or_else(|| format_error(true))?;
             match entries.iter_mut().find(|(n, _, _)| *n == name) {
