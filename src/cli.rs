@@ -25,9 +25,7 @@ pub use args::{
     RequestArgs, SamplingArgs, ServerArgs, ShareGptArgs, SonnetArgs, SpecBenchArgs, SpeedBenchArgs,
     SteadyStateArgs, SweepArgs, TimedTraceArgs,
 };
-pub use choices::{
-    Backend, DatasetName, IoDriver, LoraAssignment, RampUpStrategy, SpeedBenchSubset,
-};
+pub use choices::{Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset};
 pub use error::CliError;
 
 use crate::config::unimplemented;

@@ -23,21 +23,22 @@ pub use dataset::{
     CustomParams, DatasetConfig, DatasetParams, HfParams, PrefixRepetitionParams, RandomMmParams,
     RandomParams, RangeRatio, SonnetParams, SpeedBenchParams, TimedTraceParams,
 };
-pub use engine::{available_cores, EngineConfig};
+pub use engine::EngineConfig;
 pub use error::{quote, ConfigError, ConfigErrorKind};
 pub use literal::BucketKey;
 pub use modes::{
     LoraConfig, MultiRunConfig, MultiTurnConfig, ProfilingConfig, SteadyStateConfig, SweepAxis,
     SweepConfig,
 };
-pub use output::{GoodputMetric, OutputConfig, PercentileMetric};
+pub use output::OutputConfig;
 pub use rate::{RampUp, RateConfig};
 pub use request::{RequestOptions, SamplingParams};
-pub use server::{BaseUrl, Scheme, ServerConfig, ServerLocation};
+pub use server::{ServerConfig, ServerLocation};
 
-pub use crate::cli::{
-    Backend, DatasetName, IoDriver, LoraAssignment, RampUpStrategy, SpeedBenchSubset,
-};
+/// The server's base URL type, owned by the HTTP client; re-exported for `ServerLocation`.
+pub use crate::http::url::{BaseUrl, Scheme};
+
+pub use crate::cli::{Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset};
 
 use crate::cli::Cli;
 

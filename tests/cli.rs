@@ -8,10 +8,10 @@ use std::path::PathBuf;
 
 use serde_json::json;
 use vllm_bench::cli::{self, Backend, Cli, CliError, DatasetName};
-use vllm_bench::config::{
-    Config, ConfigError, ConfigErrorKind, DatasetParams, GoodputMetric, PercentileMetric,
-    ServerLocation,
-};
+use vllm_bench::config::{Config, ConfigError, ConfigErrorKind, DatasetParams, ServerLocation};
+use vllm_bench::engine::DriverChoice;
+use vllm_bench::metrics::goodput::GoodputConfig;
+use vllm_bench::metrics::summary::MetricKind;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -702,11 +702,7 @@ fn defaults_resolve_like_python() {
     );
     assert_eq!(
         cfg.output.percentile_metrics,
-        [
-            PercentileMetric::Ttft,
-            PercentileMetric::Tpot,
-            PercentileMetric::Itl
-        ]
+        [MetricKind::Ttft, MetricKind::Tpot, MetricKind::Itl]
     );
     assert_eq!(cfg.output.metric_percentiles, [99.0]);
     assert!(cfg.rate.is_unbounded());
@@ -945,11 +941,11 @@ fn goodput_keys_and_values_are_checked() {
     let cfg = ok(&["--goodput", "ttft:30", "tpot:8", "e2el:400"]);
     assert_eq!(
         cfg.output.goodput,
-        [
-            (GoodputMetric::Ttft, 30.0),
-            (GoodputMetric::Tpot, 8.0),
-            (GoodputMetric::E2el, 400.0)
-        ]
+        GoodputConfig {
+            ttft_ms: Some(30.0),
+            tpot_ms: Some(8.0),
+            e2el_ms: Some(400.0)
+        }
     );
     assert_eq!(
         invalid(&["--goodput", "itl:5"]),
@@ -968,7 +964,7 @@ fn percentile_metric_names_are_checked() {
         "--percentile-metrics ttft,p99: 'p99': unknown metric (choose from ttft, tpot"
     ));
     let cfg = ok(&["--backend", "openai-embeddings"]);
-    assert_eq!(cfg.output.percentile_metrics, [PercentileMetric::E2el]);
+    assert_eq!(cfg.output.percentile_metrics, [MetricKind::E2el]);
     assert!(invalid(&["--metric-percentiles", "50,120"]).contains("between 0 and 100"));
 }
 
@@ -1184,7 +1180,7 @@ fn engine_flags_resolve() {
         "--no-preconnect",
     ]);
     assert_eq!(cfg.engine.num_cores, 1);
-    assert_eq!(cfg.engine.io_driver, cli::IoDriver::Epoll);
+    assert_eq!(cfg.engine.io_driver, DriverChoice::Epoll);
     assert_eq!(cfg.engine.connect_timeout.as_millis(), 2500);
     assert!(!cfg.engine.preconnect);
     assert_eq!(

@@ -13,7 +13,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use clap::ValueEnum;
 use serde_json::Value;
+use vllm_bench::cli::Backend;
 use vllm_bench::metrics::goodput::GoodputConfig;
 use vllm_bench::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetrics};
 use vllm_bench::metrics::summary::{MetricKind, MetricStats};
@@ -126,7 +128,8 @@ struct Scenario {
 impl Scenario {
     fn load(dir: &Path) -> Self {
         let cmd = Command::load(dir);
-        let backend = cmd.one("--backend").unwrap_or("openai");
+        let name = cmd.one("--backend").unwrap_or("openai");
+        let backend = Backend::from_str(name, false).expect("a known --backend");
         Scenario {
             name: dir.file_name().unwrap().to_string_lossy().into_owned(),
             dir: dir.to_path_buf(),

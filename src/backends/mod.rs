@@ -1,18 +1,23 @@
-//! Backends: one per API (completions, chat, embeddings, pooling, rerank). Each knows its
-//! default endpoint, how its response is read, and how to build a request body exactly as
-//! Python `vllm bench serve` 0.33 sends it. Bodies are built once, before the clock starts.
+//! The APIs we speak (completions, chat, embeddings, pooling, rerank): which `--backend` uses
+//! which, how each API's response is read, and how to build a request body exactly as Python
+//! `vllm bench serve` 0.33 sends it. Bodies are built once, before the clock starts.
+//!
+//! The backend names and the facts about them (default endpoint, pooling or not) live once,
+//! on [`crate::cli::Backend`]; this module only maps them to an [`Api`].
 
 pub mod stream_chunk;
 
 use serde_json::{json, Map, Value};
 
+use crate::cli::Backend;
 use crate::datasets::Prompt;
 use crate::engine::ResponseMode;
 use stream_chunk::StreamApi;
 
-/// The APIs we speak (`--backend`).
+/// The APIs we speak. Which `--backend` names use which API is [`Api::for_backend`]; every
+/// other fact about a backend name (endpoint, pooling or not) is on [`Backend`], the one list of backend names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
+pub enum Api {
     /// `vllm` / `openai`: `/v1/completions`, streamed.
     Completions,
     /// `openai-chat`: `/v1/chat/completions`, streamed.
@@ -27,44 +32,38 @@ pub enum Backend {
     Rerank,
 }
 
-/// Every `--backend` name we accept and what it maps to (one registry, like ripgrep's FLAGS).
-pub const BACKENDS: &[(&str, Backend)] = &[
-    ("vllm", Backend::Completions),
-    ("openai", Backend::Completions),
-    ("openai-chat", Backend::Chat),
-    ("openai-embeddings", Backend::Embeddings),
-    ("openai-embeddings-chat", Backend::EmbeddingsChat),
-    ("vllm-pooling", Backend::Pooling),
-    ("vllm-rerank", Backend::Rerank),
-];
-
-impl Backend {
-    /// Looks a `--backend` name up.
-    pub fn from_name(name: &str) -> Option<Backend> {
-        BACKENDS.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
-    }
-
-    /// Python's default `--endpoint` for the backend.
-    pub fn default_endpoint(self) -> &'static str {
-        match self {
-            Backend::Completions => "/v1/completions",
-            Backend::Chat => "/v1/chat/completions",
-            Backend::Embeddings | Backend::EmbeddingsChat => "/v1/embeddings",
-            Backend::Pooling => "/pooling",
-            Backend::Rerank => "/rerank",
+impl Api {
+    /// The API a `--backend` speaks; `None` for the backends not implemented yet.
+    pub fn for_backend(backend: Backend) -> Option<Api> {
+        match backend {
+            Backend::Vllm | Backend::Openai => Some(Api::Completions),
+            Backend::OpenaiChat => Some(Api::Chat),
+            Backend::OpenaiEmbeddings => Some(Api::Embeddings),
+            Backend::OpenaiEmbeddingsChat => Some(Api::EmbeddingsChat),
+            Backend::VllmPooling => Some(Api::Pooling),
+            Backend::VllmRerank => Some(Api::Rerank),
+            Backend::OpenaiResponses
+            | Backend::OpenaiAudio
+            | Backend::OpenaiEmbeddingsClip
+            | Backend::OpenaiEmbeddingsVlm2vec
+            | Backend::InfinityEmbeddings
+            | Backend::InfinityEmbeddingsClip => None,
         }
     }
 
-    /// Generation backends stream tokens; the others answer with one JSON document.
+    /// Generation APIs stream tokens; the others answer with one JSON document.
     pub fn is_generation(self) -> bool {
-        matches!(self, Backend::Completions | Backend::Chat)
+        matches!(self.response_mode(), ResponseMode::Stream(_))
     }
 
+    /// How the engine reads this API's responses.
     pub fn response_mode(self) -> ResponseMode {
         match self {
-            Backend::Completions => ResponseMode::Stream(StreamApi::Completions),
-            Backend::Chat => ResponseMode::Stream(StreamApi::Chat),
-            _ => ResponseMode::Whole,
+            Api::Completions => ResponseMode::Stream(StreamApi::Completions),
+            Api::Chat => ResponseMode::Stream(StreamApi::Chat),
+            Api::Embeddings | Api::EmbeddingsChat | Api::Pooling | Api::Rerank => {
+                ResponseMode::Whole
+            }
         }
     }
 }
@@ -95,15 +94,15 @@ fn chat_messages(prompt: &Prompt) -> Value {
 
 /// Builds the JSON body of one request (`max_tokens` = the request's output length).
 pub fn build_body(
-    backend: Backend,
+    api: Api,
     prompt: &Prompt,
     output_len: usize,
     opts: &BodyOptions,
 ) -> Result<Vec<u8>, String> {
     let mut body = Map::new();
     body.insert("model".into(), Value::String(opts.model.clone()));
-    match backend {
-        Backend::Completions => {
+    match api {
+        Api::Completions => {
             body.insert("prompt".into(), prompt_value(prompt));
             body.insert("repetition_penalty".into(), json!(1.0));
             body.insert("max_tokens".into(), json!(output_len));
@@ -111,32 +110,32 @@ pub fn build_body(
             body.insert("stream".into(), json!(true));
             body.insert("stream_options".into(), json!({ "include_usage": true }));
         }
-        Backend::Chat => {
+        Api::Chat => {
             body.insert("messages".into(), chat_messages(prompt));
             body.insert("max_completion_tokens".into(), json!(output_len));
             body.insert("stream".into(), json!(true));
             body.insert("stream_options".into(), json!({ "include_usage": true }));
         }
-        Backend::Embeddings => {
+        Api::Embeddings => {
             body.insert("input".into(), prompt_value(prompt));
             body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
-        Backend::EmbeddingsChat => {
+        Api::EmbeddingsChat => {
             body.insert("messages".into(), chat_messages(prompt));
             body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
-        Backend::Pooling => {
+        Api::Pooling => {
             body.insert("truncate_prompt_tokens".into(), json!(-1));
             body.insert("input".into(), prompt_value(prompt));
         }
-        Backend::Rerank => {
+        Api::Rerank => {
             // Python sends prompt[0] as the query and the rest as documents; a single text
             // prompt is the query and `--extra-body '{"documents": [...]}'` supplies documents.
             body.insert("query".into(), prompt_value(prompt));
             body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
     }
-    if opts.ignore_eos && backend != Backend::Rerank {
+    if opts.ignore_eos && api != Api::Rerank {
         body.insert("ignore_eos".into(), json!(true));
     }
     for (k, v) in &opts.extra_body {
@@ -168,17 +167,11 @@ mod tests {
 
     #[test]
     fn completions_body_matches_python_fields_and_order() {
-        let b = build_body(
-            Backend::Completions,
-            &Prompt::Text(Arc::from("hi")),
-            7,
-            &opts(),
-        )
-        .unwrap();
+        let b = build_body(Api::Completions, &Prompt::Text(Arc::from("hi")), 7, &opts()).unwrap();
         let text = String::from_utf8(b.clone()).unwrap();
         assert!(text.starts_with(r#"{"model":"m","prompt":"hi","repetition_penalty":1.0,"max_tokens":7,"logprobs":null,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"temperature":0.0}"#), "{text}");
         let ids = build_body(
-            Backend::Completions,
+            Api::Completions,
             &Prompt::TokenIds(Arc::from(vec![1u32, 2])),
             1,
             &opts(),
@@ -189,8 +182,7 @@ mod tests {
 
     #[test]
     fn chat_uses_list_content_and_max_completion_tokens() {
-        let v =
-            parse(&build_body(Backend::Chat, &Prompt::Text(Arc::from("q")), 3, &opts()).unwrap());
+        let v = parse(&build_body(Api::Chat, &Prompt::Text(Arc::from("q")), 3, &opts()).unwrap());
         assert_eq!(
             v["messages"][0]["content"][0],
             json!({"type": "text", "text": "q"})
@@ -203,27 +195,39 @@ mod tests {
     fn extra_body_overrides_defaults() {
         let mut o = opts();
         o.extra_body.insert("repetition_penalty".into(), json!(1.2));
-        let v =
-            parse(&build_body(Backend::Completions, &Prompt::Text(Arc::from("x")), 1, &o).unwrap());
+        let v = parse(&build_body(Api::Completions, &Prompt::Text(Arc::from("x")), 1, &o).unwrap());
         assert_eq!(v["repetition_penalty"], json!(1.2));
     }
 
     #[test]
     fn registry_and_endpoints() {
-        assert_eq!(Backend::from_name("vllm"), Some(Backend::Completions));
+        use clap::ValueEnum;
+        assert_eq!(Api::for_backend(Backend::Vllm), Some(Api::Completions));
         assert_eq!(
-            Backend::from_name("openai-chat")
+            Backend::from_str("openai-chat", false)
                 .unwrap()
                 .default_endpoint(),
             "/v1/chat/completions"
         );
         assert_eq!(
-            Backend::from_name("vllm-pooling")
+            Backend::from_str("vllm-pooling", false)
                 .unwrap()
                 .default_endpoint(),
             "/pooling"
         );
-        assert!(Backend::from_name("tgi").is_none());
-        assert!(!Backend::Embeddings.is_generation());
+        assert!(Backend::from_str("tgi", false).is_err());
+        assert!(Api::for_backend(Backend::OpenaiAudio).is_none());
+        assert!(!Api::Embeddings.is_generation());
+        assert!(Api::Chat.is_generation());
+    }
+
+    #[test]
+    fn every_backend_the_config_accepts_has_an_api() {
+        let refused = crate::config::unimplemented::backends();
+        for b in Backend::all() {
+            if !refused.contains(&b.name()) {
+                assert!(Api::for_backend(*b).is_some(), "{b}");
+            }
+        }
     }
 }

@@ -8,10 +8,9 @@
 
 use clap::Args;
 
-use super::choices::{
-    Backend, DatasetName, IoDriver, LoraAssignment, RampUpStrategy, SpeedBenchSubset,
-};
+use super::choices::{Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset};
 use super::pyvalue::{parse_float, parse_int, parse_port};
+use crate::engine::runtime::DriverChoice;
 
 /// Server connection.
 #[derive(Debug, Clone, Args)]
@@ -591,7 +590,7 @@ pub struct EngineArgs {
     pub num_cores: Option<usize>,
     /// I/O driver: auto (io_uring when the kernel allows it, else epoll), uring or epoll
     #[arg(long, value_enum, default_value = "auto", value_name = "DRIVER")]
-    pub io_driver: IoDriver,
+    pub io_driver: DriverChoice,
     /// TCP (and TLS) connect timeout in seconds
     #[arg(long, default_value = "10", value_parser = parse_float, value_name = "SEC")]
     pub connect_timeout_sec: f64,

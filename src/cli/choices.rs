@@ -256,20 +256,6 @@ pub enum SpeedBenchSubset {
     Throughput32k,
 }
 
-/// `--io-driver`: which monoio driver the engine runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum IoDriver {
-    // io_uring when the kernel allows it, epoll otherwise.
-    #[value(name = "auto")]
-    Auto,
-    // io_uring only; fail if it is unavailable.
-    #[value(name = "uring")]
-    Uring,
-    // epoll (monoio's legacy driver) only.
-    #[value(name = "epoll")]
-    Epoll,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

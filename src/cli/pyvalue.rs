@@ -164,6 +164,30 @@ mod tests {
     }
 
     #[test]
+    fn parses_like_python_float() {
+        let ok: &[(&str, f64)] = &[
+            ("30", 30.0),
+            (" 8.5 ", 8.5),
+            ("1e3", 1000.0),
+            (".5", 0.5),
+            ("5.", 5.0),
+            ("+2", 2.0),
+            ("-0.25", -0.25),
+            ("1_000", 1000.0),
+            ("1_0.2_5", 10.25),
+            ("inf", f64::INFINITY),
+            ("-Infinity", f64::NEG_INFINITY),
+        ];
+        for &(text, want) in ok {
+            assert_eq!(py_float(text), Some(want), "{text:?}");
+        }
+        assert!(py_float("NaN").is_some_and(f64::is_nan));
+        for bad in ["", "abc", "1__0", "_1", "1_", "1_.5", "1e", "0x10", "1 0"] {
+            assert_eq!(py_float(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn human_ints_follow_vllm() {
         assert_eq!(human_readable_int("1k"), Some(1000));
         assert_eq!(human_readable_int("1K"), Some(1024));

@@ -1,79 +1,18 @@
 //! What is reported and saved: percentile metrics and percentiles, goodput SLOs, the result
 //! file, metadata, progress bar and timeline plot.
+//!
+//! The metric names ([`MetricKind`]) and the `--goodput` parser ([`GoodputConfig::parse`])
+//! belong to `metrics`; this module applies the CLI's stricter rules on top (an unknown
+//! percentile metric is an error, not skipped) and words errors as `--flag VALUE: reason`.
 
 use std::path::PathBuf;
 
 use super::parse::{comma_list, key_value};
 use super::ConfigError;
 use crate::cli::{pyvalue::py_float, Cli};
-
-/// A metric that can get percentile statistics (`--percentile-metrics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PercentileMetric {
-    Ttft,
-    Tpot,
-    Itl,
-    E2el,
-    ClientQueueTime,
-    E2elIncludingClientQueue,
-}
-
-impl PercentileMetric {
-    /// Every metric, in the order Python reports them.
-    pub const ALL: [PercentileMetric; 6] = [
-        PercentileMetric::Ttft,
-        PercentileMetric::Tpot,
-        PercentileMetric::Itl,
-        PercentileMetric::E2el,
-        PercentileMetric::ClientQueueTime,
-        PercentileMetric::E2elIncludingClientQueue,
-    ];
-
-    /// The name used on the command line and in result keys (`mean_ttft_ms`).
-    pub fn name(self) -> &'static str {
-        match self {
-            PercentileMetric::Ttft => "ttft",
-            PercentileMetric::Tpot => "tpot",
-            PercentileMetric::Itl => "itl",
-            PercentileMetric::E2el => "e2el",
-            PercentileMetric::ClientQueueTime => "client_queue_time",
-            PercentileMetric::E2elIncludingClientQueue => "e2el_including_client_queue",
-        }
-    }
-
-    fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.name() == s)
-    }
-}
-
-/// A goodput SLO metric (`--goodput KEY:VALUE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GoodputMetric {
-    Ttft,
-    Tpot,
-    E2el,
-}
-
-impl GoodputMetric {
-    /// `ttft`, `tpot` or `e2el`.
-    pub fn name(self) -> &'static str {
-        match self {
-            GoodputMetric::Ttft => "ttft",
-            GoodputMetric::Tpot => "tpot",
-            GoodputMetric::E2el => "e2el",
-        }
-    }
-
-    fn from_name(s: &str) -> Option<Self> {
-        [
-            GoodputMetric::Ttft,
-            GoodputMetric::Tpot,
-            GoodputMetric::E2el,
-        ]
-        .into_iter()
-        .find(|m| m.name() == s)
-    }
-}
+use crate::metrics::goodput::{GoodputConfig, GoodputError};
+use crate::metrics::report::TaskKind;
+use crate::metrics::summary::MetricKind;
 
 /// Reporting and result files.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,12 +23,11 @@ pub struct OutputConfig {
     pub result_dir: Option<PathBuf>,
     pub result_filename: Option<String>,
     /// Metrics with percentile statistics, in the order given, without repeats.
-    pub percentile_metrics: Vec<PercentileMetric>,
+    pub percentile_metrics: Vec<MetricKind>,
     /// Percentiles in [0, 100], in the order given, without repeats.
     pub metric_percentiles: Vec<f64>,
-    /// SLOs in milliseconds, in the order given (a repeated key keeps its first place, last
-    /// value).
-    pub goodput: Vec<(GoodputMetric, f64)>,
+    /// SLOs in milliseconds (a repeated key keeps its last value); empty without `--goodput`.
+    pub goodput: GoodputConfig,
     pub sweep_summary_percentiles: Vec<f64>,
     pub disable_tqdm: bool,
     /// `None`: Python writes `"label": null` and names files after the backend.
@@ -103,12 +41,13 @@ pub struct OutputConfig {
 
 pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputConfig, ConfigError> {
     let o = &cli.output;
-    let pooling = cli.server.backend.is_pooling();
-    let percentile_metrics = percentile_metrics(o.percentile_metrics.as_deref(), pooling)?;
+    let task = TaskKind::for_backend(cli.server.backend);
+    let pooling = task == TaskKind::Pooling;
+    let percentile_metrics = percentile_metrics(o.percentile_metrics.as_deref(), task)?;
     if pooling {
         let ignored: Vec<&str> = percentile_metrics
             .iter()
-            .filter(|m| **m != PercentileMetric::E2el)
+            .filter(|m| **m != MetricKind::E2el)
             .map(|m| m.name())
             .collect();
         if !ignored.is_empty() {
@@ -147,20 +86,15 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
     })
 }
 
-/// Python: `--percentile-metrics` or "ttft,tpot,itl" (generation) / "e2el" (pooling); an
-/// empty value means the default.
-fn percentile_metrics(
-    given: Option<&str>,
-    pooling: bool,
-) -> Result<Vec<PercentileMetric>, ConfigError> {
-    let text = match given.filter(|s| !s.is_empty()) {
-        Some(s) => s,
-        None if pooling => "e2el",
-        None => "ttft,tpot,itl",
-    };
-    let all: Vec<&str> = PercentileMetric::ALL.iter().map(|m| m.name()).collect();
+/// Python: `--percentile-metrics` or the task's default ("ttft,tpot,itl" for generation,
+/// "e2el" for pooling); an empty value means the default.
+fn percentile_metrics(given: Option<&str>, task: TaskKind) -> Result<Vec<MetricKind>, ConfigError> {
+    let text = given
+        .filter(|s| !s.is_empty())
+        .unwrap_or(task.default_percentile_metrics());
+    let all: Vec<&str> = MetricKind::ALL.iter().map(|m| m.name()).collect();
     let metrics = comma_list("--percentile-metrics", text, |s| {
-        PercentileMetric::from_name(s)
+        MetricKind::from_name(s)
             .ok_or_else(|| format!("unknown metric (choose from {})", all.join(", ")))
     })?;
     Ok(dedup(metrics))
@@ -186,49 +120,27 @@ fn dedup<T: PartialEq>(items: Vec<T>) -> Vec<T> {
     out
 }
 
-/// Python's `parse_goodput` + `check_goodput_args`: `KEY:VALUE` with one colon, keys ttft,
-/// tpot, e2el, values non-negative milliseconds.
-fn goodput(pairs: &[String]) -> Result<Vec<(GoodputMetric, f64)>, ConfigError> {
-    let mut out: Vec<(GoodputMetric, f64)> = Vec::new();
-    for pair in pairs {
-        let parts: Vec<&str> = pair.split(':').collect();
-        let [name, value] = parts[..] else {
-            return Err(ConfigError::value(
-                "--goodput",
-                pair,
-                "expected KEY:VALUE, e.g. ttft:100 (KEY ttft, tpot or e2el; VALUE in ms)",
-            ));
-        };
-        let metric = GoodputMetric::from_name(name).ok_or_else(|| {
-            ConfigError::value(
-                "--goodput",
-                pair,
-                format!("unknown metric '{name}' (choose from ttft, tpot, e2el)"),
-            )
-        })?;
-        let ms = match py_float(value).filter(|v| !v.is_nan()) {
-            Some(v) if v >= 0.0 => v,
-            Some(_) => {
-                return Err(ConfigError::value(
-                    "--goodput",
-                    pair,
-                    "must be non-negative",
-                ))
+/// `--goodput KEY:VALUE...`, parsed by the metrics module (Python's `parse_goodput` +
+/// `check_goodput_args`: keys ttft, tpot, e2el; values non-negative milliseconds), with the
+/// error worded for the command line.
+fn goodput(pairs: &[String]) -> Result<GoodputConfig, ConfigError> {
+    GoodputConfig::parse(pairs).map_err(|e| {
+        let why = match &e {
+            GoodputError::Format {
+                key_value: false, ..
+            } => {
+                "expected KEY:VALUE, e.g. ttft:100 (KEY ttft, tpot or e2el; VALUE in ms)".to_owned()
             }
-            None => {
-                return Err(ConfigError::value(
-                    "--goodput",
-                    pair,
-                    "the value must be a number of milliseconds",
-                ))
+            GoodputError::Format {
+                key_value: true, ..
+            } => "the value must be a number of milliseconds".to_owned(),
+            GoodputError::Name { name, .. } => {
+                format!("unknown metric '{name}' (choose from ttft, tpot, e2el)")
             }
+            GoodputError::Negative { .. } => "must be non-negative".to_owned(),
         };
-        match out.iter_mut().find(|(m, _)| *m == metric) {
-            Some(slot) => slot.1 = ms,
-            None => out.push((metric, ms)),
-        }
-    }
-    Ok(out)
+        ConfigError::value("--goodput", e.pair(), why)
+    })
 }
 
 fn itl_thresholds(text: &str) -> Result<(f64, f64), ConfigError> {
@@ -254,18 +166,22 @@ mod tests {
 
     #[test]
     fn percentile_metric_defaults_depend_on_the_task() {
-        use PercentileMetric::*;
-        assert_eq!(percentile_metrics(None, false).unwrap(), [Ttft, Tpot, Itl]);
-        assert_eq!(percentile_metrics(None, true).unwrap(), [E2el]);
+        use MetricKind::*;
+        use TaskKind::{Generation, Pooling};
         assert_eq!(
-            percentile_metrics(Some(""), false).unwrap(),
+            percentile_metrics(None, Generation).unwrap(),
+            [Ttft, Tpot, Itl]
+        );
+        assert_eq!(percentile_metrics(None, Pooling).unwrap(), [E2el]);
+        assert_eq!(
+            percentile_metrics(Some(""), Generation).unwrap(),
             [Ttft, Tpot, Itl]
         );
         assert_eq!(
-            percentile_metrics(Some("e2el, ttft,e2el,client_queue_time"), false).unwrap(),
+            percentile_metrics(Some("e2el, ttft,e2el,client_queue_time"), Generation).unwrap(),
             [E2el, Ttft, ClientQueueTime]
         );
-        assert!(percentile_metrics(Some("ttft,foo"), false)
+        assert!(percentile_metrics(Some("ttft,foo"), Generation)
             .unwrap_err()
             .to_string()
             .starts_with("--percentile-metrics ttft,foo: 'foo': unknown metric (choose from"));
@@ -302,11 +218,11 @@ mod tests {
         .unwrap();
         assert_eq!(
             g,
-            [
-                (GoodputMetric::Ttft, 0.0),
-                (GoodputMetric::Tpot, 8.0),
-                (GoodputMetric::E2el, 400.0)
-            ]
+            GoodputConfig {
+                ttft_ms: Some(0.0),
+                tpot_ms: Some(8.0),
+                e2el_ms: Some(400.0)
+            }
         );
         for (bad, why) in [
             ("ttft=3", "expected KEY:VALUE"),

@@ -7,35 +7,35 @@
 use std::fmt;
 use std::str::FromStr;
 
+use clap::ValueEnum;
 use monoio::time::TimeDriver;
 use monoio::{FusionRuntime, IoUringDriver, LegacyDriver, RuntimeBuilder};
 
 /// The runtime type every thread runs: one of the two drivers, each with a timer.
 pub type Runtime = FusionRuntime<TimeDriver<IoUringDriver>, TimeDriver<LegacyDriver>>;
 
-/// Which I/O driver to use (`--io-driver`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which I/O driver to use (`--io-driver` of both binaries). The clap value names are the
+/// only spelling table: [`FromStr`] goes through them too. The variants' docs are kept out of
+/// `--help` (`help = None`): the flag's own help describes the choices in one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum DriverChoice {
     /// io_uring when it can be set up here, else epoll (and say so once on stderr).
     #[default]
+    #[value(name = "auto", help = None::<&str>)]
     Auto,
     /// io_uring or fail.
+    #[value(name = "uring", alias = "io_uring", alias = "io-uring", help = None::<&str>)]
     IoUring,
     /// epoll (monoio's legacy driver), e.g. under seccomp profiles that forbid io_uring.
+    #[value(name = "epoll", alias = "legacy", help = None::<&str>)]
     Epoll,
 }
 
 impl FromStr for DriverChoice {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "uring" | "io_uring" | "io-uring" => Ok(Self::IoUring),
-            "epoll" | "legacy" => Ok(Self::Epoll),
-            other => Err(format!(
-                "invalid I/O driver '{other}': expected one of auto, uring, epoll"
-            )),
-        }
+        <Self as ValueEnum>::from_str(s, false)
+            .map_err(|_| format!("invalid I/O driver '{s}': expected one of auto, uring, epoll"))
     }
 }
 
@@ -128,6 +128,11 @@ mod tests {
         assert_eq!("auto".parse::<DriverChoice>(), Ok(DriverChoice::Auto));
         assert_eq!("uring".parse::<DriverChoice>(), Ok(DriverChoice::IoUring));
         assert_eq!("epoll".parse::<DriverChoice>(), Ok(DriverChoice::Epoll));
+        assert_eq!(
+            "io_uring".parse::<DriverChoice>(),
+            Ok(DriverChoice::IoUring)
+        );
+        assert_eq!("legacy".parse::<DriverChoice>(), Ok(DriverChoice::Epoll));
         assert!("kqueue"
             .parse::<DriverChoice>()
             .unwrap_err()

@@ -1,7 +1,13 @@
-//! Server addresses: `--base-url` / `--host` + `--port` parsed and resolved once, before the
-//! clock starts, into a [`Target`] the connections use.
+//! Server addresses: a base URL (`--base-url`, or `--host` + `--port`) parsed once, before
+//! the clock starts, into the parts the HTTP client needs (scheme, host, port, path prefix),
+//! with the request target, `Host` header and socket addresses derived from them.
+//!
+//! Python builds `api_url = base_url + endpoint` by string concatenation and lets aiohttp parse
+//! it; our client needs the parts, so anything that cannot be a base URL (no scheme,
+//! credentials, a query string, a bad port) is refused here with a one-phrase reason that the
+//! configuration puts after the flag.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{Ipv6Addr, SocketAddr, ToSocketAddrs};
 
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,92 +16,119 @@ pub enum Scheme {
     Https,
 }
 
-/// A parsed base URL: where to connect, what to put in `Host`, and the path prefix that
-/// endpoints are appended to.
+impl Scheme {
+    /// `"http"` or `"https"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+
+    /// 80 or 443.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+}
+
+/// A parsed server base URL: `scheme://host:port/path-prefix`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaseUrl {
     pub scheme: Scheme,
-    /// Host as written (name or IP literal, without brackets for IPv6).
+    /// Host name or IP address, without brackets.
     pub host: String,
     pub port: u16,
-    /// Path prefix without a trailing slash (`""` for `http://h:p` or `http://h:p/`).
-    pub path: String,
+    /// Path before the endpoint: empty or `/prefix` (no trailing slash).
+    pub path_prefix: String,
 }
 
 impl BaseUrl {
-    /// Parses `http[s]://host[:port][/path]`.
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let (scheme, rest) = if let Some(r) = url.strip_prefix("http://") {
-            (Scheme::Http, r)
-        } else if let Some(r) = url.strip_prefix("https://") {
-            (Scheme::Https, r)
-        } else {
-            return Err(format!(
-                "invalid URL '{url}': it must start with http:// or https:// (e.g. http://127.0.0.1:8000)"
-            ));
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
-            None => (rest, ""),
-        };
-        if authority.contains('@') {
-            return Err(format!(
-                "invalid URL '{url}': credentials in URLs are not supported; use --header"
-            ));
-        }
-        let default_port = match scheme {
-            Scheme::Http => 80,
-            Scheme::Https => 443,
-        };
-        let (host, port) = split_host_port(authority, default_port)
-            .map_err(|why| format!("invalid URL '{url}': {why}"))?;
-        Ok(BaseUrl {
-            scheme,
-            host,
-            port,
-            path: path.to_string(),
-        })
-    }
-
-    /// `http://host:port` from `--host`/`--port` (Python's default when no `--base-url`).
-    pub fn from_host_port(host: &str, port: u16) -> Self {
+    /// Plain HTTP to `host:port` (Python's `--host`/`--port` form and the embedded mock).
+    /// An IPv6 host may be given with or without brackets.
+    pub fn http(host: impl Into<String>, port: u16) -> Self {
+        let host = host.into();
         let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .map(str::to_owned)
+            .unwrap_or(host);
         BaseUrl {
             scheme: Scheme::Http,
             host,
             port,
-            path: String::new(),
+            path_prefix: String::new(),
         }
     }
 
-    /// The value of the `Host` header (port omitted when it is the scheme's default).
-    pub fn host_header(&self) -> String {
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
+    /// Parses `http[s]://host[:port][/prefix]`; the reason on failure is one phrase.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let lower = url.to_ascii_lowercase();
+        let (scheme, rest) = if lower.starts_with("http://") {
+            (Scheme::Http, &url[7..])
+        } else if lower.starts_with("https://") {
+            (Scheme::Https, &url[8..])
+        } else if url.contains("://") {
+            return Err("only http:// and https:// URLs are supported".to_owned());
         } else {
-            self.host.clone()
+            return Err(format!("missing scheme; did you mean http://{url}?"));
         };
-        match (self.scheme, self.port) {
-            (Scheme::Http, 80) | (Scheme::Https, 443) => host,
-            _ => format!("{host}:{}", self.port),
+        if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("a URL cannot contain spaces or control characters".to_owned());
+        }
+        let (authority, path) = match rest.find(['/', '?', '#']) {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        if path.contains(['?', '#']) {
+            return Err("a base URL cannot have a query string or fragment".to_owned());
+        }
+        if authority.contains('@') {
+            return Err(
+                "credentials in the URL are not supported; use --header or OPENAI_API_KEY"
+                    .to_owned(),
+            );
+        }
+        let (host, port) = split_host_port(authority)?;
+        let port = match port {
+            Some(p) => parse_port(p)?,
+            None => scheme.default_port(),
+        };
+        Ok(BaseUrl {
+            scheme,
+            host: host.to_owned(),
+            port,
+            path_prefix: path.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    /// `host:port` with IPv6 addresses in brackets (Python's `join_host_port`): the port is
+    /// always named, as in the `base_url` Python builds from `--host`/`--port`.
+    pub fn authority(&self) -> String {
+        format!("{}:{}", self.bracketed_host(), self.port)
+    }
+
+    /// The value of the `Host` header: like [`authority`](Self::authority), but without the
+    /// port when it is the scheme's default, as aiohttp sends it.
+    pub fn host_header(&self) -> String {
+        if self.port == self.scheme.default_port() {
+            self.bracketed_host()
+        } else {
+            self.authority()
         }
     }
 
-    /// The full URL of an endpoint path (for messages and the result file).
-    pub fn url_of(&self, endpoint: &str) -> String {
-        let scheme = match self.scheme {
-            Scheme::Http => "http",
-            Scheme::Https => "https",
-        };
-        format!("{scheme}://{}{}{}", self.host_header(), self.path, endpoint)
+    /// The request target of an endpoint: the path prefix plus the endpoint
+    /// (`/prefix/v1/completions`).
+    pub fn request_path(&self, endpoint: &str) -> String {
+        format!("{}{}", self.path_prefix, endpoint)
     }
 
-    /// The request-target of an endpoint (`/prefix/v1/completions`).
-    pub fn request_path(&self, endpoint: &str) -> String {
-        format!("{}{}", self.path, endpoint)
+    /// The full URL of an endpoint (Python's `api_url`, for messages and the result file).
+    pub fn url_of(&self, endpoint: &str) -> String {
+        format!("{self}{endpoint}")
     }
 
     /// Resolves the host to socket addresses (blocking DNS, done once before the run).
@@ -111,32 +144,93 @@ impl BaseUrl {
         }
         Ok(addrs)
     }
+
+    /// The host, in brackets when it is an IPv6 address.
+    fn bracketed_host(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        }
+    }
 }
 
-fn split_host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
-    if authority.is_empty() {
-        return Err("the host is empty".into());
+impl std::fmt::Display for BaseUrl {
+    /// Python's `base_url`: `http://host:port` plus the path prefix.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}://{}{}",
+            self.scheme.as_str(),
+            self.authority(),
+            self.path_prefix
+        )
     }
-    if let Some(rest) = authority.strip_prefix('[') {
-        let end = rest
-            .find(']')
-            .ok_or("unterminated '[' in an IPv6 address")?;
-        let host = &rest[..end];
-        let port = match &rest[end + 1..] {
-            "" => default_port,
-            p => parse_port(p.strip_prefix(':').ok_or("expected ':' after ']'")?)?,
+}
+
+/// Checks a `--host` value: a host name, an IPv4 address, or an IPv6 address with or without
+/// brackets. The reason on failure is one phrase.
+pub fn check_host(host: &str) -> Result<(), String> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if bare.contains(':') {
+        bare.parse::<Ipv6Addr>()
+            .map(|_| ())
+            .map_err(|_| "not a valid IPv6 address".to_owned())
+    } else {
+        check_host_name(bare).map_err(|_| "not a valid host name or IP address".to_owned())
+    }
+}
+
+fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), String> {
+    if let Some(v6) = authority.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| "unclosed '[' in the host".to_owned())?;
+        host.parse::<Ipv6Addr>()
+            .map_err(|_| format!("'{host}' is not an IPv6 address"))?;
+        return match after {
+            "" => Ok((host, None)),
+            p => p
+                .strip_prefix(':')
+                .map(|p| (host, Some(p)))
+                .ok_or_else(|| format!("unexpected '{p}' after the host")),
         };
-        return Ok((host.to_string(), port));
     }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => Ok((host.to_string(), parse_port(port)?)),
-        Some(_) => Err("IPv6 addresses must be written in brackets, e.g. http://[::1]:8000".into()),
-        None => Ok((authority.to_string(), default_port)),
+    let bare_v6 = |h: &str| h.parse::<Ipv6Addr>().is_ok();
+    if bare_v6(authority) || authority.rsplit_once(':').is_some_and(|(h, _)| bare_v6(h)) {
+        return Err(
+            "IPv6 addresses must be written in brackets, e.g. http://[::1]:8000".to_owned(),
+        );
     }
+    let (host, port) = match authority.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    check_host_name(host)?;
+    Ok((host, port))
+}
+
+fn check_host_name(host: &str) -> Result<(), String> {
+    if host.is_empty() {
+        return Err("the host is empty".to_owned());
+    }
+    if !host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+    {
+        return Err(format!("'{host}' is not a valid host name"));
+    }
+    Ok(())
 }
 
 fn parse_port(p: &str) -> Result<u16, String> {
-    p.parse::<u16>().map_err(|_| format!("invalid port '{p}'"))
+    match p.parse::<u32>() {
+        Ok(n) if (1..=65535).contains(&n) => Ok(n as u16),
+        _ => Err(format!("'{p}' is not a valid port (1-65535)")),
+    }
 }
 
 #[cfg(test)]
@@ -144,15 +238,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_common_forms() {
+    fn base_urls_parse_into_parts() {
         let u = BaseUrl::parse("http://127.0.0.1:8000").unwrap();
+        assert_eq!(u, BaseUrl::http("127.0.0.1", 8000));
         assert_eq!(
-            (u.scheme, u.host.as_str(), u.port, u.path.as_str()),
+            (u.scheme, u.host.as_str(), u.port, u.path_prefix.as_str()),
             (Scheme::Http, "127.0.0.1", 8000, "")
         );
+        assert_eq!(u.to_string(), "http://127.0.0.1:8000");
+        let u = BaseUrl::parse("HTTPS://api.example.com/v2/").unwrap();
+        assert_eq!(u.scheme, Scheme::Https);
+        assert_eq!(u.port, 443);
+        assert_eq!(u.path_prefix, "/v2");
+        assert_eq!(u.to_string(), "https://api.example.com:443/v2");
+        let u = BaseUrl::parse("http://[::1]:9000").unwrap();
+        assert_eq!(u.host, "::1");
+        assert_eq!(u.authority(), "[::1]:9000");
+        assert_eq!(BaseUrl::parse("http://localhost").unwrap().port, 80);
+    }
+
+    #[test]
+    fn host_header_request_path_and_url_of_an_endpoint() {
         let u = BaseUrl::parse("https://example.com/api/").unwrap();
         assert_eq!(
-            (u.scheme, u.port, u.path.as_str()),
+            (u.scheme, u.port, u.path_prefix.as_str()),
             (Scheme::Https, 443, "/api")
         );
         assert_eq!(u.host_header(), "example.com");
@@ -161,16 +270,44 @@ mod tests {
         assert_eq!((u.host.as_str(), u.port), ("::1", 9000));
         assert_eq!(u.host_header(), "[::1]:9000");
         assert_eq!(u.url_of("/v1/models"), "http://[::1]:9000/v1/models");
+        assert_eq!(BaseUrl::http("[::1]", 8000).host, "::1");
     }
 
     #[test]
-    fn rejects_bad_urls_with_a_reason() {
+    fn bad_base_urls_say_why() {
+        let cases = [
+            (
+                "127.0.0.1:8000",
+                "missing scheme; did you mean http://127.0.0.1:8000?",
+            ),
+            ("ftp://h", "only http:// and https:// URLs are supported"),
+            ("http://h:0", "'0' is not a valid port (1-65535)"),
+            ("http://h:99999", "'99999' is not a valid port (1-65535)"),
+            ("http://h:x", "'x' is not a valid port (1-65535)"),
+            (
+                "http://u:p@h",
+                "credentials in the URL are not supported; use --header or OPENAI_API_KEY",
+            ),
+            (
+                "http://h/a?b=1",
+                "a base URL cannot have a query string or fragment",
+            ),
+            ("http://", "the host is empty"),
+            ("http://[::1", "unclosed '[' in the host"),
+            (
+                "http://h h",
+                "a URL cannot contain spaces or control characters",
+            ),
+        ];
+        for (url, why) in cases {
+            assert_eq!(BaseUrl::parse(url).unwrap_err(), why, "{url}");
+        }
         assert!(BaseUrl::parse("127.0.0.1:8000")
             .unwrap_err()
             .contains("http://"));
         assert!(BaseUrl::parse("http://h:notaport")
             .unwrap_err()
-            .contains("invalid port"));
+            .contains("not a valid port"));
         assert!(BaseUrl::parse("http://").unwrap_err().contains("empty"));
         assert!(BaseUrl::parse("http://::1:80")
             .unwrap_err()
@@ -178,8 +315,23 @@ mod tests {
     }
 
     #[test]
+    fn host_values_are_checked() {
+        assert_eq!(check_host("localhost"), Ok(()));
+        assert_eq!(check_host("::1"), Ok(()));
+        assert_eq!(check_host("[::1]"), Ok(()));
+        assert_eq!(
+            check_host(":::"),
+            Err("not a valid IPv6 address".to_owned())
+        );
+        assert_eq!(
+            check_host("a b"),
+            Err("not a valid host name or IP address".to_owned())
+        );
+    }
+
+    #[test]
     fn resolves_loopback_ipv4_first() {
-        let u = BaseUrl::from_host_port("localhost", 8000);
+        let u = BaseUrl::http("localhost", 8000);
         let addrs = u.resolve().unwrap();
         assert!(addrs[0].ip().is_loopback());
     }

@@ -1,8 +1,14 @@
 //! Goodput service-level objectives (`--goodput ttft:30 tpot:8 e2el:400`): parsing with
 //! Python's `parse_goodput` / `check_goodput_args` rules and messages, and the per-request
 //! "is this request good?" test used by the calculator.
+//!
+//! This is the one `--goodput` parser: the configuration calls it and words its errors in the
+//! `--flag VALUE: reason` style from the structured [`GoodputError`]. One deliberate departure
+//! from Python: a `nan` value is refused as a format error (Python accepts it, and then no
+//! request can ever meet the SLO).
 
-use crate::output::pyfmt::{float_repr, parse_py_float};
+use crate::cli::pyvalue::py_float;
+use crate::output::pyfmt::float_repr;
 
 /// The SLOs given with `--goodput`, in milliseconds. An empty config means "no goodput":
 /// Python then prints no goodput line and saves `request_goodput: null`.
@@ -13,7 +19,8 @@ pub struct GoodputConfig {
     pub e2el_ms: Option<f64>,
 }
 
-/// Why a `--goodput` value was rejected. The text after `--goodput: ` is Python's message.
+/// Why a `--goodput` value was rejected. The text after `--goodput: ` is Python's message;
+/// `pair` is the offending `KEY:VALUE` as given (for a repeated key, the one whose value won).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GoodputError {
     #[error(
@@ -21,17 +28,40 @@ pub enum GoodputError {
          service level objectives for goodput as \"KEY:VALUE\" pairs, where the key is a \
          metric name, and the value is a number in milliseconds."
     )]
-    Format { pair: String },
+    Format {
+        pair: String,
+        /// The pair is `KEY:VALUE`; only its value is not a number.
+        key_value: bool,
+    },
     #[error(
         "--goodput: Invalid metric name found, {name}: {value}. The service level objective \
          name should be one of ['ttft', 'tpot', 'e2el']. "
     )]
-    Name { name: String, value: String },
+    Name {
+        name: String,
+        value: String,
+        pair: String,
+    },
     #[error(
         "--goodput: Invalid value found, {name}: {value}. The service level objective value \
          should be non-negative."
     )]
-    Negative { name: String, value: String },
+    Negative {
+        name: String,
+        value: String,
+        pair: String,
+    },
+}
+
+impl GoodputError {
+    /// The offending `KEY:VALUE` as given.
+    pub fn pair(&self) -> &str {
+        match self {
+            GoodputError::Format { pair, .. }
+            | GoodputError::Name { pair, .. }
+            | GoodputError::Negative { pair, .. } => pair,
+        }
+    }
 }
 
 impl GoodputConfig {
@@ -40,39 +70,45 @@ impl GoodputConfig {
     /// position and its last value; then each key, in that order, must be `ttft`, `tpot` or
     /// `e2el` and its value non-negative.
     pub fn parse<S: AsRef<str>>(pairs: &[S]) -> Result<Self, GoodputError> {
-        let mut entries: Vec<(String, f64)> = Vec::new();
+        // (name, value, the pair it came from)
+        let mut entries: Vec<(&str, f64, &str)> = Vec::new();
         for pair in pairs {
             let pair = pair.as_ref();
-            let format_error = || GoodputError::Format {
+            let format_error = |key_value| GoodputError::Format {
                 pair: pair.to_string(),
+                key_value,
             };
             let mut parts = pair.split(':');
             let (Some(name), Some(value), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(format_error());
+                return Err(format_error(false));
             };
-            let value = parse_py_float(value).ok_or_else(format_error)?;
-            match entries.iter_mut().find(|(n, _)| n == name) {
-                Some(entry) => entry.1 = value,
-                None => entries.push((name.to_string(), value)),
+            let value = py_float(value)
+                .filter(|v| !v.is_nan())
+                .ok_or_else(|| format_error(true))?;
+            match entries.iter_mut().find(|(n, _, _)| *n == name) {
+                Some(entry) => (entry.1, entry.2) = (value, pair),
+                None => entries.push((name, value, pair)),
             }
         }
         let mut config = GoodputConfig::default();
-        for (name, value) in entries {
-            let slot = match name.as_str() {
+        for (name, value, pair) in entries {
+            let slot = match name {
                 "ttft" => &mut config.ttft_ms,
                 "tpot" => &mut config.tpot_ms,
                 "e2el" => &mut config.e2el_ms,
                 _ => {
                     return Err(GoodputError::Name {
-                        name,
+                        name: name.to_string(),
                         value: float_repr(value),
+                        pair: pair.to_string(),
                     });
                 }
             };
             if value < 0.0 {
                 return Err(GoodputError::Negative {
-                    name,
+                    name: name.to_string(),
                     value: float_repr(value),
+                    pair: pair.to_string(),
                 });
             }
             *slot = Some(value);
@@ -123,6 +159,30 @@ mod tests {
                 .to_string()
                 .contains("Invalid format found for service level objectives."));
         }
+    }
+
+    #[test]
+    fn errors_name_the_pair_and_nan_is_refused() {
+        let err = GoodputConfig::parse(&["ttft:nan"]).unwrap_err();
+        assert_eq!(
+            err,
+            GoodputError::Format {
+                pair: "ttft:nan".into(),
+                key_value: true
+            }
+        );
+        let err = GoodputConfig::parse(&["ttft=1"]).unwrap_err();
+        assert!(matches!(
+            err,
+            GoodputError::Format {
+                key_value: false,
+                ..
+            }
+        ));
+        // A repeated key reports the pair whose value won.
+        let err = GoodputConfig::parse(&["tpot:1", "tpot:-1"]).unwrap_err();
+        assert_eq!(err.pair(), "tpot:-1");
+        assert_eq!(GoodputConfig::parse(&["x:1"]).unwrap_err().pair(), "x:1");
     }
 
     #[test]

@@ -12,18 +12,7 @@ use super::calculator::{
 use super::goodput::GoodputConfig;
 use super::summary::{MetricKind, MetricStats};
 use super::RequestOutput;
-
-/// Backends whose requests are pooling tasks (Python's `POOLING_BACKENDS`).
-const POOLING_BACKENDS: [&str; 8] = [
-    "openai-embeddings",
-    "openai-embeddings-chat",
-    "openai-embeddings-clip",
-    "openai-embeddings-vlm2vec",
-    "infinity-embeddings",
-    "infinity-embeddings-clip",
-    "vllm-pooling",
-    "vllm-rerank",
-];
+use crate::cli::Backend;
 
 /// Python's `TaskType`: generation (streamed tokens) or pooling (one response per request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +22,9 @@ pub enum TaskKind {
 }
 
 impl TaskKind {
-    /// The task a `--backend` runs.
-    pub fn for_backend(backend: &str) -> Self {
-        if POOLING_BACKENDS.contains(&backend) {
+    /// The task a `--backend` runs (Python's `POOLING_BACKENDS` are pooling tasks).
+    pub fn for_backend(backend: Backend) -> Self {
+        if backend.is_pooling() {
             TaskKind::Pooling
         } else {
             TaskKind::Generation
@@ -236,11 +225,17 @@ mod tests {
     #[test]
     fn backends_map_to_tasks() {
         assert_eq!(
-            TaskKind::for_backend("openai-embeddings"),
+            TaskKind::for_backend(Backend::OpenaiEmbeddings),
             TaskKind::Pooling
         );
-        assert_eq!(TaskKind::for_backend("vllm-rerank"), TaskKind::Pooling);
-        assert_eq!(TaskKind::for_backend("openai-chat"), TaskKind::Generation);
+        assert_eq!(
+            TaskKind::for_backend(Backend::VllmRerank),
+            TaskKind::Pooling
+        );
+        assert_eq!(
+            TaskKind::for_backend(Backend::OpenaiChat),
+            TaskKind::Generation
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Python's text forms of numbers: `repr(float)` / `str(float)`, `format(x, ".2f")` and
-//! the strings `float()` accepts.
+//! Python's text forms of numbers: `repr(float)` / `str(float)` and `format(x, ".2f")`.
+//! (Reading numbers the way `float()` does is `cli::pyvalue::py_float`.)
 //!
 //! The console block, the result JSON, the result file name and several messages embed
 //! Python-formatted floats (`40.0`, `inf`, `1e-05`, `2.7940000109083485e-06`, `1e+16`).
@@ -108,26 +108,6 @@ pub fn fixed2(x: f64) -> String {
     format!("{x:.2}")
 }
 
-/// Parses a string the way Python's `float()` does: surrounding whitespace allowed, an
-/// optional sign, `inf`/`infinity`/`nan` in any case, and `_` only between two digits.
-pub fn parse_py_float(text: &str) -> Option<f64> {
-    let t = text.trim();
-    if !t.contains('_') {
-        return t.parse().ok();
-    }
-    let bytes = t.as_bytes();
-    let underscores_ok = bytes.iter().enumerate().all(|(i, &b)| {
-        b != b'_'
-            || (i > 0
-                && bytes[i - 1].is_ascii_digit()
-                && bytes.get(i + 1).is_some_and(u8::is_ascii_digit))
-    });
-    if !underscores_ok {
-        return None;
-    }
-    t.replace('_', "").parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,30 +167,6 @@ mod tests {
         ];
         for &(x, want) in cases {
             assert_eq!(fixed2(x), want, "fixed2 of {x:e}");
-        }
-    }
-
-    #[test]
-    fn parses_like_python_float() {
-        let ok: &[(&str, f64)] = &[
-            ("30", 30.0),
-            (" 8.5 ", 8.5),
-            ("1e3", 1000.0),
-            (".5", 0.5),
-            ("5.", 5.0),
-            ("+2", 2.0),
-            ("-0.25", -0.25),
-            ("1_000", 1000.0),
-            ("1_0.2_5", 10.25),
-            ("inf", f64::INFINITY),
-            ("-Infinity", f64::NEG_INFINITY),
-        ];
-        for &(text, want) in ok {
-            assert_eq!(parse_py_float(text), Some(want), "{text:?}");
-        }
-        assert!(parse_py_float("NaN").is_some_and(f64::is_nan));
-        for bad in ["", "abc", "1__0", "_1", "1_", "1_.5", "1e", "0x10", "1 0"] {
-            assert_eq!(parse_py_float(bad), None, "{bad:?}");
         }
     }
 }
