@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use super::conn::Io;
 use super::faults::FaultKind;
 use super::response::{self, Framing, HeadOpts};
-use super::timing::{sleep_until, Schedule};
+use super::timer::Timers;
+use super::timing::Schedule;
 
 /// Write-buffer size at which due events are flushed even if more are due.
 pub const FLUSH_AT: usize = 64 << 10;
@@ -214,6 +215,7 @@ fn disconnect_after(chunks: u64) -> u64 {
 /// `End::KeepAlive` means the stream completed.
 pub async fn stream(
     io: &mut Io,
+    timers: &Timers,
     g: &Generation,
     script: &Script,
     schedule: &mut Schedule,
@@ -227,7 +229,7 @@ pub async fn stream(
         let deadline = schedule.next_deadline();
         if deadline > Instant::now() {
             io.flush().await?;
-            sleep_until(deadline).await;
+            timers.sleep_until(deadline).await;
         }
         if g.fault == Some(FaultKind::Disconnect) && i == disconnect_after(chunks) {
             io.flush().await?;
@@ -241,7 +243,7 @@ pub async fn stream(
         io.out.extend_from_slice(script.get(event));
         if g.fault == Some(FaultKind::Stall) {
             io.flush().await?;
-            monoio::time::sleep(stall_for).await;
+            timers.sleep(stall_for).await;
             return Ok(End::Close);
         }
         if io.out.len() >= FLUSH_AT {

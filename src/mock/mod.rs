@@ -35,6 +35,7 @@ pub mod response;
 pub mod routes;
 pub mod server;
 pub mod stats;
+pub mod timer;
 pub mod timing;
 pub mod toy_tokenizer;
 

@@ -18,7 +18,8 @@ use super::hash::SplitMix64;
 use super::response::{self, HeadOpts};
 use super::routes::Route;
 use super::server::{unix_now, WorkerCtx};
-use super::timing::{sleep_until, Schedule};
+use super::timer::Timers;
+use super::timing::Schedule;
 
 /// Stream id of response ids, distinct from the fault and jitter streams.
 const ID_STREAM: u64 = 0x1d;
@@ -117,6 +118,7 @@ pub async fn serve(
             };
             let end = generation::stream(
                 &mut ex.io,
+                &ctx.timers,
                 &gen,
                 &ex.script,
                 &mut schedule,
@@ -134,20 +136,27 @@ pub async fn serve(
             let first = schedule.next_deadline();
             let done = (1..gen.chunks()).fold(first, |_, _| schedule.next_deadline());
             let model = &shared.model_json;
-            delayed_json(ex, &opts, fault, (first, done), cfg.stall_for, |out| {
-                gen.body(out, model)
-            })
+            let fill = |out: &mut Vec<u8>| gen.body(out, model);
+            delayed_json(
+                ex,
+                &ctx.timers,
+                &opts,
+                fault,
+                (first, done),
+                cfg.stall_for,
+                fill,
+            )
             .await?
         }
         Kind::Pool { embeddings } => {
             let at = schedule.next_deadline();
             let fill = |out: &mut Vec<u8>| pooling_body(out, ctx, seq, &job.prompt, embeddings);
-            delayed_json(ex, &opts, fault, (at, at), cfg.stall_for, fill).await?
+            delayed_json(ex, &ctx.timers, &opts, fault, (at, at), cfg.stall_for, fill).await?
         }
         Kind::Rerank { query } => {
             let at = schedule.next_deadline();
             let fill = |out: &mut Vec<u8>| rerank_body(out, ctx, seq, query, &job.prompt);
-            delayed_json(ex, &opts, fault, (at, at), cfg.stall_for, fill).await?
+            delayed_json(ex, &ctx.timers, &opts, fault, (at, at), cfg.stall_for, fill).await?
         }
     };
     Ok(served)
@@ -245,22 +254,23 @@ fn response_id(seed: u64, seq: u64) -> u128 {
 /// time): disconnect closes, stall waits `stall_for` and closes, malformed truncates.
 async fn delayed_json(
     ex: &mut Exchange,
+    timers: &Timers,
     opts: &HeadOpts<'_>,
     fault: Option<FaultKind>,
     at: (Instant, Instant),
     stall_for: Duration,
     fill: impl FnOnce(&mut Vec<u8>),
 ) -> io::Result<End> {
-    sleep_until(at.0).await;
+    timers.sleep_until(at.0).await;
     match fault {
         Some(FaultKind::Disconnect) => return Ok(End::Close),
         Some(FaultKind::Stall) => {
-            monoio::time::sleep(stall_for).await;
+            timers.sleep(stall_for).await;
             return Ok(End::Close);
         }
         _ => {}
     }
-    sleep_until(at.1).await;
+    timers.sleep_until(at.1).await;
     ex.scratch.clear();
     fill(&mut ex.scratch);
     if fault == Some(FaultKind::Malformed) {

@@ -25,6 +25,7 @@ use super::conn;
 use super::lifecycle::Lifecycle;
 use super::prefix_cache::PrefixCache;
 use super::stats::{LoggedRequest, MockStats, Stats, WorkerCounters};
+use super::timer::Timers;
 
 /// How often an idle worker checks the stop flag (bounds shutdown latency).
 pub const STOP_POLL: Duration = Duration::from_millis(10);
@@ -101,6 +102,8 @@ pub struct WorkerCtx {
     pub index: usize,
     /// This worker's live connections and their stop signal.
     pub life: Lifecycle,
+    /// This worker's precise event timers.
+    pub timers: Timers,
 }
 
 impl WorkerCtx {
@@ -308,10 +311,13 @@ async fn worker_main(
         shared,
         index,
         life: Lifecycle::default(),
+        timers: Timers::new(),
     });
     monoio::select! {
         () = accept_loop(&listener, &ctx) => {},
         () = wait_stop(&ctx.shared.stop) => {},
+        // Ends only on an I/O error of the timerfd; sleeps then never end, so stop serving.
+        _ = run_timers(&ctx) => {},
     }
     drop(listener);
     // Every connection task drops its socket at its next poll; give them (and the
@@ -338,6 +344,14 @@ async fn accept_loop(listener: &TcpListener, ctx: &Rc<WorkerCtx>) {
             Err(_) => monoio::time::sleep(Duration::from_millis(5)).await,
         }
     }
+}
+
+/// The worker's timer loop; without a timerfd it idles (sleeps use monoio's timer).
+async fn run_timers(ctx: &WorkerCtx) -> io::Result<()> {
+    if !ctx.timers.is_precise() {
+        std::future::pending::<()>().await;
+    }
+    ctx.timers.run().await
 }
 
 async fn wait_stop(stop: &AtomicBool) {

@@ -60,16 +60,6 @@ impl Schedule {
     }
 }
 
-/// Waits until `deadline` on the current monoio runtime (returns at once if it has passed).
-///
-/// monoio's timer has millisecond ticks and rounds deadlines up, so a wake-up can be up
-/// to about a millisecond late, never early.
-pub async fn sleep_until(deadline: Instant) {
-    if deadline > Instant::now() {
-        monoio::time::sleep_until(monoio::time::Instant::from_std(deadline)).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
