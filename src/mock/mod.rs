@@ -4,14 +4,18 @@
 //! and must be exactly as timed as configured.
 //!
 //! - Each worker thread runs its own monoio runtime (io_uring, or the legacy epoll driver)
-//!   with its own `SO_REUSEPORT` listener; workers share only counters ([`server`]).
+//!   with its own `SO_REUSEPORT` listener; workers share only counters (`server`).
 //! - HTTP/1.1 is hand-written: httparse for heads, `Content-Length` and chunked request
-//!   bodies, keep-alive and pipelining ([`request`], [`conn`], [`response`]).
-//! - Streams are shaped like vLLM's and the golden mock's ([`generation`]); delays are
-//!   absolute deadlines from the request's arrival ([`timing`]); faults are seeded per
-//!   request ([`faults`]).
-//! - Prompts are counted and hashed in one pass over the JSON ([`body`]), with a toy
-//!   tokenizer ([`toy_tokenizer`]) and a toy prefix cache ([`prefix_cache`]).
+//!   bodies, keep-alive and pipelining (`request`, `conn`, `response`).
+//! - Streams are shaped like vLLM's and the golden mock's (`generation`); delays are
+//!   absolute deadlines from the request's arrival (`timing`); faults are seeded per
+//!   request (`faults`).
+//! - Delays end on a per-worker timerfd rather than monoio's millisecond wheel (`timer`),
+//!   and shutdown closes every live connection, even one parked in a long sleep
+//!   (`lifecycle`).
+//! - Prompts are counted and hashed in one pass over the JSON (`body`), with a toy
+//!   tokenizer ([`toy_tokenizer`], public: tests may want its ids) and a toy prefix cache
+//!   (`prefix_cache`).
 //!
 //! ```no_run
 //! use vllm_bench::mock::{MockConfig, MockServer};
@@ -20,23 +24,23 @@
 //! server.shutdown();
 //! ```
 
-pub mod body;
-pub mod config;
-pub mod conn;
-pub mod endpoints;
-pub mod faults;
-pub mod generation;
-pub mod hash;
-pub mod lifecycle;
-pub mod model;
-pub mod prefix_cache;
-pub mod request;
-pub mod response;
-pub mod routes;
-pub mod server;
-pub mod stats;
-pub mod timer;
-pub mod timing;
+mod body;
+mod config;
+mod conn;
+mod endpoints;
+mod faults;
+mod generation;
+mod hash;
+mod lifecycle;
+mod model;
+mod prefix_cache;
+mod request;
+mod response;
+mod routes;
+mod server;
+mod stats;
+mod timer;
+mod timing;
 pub mod toy_tokenizer;
 
 pub use config::{Driver, FaultConfig, MockConfig};

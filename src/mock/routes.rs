@@ -66,11 +66,6 @@ impl Route {
         ROUTES.iter().position(|(r, _, _)| *r == self).unwrap_or(0)
     }
 
-    /// The route's path.
-    pub fn path(self) -> &'static str {
-        ROUTES[self.index()].2
-    }
-
     /// Model requests: the ones that take the server's "compute" (timed, counted as running,
     /// subject to fault injection).
     pub fn is_model(self) -> bool {
@@ -118,7 +113,6 @@ mod tests {
     fn indices_are_distinct_and_paths_round_trip() {
         for (i, (route, method, path)) in ROUTES.iter().enumerate() {
             assert_eq!(route.index(), i);
-            assert_eq!(route.path(), *path);
             assert_eq!(lookup(*method, path.as_bytes()), Lookup::Found(*route));
         }
     }
