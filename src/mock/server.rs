@@ -316,8 +316,7 @@ async fn worker_main(
     monoio::select! {
         () = accept_loop(&listener, &ctx) => {},
         () = wait_stop(&ctx.shared.stop) => {},
-        // Ends only on an I/O error of the timerfd; sleeps then never end, so stop serving.
-        _ = run_timers(&ctx) => {},
+        () = ctx.timers.run() => {},
     }
     drop(listener);
     // Every connection task drops its socket at its next poll; give them (and the
@@ -344,14 +343,6 @@ async fn accept_loop(listener: &TcpListener, ctx: &Rc<WorkerCtx>) {
             Err(_) => monoio::time::sleep(Duration::from_millis(5)).await,
         }
     }
-}
-
-/// The worker's timer loop; without a timerfd it idles (sleeps use monoio's timer).
-async fn run_timers(ctx: &WorkerCtx) -> io::Result<()> {
-    if !ctx.timers.is_precise() {
-        std::future::pending::<()>().await;
-    }
-    ctx.timers.run().await
 }
 
 async fn wait_stop(stop: &AtomicBool) {
