@@ -594,6 +594,34 @@ fn metric(server: &MockServer, name: &str) -> f64 {
 }
 
 #[test]
+fn a_client_leaving_mid_stream_is_still_counted() {
+    let server = start(MockConfig {
+        token_interval: Duration::from_millis(5),
+        ..MockConfig::default()
+    });
+    let mut c = Client::connect(server.addr());
+    c.post(
+        "/v1/completions",
+        r#"{"prompt":"p","max_tokens":1000,"stream":true}"#,
+        "",
+    );
+    assert!(c.fill(), "the stream started");
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = server.stats();
+        if s.requests_total == 1 && s.in_flight == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "abandoned stream never accounted: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
 fn metrics_show_running_requests_and_prefix_cache() {
     let server = start(MockConfig {
         first_token_delay: Duration::from_millis(400),

@@ -125,7 +125,9 @@ pub async fn serve(
                 &opts,
                 cfg.stall_for,
             )
-            .await?;
+            .await
+            // The client went away mid-stream: still a request served (and counted).
+            .unwrap_or(End::Close);
             if cfg.close_after_response {
                 End::Close
             } else {
