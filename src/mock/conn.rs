@@ -149,14 +149,14 @@ impl Conn {
             head_only: head.method == request::Method::Head,
         };
         let served = match lookup {
-            Lookup::Found(route) => endpoints::serve(ctx, &mut self.ex, route, &req).await?,
+            Lookup::Found(route) => endpoints::serve(ctx, &mut self.ex, route, &req).await,
             Lookup::WrongMethod(allowed) => {
                 let msg = format!("method not allowed; use {}", allowed.as_str());
-                endpoints::error(&mut self.ex, &req, 405, &msg, Some(allowed.as_str())).await?
+                endpoints::error(&mut self.ex, &req, 405, &msg, Some(allowed.as_str()))
             }
             Lookup::NotFound => {
                 let msg = format!("not found: {}", String::from_utf8_lossy(path));
-                endpoints::error(&mut self.ex, &req, 404, &msg, None).await?
+                endpoints::error(&mut self.ex, &req, 404, &msg, None)
             }
         };
         let route = match lookup {

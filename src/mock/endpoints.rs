@@ -2,7 +2,7 @@
 //! `/health`, `/metrics`, `/tokenize`, `/detokenize`, the profiler switches,
 //! `/reset_prefix_cache`, and the JSON error answers (400/404/405/429/500).
 
-use std::io::{self, Write};
+use std::io::Write;
 
 use super::body::{self, DetokenizeBody, TokenizeBody};
 use super::conn::Exchange;
@@ -66,54 +66,41 @@ impl Served {
 /// Serves a routed request. Like every handler, it leaves the last bytes of the response
 /// in `ex.io.out`: the connection counts the request first and then writes them, so a
 /// client that has read its whole response also sees it in the statistics.
-pub async fn serve(
-    ctx: &WorkerCtx,
-    ex: &mut Exchange,
-    route: Route,
-    req: &Request<'_>,
-) -> io::Result<Served> {
+pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Request<'_>) -> Served {
     let shared = &ctx.shared;
     if route.is_model() {
         return model::serve(ctx, ex, route, req).await;
     }
     match route {
-        Route::Models => ok(ex, req, response::JSON, &shared.models_body).await,
+        Route::Models => ok(ex, req, response::JSON, &shared.models_body),
         Route::Metrics if shared.cfg.metrics_endpoint => {
             let mut text = std::mem::take(&mut ex.scratch);
             text.clear();
             metrics_text(shared, &mut text);
-            let served = ok(ex, req, response::PROMETHEUS, &text).await;
+            let served = ok(ex, req, response::PROMETHEUS, &text);
             ex.scratch = text;
             served
         }
-        Route::Tokenize if shared.cfg.tokenize_endpoints => tokenize(shared, ex, req).await,
-        Route::Detokenize if shared.cfg.tokenize_endpoints => detokenize(ex, req).await,
-        Route::Metrics | Route::Tokenize | Route::Detokenize => {
-            error(
-                ex,
-                req,
-                404,
-                "not found: this endpoint is disabled on this mock server",
-                None,
-            )
-            .await
-        }
+        Route::Tokenize if shared.cfg.tokenize_endpoints => tokenize(shared, ex, req),
+        Route::Detokenize if shared.cfg.tokenize_endpoints => detokenize(ex, req),
+        Route::Metrics | Route::Tokenize | Route::Detokenize => error(
+            ex,
+            req,
+            404,
+            "not found: this endpoint is disabled on this mock server",
+            None,
+        ),
         Route::ResetPrefixCache => {
             shared.prefix.clear();
-            ok(ex, req, "", b"").await
+            ok(ex, req, "", b"")
         }
         // /health, /start_profile, /stop_profile: 200 with an empty body, as vLLM answers.
-        _ => ok(ex, req, "", b"").await,
+        _ => ok(ex, req, "", b""),
     }
 }
 
 /// Answers 200 with `body`.
-async fn ok(
-    ex: &mut Exchange,
-    req: &Request<'_>,
-    content_type: &str,
-    body: &[u8],
-) -> io::Result<Served> {
+fn ok(ex: &mut Exchange, req: &Request<'_>, content_type: &str, body: &[u8]) -> Served {
     let opts = HeadOpts {
         content_type,
         request_id: req.request_id,
@@ -121,7 +108,7 @@ async fn ok(
         allow: None,
     };
     response::full(&mut ex.io.out, 200, "OK", body, &opts, req.head_only);
-    Ok(Served::new(200))
+    Served::new(200)
 }
 
 /// The reason phrase of the statuses the mock sends.
@@ -136,13 +123,13 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// Answers with a vLLM-style JSON error; `allow` adds an `Allow` header (405).
-pub async fn error(
+pub fn error(
     ex: &mut Exchange,
     req: &Request<'_>,
     status: u16,
     message: &str,
     allow: Option<&str>,
-) -> io::Result<Served> {
+) -> Served {
     ex.scratch.clear();
     response::error_body(&mut ex.scratch, status, message);
     let opts = HeadOpts {
@@ -159,17 +146,17 @@ pub async fn error(
         &opts,
         req.head_only,
     );
-    Ok(Served {
+    Served {
         rejected: matches!(status, 400 | 404 | 405),
         ..Served::new(status)
-    })
+    }
 }
 
 /// `POST /tokenize`: `{"count":N,"max_model_len":M,"tokens":[…],"token_strs":null}`.
-async fn tokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> io::Result<Served> {
+fn tokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> Served {
     let text = match body::parse::<TokenizeBody>(req.body) {
         Ok(b) => b.prompt.or(b.text).or(b.content),
-        Err(msg) => return error(ex, req, 400, &msg, None).await,
+        Err(msg) => return error(ex, req, 400, &msg, None),
     };
     let Some(text) = text else {
         return error(
@@ -178,8 +165,7 @@ async fn tokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> io::
             400,
             "tokenize request without \"prompt\" (or \"text\")",
             None,
-        )
-        .await;
+        );
     };
     let mut out = std::mem::take(&mut ex.scratch);
     out.clear();
@@ -197,23 +183,23 @@ async fn tokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> io::
         "],\"count\":{count},\"max_model_len\":{},\"token_strs\":null}}",
         shared.cfg.max_model_len
     );
-    let served = ok(ex, req, response::JSON, &out).await;
+    let served = ok(ex, req, response::JSON, &out);
     ex.scratch = out;
     served
 }
 
 /// `POST /detokenize`: `{"prompt":"…"}`.
-async fn detokenize(ex: &mut Exchange, req: &Request<'_>) -> io::Result<Served> {
+fn detokenize(ex: &mut Exchange, req: &Request<'_>) -> Served {
     let tokens = match body::parse::<DetokenizeBody>(req.body) {
         Ok(b) => b.tokens,
-        Err(msg) => return error(ex, req, 400, &msg, None).await,
+        Err(msg) => return error(ex, req, 400, &msg, None),
     };
     let Some(tokens) = tokens else {
-        return error(ex, req, 400, "detokenize request without \"tokens\"", None).await;
+        return error(ex, req, 400, "detokenize request without \"tokens\"", None);
     };
     let text = toy_tokenizer::detokenize(&tokens);
     let body = serde_json::json!({ "prompt": text }).to_string();
-    ok(ex, req, response::JSON, body.as_bytes()).await
+    ok(ex, req, response::JSON, body.as_bytes())
 }
 
 /// Prometheus text: running/waiting gauges and the toy prefix-cache counters.

@@ -5,7 +5,7 @@
 //! Non-streaming answers are timed like the stream they replace: a generation answers at
 //! the last chunk's deadline, embeddings/pooling/rerank after `first_token_delay`.
 
-use std::io::{self, Write};
+use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -49,12 +49,7 @@ enum Kind {
 
 /// Serves one model request (leaving the response's last bytes unwritten, see
 /// [`endpoints::serve`]); it counts as in flight until this returns.
-pub async fn serve(
-    ctx: &WorkerCtx,
-    ex: &mut Exchange,
-    route: Route,
-    req: &Request<'_>,
-) -> io::Result<Served> {
+pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Request<'_>) -> Served {
     let shared = &ctx.shared;
     let cfg = &shared.cfg;
     let seq = shared.seq.fetch_add(1, Relaxed);
@@ -62,9 +57,9 @@ pub async fn serve(
     let mut job = match parse(ctx, route, req.body, seq) {
         Ok(job) => job,
         Err(msg) => {
-            let mut served = endpoints::error(ex, req, 400, &msg, None).await?;
+            let mut served = endpoints::error(ex, req, 400, &msg, None);
             served.seq = Some(seq);
-            return Ok(served);
+            return served;
         }
     };
     shared.prefix.observe(&job.prompt);
@@ -92,9 +87,9 @@ pub async fn serve(
         _ => None,
     };
     if let Some((status, msg)) = rejected_by_fault {
-        let e = endpoints::error(ex, req, status, msg, None).await?;
+        let e = endpoints::error(ex, req, status, msg, None);
         served.status = e.status;
-        return Ok(served);
+        return served;
     }
     let mut schedule = Schedule::new(
         req.arrival,
@@ -148,20 +143,20 @@ pub async fn serve(
                 cfg.stall_for,
                 fill,
             )
-            .await?
+            .await
         }
         Kind::Pool { embeddings } => {
             let at = schedule.next_deadline();
             let fill = |out: &mut Vec<u8>| pooling_body(out, ctx, seq, &job.prompt, embeddings);
-            delayed_json(ex, &ctx.timers, &opts, fault, (at, at), cfg.stall_for, fill).await?
+            delayed_json(ex, &ctx.timers, &opts, fault, (at, at), cfg.stall_for, fill).await
         }
         Kind::Rerank { query } => {
             let at = schedule.next_deadline();
             let fill = |out: &mut Vec<u8>| rerank_body(out, ctx, seq, query, &job.prompt);
-            delayed_json(ex, &ctx.timers, &opts, fault, (at, at), cfg.stall_for, fill).await?
+            delayed_json(ex, &ctx.timers, &opts, fault, (at, at), cfg.stall_for, fill).await
         }
     };
-    Ok(served)
+    served
 }
 
 /// Reads the body of a model request, or says in one line what is wrong with it.
@@ -262,13 +257,13 @@ async fn delayed_json(
     at: (Instant, Instant),
     stall_for: Duration,
     fill: impl FnOnce(&mut Vec<u8>),
-) -> io::Result<End> {
+) -> End {
     timers.sleep_until(at.0).await;
     match fault {
-        Some(FaultKind::Disconnect) => return Ok(End::Close),
+        Some(FaultKind::Disconnect) => return End::Close,
         Some(FaultKind::Stall) => {
             timers.sleep(stall_for).await;
-            return Ok(End::Close);
+            return End::Close;
         }
         _ => {}
     }
@@ -283,7 +278,7 @@ async fn delayed_json(
         ..*opts
     };
     response::full(&mut ex.io.out, 200, "OK", &ex.scratch, &opts, false);
-    Ok(End::KeepAlive)
+    End::KeepAlive
 }
 
 /// A deterministic unit vector for one input.
