@@ -3,8 +3,10 @@
 //! in-flight gauge, and the optional per-request log.
 //!
 //! `in_flight` counts model requests (completions, chat, embeddings, pooling, rerank) from
-//! arrival until their response is finished or abandoned; it is also `/metrics`'
-//! `vllm:num_requests_running`.
+//! arrival until their response is complete in the write buffer (or abandoned); it is also
+//! `/metrics`' `vllm:num_requests_running`. Requests are counted, and logged, before their
+//! last bytes are written, so a client that has read a whole response finds it in the
+//! statistics.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
