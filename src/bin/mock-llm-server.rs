@@ -1,1 +1,261 @@
-fn main() {}
+//! `mock-llm-server`: the deterministic OpenAI-compatible mock as a standalone process.
+//! Flags → `MockConfig` → run until SIGINT/SIGTERM → optional request log → exit.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use vllm_bench::mock::{Driver, FaultConfig, MockConfig, MockServer};
+
+/// Deterministic, thread-per-core, OpenAI-compatible mock LLM server (vLLM-shaped streams).
+///
+/// Serves /v1/completions, /v1/chat/completions (SSE or JSON), /v1/embeddings, /pooling,
+/// /rerank, /tokenize, /detokenize, /metrics, /v1/models and /health on loopback by default.
+/// A stream sends ceil(n/k) content chunks of " tok" tokens: the first after
+/// --first-token-delay-ms, then one every --token-interval-ms.
+#[derive(Debug, Parser)]
+#[command(name = "mock-llm-server", version, max_term_width = 100)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// Port to listen on (0 = pick a free one; the listening line shows it).
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// Worker threads, each with its own runtime and SO_REUSEPORT listener.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: u16,
+    /// Pin worker i to core i (or to the i-th of --core-ids).
+    #[arg(long)]
+    pin: bool,
+    /// Cores to pin the workers to, e.g. 2,3 (implies --pin).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    core_ids: Option<Vec<usize>>,
+    /// Model name reported in responses and /v1/models.
+    #[arg(long, default_value = "mock-model")]
+    model: String,
+    /// Delay from a request's arrival to its first content chunk, in ms (fractions allowed).
+    #[arg(long, value_name = "MS", default_value = "0", value_parser = millis)]
+    first_token_delay_ms: Duration,
+    /// Delay between content chunks, in ms (fractions allowed).
+    #[arg(long, value_name = "MS", default_value = "0", value_parser = millis)]
+    token_interval_ms: Duration,
+    /// Output tokens when a request sets no max_tokens / max_completion_tokens.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    num_tokens: u64,
+    /// Tokens carried by each content chunk.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    tokens_per_chunk: u64,
+    /// Uniform ± jitter added to every delay, in ms (seeded by --seed).
+    #[arg(long, value_name = "MS", default_value = "0", value_parser = millis)]
+    jitter_ms: Duration,
+    /// Never send usage (no usage chunk even when stream_options.include_usage asks).
+    #[arg(long)]
+    no_usage: bool,
+    /// Close the connection after every streamed response, unannounced (like llama.cpp).
+    #[arg(long)]
+    close_after_response: bool,
+    /// All delays zero: stream as fast as the client reads.
+    #[arg(long, conflicts_with_all = ["first_token_delay_ms", "token_interval_ms", "jitter_ms"])]
+    firehose: bool,
+    /// Fraction of model requests answered 500 Internal Server Error.
+    #[arg(long = "fail-500", value_name = "FRACTION", default_value = "0", value_parser = fraction)]
+    fail_500: f64,
+    /// Fraction of model requests answered 429 Too Many Requests.
+    #[arg(long = "fail-429", value_name = "FRACTION", default_value = "0", value_parser = fraction)]
+    fail_429: f64,
+    /// Fraction of streams whose socket is closed after a few content chunks.
+    #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
+    fail_disconnect: f64,
+    /// Fraction of streams that stall after the first content chunk (see --stall-ms).
+    #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
+    fail_stall: f64,
+    /// Fraction of streams with one event whose data is not valid JSON.
+    #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
+    fail_malformed: f64,
+    /// How long a stalled stream stays silent before the socket closes, in ms.
+    #[arg(long, value_name = "MS", default_value = "10000", value_parser = millis)]
+    stall_ms: Duration,
+    /// Seed of faults, jitter, response ids and embedding values.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write every request as a JSON line to FILE at shutdown.
+    #[arg(long, value_name = "FILE")]
+    request_log: Option<PathBuf>,
+    /// I/O driver: io_uring when available (auto), io_uring only, or epoll.
+    #[arg(long, value_enum, default_value_t = IoDriver::Auto)]
+    io_driver: IoDriver,
+    /// max_model_len reported by /v1/models and /tokenize; larger max_tokens get a 400.
+    #[arg(long, value_name = "N", default_value_t = 32_768)]
+    max_model_len: usize,
+    /// Answer /tokenize and /detokenize with 404 (like the mock of the golden runs).
+    #[arg(long)]
+    no_tokenize: bool,
+    /// Answer /metrics with 404 (like the mock of the golden runs).
+    #[arg(long)]
+    no_metrics: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum IoDriver {
+    Auto,
+    Uring,
+    Epoll,
+}
+
+/// Milliseconds (fractions allowed) as a `Duration`.
+fn millis(s: &str) -> Result<Duration, String> {
+    let ms: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of milliseconds"))?;
+    if !ms.is_finite() || !(0.0..=86_400_000.0).contains(&ms) {
+        return Err(format!("{s} ms is out of range: give 0 to 86400000"));
+    }
+    Ok(Duration::from_secs_f64(ms / 1000.0))
+}
+
+/// A fraction in `[0, 1]`.
+fn fraction(s: &str) -> Result<f64, String> {
+    let f: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number"))?;
+    if !(0.0..=1.0).contains(&f) {
+        return Err(format!("{s} is not a fraction between 0 and 1"));
+    }
+    Ok(f)
+}
+
+impl Args {
+    fn into_config(self) -> MockConfig {
+        let zero_if_firehose = |d: Duration| if self.firehose { Duration::ZERO } else { d };
+        MockConfig {
+            host: self.host,
+            port: self.port,
+            workers: usize::from(self.workers),
+            pin: self.pin || self.core_ids.is_some(),
+            first_token_delay: zero_if_firehose(self.first_token_delay_ms),
+            token_interval: zero_if_firehose(self.token_interval_ms),
+            jitter: zero_if_firehose(self.jitter_ms),
+            num_tokens: usize::try_from(self.num_tokens).unwrap_or(usize::MAX),
+            tokens_per_chunk: usize::try_from(self.tokens_per_chunk).unwrap_or(usize::MAX),
+            usage: !self.no_usage,
+            close_after_response: self.close_after_response,
+            faults: FaultConfig {
+                error_500: self.fail_500,
+                error_429: self.fail_429,
+                disconnect: self.fail_disconnect,
+                stall: self.fail_stall,
+                malformed: self.fail_malformed,
+            },
+            stall_for: self.stall_ms,
+            seed: self.seed,
+            request_log: self.request_log.is_some(),
+            driver: match self.io_driver {
+                IoDriver::Auto => Driver::Auto,
+                IoDriver::Uring => Driver::IoUring,
+                IoDriver::Epoll => Driver::Legacy,
+            },
+            max_model_len: self.max_model_len,
+            tokenize_endpoints: !self.no_tokenize,
+            metrics_endpoint: !self.no_metrics,
+            model: self.model,
+            core_ids: self.core_ids,
+            ..MockConfig::default()
+        }
+    }
+}
+
+/// Set by the SIGINT/SIGTERM handler.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `on_signal` is an `extern "C"` function that only performs an atomic
+        // store, which is async-signal-safe; `signal` has no other preconditions.
+        unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => {
+            // --help / --version
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            let line = msg
+                .lines()
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ");
+            eprintln!("mock-llm-server: {line} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    let log_path = args.request_log.clone();
+    let cfg = args.into_config();
+    if let Err(e) = cfg.validate() {
+        eprintln!("mock-llm-server: {e}");
+        return ExitCode::from(2);
+    }
+    install_signal_handlers();
+    let server = match MockServer::start(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mock-llm-server: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!(
+        "listening on http://{} ({} workers, {})",
+        server.addr(),
+        server.workers(),
+        server.driver().name()
+    );
+    while !STOP.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = server.request_log();
+    server.shutdown();
+    if let Some(path) = log_path {
+        if let Err(e) = write_log(&path, &log) {
+            eprintln!(
+                "mock-llm-server: cannot write request log {}: {e}",
+                path.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn write_log(
+    path: &std::path::Path,
+    log: &[vllm_bench::mock::LoggedRequest],
+) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for entry in log {
+        serde_json::to_writer(&mut out, entry)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}

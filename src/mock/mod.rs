@@ -1,1 +1,49 @@
-//! The mock OpenAI-compatible LLM server.
+//! `mock-llm-server`: a deterministic, thread-per-core, OpenAI-compatible mock of a vLLM
+//! server, used by the engine tests, by `vllm-bench --mock-server` (embedded in-process on
+//! its own cores) and by the client-overhead benchmarks. It must never be the bottleneck
+//! and must be exactly as timed as configured.
+//!
+//! - Each worker thread runs its own monoio runtime (io_uring, or the legacy epoll driver)
+//!   with its own `SO_REUSEPORT` listener; workers share only counters (`server`).
+//! - HTTP/1.1 is hand-written: httparse for heads, `Content-Length` and chunked request
+//!   bodies, keep-alive and pipelining (`request`, `conn`, `response`).
+//! - Streams are shaped like vLLM's and the golden mock's (`generation`); delays are
+//!   absolute deadlines from the request's arrival (`timing`); faults are seeded per
+//!   request (`faults`).
+//! - Delays end on a per-worker timerfd rather than monoio's millisecond wheel (`timer`),
+//!   and shutdown closes every live connection, even one parked in a long sleep
+//!   (`lifecycle`).
+//! - Prompts are counted and hashed in one pass over the JSON (`body`), with a toy
+//!   tokenizer ([`toy_tokenizer`], public: tests may want its ids) and a toy prefix cache
+//!   (`prefix_cache`).
+//!
+//! ```no_run
+//! use vllm_bench::mock::{MockConfig, MockServer};
+//! let server = MockServer::start(MockConfig::default()).expect("mock starts");
+//! println!("{}", server.base_url());
+//! server.shutdown();
+//! ```
+
+mod body;
+mod config;
+mod conn;
+mod endpoints;
+mod faults;
+mod generation;
+mod hash;
+mod lifecycle;
+mod model;
+mod prefix_cache;
+mod request;
+mod response;
+mod routes;
+mod server;
+mod stats;
+mod timer;
+mod timing;
+pub mod toy_tokenizer;
+
+pub use config::{Driver, FaultConfig, MockConfig};
+pub use faults::{FaultCounts, FaultKind};
+pub use server::MockServer;
+pub use stats::{LoggedRequest, MockStats};

@@ -1,0 +1,310 @@
+//! What the mock server is told to do: [`MockConfig`], its fault mix ([`FaultConfig`]) and
+//! the I/O driver choice ([`Driver`]), plus the validation that turns a bad value into one
+//! clear error before any thread starts.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+/// Which monoio driver the worker runtimes use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Driver {
+    /// io_uring when the kernel supports the ops monoio needs, else the legacy driver
+    /// (the same choice the benchmark client makes).
+    #[default]
+    Auto,
+    /// io_uring only; starting fails if the kernel cannot provide it.
+    IoUring,
+    /// monoio's legacy (epoll) driver.
+    Legacy,
+}
+
+impl Driver {
+    /// The concrete driver this choice means on this machine: never `Auto`.
+    pub fn resolve(self) -> io::Result<Driver> {
+        match self {
+            Driver::Auto if monoio::utils::detect_uring() => Ok(Driver::IoUring),
+            Driver::Auto => Ok(Driver::Legacy),
+            Driver::IoUring if !monoio::utils::detect_uring() => Err(invalid(
+                "io driver io_uring is not available on this kernel; use auto or epoll".to_string(),
+            )),
+            other => Ok(other),
+        }
+    }
+
+    /// The name printed in the listening line: `io_uring`, `epoll` or `auto`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Auto => "auto",
+            Driver::IoUring => "io_uring",
+            Driver::Legacy => "epoll",
+        }
+    }
+}
+
+/// Fractions of model requests (completions, chat, embeddings, pooling, rerank) that get
+/// each fault. Each is in `[0, 1]` and together they sum to at most 1; which request gets
+/// which fault is decided from the seed and the request's sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FaultConfig {
+    /// `500 Internal Server Error` with a vLLM-style JSON error body.
+    pub error_500: f64,
+    /// `429 Too Many Requests` with a JSON error body.
+    pub error_429: f64,
+    /// The socket is closed after a few content chunks (no `[DONE]`, no last HTTP chunk).
+    pub disconnect: f64,
+    /// The first content chunk is sent, then nothing for `stall_for`, then the socket closes.
+    pub stall: f64,
+    /// One content event carries invalid JSON; the stream otherwise completes normally.
+    pub malformed: f64,
+}
+
+impl FaultConfig {
+    /// The fractions in decision order, with the names used in errors and stats.
+    pub(crate) fn named(&self) -> [(&'static str, f64); 5] {
+        [
+            ("error_500", self.error_500),
+            ("error_429", self.error_429),
+            ("disconnect", self.disconnect),
+            ("stall", self.stall),
+            ("malformed", self.malformed),
+        ]
+    }
+
+    /// True when no fault can ever be injected.
+    pub fn is_none(&self) -> bool {
+        self.named().iter().all(|(_, f)| *f == 0.0)
+    }
+}
+
+/// Everything the mock server does, fixed at start.
+#[derive(Debug, Clone)]
+pub struct MockConfig {
+    /// Address to bind (default 127.0.0.1).
+    pub host: IpAddr,
+    /// Port to bind; 0 picks an ephemeral port (read it back with `MockServer::addr`).
+    pub port: u16,
+    /// Worker threads, each its own monoio runtime and `SO_REUSEPORT` listener.
+    pub workers: usize,
+    /// Pin each worker thread to a core (see `core_ids`).
+    pub pin: bool,
+    /// Cores to pin to, worker `i` on `core_ids[i % len]`; `None` means cores `0..workers`.
+    /// Used when the mock is embedded so it and the client get different cores.
+    pub core_ids: Option<Vec<usize>>,
+    /// Model name reported in responses and `/v1/models`.
+    pub model: String,
+    /// Delay from a request's arrival to its first content chunk (TTFT).
+    pub first_token_delay: Duration,
+    /// Delay between content chunks (ITL).
+    pub token_interval: Duration,
+    /// Tokens to generate when the request gives no `max_tokens`/`max_completion_tokens`.
+    pub num_tokens: usize,
+    /// Tokens carried by each content chunk (>= 1).
+    pub tokens_per_chunk: usize,
+    /// Each delay gets a seeded uniform offset in `[-jitter, +jitter]` (never below zero).
+    pub jitter: Duration,
+    /// Send the usage chunk when the request asks for `stream_options.include_usage`
+    /// (and a `usage` object in non-streaming responses).
+    pub usage: bool,
+    /// Close the connection after each streamed response, without announcing it with
+    /// `Connection: close` (as llama.cpp's server does), so clients must reconnect.
+    pub close_after_response: bool,
+    /// Fault mix.
+    pub faults: FaultConfig,
+    /// How long a stalled stream stays silent before the socket is closed.
+    pub stall_for: Duration,
+    /// Seed of every random decision (faults, jitter, ids, embedding values).
+    pub seed: u64,
+    /// Keep a [`LoggedRequest`](super::LoggedRequest) per request (read with
+    /// `MockServer::request_log`).
+    pub request_log: bool,
+    /// I/O driver of the worker runtimes.
+    pub driver: Driver,
+    /// `max_model_len` reported by `/v1/models` and `/tokenize`.
+    pub max_model_len: usize,
+    /// Largest request body accepted; larger ones get `413 Payload Too Large`.
+    pub max_body_bytes: usize,
+    /// Serve `/tokenize` and `/detokenize` (off → 404, like the golden-run mock).
+    pub tokenize_endpoints: bool,
+    /// Serve `/metrics` (off → 404, like the golden-run mock).
+    pub metrics_endpoint: bool,
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        MockConfig {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            workers: 1,
+            pin: false,
+            core_ids: None,
+            model: "mock-model".to_string(),
+            first_token_delay: Duration::ZERO,
+            token_interval: Duration::ZERO,
+            num_tokens: 16,
+            tokens_per_chunk: 1,
+            jitter: Duration::ZERO,
+            usage: true,
+            close_after_response: false,
+            faults: FaultConfig::default(),
+            stall_for: Duration::from_secs(10),
+            seed: 0,
+            request_log: false,
+            driver: Driver::Auto,
+            max_model_len: 32_768,
+            max_body_bytes: 64 << 20,
+            tokenize_endpoints: true,
+            metrics_endpoint: true,
+        }
+    }
+}
+
+/// Upper bound on worker threads: far beyond any core count, low enough to catch typos.
+const MAX_WORKERS: usize = 1024;
+
+impl MockConfig {
+    /// Checks every value; the error names the field, the value and the fix.
+    pub fn validate(&self) -> io::Result<()> {
+        if self.workers == 0 || self.workers > MAX_WORKERS {
+            return Err(invalid(format!(
+                "mock workers {}: must be between 1 and {MAX_WORKERS}",
+                self.workers
+            )));
+        }
+        if matches!(&self.core_ids, Some(ids) if ids.is_empty()) {
+            return Err(invalid(
+                "mock core_ids: empty list; give at least one core or None".into(),
+            ));
+        }
+        if self.model.is_empty() {
+            return Err(invalid("mock model: empty name; give a model name".into()));
+        }
+        if self.num_tokens == 0 {
+            return Err(invalid("mock num_tokens 0: must be at least 1".into()));
+        }
+        if self.tokens_per_chunk == 0 {
+            return Err(invalid(
+                "mock tokens_per_chunk 0: must be at least 1".into(),
+            ));
+        }
+        if self.max_body_bytes == 0 {
+            return Err(invalid("mock max_body_bytes 0: must be at least 1".into()));
+        }
+        let mut sum = 0.0;
+        for (name, f) in self.faults.named() {
+            if !(0.0..=1.0).contains(&f) {
+                return Err(invalid(format!(
+                    "mock fault {name} {f}: must be a fraction between 0 and 1"
+                )));
+            }
+            sum += f;
+        }
+        if sum > 1.0 + 1e-9 {
+            return Err(invalid(format!(
+                "mock faults sum to {sum}: the fractions must add up to at most 1"
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        MockConfig::default().validate().expect("default config");
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_the_field_name() {
+        let cases: Vec<(MockConfig, &str)> = vec![
+            (
+                MockConfig {
+                    workers: 0,
+                    ..Default::default()
+                },
+                "workers",
+            ),
+            (
+                MockConfig {
+                    tokens_per_chunk: 0,
+                    ..Default::default()
+                },
+                "tokens_per_chunk",
+            ),
+            (
+                MockConfig {
+                    num_tokens: 0,
+                    ..Default::default()
+                },
+                "num_tokens",
+            ),
+            (
+                MockConfig {
+                    model: String::new(),
+                    ..Default::default()
+                },
+                "model",
+            ),
+            (
+                MockConfig {
+                    core_ids: Some(vec![]),
+                    ..Default::default()
+                },
+                "core_ids",
+            ),
+            (
+                MockConfig {
+                    faults: FaultConfig {
+                        stall: 1.5,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                "stall",
+            ),
+            (
+                MockConfig {
+                    faults: FaultConfig {
+                        error_500: f64::NAN,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                "error_500",
+            ),
+            (
+                MockConfig {
+                    faults: FaultConfig {
+                        error_500: 0.6,
+                        disconnect: 0.6,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                "sum",
+            ),
+        ];
+        for (cfg, needle) in cases {
+            let err = cfg.validate().expect_err(needle);
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+            assert!(
+                err.to_string().contains(needle),
+                "{err} should mention {needle}"
+            );
+        }
+    }
+
+    #[test]
+    fn auto_resolves_to_a_concrete_driver() {
+        let d = Driver::Auto.resolve().expect("auto always resolves");
+        assert_ne!(d, Driver::Auto);
+        assert_eq!(Driver::Legacy.resolve().expect("legacy"), Driver::Legacy);
+    }
+}

@@ -1,0 +1,143 @@
+//! Fault injection: which model request gets which fault, decided from the seed and the
+//! request's sequence number alone, so a run with the same seed and request order injects
+//! the same faults into the same requests.
+
+use serde::Serialize;
+
+use super::config::FaultConfig;
+use super::hash::SplitMix64;
+
+/// The kinds of injected fault (see [`FaultConfig`] for what each does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// `500 Internal Server Error`.
+    #[serde(rename = "error_500")]
+    Error500,
+    /// `429 Too Many Requests`.
+    #[serde(rename = "error_429")]
+    Error429,
+    /// Socket closed mid-stream.
+    Disconnect,
+    /// First chunk, then silence for `stall_for`, then close.
+    Stall,
+    /// One event with invalid JSON.
+    Malformed,
+}
+
+impl FaultKind {
+    /// All kinds, in decision order (also the order of [`FaultCounts`] slots).
+    pub const ALL: [FaultKind; 5] = [
+        FaultKind::Error500,
+        FaultKind::Error429,
+        FaultKind::Disconnect,
+        FaultKind::Stall,
+        FaultKind::Malformed,
+    ];
+
+    /// The kind's statistics slot.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Stream id of the fault draw, distinct from the jitter and id streams of the same request.
+const FAULT_STREAM: u64 = 0xfa17;
+
+/// The fault for request number `seq`, if any: one uniform draw in `[0, 1)` falls into the
+/// cumulative fractions in the order 500, 429, disconnect, stall, malformed.
+pub fn decide(faults: &FaultConfig, seed: u64, seq: u64) -> Option<FaultKind> {
+    if faults.is_none() {
+        return None;
+    }
+    let u = SplitMix64::new(seed ^ FAULT_STREAM, seq).next_f64();
+    let mut edge = 0.0;
+    for (kind, (_, fraction)) in FaultKind::ALL.into_iter().zip(faults.named()) {
+        edge += fraction;
+        if u < edge {
+            return Some(kind);
+        }
+    }
+    None
+}
+
+/// Faults injected so far, per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FaultCounts {
+    /// 500 responses.
+    pub error_500: u64,
+    /// 429 responses.
+    pub error_429: u64,
+    /// Mid-stream disconnects.
+    pub disconnect: u64,
+    /// Stalls.
+    pub stall: u64,
+    /// Malformed events.
+    pub malformed: u64,
+}
+
+impl FaultCounts {
+    /// Builds the counts from per-kind slots.
+    pub fn from_slots(s: [u64; 5]) -> Self {
+        FaultCounts {
+            error_500: s[0],
+            error_429: s[1],
+            disconnect: s[2],
+            stall: s[3],
+            malformed: s[4],
+        }
+    }
+
+    /// Sum over all kinds.
+    pub fn total(&self) -> u64 {
+        self.error_500 + self.error_429 + self.disconnect + self.stall + self.malformed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_faults_configured_means_none() {
+        let f = FaultConfig::default();
+        assert!((0..1000).all(|seq| decide(&f, 1, seq).is_none()));
+    }
+
+    #[test]
+    fn always_means_every_request() {
+        let f = FaultConfig {
+            stall: 1.0,
+            ..Default::default()
+        };
+        assert!((0..1000).all(|seq| decide(&f, 1, seq) == Some(FaultKind::Stall)));
+    }
+
+    #[test]
+    fn fractions_are_respected_and_deterministic() {
+        let f = FaultConfig {
+            error_500: 0.1,
+            disconnect: 0.2,
+            malformed: 0.05,
+            ..Default::default()
+        };
+        let n = 20_000u64;
+        let mut counts = [0u64; 5];
+        for seq in 0..n {
+            let d = decide(&f, 42, seq);
+            assert_eq!(d, decide(&f, 42, seq));
+            if let Some(k) = d {
+                counts[k.index()] += 1;
+            }
+        }
+        let share = |i: usize| counts[i] as f64 / n as f64;
+        assert!((share(0) - 0.1).abs() < 0.02, "{counts:?}");
+        assert_eq!(counts[1], 0);
+        assert!((share(2) - 0.2).abs() < 0.02, "{counts:?}");
+        assert_eq!(counts[3], 0);
+        assert!((share(4) - 0.05).abs() < 0.02, "{counts:?}");
+        // Another seed picks other requests.
+        let differs = (0..200).any(|seq| decide(&f, 42, seq) != decide(&f, 43, seq));
+        assert!(differs);
+    }
+}

@@ -1,0 +1,376 @@
+//! Completions and chat completions: the shape of every event (as vLLM sends them), the
+//! per-request event bytes built once before the first one is due, and the timed writer.
+//!
+//! A stream is: the response head (and, for chat, the opening
+//! `{"delta":{"role":"assistant","content":""}}` chunk) at arrival; `ceil(n/k)` content
+//! chunks from `arrival + first_token_delay`, `token_interval` apart, each carrying
+//! `" tok"` once per token, the last with `finish_reason: "length"`; the usage chunk when
+//! asked for; `data: [DONE]`. One HTTP chunk per SSE event, as uvicorn sends them.
+//!
+//! Every distinct event is serialized once per request into a [`Script`]; sending an
+//! event is then one `memcpy` into the write buffer. Events that are already due are
+//! batched into one write (up to [`FLUSH_AT`] bytes), so with zero delays the mock writes
+//! back to back and the client, not the mock, is the bottleneck.
+
+use std::io::{self, Write};
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use super::conn::Io;
+use super::faults::FaultKind;
+use super::response::{self, Framing, HeadOpts};
+use super::timer::Timers;
+use super::timing::Schedule;
+
+/// Write-buffer size at which due events are flushed even if more are due.
+pub const FLUSH_AT: usize = 64 << 10;
+/// Text of one generated token.
+const TOKEN_TEXT: &str = " tok";
+
+/// One generation request, resolved.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    /// Chat (`chat.completion.chunk`, `delta`) or completions (`text_completion`, `text`).
+    pub chat: bool,
+    /// Output tokens `n`.
+    pub tokens: u64,
+    /// Tokens per content chunk `k`.
+    pub per_chunk: u64,
+    /// `usage.prompt_tokens`.
+    pub prompt_tokens: u64,
+    /// Send the usage chunk / usage object.
+    pub usage: bool,
+    /// Injected stream fault (disconnect, stall, malformed), if any.
+    pub fault: Option<FaultKind>,
+    /// Response id suffix (32 hex digits).
+    pub id: u128,
+    /// `created` (Unix seconds).
+    pub created: u64,
+}
+
+impl Generation {
+    /// Number of content chunks: `ceil(n / k)`.
+    pub fn chunks(&self) -> u64 {
+        self.tokens.div_ceil(self.per_chunk)
+    }
+
+    /// Tokens in the last content chunk.
+    fn last_tokens(&self) -> u64 {
+        self.tokens - (self.chunks() - 1) * self.per_chunk
+    }
+
+    fn object(&self, stream: bool) -> &'static str {
+        match (self.chat, stream) {
+            (true, true) => "chat.completion.chunk",
+            (true, false) => "chat.completion",
+            (false, _) => "text_completion",
+        }
+    }
+
+    /// `{"id":…,"object":…,"created":…,"model":…,` (the shared start of every body).
+    fn open(&self, out: &mut Vec<u8>, model_json: &str, stream: bool) {
+        let prefix = if self.chat { "chatcmpl-" } else { "cmpl-" };
+        let _ = write!(
+            out,
+            "{{\"id\":\"{prefix}{:032x}\",\"object\":\"{}\",\"created\":{},\"model\":{model_json},",
+            self.id,
+            self.object(stream),
+            self.created
+        );
+    }
+
+    fn usage_json(&self, out: &mut Vec<u8>) {
+        let _ = write!(
+            out,
+            "\"usage\":{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{}}}",
+            self.prompt_tokens,
+            self.prompt_tokens + self.tokens,
+            self.tokens
+        );
+    }
+
+    /// One streamed content event's JSON.
+    fn content_event(&self, out: &mut Vec<u8>, model_json: &str, tokens: u64, last: bool) {
+        self.open(out, model_json, true);
+        out.extend_from_slice(b"\"choices\":[{\"index\":0,");
+        out.extend_from_slice(if self.chat {
+            b"\"delta\":{\"content\":\""
+        } else {
+            b"\"text\":\""
+        });
+        push_tokens(out, tokens);
+        out.extend_from_slice(if self.chat { b"\"}," } else { b"\"," });
+        out.extend_from_slice(b"\"logprobs\":null,\"finish_reason\":");
+        out.extend_from_slice(if last { b"\"length\"" } else { b"null" });
+        if !self.chat {
+            out.extend_from_slice(b",\"stop_reason\":null");
+        }
+        out.extend_from_slice(b"}]}");
+    }
+
+    /// The whole non-streaming response body.
+    pub fn body(&self, out: &mut Vec<u8>, model_json: &str) {
+        self.open(out, model_json, false);
+        out.extend_from_slice(b"\"choices\":[{\"index\":0,");
+        out.extend_from_slice(if self.chat {
+            b"\"message\":{\"role\":\"assistant\",\"content\":\""
+        } else {
+            b"\"text\":\""
+        });
+        push_tokens(out, self.tokens);
+        out.extend_from_slice(if self.chat { b"\"}," } else { b"\"," });
+        out.extend_from_slice(
+            b"\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}]",
+        );
+        if self.usage {
+            out.push(b',');
+            self.usage_json(out);
+        }
+        out.push(b'}');
+    }
+}
+
+fn push_tokens(out: &mut Vec<u8>, n: u64) {
+    for _ in 0..n {
+        out.extend_from_slice(TOKEN_TEXT.as_bytes());
+    }
+}
+
+/// The distinct events of one stream, each already framed as an HTTP chunk.
+#[derive(Debug, Default)]
+pub struct Script {
+    buf: Vec<u8>,
+    tmp: Vec<u8>,
+    role: Range<usize>,
+    mid: Range<usize>,
+    last: Range<usize>,
+    malformed: Range<usize>,
+    tail: Range<usize>,
+}
+
+impl Script {
+    /// Serializes the events of `g` (reusing this script's buffers).
+    pub fn build(&mut self, g: &Generation, model_json: &str) {
+        self.buf.clear();
+        self.role = self.event(|tmp| {
+            if g.chat {
+                g.open(tmp, model_json, true);
+                tmp.extend_from_slice(
+                    b"\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}",
+                );
+            }
+        });
+        self.mid = self.event(|tmp| g.content_event(tmp, model_json, g.per_chunk, false));
+        self.last = self.event(|tmp| g.content_event(tmp, model_json, g.last_tokens(), true));
+        self.malformed = self.event(|tmp| {
+            // Cut off mid-object: not JSON.
+            g.open(tmp, model_json, true);
+            tmp.extend_from_slice(b"\"choices\":[{\"index\":0,\"text\": tok");
+        });
+        let start = self.buf.len();
+        if g.usage {
+            self.tmp.clear();
+            g.open(&mut self.tmp, model_json, true);
+            self.tmp.extend_from_slice(b"\"choices\":[],");
+            g.usage_json(&mut self.tmp);
+            self.tmp.push(b'}');
+            response::sse_chunk(&mut self.buf, &self.tmp);
+        }
+        response::sse_chunk(&mut self.buf, b"[DONE]");
+        self.buf.extend_from_slice(response::LAST_CHUNK);
+        self.tail = start..self.buf.len();
+    }
+
+    /// Frames the payload written by `fill` as one event; empty payload → empty range.
+    fn event(&mut self, fill: impl FnOnce(&mut Vec<u8>)) -> Range<usize> {
+        self.tmp.clear();
+        fill(&mut self.tmp);
+        let start = self.buf.len();
+        if !self.tmp.is_empty() {
+            response::sse_chunk(&mut self.buf, &self.tmp);
+        }
+        start..self.buf.len()
+    }
+
+    fn get(&self, r: &Range<usize>) -> &[u8] {
+        &self.buf[r.clone()]
+    }
+}
+
+/// How a response ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// Fully sent; the connection may be reused.
+    KeepAlive,
+    /// Close the connection now (a disconnect or stall fault, or `close_after_response`).
+    Close,
+}
+
+/// Content chunk after which a disconnect fault closes the socket.
+fn disconnect_after(chunks: u64) -> u64 {
+    (chunks / 2).min(3)
+}
+
+/// Sends a stream: head (and role chunk) now, content chunks on `schedule`, then the tail.
+/// `End::KeepAlive` means the stream completed.
+pub async fn stream(
+    io: &mut Io,
+    timers: &Timers,
+    g: &Generation,
+    script: &Script,
+    schedule: &mut Schedule,
+    opts: &HeadOpts<'_>,
+    stall_for: Duration,
+) -> io::Result<End> {
+    response::head(&mut io.out, 200, "OK", Framing::Chunked, opts);
+    io.out.extend_from_slice(script.get(&script.role));
+    let chunks = g.chunks();
+    for i in 0..chunks {
+        let deadline = schedule.next_deadline();
+        if deadline > Instant::now() {
+            io.flush().await?;
+            timers.sleep_until(deadline).await;
+        }
+        if g.fault == Some(FaultKind::Disconnect) && i == disconnect_after(chunks) {
+            io.flush().await?;
+            return Ok(End::Close);
+        }
+        let event = match g.fault {
+            Some(FaultKind::Malformed) if i == chunks / 2 => &script.malformed,
+            _ if i + 1 == chunks => &script.last,
+            _ => &script.mid,
+        };
+        io.out.extend_from_slice(script.get(event));
+        if g.fault == Some(FaultKind::Stall) {
+            io.flush().await?;
+            timers.sleep(stall_for).await;
+            return Ok(End::Close);
+        }
+        if io.out.len() >= FLUSH_AT {
+            io.flush().await?;
+        }
+    }
+    // The tail stays buffered: the caller writes it after counting the request.
+    io.out.extend_from_slice(script.get(&script.tail));
+    Ok(End::KeepAlive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gen(chat: bool, tokens: u64, per_chunk: u64, usage: bool) -> Generation {
+        Generation {
+            chat,
+            tokens,
+            per_chunk,
+            prompt_tokens: 7,
+            usage,
+            fault: None,
+            id: 0xabc,
+            created: 1_700_000_000,
+        }
+    }
+
+    /// Splits framed events back into their JSON payloads.
+    fn payloads(bytes: &[u8]) -> Vec<String> {
+        let text = std::str::from_utf8(bytes).unwrap();
+        let mut out = Vec::new();
+        let mut rest = text;
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let n = usize::from_str_radix(size, 16).unwrap();
+            if n == 0 {
+                break;
+            }
+            let data = &after[..n];
+            out.push(
+                data.strip_prefix("data: ")
+                    .unwrap()
+                    .strip_suffix("\n\n")
+                    .unwrap()
+                    .to_string(),
+            );
+            rest = &after[n + 2..];
+        }
+        out
+    }
+
+    #[test]
+    fn chunk_counts_follow_ceil_n_over_k() {
+        assert_eq!(gen(false, 60, 3, true).chunks(), 20);
+        assert_eq!(gen(false, 10, 3, true).chunks(), 4);
+        assert_eq!(gen(false, 10, 3, true).last_tokens(), 1);
+        assert_eq!(gen(false, 1, 5, true).chunks(), 1);
+    }
+
+    #[test]
+    fn completion_events_look_like_vllm() {
+        let g = gen(false, 5, 2, true);
+        let mut s = Script::default();
+        s.build(&g, "\"m\"");
+        assert!(s.get(&s.role).is_empty());
+        let mid: serde_json::Value = serde_json::from_str(&payloads(s.get(&s.mid))[0]).unwrap();
+        assert_eq!(mid["object"], "text_completion");
+        assert_eq!(mid["id"], format!("cmpl-{:032x}", 0xabc));
+        assert_eq!(mid["model"], "m");
+        assert_eq!(mid["choices"][0]["text"], " tok tok");
+        assert_eq!(mid["choices"][0]["finish_reason"], serde_json::Value::Null);
+        let last: serde_json::Value = serde_json::from_str(&payloads(s.get(&s.last))[0]).unwrap();
+        assert_eq!(last["choices"][0]["text"], " tok");
+        assert_eq!(last["choices"][0]["finish_reason"], "length");
+        let tail = payloads(s.get(&s.tail));
+        let usage: serde_json::Value = serde_json::from_str(&tail[0]).unwrap();
+        assert_eq!(usage["choices"], serde_json::json!([]));
+        assert_eq!(
+            usage["usage"],
+            serde_json::json!({"prompt_tokens":7,"total_tokens":12,"completion_tokens":5})
+        );
+        assert_eq!(tail[1], "[DONE]");
+        assert!(s.get(&s.tail).ends_with(b"0\r\n\r\n"));
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&payloads(s.get(&s.malformed))[0]).is_err()
+        );
+    }
+
+    #[test]
+    fn chat_events_have_role_and_delta() {
+        let g = gen(true, 3, 1, false);
+        let mut s = Script::default();
+        s.build(&g, "\"m\"");
+        let role: serde_json::Value = serde_json::from_str(&payloads(s.get(&s.role))[0]).unwrap();
+        assert_eq!(role["object"], "chat.completion.chunk");
+        assert_eq!(
+            role["choices"][0]["delta"],
+            serde_json::json!({"role":"assistant","content":""})
+        );
+        let mid: serde_json::Value = serde_json::from_str(&payloads(s.get(&s.mid))[0]).unwrap();
+        assert_eq!(mid["choices"][0]["delta"]["content"], " tok");
+        assert_eq!(
+            payloads(s.get(&s.tail)),
+            ["[DONE]"],
+            "no usage chunk when usage is off"
+        );
+    }
+
+    #[test]
+    fn non_streaming_bodies() {
+        let mut out = Vec::new();
+        gen(true, 3, 1, true).body(&mut out, "\"m\"");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["choices"][0]["message"]["content"], " tok tok tok");
+        assert_eq!(v["usage"]["completion_tokens"], 3);
+        out.clear();
+        gen(false, 2, 1, false).body(&mut out, "\"m\"");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["choices"][0]["text"], " tok tok");
+        assert!(v.get("usage").is_none());
+    }
+
+    #[test]
+    fn disconnect_point_is_mid_stream() {
+        assert_eq!(disconnect_after(1), 0);
+        assert_eq!(disconnect_after(4), 2);
+        assert_eq!(disconnect_after(100), 3);
+    }
+}

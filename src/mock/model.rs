@@ -1,0 +1,389 @@
+//! Model requests — completions, chat, embeddings, pooling, rerank — from parsed body to
+//! timed response: sequence number, in-flight gauge, toy prefix cache, fault decision,
+//! schedule, and the response itself.
+//!
+//! Non-streaming answers are timed like the stream they replace: a generation answers at
+//! the last chunk's deadline, embeddings/pooling/rerank after `first_token_delay`.
+
+use std::io::Write;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use super::body::{self, Digest, GenerationBody, PoolingBody, RerankBody};
+use super::conn::Exchange;
+use super::endpoints::{self, Request, Served};
+use super::faults::{self, FaultKind};
+use super::generation::{self, End, Generation};
+use super::hash::SplitMix64;
+use super::response::{self, HeadOpts};
+use super::routes::Route;
+use super::server::{unix_now, WorkerCtx};
+use super::timer::Timers;
+use super::timing::Schedule;
+
+/// Stream id of response ids, distinct from the fault and jitter streams.
+const ID_STREAM: u64 = 0x1d;
+/// Dimensions of the mock's embedding vectors.
+pub const EMBEDDING_DIM: usize = 8;
+
+/// A model request after its body was read.
+struct Job {
+    prompt: Digest,
+    max_tokens: Option<u64>,
+    kind: Kind,
+}
+
+enum Kind {
+    Generate {
+        gen: Generation,
+        stream: bool,
+    },
+    /// Embeddings (`"embedding"` objects) or pooling (`"pooling"` objects).
+    Pool {
+        embeddings: bool,
+    },
+    Rerank {
+        query: u64,
+    },
+}
+
+/// Serves one model request (leaving the response's last bytes unwritten, see
+/// [`endpoints::serve`]); it counts as in flight until this returns.
+pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Request<'_>) -> Served {
+    let shared = &ctx.shared;
+    let cfg = &shared.cfg;
+    let seq = shared.seq.fetch_add(1, Relaxed);
+    let _running = shared.stats.enter();
+    let mut job = match parse(ctx, route, req.body, seq) {
+        Ok(job) => job,
+        Err(msg) => {
+            let mut served = endpoints::error(ex, req, 400, &msg, None);
+            served.seq = Some(seq);
+            return served;
+        }
+    };
+    shared.prefix.observe(&job.prompt);
+    let fault = faults::decide(&cfg.faults, cfg.seed, seq);
+    if let Some(kind) = fault {
+        ctx.counters().fault(kind);
+    }
+    if let Kind::Generate { gen, .. } = &mut job.kind {
+        gen.fault = fault;
+    }
+    let mut served = Served {
+        seq: Some(seq),
+        fault,
+        prompt: Some((job.prompt.hash, job.prompt.tokens)),
+        max_tokens: job.max_tokens,
+        ..Served::new(200)
+    };
+    let rejected_by_fault = match fault {
+        Some(FaultKind::Error500) => {
+            Some((500, "injected fault: the mock server failed this request"))
+        }
+        Some(FaultKind::Error429) => {
+            Some((429, "injected fault: the mock server is rate limiting"))
+        }
+        _ => None,
+    };
+    if let Some((status, msg)) = rejected_by_fault {
+        let e = endpoints::error(ex, req, status, msg, None);
+        served.status = e.status;
+        return served;
+    }
+    let mut schedule = Schedule::new(
+        req.arrival,
+        cfg.first_token_delay,
+        cfg.token_interval,
+        cfg.jitter,
+        cfg.seed,
+        seq,
+    );
+    let opts = HeadOpts {
+        request_id: req.request_id,
+        close: req.close,
+        ..HeadOpts::default()
+    };
+    served.end = match job.kind {
+        Kind::Generate { gen, stream: true } => {
+            ex.script.build(&gen, &shared.model_json);
+            let opts = HeadOpts {
+                content_type: response::SSE,
+                ..opts
+            };
+            let end = generation::stream(
+                &mut ex.io,
+                &ctx.timers,
+                &gen,
+                &ex.script,
+                &mut schedule,
+                &opts,
+                cfg.stall_for,
+            )
+            .await
+            // The client went away mid-stream: still a request served (and counted).
+            .unwrap_or(End::Close);
+            if cfg.close_after_response {
+                End::Close
+            } else {
+                end
+            }
+        }
+        Kind::Generate { gen, stream: false } => {
+            let first = schedule.next_deadline();
+            let done = (1..gen.chunks()).fold(first, |_, _| schedule.next_deadline());
+            let model = &shared.model_json;
+            let fill = |out: &mut Vec<u8>| gen.body(out, model);
+            delayed_json(
+                ex,
+                &ctx.timers,
+                &opts,
+                fault,
+                (first, done),
+                cfg.stall_for,
+                fill,
+            )
+            .await
+        }
+        Kind::Pool { embeddings } => {
+            let at = schedule.next_deadline();
+            let fill = |out: &mut Vec<u8>| pooling_body(out, ctx, seq, &job.prompt, embeddings);
+            delayed_json(ex, &ctx.timers, &opts, fault, (at, at), cfg.stall_for, fill).await
+        }
+        Kind::Rerank { query } => {
+            let at = schedule.next_deadline();
+            let fill = |out: &mut Vec<u8>| rerank_body(out, ctx, seq, query, &job.prompt);
+            delayed_json(ex, &ctx.timers, &opts, fault, (at, at), cfg.stall_for, fill).await
+        }
+    };
+    served
+}
+
+/// Reads the body of a model request, or says in one line what is wrong with it.
+fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, String> {
+    let cfg = &ctx.shared.cfg;
+    match route {
+        Route::Completions | Route::ChatCompletions => {
+            let chat = route == Route::ChatCompletions;
+            let b: GenerationBody = body::parse(body)?;
+            let prompt = if chat {
+                b.messages.ok_or("chat request without \"messages\"")?.0
+            } else {
+                b.prompt.ok_or("completion request without \"prompt\"")?.0
+            };
+            let asked = if chat {
+                b.max_completion_tokens.or(b.max_tokens)
+            } else {
+                b.max_tokens.or(b.max_completion_tokens)
+            };
+            let tokens = asked.unwrap_or(cfg.num_tokens as u64);
+            if tokens == 0 {
+                return Err("max_tokens must be at least 1".into());
+            }
+            if tokens > cfg.max_model_len as u64 {
+                return Err(format!(
+                    "max_tokens {tokens} exceeds max_model_len {}",
+                    cfg.max_model_len
+                ));
+            }
+            let stream = b.stream.unwrap_or(false);
+            let include_usage = b
+                .stream_options
+                .and_then(|o| o.include_usage)
+                .unwrap_or(false);
+            let gen = Generation {
+                chat,
+                tokens,
+                per_chunk: cfg.tokens_per_chunk as u64,
+                prompt_tokens: prompt.tokens,
+                usage: cfg.usage && (include_usage || !stream),
+                fault: None,
+                id: response_id(cfg.seed, seq),
+                created: unix_now(),
+            };
+            Ok(Job {
+                prompt,
+                max_tokens: asked,
+                kind: Kind::Generate { gen, stream },
+            })
+        }
+        Route::Embeddings | Route::Pooling | Route::PoolingV1 => {
+            let b: PoolingBody = body::parse(body)?;
+            let prompt = match (b.input, b.messages) {
+                (Some(t), _) => t.0,
+                (None, Some(m)) => m.0,
+                (None, None) => {
+                    return Err("pooling request without \"input\" or \"messages\"".into())
+                }
+            };
+            Ok(Job {
+                prompt,
+                max_tokens: None,
+                kind: Kind::Pool {
+                    embeddings: route == Route::Embeddings,
+                },
+            })
+        }
+        _ => {
+            let b: RerankBody = body::parse(body)?;
+            let query = b.query.ok_or("rerank request without \"query\"")?.0;
+            let docs = b.documents.ok_or("rerank request without \"documents\"")?.0;
+            let prompt = Digest {
+                tokens: query.tokens + docs.tokens,
+                ..docs
+            };
+            Ok(Job {
+                prompt,
+                max_tokens: None,
+                kind: Kind::Rerank { query: query.hash },
+            })
+        }
+    }
+}
+
+/// The 128-bit response id of request `seq`.
+fn response_id(seed: u64, seq: u64) -> u128 {
+    let mut g = SplitMix64::new(seed ^ ID_STREAM, seq);
+    (u128::from(g.next_u64()) << 64) | u128::from(g.next_u64())
+}
+
+/// A non-streaming 200 JSON answer at `at.1`; faults act at `at.0` (the first token's
+/// time): disconnect closes, stall waits `stall_for` and closes, malformed truncates.
+async fn delayed_json(
+    ex: &mut Exchange,
+    timers: &Timers,
+    opts: &HeadOpts<'_>,
+    fault: Option<FaultKind>,
+    at: (Instant, Instant),
+    stall_for: Duration,
+    fill: impl FnOnce(&mut Vec<u8>),
+) -> End {
+    timers.sleep_until(at.0).await;
+    match fault {
+        Some(FaultKind::Disconnect) => return End::Close,
+        Some(FaultKind::Stall) => {
+            timers.sleep(stall_for).await;
+            return End::Close;
+        }
+        _ => {}
+    }
+    timers.sleep_until(at.1).await;
+    ex.scratch.clear();
+    fill(&mut ex.scratch);
+    if fault == Some(FaultKind::Malformed) {
+        ex.scratch.truncate(ex.scratch.len() / 2);
+    }
+    let opts = HeadOpts {
+        content_type: response::JSON,
+        ..*opts
+    };
+    response::full(&mut ex.io.out, 200, "OK", &ex.scratch, &opts, false);
+    End::KeepAlive
+}
+
+/// A deterministic unit vector for one input.
+fn embedding(seed: u64, item: u64) -> [f32; EMBEDDING_DIM] {
+    let mut g = SplitMix64::new(seed, item);
+    let mut v = [0.0; EMBEDDING_DIM];
+    for x in &mut v {
+        *x = g.next_signed_unit();
+    }
+    let norm = v
+        .iter()
+        .map(|x| x * x)
+        .sum::<f64>()
+        .sqrt()
+        .max(f64::MIN_POSITIVE);
+    v.map(|x| (x / norm) as f32)
+}
+
+fn usage_no_completion(out: &mut Vec<u8>, prompt_tokens: u64) {
+    let _ = write!(
+        out,
+        "\"usage\":{{\"prompt_tokens\":{prompt_tokens},\"total_tokens\":{prompt_tokens},\"completion_tokens\":0}}"
+    );
+}
+
+/// `/v1/embeddings` (`"object":"embedding","embedding":[…]`) or pooling
+/// (`"object":"pooling","data":[…]`) body: one vector per input.
+fn pooling_body(out: &mut Vec<u8>, ctx: &WorkerCtx, seq: u64, prompt: &Digest, embeddings: bool) {
+    let (prefix, object, field) = if embeddings {
+        ("embd", "embedding", "embedding")
+    } else {
+        ("pool", "pooling", "data")
+    };
+    let seed = ctx.shared.cfg.seed;
+    let _ = write!(
+        out,
+        "{{\"id\":\"{prefix}-{:032x}\",\"object\":\"list\",\"created\":{},\"model\":{},\"data\":[",
+        response_id(seed, seq),
+        unix_now(),
+        ctx.shared.model_json
+    );
+    for (i, &item) in prompt.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let _ = write!(out, "{{\"index\":{i},\"object\":\"{object}\",\"{field}\":");
+        let _ = serde_json::to_writer(&mut *out, &embedding(seed, item));
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],");
+    usage_no_completion(out, prompt.tokens);
+    out.push(b'}');
+}
+
+/// `/rerank` body: every document scored in `[0, 1)` from the query and document hashes,
+/// best first.
+fn rerank_body(out: &mut Vec<u8>, ctx: &WorkerCtx, seq: u64, query: u64, docs: &Digest) {
+    let seed = ctx.shared.cfg.seed;
+    let mut scored: Vec<(usize, f64)> = docs
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| (i, SplitMix64::new(seed ^ query, d).next_f64()))
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let _ = write!(
+        out,
+        "{{\"id\":\"rerank-{:032x}\",\"model\":{},",
+        response_id(seed, seq),
+        ctx.shared.model_json
+    );
+    usage_no_completion(out, docs.tokens);
+    out.extend_from_slice(b",\"results\":[");
+    for (n, (i, score)) in scored.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        let _ = write!(out, "{{\"index\":{i},\"relevance_score\":");
+        let _ = serde_json::to_writer(&mut *out, score);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"]}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embeddings_are_deterministic_unit_vectors() {
+        let a = embedding(1, 42);
+        assert_eq!(a, embedding(1, 42));
+        assert_ne!(a, embedding(2, 42));
+        assert_ne!(a, embedding(1, 43));
+        let norm: f64 = a
+            .iter()
+            .map(|&x| f64::from(x) * f64::from(x))
+            .sum::<f64>()
+            .sqrt();
+        assert!((norm - 1.0).abs() < 1e-6, "{norm}");
+    }
+
+    #[test]
+    fn response_ids_differ_per_request() {
+        assert_eq!(response_id(5, 1), response_id(5, 1));
+        assert_ne!(response_id(5, 1), response_id(5, 2));
+    }
+}

@@ -1,0 +1,352 @@
+//! The running server: worker threads (one monoio runtime and one `SO_REUSEPORT` listener
+//! each, optionally pinned), the shared state they read, and a shutdown that never hangs.
+//!
+//! Startup binds worker 0 first (port 0 → an ephemeral port), learns its address, then
+//! binds the others to the same port; `start` returns once every worker is listening.
+//! Shutdown sets a flag that each worker's stop watcher polls every [`STOP_POLL`]; the
+//! watcher wins a `select!` against the accept loop, `block_on` returns, and dropping the
+//! runtime drops every connection task (closing its socket), so in-flight streams, stalls
+//! and idle keep-alive connections cannot delay the join.
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use monoio::net::{ListenerOpts, TcpListener};
+
+use super::config::{Driver, MockConfig};
+use super::conn;
+use super::lifecycle::Lifecycle;
+use super::prefix_cache::PrefixCache;
+use super::stats::{LoggedRequest, MockStats, Stats, WorkerCounters};
+use super::timer::Timers;
+
+/// How often an idle worker checks the stop flag (bounds shutdown latency).
+pub const STOP_POLL: Duration = Duration::from_millis(10);
+/// Bound on the 1 ms waits for connections to close at shutdown.
+const DRAIN_TICKS: usize = 1000;
+/// Listen backlog: thousands of clients may connect at once.
+const BACKLOG: i32 = 4096;
+
+/// State shared by all workers, read-mostly.
+#[derive(Debug)]
+pub struct Shared {
+    /// The configuration.
+    pub cfg: MockConfig,
+    /// The model name as a JSON string literal (quoted, escaped), spliced into bodies.
+    pub model_json: String,
+    /// The `/v1/models` body, built once.
+    pub models_body: Vec<u8>,
+    /// Server start: request-log arrivals are measured from here.
+    pub start: Instant,
+    /// Next model-request sequence number.
+    pub seq: AtomicU64,
+    /// Counters, gauge and log.
+    pub stats: Stats,
+    /// Toy prefix cache.
+    pub prefix: PrefixCache,
+    /// Set by shutdown.
+    pub stop: AtomicBool,
+}
+
+impl Shared {
+    fn new(cfg: MockConfig) -> Shared {
+        let model_json = serde_json::Value::from(cfg.model.as_str()).to_string();
+        let created = unix_now();
+        let models_body = format!(
+            "{{\"object\":\"list\",\"data\":[{{\"id\":{m},\"object\":\"model\",\"created\":{created},\
+             \"owned_by\":\"vllm\",\"root\":{m},\"parent\":null,\"max_model_len\":{},\"permission\":[]}}]}}",
+            cfg.max_model_len,
+            m = model_json
+        )
+        .into_bytes();
+        Shared {
+            stats: Stats::new(cfg.workers),
+            cfg,
+            model_json,
+            models_body,
+            start: Instant::now(),
+            seq: AtomicU64::new(0),
+            prefix: PrefixCache::default(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Snapshot of all statistics, prefix-cache counters included.
+    pub fn stats(&self) -> MockStats {
+        let mut s = self.stats.snapshot();
+        (s.prefix_cache_queries, s.prefix_cache_hits) = self.prefix.counters();
+        s
+    }
+}
+
+/// Seconds since the Unix epoch (for `created` fields).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What one worker thread owns.
+#[derive(Debug)]
+pub struct WorkerCtx {
+    /// Shared state.
+    pub shared: Arc<Shared>,
+    /// Worker number (its counters slot).
+    pub index: usize,
+    /// This worker's live connections and their stop signal.
+    pub life: Lifecycle,
+    /// This worker's precise event timers.
+    pub timers: Timers,
+}
+
+impl WorkerCtx {
+    /// This worker's counters.
+    pub fn counters(&self) -> &WorkerCounters {
+        self.shared.stats.worker(self.index)
+    }
+}
+
+/// A running mock server; stops (and joins its threads) on [`MockServer::shutdown`] or drop.
+#[derive(Debug)]
+pub struct MockServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    driver: Driver,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl MockServer {
+    /// Validates `cfg`, binds, starts the workers and returns once all are listening.
+    pub fn start(cfg: MockConfig) -> io::Result<MockServer> {
+        cfg.validate()?;
+        let driver = cfg.driver.resolve()?;
+        let requested = SocketAddr::new(cfg.host, cfg.port);
+        if cfg.port != 0 {
+            // SO_REUSEPORT would let us silently share a port another server already
+            // listens on; a plain bind first turns that into a clear error.
+            drop(std::net::TcpListener::bind(requested).map_err(|e| bind_error(requested, e))?);
+        }
+        let workers = cfg.workers;
+        let mut server = MockServer {
+            shared: Arc::new(Shared::new(cfg)),
+            addr: requested,
+            driver,
+            threads: Vec::with_capacity(workers),
+        };
+        for i in 0..workers {
+            // Worker 0 learns the port; the rest bind to it.
+            match server.spawn_worker(i) {
+                Ok(addr) => server.addr = addr,
+                Err(e) => {
+                    server.stop_and_join();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(server)
+    }
+
+    /// Starts worker `i` and waits until it listens (or failed to).
+    fn spawn_worker(&mut self, i: usize) -> io::Result<SocketAddr> {
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let shared = Arc::clone(&self.shared);
+        let (bind, driver) = (self.addr, self.driver);
+        let core = core_for(&shared.cfg, i);
+        let handle = std::thread::Builder::new()
+            .name(format!("mock-worker-{i}"))
+            .spawn(move || {
+                if let Some(core) = core {
+                    // Pinning is best effort: an unavailable core leaves the thread unpinned.
+                    core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                }
+                let err_tx = ready_tx.clone();
+                let run = block_on(driver, worker_main(i, shared, bind, ready_tx));
+                if let Err(e) = run {
+                    let _ = err_tx.send(Err(e));
+                }
+            })?;
+        self.threads.push(handle);
+        ready_rx
+            .recv()
+            .unwrap_or_else(|_| Err(io::Error::other("mock worker thread exited during startup")))
+    }
+
+    /// The bound address (with the real port when 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://HOST:PORT`, with a loopback host when bound to the unspecified address.
+    pub fn base_url(&self) -> String {
+        let ip = match self.addr.ip() {
+            IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        format!("http://{}", SocketAddr::new(ip, self.addr.port()))
+    }
+
+    /// The driver the workers run on (never `Auto`).
+    pub fn driver(&self) -> Driver {
+        self.driver
+    }
+
+    /// Number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// The configuration the server runs with.
+    pub fn config(&self) -> &MockConfig {
+        &self.shared.cfg
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> MockStats {
+        self.shared.stats()
+    }
+
+    /// Every logged request in arrival order (empty unless `request_log` is on).
+    pub fn request_log(&self) -> Vec<LoggedRequest> {
+        self.shared.stats.request_log()
+    }
+
+    /// Zeroes the counters (the gauge keeps counting live requests), clears the request
+    /// log and the toy prefix cache. Request sequence numbers keep running.
+    pub fn reset_stats(&self) {
+        self.shared.stats.reset();
+        self.shared.prefix.reset();
+    }
+
+    /// Stops every worker and joins them.
+    pub fn shutdown(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        for t in self.threads.drain(..) {
+            // A worker that panicked has nothing left to clean up.
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+fn bind_error(addr: SocketAddr, e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!("mock server: cannot listen on {addr}: {e}"),
+    )
+}
+
+/// The core worker `i` is pinned to, if pinning is on.
+fn core_for(cfg: &MockConfig, i: usize) -> Option<usize> {
+    if !cfg.pin {
+        return None;
+    }
+    match &cfg.core_ids {
+        Some(ids) => ids.get(i % ids.len()).copied(),
+        None => {
+            let n = core_affinity::get_core_ids().map_or(1, |c| c.len().max(1));
+            Some(i % n)
+        }
+    }
+}
+
+/// Runs `fut` to completion on a fresh runtime of the given (resolved) driver.
+fn block_on<F: Future<Output = ()>>(driver: Driver, fut: F) -> io::Result<()> {
+    match driver {
+        Driver::IoUring => run_on::<monoio::IoUringDriver, F>(fut),
+        Driver::Legacy | Driver::Auto => run_on::<monoio::LegacyDriver, F>(fut),
+    }
+}
+
+fn run_on<D, F>(fut: F) -> io::Result<()>
+where
+    D: monoio::Buildable + monoio::Driver + 'static,
+    F: Future<Output = ()>,
+{
+    let builder = monoio::RuntimeBuilder::<monoio::time::TimeDriver<D>>::new();
+    let mut rt = monoio::Buildable::build(builder)?;
+    rt.block_on(fut);
+    Ok(())
+}
+
+/// One worker: bind, report, then accept until told to stop.
+async fn worker_main(
+    index: usize,
+    shared: Arc<Shared>,
+    bind: SocketAddr,
+    ready: mpsc::SyncSender<io::Result<SocketAddr>>,
+) {
+    let opts = ListenerOpts::new()
+        .reuse_port(shared.cfg.workers > 1)
+        .backlog(BACKLOG);
+    let listener = match TcpListener::bind_with_config(bind, &opts)
+        .and_then(|l| l.local_addr().map(|a| (l, a)))
+    {
+        Ok((l, addr)) => {
+            let _ = ready.send(Ok(addr));
+            l
+        }
+        Err(e) => {
+            let _ = ready.send(Err(bind_error(bind, e)));
+            return;
+        }
+    };
+    let ctx = Rc::new(WorkerCtx {
+        shared,
+        index,
+        life: Lifecycle::default(),
+        timers: Timers::new(),
+    });
+    monoio::select! {
+        () = accept_loop(&listener, &ctx) => {},
+        () = wait_stop(&ctx.shared.stop) => {},
+        () = ctx.timers.run() => {},
+    }
+    drop(listener);
+    // Every connection task drops its socket at its next poll; give them (and the
+    // driver's cancellations) a bounded moment to do so.
+    ctx.life.stop();
+    for _ in 0..DRAIN_TICKS {
+        if ctx.life.live() == 0 {
+            break;
+        }
+        monoio::time::sleep(Duration::from_millis(1)).await;
+    }
+    monoio::time::sleep(Duration::from_millis(1)).await;
+}
+
+async fn accept_loop(listener: &TcpListener, ctx: &Rc<WorkerCtx>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                ctx.counters().connection();
+                monoio::spawn(conn::serve(stream, Rc::clone(ctx)));
+            }
+            // Out of descriptors or a connection reset before accept: back off briefly
+            // instead of spinning, then keep serving.
+            Err(_) => monoio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+async fn wait_stop(stop: &AtomicBool) {
+    while !stop.load(Ordering::Acquire) {
+        monoio::time::sleep(STOP_POLL).await;
+    }
+}

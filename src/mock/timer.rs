@@ -1,0 +1,292 @@
+//! Sub-millisecond sleeps for the mock's event deadlines.
+//!
+//! monoio's timer wheel ticks in milliseconds and rounds deadlines up, so an event sent
+//! through it is 0–2 ms late (about 1.3 ms on average) — a bias larger than the client
+//! overhead the mock exists to measure. Each worker therefore keeps its own deadline heap
+//! driven by one Linux `timerfd` (nanosecond resolution): the earliest deadline arms the
+//! timerfd, the worker's timer loop ([`Timers::run`]) waits for it to become readable
+//! (a poll op on io_uring, epoll readiness on the legacy driver), wakes every sleeper
+//! that is due and re-arms for the next one. A sleep never ends before its deadline; it
+//! ends a few microseconds after it (the wake-up latency), with no spinning.
+//!
+//! If a timerfd cannot be created, sleeps fall back to monoio's timer.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// One worker's precise timers. Create it inside the worker's runtime.
+#[derive(Debug, Default)]
+pub struct Timers {
+    /// The timerfd, as a monoio stream only to wait for its readiness.
+    source: Option<monoio::net::UnixStream>,
+    heap: RefCell<BinaryHeap<Reverse<(Instant, u64)>>>,
+    wakers: RefCell<HashMap<u64, Waker>>,
+    next_id: Cell<u64>,
+    armed: Cell<Option<Instant>>,
+}
+
+impl Timers {
+    /// Timers backed by a fresh timerfd (or by monoio's timer if that fails).
+    pub fn new() -> Timers {
+        Timers {
+            source: timerfd().ok(),
+            ..Timers::default()
+        }
+    }
+
+    /// Waits until `deadline` (returns at once if it has passed).
+    pub async fn sleep_until(&self, deadline: Instant) {
+        if deadline <= Instant::now() {
+            return;
+        }
+        if self.source.is_none() {
+            monoio::time::sleep_until(monoio::time::Instant::from_std(deadline)).await;
+            return;
+        }
+        Sleep {
+            timers: self,
+            deadline,
+            id: None,
+        }
+        .await;
+    }
+
+    /// Waits for `d`.
+    pub async fn sleep(&self, d: Duration) {
+        self.sleep_until(Instant::now() + d).await;
+    }
+
+    /// The timer loop: wakes due sleepers whenever the timerfd fires. Never returns (drop
+    /// it to stop); without a timerfd it just waits, since sleeps use monoio's timer then.
+    pub async fn run(&self) {
+        let Some(source) = &self.source else {
+            return std::future::pending().await;
+        };
+        loop {
+            // Not relaxed: on epoll, readiness is re-checked with poll(2) because the
+            // expiration count is read below, behind monoio's back.
+            if source.readable(false).await.is_err() {
+                // Should not happen; if waiting on the timerfd fails, poll the heap every
+                // millisecond instead: still never early, at most about 2 ms late.
+                monoio::time::sleep(Duration::from_millis(1)).await;
+            }
+            drain(source.as_raw_fd());
+            self.armed.set(None);
+            self.fire_due();
+        }
+    }
+
+    /// Wakes every sleeper whose deadline has passed and arms the timerfd for the next.
+    fn fire_due(&self) {
+        let now = Instant::now();
+        let mut heap = self.heap.borrow_mut();
+        let mut wakers = self.wakers.borrow_mut();
+        while let Some(&Reverse((deadline, id))) = heap.peek() {
+            if deadline <= now {
+                heap.pop();
+                if let Some(w) = wakers.remove(&id) {
+                    w.wake();
+                }
+            } else if !wakers.contains_key(&id) {
+                // A sleep dropped before its deadline.
+                heap.pop();
+            } else {
+                self.arm(deadline);
+                break;
+            }
+        }
+    }
+
+    /// Sets the timerfd to fire at `deadline` (relative arming never fires early).
+    fn arm(&self, deadline: Instant) {
+        let Some(source) = &self.source else {
+            return;
+        };
+        // A zero value would disarm: a due deadline fires after 1 ns instead.
+        let after = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_nanos(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: libc::c_long::from(after.subsec_nanos() as i32),
+            },
+        };
+        // SAFETY: the fd is our open timerfd and `spec` is a valid itimerspec on the
+        // stack; the old value is not requested (null).
+        let rc =
+            unsafe { libc::timerfd_settime(source.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        if rc == 0 {
+            self.armed.set(Some(deadline));
+        }
+    }
+
+    fn register(&self, deadline: Instant, waker: &Waker) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        self.wakers.borrow_mut().insert(id, waker.clone());
+        self.heap.borrow_mut().push(Reverse((deadline, id)));
+        if self.armed.get().is_none_or(|a| deadline < a) {
+            self.arm(deadline);
+        }
+        id
+    }
+}
+
+/// Creates a non-blocking monotonic timerfd wrapped for readiness waits.
+fn timerfd() -> io::Result<monoio::net::UnixStream> {
+    // SAFETY: plain FFI call with constant flags; the result is checked below.
+    let fd = unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by timerfd_create, is open, and nothing else owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // monoio has no public type for an arbitrary pollable fd. A UnixStream is only a
+    // registered fd; we use nothing but its `readable` (a poll op / epoll readiness),
+    // never a socket call, and dropping it closes the timerfd.
+    monoio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(owned))
+}
+
+/// Consumes the timerfd's expiration count (non-blocking; nothing to read is fine).
+fn drain(fd: i32) {
+    let mut expirations = 0u64;
+    // SAFETY: reads at most 8 bytes into a local u64 from our own open fd.
+    unsafe {
+        libc::read(
+            fd,
+            (&raw mut expirations).cast(),
+            std::mem::size_of::<u64>(),
+        )
+    };
+}
+
+/// Future of one precise sleep.
+struct Sleep<'a> {
+    timers: &'a Timers,
+    deadline: Instant,
+    id: Option<u64>,
+}
+
+impl Future for Sleep<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            if let Some(id) = self.id.take() {
+                self.timers.wakers.borrow_mut().remove(&id);
+            }
+            return Poll::Ready(());
+        }
+        match self.id {
+            None => {
+                let id = self.timers.register(self.deadline, cx.waker());
+                self.id = Some(id);
+            }
+            Some(id) => {
+                if let Some(w) = self.timers.wakers.borrow_mut().get_mut(&id) {
+                    if !w.will_wake(cx.waker()) {
+                        w.clone_from(cx.waker());
+                    }
+                }
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.timers.wakers.borrow_mut().remove(&id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    /// Sleepers with shuffled deadlines (one dropped early) on a runtime of driver `D`.
+    fn sleepers_wake_in_order_never_early<D>()
+    where
+        D: monoio::Buildable + monoio::Driver + 'static,
+    {
+        let builder = monoio::RuntimeBuilder::<monoio::time::TimeDriver<D>>::new();
+        let mut rt = monoio::Buildable::build(builder).expect("runtime");
+        rt.block_on(async {
+            let timers = Rc::new(Timers::new());
+            assert!(timers.source.is_some(), "timerfd available");
+            let t0 = Instant::now();
+            let ended = Rc::new(RefCell::new(Vec::new()));
+            let mut handles = Vec::new();
+            for (i, ms) in [7u64, 3, 5, 3, 12].into_iter().enumerate() {
+                let (timers, ended) = (Rc::clone(&timers), Rc::clone(&ended));
+                let due = t0 + Duration::from_millis(ms);
+                handles.push(monoio::spawn(async move {
+                    timers.sleep_until(due).await;
+                    ended.borrow_mut().push((i, due, Instant::now()));
+                }));
+            }
+            // A sleep abandoned before its deadline must not disturb the others.
+            let abandoned = monoio::time::timeout(
+                Duration::from_millis(1),
+                timers.sleep(Duration::from_millis(4)),
+            );
+            let all = async {
+                assert!(abandoned.await.is_err());
+                for h in handles {
+                    h.await;
+                }
+            };
+            monoio::select! {
+                () = timers.run() => unreachable!("the timer loop never returns"),
+                () = all => {},
+            }
+            let ended = ended.borrow();
+            let order: Vec<usize> = ended.iter().map(|e| e.0).collect();
+            assert!(
+                order == [1, 3, 2, 0, 4] || order == [3, 1, 2, 0, 4],
+                "{order:?}"
+            );
+            for &(i, due, at) in ended.iter() {
+                assert!(at >= due, "sleeper {i} woke early");
+                // Generous: catches a sleep that waits for something else, not jitter.
+                assert!(
+                    at - due < Duration::from_millis(50),
+                    "sleeper {i} late by {:?}",
+                    at - due
+                );
+            }
+        });
+    }
+
+    #[test]
+    fn sleepers_wake_in_order_never_early_on_legacy() {
+        sleepers_wake_in_order_never_early::<monoio::LegacyDriver>();
+    }
+
+    #[test]
+    fn sleepers_wake_in_order_never_early_on_io_uring() {
+        if monoio::utils::detect_uring() {
+            sleepers_wake_in_order_never_early::<monoio::IoUringDriver>();
+        }
+    }
+}
