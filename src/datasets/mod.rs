@@ -3,7 +3,13 @@
 
 use std::sync::Arc;
 
+pub mod align;
+pub mod max_model_len;
 pub mod random;
+pub mod stats;
+pub mod token_fit;
+
+pub use stats::DatasetStats;
 
 /// What a request asks the model: text, or token ids sent verbatim (`--prompt-token-ids`).
 ///
