@@ -13,7 +13,8 @@ use vllm_bench::datasets::random::{sample, RandomConfig};
 use vllm_bench::tokenizer::{Tokenizer, TokenizerOptions};
 
 fn tokenizer(name: &str) -> Tokenizer {
-    let shared = std::env::var_os("VLLM_BENCH_SHARED").map_or_else(|| PathBuf::from("/work/shared"), PathBuf::from);
+    let shared = std::env::var_os("VLLM_BENCH_SHARED")
+        .map_or_else(|| PathBuf::from("/work/shared"), PathBuf::from);
     let path = shared.join("fixtures/tokenizers").join(name);
     let mut opts = TokenizerOptions::new(path.to_string_lossy().into_owned());
     opts.offline = true;
@@ -23,7 +24,10 @@ fn tokenizer(name: &str) -> Tokenizer {
 fn dataset_generation(c: &mut Criterion) {
     let qwen3 = tokenizer("qwen3");
     let mut group = c.benchmark_group("dataset_generation");
-    group.sampling_mode(SamplingMode::Flat).sample_size(10).warm_up_time(Duration::from_millis(1));
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1));
 
     for (name, num_prompts, prompt_token_ids) in [
         ("random_text_100k_x1024_qwen3", 100_000, false),
@@ -38,8 +42,16 @@ fn dataset_generation(c: &mut Criterion) {
             ..Default::default()
         };
         group.throughput(Throughput::Elements(num_prompts as u64));
-        group.measurement_time(Duration::from_secs(if num_prompts > 10_000 && !prompt_token_ids { 60 } else { 5 }));
-        group.bench_function(name, |b| b.iter(|| sample(&cfg, &qwen3).expect("generation")));
+        group.measurement_time(Duration::from_secs(
+            if num_prompts > 10_000 && !prompt_token_ids {
+                60
+            } else {
+                5
+            },
+        ));
+        group.bench_function(name, |b| {
+            b.iter(|| sample(&cfg, &qwen3).expect("generation"))
+        });
     }
     group.finish();
 }

@@ -24,7 +24,11 @@ pub enum Alignment {
     /// The server agrees with the client's count.
     Matched,
     /// The counts differed; `changed` prompts were cut.
-    Realigned { server: usize, expected: usize, changed: usize },
+    Realigned {
+        server: usize,
+        expected: usize,
+        changed: usize,
+    },
 }
 
 impl Alignment {
@@ -41,7 +45,10 @@ impl Alignment {
 }
 
 /// Aligns `requests`' text prompts to the server's tokenizer (in parallel).
-pub fn align_to_server(requests: &mut [SampleRequest], endpoint: &dyn TokenizeEndpoint) -> Alignment {
+pub fn align_to_server(
+    requests: &mut [SampleRequest],
+    endpoint: &dyn TokenizeEndpoint,
+) -> Alignment {
     let Some(first) = requests.first() else {
         return Alignment::NotApplicable;
     };
@@ -59,7 +66,11 @@ pub fn align_to_server(requests: &mut [SampleRequest], endpoint: &dyn TokenizeEn
         .par_iter_mut()
         .map(|req| usize::from(cut_to_prompt_len(req, endpoint)))
         .sum();
-    Alignment::Realigned { server: first_tokens.len(), expected, changed }
+    Alignment::Realigned {
+        server: first_tokens.len(),
+        expected,
+        changed,
+    }
 }
 
 /// Cuts one prompt to its `prompt_len` server tokens; true if it changed.

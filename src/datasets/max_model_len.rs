@@ -4,7 +4,10 @@ use super::SampleRequest;
 
 /// Keeps the requests with `prompt_len + expected_output_len <= max_model_len`, in order;
 /// returns them and how many were dropped.
-pub fn retain_within(requests: Vec<SampleRequest>, max_model_len: usize) -> (Vec<SampleRequest>, usize) {
+pub fn retain_within(
+    requests: Vec<SampleRequest>,
+    max_model_len: usize,
+) -> (Vec<SampleRequest>, usize) {
     let before = requests.len();
     let kept: Vec<SampleRequest> = requests
         .into_iter()
@@ -28,7 +31,8 @@ mod tests {
             expected_output_len: o,
             request_id: Some(format!("{p}")),
         };
-        let (kept, dropped) = retain_within(vec![req(10, 6), req(10, 5), req(3, 1), req(16, 0)], 15);
+        let (kept, dropped) =
+            retain_within(vec![req(10, 6), req(10, 5), req(3, 1), req(16, 0)], 15);
         assert_eq!(dropped, 2);
         let ids: Vec<_> = kept.iter().map(|r| r.request_id.clone().unwrap()).collect();
         assert_eq!(ids, vec!["10", "3"]);

@@ -8,6 +8,7 @@ pub mod max_model_len;
 pub mod random;
 pub mod stats;
 pub mod token_fit;
+pub mod walk_corpus;
 
 pub use stats::DatasetStats;
 

@@ -7,8 +7,15 @@
 //! * `--random-prefix-len` tokens of shared prefix, drawn once from the allowed ids;
 //! * the body walks the allowed ids from `(offset + index)` where `offset` is uniform in
 //!   `[0, vocab_size)`;
-//! * the text is decoded, re-encoded and adjusted ([`super::token_fit`]) so that
-//!   `prompt_len = prefix + input length` exactly (Python may end a token or two off).
+//! * the text is decoded, re-encoded and adjusted so that `prompt_len = prefix + input
+//!   length` exactly (Python may end a token or two off).
+//!
+//! Two ways to get there, same guarantee ([`FitStrategy`]): small datasets fit every prompt
+//! on its own ([`super::token_fit`], Python's loop made exact); large ones encode the whole
+//! vocabulary walk once and cut each body out of it as a window whose two seams are
+//! re-encoded and checked ([`super::walk_corpus`]) — 100k prompts of 1024 tokens then cost
+//! about one encode of the vocabulary plus a few dozen tokens per prompt instead of two
+//! full encodes per prompt.
 //!
 //! Differences from Python, all deliberate:
 //! * lengths are exact and the prefix is shared token for token: it is fitted on its own and
@@ -33,6 +40,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use super::token_fit::{Fitted, Fitter, Vocabulary};
+use super::walk_corpus::{SeamFitter, WalkCorpus};
 use super::{DatasetStats, Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
 
@@ -57,6 +65,8 @@ pub struct RandomConfig {
     pub max_model_len: Option<usize>,
     /// `--request-id-prefix`; request `i` gets id `prefix + i` (Python's rule).
     pub request_id_prefix: Option<String>,
+    /// How text prompts are fitted (an implementation choice, not a flag).
+    pub fit: FitStrategy,
 }
 
 impl Default for RandomConfig {
@@ -71,6 +81,7 @@ impl Default for RandomConfig {
             prompt_token_ids: false,
             max_model_len: None,
             request_id_prefix: None,
+            fit: FitStrategy::Auto,
         }
     }
 }
@@ -124,62 +135,213 @@ pub struct Sampled {
     pub requests: Vec<SampleRequest>,
     /// Requests dropped by `--max-model-len`.
     pub filtered: usize,
+    /// How the prompts were built.
+    pub generation: Generation,
+}
+
+/// How a dataset's prompts were built (see [`FitStrategy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Generation {
+    /// `--prompt-token-ids`: the id walk, no tokenizer round trip.
+    TokenIds,
+    /// Decode → encode → adjust for every prompt.
+    PerPrompt,
+    /// Windows of the walk encoded once ([`super::walk_corpus`]).
+    Window,
+}
+
+/// How text prompts are fitted to their exact length. Both give exact prompts; they differ
+/// in cost: per prompt ≈ two encodes of every prompt, windows ≈ one encode of the whole
+/// vocabulary walk plus a few dozen tokens per prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FitStrategy {
+    /// Windows when `num_prompts × mean input length` is at least twice the vocabulary.
+    #[default]
+    Auto,
+    PerPrompt,
+    Window,
 }
 
 impl Sampled {
     /// Summary for `--dry-run`.
     pub fn stats(&self) -> DatasetStats {
-        DatasetStats { filtered: self.filtered, ..DatasetStats::from_requests(&self.requests) }
+        DatasetStats {
+            filtered: self.filtered,
+            ..DatasetStats::from_requests(&self.requests)
+        }
     }
 }
 
 /// Generates the random dataset for `cfg` with `tokenizer`.
 pub fn sample(cfg: &RandomConfig, tokenizer: &Tokenizer) -> Result<Sampled> {
-    let num_special = if cfg.prompt_token_ids { 0 } else { tokenizer.num_special_tokens_to_add() };
+    let num_special = if cfg.prompt_token_ids {
+        0
+    } else {
+        tokenizer.num_special_tokens_to_add()
+    };
     let ranges = LengthRanges::new(cfg, num_special)?;
     let vocab = Vocabulary::new(tokenizer)?;
-    let vocab_size = tokenizer.vocab_size();
     let mut prefix_rng = stream(cfg.seed, PREFIX_STREAM);
-    let prefix_ids: Vec<u32> = (0..cfg.prefix_len).map(|_| vocab.random(&mut prefix_rng)).collect();
-
-    let requests: Vec<SampleRequest> = if cfg.prompt_token_ids {
-        let prefix: Arc<[u32]> = prefix_ids.into();
-        (0..cfg.num_prompts)
-            .into_par_iter()
-            .map(|i| {
-                let plan = Plan::draw(cfg.seed, i, &ranges, vocab_size);
-                let mut ids = Vec::with_capacity(prefix.len() + plan.input_len);
-                ids.extend_from_slice(&prefix);
-                ids.extend(vocab.walk(plan.offset + i, plan.input_len));
-                plan.finish(cfg, i, Prompt::TokenIds(ids.into()), prefix.len())
-            })
-            .collect()
+    let prefix_ids: Vec<u32> = (0..cfg.prefix_len)
+        .map(|_| vocab.random(&mut prefix_rng))
+        .collect();
+    let gen = Gen {
+        cfg,
+        tokenizer,
+        ranges,
+        vocab: &vocab,
+    };
+    let (requests, generation) = if cfg.prompt_token_ids {
+        (
+            gen.token_id_requests(prefix_ids.into()),
+            Generation::TokenIds,
+        )
     } else {
-        let empty = Fitted::default();
         let prefix = if cfg.prefix_len == 0 {
-            empty
+            Fitted::default()
         } else {
             // The prefix's own walk is its random ids; fit it alone so it is shared exactly.
-            fit_prefix(tokenizer, &vocab, prefix_ids, &mut prefix_rng)?
+            Fitter::new(tokenizer, &vocab, &Fitted::default()).fit_ids(
+                prefix_ids,
+                cfg.prefix_len,
+                &mut prefix_rng,
+            )?
         };
-        let fitter = Fitter::new(tokenizer, &vocab, &prefix);
-        (0..cfg.num_prompts)
+        gen.text_requests(&prefix)?
+    };
+    let (requests, filtered) = match cfg.max_model_len {
+        Some(max) => super::max_model_len::retain_within(requests, max),
+        None => (requests, 0),
+    };
+    Ok(Sampled {
+        requests,
+        filtered,
+        generation,
+    })
+}
+
+/// Window-built prompts re-encoded in full as a guard: the first few and every
+/// `SPOT_CHECK_STRIDE`-th (a full encode costs as much as ~50 seam checks).
+const SPOT_CHECK_FIRST: usize = 8;
+const SPOT_CHECK_STRIDE: usize = 256;
+
+/// The shared inputs of one generation.
+struct Gen<'a> {
+    cfg: &'a RandomConfig,
+    tokenizer: &'a Tokenizer,
+    ranges: LengthRanges,
+    vocab: &'a Vocabulary,
+}
+
+impl Gen<'_> {
+    fn plan(&self, index: usize) -> Plan {
+        Plan::draw(
+            self.cfg.seed,
+            index,
+            &self.ranges,
+            self.tokenizer.vocab_size(),
+        )
+    }
+
+    /// `--prompt-token-ids`: the walk itself, exact by construction.
+    fn token_id_requests(&self, prefix: Arc<[u32]>) -> Vec<SampleRequest> {
+        (0..self.cfg.num_prompts)
             .into_par_iter()
             .map(|i| {
-                let mut plan = Plan::draw(cfg.seed, i, &ranges, vocab_size);
+                let plan = self.plan(i);
+                let mut ids = Vec::with_capacity(prefix.len() + plan.input_len);
+                ids.extend_from_slice(&prefix);
+                ids.extend(self.vocab.walk(plan.offset + i, plan.input_len));
+                let len = ids.len();
+                plan.finish(self.cfg, i, Prompt::TokenIds(ids.into()), len)
+            })
+            .collect()
+    }
+
+    /// Text prompts: windows of the encoded walk when the dataset is large enough to pay
+    /// for encoding the walk once, else (or if the guard fails) one fit per prompt.
+    fn text_requests(&self, prefix: &Fitted) -> Result<(Vec<SampleRequest>, Generation)> {
+        if self.use_windows() {
+            if let Some(requests) = self.window_requests(prefix)? {
+                return Ok((requests, Generation::Window));
+            }
+        }
+        Ok((self.per_prompt_requests(prefix)?, Generation::PerPrompt))
+    }
+
+    fn use_windows(&self) -> bool {
+        match self.cfg.fit {
+            FitStrategy::PerPrompt => false,
+            FitStrategy::Window => true,
+            // Fitting per prompt costs about two encodes of every prompt; the window path
+            // about one encode of the whole vocabulary walk.
+            FitStrategy::Auto => {
+                let mean_body = (self.ranges.input.0 + self.ranges.input.1) / 2;
+                self.cfg.num_prompts.saturating_mul(mean_body) >= 2 * self.vocab.len()
+            }
+        }
+    }
+
+    fn per_prompt_requests(&self, prefix: &Fitted) -> Result<Vec<SampleRequest>> {
+        let fitter = Fitter::new(self.tokenizer, self.vocab, prefix);
+        (0..self.cfg.num_prompts)
+            .into_par_iter()
+            .map(|i| {
+                let mut plan = self.plan(i);
                 let fitted = fitter.fit(plan.offset + i, plan.input_len, &mut plan.rng)?;
                 let len = fitted.ids.len();
-                Ok(plan.finish_with_len(cfg, i, Prompt::Text(fitted.text.into()), len))
+                Ok(plan.finish(self.cfg, i, Prompt::Text(fitted.text.into()), len))
             })
-            .collect::<Result<_>>()?
-    };
-    Ok(match cfg.max_model_len {
-        Some(max) => {
-            let (requests, filtered) = super::max_model_len::retain_within(requests, max);
-            Sampled { requests, filtered }
-        }
-        None => Sampled { requests, filtered: 0 },
-    })
+            .collect()
+    }
+
+    /// `None` when the tokenizer cannot support windows or the spot check finds a prompt
+    /// whose full encoding disagrees.
+    fn window_requests(&self, prefix: &Fitted) -> Result<Option<Vec<SampleRequest>>> {
+        let Some(corpus) = WalkCorpus::build(self.tokenizer, self.vocab, self.ranges.input.1)?
+        else {
+            return Ok(None);
+        };
+        let seams = SeamFitter::new(self.tokenizer, &corpus, prefix)?;
+        let fitter = Fitter::new(self.tokenizer, self.vocab, prefix);
+        let requests: Vec<SampleRequest> = (0..self.cfg.num_prompts)
+            .into_par_iter()
+            .map(|i| {
+                let mut plan = self.plan(i);
+                let start = (plan.offset + i) % corpus.cycle();
+                let text = match seams.fit(start, plan.input_len)? {
+                    Some(text) => text,
+                    None => {
+                        fitter
+                            .fit(plan.offset + i, plan.input_len, &mut plan.rng)?
+                            .text
+                    }
+                };
+                let len = prefix.ids.len() + plan.input_len;
+                Ok(plan.finish(self.cfg, i, Prompt::Text(text.into()), len))
+            })
+            .collect::<Result<_>>()?;
+        Ok(self.spot_check(prefix, &requests)?.then_some(requests))
+    }
+
+    /// Re-encodes a sample of the prompts in full: exact length, the prefix's ids first, no
+    /// control token.
+    fn spot_check(&self, prefix: &Fitted, requests: &[SampleRequest]) -> Result<bool> {
+        let bad = (0..requests.len())
+            .into_par_iter()
+            .filter(|i| *i < SPOT_CHECK_FIRST || i % SPOT_CHECK_STRIDE == 0)
+            .map(|i| {
+                let Prompt::Text(text) = &requests[i].prompt else {
+                    return Ok(false);
+                };
+                let ids = self.tokenizer.encode(text, false)?;
+                Ok(ids.len() != requests[i].prompt_len
+                    || !ids.starts_with(&prefix.ids)
+                    || ids.iter().any(|&id| self.vocab.is_forbidden(id)))
+            })
+            .collect::<Result<Vec<bool>>>()?;
+        Ok(!bad.contains(&true))
+    }
 }
 
 /// Stream id of the shared prefix (request streams use their index).
@@ -212,30 +374,31 @@ impl Plan {
         let input_len = rng.random_range(ranges.input.0..=ranges.input.1);
         let output_len = rng.random_range(ranges.output.0..=ranges.output.1);
         let offset = rng.random_range(0..vocab_size.max(1));
-        Self { rng, input_len, output_len, offset }
+        Self {
+            rng,
+            input_len,
+            output_len,
+            offset,
+        }
     }
 
-    fn finish(self, cfg: &RandomConfig, index: usize, prompt: Prompt, prefix_len: usize) -> SampleRequest {
-        let len = prefix_len + self.input_len;
-        self.finish_with_len(cfg, index, prompt, len)
-    }
-
-    fn finish_with_len(self, cfg: &RandomConfig, index: usize, prompt: Prompt, prompt_len: usize) -> SampleRequest {
+    fn finish(
+        self,
+        cfg: &RandomConfig,
+        index: usize,
+        prompt: Prompt,
+        prompt_len: usize,
+    ) -> SampleRequest {
         SampleRequest {
             prompt,
             prompt_len,
             expected_output_len: self.output_len,
-            request_id: cfg.request_id_prefix.as_ref().map(|p| format!("{p}{index}")),
+            request_id: cfg
+                .request_id_prefix
+                .as_ref()
+                .map(|p| format!("{p}{index}")),
         }
     }
-}
-
-/// The shared prefix as text of exactly `ids.len()` tokens.
-fn fit_prefix(tokenizer: &Tokenizer, vocab: &Vocabulary, ids: Vec<u32>, rng: &mut StdRng) -> Result<Fitted> {
-    let len = ids.len();
-    let none = Fitted::default();
-    let fitter = Fitter::new(tokenizer, vocab, &none);
-    fitter.fit_ids(ids, len, rng)
 }
 
 #[cfg(test)]
@@ -243,15 +406,32 @@ mod tests {
     use super::*;
 
     fn ranges(input_len: usize, output_len: usize, r: f64, num_special: usize) -> LengthRanges {
-        let cfg = RandomConfig { input_len, output_len, range_ratio: r, ..Default::default() };
+        let cfg = RandomConfig {
+            input_len,
+            output_len,
+            range_ratio: r,
+            ..Default::default()
+        };
         LengthRanges::new(&cfg, num_special).unwrap()
     }
 
     #[test]
     fn bounds_follow_python_floor_ceil_and_special_deduction() {
-        assert_eq!(ranges(1024, 128, 0.0, 0), LengthRanges { input: (1024, 1024), output: (128, 128) });
+        assert_eq!(
+            ranges(1024, 128, 0.0, 0),
+            LengthRanges {
+                input: (1024, 1024),
+                output: (128, 128)
+            }
+        );
         // floor(100·0.75) = 75, ceil(100·1.25) = 125; input deducts one BOS first.
-        assert_eq!(ranges(101, 100, 0.25, 1), LengthRanges { input: (75, 125), output: (75, 125) });
+        assert_eq!(
+            ranges(101, 100, 0.25, 1),
+            LengthRanges {
+                input: (75, 125),
+                output: (75, 125)
+            }
+        );
         // ceil(7·1.3) = ceil(9.1) = 10, floor(7·0.7) = floor(4.9) = 4.
         assert_eq!(ranges(7, 7, 0.3, 0).input, (4, 10));
         // Output never samples 0.

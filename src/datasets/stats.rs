@@ -25,7 +25,12 @@ impl LenStats {
         if n == 0 {
             return Self::default();
         }
-        Self { min, max, mean: total as f64 / n as f64, total }
+        Self {
+            min,
+            max,
+            mean: total as f64 / n as f64,
+            total,
+        }
     }
 }
 
@@ -49,7 +54,10 @@ impl DatasetStats {
     pub fn from_requests(requests: &[SampleRequest]) -> Self {
         Self {
             count: requests.len(),
-            token_id_prompts: requests.iter().filter(|r| matches!(r.prompt, Prompt::TokenIds(_))).count(),
+            token_id_prompts: requests
+                .iter()
+                .filter(|r| matches!(r.prompt, Prompt::TokenIds(_)))
+                .count(),
             prompt_len: LenStats::of(requests.iter().map(|r| r.prompt_len)),
             output_len: LenStats::of(requests.iter().map(|r| r.expected_output_len)),
             filtered: 0,
@@ -68,7 +76,10 @@ impl fmt::Display for DatasetStats {
         if self.filtered > 0 {
             writeln!(f, "Filtered out: {}", self.filtered)?;
         }
-        for (label, s) in [("Prompt tokens", &self.prompt_len), ("Output tokens", &self.output_len)] {
+        for (label, s) in [
+            ("Prompt tokens", &self.prompt_len),
+            ("Output tokens", &self.output_len),
+        ] {
             writeln!(
                 f,
                 "{label}: min {} / mean {:.2} / max {} / total {}",
@@ -86,7 +97,11 @@ mod tests {
 
     fn req(prompt_len: usize, out: usize, ids: bool) -> SampleRequest {
         SampleRequest {
-            prompt: if ids { Prompt::TokenIds(Arc::from(vec![1u32; prompt_len])) } else { Prompt::Text(Arc::from("x")) },
+            prompt: if ids {
+                Prompt::TokenIds(Arc::from(vec![1u32; prompt_len]))
+            } else {
+                Prompt::Text(Arc::from("x"))
+            },
             prompt_len,
             expected_output_len: out,
             request_id: None,
@@ -95,14 +110,29 @@ mod tests {
 
     #[test]
     fn summarises_lengths_and_prompt_kinds() {
-        let s = DatasetStats::from_requests(&[req(10, 5, false), req(20, 7, true), req(30, 9, false)]);
+        let s =
+            DatasetStats::from_requests(&[req(10, 5, false), req(20, 7, true), req(30, 9, false)]);
         assert_eq!(s.count, 3);
         assert_eq!(s.token_id_prompts, 1);
-        assert_eq!(s.prompt_len, LenStats { min: 10, max: 30, mean: 20.0, total: 60 });
+        assert_eq!(
+            s.prompt_len,
+            LenStats {
+                min: 10,
+                max: 30,
+                mean: 20.0,
+                total: 60
+            }
+        );
         assert_eq!(s.output_len.total, 21);
         let text = s.to_string();
-        assert!(text.contains("Requests: 3 (mixed text / token-id prompts)"), "{text}");
-        assert!(text.contains("Prompt tokens: min 10 / mean 20.00 / max 30 / total 60"), "{text}");
+        assert!(
+            text.contains("Requests: 3 (mixed text / token-id prompts)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Prompt tokens: min 10 / mean 20.00 / max 30 / total 60"),
+            "{text}"
+        );
     }
 
     #[test]

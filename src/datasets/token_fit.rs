@@ -43,7 +43,9 @@ impl Vocabulary {
                 *slot = true;
             }
         }
-        let allowed: Vec<u32> = (0..vocab_size as u32).filter(|&id| !forbidden[id as usize]).collect();
+        let allowed: Vec<u32> = (0..vocab_size as u32)
+            .filter(|&id| !forbidden[id as usize])
+            .collect();
         if allowed.is_empty() {
             bail!(
                 "tokenizer {} reports no usable vocabulary (vocab_size {vocab_size}); synthetic \
@@ -83,7 +85,7 @@ impl Vocabulary {
 }
 
 /// A prompt fitted to an exact token count.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Fitted {
     pub text: String,
     /// `encode(text, add_special_tokens=false)`; its length is the target.
@@ -100,7 +102,11 @@ pub struct Fitter<'a> {
 impl<'a> Fitter<'a> {
     /// A fitter whose prompts all start with `prefix` (use [`Fitted::default`] for none).
     pub fn new(tokenizer: &'a Tokenizer, vocab: &'a Vocabulary, prefix: &'a Fitted) -> Self {
-        Self { tokenizer, vocab, prefix }
+        Self {
+            tokenizer,
+            vocab,
+            prefix,
+        }
     }
 
     /// Text of `prefix + body` with exactly `prefix.len() + body_len` tokens, starting with the
@@ -117,7 +123,9 @@ impl<'a> Fitter<'a> {
             if let Some(fitted) = self.fit_walk(body, target, rng)? {
                 return Ok(fitted);
             }
-            body = self.vocab.walk(rng.random_range(0..self.vocab.len()), body_len);
+            body = self
+                .vocab
+                .walk(rng.random_range(0..self.vocab.len()), body_len);
         }
         bail!(
             "could not build a prompt of exactly {target} tokens with tokenizer {} after {} \
@@ -129,7 +137,12 @@ impl<'a> Fitter<'a> {
 
     /// Python's decode → encode → truncate/pad loop on one walk; `None` if it does not
     /// converge to an acceptable prompt.
-    fn fit_walk<R: Rng>(&self, mut body: Vec<u32>, target: usize, rng: &mut R) -> Result<Option<Fitted>> {
+    fn fit_walk<R: Rng>(
+        &self,
+        mut body: Vec<u32>,
+        target: usize,
+        rng: &mut R,
+    ) -> Result<Option<Fitted>> {
         let prefix_len = self.prefix.ids.len();
         for _ in 0..MAX_ROUNDS {
             let decoded = self.tokenizer.decode(&body, false)?;
@@ -137,7 +150,9 @@ impl<'a> Fitter<'a> {
             text.push_str(&self.prefix.text);
             text.push_str(&decoded);
             let ids = self.tokenizer.encode(&text, false)?;
-            if !ids.starts_with(&self.prefix.ids) || ids.iter().any(|&id| self.vocab.is_forbidden(id)) {
+            if !ids.starts_with(&self.prefix.ids)
+                || ids.iter().any(|&id| self.vocab.is_forbidden(id))
+            {
                 // The body merged into the prefix or spelled a control token: a new walk
                 // is needed, truncating or padding cannot fix the start.
                 return Ok(None);
@@ -153,11 +168,5 @@ impl<'a> Fitter<'a> {
             }
         }
         Ok(None)
-    }
-}
-
-impl Default for Fitted {
-    fn default() -> Self {
-        Self { text: String::new(), ids: Vec::new() }
     }
 }

@@ -31,7 +31,10 @@ impl HfTokenizer {
     /// Loads `path` (a `tokenizer.json`) and the config files in its directory.
     pub fn from_file(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).with_context(|| {
-            format!("cannot read tokenizer file {}; check the --tokenizer path", path.display())
+            format!(
+                "cannot read tokenizer file {}; check the --tokenizer path",
+                path.display()
+            )
         })?;
         let mut inner = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
             anyhow!(
@@ -54,12 +57,22 @@ impl HfTokenizer {
         added_ids.sort_unstable();
         let all_special_ids = if config.missing {
             // No config: the json's own special flags are all we know.
-            added_ids.iter().copied().filter(|id| added[id].special).collect()
+            added_ids
+                .iter()
+                .copied()
+                .filter(|id| added[id].special)
+                .collect()
         } else {
-            config.all_special_tokens().into_iter().filter_map(|t| inner.token_to_id(t)).collect()
+            config
+                .all_special_tokens()
+                .into_iter()
+                .filter_map(|t| inner.token_to_id(t))
+                .collect()
         };
-        let post_processor_added =
-            inner.get_post_processor().map(|pp| pp.added_tokens(false)).unwrap_or(0);
+        let post_processor_added = inner
+            .get_post_processor()
+            .map(|pp| pp.added_tokens(false))
+            .unwrap_or(0);
         // A config-only add_bos_token/add_eos_token applies when the json's post-processor
         // adds nothing itself (otherwise the json already encodes the rule).
         let config_token = |flag: Option<bool>, attr: &str| {
@@ -98,6 +111,18 @@ impl HfTokenizer {
         Ok(out)
     }
 
+    /// Ids of `text` (no special tokens) with their byte offsets.
+    pub fn encode_with_offsets(&self, text: &str) -> Result<super::TokenSpans> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))?;
+        Ok(super::TokenSpans {
+            ids: enc.get_ids().to_vec(),
+            offsets: enc.get_offsets().to_vec(),
+        })
+    }
+
     /// Number of tokens of `text` without special tokens.
     pub fn count(&self, text: &str) -> Result<usize> {
         self.inner
@@ -112,7 +137,11 @@ impl HfTokenizer {
             .inner
             .decode(ids, skip_special_tokens)
             .map_err(|e| anyhow!("tokenizer cannot decode the ids: {e}"))?;
-        Ok(if self.clean_up_spaces { clean_up_tokenization(&text) } else { text })
+        Ok(if self.clean_up_spaces {
+            clean_up_tokenization(&text)
+        } else {
+            text
+        })
     }
 
     /// Base vocabulary size (without added tokens).
@@ -153,7 +182,9 @@ fn clean_up_tokenization(text: &str) -> String {
         (" 've", "'ve"),
         (" 're", "'re"),
     ];
-    RULES.iter().fold(text.to_owned(), |acc, (from, to)| acc.replace(from, to))
+    RULES
+        .iter()
+        .fold(text.to_owned(), |acc, (from, to)| acc.replace(from, to))
 }
 
 #[cfg(test)]
@@ -162,6 +193,9 @@ mod tests {
 
     #[test]
     fn clean_up_matches_transformers_rules() {
-        assert_eq!(clean_up_tokenization("Hi , I 'm here . Do n't !"), "Hi, I'm here. Don't!");
+        assert_eq!(
+            clean_up_tokenization("Hi , I 'm here . Do n't !"),
+            "Hi, I'm here. Don't!"
+        );
     }
 }

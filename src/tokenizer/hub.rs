@@ -22,16 +22,27 @@ use super::{find_in_dir, Located, NotFound, TokenizerOptions};
 /// True when `HF_HUB_OFFLINE` or `TRANSFORMERS_OFFLINE` is set to a true value
 /// (`1`, `true`, `yes`, `on`, any case), as `huggingface_hub` reads them.
 pub fn offline_from_env() -> bool {
-    ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"].iter().any(|key| {
-        std::env::var(key)
-            .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
-            .unwrap_or(false)
-    })
+    ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"]
+        .iter()
+        .any(|key| {
+            std::env::var(key)
+                .map(|v| {
+                    matches!(
+                        v.trim().to_ascii_lowercase().as_str(),
+                        "1" | "true" | "yes" | "on"
+                    )
+                })
+                .unwrap_or(false)
+        })
 }
 
 /// The hub cache directory, resolved like `huggingface_hub.constants.HF_HUB_CACHE`.
 pub fn cache_dir_from_env() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(dir) = var("HF_HUB_CACHE").or_else(|| var("HUGGINGFACE_HUB_CACHE")) {
         return Some(dir);
     }
@@ -57,9 +68,10 @@ pub(super) fn locate(opts: &TokenizerOptions) -> Result<Located> {
             return Ok(located);
         }
     }
-    let where_ = cache.map_or_else(|| "no HF cache directory (HOME unset)".to_owned(), |c| {
-        format!("not in the HF cache {}", c.display())
-    });
+    let where_ = cache.map_or_else(
+        || "no HF cache directory (HOME unset)".to_owned(),
+        |c| format!("not in the HF cache {}", c.display()),
+    );
     if opts.offline {
         return Err(NotFound(format!(
             "tokenizer {id} not found: {where_} and HF_HUB_OFFLINE is set; download it once \
@@ -107,13 +119,24 @@ fn download(cache: &Path, id: &str, revision: &str) -> Result<Located> {
     use hf_hub::{Cache, Repo, RepoType};
 
     let hf_cache = Cache::new(cache.to_owned());
-    let token = std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty()).or_else(|| hf_cache.token());
-    let mut builder = ApiBuilder::from_cache(hf_cache).with_progress(false).with_token(token);
+    let token = std::env::var("HF_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .or_else(|| hf_cache.token());
+    let mut builder = ApiBuilder::from_cache(hf_cache)
+        .with_progress(false)
+        .with_token(token);
     if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
         builder = builder.with_endpoint(endpoint);
     }
-    let api = builder.build().map_err(|e| anyhow!("cannot set up the HF Hub client: {e}"))?;
-    let repo = api.repo(Repo::with_revision(id.to_owned(), RepoType::Model, revision.to_owned()));
+    let api = builder
+        .build()
+        .map_err(|e| anyhow!("cannot set up the HF Hub client: {e}"))?;
+    let repo = api.repo(Repo::with_revision(
+        id.to_owned(),
+        RepoType::Model,
+        revision.to_owned(),
+    ));
     // An unreachable Hub counts as "not found" so a caller may fall back to the server.
     let info = repo.info().map_err(|e| {
         NotFound(format!(
@@ -139,7 +162,8 @@ fn download(cache: &Path, id: &str, revision: &str) -> Result<Located> {
     }
     let main = main_path.ok_or_else(|| anyhow!("no tokenizer file to download for {id}"))?;
     let dir = main.parent().unwrap_or(cache);
-    find_in_dir(dir)?.ok_or_else(|| anyhow!("downloaded {} but found no tokenizer in it", main.display()))
+    find_in_dir(dir)?
+        .ok_or_else(|| anyhow!("downloaded {} but found no tokenizer in it", main.display()))
 }
 
 /// Which repo files make a tokenizer, main file first: `tokenizer.json`, else a tiktoken
@@ -156,9 +180,17 @@ fn files_to_fetch<'a>(files: &[&'a str]) -> Option<Vec<&'a str>> {
             .filter(|f| !f.contains('/'))
             .find(|f| f.ends_with(".tiktoken") || *f == "tiktoken.model")?;
         out.push(rank);
-        out.extend(files.iter().copied().filter(|f| !f.contains('/') && f.starts_with("tokenization") && f.ends_with(".py")));
+        out.extend(
+            files.iter().copied().filter(|f| {
+                !f.contains('/') && f.starts_with("tokenization") && f.ends_with(".py")
+            }),
+        );
     }
-    out.extend(["tokenizer_config.json", "special_tokens_map.json"].into_iter().filter(|f| has(f)));
+    out.extend(
+        ["tokenizer_config.json", "special_tokens_map.json"]
+            .into_iter()
+            .filter(|f| has(f)),
+    );
     Some(out)
 }
 
@@ -174,11 +206,24 @@ mod tests {
 
     #[test]
     fn fetch_list_prefers_tokenizer_json_then_tiktoken() {
-        let hf = files_to_fetch(&["config.json", "tokenizer.json", "tokenizer_config.json"]).unwrap();
+        let hf =
+            files_to_fetch(&["config.json", "tokenizer.json", "tokenizer_config.json"]).unwrap();
         assert_eq!(hf, vec!["tokenizer.json", "tokenizer_config.json"]);
-        let tk = files_to_fetch(&["tiktoken.model", "tokenization_kimi.py", "tokenizer_config.json", "x/tokenization_y.py"])
-            .unwrap();
-        assert_eq!(tk, vec!["tiktoken.model", "tokenization_kimi.py", "tokenizer_config.json"]);
+        let tk = files_to_fetch(&[
+            "tiktoken.model",
+            "tokenization_kimi.py",
+            "tokenizer_config.json",
+            "x/tokenization_y.py",
+        ])
+        .unwrap();
+        assert_eq!(
+            tk,
+            vec![
+                "tiktoken.model",
+                "tokenization_kimi.py",
+                "tokenizer_config.json"
+            ]
+        );
         assert!(files_to_fetch(&["model.safetensors"]).is_none());
     }
 }

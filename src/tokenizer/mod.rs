@@ -57,9 +57,9 @@ impl FromStr for TokenizerMode {
             "hf" => Ok(Self::Hf),
             "slow" => Ok(Self::Slow),
             "mistral" => Ok(Self::Mistral),
-            other => bail!(
-                "--tokenizer-mode {other}: unknown mode; use one of auto, hf, slow, mistral"
-            ),
+            other => {
+                bail!("--tokenizer-mode {other}: unknown mode; use one of auto, hf, slow, mistral")
+            }
         }
     }
 }
@@ -184,7 +184,10 @@ impl Tokenizer {
             Ok(located) => Ok((Self::from_located(&opts.id, located)?, None)),
             Err(err) if err.downcast_ref::<NotFound>().is_some() => {
                 let tok = Self::server(&opts.id, endpoint)?;
-                Ok((tok, Some(format!("{err:#}; using the server's /tokenize instead"))))
+                Ok((
+                    tok,
+                    Some(format!("{err:#}; using the server's /tokenize instead")),
+                ))
             }
             Err(err) => Err(err),
         }
@@ -226,13 +229,22 @@ impl Tokenizer {
 
     fn with_backend(id: &str, backend: Backend) -> Self {
         let mut control_ids: Vec<u32> = match &backend {
-            Backend::Hf(t) => t.all_special_ids().iter().chain(t.added_token_ids()).copied().collect(),
+            Backend::Hf(t) => t
+                .all_special_ids()
+                .iter()
+                .chain(t.added_token_ids())
+                .copied()
+                .collect(),
             Backend::Tiktoken(t) => t.unusable_ids().to_vec(),
             Backend::Server(_) => Vec::new(),
         };
         control_ids.sort_unstable();
         control_ids.dedup();
-        Self { id: id.to_owned(), backend, control_ids }
+        Self {
+            id: id.to_owned(),
+            backend,
+            control_ids,
+        }
     }
 
     /// The tokenizer name as given (Python's `tokenizer_id`, written to the result JSON).
@@ -264,7 +276,10 @@ impl Tokenizer {
         texts: &[S],
         add_special_tokens: bool,
     ) -> Result<Vec<Vec<u32>>> {
-        texts.par_iter().map(|t| self.encode(t.as_ref(), add_special_tokens)).collect()
+        texts
+            .par_iter()
+            .map(|t| self.encode(t.as_ref(), add_special_tokens))
+            .collect()
     }
 
     /// `tokenizer.decode(ids, skip_special_tokens=...)`.
@@ -273,6 +288,18 @@ impl Tokenizer {
             Backend::Hf(t) => t.decode(ids, skip_special_tokens),
             Backend::Tiktoken(t) => t.decode(ids, skip_special_tokens),
             Backend::Server(t) => t.decode(ids, skip_special_tokens),
+        }
+    }
+
+    /// `encode(text, false)` with each token's byte range in `text`, for tokenizers that can
+    /// tell (HF: the encoding's offsets; tiktoken: token byte lengths). `None` for the
+    /// server tier. A token that covers part of a multi-byte character may report the whole
+    /// character, so consecutive ranges can overlap; callers cut only where they do not.
+    pub fn encode_with_offsets(&self, text: &str) -> Result<Option<TokenSpans>> {
+        match &self.backend {
+            Backend::Hf(t) => t.encode_with_offsets(text).map(Some),
+            Backend::Tiktoken(t) => Ok(Some(t.encode_with_offsets(text))),
+            Backend::Server(_) => Ok(None),
         }
     }
 
@@ -334,6 +361,14 @@ impl Tokenizer {
             Backend::Server(t) => t.num_special_tokens_to_add(),
         }
     }
+}
+
+/// Token ids of a text with the byte range each one covers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenSpans {
+    pub ids: Vec<u32>,
+    /// `(start, end)` byte offsets into the encoded text, one per id.
+    pub offsets: Vec<(usize, usize)>,
 }
 
 /// The error [`locate`] returns when nothing exists under the name (as opposed to a file that
@@ -400,7 +435,10 @@ fn looks_like_path(id: &str) -> bool {
 /// A local file or directory named by `--tokenizer`.
 fn locate_path(path: &std::path::Path) -> Result<Located> {
     if path.is_file() {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if name.ends_with(".tiktoken") || name.ends_with(".model") {
             return Ok(Located::TiktokenFile(path.to_owned()));
         }
@@ -443,10 +481,19 @@ mod tests {
 
     #[test]
     fn mode_parses_python_names_and_rejects_others() {
-        assert_eq!("auto".parse::<TokenizerMode>().unwrap(), TokenizerMode::Auto);
+        assert_eq!(
+            "auto".parse::<TokenizerMode>().unwrap(),
+            TokenizerMode::Auto
+        );
         assert_eq!("hf".parse::<TokenizerMode>().unwrap(), TokenizerMode::Hf);
-        assert_eq!("slow".parse::<TokenizerMode>().unwrap(), TokenizerMode::Slow);
-        assert_eq!("mistral".parse::<TokenizerMode>().unwrap(), TokenizerMode::Mistral);
+        assert_eq!(
+            "slow".parse::<TokenizerMode>().unwrap(),
+            TokenizerMode::Slow
+        );
+        assert_eq!(
+            "mistral".parse::<TokenizerMode>().unwrap(),
+            TokenizerMode::Mistral
+        );
         let err = "fast".parse::<TokenizerMode>().unwrap_err().to_string();
         assert!(err.contains("--tokenizer-mode fast"), "{err}");
     }

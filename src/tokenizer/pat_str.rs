@@ -13,7 +13,10 @@
 pub fn extract(source: &str) -> Option<String> {
     let mut search_from = 0;
     while let Some(pos) = find_assignment(source, search_from) {
-        let mut p = Parser { src: source.as_bytes(), pos };
+        let mut p = Parser {
+            src: source.as_bytes(),
+            pos,
+        };
         if let Some(value) = p.expression() {
             return Some(value);
         }
@@ -268,6 +271,9 @@ mod tests {
     fn comparisons_and_other_names_are_skipped() {
         assert_eq!(extract("if pat_str == 'x':\n    pass\n"), None);
         assert_eq!(extract("my_pat_str = 'x'\n"), None);
-        assert_eq!(extract("pat_str = build()\npat_str = 'ok'\n").unwrap(), "ok");
+        assert_eq!(
+            extract("pat_str = build()\npat_str = 'ok'\n").unwrap(),
+            "ok"
+        );
     }
 }

@@ -38,18 +38,25 @@ pub struct ServerTokenizer {
 impl ServerTokenizer {
     /// Wraps `endpoint`; one `/tokenize` call measures how many special tokens it adds.
     pub fn new(endpoint: Arc<dyn TokenizeEndpoint>) -> Result<Self> {
-        let with = endpoint
-            .tokenize("", true)
-            .context("the server's /tokenize endpoint does not answer; pass --tokenizer <local tokenizer>")?;
-        Ok(Self { num_special: with.len(), endpoint })
+        let with = endpoint.tokenize("", true).context(
+            "the server's /tokenize endpoint does not answer; pass --tokenizer <local tokenizer>",
+        )?;
+        Ok(Self {
+            num_special: with.len(),
+            endpoint,
+        })
     }
 
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        self.endpoint.tokenize(text, add_special_tokens).context("server /tokenize failed")
+        self.endpoint
+            .tokenize(text, add_special_tokens)
+            .context("server /tokenize failed")
     }
 
     pub fn decode(&self, ids: &[u32], _skip_special_tokens: bool) -> Result<String> {
-        self.endpoint.detokenize(ids).context("server /detokenize failed")
+        self.endpoint
+            .detokenize(ids)
+            .context("server /detokenize failed")
     }
 
     pub fn vocab_size(&self) -> Option<usize> {

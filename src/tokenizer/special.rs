@@ -50,7 +50,10 @@ impl SpecialTokensConfig {
         let map = map.unwrap_or_default();
         // tokenizer_config.json wins where it sets a non-empty value (transformers' rule).
         let lookup = |key: &str| -> Option<&Value> {
-            config.get(key).filter(|v| is_set(v)).or_else(|| map.get(key).filter(|v| is_set(v)))
+            config
+                .get(key)
+                .filter(|v| is_set(v))
+                .or_else(|| map.get(key).filter(|v| is_set(v)))
         };
         let named = NAMED_ATTRIBUTES
             .iter()
@@ -75,13 +78,21 @@ impl SpecialTokensConfig {
 
     /// The content of a named special token (`"bos_token"` …), if set.
     pub fn named(&self, attr: &str) -> Option<&str> {
-        self.named.iter().find(|(a, _)| *a == attr).map(|(_, c)| c.as_str())
+        self.named
+            .iter()
+            .find(|(a, _)| *a == attr)
+            .map(|(_, c)| c.as_str())
     }
 
     /// Special-token contents in `all_special_tokens` order, without duplicates.
     pub fn all_special_tokens(&self) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
-        for content in self.named.iter().map(|(_, c)| c.as_str()).chain(self.additional.iter().map(String::as_str)) {
+        for content in self
+            .named
+            .iter()
+            .map(|(_, c)| c.as_str())
+            .chain(self.additional.iter().map(String::as_str))
+        {
             if !out.contains(&content) {
                 out.push(content);
             }
@@ -109,9 +120,8 @@ fn read_json_object(path: &Path) -> Result<Option<serde_json::Map<String, Value>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let value: Value = serde_json::from_str(&text).with_context(|| {
-        format!("{} is not valid JSON; fix or remove it", path.display())
-    })?;
+    let value: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON; fix or remove it", path.display()))?;
     match value {
         Value::Object(map) => Ok(Some(map)),
         _ => anyhow::bail!("{} is not a JSON object; fix or remove it", path.display()),
@@ -142,7 +152,11 @@ mod tests {
             r#"{"eos_token": {"content": "<e>", "__type": "AddedToken"}, "pad_token": null,
                 "add_bos_token": true, "additional_special_tokens": ["<a>", "<e>"]}"#,
         );
-        write(&dir, "special_tokens_map.json", r#"{"eos_token": "<x>", "pad_token": "<p>", "bos_token": "<b>"}"#);
+        write(
+            &dir,
+            "special_tokens_map.json",
+            r#"{"eos_token": "<x>", "pad_token": "<p>", "bos_token": "<b>"}"#,
+        );
         let cfg = SpecialTokensConfig::from_dir(&dir).unwrap();
         assert_eq!(cfg.named("eos_token"), Some("<e>"));
         assert_eq!(cfg.named("pad_token"), Some("<p>"));
@@ -159,6 +173,9 @@ mod tests {
         assert!(cfg.missing);
         write(&dir, "tokenizer_config.json", "{not json");
         let err = format!("{:#}", SpecialTokensConfig::from_dir(&dir).unwrap_err());
-        assert!(err.contains("tokenizer_config.json is not valid JSON"), "{err}");
+        assert!(
+            err.contains("tokenizer_config.json is not valid JSON"),
+            "{err}"
+        );
     }
 }

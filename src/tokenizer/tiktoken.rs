@@ -106,14 +106,25 @@ impl TiktokenTokenizer {
         }
         add_specials_to_decoder(&mut decoder, &special_map);
         specials.sort_unstable();
-        Ok(Self::assemble(bpe, decoder, which.ordinary_ranks() as usize, specials.clone(), specials, None))
+        Ok(Self::assemble(
+            bpe,
+            decoder,
+            which.ordinary_ranks() as usize,
+            specials.clone(),
+            specials,
+            None,
+        ))
     }
 
     /// A rank file (`*.tiktoken`, `tiktoken.model`) with its directory's config and
     /// `tokenization*.py`.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read(path)
-            .with_context(|| format!("cannot read tiktoken file {}; check the --tokenizer path", path.display()))?;
+        let text = std::fs::read(path).with_context(|| {
+            format!(
+                "cannot read tiktoken file {}; check the --tokenizer path",
+                path.display()
+            )
+        })?;
         let ranks = parse_rank_file(&text).with_context(|| {
             format!(
                 "{} is not a tiktoken rank file (expected '<base64> <rank>' lines; SentencePiece \
@@ -124,7 +135,11 @@ impl TiktokenTokenizer {
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
         let pattern = pattern_from_dir(dir)?.unwrap_or_else(|| CL100K_PATTERN.to_owned());
         let special_map = added_tokens_from_config(dir)?;
-        let vocab_size = ranks.iter().map(|(_, r)| *r as usize + 1).max().unwrap_or(0);
+        let vocab_size = ranks
+            .iter()
+            .map(|(_, r)| *r as usize + 1)
+            .max()
+            .unwrap_or(0);
         let mut decoder: Vec<Option<Box<[u8]>>> = vec![None; vocab_size];
         for (bytes, rank) in &ranks {
             decoder[*rank as usize] = Some(bytes.clone().into_boxed_slice());
@@ -132,21 +147,40 @@ impl TiktokenTokenizer {
         add_specials_to_decoder(&mut decoder, &special_map);
         // `collect` builds the hash maps with the hasher `CoreBPE::new` asks for.
         let special_encoder = special_map.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        let bpe = CoreBPE::new(ranks.into_iter().collect(), special_encoder, &pattern).map_err(|e| {
-            anyhow!("the pat_str regex for {} does not compile: {e}", path.display())
-        })?;
+        let bpe =
+            CoreBPE::new(ranks.into_iter().collect(), special_encoder, &pattern).map_err(|e| {
+                anyhow!(
+                    "the pat_str regex for {} does not compile: {e}",
+                    path.display()
+                )
+            })?;
         let mut specials: Vec<u32> = special_map.values().copied().collect();
         specials.sort_unstable();
         let config = SpecialTokensConfig::from_dir(dir)?;
         let all_special_ids = if config.missing {
             specials.clone()
         } else {
-            config.all_special_tokens().iter().filter_map(|t| special_map.get(*t).copied()).collect()
+            config
+                .all_special_tokens()
+                .iter()
+                .filter_map(|t| special_map.get(*t).copied())
+                .collect()
         };
         let bos = (config.add_bos_token == Some(true))
-            .then(|| config.named("bos_token").and_then(|t| special_map.get(t).copied()))
+            .then(|| {
+                config
+                    .named("bos_token")
+                    .and_then(|t| special_map.get(t).copied())
+            })
             .flatten();
-        Ok(Self::assemble(bpe, decoder, vocab_size, specials, all_special_ids, bos))
+        Ok(Self::assemble(
+            bpe,
+            decoder,
+            vocab_size,
+            specials,
+            all_special_ids,
+            bos,
+        ))
     }
 
     fn assemble(
@@ -161,7 +195,15 @@ impl TiktokenTokenizer {
         let mut unusable: Vec<u32> = gaps.chain(specials.iter().copied()).collect();
         unusable.sort_unstable();
         unusable.dedup();
-        Self { bpe, decoder, vocab_size, specials, all_special_ids, unusable, bos }
+        Self {
+            bpe,
+            decoder,
+            vocab_size,
+            specials,
+            all_special_ids,
+            unusable,
+            bos,
+        }
     }
 
     /// Token ids of `text`; special-token text maps to its id.
@@ -179,6 +221,24 @@ impl TiktokenTokenizer {
         ids
     }
 
+    /// Ids of `text` (no BOS) with their byte ranges: tiktoken tokens are byte strings
+    /// whose concatenation is the text, so the ranges are running sums of their lengths.
+    pub fn encode_with_offsets(&self, text: &str) -> super::TokenSpans {
+        let ids = self.encode(text, false);
+        let mut offsets = Vec::with_capacity(ids.len());
+        let mut pos = 0;
+        for &id in &ids {
+            let len = self
+                .decoder
+                .get(id as usize)
+                .and_then(Option::as_deref)
+                .map_or(0, <[u8]>::len);
+            offsets.push((pos, pos + len));
+            pos += len;
+        }
+        super::TokenSpans { ids, offsets }
+    }
+
     /// Text of `ids`; invalid UTF-8 becomes U+FFFD, an unknown id is an error.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         let mut bytes = Vec::with_capacity(ids.len() * 4);
@@ -187,7 +247,9 @@ impl TiktokenTokenizer {
                 continue;
             }
             let token = self.decoder.get(id as usize).and_then(Option::as_deref);
-            bytes.extend_from_slice(token.ok_or_else(|| anyhow!("token id {id} is not in the tiktoken vocabulary"))?);
+            bytes.extend_from_slice(
+                token.ok_or_else(|| anyhow!("token id {id} is not in the tiktoken vocabulary"))?,
+            );
         }
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
@@ -222,7 +284,10 @@ fn builtin_token_bytes(bpe: &CoreBPE, id: u32) -> Option<Box<[u8]>> {
     match bpe.decode(vec![id]) {
         Ok(text) => Some(text.into_bytes().into_boxed_slice()),
         Err(e) if e.to_string().contains("Invalid token") => None,
-        Err(_) => bpe._decode_native_and_split(vec![id]).next().map(Vec::into_boxed_slice),
+        Err(_) => bpe
+            ._decode_native_and_split(vec![id])
+            .next()
+            .map(Vec::into_boxed_slice),
     }
 }
 
@@ -245,7 +310,9 @@ pub fn find_rank_file(dir: &Path) -> Result<Option<PathBuf>> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.is_file()
-                && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".tiktoken") || n == "tiktoken.model")
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.ends_with(".tiktoken") || n == "tiktoken.model")
         })
         .collect();
     found.sort();
@@ -261,9 +328,15 @@ pub fn parse_rank_file(bytes: &[u8]) -> Result<Vec<(Vec<u8>, u32)>> {
         if line.is_empty() {
             continue;
         }
-        let (token, rank) = line.split_once(' ').ok_or_else(|| anyhow!("line {}: expected '<base64> <rank>'", n + 1))?;
-        let token = base64_decode(token).ok_or_else(|| anyhow!("line {}: invalid base64 {token:?}", n + 1))?;
-        let rank: u32 = rank.trim().parse().map_err(|_| anyhow!("line {}: invalid rank {rank:?}", n + 1))?;
+        let (token, rank) = line
+            .split_once(' ')
+            .ok_or_else(|| anyhow!("line {}: expected '<base64> <rank>'", n + 1))?;
+        let token = base64_decode(token)
+            .ok_or_else(|| anyhow!("line {}: invalid base64 {token:?}", n + 1))?;
+        let rank: u32 = rank
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("line {}: invalid rank {rank:?}", n + 1))?;
         out.push((token, rank));
     }
     if out.is_empty() {
@@ -311,11 +384,16 @@ fn pattern_from_dir(dir: &Path) -> Result<Option<String>> {
         .collect();
     // tokenization_*.py first, then the rest, each by name.
     sources.sort_by_key(|p| {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
         (!name.starts_with("tokenization"), name)
     });
     for path in sources {
-        let source = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let source = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         if let Some(pattern) = super::pat_str::extract(&source) {
             return Ok(Some(pattern));
         }
@@ -334,9 +412,14 @@ fn added_tokens_from_config(dir: &Path) -> Result<HashMap<String, u32>> {
     let value: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not valid JSON; fix or remove it", path.display()))?;
     let mut out = HashMap::new();
-    if let Some(map) = value.get("added_tokens_decoder").and_then(|v| v.as_object()) {
+    if let Some(map) = value
+        .get("added_tokens_decoder")
+        .and_then(|v| v.as_object())
+    {
         for (id, token) in map {
-            let id: u32 = id.parse().map_err(|_| anyhow!("{}: added token id {id:?} is not a number", path.display()))?;
+            let id: u32 = id.parse().map_err(|_| {
+                anyhow!("{}: added token id {id:?} is not a number", path.display())
+            })?;
             if let Some(content) = token.get("content").and_then(|c| c.as_str()) {
                 out.insert(content.to_owned(), id);
             }
