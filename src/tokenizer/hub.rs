@@ -89,19 +89,21 @@ pub(super) fn locate(opts: &TokenizerOptions) -> Result<Located> {
 
 /// The snapshot directory the cache holds for `revision` (a ref name or a commit hash).
 ///
-/// When `refs/<revision>` is missing (a cache copied by hand) the newest snapshot that has a
-/// tokenizer file is used.
+/// When the default `main` has no `refs/main` (a cache copied by hand) the newest snapshot
+/// that has a tokenizer file is used; an explicit revision must be cached under its name.
 pub fn cached_snapshot(cache: &Path, id: &str, revision: &str) -> Option<PathBuf> {
     let repo = repo_dir(cache, id);
     let snapshots = repo.join("snapshots");
-    let commit = std::fs::read_to_string(repo.join("refs").join(revision))
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_else(|_| revision.to_owned());
-    let direct = snapshots.join(&commit);
+    let reference = std::fs::read_to_string(repo.join("refs").join(revision));
+    let commit = reference.as_deref().map_or(revision, str::trim);
+    let direct = snapshots.join(commit);
     if direct.is_dir() {
         return Some(direct);
     }
-    newest_snapshot_with_tokenizer(&snapshots)
+    if reference.is_err() && revision == "main" {
+        return newest_snapshot_with_tokenizer(&snapshots);
+    }
+    None
 }
 
 fn newest_snapshot_with_tokenizer(snapshots: &Path) -> Option<PathBuf> {

@@ -363,6 +363,30 @@ impl Tokenizer {
     }
 }
 
+/// A tokenizer the run cannot do without, or the one-line error `--skip-tokenizer-init` gets.
+///
+/// With `--skip-tokenizer-init` Python loads no tokenizer (`tokenizer_id` is `null` in the
+/// result JSON); an output length the server did not report then counts as 1 token
+/// ([`output_len_fallback`]), the console leaves out "Total generated tokens", both output
+/// token throughputs and "Total token throughput", and every dataset that builds or measures
+/// prompts with a tokenizer (random, sonnet, sharegpt, …) fails — Python with an
+/// `AttributeError` on `None`, we with this message.
+pub fn required<'a>(tokenizer: Option<&'a Tokenizer>, needed_for: &str) -> Result<&'a Tokenizer> {
+    tokenizer.ok_or_else(|| {
+        anyhow::anyhow!(
+            "{needed_for} needs a tokenizer, but --skip-tokenizer-init is set; drop \
+             --skip-tokenizer-init (and pass --tokenizer if the model has no local one)"
+        )
+    })
+}
+
+/// Output tokens of a successful request whose server reported none: Python's
+/// `len(tokenizer(generated_text, add_special_tokens=False).input_ids)`, or 1 without a
+/// tokenizer (`--skip-tokenizer-init`).
+pub fn output_len_fallback(tokenizer: Option<&Tokenizer>, generated_text: &str) -> usize {
+    tokenizer.map_or(1, |t| t.count_tokens(generated_text))
+}
+
 /// Token ids of a text with the byte range each one covers.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TokenSpans {
@@ -496,6 +520,26 @@ mod tests {
         );
         let err = "fast".parse::<TokenizerMode>().unwrap_err().to_string();
         assert!(err.contains("--tokenizer-mode fast"), "{err}");
+    }
+
+    #[test]
+    fn tokenizer_is_shareable_across_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Tokenizer>();
+    }
+
+    #[test]
+    fn skip_tokenizer_init_paths() {
+        let err = required(None, "--dataset-name random")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--dataset-name random needs a tokenizer"),
+            "{err}"
+        );
+        assert!(err.contains("--skip-tokenizer-init"), "{err}");
+        assert_eq!(output_len_fallback(None, "three words here"), 1);
+        assert_eq!(output_len_fallback(None, ""), 1);
     }
 
     #[test]
