@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use vllm_bench::datasets::align::{align_to_server, Alignment};
 use vllm_bench::datasets::random::{sample, FitStrategy, Generation, LengthRanges, RandomConfig};
+use vllm_bench::datasets::token_fit::Vocabulary;
+use vllm_bench::datasets::walk_corpus::WalkCorpus;
 use vllm_bench::datasets::{Prompt, SampleRequest};
 use vllm_bench::tokenizer::{
     hub, TokenizeEndpoint, Tokenizer, TokenizerKind, TokenizerMode, TokenizerOptions,
@@ -655,6 +657,26 @@ fn exact_token_counts_from_windows_smollm2() {
         window(1024, 32, 0.1, 100),
     ] {
         check_exact(&tok, &c);
+    }
+}
+
+#[test]
+fn corpus_encoded_in_pieces_equals_one_encode() {
+    for tok in [smollm2(), qwen3()] {
+        let vocab = Vocabulary::new(&tok).unwrap();
+        let corpus = WalkCorpus::build(&tok, &vocab, 300).unwrap().unwrap();
+        assert_eq!(
+            corpus.ids(),
+            tok.encode(corpus.text(), false).unwrap().as_slice(),
+            "{}",
+            tok.id()
+        );
+        assert!(corpus.cycle() > vocab.len() / 2 && corpus.cycle() < corpus.ids().len());
+        assert!(
+            corpus.pieces() > 1,
+            "{}: encoded in pieces, not the one-encode fallback",
+            tok.id()
+        );
     }
 }
 

@@ -16,9 +16,10 @@
 //! time, never exactness.
 
 use anyhow::Result;
+use rayon::prelude::*;
 
 use super::token_fit::{Fitted, Vocabulary};
-use crate::tokenizer::Tokenizer;
+use crate::tokenizer::{TokenSpans, Tokenizer};
 
 /// Prefix tokens re-encoded together with a window's head.
 const PREFIX_TAIL: usize = 8;
@@ -41,6 +42,8 @@ pub struct WalkCorpus {
     /// Windows start in `0..cycle`: the tokens of one full turn of the walk (the rest of the
     /// text repeats its beginning so that windows near the end do not wrap).
     cycle: usize,
+    /// Pieces the encoding was stitched from (1 when it fell back to one encode).
+    pieces: usize,
 }
 
 impl WalkCorpus {
@@ -51,28 +54,18 @@ impl WalkCorpus {
         vocab: &Vocabulary,
         max_body: usize,
     ) -> Result<Option<Self>> {
-        let turn = tokenizer.decode(&vocab.walk(0, vocab.len()), false)?;
-        // Enough extra walk that any window starting in the first turn ends inside the text,
-        // with room for re-encoding that yields more tokens than the walk had.
-        let extra = tokenizer.decode(&vocab.walk(0, 2 * max_body + 4 * SEAM + 64), false)?;
-        let mut text = turn;
-        let turn_bytes = text.len();
-        text.push_str(&extra);
-        let Some(spans) = tokenizer.encode_with_offsets(&text)? else {
+        // One full turn of the walk plus enough of its beginning again that a window starting
+        // anywhere in the turn ends inside the text (with room for re-encodings that yield
+        // more tokens than the walk had).
+        let turn = vocab.walk(0, vocab.len());
+        let extra = vocab.walk(0, 2 * max_body + 4 * SEAM + 64);
+        let Some((text, spans, turn_bytes, pieces)) = encode_walk(tokenizer, &turn, &extra)? else {
             return Ok(None);
         };
         let n = spans.ids.len();
         let mut starts: Vec<usize> = spans.offsets.iter().map(|o| o.0).collect();
         starts.push(text.len());
-        let clean = (0..=n)
-            .map(|k| {
-                k == 0
-                    || k == n
-                    || (spans.offsets[k].0 == spans.offsets[k - 1].1
-                        && spans.offsets[k].0 > spans.offsets[k - 1].0
-                        && text.is_char_boundary(spans.offsets[k].0))
-            })
-            .collect();
+        let clean = (0..=n).map(|k| is_cut(&text, &spans.offsets, k)).collect();
         let mut forbidden_before = Vec::with_capacity(n + 1);
         let mut count = 0u32;
         forbidden_before.push(0);
@@ -88,7 +81,23 @@ impl WalkCorpus {
             clean,
             forbidden_before,
             cycle,
+            pieces,
         }))
+    }
+
+    /// The walk's text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The walk's encoding (equal to `encode(text())`, though built in pieces).
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// How many pieces the encoding was stitched from (1: encoded at once).
+    pub fn pieces(&self) -> usize {
+        self.pieces
     }
 
     /// Number of window start positions (tokens in one turn of the walk).
@@ -215,11 +224,124 @@ fn prefix_tail_cut(tokenizer: &Tokenizer, prefix: &Fitted) -> Result<(usize, usi
         _ => return Ok((0, 0)),
     };
     let o = &spans.offsets;
-    let clean = |k: usize| {
-        o[k].0 == o[k - 1].1 && o[k].0 > o[k - 1].0 && prefix.text.is_char_boundary(o[k].0)
-    };
     Ok((1..=n - PREFIX_TAIL)
         .rev()
-        .find(|&k| clean(k))
+        .find(|&k| is_cut(&prefix.text, o, k))
         .map_or((0, 0), |k| (k, o[k].0)))
+}
+
+/// Can `text` be cut before token `k` of an encoding with byte `offsets`? Only where the two
+/// tokens' ranges meet at a character boundary (a token holding part of a multi-byte
+/// character reports the whole character, so its neighbour overlaps it).
+fn is_cut(text: &str, offsets: &[(usize, usize)], k: usize) -> bool {
+    k == 0
+        || k == offsets.len()
+        || (offsets[k].0 == offsets[k - 1].1
+            && offsets[k].0 > offsets[k - 1].0
+            && text.is_char_boundary(offsets[k].0))
+}
+
+/// Pieces the walk is decoded and encoded in, in parallel. Fixed, so that the corpus does not
+/// depend on the thread count.
+const CHUNKS: usize = 8;
+/// Tokens re-encoded on each side of a junction between two pieces (first try).
+const JOIN: usize = 32;
+/// Tokens that must agree at each end of a re-encoded junction.
+const SYNC: usize = 4;
+
+/// The text of `turn ++ extra` and its encoding with offsets, plus the byte length of the
+/// turn and the number of pieces stitched. Encoded in [`CHUNKS`] pieces in parallel whose junctions are re-encoded and spliced
+/// in where the local encoding agrees with both pieces; if a junction never agrees, the
+/// whole text is encoded at once instead.
+fn encode_walk(
+    tokenizer: &Tokenizer,
+    turn: &[u32],
+    extra: &[u32],
+) -> Result<Option<(String, TokenSpans, usize, usize)>> {
+    let piece_len = turn.len().div_ceil(CHUNKS).max(1);
+    let pieces: Vec<&[u32]> = turn
+        .chunks(piece_len)
+        .chain(std::iter::once(extra))
+        .collect();
+    let texts = pieces
+        .par_iter()
+        .map(|ids| tokenizer.decode(ids, false))
+        .collect::<Result<Vec<String>>>()?;
+    let turn_bytes: usize = texts[..texts.len() - 1].iter().map(String::len).sum();
+    let text = texts.concat();
+    let encoded = texts
+        .par_iter()
+        .map(|t| tokenizer.encode_with_offsets(t))
+        .collect::<Result<Vec<Option<TokenSpans>>>>()?;
+    let Some(encoded) = encoded.into_iter().collect::<Option<Vec<TokenSpans>>>() else {
+        return Ok(None);
+    };
+    let mut joined = TokenSpans::default();
+    let mut base = 0;
+    for (mut piece, piece_text) in encoded.into_iter().zip(&texts) {
+        for o in &mut piece.offsets {
+            *o = (o.0 + base, o.1 + base);
+        }
+        base += piece_text.len();
+        if !stitch(tokenizer, &text, &mut joined, piece)? {
+            let whole = tokenizer.encode_with_offsets(&text)?;
+            return Ok(whole.map(|spans| (text, spans, turn_bytes, 1)));
+        }
+    }
+    let pieces = texts.len();
+    Ok(Some((text, joined, turn_bytes, pieces)))
+}
+
+/// Appends `right` to `left` (both encodings of adjacent parts of `text`, offsets into
+/// `text`), re-encoding the tokens around the junction. False if no tried junction region
+/// re-encodes in agreement with both sides.
+fn stitch(
+    tokenizer: &Tokenizer,
+    text: &str,
+    left: &mut TokenSpans,
+    right: TokenSpans,
+) -> Result<bool> {
+    if left.ids.is_empty() || right.ids.is_empty() {
+        left.ids.extend(right.ids);
+        left.offsets.extend(right.offsets);
+        return Ok(true);
+    }
+    for join in [JOIN, 4 * JOIN, 16 * JOIN] {
+        let Some(x) = (left.ids.len().saturating_sub(join)..left.ids.len())
+            .find(|&k| is_cut(text, &left.offsets, k))
+        else {
+            continue;
+        };
+        let y = (join.min(right.ids.len())..=right.ids.len())
+            .find(|&k| is_cut(text, &right.offsets, k))
+            .unwrap_or(right.ids.len());
+        let from = left.offsets[x].0;
+        let to = right
+            .offsets
+            .get(y)
+            .map_or(right.offsets[right.ids.len() - 1].1, |o| o.0);
+        let Some(mut local) = tokenizer.encode_with_offsets(&text[from..to])? else {
+            return Ok(false);
+        };
+        for o in &mut local.offsets {
+            *o = (o.0 + from, o.1 + from);
+        }
+        let head = SYNC.min(left.ids.len() - x);
+        let tail = SYNC.min(y);
+        let agrees = local.ids.len() >= head + tail
+            && local.ids[..head] == left.ids[x..x + head]
+            && local.offsets[..head] == left.offsets[x..x + head]
+            && local.ids[local.ids.len() - tail..] == right.ids[y - tail..y]
+            && local.offsets[local.ids.len() - tail..] == right.offsets[y - tail..y];
+        if agrees {
+            left.ids.truncate(x);
+            left.offsets.truncate(x);
+            left.ids.extend(local.ids);
+            left.offsets.extend(local.offsets);
+            left.ids.extend_from_slice(&right.ids[y..]);
+            left.offsets.extend_from_slice(&right.offsets[y..]);
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
