@@ -1,7 +1,9 @@
 //! Exact prompts for large datasets without re-encoding every prompt.
 //!
 //! Every random prompt's body is text of the same cyclic vocabulary walk, so the walk is
-//! decoded and encoded **once** ([`WalkCorpus`]): its text, ids and each id's byte range.
+//! decoded and encoded **once** ([`WalkCorpus`]): its text, ids and each id's byte range
+//! (in a fixed number of pieces on all cores, the junctions re-encoded and spliced so the
+//! result equals one encode of the whole text).
 //! A body of `n` tokens is then a window `ids[a..a + n]` of that encoding, its text a slice
 //! of the walk text — no decode, no full encode.
 //!
@@ -234,11 +236,11 @@ fn prefix_tail_cut(tokenizer: &Tokenizer, prefix: &Fitted) -> Result<(usize, usi
 /// tokens' ranges meet at a character boundary (a token holding part of a multi-byte
 /// character reports the whole character, so its neighbour overlaps it).
 fn is_cut(text: &str, offsets: &[(usize, usize)], k: usize) -> bool {
-    k == 0
-        || k == offsets.len()
-        || (offsets[k].0 == offsets[k - 1].1
-            && offsets[k].0 > offsets[k - 1].0
-            && text.is_char_boundary(offsets[k].0))
+    let Some(&(start, _)) = offsets.get(k) else {
+        return k == offsets.len();
+    };
+    text.is_char_boundary(start)
+        && (k == 0 || (start == offsets[k - 1].1 && start > offsets[k - 1].0))
 }
 
 /// Pieces the walk is decoded and encoded in, in parallel. Fixed, so that the corpus does not

@@ -342,6 +342,21 @@ pub fn parse_rank_file(bytes: &[u8]) -> Result<Vec<(Vec<u8>, u32)>> {
     if out.is_empty() {
         bail!("no tokens in the file");
     }
+    // CoreBPE::new panics on duplicate ranks, and the decoder table is sized by the largest
+    // rank: allow gaps (p50k has one) but not a rank far beyond the number of tokens.
+    let limit = (2 * out.len()).max(out.len() + 65_536);
+    let mut seen = vec![false; limit];
+    for (_, rank) in &out {
+        let slot = seen.get_mut(*rank as usize).ok_or_else(|| {
+            anyhow!(
+                "rank {rank} is far beyond the number of tokens ({})",
+                out.len()
+            )
+        })?;
+        if std::mem::replace(slot, true) {
+            bail!("rank {rank} appears twice");
+        }
+    }
     Ok(out)
 }
 
@@ -426,4 +441,86 @@ fn added_tokens_from_config(dir: &Path) -> Result<HashMap<String, u32>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("vb-tiktoken-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// 256 single-byte tokens, base64-encoded.
+    fn byte_ranks() -> String {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        (0..=255u32)
+            .map(|b| {
+                format!(
+                    "{}{}== {b}",
+                    A[(b >> 2) as usize] as char,
+                    A[((b & 3) << 4) as usize] as char
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(base64_decode("IHdvcmxk").unwrap(), b" world");
+        assert_eq!(base64_decode("4oCU").unwrap(), "—".as_bytes());
+        assert!(base64_decode("a").is_none());
+        assert!(base64_decode("a*==").is_none());
+    }
+
+    #[test]
+    fn duplicate_or_huge_ranks_are_refused_but_gaps_are_not() {
+        let err = |bytes: &[u8]| parse_rank_file(bytes).unwrap_err().to_string();
+        assert!(err(b"YQ== 0\nYg== 0\n").contains("twice"));
+        assert!(err(b"YQ== 4000000000\n").contains("far beyond"));
+        assert_eq!(parse_rank_file(b"YQ== 0\nYg== 2\n").unwrap().len(), 2);
+        assert!(parse_rank_file(b"\n\n").is_err());
+    }
+
+    #[test]
+    fn kimi_style_pattern_with_class_intersection_loads() {
+        let dir = tempdir("kimi");
+        std::fs::write(dir.join("tiktoken.model"), byte_ranks()).unwrap();
+        std::fs::write(
+            dir.join("tokenization_kimi.py"),
+            r#"
+class TikTokenTokenizer:
+    def __init__(self):
+        pat_str = "|".join(
+            [
+                r"""[\p{Han}]+""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        )
+"#,
+        )
+        .unwrap();
+        let tok = TiktokenTokenizer::from_file(&dir.join("tiktoken.model")).unwrap();
+        assert_eq!(tok.vocab_size(), 256);
+        for text in ["Hello 世界 1234, it's", "ünïcödé\r\n  x"] {
+            let ids = tok.encode(text, false);
+            assert_eq!(
+                ids.len(),
+                text.len(),
+                "byte-level vocabulary: one id per byte"
+            );
+            assert_eq!(tok.decode(&ids, false).unwrap(), text);
+        }
+    }
 }
