@@ -27,6 +27,9 @@
 //!   index), so a seed gives the same prompts for any thread count but not numpy's prompts;
 //! * `--prompt-token-ids` sends the id walk itself (no decode/encode): the server sees exactly
 //!   `prefix + input length` tokens, so the special-token deduction above is not applied;
+//! * on the window path a body starts at position `(offset + index) mod n` of the
+//!   *re-encoded* walk (its `n` tokens) rather than at a vocabulary id: the same text, cut
+//!   where the tokenizer cuts it;
 //! * `--max-model-len` drops requests whose `prompt_len + output_len` exceeds it.
 //!
 //! Generation is parallel (rayon) and happens before the clock starts; prompts are
