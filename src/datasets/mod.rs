@@ -3,8 +3,15 @@
 
 use std::sync::Arc;
 
+pub mod align;
+pub mod max_model_len;
 pub mod random;
+pub mod stats;
 pub mod timed_trace;
+pub mod token_fit;
+pub mod walk_corpus;
+
+pub use stats::DatasetStats;
 
 /// What a request asks the model: text, or token ids sent verbatim (`--prompt-token-ids`).
 ///

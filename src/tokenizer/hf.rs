@@ -1,0 +1,219 @@
+//! Tier 1: a Hugging Face `tokenizer.json`, with Python `transformers` semantics.
+//!
+//! The `tokenizers` crate does the encoding (the same Rust code Python's fast tokenizers
+//! run), so ids match Python and llama.cpp exactly (see the fixtures' README). What this
+//! module adds is the part `transformers` keeps outside `tokenizer.json`: the special tokens
+//! named in `tokenizer_config.json` (`all_special_ids`), a config-only `add_bos_token`, and
+//! `clean_up_tokenization_spaces` on decode. Truncation and padding stored in the json are
+//! switched off, as `transformers` does for a plain `encode`.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+use tokenizers::PostProcessor;
+
+use super::special::SpecialTokensConfig;
+
+/// A loaded `tokenizer.json` plus its sibling config.
+pub struct HfTokenizer {
+    inner: tokenizers::Tokenizer,
+    vocab_size: usize,
+    all_special_ids: Vec<u32>,
+    added_ids: Vec<u32>,
+    /// Tokens the config (not the json's post-processor) asks `encode(.., true)` to add.
+    extra_bos: Option<u32>,
+    extra_eos: Option<u32>,
+    post_processor_added: usize,
+    clean_up_spaces: bool,
+}
+
+impl HfTokenizer {
+    /// Loads `path` (a `tokenizer.json`) and the config files in its directory.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).with_context(|| {
+            format!(
+                "cannot read tokenizer file {}; check the --tokenizer path",
+                path.display()
+            )
+        })?;
+        let mut inner = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
+            anyhow!(
+                "{} is not a valid tokenizer.json ({e}); re-download it or point --tokenizer elsewhere",
+                path.display()
+            )
+        })?;
+        enlarge_word_cache(&mut inner);
+        inner.with_padding(None);
+        inner
+            .with_truncation(None)
+            .map_err(|e| anyhow!("{}: cannot disable truncation: {e}", path.display()))?;
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        let config = SpecialTokensConfig::from_dir(dir)?;
+        Ok(Self::new(inner, &config))
+    }
+
+    fn new(inner: tokenizers::Tokenizer, config: &SpecialTokensConfig) -> Self {
+        let added = inner.get_added_tokens_decoder();
+        let mut added_ids: Vec<u32> = added.keys().copied().collect();
+        added_ids.sort_unstable();
+        let all_special_ids = if config.missing {
+            // No config: the json's own special flags are all we know.
+            added_ids
+                .iter()
+                .copied()
+                .filter(|id| added[id].special)
+                .collect()
+        } else {
+            config
+                .all_special_tokens()
+                .into_iter()
+                .filter_map(|t| inner.token_to_id(t))
+                .collect()
+        };
+        let post_processor_added = inner
+            .get_post_processor()
+            .map(|pp| pp.added_tokens(false))
+            .unwrap_or(0);
+        // A config-only add_bos_token/add_eos_token applies when the json's post-processor
+        // adds nothing itself (otherwise the json already encodes the rule).
+        let config_token = |flag: Option<bool>, attr: &str| {
+            (post_processor_added == 0 && flag == Some(true))
+                .then(|| config.named(attr).and_then(|t| inner.token_to_id(t)))
+                .flatten()
+        };
+        let extra_bos = config_token(config.add_bos_token, "bos_token");
+        let extra_eos = config_token(config.add_eos_token, "eos_token");
+        Self {
+            vocab_size: inner.get_vocab_size(false),
+            inner,
+            all_special_ids,
+            added_ids,
+            extra_bos,
+            extra_eos,
+            post_processor_added,
+            clean_up_spaces: config.clean_up_tokenization_spaces,
+        }
+    }
+
+    /// Token ids of `text`.
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let enc = self
+            .inner
+            .encode_fast(text, add_special_tokens)
+            .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))?;
+        let ids = enc.get_ids();
+        if !add_special_tokens || (self.extra_bos.is_none() && self.extra_eos.is_none()) {
+            return Ok(ids.to_vec());
+        }
+        let mut out = Vec::with_capacity(ids.len() + 2);
+        out.extend(self.extra_bos);
+        out.extend_from_slice(ids);
+        out.extend(self.extra_eos);
+        Ok(out)
+    }
+
+    /// Ids of `text` (no special tokens) with their byte offsets.
+    pub fn encode_with_offsets(&self, text: &str) -> Result<super::TokenSpans> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))?;
+        Ok(super::TokenSpans {
+            ids: enc.get_ids().to_vec(),
+            offsets: enc.get_offsets().to_vec(),
+        })
+    }
+
+    /// Number of tokens of `text` without special tokens.
+    pub fn count(&self, text: &str) -> Result<usize> {
+        self.inner
+            .encode_fast(text, false)
+            .map(|e| e.len())
+            .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))
+    }
+
+    /// Text of `ids` (unknown ids are skipped, as the Rust and Python fast tokenizers do).
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
+        let text = self
+            .inner
+            .decode(ids, skip_special_tokens)
+            .map_err(|e| anyhow!("tokenizer cannot decode the ids: {e}"))?;
+        Ok(if self.clean_up_spaces {
+            clean_up_tokenization(&text)
+        } else {
+            text
+        })
+    }
+
+    /// Base vocabulary size (without added tokens).
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// Python's `all_special_ids`.
+    pub fn all_special_ids(&self) -> &[u32] {
+        &self.all_special_ids
+    }
+
+    /// Ids of every added token of the json, sorted.
+    pub fn added_token_ids(&self) -> &[u32] {
+        &self.added_ids
+    }
+
+    /// Python's `num_special_tokens_to_add()`.
+    pub fn num_special_tokens_to_add(&self) -> usize {
+        self.post_processor_added
+            + usize::from(self.extra_bos.is_some())
+            + usize::from(self.extra_eos.is_some())
+    }
+}
+
+/// Words (pre-tokens) each thread's BPE cache may hold; the crate's default is 10,000.
+///
+/// The random dataset's text is the whole vocabulary walked in order, so it has about one
+/// distinct word per vocabulary entry (~150k for Qwen3); with the default most lookups miss
+/// and re-run the merges, which then dominate generation time. Entries are added only for
+/// words a thread actually meets (~100 bytes each).
+const WORD_CACHE_CAPACITY: usize = 262_144;
+
+/// Gives a BPE model the larger word cache (other models have none to resize).
+fn enlarge_word_cache(inner: &mut tokenizers::Tokenizer) {
+    if let tokenizers::ModelWrapper::BPE(bpe) = inner.get_model() {
+        let mut bpe = bpe.clone();
+        bpe.resize_cache(WORD_CACHE_CAPACITY);
+        inner.with_model(bpe);
+    }
+}
+
+/// `transformers`' `clean_up_tokenization`: drop the space before punctuation and common
+/// English contractions.
+fn clean_up_tokenization(text: &str) -> String {
+    const RULES: [(&str, &str); 10] = [
+        (" .", "."),
+        (" ?", "?"),
+        (" !", "!"),
+        (" ,", ","),
+        (" ' ", "'"),
+        (" n't", "n't"),
+        (" 'm", "'m"),
+        (" 's", "'s"),
+        (" 've", "'ve"),
+        (" 're", "'re"),
+    ];
+    RULES
+        .iter()
+        .fold(text.to_owned(), |acc, (from, to)| acc.replace(from, to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_up_matches_transformers_rules() {
+        assert_eq!(
+            clean_up_tokenization("Hi , I 'm here . Do n't !"),
+            "Hi, I'm here. Don't!"
+        );
+    }
+}
