@@ -7,6 +7,7 @@
 //! `cli` → `config` → `datasets` (+ `tokenizer`) → `backends` (request bytes) → `engine`
 //! (pinned monoio runtimes, `http`, `sse`) → `metrics` → `output`.
 
+pub mod app;
 pub mod backends;
 pub mod cli;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod engine;
 pub mod http;
 pub mod metrics;
 pub mod mock;
+pub mod modes;
 pub mod output;
 pub mod sse;
 pub mod tokenizer;

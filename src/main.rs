@@ -1,1 +1,8 @@
-fn main() {}
+//! `vllm-bench`: see the library (`vllm_bench::app`) for everything but the allocator.
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    std::process::exit(vllm_bench::app::main(std::env::args_os()));
+}

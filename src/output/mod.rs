@@ -4,6 +4,7 @@
 //! never compute metrics. `pyfmt` holds Python's number formatting both printers share.
 
 pub mod console;
+pub mod extras;
 pub mod json;
 pub mod localtime;
 pub mod pyfmt;

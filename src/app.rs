@@ -1,0 +1,47 @@
+//! The `vllm-bench` program: parse the command line, validate it, run the mode it asks for,
+//! and turn every outcome into an exit code (0 ok, 1 run failed, 2 bad input) with one line
+//! on stderr — never a panic.
+
+use std::ffi::OsString;
+
+use crate::cli;
+use crate::config::Config;
+use crate::modes;
+
+/// Runs the program on `args` (program name first); returns the exit code.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let parsed = match cli::parse_from(args) {
+        Ok(c) => c,
+        Err(e) if e.is_info() => {
+            print!("{e}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return i32::from(e.exit_code());
+        }
+    };
+    let config = match Config::from_cli(parsed) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return i32::from(e.exit_code());
+        }
+    };
+    match modes::benchmark::run(&config) {
+        Ok(()) => 0,
+        Err(e) if is_broken_pipe(&e) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+/// `vllm-bench ... | head` must not report an error (ripgrep's rule).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,389 @@
+//! One benchmark run, start to finish (Python's `main` + `benchmark()`): resolve the server
+//! and the model, load the tokenizer, build the dataset and every request's bytes, check the
+//! server is ready, run warmups, then the measured run; print Python's block and save the
+//! result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rayon::prelude::*;
+
+use crate::backends::{build_body, Api, BodyOptions};
+use crate::config::Config;
+use crate::config::DatasetParams;
+use crate::datasets::align::align_to_server;
+use crate::datasets::random::{self, RandomConfig};
+use crate::datasets::SampleRequest;
+use crate::engine::runtime::{available_cores, resolve_driver};
+use crate::engine::schedule::{arrival_offsets, to_durations, RampStrategy, RampUp, RateSpec};
+use crate::engine::{self, EngineOptions, RunReport, Workload};
+use crate::http::request::{HeadTemplate, Method};
+use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
+use crate::output::console::{render_block, render_notices, render_preamble, Preamble};
+use crate::output::extras;
+use crate::output::json::{append_extras, build_result, result_path, save_result, RunInfo};
+use crate::output::localtime::LocalDateTime;
+use crate::tokenizer::{Tokenizer, TokenizerOptions};
+
+use super::progress::{install_interrupt_handler, Watcher};
+use super::target::{wait_until_ready, Target};
+
+/// Runs the benchmark the configuration describes.
+pub fn run(config: &Config) -> Result<()> {
+    for w in &config.warnings {
+        eprintln!("warning: {w}");
+    }
+    let (driver, note) = resolve_driver(config.engine.io_driver).map_err(anyhow::Error::msg)?;
+    if let Some(note) = note {
+        eprintln!("note: {note}");
+    }
+    let (client_cores, mock_core) = split_cores(config);
+    let target = Arc::new(Target::resolve(config, driver, mock_core)?);
+    let model_id = match &config.model.model {
+        Some(m) => m.clone(),
+        None => target.first_model()?,
+    };
+    let model_name = config
+        .model
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| model_id.clone());
+    let tokenizer = load_tokenizer(config, &target, &model_id)?;
+    let mut requests = build_dataset(config, tokenizer.as_ref())?;
+    if needs_alignment(config) {
+        let endpoint = target.tokenize_endpoint(&model_id);
+        if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
+            println!("{msg}");
+        }
+    }
+    if config.dry_run {
+        println!(
+            "{}",
+            crate::datasets::DatasetStats::from_requests(&requests)
+        );
+        return Ok(());
+    }
+    let api = Api::for_backend(config.server.backend).with_context(|| {
+        format!(
+            "--backend {}: not implemented yet",
+            config.server.backend.name()
+        )
+    })?;
+    let prepared = prepare(config, &target, api, &model_name, &requests)?;
+    let engine_opts = EngineOptions {
+        cores: client_cores,
+        pin: true,
+        driver,
+        request_timeout: config.engine.request_timeout,
+        preconnect: config.engine.preconnect,
+        keep_all_text: config.output.save_detailed,
+    };
+    if config.request.ready_check_timeout_sec > 0 {
+        let timeout = Duration::from_secs(config.request.ready_check_timeout_sec);
+        println!(
+            "Waiting for endpoint to become up in {}s",
+            timeout.as_secs()
+        );
+        wait_until_ready(timeout, || {
+            one_request(&target, &prepared, engine_opts.clone())
+        })?;
+    }
+    if config.request.num_warmups > 0 {
+        println!("Warming up with {} requests...", config.request.num_warmups);
+        let warm = prepared.subset(config.request.num_warmups, config.rate.max_concurrency);
+        engine::run(target.endpoint.clone(), warm, engine_opts.clone(), |_| {})?;
+        println!("Warmup run completed.");
+    }
+    let (workload, rate_note) = schedule(config, prepared)?;
+    println!("Starting main benchmark run...");
+    print!("{}", render_preamble(&preamble(config)));
+    if let Some(n) = rate_note {
+        eprintln!("note: {n}");
+    }
+    if config.profiling.enabled {
+        target.profile("start")?;
+    }
+    install_interrupt_handler();
+    let mut watcher = None;
+    let show_bar = !config.output.disable_tqdm;
+    let report = engine::run(
+        target.endpoint.clone(),
+        workload,
+        engine_opts.clone(),
+        |p| {
+            watcher = Some(Watcher::start(p, show_bar));
+        },
+    )?;
+    if let Some(w) = watcher {
+        w.finish();
+    }
+    if config.profiling.enabled {
+        target.profile("stop")?;
+    }
+    finish(config, &model_id, tokenizer.as_ref(), &report, &engine_opts)
+}
+
+/// The client's cores and, with `--mock-server` on a machine with more than one core, the
+/// core the mock gets to itself (the last one).
+fn split_cores(config: &Config) -> (Vec<usize>, Option<usize>) {
+    let mut all = available_cores();
+    let mock = match config.server.location {
+        crate::config::ServerLocation::EmbeddedMock if all.len() > 1 => all.pop(),
+        _ => None,
+    };
+    all.truncate(config.engine.num_cores.max(1));
+    (all, mock)
+}
+
+/// The tokenizer for the dataset and the output-length fallback: local/Hub/tiktoken, then the
+/// server's `/tokenize`; `None` with `--skip-tokenizer-init`.
+fn load_tokenizer(
+    config: &Config,
+    target: &Arc<Target>,
+    model_id: &str,
+) -> Result<Option<Tokenizer>> {
+    if config.model.skip_tokenizer_init {
+        return Ok(None);
+    }
+    let id = config
+        .model
+        .tokenizer
+        .clone()
+        .unwrap_or_else(|| model_id.to_string());
+    if target.mock.is_some() && config.model.tokenizer.is_none() {
+        // The embedded mock's own tokenizer is the exact one.
+        return Ok(Some(Tokenizer::server(
+            &id,
+            target.tokenize_endpoint(model_id),
+        )?));
+    }
+    let mode = config
+        .model
+        .tokenizer_mode
+        .parse()
+        .map_err(anyhow::Error::msg)?;
+    let opts = TokenizerOptions::new(id).mode(mode);
+    let (tok, fallback) = Tokenizer::load_or_server(&opts, target.tokenize_endpoint(model_id))?;
+    if let Some(why) = fallback {
+        eprintln!("note: {why}");
+    }
+    Ok(Some(tok))
+}
+
+/// Python 0.33 re-aligns random text prompts to the server's own tokenizer.
+fn needs_alignment(config: &Config) -> bool {
+    matches!(&config.dataset.params, DatasetParams::Random(p) if !p.prompt_token_ids)
+        && Api::for_backend(config.server.backend).is_some_and(|a| a.is_generation())
+}
+
+/// The dataset's requests, built before the clock starts.
+fn build_dataset(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<SampleRequest>> {
+    let ds = &config.dataset;
+    match &ds.params {
+        DatasetParams::Random(p) => {
+            let tok = crate::tokenizer::required(tokenizer, "the random dataset")?;
+            let cfg = RandomConfig {
+                num_prompts: ds.num_prompts,
+                input_len: p.input_len,
+                output_len: p.output_len,
+                prefix_len: p.prefix_len,
+                range_ratio: p.range_ratio.input,
+                seed: ds.seed,
+                prompt_token_ids: p.prompt_token_ids,
+                max_model_len: ds.max_model_len,
+                request_id_prefix: Some(config.request.request_id_prefix.clone()),
+                ..RandomConfig::default()
+            };
+            let sampled = random::sample(&cfg, tok)?;
+            if sampled.filtered > 0 {
+                eprintln!(
+                    "note: --max-model-len dropped {} requests",
+                    sampled.filtered
+                );
+            }
+            Ok(sampled.requests)
+        }
+        other => anyhow::bail!(
+            "--dataset-name {}: not implemented yet ({other:?})",
+            ds.name.name()
+        ),
+    }
+}
+
+/// Every request's bytes, built in parallel before the clock starts.
+pub struct Prepared {
+    requests: Arc<[crate::http::request::PreparedRequest]>,
+    prompt_lens: Arc<[u32]>,
+    output_lens: Vec<usize>,
+    mode: engine::ResponseMode,
+}
+
+impl Prepared {
+    /// The first `n` requests (cycled), all at once, for warmups and the ready check.
+    fn subset(&self, n: usize, max_concurrency: Option<usize>) -> Workload {
+        let pick = |i: usize| i % self.requests.len().max(1);
+        Workload {
+            requests: (0..n).map(|i| self.requests[pick(i)].clone()).collect(),
+            client_prompt_lens: (0..n).map(|i| self.prompt_lens[pick(i)]).collect(),
+            arrivals: None,
+            max_concurrency,
+            mode: self.mode,
+            expected_tokens: self.output_lens.first().copied().unwrap_or(0),
+        }
+    }
+}
+
+fn prepare(
+    config: &Config,
+    target: &Target,
+    api: Api,
+    model_name: &str,
+    requests: &[SampleRequest],
+) -> Result<Prepared> {
+    let head = HeadTemplate::new(
+        Method::Post,
+        &target.base.request_path(&config.server.endpoint),
+        &target.base.host_header(),
+        &target.headers,
+    );
+    let opts = BodyOptions {
+        model: model_name.to_string(),
+        logprobs: config.request.logprobs.map(i64::from),
+        ignore_eos: config.request.ignore_eos,
+        extra_body: config.request.extra_body.clone(),
+    };
+    let built: Result<Vec<_>, String> = requests
+        .par_iter()
+        .map(|r| {
+            let body = build_body(api, &r.prompt, r.expected_output_len, &opts)?;
+            Ok(head.build(r.request_id.as_deref(), Some("application/json"), &body))
+        })
+        .collect();
+    Ok(Prepared {
+        requests: built.map_err(anyhow::Error::msg)?.into(),
+        prompt_lens: requests.iter().map(|r| r.prompt_len as u32).collect(),
+        output_lens: requests.iter().map(|r| r.expected_output_len).collect(),
+        mode: api.response_mode(),
+    })
+}
+
+/// One request through the engine (the ready check).
+fn one_request(target: &Target, prepared: &Prepared, opts: EngineOptions) -> Result<(), String> {
+    let w = prepared.subset(1, Some(1));
+    let report = engine::run(
+        target.endpoint.clone(),
+        w,
+        EngineOptions {
+            cores: opts.cores.into_iter().take(1).collect(),
+            ..opts
+        },
+        |_| {},
+    )
+    .map_err(|e| e.to_string())?;
+    match report.merged.outputs.first() {
+        Some(o) if o.success => Ok(()),
+        Some(o) => Err(o.error.clone()),
+        None => Err("no response".into()),
+    }
+}
+
+fn rate_spec(config: &Config) -> RateSpec {
+    let r = &config.rate;
+    RateSpec {
+        request_rate: r.request_rate,
+        burstiness: r.burstiness,
+        ramp_up: r.ramp_up.as_ref().map(|u| RampUp {
+            strategy: match u.strategy {
+                crate::config::RampUpStrategy::Linear => RampStrategy::Linear,
+                crate::config::RampUpStrategy::Exponential => RampStrategy::Exponential,
+            },
+            start_rps: u.start_rps as f64,
+            end_rps: u.end_rps as f64,
+        }),
+        seed: config.dataset.seed,
+    }
+}
+
+/// The measured workload: all requests with their arrival offsets.
+fn schedule(config: &Config, prepared: Prepared) -> Result<(Workload, Option<String>)> {
+    let n = prepared.requests.len();
+    let offsets = arrival_offsets(&rate_spec(config), n).map_err(anyhow::Error::msg)?;
+    let workload = Workload {
+        requests: prepared.requests,
+        client_prompt_lens: prepared.prompt_lens,
+        arrivals: offsets.map(|o| to_durations(&o).into()),
+        max_concurrency: config.rate.max_concurrency,
+        mode: prepared.mode,
+        expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
+    };
+    Ok((workload, None))
+}
+
+fn preamble(config: &Config) -> Preamble<'static> {
+    Preamble {
+        self_timed: config.rate.self_timed,
+        ramp_up: None,
+        request_rate: config.rate.request_rate,
+        burstiness: config.rate.burstiness,
+        max_concurrency: config.rate.max_concurrency.map(|c| c as u64),
+    }
+}
+
+/// Metrics, the console block, our extras, and the result file.
+fn finish(
+    config: &Config,
+    model_id: &str,
+    tokenizer: Option<&Tokenizer>,
+    run: &RunReport,
+    opts: &EngineOptions,
+) -> Result<()> {
+    let outputs = &run.merged.outputs;
+    let task = TaskKind::for_backend(config.server.backend);
+    let count = |text: &str| tokenizer.map_or(0, |t| t.count_tokens(text));
+    let settings = ReportSettings {
+        duration_s: run.duration.as_secs_f64(),
+        task,
+        count_tokens: tokenizer.is_some().then_some(&count as _),
+        percentiles: config.output.metric_percentiles.clone(),
+        percentile_metrics: config.output.percentile_metrics.clone(),
+        goodput: config.output.goodput.clone(),
+        max_concurrency: config.rate.max_concurrency.map(|c| c as u64),
+        request_rate: config.rate.request_rate,
+    };
+    let report = BenchmarkReport::compute(outputs, &settings);
+    print!("{}", render_notices(outputs, task));
+    print!("{}", render_block(&report));
+    let extra = extras::Extras::from_run(run, opts);
+    print!("{}", extra.render());
+    if config.output.save_result || config.output.append_result {
+        let info = RunInfo {
+            date: LocalDateTime::now().result_date(),
+            backend: config.server.backend.name().to_string(),
+            label: config.output.label.clone(),
+            model_id: model_id.to_string(),
+            tokenizer_id: tokenizer.map(|t| t.id().to_string()),
+            num_prompts: config.dataset.num_prompts as u64,
+            metadata: config.output.metadata.clone(),
+            request_rate: config.rate.request_rate,
+            burstiness: config.rate.burstiness,
+            max_concurrency: config.rate.max_concurrency.map(|c| c as u64),
+            ramp_up: None,
+        };
+        let mut doc = build_result(&info, &report, outputs, &[], config.output.save_detailed);
+        append_extras(&mut doc, extra.to_json());
+        let path = result_path(
+            &info,
+            config.output.result_filename.as_deref(),
+            config.output.result_dir.as_deref(),
+        );
+        save_result(
+            &path,
+            config.output.result_dir.as_deref(),
+            &doc.to_json_string(),
+            config.output.append_result,
+        )?;
+        eprintln!("Saved the result to {}", path.display());
+    }
+    Ok(())
+}

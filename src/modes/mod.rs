@@ -1,0 +1,6 @@
+//! Orchestration: what a command line asks for, run through the engine. No socket code here:
+//! modes wire the dataset, the backends, the engine, the metrics and the printers together.
+
+pub mod benchmark;
+pub mod progress;
+pub mod target;

@@ -1,0 +1,270 @@
+//! The server a run talks to: a URL, or the embedded mock started on its own core; the model
+//! it serves; whether it is ready; and its `/tokenize` endpoint as a tokenizer of last resort.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::config::ServerLocation;
+use crate::engine::runtime::ResolvedDriver;
+use crate::http::conn::{tls_setup, Endpoint};
+use crate::http::control;
+use crate::http::url::{BaseUrl, Scheme};
+use crate::mock::{MockConfig, MockServer};
+use crate::tokenizer::TokenizeEndpoint;
+
+/// Timings of the embedded mock (`--mock-server`): a small, realistic stream so the demo run
+/// shows meaningful TTFT/ITL figures.
+const MOCK_TTFT: Duration = Duration::from_millis(20);
+const MOCK_ITL: Duration = Duration::from_millis(5);
+
+/// A resolved server: where to connect, what to send in `Host`, and the headers every request
+/// carries (`Authorization`, `--header`).
+pub struct Target {
+    pub base: BaseUrl,
+    pub endpoint: Endpoint,
+    pub driver: ResolvedDriver,
+    pub headers: Vec<(String, String)>,
+    /// Keeps the embedded mock running for the whole run.
+    pub mock: Option<MockServer>,
+}
+
+impl Target {
+    /// Connects the run to its server. With `--mock-server` the mock is started first, on
+    /// `mock_core` when given (the client's cores exclude it).
+    pub fn resolve(
+        config: &Config,
+        driver: ResolvedDriver,
+        mock_core: Option<usize>,
+    ) -> Result<Target> {
+        let (base, mock) = match &config.server.location {
+            ServerLocation::Url(u) => (u.clone(), None),
+            ServerLocation::EmbeddedMock => {
+                let cfg = MockConfig {
+                    first_token_delay: MOCK_TTFT,
+                    token_interval: MOCK_ITL,
+                    core_ids: mock_core.map(|c| vec![c]),
+                    pin: mock_core.is_some(),
+                    driver: match driver {
+                        ResolvedDriver::IoUring => crate::mock::Driver::IoUring,
+                        ResolvedDriver::Epoll => crate::mock::Driver::Legacy,
+                    },
+                    ..MockConfig::default()
+                };
+                let server =
+                    MockServer::start(cfg).context("cannot start the embedded mock server")?;
+                let addr = server.addr();
+                (
+                    BaseUrl::http(addr.ip().to_string(), addr.port()),
+                    Some(server),
+                )
+            }
+        };
+        let addrs = base.resolve().map_err(anyhow::Error::msg)?;
+        let tls = match base.scheme {
+            Scheme::Http => None,
+            Scheme::Https => {
+                Some(tls_setup(&base.host, config.server.insecure).map_err(anyhow::Error::msg)?)
+            }
+        };
+        let endpoint = Endpoint {
+            addr: addrs[0],
+            tls,
+            connect_timeout: config.engine.connect_timeout,
+        };
+        Ok(Target {
+            base,
+            endpoint,
+            driver,
+            headers: request_headers(config),
+            mock,
+        })
+    }
+
+    /// `GET path` with the run's headers.
+    pub fn get(&self, path: &str, timeout: Duration) -> Result<control::Response, String> {
+        control::get(
+            self.driver,
+            &self.endpoint,
+            &self.base.host_header(),
+            &self.base.request_path(path),
+            &self.headers,
+            timeout,
+        )
+    }
+
+    /// `POST path` with a JSON body and the run's headers.
+    pub fn post(
+        &self,
+        path: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<control::Response, String> {
+        let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+        control::post_json(
+            self.driver,
+            &self.endpoint,
+            &self.base.host_header(),
+            &self.base.request_path(path),
+            &self.headers,
+            &bytes,
+            timeout,
+        )
+    }
+
+    /// The first model the server lists at `/v1/models` (Python's model auto-detection).
+    pub fn first_model(&self) -> Result<String> {
+        let url = self.base.url_of("/v1/models");
+        let resp = self
+            .get("/v1/models", Duration::from_secs(30))
+            .map_err(|e| anyhow::anyhow!("cannot list models at {url}: {e}; pass --model"))?;
+        if !resp.is_success() {
+            bail!(
+                "cannot list models at {url}: HTTP {} {}; pass --model",
+                resp.status,
+                resp.reason
+            );
+        }
+        let v: Value = serde_json::from_slice(&resp.body)
+            .with_context(|| format!("{url} did not return JSON; pass --model"))?;
+        v["data"][0]["id"]
+            .as_str()
+            .map(str::to_string)
+            .with_context(|| format!("{url} lists no model; pass --model"))
+    }
+
+    /// Starts or stops server-side profiling (`/start_profile`, `/stop_profile`).
+    pub fn profile(&self, action: &str) -> Result<()> {
+        let path = format!("/{action}_profile");
+        let resp = self
+            .post(
+                &path,
+                &Value::Object(Default::default()),
+                Duration::from_secs(600),
+            )
+            .map_err(anyhow::Error::msg)?;
+        if !resp.is_success() {
+            bail!(
+                "{} returned HTTP {} {}: is the server started with profiling enabled?",
+                self.base.url_of(&path),
+                resp.status,
+                resp.reason
+            );
+        }
+        Ok(())
+    }
+
+    /// The server's `/tokenize` + `/detokenize` as a tokenizer endpoint.
+    pub fn tokenize_endpoint(self: &Arc<Self>, model: &str) -> Arc<dyn TokenizeEndpoint> {
+        Arc::new(ServerTokenize {
+            target: self.clone(),
+            model: model.to_string(),
+        })
+    }
+}
+
+/// Headers on every request: `Authorization: Bearer $OPENAI_API_KEY` (read once), then
+/// `--header` pairs (a later one with the same name wins, as Python's dict update).
+fn request_headers(config: &Config) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = Vec::new();
+    if let Ok(key) = std::env::var("OPENAI_API_KEY") {
+        if !key.is_empty() {
+            headers.push(("Authorization".into(), format!("Bearer {key}")));
+        }
+    }
+    for (k, v) in &config.request.headers {
+        headers.retain(|(name, _)| !name.eq_ignore_ascii_case(k));
+        headers.push((k.clone(), v.clone()));
+    }
+    headers
+}
+
+/// Waits until the benchmark endpoint answers one real request (`--ready-check-timeout-sec`),
+/// retrying every 5 s as Python does. `send_one` runs one request and says whether it
+/// succeeded (with the error otherwise).
+pub fn wait_until_ready(
+    timeout: Duration,
+    mut send_one: impl FnMut() -> Result<(), String>,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let err = match send_one() {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            bail!("the endpoint is not ready after {}s: {err}; raise --ready-check-timeout-sec or check the server", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_secs(5).min(deadline - now));
+    }
+}
+
+struct ServerTokenize {
+    target: Arc<Target>,
+    model: String,
+}
+
+const TOKENIZE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Vocabulary assumed for a server-side tokenizer whose server does not report one.
+const ASSUMED_VOCAB: usize = 32_000;
+
+impl TokenizeEndpoint for ServerTokenize {
+    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<u32>> {
+        let body = serde_json::json!({ "model": self.model, "prompt": text, "add_special_tokens": add_special });
+        let v = self.call("/tokenize", &body)?;
+        let tokens = v["tokens"]
+            .as_array()
+            .context("/tokenize returned no `tokens` list")?;
+        tokens
+            .iter()
+            .map(|t| {
+                t.as_u64()
+                    .map(|t| t as u32)
+                    .context("/tokenize returned a non-integer token")
+            })
+            .collect()
+    }
+
+    fn detokenize(&self, ids: &[u32]) -> Result<String> {
+        let body = serde_json::json!({ "model": self.model, "tokens": ids });
+        let v = self.call("/detokenize", &body)?;
+        v["prompt"]
+            .as_str()
+            .map(str::to_string)
+            .context("/detokenize returned no `prompt` text")
+    }
+
+    /// vLLM's `/tokenize` does not report the vocabulary size; use it when a server does,
+    /// else walk the first 32,000 ids, a range every current LLM vocabulary covers.
+    fn vocab_size(&self) -> Option<usize> {
+        let reported = self
+            .call(
+                "/tokenize",
+                &serde_json::json!({ "model": self.model, "prompt": "" }),
+            )
+            .ok();
+        Some(
+            reported
+                .and_then(|v| v["vocab_size"].as_u64())
+                .map_or(ASSUMED_VOCAB, |n| n as usize),
+        )
+    }
+}
+
+impl ServerTokenize {
+    fn call(&self, path: &str, body: &Value) -> Result<Value> {
+        let url = self.target.base.url_of(path);
+        let resp = self
+            .target
+            .post(path, body, TOKENIZE_TIMEOUT)
+            .map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+        if !resp.is_success() {
+            bail!("{url}: HTTP {} {}", resp.status, resp.reason);
+        }
+        serde_json::from_slice(&resp.body).with_context(|| format!("{url} did not return JSON"))
+    }
+}

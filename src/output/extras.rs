@@ -1,0 +1,130 @@
+//! What vllm-bench adds after Python's closing line, and as extra result-JSON keys: the
+//! engine that measured, dispatch lag (how faithfully arrivals were honoured), and failures
+//! counted by reason.
+
+use std::fmt::Write;
+
+use crate::engine::{EngineOptions, RunReport};
+use crate::output::json::{Json, JsonObject};
+
+/// Lag percentiles, ms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lag {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub samples: u64,
+}
+
+/// Our additions to a run's report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Extras {
+    pub cores: usize,
+    pub driver: String,
+    pub workers: usize,
+    pub dispatch_lag: Option<Lag>,
+    pub failures: Vec<(String, usize, String)>,
+    pub not_sent: usize,
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+impl Extras {
+    pub fn from_run(run: &RunReport, opts: &EngineOptions) -> Extras {
+        let h = &run.merged.histograms.dispatch_lag;
+        let dispatch_lag = (!h.is_empty()).then(|| Lag {
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            max_ms: ms(h.max()),
+            samples: h.len(),
+        });
+        let failures = run
+            .merged
+            .failures_by_kind
+            .iter()
+            .map(|(kind, n)| {
+                let example = run
+                    .merged
+                    .records
+                    .iter()
+                    .find_map(|r| {
+                        r.failure
+                            .as_ref()
+                            .filter(|f| &f.kind == kind)
+                            .map(|f| f.detail.clone())
+                    })
+                    .unwrap_or_default();
+                (kind.clone(), *n, example)
+            })
+            .collect();
+        Extras {
+            cores: opts.cores.len(),
+            driver: opts.driver.to_string(),
+            workers: run.workers,
+            dispatch_lag,
+            failures,
+            not_sent: run.not_sent,
+        }
+    }
+
+    /// The console section printed after Python's block.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "{:-^50}", "vllm-bench");
+        let _ = writeln!(
+            out,
+            "{:<40} {} cores, {}, {} workers",
+            "Engine:", self.cores, self.driver, self.workers
+        );
+        if let Some(l) = &self.dispatch_lag {
+            let _ = writeln!(
+                out,
+                "{:<40} {:.3} / {:.3} / {:.3}",
+                "Dispatch lag p50/p99/max (ms):", l.p50_ms, l.p99_ms, l.max_ms
+            );
+        }
+        if self.not_sent > 0 {
+            let _ = writeln!(out, "{:<40} {}", "Not sent (interrupted):", self.not_sent);
+        }
+        for (kind, n, example) in &self.failures {
+            let _ = writeln!(
+                out,
+                "{:<40} {n}  e.g. {}",
+                format!("Failed ({kind}):"),
+                truncate(example, 120)
+            );
+        }
+        let _ = writeln!(out, "{}", "=".repeat(50));
+        out
+    }
+
+    /// Extra result-JSON keys (after Python's).
+    pub fn to_json(&self) -> JsonObject<'static> {
+        let mut doc = JsonObject::new();
+        doc.set("vllm_bench_engine_cores", Json::UInt(self.cores as u64));
+        doc.set("vllm_bench_io_driver", Json::str(self.driver.clone()));
+        doc.set("vllm_bench_workers", Json::UInt(self.workers as u64));
+        if let Some(l) = &self.dispatch_lag {
+            doc.set("vllm_bench_dispatch_lag_p50_ms", Json::Float(l.p50_ms));
+            doc.set("vllm_bench_dispatch_lag_p99_ms", Json::Float(l.p99_ms));
+            doc.set("vllm_bench_dispatch_lag_max_ms", Json::Float(l.max_ms));
+        }
+        let mut failures = JsonObject::new();
+        for (kind, n, _) in &self.failures {
+            failures.set(kind.clone(), Json::UInt(*n as u64));
+        }
+        doc.set("vllm_bench_failures_by_reason", Json::Object(failures));
+        doc.set("vllm_bench_not_sent", Json::UInt(self.not_sent as u64));
+        doc
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    match line.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_string(),
+    }
+}
