@@ -1,1 +1,318 @@
-//! Integration tests: engine.
+//! The engine against the mock server (timing, accounting, concurrency, faults, drivers) and
+//! against real servers nobody here wrote (nginx SSE, llama.cpp).
+
+use std::time::Duration;
+
+use vllm_bench::cli::Backend;
+use vllm_bench::engine::runtime::ResolvedDriver;
+use vllm_bench::engine::RunReport;
+use vllm_bench::http::url::BaseUrl;
+use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
+
+use crate::util::{auto_driver, options, run, start_tool_server, workload};
+
+fn mock(cfg: MockConfig) -> (MockServer, BaseUrl) {
+    let server = MockServer::start(cfg).expect("start mock");
+    let url = BaseUrl::parse(&server.base_url()).unwrap();
+    (server, url)
+}
+
+fn timed_mock(ttft_ms: u64, itl_ms: u64) -> MockConfig {
+    MockConfig {
+        first_token_delay: Duration::from_millis(ttft_ms),
+        token_interval: Duration::from_millis(itl_ms),
+        ..MockConfig::default()
+    }
+}
+
+fn completed(r: &RunReport) -> usize {
+    r.merged.outputs.iter().filter(|o| o.success).count()
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = xs.collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+#[test]
+fn every_request_is_accounted_for_and_timed_like_the_server() {
+    let (server, url) = mock(timed_mock(30, 5));
+    let mut w = workload(&url, Backend::Vllm, "mock-model", 120, 16);
+    w.max_concurrency = Some(24);
+    let r = run(&url, w, options(2, auto_driver()));
+    assert_eq!(r.merged.outputs.len(), 120, "completed + failed = sent");
+    assert_eq!(
+        completed(&r),
+        120,
+        "failures: {:?}",
+        r.merged.failures_by_kind
+    );
+    for o in &r.merged.outputs {
+        assert_eq!(
+            o.output_tokens, 16,
+            "usage.completion_tokens is taken from the usage chunk"
+        );
+        assert_eq!(
+            o.itl.len(),
+            15,
+            "one ITL entry per token event after the first"
+        );
+        assert!(o.ttft >= 0.030 && o.ttft < 0.030 + 0.040, "ttft {}", o.ttft);
+        assert!(o.latency >= o.ttft);
+        assert!(o.generated_text.starts_with(" tok"));
+    }
+    let itl = mean(r.merged.outputs.iter().flat_map(|o| o.itl.iter().copied()));
+    assert!((0.004..0.009).contains(&itl), "mean ITL {itl}");
+    assert!(server.stats().peak_in_flight <= 24);
+}
+
+#[test]
+fn max_concurrency_is_exact_across_cores() {
+    let (server, url) = mock(timed_mock(20, 2));
+    let mut w = workload(&url, Backend::Vllm, "mock-model", 60, 8);
+    w.max_concurrency = Some(7);
+    let r = run(&url, w, options(2, auto_driver()));
+    assert_eq!(completed(&r), 60);
+    let peak = server.stats().peak_in_flight;
+    assert!(
+        peak <= 7,
+        "the mock saw {peak} requests in flight with --max-concurrency 7"
+    );
+    assert!(peak >= 6, "the limit should be reached, got {peak}");
+    assert_eq!(r.workers, 7);
+}
+
+#[test]
+fn open_loop_arrivals_follow_the_schedule() {
+    let (_server, url) = mock(timed_mock(5, 1));
+    let mut w = workload(&url, Backend::Vllm, "mock-model", 40, 4);
+    let offsets: Vec<Duration> = (0..40).map(|i| Duration::from_millis(10 * i)).collect();
+    w.arrivals = Some(offsets.clone().into());
+    let r = run(&url, w, options(2, auto_driver()));
+    assert_eq!(completed(&r), 40);
+    for (o, want) in r.merged.outputs.iter().zip(&offsets) {
+        let lag = o.start_time - want.as_secs_f64();
+        assert!(
+            (0.0..0.015).contains(&lag),
+            "sent {lag:.4}s after its arrival time"
+        );
+        assert!(o.client_queue_time < 0.015);
+    }
+    assert!(!r.merged.histograms.dispatch_lag.is_empty());
+}
+
+#[test]
+fn open_and_closed_loop_together_queue_behind_the_limit() {
+    let (server, url) = mock(timed_mock(40, 1));
+    let mut w = workload(&url, Backend::Vllm, "mock-model", 12, 2);
+    w.arrivals = Some(vec![Duration::ZERO; 12].into());
+    w.max_concurrency = Some(3);
+    let r = run(&url, w, options(2, auto_driver()));
+    assert_eq!(completed(&r), 12);
+    assert!(server.stats().peak_in_flight <= 3);
+    let queued = r
+        .merged
+        .outputs
+        .iter()
+        .filter(|o| o.client_queue_time > 0.030)
+        .count();
+    assert!(
+        queued >= 6,
+        "requests beyond the limit wait in the client queue ({queued})"
+    );
+}
+
+#[test]
+fn faults_become_failed_requests_with_reasons_never_hangs() {
+    let cfg = MockConfig {
+        faults: FaultConfig {
+            error_500: 0.15,
+            error_429: 0.1,
+            disconnect: 0.1,
+            stall: 0.05,
+            malformed: 0.1,
+        },
+        stall_for: Duration::from_secs(20),
+        num_tokens: 12,
+        token_interval: Duration::from_millis(1),
+        seed: 7,
+        ..MockConfig::default()
+    };
+    let (server, url) = mock(cfg);
+    let mut w = workload(&url, Backend::Vllm, "mock-model", 100, 12);
+    w.max_concurrency = Some(20);
+    let mut o = options(2, auto_driver());
+    o.request_timeout = Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    let r = run(&url, w, o);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "stalls are cut by the request timeout"
+    );
+    assert_eq!(r.merged.outputs.len(), 100, "completed + failed = sent");
+    let failed = r.merged.outputs.iter().filter(|o| !o.success).count();
+    let kinds = &r.merged.failures_by_kind;
+    assert_eq!(failed, kinds.values().sum::<usize>());
+    assert!(kinds.get("http_500").copied().unwrap_or(0) > 0, "{kinds:?}");
+    assert!(kinds.get("http_429").copied().unwrap_or(0) > 0, "{kinds:?}");
+    assert!(kinds.get("timeout").copied().unwrap_or(0) > 0, "{kinds:?}");
+    assert!(
+        kinds.get("malformed_event").copied().unwrap_or(0) > 0,
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.get("disconnected").copied().unwrap_or(0) > 0,
+        "{kinds:?}"
+    );
+    let e500 = r
+        .merged
+        .outputs
+        .iter()
+        .find(|o| o.error == "Internal Server Error");
+    assert!(e500.is_some(), "a 500 carries Python's reason phrase");
+    assert!(r
+        .merged
+        .outputs
+        .iter()
+        .any(|o| o.error == "Too Many Requests"));
+    let injected = server.stats().faults.total();
+    assert_eq!(
+        failed as u64, injected,
+        "every injected fault is one failed request, nothing else fails"
+    );
+}
+
+#[test]
+fn reconnects_transparently_when_the_server_closes_after_each_response() {
+    let cfg = MockConfig {
+        close_after_response: true,
+        num_tokens: 4,
+        ..MockConfig::default()
+    };
+    let (server, url) = mock(cfg);
+    let mut w = workload(&url, Backend::Vllm, "mock-model", 30, 4);
+    w.max_concurrency = Some(2);
+    let mut o = options(1, auto_driver());
+    o.preconnect = true;
+    let r = run(&url, w, o);
+    assert_eq!(completed(&r), 30, "{:?}", r.merged.failures_by_kind);
+    assert!(server.stats().connections_accepted >= 30);
+}
+
+#[test]
+fn epoll_driver_runs_the_same_workload() {
+    let (_server, url) = mock(timed_mock(10, 2));
+    let w = workload(&url, Backend::OpenaiChat, "mock-model", 20, 6);
+    let r = run(&url, w, options(2, ResolvedDriver::Epoll));
+    assert_eq!(completed(&r), 20);
+    for o in &r.merged.outputs {
+        assert_eq!(
+            o.itl.len(),
+            5,
+            "the opening role chunk of chat is not a token"
+        );
+        assert_eq!(o.output_tokens, 6);
+    }
+}
+
+#[test]
+fn embeddings_are_whole_responses() {
+    let (_server, url) = mock(timed_mock(15, 0));
+    let w = workload(&url, Backend::OpenaiEmbeddings, "mock-model", 10, 1);
+    let r = run(&url, w, options(1, auto_driver()));
+    assert_eq!(completed(&r), 10);
+    for o in &r.merged.outputs {
+        assert!(o.latency >= 0.015, "latency {}", o.latency);
+        assert_eq!(o.prompt_len, 6, "prompt_len comes from usage.prompt_tokens");
+    }
+}
+
+#[test]
+fn unreachable_server_fails_every_request_cleanly() {
+    let port = crate::util::free_port();
+    let url = BaseUrl::http("127.0.0.1", port);
+    let w = workload(&url, Backend::Vllm, "m", 5, 4);
+    let r = run(&url, w, options(1, auto_driver()));
+    assert_eq!(r.merged.outputs.len(), 5);
+    assert!(r
+        .merged
+        .outputs
+        .iter()
+        .all(|o| !o.success && !o.error.is_empty()));
+    assert_eq!(r.merged.failures_by_kind.get("connect"), Some(&5));
+}
+
+/// nginx streaming scripted SSE: chunked keep-alive, `\r\n\r\n` framing, events split across
+/// HTTP chunks, and a 500 route.
+#[test]
+fn nginx_sse_real_server() {
+    let Some(nginx) = start_tool_server("nginx-sse.sh", &[], &[]) else {
+        return;
+    };
+    for prefix in ["", "/crlf", "/split"] {
+        for backend in [Backend::Vllm, Backend::OpenaiChat] {
+            let url = BaseUrl::parse(&format!("{}{prefix}", nginx.url)).unwrap();
+            let mut w = workload(&url, backend, &nginx.model, 8, 16);
+            w.max_concurrency = Some(4);
+            let r = run(&url, w, options(2, auto_driver()));
+            assert_eq!(
+                completed(&r),
+                8,
+                "{prefix} {backend:?}: {:?}",
+                r.merged.failures_by_kind
+            );
+            for o in &r.merged.outputs {
+                assert_eq!(o.output_tokens, 16);
+                assert_eq!(o.prompt_len, 10, "usage.prompt_tokens from nginx");
+                assert_eq!(o.itl.len(), 15, "{prefix} {backend:?}");
+                assert!(o.ttft >= 0.045, "ttft {}", o.ttft);
+                assert!(
+                    o.generated_text.starts_with(" Shall I compare thee"),
+                    "{:?}",
+                    o.generated_text
+                );
+            }
+        }
+    }
+    let url = BaseUrl::parse(&format!("{}/error", nginx.url)).unwrap();
+    let r = run(
+        &url,
+        workload(&url, Backend::Vllm, "m", 3, 4),
+        options(1, auto_driver()),
+    );
+    assert!(r
+        .merged
+        .outputs
+        .iter()
+        .all(|o| o.error == "Internal Server Error"));
+}
+
+/// llama.cpp serving SmolLM2 on CPU: closes the connection after each stream, sends usage on
+/// the final choices chunk (completions) or a separate chunk (chat).
+#[test]
+fn llama_cpp_real_server() {
+    let Some(llama) = start_tool_server("llama-server.sh", &[], &[]) else {
+        return;
+    };
+    let url = BaseUrl::parse(&llama.url).unwrap();
+    for backend in [Backend::Vllm, Backend::OpenaiChat] {
+        let mut w = workload(&url, backend, &llama.model, 6, 12);
+        w.max_concurrency = Some(3);
+        let r = run(&url, w, options(1, auto_driver()));
+        assert_eq!(
+            completed(&r),
+            6,
+            "{backend:?}: {:?}",
+            r.merged.failures_by_kind
+        );
+        for o in &r.merged.outputs {
+            assert!(
+                o.output_tokens >= 1 && o.output_tokens <= 12,
+                "{backend:?} usage {}",
+                o.output_tokens
+            );
+            assert!(o.prompt_len > 1, "prompt tokens from the server's usage");
+            assert!(o.ttft > 0.0 && o.latency >= o.ttft);
+        }
+    }
+}

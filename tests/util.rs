@@ -1,1 +1,170 @@
-//! Integration tests: util.
+//! Test harness: locate `../shared`, start the in-process mock server, build workloads, run
+//! the engine, and start real servers (nginx-sse, llama.cpp) through `../shared/tools`.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use vllm_bench::backends::{build_body, Api, BodyOptions};
+use vllm_bench::cli::Backend;
+use vllm_bench::datasets::Prompt;
+use vllm_bench::engine::runtime::{resolve_driver, DriverChoice, ResolvedDriver};
+use vllm_bench::engine::{self, EngineOptions, RunReport, Workload};
+use vllm_bench::http::conn::Endpoint;
+use vllm_bench::http::request::{HeadTemplate, Method};
+use vllm_bench::http::url::BaseUrl;
+
+/// `../shared` (or `$VLLM_BENCH_SHARED`).
+pub fn shared_dir() -> PathBuf {
+    if let Ok(p) = std::env::var("VLLM_BENCH_SHARED") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared")
+}
+
+/// The io_uring driver when available, else epoll.
+pub fn auto_driver() -> ResolvedDriver {
+    resolve_driver(DriverChoice::Auto)
+        .expect("auto never fails")
+        .0
+}
+
+pub fn endpoint(url: &BaseUrl) -> Endpoint {
+    let addr = url.resolve().expect("resolve test host")[0];
+    Endpoint {
+        addr,
+        tls: None,
+        connect_timeout: Duration::from_secs(5),
+    }
+}
+
+/// `n` requests for `backend` at `url`, each asking for `output_len` tokens.
+pub fn workload(
+    url: &BaseUrl,
+    backend: Backend,
+    model: &str,
+    n: usize,
+    output_len: usize,
+) -> Workload {
+    let api = Api::for_backend(backend).expect("an implemented backend");
+    let head = HeadTemplate::new(
+        Method::Post,
+        &url.request_path(backend.default_endpoint()),
+        &url.host_header(),
+        &[],
+    );
+    let opts = BodyOptions {
+        model: model.to_string(),
+        ..BodyOptions::default()
+    };
+    let requests: Vec<_> = (0..n)
+        .map(|i| {
+            let prompt = Prompt::Text(Arc::from(format!("prompt number {i} with some words")));
+            let body = build_body(api, &prompt, output_len, &opts).unwrap();
+            head.build(Some(&format!("test-{i}")), Some("application/json"), &body)
+        })
+        .collect();
+    Workload {
+        requests: requests.into(),
+        client_prompt_lens: vec![5u32; n].into(),
+        arrivals: None,
+        max_concurrency: None,
+        mode: api.response_mode(),
+        expected_tokens: output_len,
+    }
+}
+
+pub fn options(cores: usize, driver: ResolvedDriver) -> EngineOptions {
+    let all = engine::runtime::available_cores();
+    EngineOptions {
+        cores: all.iter().copied().cycle().take(cores).collect(),
+        pin: false,
+        driver,
+        request_timeout: Duration::from_secs(30),
+        preconnect: false,
+        keep_all_text: true,
+    }
+}
+
+pub fn run(url: &BaseUrl, w: Workload, o: EngineOptions) -> RunReport {
+    engine::run(endpoint(url), w, o, |_| {}).expect("engine run")
+}
+
+/// A free loopback port (bound and released; fine for tests that start a server on it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server started by one of `../shared/tools` scripts, stopped on drop.
+pub struct ToolServer {
+    script: PathBuf,
+    pid: String,
+    pub url: String,
+    pub model: String,
+}
+
+impl Drop for ToolServer {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.script)
+            .args(["stop", &self.pid])
+            .output();
+    }
+}
+
+/// Starts `script start PORT [args]`, or explains why not. When
+/// `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (CI), failing to start is a test failure; otherwise
+/// the test prints the reason and is skipped.
+pub fn start_tool_server(script: &str, args: &[&str], env: &[(&str, &str)]) -> Option<ToolServer> {
+    let path = shared_dir().join("tools").join(script);
+    let required = std::env::var("VLLM_BENCH_REQUIRE_REAL_SERVERS").is_ok_and(|v| v == "1");
+    let skip = |why: String| -> Option<ToolServer> {
+        assert!(
+            !required,
+            "{script} is required here (VLLM_BENCH_REQUIRE_REAL_SERVERS=1) but {why}"
+        );
+        eprintln!("SKIP: {script}: {why}");
+        None
+    };
+    if !path.exists() {
+        return skip(format!("{} does not exist", path.display()));
+    }
+    let port = free_port().to_string();
+    let mut cmd = Command::new(&path);
+    cmd.arg("start").arg(&port).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = match cmd.output() {
+        Ok(o) => o,
+        Err(e) => return skip(format!("cannot run it: {e}")),
+    };
+    if !out.status.success() {
+        return skip(format!(
+            "start failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let field = |key: &str| {
+        stdout
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key).map(str::to_string))
+            .unwrap_or_default()
+    };
+    Some(ToolServer {
+        script: path,
+        pid: field("PID="),
+        url: field("URL="),
+        model: field("MODEL="),
+    })
+}
