@@ -101,6 +101,25 @@ pub fn arrival_offsets(spec: &RateSpec, total: usize) -> Result<Option<Vec<f64>>
     Ok(Some(delays))
 }
 
+/// Python's `rps_change_events` for a ramp-up, as `(rps, arrival offset in seconds)`: the start
+/// rate at offset 0, then every integer rate the ramp passes, stamped with the arrival of the
+/// first request sent at that rate or above. Empty without ramp-up.
+pub fn rps_changes(spec: &RateSpec, offsets: &[f64]) -> Vec<(u64, f64)> {
+    let Some(ramp) = spec.ramp_up else {
+        return Vec::new();
+    };
+    let mut last = ramp.start_rps as u64;
+    let mut events = vec![(last, 0.0)];
+    for (i, &at) in offsets.iter().enumerate() {
+        let rate = current_rate(spec, i, offsets.len()) as u64;
+        if rate > last {
+            events.extend((last + 1..=rate).map(|r| (r, at)));
+            last = rate;
+        }
+    }
+    events
+}
+
 /// Seconds to `Duration`s for the engine.
 pub fn to_durations(offsets: &[f64]) -> Vec<Duration> {
     offsets
@@ -181,6 +200,29 @@ mod tests {
         assert!((current_rate(&exp, 5, 11) - 10.0).abs() < 1e-12);
         let d = arrival_offsets(&lin, 11).unwrap().unwrap();
         assert!(d[0] > 0.0 && d.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn ramp_up_reports_every_integer_rate_once() {
+        let spec = RateSpec {
+            ramp_up: Some(RampUp {
+                strategy: RampStrategy::Linear,
+                start_rps: 1.0,
+                end_rps: 4.0,
+            }),
+            ..spec(f64::INFINITY, 1.0)
+        };
+        let offsets = arrival_offsets(&spec, 4).unwrap().unwrap();
+        let events = rps_changes(&spec, &offsets);
+        let rates: Vec<u64> = events.iter().map(|e| e.0).collect();
+        assert_eq!(rates, vec![1, 2, 3, 4]);
+        assert_eq!(events[0].1, 0.0);
+        assert_eq!(events[3].1, offsets[3]);
+        assert!(rps_changes(&spec_no_ramp(), &offsets).is_empty());
+    }
+
+    fn spec_no_ramp() -> RateSpec {
+        spec(10.0, 1.0)
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! result.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use rayon::prelude::*;
@@ -16,14 +16,19 @@ use crate::datasets::align::align_to_server;
 use crate::datasets::random::{self, RandomConfig};
 use crate::datasets::SampleRequest;
 use crate::engine::runtime::{available_cores, resolve_driver};
-use crate::engine::schedule::{arrival_offsets, to_durations, RampStrategy, RampUp, RateSpec};
+use crate::engine::schedule::{
+    arrival_offsets, rps_changes, to_durations, RampStrategy, RampUp, RateSpec,
+};
 use crate::engine::{self, EngineOptions, RunReport, Workload};
 use crate::http::request::{HeadTemplate, Method};
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::output::console::{render_block, render_notices, render_preamble, Preamble};
 use crate::output::extras;
-use crate::output::json::{append_extras, build_result, result_path, save_result, RunInfo};
+use crate::output::json::{
+    append_extras, build_result, result_path, save_result, RpsChangeEvent, RunInfo,
+};
 use crate::output::localtime::LocalDateTime;
+use crate::output::RampUp as OutputRampUp;
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
 use super::progress::{install_interrupt_handler, Watcher};
@@ -95,16 +100,15 @@ pub fn run(config: &Config) -> Result<()> {
         engine::run(target.endpoint.clone(), warm, engine_opts.clone(), |_| {})?;
         println!("Warmup run completed.");
     }
-    let (workload, rate_note) = schedule(config, prepared)?;
+    let (workload, offsets) = schedule(config, prepared)?;
     println!("Starting main benchmark run...");
-    print!("{}", render_preamble(&preamble(config)));
-    if let Some(n) = rate_note {
-        eprintln!("note: {n}");
-    }
+    let ramp = ramp_up(config);
+    print!("{}", render_preamble(&preamble(config, ramp.as_ref())));
     if config.profiling.enabled {
         target.profile("start")?;
     }
     install_interrupt_handler();
+    let wall_start = SystemTime::now();
     let mut watcher = None;
     let show_bar = !config.output.disable_tqdm;
     let report = engine::run(
@@ -121,7 +125,21 @@ pub fn run(config: &Config) -> Result<()> {
     if config.profiling.enabled {
         target.profile("stop")?;
     }
-    finish(config, &model_id, tokenizer.as_ref(), &report, &engine_opts)
+    let rps_events = rps_changes(&rate_spec(config), offsets.as_deref().unwrap_or(&[]))
+        .into_iter()
+        .map(|(rps, at)| RpsChangeEvent {
+            rps,
+            timestamp: LocalDateTime::at(wall_start + Duration::from_secs_f64(at)).isoformat(),
+        })
+        .collect::<Vec<_>>();
+    finish(
+        config,
+        &model_id,
+        tokenizer.as_ref(),
+        &report,
+        &engine_opts,
+        &rps_events,
+    )
 }
 
 /// The client's cores and, with `--mock-server` on a machine with more than one core, the
@@ -305,25 +323,35 @@ fn rate_spec(config: &Config) -> RateSpec {
     }
 }
 
-/// The measured workload: all requests with their arrival offsets.
-fn schedule(config: &Config, prepared: Prepared) -> Result<(Workload, Option<String>)> {
+/// The measured workload: all requests with their arrival offsets (seconds; `None` when all
+/// are sent at once).
+fn schedule(config: &Config, prepared: Prepared) -> Result<(Workload, Option<Vec<f64>>)> {
     let n = prepared.requests.len();
     let offsets = arrival_offsets(&rate_spec(config), n).map_err(anyhow::Error::msg)?;
     let workload = Workload {
         requests: prepared.requests,
         client_prompt_lens: prepared.prompt_lens,
-        arrivals: offsets.map(|o| to_durations(&o).into()),
+        arrivals: offsets.as_deref().map(|o| to_durations(o).into()),
         max_concurrency: config.rate.max_concurrency,
         mode: prepared.mode,
         expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
     };
-    Ok((workload, None))
+    Ok((workload, offsets))
 }
 
-fn preamble(config: &Config) -> Preamble<'static> {
+/// `--ramp-up-*` as printed and saved.
+fn ramp_up(config: &Config) -> Option<OutputRampUp> {
+    config.rate.ramp_up.as_ref().map(|r| OutputRampUp {
+        strategy: r.strategy.name().to_string(),
+        start_rps: r.start_rps,
+        end_rps: r.end_rps,
+    })
+}
+
+fn preamble<'a>(config: &Config, ramp: Option<&'a OutputRampUp>) -> Preamble<'a> {
     Preamble {
         self_timed: config.rate.self_timed,
-        ramp_up: None,
+        ramp_up: ramp,
         request_rate: config.rate.request_rate,
         burstiness: config.rate.burstiness,
         max_concurrency: config.rate.max_concurrency.map(|c| c as u64),
@@ -337,6 +365,7 @@ fn finish(
     tokenizer: Option<&Tokenizer>,
     run: &RunReport,
     opts: &EngineOptions,
+    rps_events: &[RpsChangeEvent],
 ) -> Result<()> {
     let outputs = &run.merged.outputs;
     let task = TaskKind::for_backend(config.server.backend);
@@ -368,9 +397,15 @@ fn finish(
             request_rate: config.rate.request_rate,
             burstiness: config.rate.burstiness,
             max_concurrency: config.rate.max_concurrency.map(|c| c as u64),
-            ramp_up: None,
+            ramp_up: ramp_up(config),
         };
-        let mut doc = build_result(&info, &report, outputs, &[], config.output.save_detailed);
+        let mut doc = build_result(
+            &info,
+            &report,
+            outputs,
+            rps_events,
+            config.output.save_detailed,
+        );
         append_extras(&mut doc, extra.to_json());
         let path = result_path(
             &info,

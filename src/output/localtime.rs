@@ -23,9 +23,12 @@ pub struct LocalDateTime {
 impl LocalDateTime {
     /// The current local time. Falls back to UTC fields if the time zone cannot be applied.
     pub fn now() -> Self {
-        let since_epoch = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        Self::at(SystemTime::now())
+    }
+
+    /// The local time of `t`.
+    pub fn at(t: SystemTime) -> Self {
+        let since_epoch = t.duration_since(UNIX_EPOCH).unwrap_or_default();
         let secs = since_epoch.as_secs() as libc::time_t;
         let microsecond = since_epoch.subsec_micros();
         // SAFETY: `libc::tm` is plain old data (integers and, on some targets, a nullable
