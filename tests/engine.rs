@@ -36,6 +36,7 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
 
 #[test]
 fn every_request_is_accounted_for_and_timed_like_the_server() {
+    let _serial = crate::util::serial();
     let (server, url) = mock(timed_mock(30, 5));
     let mut w = workload(&url, Backend::Vllm, "mock-model", 120, 16);
     w.max_concurrency = Some(24);
@@ -57,17 +58,20 @@ fn every_request_is_accounted_for_and_timed_like_the_server() {
             15,
             "one ITL entry per token event after the first"
         );
-        assert!(o.ttft >= 0.030 && o.ttft < 0.030 + 0.040, "ttft {}", o.ttft);
+        // Never earlier than the server's delay; the upper bound is loose on purpose (a
+        // correctness check, not a timing benchmark: see bench-overhead/ for accuracy).
+        assert!(o.ttft >= 0.030 && o.ttft < 0.030 + 0.250, "ttft {}", o.ttft);
         assert!(o.latency >= o.ttft);
         assert!(o.generated_text.starts_with(" tok"));
     }
     let itl = mean(r.merged.outputs.iter().flat_map(|o| o.itl.iter().copied()));
-    assert!((0.004..0.009).contains(&itl), "mean ITL {itl}");
+    assert!((0.004..0.020).contains(&itl), "mean ITL {itl}");
     assert!(server.stats().peak_in_flight <= 24);
 }
 
 #[test]
 fn max_concurrency_is_exact_across_cores() {
+    let _serial = crate::util::serial();
     let (server, url) = mock(timed_mock(20, 2));
     let mut w = workload(&url, Backend::Vllm, "mock-model", 60, 8);
     w.max_concurrency = Some(7);
@@ -84,6 +88,7 @@ fn max_concurrency_is_exact_across_cores() {
 
 #[test]
 fn open_loop_arrivals_follow_the_schedule() {
+    let _serial = crate::util::serial();
     let (_server, url) = mock(timed_mock(5, 1));
     let mut w = workload(&url, Backend::Vllm, "mock-model", 40, 4);
     let offsets: Vec<Duration> = (0..40).map(|i| Duration::from_millis(10 * i)).collect();
@@ -103,6 +108,7 @@ fn open_loop_arrivals_follow_the_schedule() {
 
 #[test]
 fn open_and_closed_loop_together_queue_behind_the_limit() {
+    let _serial = crate::util::serial();
     let (server, url) = mock(timed_mock(40, 1));
     let mut w = workload(&url, Backend::Vllm, "mock-model", 12, 2);
     w.arrivals = Some(vec![Duration::ZERO; 12].into());
@@ -124,6 +130,7 @@ fn open_and_closed_loop_together_queue_behind_the_limit() {
 
 #[test]
 fn faults_become_failed_requests_with_reasons_never_hangs() {
+    let _serial = crate::util::serial();
     let cfg = MockConfig {
         faults: FaultConfig {
             error_500: 0.15,
@@ -132,7 +139,7 @@ fn faults_become_failed_requests_with_reasons_never_hangs() {
             stall: 0.05,
             malformed: 0.1,
         },
-        stall_for: Duration::from_secs(20),
+        stall_for: Duration::from_secs(60),
         num_tokens: 12,
         token_interval: Duration::from_millis(1),
         seed: 7,
@@ -146,7 +153,7 @@ fn faults_become_failed_requests_with_reasons_never_hangs() {
     let started = std::time::Instant::now();
     let r = run(&url, w, o);
     assert!(
-        started.elapsed() < Duration::from_secs(15),
+        started.elapsed() < Duration::from_secs(45),
         "stalls are cut by the request timeout"
     );
     assert_eq!(r.merged.outputs.len(), 100, "completed + failed = sent");
@@ -201,6 +208,7 @@ fn reconnects_transparently_when_the_server_closes_after_each_response() {
 
 #[test]
 fn epoll_driver_runs_the_same_workload() {
+    let _serial = crate::util::serial();
     let (_server, url) = mock(timed_mock(10, 2));
     let w = workload(&url, Backend::OpenaiChat, "mock-model", 20, 6);
     let r = run(&url, w, options(2, ResolvedDriver::Epoll));
@@ -217,6 +225,7 @@ fn epoll_driver_runs_the_same_workload() {
 
 #[test]
 fn embeddings_are_whole_responses() {
+    let _serial = crate::util::serial();
     let (_server, url) = mock(timed_mock(15, 0));
     let w = workload(&url, Backend::OpenaiEmbeddings, "mock-model", 10, 1);
     let r = run(&url, w, options(1, auto_driver()));
@@ -246,6 +255,7 @@ fn unreachable_server_fails_every_request_cleanly() {
 /// HTTP chunks, and a 500 route.
 #[test]
 fn nginx_sse_real_server() {
+    let _serial = crate::util::serial();
     let Some(nginx) = start_tool_server("nginx-sse.sh", &[], &[]) else {
         return;
     };
@@ -291,6 +301,7 @@ fn nginx_sse_real_server() {
 /// the final choices chunk (completions) or a separate chunk (chat).
 #[test]
 fn llama_cpp_real_server() {
+    let _serial = crate::util::serial();
     let Some(llama) = start_tool_server("llama-server.sh", &[], &[]) else {
         return;
     };

@@ -17,6 +17,14 @@ use vllm_bench::http::conn::Endpoint;
 use vllm_bench::http::request::{HeadTemplate, Method};
 use vllm_bench::http::url::BaseUrl;
 
+/// Serializes the tests that measure time or drive a real server: cargo runs tests in
+/// parallel, and on a 2-core machine two of them at once measure each other. Poisoning is
+/// ignored (a failed test must not fail the next one).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `../shared` (or `$VLLM_BENCH_SHARED`).
 pub fn shared_dir() -> PathBuf {
     if let Ok(p) = std::env::var("VLLM_BENCH_SHARED") {
@@ -83,7 +91,7 @@ pub fn options(cores: usize, driver: ResolvedDriver) -> EngineOptions {
         cores: all.iter().copied().cycle().take(cores).collect(),
         pin: false,
         driver,
-        request_timeout: Duration::from_secs(30),
+        request_timeout: Duration::from_secs(120),
         preconnect: false,
         keep_all_text: true,
     }

@@ -39,12 +39,9 @@ const WHOLE_BODY_CAP: usize = 64 << 20;
 pub struct ExchangeBuffers {
     read: Vec<u8>,
     /// Head bytes while the head is incomplete, then body bytes the framing decoder could not
-    /// consume yet (a chunk-size line split across reads): rare, so the common path never
-    /// copies.
+    /// consume yet: rare, so the common path never copies.
     carry: Vec<u8>,
-    sse: SseDecoder,
-    json: ChunkDecoder,
-    body: Vec<u8>,
+    body: BodySink,
 }
 
 impl Default for ExchangeBuffers {
@@ -52,9 +49,11 @@ impl Default for ExchangeBuffers {
         ExchangeBuffers {
             read: Vec::with_capacity(READ_BUF),
             carry: Vec::new(),
-            sse: SseDecoder::new(),
-            json: ChunkDecoder::new(),
-            body: Vec::new(),
+            body: BodySink {
+                sse: SseDecoder::new(),
+                json: ChunkDecoder::new(),
+                kept: Vec::new(),
+            },
         }
     }
 }
@@ -75,9 +74,18 @@ pub struct Measured {
     pub done: bool,
 }
 
+/// Where decoded events are recorded: the worker's arenas, the request's numbers, and the
+/// completion time of the read that delivered the bytes being decoded.
+struct Recording<'a> {
+    log: &'a mut WorkerLog,
+    m: &'a mut Measured,
+    now: Instant,
+}
+
 /// Result of one attempt to run the exchange on a connection.
 enum Attempt {
-    Finished(Result<(), Failure>),
+    /// The outcome and whether the connection may be kept alive.
+    Finished(Result<(), Failure>, bool),
     /// The reused connection was closed before any response byte: retry on a fresh one.
     StaleConnection,
 }
@@ -105,30 +113,25 @@ pub async fn exchange(
                 Err(e) => return (None, Err(io_failure("connect", &e))),
             },
         };
-        let reused = c.responses > 0;
-        match attempt(&mut c, req, mode, reused, bufs, log, m).await {
-            (Attempt::StaleConnection, _) => continue,
-            (Attempt::Finished(result), keep_alive) => {
+        match attempt(&mut c, req, mode, bufs, log, m).await {
+            Attempt::StaleConnection => continue,
+            Attempt::Finished(result, keep_alive) => {
                 c.responses += 1;
                 let back = (keep_alive && result.is_ok()).then_some(c);
                 return (back, result);
             }
         }
     }
-    let failure = Failure {
-        kind: "connection_closed".into(),
-        error: "Server disconnected".into(),
-        detail: "the server closed the connection before responding, twice".into(),
-    };
-    (None, Err(failure))
+    let closed = failure(
+        "connection_closed",
+        "Server disconnected",
+        "the server closed the connection before responding, twice",
+    );
+    (None, Err(closed))
 }
 
 fn io_failure(kind: &str, e: &io::Error) -> Failure {
-    Failure {
-        kind: kind.into(),
-        error: e.to_string(),
-        detail: format!("{kind}: {e}"),
-    }
+    failure(kind, e.to_string(), format!("{kind}: {e}"))
 }
 
 fn failure(kind: &str, error: impl Into<String>, detail: impl Into<String>) -> Failure {
@@ -139,21 +142,23 @@ fn failure(kind: &str, error: impl Into<String>, detail: impl Into<String>) -> F
     }
 }
 
-/// One try on one connection. Returns whether the connection may be kept alive.
+/// One try on one connection.
 async fn attempt(
     c: &mut Connection,
     req: &PreparedRequest,
     mode: ResponseMode,
-    reused: bool,
     bufs: &mut ExchangeBuffers,
     log: &mut WorkerLog,
     m: &mut Measured,
-) -> (Attempt, bool) {
+) -> Attempt {
+    // A kept-alive connection that fails before any response byte was closed by the server
+    // while idle: the request never reached it, so it is retried on a fresh connection.
+    let reused = c.responses > 0;
     if let Err(e) = c.write_parts(&req.parts).await {
         if reused {
-            return (Attempt::StaleConnection, false);
+            return Attempt::StaleConnection;
         }
-        return (Attempt::Finished(Err(io_failure("write", &e))), false);
+        return Attempt::Finished(Err(io_failure("write", &e)), false);
     }
     let mut state = ResponseState {
         mode,
@@ -161,42 +166,38 @@ async fn attempt(
         body: None,
     };
     bufs.carry.clear();
-    bufs.body.clear();
-    bufs.sse.reset();
+    bufs.body.reset();
     let mut received_any = false;
     loop {
         let mut buf = std::mem::take(&mut bufs.read);
         buf.clear();
         let (res, buf) = c.read(buf).await;
         // The moment the read completed is the arrival time of every event in it.
-        let now = Instant::now();
+        let mut rec = Recording {
+            log: &mut *log,
+            m: &mut *m,
+            now: Instant::now(),
+        };
         bufs.read = buf;
         let n = match res {
+            Ok(0) | Err(_) if reused && !received_any => return Attempt::StaleConnection,
+            Ok(0) => return Attempt::Finished(state.on_eof(bufs, &mut rec), false),
             Ok(n) => n,
-            Err(_) if reused && !received_any => return (Attempt::StaleConnection, false),
-            Err(e) => return (Attempt::Finished(Err(io_failure("read", &e))), false),
+            Err(e) => return Attempt::Finished(Err(io_failure("read", &e)), false),
         };
-        if n == 0 {
-            if reused && !received_any {
-                return (Attempt::StaleConnection, false);
-            }
-            let outcome = state.on_eof(bufs, log, m, now);
-            return (Attempt::Finished(outcome), false);
-        }
         received_any = true;
         let data = std::mem::take(&mut bufs.read);
-        let step = state.on_bytes(&data[..n], bufs, log, m, now);
+        let step = state.on_bytes(&data[..n], bufs, &mut rec);
         bufs.read = data;
-        if let Step::Done(outcome, keep_alive) = step {
-            return (Attempt::Finished(outcome), keep_alive);
+        if let Some((outcome, keep_alive)) = step {
+            return Attempt::Finished(outcome, keep_alive);
         }
     }
 }
 
-enum Step {
-    NeedMore,
-    Done(Result<(), Failure>, bool),
-}
+/// `None` while the response needs more bytes; else its outcome and whether the connection
+/// may be kept alive.
+type Step = Option<(Result<(), Failure>, bool)>;
 
 /// The response being decoded: head first, then the body by its framing.
 struct ResponseState {
@@ -206,16 +207,9 @@ struct ResponseState {
 }
 
 impl ResponseState {
-    fn on_bytes(
-        &mut self,
-        data: &[u8],
-        bufs: &mut ExchangeBuffers,
-        log: &mut WorkerLog,
-        m: &mut Measured,
-        now: Instant,
-    ) -> Step {
+    fn on_bytes(&mut self, data: &[u8], bufs: &mut ExchangeBuffers, rec: &mut Recording) -> Step {
         if self.head.is_some() && bufs.carry.is_empty() {
-            return self.on_body(data, bufs, log, m, now);
+            return self.on_body(data, bufs, rec);
         }
         // Rare path: an incomplete head, or body framing split across reads.
         let mut joined = std::mem::take(&mut bufs.carry);
@@ -224,13 +218,13 @@ impl ResponseState {
             match parse_head(&joined) {
                 Ok(None) => {
                     bufs.carry = joined;
-                    return Step::NeedMore;
+                    return None;
                 }
                 Err(e) => {
-                    return Step::Done(
+                    return Some((
                         Err(failure("bad_response", e.to_string(), e.to_string())),
                         false,
-                    )
+                    ))
                 }
                 Ok(Some(head)) => {
                     let start = head.head_len;
@@ -240,7 +234,7 @@ impl ResponseState {
                 }
             }
         }
-        let step = self.on_body(&joined, bufs, log, m, now);
+        let step = self.on_body(&joined, bufs, rec);
         if bufs.carry.is_empty() {
             joined.clear();
             bufs.carry = joined; // keep the capacity
@@ -248,73 +242,48 @@ impl ResponseState {
         step
     }
 
-    /// Feeds body bytes through the framing decoder into the mode's consumer.
-    fn on_body(
-        &mut self,
-        data: &[u8],
-        bufs: &mut ExchangeBuffers,
-        log: &mut WorkerLog,
-        m: &mut Measured,
-        now: Instant,
-    ) -> Step {
+    /// Feeds body bytes through the framing decoder into the body sink.
+    fn on_body(&mut self, data: &[u8], bufs: &mut ExchangeBuffers, rec: &mut Recording) -> Step {
         let (Some(head), Some(decoder)) = (&self.head, &mut self.body) else {
-            return Step::NeedMore;
+            return None;
         };
         let success = head.is_success();
         let keep_alive = head.keep_alive;
         let mode = self.mode;
-        let ExchangeBuffers {
-            sse,
-            json,
-            body,
-            carry,
-            ..
-        } = bufs;
+        let sink = &mut bufs.body;
         let mut failed = None;
         let decoded = decoder.decode_all(data, |payload| {
             if failed.is_none() {
-                failed =
-                    consume_payload(payload, success, mode, sse, json, body, log, m, now).err();
+                failed = sink.consume(payload, success, mode, rec).err();
             }
         });
         if let Some(f) = failed {
-            return Step::Done(Err(f), false);
+            return Some((Err(f), false));
         }
         match decoded {
-            Err(e) => Step::Done(
+            Err(e) => Some((
                 Err(failure("bad_body", e.to_string(), e.to_string())),
                 false,
-            ),
-            Ok((_, true)) => Step::Done(self.finish(bufs, log, m, now), keep_alive),
+            )),
+            Ok((_, true)) => Some((self.finish(bufs, rec), keep_alive)),
             Ok((consumed, false)) => {
-                if consumed < data.len() {
-                    carry.extend_from_slice(&data[consumed..]);
-                }
-                Step::NeedMore
+                bufs.carry.extend_from_slice(&data[consumed..]);
+                None
             }
         }
     }
 
     /// The server closed the connection: the end of an until-close body, else a truncation.
-    fn on_eof(
-        &mut self,
-        bufs: &mut ExchangeBuffers,
-        log: &mut WorkerLog,
-        m: &mut Measured,
-        now: Instant,
-    ) -> Result<(), Failure> {
-        let complete = match &mut self.body {
-            None => {
-                return Err(failure(
-                    "disconnected",
-                    "Server disconnected",
-                    "the server closed the connection before sending a response head",
-                ))
-            }
-            Some(body) => body.finish().is_ok(),
+    fn on_eof(&mut self, bufs: &mut ExchangeBuffers, rec: &mut Recording) -> Result<(), Failure> {
+        let Some(body) = &mut self.body else {
+            return Err(failure(
+                "disconnected",
+                "Server disconnected",
+                "the server closed the connection before sending a response head",
+            ));
         };
-        if complete || m.done {
-            return self.finish(bufs, log, m, now);
+        if body.finish().is_ok() || rec.m.done {
+            return self.finish(bufs, rec);
         }
         Err(failure(
             "disconnected",
@@ -324,14 +293,8 @@ impl ResponseState {
     }
 
     /// The body is complete: classify the outcome (Python semantics).
-    fn finish(
-        &mut self,
-        bufs: &mut ExchangeBuffers,
-        log: &mut WorkerLog,
-        m: &mut Measured,
-        now: Instant,
-    ) -> Result<(), Failure> {
-        m.end = Some(now);
+    fn finish(&mut self, bufs: &mut ExchangeBuffers, rec: &mut Recording) -> Result<(), Failure> {
+        rec.m.end = Some(rec.now);
         let Some(head) = &self.head else {
             return Err(failure(
                 "bad_response",
@@ -340,7 +303,7 @@ impl ResponseState {
             ));
         };
         if !head.is_success() {
-            let body = String::from_utf8_lossy(&bufs.body).trim().to_string();
+            let body = String::from_utf8_lossy(&bufs.body.kept).trim().to_string();
             return Err(failure(
                 &format!("http_{}", head.status),
                 head.reason.to_string(),
@@ -349,129 +312,133 @@ impl ResponseState {
         }
         match self.mode {
             ResponseMode::Whole => {
-                m.usage_prompt_tokens = whole_body_prompt_tokens(&mut bufs.body);
+                rec.m.usage_prompt_tokens = whole_body_prompt_tokens(&mut bufs.body.kept);
+                Ok(())
+            }
+            ResponseMode::Stream(api) => bufs.body.finish_stream(api, rec),
+        }
+    }
+}
+
+/// Where body payload goes: error bodies are kept (capped) for the failure detail, whole
+/// bodies are collected, streams go through the SSE decoder event by event.
+struct BodySink {
+    sse: SseDecoder,
+    json: ChunkDecoder,
+    kept: Vec<u8>,
+}
+
+impl BodySink {
+    fn reset(&mut self) {
+        self.sse.reset();
+        self.kept.clear();
+    }
+
+    fn consume(
+        &mut self,
+        payload: &[u8],
+        success: bool,
+        mode: ResponseMode,
+        rec: &mut Recording,
+    ) -> Result<(), Failure> {
+        if !success {
+            let room = ERROR_BODY_CAP.saturating_sub(self.kept.len());
+            self.kept
+                .extend_from_slice(&payload[..payload.len().min(room)]);
+            return Ok(());
+        }
+        match mode {
+            ResponseMode::Whole => {
+                if self.kept.len() + payload.len() > WHOLE_BODY_CAP {
+                    return Err(failure(
+                        "body_too_large",
+                        "response body too large",
+                        format!("over {WHOLE_BODY_CAP} bytes"),
+                    ));
+                }
+                self.kept.extend_from_slice(payload);
                 Ok(())
             }
             ResponseMode::Stream(api) => {
-                while let Some(ev) = bufs.sse.finish() {
-                    let done = ev.is_done();
-                    handle_event(done, ev.data, &mut bufs.json, api, log, m, now)?;
-                }
-                if m.usage_completion_tokens.is_none() && m.usage_prompt_tokens.is_none() {
-                    if let Some((p, c)) = m.fallback_usage.take() {
-                        m.usage_prompt_tokens = p;
-                        m.usage_completion_tokens = c;
-                    }
-                }
-                if m.first_token.is_none() {
-                    return Err(failure(
-                        "no_token",
-                        "Never received a valid chunk to calculate TTFT.This response will be marked as failed!",
-                        "the stream ended without a token event",
-                    ));
+                self.sse
+                    .push(payload)
+                    .map_err(|e| failure("sse_too_large", e.to_string(), e.to_string()))?;
+                while let Some(ev) = self.sse.next_event() {
+                    rec.event(ev.is_done(), ev.data, &mut self.json, api)?;
                 }
                 Ok(())
             }
         }
     }
-}
 
-/// One slice of decoded body: error bodies are kept (capped) for the failure detail, whole
-/// bodies are collected, streams go through the SSE decoder event by event.
-#[allow(clippy::too_many_arguments)]
-fn consume_payload(
-    payload: &[u8],
-    success: bool,
-    mode: ResponseMode,
-    sse: &mut SseDecoder,
-    json: &mut ChunkDecoder,
-    body: &mut Vec<u8>,
-    log: &mut WorkerLog,
-    m: &mut Measured,
-    now: Instant,
-) -> Result<(), Failure> {
-    if !success {
-        let room = ERROR_BODY_CAP.saturating_sub(body.len());
-        body.extend_from_slice(&payload[..payload.len().min(room)]);
-        return Ok(());
-    }
-    match mode {
-        ResponseMode::Whole => {
-            if body.len() + payload.len() > WHOLE_BODY_CAP {
-                return Err(failure(
-                    "body_too_large",
-                    "response body too large",
-                    format!("over {WHOLE_BODY_CAP} bytes"),
-                ));
+    /// The stream ended: a trailing event without its blank line, the usage fallback, and
+    /// Python's verdict on a stream that never produced a token.
+    fn finish_stream(&mut self, api: StreamApi, rec: &mut Recording) -> Result<(), Failure> {
+        while let Some(ev) = self.sse.finish() {
+            rec.event(ev.is_done(), ev.data, &mut self.json, api)?;
+        }
+        let m = &mut *rec.m;
+        if m.usage_completion_tokens.is_none() && m.usage_prompt_tokens.is_none() {
+            if let Some((p, c)) = m.fallback_usage.take() {
+                m.usage_prompt_tokens = p;
+                m.usage_completion_tokens = c;
             }
-            body.extend_from_slice(payload);
-            Ok(())
         }
-        ResponseMode::Stream(api) => {
-            sse.push(payload)
-                .map_err(|e| failure("sse_too_large", e.to_string(), e.to_string()))?;
-            drain_events(sse, json, api, log, m, now)
+        if m.first_token.is_none() {
+            return Err(failure(
+                "no_token",
+                "Never received a valid chunk to calculate TTFT.This response will be marked as failed!",
+                "the stream ended without a token event",
+            ));
         }
+        Ok(())
     }
 }
 
-/// Decodes every complete SSE event in the decoder.
-fn drain_events(
-    sse: &mut SseDecoder,
-    json: &mut ChunkDecoder,
-    api: StreamApi,
-    rec: &mut WorkerLog,
-    m: &mut Measured,
-    now: Instant,
-) -> Result<(), Failure> {
-    while let Some(ev) = sse.next_event() {
-        let done = ev.is_done();
-        handle_event(done, ev.data, json, api, rec, m, now)?;
-    }
-    Ok(())
-}
-
-/// Applies one SSE event (Python's `async_request_openai_*` loop body).
-fn handle_event(
-    done: bool,
-    data: &mut [u8],
-    json: &mut ChunkDecoder,
-    api: StreamApi,
-    rec: &mut WorkerLog,
-    m: &mut Measured,
-    now: Instant,
-) -> Result<(), Failure> {
-    if done {
-        m.done = true;
-        return Ok(());
-    }
-    let chunk = json.decode(api, data).map_err(|e| Failure {
-        kind: "malformed_event".into(),
-        error: format!("malformed SSE event: {e}"),
-        detail: format!("malformed SSE event: {e}"),
-    })?;
-    if chunk.has_choices {
-        if chunk.is_token(api) {
-            match m.last_token {
-                None => m.first_token = Some(now),
-                Some(prev) => rec.itl_ns.push(now.duration_since(prev).as_nanos() as u64),
+impl Recording<'_> {
+    /// Applies one SSE event (Python's `async_request_openai_*` loop body).
+    fn event(
+        &mut self,
+        done: bool,
+        data: &mut [u8],
+        json: &mut ChunkDecoder,
+        api: StreamApi,
+    ) -> Result<(), Failure> {
+        let m = &mut *self.m;
+        if done {
+            m.done = true;
+            return Ok(());
+        }
+        let chunk = json.decode(api, data).map_err(|e| {
+            let msg = format!("malformed SSE event: {e}");
+            failure("malformed_event", msg.clone(), msg)
+        })?;
+        if chunk.has_choices {
+            if chunk.is_token(api) {
+                match m.last_token {
+                    None => m.first_token = Some(self.now),
+                    Some(prev) => self
+                        .log
+                        .itl_ns
+                        .push(self.now.duration_since(prev).as_nanos() as u64),
+                }
+                m.last_token = Some(self.now);
+                m.chunks += 1;
+                if let Some(text) = &chunk.text {
+                    self.log.text.extend_from_slice(text.as_bytes());
+                }
             }
-            m.last_token = Some(now);
-            m.chunks += 1;
-            if let Some(text) = &chunk.text {
-                rec.text.extend_from_slice(text.as_bytes());
+            if let Some(u) = &chunk.usage {
+                m.fallback_usage = Some((u.prompt_tokens, u.completion_tokens));
+            }
+        } else if let Some(u) = &chunk.usage {
+            m.usage_completion_tokens = u.completion_tokens;
+            if u.prompt_tokens.is_some() {
+                m.usage_prompt_tokens = u.prompt_tokens;
             }
         }
-        if let Some(u) = &chunk.usage {
-            m.fallback_usage = Some((u.prompt_tokens, u.completion_tokens));
-        }
-    } else if let Some(u) = &chunk.usage {
-        m.usage_completion_tokens = u.completion_tokens;
-        if u.prompt_tokens.is_some() {
-            m.usage_prompt_tokens = u.prompt_tokens;
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// `usage.prompt_tokens` of a non-streaming JSON body, if present.
