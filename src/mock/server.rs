@@ -25,7 +25,7 @@ use super::conn;
 use super::lifecycle::Lifecycle;
 use super::prefix_cache::PrefixCache;
 use super::stats::{LoggedRequest, MockStats, Stats, WorkerCounters};
-use super::timer::Timers;
+use crate::engine::timer::Timers;
 
 /// How often an idle worker checks the stop flag (bounds shutdown latency).
 pub const STOP_POLL: Duration = Duration::from_millis(10);
