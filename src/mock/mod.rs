@@ -43,7 +43,7 @@ mod stats;
 mod timing;
 pub mod toy_tokenizer;
 
-pub use config::{Driver, FaultConfig, MockConfig};
+pub use config::{FaultConfig, MockConfig};
 pub use faults::{FaultCounts, FaultKind};
 pub use server::MockServer;
 pub use stats::{LoggedRequest, MockStats};
