@@ -327,3 +327,264 @@ fn llama_cpp_real_server() {
         }
     }
 }
+
+/// The client over TLS: a self-signed certificate for 127.0.0.1 (made with the `openssl`
+/// CLI at test time), served by a tiny monoio-rustls server in a thread of the test.
+mod https {
+    use std::net::SocketAddr;
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    use std::thread::JoinHandle;
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+    use monoio::net::{TcpListener, TcpStream};
+    use monoio_rustls::TlsAcceptor;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use vllm_bench::cli::Backend;
+    use vllm_bench::engine::runtime::{build_runtime, ResolvedDriver};
+    use vllm_bench::engine::{self, RunReport};
+    use vllm_bench::http::conn::{tls_setup, Endpoint};
+    use vllm_bench::http::url::BaseUrl;
+
+    use crate::util::{options, workload};
+
+    /// The server gives up on its own after this long, whatever the test does.
+    const SERVER_LIFETIME: Duration = Duration::from_secs(30);
+    /// Requests answered per connection at most (keep-alive), so every loop is bounded.
+    const MAX_REQUESTS_PER_CONN: usize = 64;
+    /// Largest request accepted (head and body).
+    const MAX_REQUEST_BYTES: usize = 64 << 10;
+
+    /// A temporary directory holding `cert.pem` and `key.pem`, removed on drop.
+    struct CertDir(PathBuf);
+
+    impl Drop for CertDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A self-signed P-256 certificate for IP 127.0.0.1, or why there is none.
+    fn self_signed_cert(tag: &str) -> Result<CertDir, String> {
+        let dir = std::env::temp_dir().join(format!("vllm-bench-tls-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {dir:?}: {e}"))?;
+        let dir = CertDir(dir);
+        let out = Command::new("openssl")
+            .args(["req", "-x509", "-nodes", "-days", "1", "-newkey", "ec"])
+            .args(["-pkeyopt", "ec_paramgen_curve:prime256v1"])
+            .args([
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(dir.0.join("key.pem"))
+            .arg("-out")
+            .arg(dir.0.join("cert.pem"))
+            .output()
+            .map_err(|e| format!("the openssl CLI is not available ({e})"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "openssl req failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(dir)
+    }
+
+    fn acceptor(dir: &Path) -> TlsAcceptor {
+        let certs = CertificateDer::pem_file_iter(dir.join("cert.pem"))
+            .expect("cert.pem readable")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("cert.pem parses");
+        let key = PrivateKeyDer::from_pem_file(dir.join("key.pem")).expect("key.pem parses");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("certificate and key match");
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        TlsAcceptor::from(config)
+    }
+
+    /// One streamed completion of three tokens with usage, framed by `Content-Length`.
+    fn sse_response() -> Vec<u8> {
+        let mut body = String::new();
+        for tok in [" one", " two", " three"] {
+            body.push_str(&format!(
+                "data: {{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":0,\
+                 \"model\":\"m\",\"choices\":[{{\"index\":0,\"text\":\"{tok}\",\
+                 \"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
+            ));
+        }
+        body.push_str(
+            "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":0,\
+             \"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":5,\
+             \"completion_tokens\":3,\"total_tokens\":8}}\n\ndata: [DONE]\n\n",
+        );
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    /// Position just past the head's blank line, if the head is complete.
+    fn head_end(buf: &[u8]) -> Option<usize> {
+        buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+    }
+
+    /// The request's `Content-Length` (0 when absent).
+    fn content_length(head: &[u8]) -> usize {
+        String::from_utf8_lossy(head)
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Reads one whole request into `buf` (dropping it afterwards); false at EOF or error.
+    async fn read_request<S: AsyncReadRent>(s: &mut S, buf: &mut Vec<u8>) -> bool {
+        loop {
+            if let Some(end) = head_end(buf) {
+                let total = end + content_length(&buf[..end]);
+                if buf.len() >= total {
+                    buf.drain(..total);
+                    return true;
+                }
+            }
+            if buf.len() > MAX_REQUEST_BYTES {
+                return false;
+            }
+            let (res, chunk) = s.read(Vec::with_capacity(8192)).await;
+            match res {
+                Ok(n) if n > 0 => buf.extend_from_slice(&chunk),
+                _ => return false,
+            }
+        }
+    }
+
+    async fn serve_conn(acceptor: TlsAcceptor, tcp: TcpStream, response: Bytes) {
+        // A client that rejects our certificate aborts the handshake: nothing to serve.
+        let Ok(mut tls) = acceptor.accept(tcp).await else {
+            return;
+        };
+        let mut buf = Vec::new();
+        for _ in 0..MAX_REQUESTS_PER_CONN {
+            if !read_request(&mut tls, &mut buf).await {
+                return;
+            }
+            let (res, _) = tls.write_all(response.clone()).await;
+            if res.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The HTTPS server: its address, a stop flag, and its thread.
+    struct Server {
+        addr: SocketAddr,
+        stop: Arc<AtomicBool>,
+        thread: Option<JoinHandle<()>>,
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::Relaxed);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    fn start_server(acceptor: TlsAcceptor) -> Server {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut rt = build_runtime(ResolvedDriver::Epoll).expect("server runtime");
+            rt.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+                tx.send(listener.local_addr().expect("local addr")).unwrap();
+                let response = Bytes::from(sse_response());
+                let accept = async {
+                    loop {
+                        if let Ok((tcp, _)) = listener.accept().await {
+                            monoio::spawn(serve_conn(acceptor.clone(), tcp, response.clone()));
+                        }
+                    }
+                };
+                let deadline = Instant::now() + SERVER_LIFETIME;
+                let until_stop = async {
+                    while !flag.load(Ordering::Relaxed) && Instant::now() < deadline {
+                        monoio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                };
+                monoio::select! {
+                    () = accept => {},
+                    () = until_stop => {},
+                }
+            });
+        });
+        let addr = rx.recv().expect("server reports its address");
+        Server {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Runs `n` streamed completions against the server over TLS.
+    fn run_tls(server: &Server, insecure: bool, n: usize) -> RunReport {
+        let url = BaseUrl::parse(&format!("https://{}", server.addr)).unwrap();
+        let w = workload(&url, Backend::Vllm, "m", n, 3);
+        let endpoint = Endpoint {
+            addr: server.addr,
+            tls: Some(tls_setup("127.0.0.1", insecure).expect("tls setup")),
+            connect_timeout: Duration::from_secs(5),
+        };
+        let mut o = options(1, crate::util::auto_driver());
+        o.request_timeout = Duration::from_secs(10);
+        engine::run(endpoint, w, o, |_| {}).expect("engine run")
+    }
+
+    #[test]
+    fn streams_over_tls_with_insecure_and_rejects_the_self_signed_cert_without() {
+        let dir = match self_signed_cert("engine") {
+            Ok(d) => d,
+            Err(why) => {
+                eprintln!("skipping the HTTPS test: {why}");
+                return;
+            }
+        };
+        let server = start_server(acceptor(&dir.0));
+
+        let r = run_tls(&server, true, 8);
+        assert_eq!(r.merged.outputs.len(), 8);
+        for o in &r.merged.outputs {
+            assert!(o.success, "{}", o.error);
+            assert_eq!(o.output_tokens, 3, "usage read from the decrypted stream");
+            assert_eq!(o.generated_text, " one two three");
+        }
+
+        let r = run_tls(&server, false, 2);
+        assert_eq!(r.merged.failures_by_kind.get("connect"), Some(&2));
+        for o in &r.merged.outputs {
+            assert!(!o.success);
+            assert!(
+                o.error.contains("invalid peer certificate") && !o.error.contains('\n'),
+                "one clear certificate reason: {}",
+                o.error
+            );
+        }
+    }
+}

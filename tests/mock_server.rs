@@ -7,7 +7,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use vllm_bench::mock::{Driver, FaultConfig, FaultKind, MockConfig, MockServer};
+use vllm_bench::engine::runtime::{resolve_driver, DriverChoice};
+use vllm_bench::mock::{FaultConfig, FaultKind, MockConfig, MockServer};
 
 /// Every socket read gives up after this long, so no test can hang.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -212,11 +213,11 @@ fn start(cfg: MockConfig) -> MockServer {
     MockServer::start(cfg).expect("mock server starts")
 }
 
-/// The drivers this machine can run: always legacy, io_uring when the kernel has it.
-fn drivers() -> Vec<Driver> {
-    let mut d = vec![Driver::Legacy];
-    if Driver::IoUring.resolve().is_ok() {
-        d.push(Driver::IoUring);
+/// The drivers this machine can run: always epoll, io_uring when the kernel has it.
+fn drivers() -> Vec<DriverChoice> {
+    let mut d = vec![DriverChoice::Epoll];
+    if resolve_driver(DriverChoice::IoUring).is_ok() {
+        d.push(DriverChoice::IoUring);
     }
     d
 }
@@ -235,6 +236,11 @@ fn completion_stream_has_the_golden_shape() {
             driver,
             ..MockConfig::default()
         });
+        assert_eq!(
+            DriverChoice::from(server.driver()),
+            driver,
+            "runs on the asked driver"
+        );
         let body = r#"{"model":"mock-model","prompt":"one two three","max_tokens":5,"stream":true,
                        "stream_options":{"include_usage":true}}"#;
         let resp = request(&server, "/v1/completions", body);

@@ -8,8 +8,9 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
-use vllm_bench::mock::{Driver, FaultConfig, MockConfig, MockServer};
+use clap::Parser;
+use vllm_bench::engine::runtime::DriverChoice;
+use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
 
 /// Deterministic, thread-per-core, OpenAI-compatible mock LLM server (vLLM-shaped streams).
 ///
@@ -87,8 +88,8 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     request_log: Option<PathBuf>,
     /// I/O driver: io_uring when available (auto), io_uring only, or epoll.
-    #[arg(long, value_enum, default_value_t = IoDriver::Auto)]
-    io_driver: IoDriver,
+    #[arg(long, value_enum, default_value_t = DriverChoice::Auto)]
+    io_driver: DriverChoice,
     /// max_model_len reported by /v1/models and /tokenize; larger max_tokens get a 400.
     #[arg(long, value_name = "N", default_value_t = 32_768)]
     max_model_len: usize,
@@ -98,13 +99,6 @@ struct Args {
     /// Answer /metrics with 404 (like the mock of the golden runs).
     #[arg(long)]
     no_metrics: bool,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum IoDriver {
-    Auto,
-    Uring,
-    Epoll,
 }
 
 /// Milliseconds (fractions allowed) as a `Duration`.
@@ -156,11 +150,7 @@ impl Args {
             stall_for: self.stall_ms,
             seed: self.seed,
             request_log: self.request_log.is_some(),
-            driver: match self.io_driver {
-                IoDriver::Auto => Driver::Auto,
-                IoDriver::Uring => Driver::IoUring,
-                IoDriver::Epoll => Driver::Legacy,
-            },
+            driver: self.io_driver,
             max_model_len: self.max_model_len,
             tokenize_endpoints: !self.no_tokenize,
             metrics_endpoint: !self.no_metrics,
@@ -229,7 +219,7 @@ fn main() -> ExitCode {
         "listening on http://{} ({} workers, {})",
         server.addr(),
         server.workers(),
-        server.driver().name()
+        server.driver()
     );
     while !STOP.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(20));

@@ -11,6 +11,7 @@ pub mod exchange;
 pub mod recorder;
 pub mod runtime;
 pub mod schedule;
+pub mod timer;
 mod worker;
 
 use std::cell::RefCell;
@@ -25,6 +26,7 @@ use crate::http::request::PreparedRequest;
 pub use exchange::ResponseMode;
 use recorder::{Histograms, Merged, WorkerLog};
 pub use runtime::{DriverChoice, ResolvedDriver};
+use timer::Timers;
 
 /// The requests of one run and when to send them.
 #[derive(Clone)]
@@ -188,7 +190,8 @@ pub fn run(
 
 type CoreResult = std::io::Result<(Vec<WorkerLog>, Histograms)>;
 
-/// One core: build the runtime, open connections, wait for the common start, run workers.
+/// One core: build the runtime, open connections, wait for the common start, run workers
+/// (their arrival waits share the core's precise [`Timers`]).
 /// The barriers are always reached, even on error, so a failing core cannot hang the others.
 fn core_thread(core: usize, workers: usize, shared: Arc<Shared>) -> CoreResult {
     if shared.options.pin {
@@ -204,6 +207,11 @@ fn core_thread(core: usize, workers: usize, shared: Arc<Shared>) -> CoreResult {
         }
     };
     rt.block_on(async move {
+        // The timer loop never returns; spawned, it is dropped with the runtime once the
+        // workers (the only future `block_on` waits for) are done.
+        let timers = Rc::new(Timers::new());
+        let loop_timers = timers.clone();
+        monoio::spawn(async move { loop_timers.run().await });
         let mut conns: Vec<Option<Connection>> = Vec::with_capacity(workers);
         for _ in 0..workers {
             let c = if shared.options.preconnect {
@@ -233,6 +241,7 @@ fn core_thread(core: usize, workers: usize, shared: Arc<Shared>) -> CoreResult {
                 epoch,
                 conn,
                 h,
+                timers.clone(),
                 log,
             )));
         }

@@ -55,6 +55,17 @@ impl fmt::Display for ResolvedDriver {
     }
 }
 
+impl From<ResolvedDriver> for DriverChoice {
+    /// The choice that always resolves to `driver` (e.g. to start the embedded mock on the
+    /// driver the client already resolved).
+    fn from(driver: ResolvedDriver) -> DriverChoice {
+        match driver {
+            ResolvedDriver::IoUring => DriverChoice::IoUring,
+            ResolvedDriver::Epoll => DriverChoice::Epoll,
+        }
+    }
+}
+
 /// Submission-queue entries per io_uring ring: enough for thousands of in-flight operations
 /// per core without the ring becoming the limit.
 const URING_ENTRIES: u32 = 4096;
@@ -137,6 +148,14 @@ mod tests {
             .parse::<DriverChoice>()
             .unwrap_err()
             .contains("auto, uring, epoll"));
+    }
+
+    #[test]
+    fn a_resolved_driver_converts_to_the_choice_that_resolves_to_it() {
+        let (auto, _) = resolve_driver(DriverChoice::Auto).unwrap();
+        for driver in [auto, ResolvedDriver::Epoll] {
+            assert_eq!(resolve_driver(driver.into()), Ok((driver, None)));
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! A worker: one logical client slot. It claims the next request from the shared cursor,
 //! waits for its arrival time, runs the exchange on its own keep-alive connection and records
 //! the outcome. The number of workers is the concurrency limit, so `--max-concurrency` holds
-//! exactly across all cores with no semaphore.
+//! exactly across all cores with no semaphore. Arrival waits use the core's precise
+//! [`Timers`] (a timerfd), not monoio's millisecond wheel, so a request leaves within
+//! microseconds of its scheduled time.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,6 +15,7 @@ use crate::http::conn::Connection;
 
 use super::exchange::{exchange, ExchangeBuffers, Measured};
 use super::recorder::{Failure, Histograms, Record, WorkerLog};
+use super::timer::Timers;
 use super::Shared;
 
 fn ns_since(epoch: Instant, t: Instant) -> u64 {
@@ -25,6 +28,7 @@ pub async fn run_worker(
     epoch: Instant,
     mut conn: Option<Connection>,
     histograms: Rc<RefCell<Histograms>>,
+    timers: Rc<Timers>,
     mut log: WorkerLog,
 ) -> WorkerLog {
     let w = &shared.workload;
@@ -45,7 +49,7 @@ pub async fn run_worker(
         let scheduled = epoch + offset;
         let was_waiting = Instant::now() < scheduled;
         if was_waiting {
-            monoio::time::sleep_until(scheduled.into()).await;
+            timers.sleep_until(scheduled).await;
         }
         let start = Instant::now();
         let (itl0, text0) = log.arena_marks();

@@ -95,7 +95,14 @@ impl Connection {
                 match monoio::time::timeout(ep.connect_timeout, handshake).await {
                     Ok(Ok(s)) => Transport::Tls(Box::new(s)),
                     Ok(Err(e)) => {
-                        return Err(io::Error::other(format!("TLS handshake failed: {e}")))
+                        // monoio-rustls' own Display is only "io error"/"rustls error"; the
+                        // io::Error it converts into carries the real reason (e.g. "invalid
+                        // peer certificate: UnknownIssuer").
+                        let e = io::Error::from(e);
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("TLS handshake failed: {e}"),
+                        ));
                     }
                     Err(_) => {
                         return Err(io::Error::new(

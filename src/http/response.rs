@@ -289,16 +289,18 @@ impl HeaderFields {
     }
 }
 
-/// Non-empty, trimmed items of a comma-separated header value.
-fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+/// Non-empty, trimmed items of a comma-separated header value (shared with the mock's
+/// request parser).
+pub(crate) fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value
         .split(|&b| b == b',')
         .map(<[u8]>::trim_ascii)
         .filter(|item| !item.is_empty())
 }
 
-/// Strict decimal (digits only, no sign), without overflow.
-fn parse_decimal(digits: &[u8]) -> Option<u64> {
+/// Strict decimal (digits only, no sign), without overflow (shared with the mock's request
+/// parser).
+pub(crate) fn parse_decimal(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() {
         return None;
     }

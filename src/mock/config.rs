@@ -1,46 +1,13 @@
 //! What the mock server is told to do: [`MockConfig`], its fault mix ([`FaultConfig`]) and
-//! the I/O driver choice ([`Driver`]), plus the validation that turns a bad value into one
+//! the I/O driver choice (the engine's [`DriverChoice`], resolved by the same code as the
+//! client's), plus the validation that turns a bad value into one
 //! clear error before any thread starts.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-/// Which monoio driver the worker runtimes use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Driver {
-    /// io_uring when the kernel supports the ops monoio needs, else the legacy driver
-    /// (the same choice the benchmark client makes).
-    #[default]
-    Auto,
-    /// io_uring only; starting fails if the kernel cannot provide it.
-    IoUring,
-    /// monoio's legacy (epoll) driver.
-    Legacy,
-}
-
-impl Driver {
-    /// The concrete driver this choice means on this machine: never `Auto`.
-    pub fn resolve(self) -> io::Result<Driver> {
-        match self {
-            Driver::Auto if monoio::utils::detect_uring() => Ok(Driver::IoUring),
-            Driver::Auto => Ok(Driver::Legacy),
-            Driver::IoUring if !monoio::utils::detect_uring() => Err(invalid(
-                "io driver io_uring is not available on this kernel; use auto or epoll".to_string(),
-            )),
-            other => Ok(other),
-        }
-    }
-
-    /// The name printed in the listening line: `io_uring`, `epoll` or `auto`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Driver::Auto => "auto",
-            Driver::IoUring => "io_uring",
-            Driver::Legacy => "epoll",
-        }
-    }
-}
+use crate::engine::runtime::DriverChoice;
 
 /// Fractions of model requests (completions, chat, embeddings, pooling, rerank) that get
 /// each fault. Each is in `[0, 1]` and together they sum to at most 1; which request gets
@@ -119,7 +86,7 @@ pub struct MockConfig {
     /// `MockServer::request_log`).
     pub request_log: bool,
     /// I/O driver of the worker runtimes.
-    pub driver: Driver,
+    pub driver: DriverChoice,
     /// `max_model_len` reported by `/v1/models` and `/tokenize`.
     pub max_model_len: usize,
     /// Largest request body accepted; larger ones get `413 Payload Too Large`.
@@ -150,7 +117,7 @@ impl Default for MockConfig {
             stall_for: Duration::from_secs(10),
             seed: 0,
             request_log: false,
-            driver: Driver::Auto,
+            driver: DriverChoice::Auto,
             max_model_len: 32_768,
             max_body_bytes: 64 << 20,
             tokenize_endpoints: true,
@@ -299,12 +266,5 @@ mod tests {
                 "{err} should mention {needle}"
             );
         }
-    }
-
-    #[test]
-    fn auto_resolves_to_a_concrete_driver() {
-        let d = Driver::Auto.resolve().expect("auto always resolves");
-        assert_ne!(d, Driver::Auto);
-        assert_eq!(Driver::Legacy.resolve().expect("legacy"), Driver::Legacy);
     }
 }

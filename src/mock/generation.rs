@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use super::conn::Io;
 use super::faults::FaultKind;
 use super::response::{self, Framing, HeadOpts};
-use super::timer::Timers;
 use super::timing::Schedule;
+use crate::engine::timer::Timers;
 
 /// Write-buffer size at which due events are flushed even if more are due.
 pub const FLUSH_AT: usize = 64 << 10;

@@ -10,7 +10,8 @@
 //! - Streams are shaped like vLLM's and the golden mock's (`generation`); delays are
 //!   absolute deadlines from the request's arrival (`timing`); faults are seeded per
 //!   request (`faults`).
-//! - Delays end on a per-worker timerfd rather than monoio's millisecond wheel (`timer`),
+//! - Delays end on a per-worker timerfd rather than monoio's millisecond wheel
+//!   ([`crate::engine::timer`], shared with the client engine),
 //!   and shutdown closes every live connection, even one parked in a long sleep
 //!   (`lifecycle`).
 //! - Prompts are counted and hashed in one pass over the JSON (`body`), with a toy
@@ -39,11 +40,10 @@ mod response;
 mod routes;
 mod server;
 mod stats;
-mod timer;
 mod timing;
 pub mod toy_tokenizer;
 
-pub use config::{Driver, FaultConfig, MockConfig};
+pub use config::{FaultConfig, MockConfig};
 pub use faults::{FaultCounts, FaultKind};
 pub use server::MockServer;
 pub use stats::{LoggedRequest, MockStats};

@@ -18,8 +18,8 @@ use super::hash::SplitMix64;
 use super::response::{self, HeadOpts};
 use super::routes::Route;
 use super::server::{unix_now, WorkerCtx};
-use super::timer::Timers;
 use super::timing::Schedule;
+use crate::engine::timer::Timers;
 
 /// Stream id of response ids, distinct from the fault and jitter streams.
 const ID_STREAM: u64 = 0x1d;

@@ -6,6 +6,8 @@
 
 use std::ops::Range;
 
+use crate::http::response::{list_items, parse_decimal};
+
 /// Largest request head accepted; beyond it the answer is `431`.
 pub const MAX_HEAD_BYTES: usize = 64 << 10;
 /// Headers parsed per request at most; more is answered with `431`.
@@ -192,20 +194,13 @@ pub fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, FramingEr
 }
 
 fn parse_content_length(v: &[u8]) -> Result<usize, FramingError> {
-    let v = v.trim_ascii();
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return Err(FramingError::Bad("invalid Content-Length"));
-    }
-    // At most 19 digits: fits in u64 without overflow.
-    let n = v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+    let n = parse_decimal(v.trim_ascii()).ok_or(FramingError::Bad("invalid Content-Length"))?;
     usize::try_from(n).map_err(|_| FramingError::BodyTooLarge)
 }
 
 /// True when the comma-separated header value contains `token` (case-insensitive).
 fn has_token(value: &[u8], token: &[u8]) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+    list_items(value).any(|t| t.eq_ignore_ascii_case(token))
 }
 
 /// Incremental decoder of a chunked request body: call [`ChunkedDecoder::decode`] with the

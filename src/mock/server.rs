@@ -20,12 +20,13 @@ use std::time::{Duration, Instant};
 
 use monoio::net::{ListenerOpts, TcpListener};
 
-use super::config::{Driver, MockConfig};
+use super::config::MockConfig;
 use super::conn;
 use super::lifecycle::Lifecycle;
 use super::prefix_cache::PrefixCache;
 use super::stats::{LoggedRequest, MockStats, Stats, WorkerCounters};
-use super::timer::Timers;
+use crate::engine::runtime::{build_runtime, resolve_driver, ResolvedDriver};
+use crate::engine::timer::Timers;
 
 /// How often an idle worker checks the stop flag (bounds shutdown latency).
 pub const STOP_POLL: Duration = Duration::from_millis(10);
@@ -118,7 +119,7 @@ impl WorkerCtx {
 pub struct MockServer {
     shared: Arc<Shared>,
     addr: SocketAddr,
-    driver: Driver,
+    driver: ResolvedDriver,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -126,7 +127,9 @@ impl MockServer {
     /// Validates `cfg`, binds, starts the workers and returns once all are listening.
     pub fn start(cfg: MockConfig) -> io::Result<MockServer> {
         cfg.validate()?;
-        let driver = cfg.driver.resolve()?;
+        // `auto` falls back to epoll silently here: the driver is part of the listening line.
+        let (driver, _fallback_note) = resolve_driver(cfg.driver)
+            .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e))?;
         let requested = SocketAddr::new(cfg.host, cfg.port);
         if cfg.port != 0 {
             // SO_REUSEPORT would let us silently share a port another server already
@@ -193,8 +196,8 @@ impl MockServer {
         format!("http://{}", SocketAddr::new(ip, self.addr.port()))
     }
 
-    /// The driver the workers run on (never `Auto`).
-    pub fn driver(&self) -> Driver {
+    /// The driver the workers run on.
+    pub fn driver(&self) -> ResolvedDriver {
         self.driver
     }
 
@@ -266,22 +269,9 @@ fn core_for(cfg: &MockConfig, i: usize) -> Option<usize> {
     }
 }
 
-/// Runs `fut` to completion on a fresh runtime of the given (resolved) driver.
-fn block_on<F: Future<Output = ()>>(driver: Driver, fut: F) -> io::Result<()> {
-    match driver {
-        Driver::IoUring => run_on::<monoio::IoUringDriver, F>(fut),
-        Driver::Legacy | Driver::Auto => run_on::<monoio::LegacyDriver, F>(fut),
-    }
-}
-
-fn run_on<D, F>(fut: F) -> io::Result<()>
-where
-    D: monoio::Buildable + monoio::Driver + 'static,
-    F: Future<Output = ()>,
-{
-    let builder = monoio::RuntimeBuilder::<monoio::time::TimeDriver<D>>::new();
-    let mut rt = monoio::Buildable::build(builder)?;
-    rt.block_on(fut);
+/// Runs `fut` to completion on a fresh runtime of the given driver (the engine's builder).
+fn block_on<F: Future<Output = ()>>(driver: ResolvedDriver, fut: F) -> io::Result<()> {
+    build_runtime(driver)?.block_on(fut);
     Ok(())
 }
 

@@ -48,10 +48,7 @@ impl Target {
                     token_interval: MOCK_ITL,
                     core_ids: mock_core.map(|c| vec![c]),
                     pin: mock_core.is_some(),
-                    driver: match driver {
-                        ResolvedDriver::IoUring => crate::mock::Driver::IoUring,
-                        ResolvedDriver::Epoll => crate::mock::Driver::Legacy,
-                    },
+                    driver: driver.into(),
                     ..MockConfig::default()
                 };
                 let server =

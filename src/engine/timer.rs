@@ -1,13 +1,18 @@
-//! Sub-millisecond sleeps for the mock's event deadlines.
+//! Sub-millisecond sleeps for the engine's arrival times and the mock's event deadlines.
 //!
-//! monoio's timer wheel ticks in milliseconds and rounds deadlines up, so an event sent
-//! through it is 0–2 ms late (about 1.3 ms on average) — a bias larger than the client
-//! overhead the mock exists to measure. Each worker therefore keeps its own deadline heap
-//! driven by one Linux `timerfd` (nanosecond resolution): the earliest deadline arms the
-//! timerfd, the worker's timer loop ([`Timers::run`]) waits for it to become readable
-//! (a poll op on io_uring, epoll readiness on the legacy driver), wakes every sleeper
-//! that is due and re-arms for the next one. A sleep never ends before its deadline; it
-//! ends a few microseconds after it (the wake-up latency), with no spinning.
+//! monoio's timer wheel ticks in milliseconds and rounds deadlines up, so a sleep through it
+//! ends 0–2 ms late (about 1.3 ms on average): for the client that is dispatch lag added to
+//! every scheduled arrival, for the mock a bias in the TTFT/ITL it is told to produce — both
+//! larger than the client overhead the project exists to measure. Each runtime (a client
+//! core, a mock worker) therefore keeps its own deadline heap driven by one Linux `timerfd`
+//! (nanosecond resolution): the earliest deadline arms the timerfd, the runtime's timer loop
+//! ([`Timers::run`]) waits for it to become readable (a poll op on io_uring, epoll readiness
+//! on the legacy driver), wakes every sleeper that is due and re-arms for the next one. A
+//! sleep never ends before its deadline; it ends a few microseconds after it (the wake-up
+//! latency), with no spinning.
+//!
+//! The timer loop never returns: run it beside the real work (spawned, or in a `select!`)
+//! so that the runtime's `block_on` ends with the work, not with the loop.
 //!
 //! If a timerfd cannot be created, sleeps fall back to monoio's timer.
 
@@ -21,7 +26,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// One worker's precise timers. Create it inside the worker's runtime.
+/// One runtime's precise timers. Create it inside that runtime (the timerfd registers with
+/// its driver) and share it between that runtime's tasks (`Rc`).
 #[derive(Debug, Default)]
 pub struct Timers {
     /// The timerfd, as a monoio stream only to wait for its readiness.
@@ -224,13 +230,11 @@ mod tests {
     use super::*;
     use std::rc::Rc;
 
-    /// Sleepers with shuffled deadlines (one dropped early) on a runtime of driver `D`.
-    fn sleepers_wake_in_order_never_early<D>()
-    where
-        D: monoio::Buildable + monoio::Driver + 'static,
-    {
-        let builder = monoio::RuntimeBuilder::<monoio::time::TimeDriver<D>>::new();
-        let mut rt = monoio::Buildable::build(builder).expect("runtime");
+    use crate::engine::runtime::{build_runtime, ResolvedDriver};
+
+    /// Sleepers with shuffled deadlines (one dropped early) on a runtime of `driver`.
+    fn sleepers_wake_in_order_never_early(driver: ResolvedDriver) {
+        let mut rt = build_runtime(driver).expect("runtime");
         rt.block_on(async {
             let timers = Rc::new(Timers::new());
             assert!(timers.source.is_some(), "timerfd available");
@@ -280,13 +284,13 @@ mod tests {
 
     #[test]
     fn sleepers_wake_in_order_never_early_on_legacy() {
-        sleepers_wake_in_order_never_early::<monoio::LegacyDriver>();
+        sleepers_wake_in_order_never_early(ResolvedDriver::Epoll);
     }
 
     #[test]
     fn sleepers_wake_in_order_never_early_on_io_uring() {
         if monoio::utils::detect_uring() {
-            sleepers_wake_in_order_never_early::<monoio::IoUringDriver>();
+            sleepers_wake_in_order_never_early(ResolvedDriver::IoUring);
         }
     }
 }
