@@ -78,20 +78,28 @@ const URING_ENTRIES: u32 = 4096;
 pub fn resolve_driver(choice: DriverChoice) -> Result<(ResolvedDriver, Option<String>), String> {
     match choice {
         DriverChoice::Epoll => Ok((ResolvedDriver::Epoll, None)),
-        DriverChoice::IoUring if monoio::utils::detect_uring() => {
-            Ok((ResolvedDriver::IoUring, None))
-        }
+        DriverChoice::IoUring if uring_usable() => Ok((ResolvedDriver::IoUring, None)),
         DriverChoice::IoUring => Err(
             "--io-driver uring: io_uring is not available here (kernel too old, disabled by \
              /proc/sys/kernel/io_uring_disabled, or blocked by seccomp); use --io-driver epoll"
                 .to_string(),
         ),
-        DriverChoice::Auto if monoio::utils::detect_uring() => Ok((ResolvedDriver::IoUring, None)),
+        DriverChoice::Auto if uring_usable() => Ok((ResolvedDriver::IoUring, None)),
         DriverChoice::Auto => Ok((
             ResolvedDriver::Epoll,
             Some("io_uring is not available here; using the epoll driver".to_string()),
         )),
     }
+}
+
+/// io_uring has the operations monoio needs *and* a ring of our size can be created here
+/// (the probe alone passes where `RLIMIT_MEMLOCK` or a seccomp profile later refuses the
+/// ring). Checked once per process.
+fn uring_usable() -> bool {
+    static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USABLE.get_or_init(|| {
+        monoio::utils::detect_uring() && build_runtime(ResolvedDriver::IoUring).is_ok()
+    })
 }
 
 /// Builds a runtime with the given driver for the calling thread.
