@@ -210,7 +210,7 @@ mod tests {
             .map(|d| d.name())
             .filter(|n| !datasets().contains(n))
             .collect();
-        assert_eq!(implemented, ["random"]);
+        assert_eq!(implemented, ["random", "timed_trace"]);
     }
 
     #[test]

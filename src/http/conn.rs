@@ -285,3 +285,47 @@ mod insecure {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    /// More parts than one `writev` takes, then a single part: every byte arrives, in order.
+    #[test]
+    fn many_parts_arrive_in_order() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reader = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).unwrap();
+            got
+        });
+        let parts: Vec<Bytes> = (0..2 * IOV_MAX + 7)
+            .map(|i| match i % 3 {
+                0 => Bytes::new(),
+                _ => Bytes::from(format!("{i},")),
+            })
+            .collect();
+        let mut expected: Vec<u8> = parts.concat();
+        expected.extend_from_slice(b"end");
+        let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ep = Endpoint {
+                addr,
+                tls: None,
+                connect_timeout: Duration::from_secs(5),
+            };
+            let mut c = Connection::open(&ep).await.unwrap();
+            c.write_parts(&parts).await.unwrap();
+            c.write_parts(&[Bytes::from_static(b"end")]).await.unwrap();
+        });
+        assert_eq!(reader.join().unwrap(), expected);
+    }
+}
