@@ -462,14 +462,87 @@ fn short_trace_replays_against_llama_cpp() {
         .map(String::from)
         .to_vec();
         if text {
-            args.push("--timed-trace-prompt-text".into());
+            // Two records suffice (CPU inference is slow on a shared machine).
+            args.extend(["--timed-trace-prompt-text", "--num-prompts", "2"].map(String::from));
         }
         run_binary(&args);
         let doc = read_result(&dir);
-        assert_eq!(doc["completed"], 4, "text={text}: {doc}");
+        assert_eq!(
+            doc["completed"],
+            if text { 2 } else { 4 },
+            "text={text}: {doc}"
+        );
         if !text {
             // Token ids are exact: 40 + 72 + 33 + 120.
             assert_eq!(doc["total_input_tokens"], 265);
         }
     }
+}
+
+/// Peak resident memory of this process (`VmHWM`), in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Memory of building every request of the full Mooncake trace (12,031 records, chunk 512)
+/// before the clock: the distinct blocks' fragments plus a few pointers per block use.
+/// `cargo test --test tests trace_replay::full_trace_requests -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement (minutes in debug, about a GB of memory), not a check"]
+fn full_trace_requests_build_from_shared_blocks() {
+    let trace = shared_dir().join("data/traces/mooncake_conversation_trace.jsonl");
+    let path = trace.display().to_string();
+    let cfg = config(&[
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--dataset-name",
+        "timed_trace",
+        "--dataset-path",
+        &path,
+        "--num-prompts",
+        "100000",
+        "--timed-trace-chunk-hash-size",
+        "512",
+        "--timed-trace-sec-multiplier",
+        "0.001",
+    ])
+    .unwrap();
+    let DatasetParams::TimedTrace(p) = &cfg.dataset.params else {
+        panic!("not a trace replay");
+    };
+    let started = std::time::Instant::now();
+    let replay = TraceReplay::load(&cfg, p).unwrap();
+    let tok = Tokenizer::from_hf_file(
+        "smollm2",
+        shared_dir().join("fixtures/tokenizers/smollm2/tokenizer.json"),
+    )
+    .unwrap();
+    let head = HeadTemplate::new(Method::Post, "/v1/completions", "127.0.0.1:9", &[]);
+    let opts = vllm_bench::backends::BodyOptions {
+        model: "m".into(),
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let before = peak_rss_mib();
+    let requests = replay
+        .prepare(Api::Completions, &head, &opts, "r-", Some(&tok))
+        .unwrap();
+    let wire: usize = requests.iter().map(|r| r.len()).sum();
+    let parts: usize = requests.iter().map(|r| r.parts.len()).sum();
+    println!(
+        "{} requests, {parts} parts, {:.0} MiB on the wire if joined; peak RSS {:.0} MiB \
+         (after loading the trace {before:.0} MiB); {:.1} s",
+        requests.len(),
+        wire as f64 / (1 << 20) as f64,
+        peak_rss_mib(),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(requests.len(), 12_031);
 }
