@@ -1004,9 +1004,21 @@ fn self_timed_is_only_for_timed_trace() {
         "--no-self-timed: only valid with --dataset-name timed_trace"
     );
     assert_eq!(
-        invalid(&["--dataset-name", "timed_trace", "--backend", "openai-chat"]),
-        "--dataset-name timed_trace: needs --backend vllm or openai (its prompts are token ids), \
-         not openai-chat"
+        invalid(&[
+            "--dataset-name",
+            "timed_trace",
+            "--dataset-path",
+            "t.jsonl",
+            "--backend",
+            "vllm-pooling"
+        ]),
+        "--dataset-name timed_trace: needs --backend vllm, openai or openai-chat (its prompts \
+         are token ids or their decoded text), not vllm-pooling"
+    );
+    assert_eq!(
+        invalid(&["--dataset-name", "timed_trace"]),
+        "--dataset-path: required for --dataset-name timed_trace (a Mooncake/Bailian JSONL or \
+         Azure/BurstGPT CSV trace)"
     );
 }
 
