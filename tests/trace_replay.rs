@@ -389,6 +389,48 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
     assert_eq!(prompt(3)[..4], a[..4]);
 }
 
+/// Python's golden run 04 (first 40 Mooncake records, chunk 512, multiplier 0.0001) through
+/// our binary against the embedded mock: the same requests, input and output token totals.
+#[test]
+fn golden_timed_trace_run_has_pythons_token_totals() {
+    let golden = shared_dir().join("golden/python-0.33/04-timed-trace-conversation40");
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(golden.join("result.json")).unwrap())
+            .unwrap();
+    let trace = shared_dir().join("data/traces/mooncake_conversation_trace.jsonl");
+    let dir = result_dir("golden04");
+    let args: Vec<String> = [
+        "--mock-server",
+        "--model",
+        "mock-model",
+        "--backend",
+        "vllm",
+        "--dataset-name",
+        "timed_trace",
+        "--dataset-path",
+        &trace.display().to_string(),
+        "--num-prompts",
+        "40",
+        "--timed-trace-chunk-hash-size",
+        "512",
+        "--timed-trace-sec-multiplier",
+        "0.0001",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-filename",
+        "r.json",
+        "--result-dir",
+        &dir.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    run_binary(&args);
+    let doc = read_result(&dir);
+    for key in ["completed", "total_input_tokens", "total_output_tokens"] {
+        assert_eq!(doc[key], expected[key], "{key}");
+    }
+}
+
 /// `MOONCAKE_300`: the first 300 records of the published conversation trace, replayed 20,000×
 /// faster than recorded against the embedded mock.
 #[test]
