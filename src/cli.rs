@@ -25,7 +25,9 @@ pub use args::{
     RequestArgs, SamplingArgs, ServerArgs, ShareGptArgs, SonnetArgs, SpecBenchArgs, SpeedBenchArgs,
     SteadyStateArgs, SweepArgs, TimedTraceArgs,
 };
-pub use choices::{Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset};
+pub use choices::{
+    Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset, TraceFormatChoice,
+};
 pub use error::CliError;
 
 use crate::config::unimplemented;

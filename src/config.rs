@@ -159,12 +159,21 @@ fn model(cli: &Cli) -> Result<ModelConfig, ConfigError> {
     })
 }
 
-/// Python: timed_trace sends token-id prompts and needs a completions backend.
+/// Python: timed_trace sends token-id prompts and needs a completions backend. We also
+/// replay to chat, whose messages carry the prompt decoded to text.
 fn check_dataset_backend(dataset: DatasetName, backend: Backend) -> Result<(), ConfigError> {
-    if dataset == DatasetName::TimedTrace && !matches!(backend, Backend::Vllm | Backend::Openai) {
+    if dataset == DatasetName::TimedTrace
+        && !matches!(
+            backend,
+            Backend::Vllm | Backend::Openai | Backend::OpenaiChat
+        )
+    {
         return Err(ConfigError::flag(
             "--dataset-name timed_trace",
-            format!("needs --backend vllm or openai (its prompts are token ids), not {backend}"),
+            format!(
+                "needs --backend vllm, openai or openai-chat (its prompts are token ids or \
+                 their decoded text), not {backend}"
+            ),
         ));
     }
     Ok(())

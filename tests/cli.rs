@@ -198,6 +198,16 @@ const SEED_EXTRA_FLAGS: &[&str] = &[
     "--sweep-summary-percentiles",
 ];
 
+/// Our timed-trace replay flags (window, format, malformed lines, text prompts).
+const TRACE_FLAGS: &[&str] = &[
+    "--timed-trace-duration-sec",
+    "--timed-trace-format",
+    "--timed-trace-prompt-text",
+    "--timed-trace-rebase",
+    "--timed-trace-skip-malformed",
+    "--timed-trace-start-sec",
+];
+
 /// Our engine flags.
 const ENGINE_FLAGS: &[&str] = &[
     "--connect-timeout-sec",
@@ -243,6 +253,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
     let mut documented: Vec<String> = SEED_EXTRA_FLAGS
         .iter()
         .chain(ENGINE_FLAGS)
+        .chain(TRACE_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();
@@ -392,25 +403,20 @@ fn golden_command_lines_resolve_to_their_configs() {
         assert_eq!(&words[..3], ["vllm", "bench", "serve"]);
         let args: Vec<&str> = words[3..].iter().map(String::as_str).collect();
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        match config(&args) {
-            Ok(cfg) => {
-                assert_eq!(cfg.dataset.name, DatasetName::Random, "{name}");
-                assert_eq!(cfg.model.model.as_deref(), Some("mock-model"));
-                assert_eq!(cfg.output.result_filename.as_deref(), Some("result.json"));
-                assert!(cfg.output.save_detailed && cfg.output.disable_tqdm);
-                checked += 1;
-            }
-            Err(e) => {
-                // Only the trace replay is not implemented yet.
-                assert!(name.contains("timed-trace"), "{name}: {e}");
-                assert!(
-                    e.starts_with("--dataset-name timed_trace: not implemented yet"),
-                    "{e}"
-                );
-            }
-        }
+        let cfg = config(&args).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let expected = if name.contains("timed-trace") {
+            assert!(cfg.rate.self_timed && cfg.request.ignore_eos, "{name}");
+            DatasetName::TimedTrace
+        } else {
+            DatasetName::Random
+        };
+        assert_eq!(cfg.dataset.name, expected, "{name}");
+        assert_eq!(cfg.model.model.as_deref(), Some("mock-model"));
+        assert_eq!(cfg.output.result_filename.as_deref(), Some("result.json"));
+        assert!(cfg.output.save_detailed && cfg.output.disable_tqdm);
+        checked += 1;
     }
-    assert_eq!(checked, 5);
+    assert_eq!(checked, 6);
 
     let chat = ok(&shell_words(
         "--host 127.0.0.1 --port 18431 --model mock-model --backend openai-chat \
@@ -998,9 +1004,21 @@ fn self_timed_is_only_for_timed_trace() {
         "--no-self-timed: only valid with --dataset-name timed_trace"
     );
     assert_eq!(
-        invalid(&["--dataset-name", "timed_trace", "--backend", "openai-chat"]),
-        "--dataset-name timed_trace: needs --backend vllm or openai (its prompts are token ids), \
-         not openai-chat"
+        invalid(&[
+            "--dataset-name",
+            "timed_trace",
+            "--dataset-path",
+            "t.jsonl",
+            "--backend",
+            "vllm-pooling"
+        ]),
+        "--dataset-name timed_trace: needs --backend vllm, openai or openai-chat (its prompts \
+         are token ids or their decoded text), not vllm-pooling"
+    );
+    assert_eq!(
+        invalid(&["--dataset-name", "timed_trace"]),
+        "--dataset-path: required for --dataset-name timed_trace (a Mooncake/Bailian JSONL or \
+         Azure/BurstGPT CSV trace)"
     );
 }
 

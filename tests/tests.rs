@@ -6,4 +6,5 @@ mod engine;
 mod golden;
 mod mock_server;
 mod timed_trace;
+mod trace_replay;
 mod util;

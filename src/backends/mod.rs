@@ -7,6 +7,7 @@
 
 pub mod stream_chunk;
 
+use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::cli::Backend;
@@ -88,22 +89,18 @@ fn prompt_value(prompt: &Prompt) -> Value {
 }
 
 /// Chat `messages` as Python builds them: one user message with list content.
-fn chat_messages(prompt: &Prompt) -> Value {
-    json!([{ "role": "user", "content": [{ "type": "text", "text": prompt_value(prompt) }] }])
+fn chat_messages(prompt: Value) -> Value {
+    json!([{ "role": "user", "content": [{ "type": "text", "text": prompt }] }])
 }
 
-/// Builds the JSON body of one request (`max_tokens` = the request's output length).
-pub fn build_body(
-    api: Api,
-    prompt: &Prompt,
-    output_len: usize,
-    opts: &BodyOptions,
-) -> Result<Vec<u8>, String> {
+/// The body's fields in Python's order, with `prompt` as the prompt's JSON value (the one
+/// place the per-API field logic lives; both body builders serialize it).
+fn body_fields(api: Api, prompt: Value, output_len: usize, opts: &BodyOptions) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), Value::String(opts.model.clone()));
     match api {
         Api::Completions => {
-            body.insert("prompt".into(), prompt_value(prompt));
+            body.insert("prompt".into(), prompt);
             body.insert("repetition_penalty".into(), json!(1.0));
             body.insert("max_tokens".into(), json!(output_len));
             body.insert("logprobs".into(), json!(opts.logprobs));
@@ -117,7 +114,7 @@ pub fn build_body(
             body.insert("stream_options".into(), json!({ "include_usage": true }));
         }
         Api::Embeddings => {
-            body.insert("input".into(), prompt_value(prompt));
+            body.insert("input".into(), prompt);
             body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
         Api::EmbeddingsChat => {
@@ -126,12 +123,12 @@ pub fn build_body(
         }
         Api::Pooling => {
             body.insert("truncate_prompt_tokens".into(), json!(-1));
-            body.insert("input".into(), prompt_value(prompt));
+            body.insert("input".into(), prompt);
         }
         Api::Rerank => {
             // Python sends prompt[0] as the query and the rest as documents; a single text
             // prompt is the query and `--extra-body '{"documents": [...]}'` supplies documents.
-            body.insert("query".into(), prompt_value(prompt));
+            body.insert("query".into(), prompt);
             body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
     }
@@ -141,8 +138,67 @@ pub fn build_body(
     for (k, v) in &opts.extra_body {
         body.insert(k.clone(), v.clone());
     }
-    serde_json::to_vec(&Value::Object(body))
-        .map_err(|e| format!("cannot serialize a request body: {e}"))
+    Value::Object(body)
+}
+
+fn serialize(body: &Value) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(body).map_err(|e| format!("cannot serialize a request body: {e}"))
+}
+
+/// Builds the JSON body of one request (`max_tokens` = the request's output length).
+pub fn build_body(
+    api: Api,
+    prompt: &Prompt,
+    output_len: usize,
+    opts: &BodyOptions,
+) -> Result<Vec<u8>, String> {
+    serialize(&body_fields(api, prompt_value(prompt), output_len, opts))
+}
+
+/// Stands for the prompt while the rest of a fragment-built body is serialized. The NUL
+/// bytes serialize as `\u0000`, which no model name or option serializes to by accident.
+const PROMPT_SLOT: &str = "\0vllm-bench-prompt\0";
+
+/// A body whose prompt is given as pre-serialized JSON parts (shared [`Bytes`] fragments
+/// whose concatenation is one JSON value: a token-id array or a string literal), built
+/// around them without joining them: the body is `[head, prompt parts…, tail]`.
+#[derive(Debug, Clone)]
+pub struct BodyTemplate {
+    head: Bytes,
+    tail: Bytes,
+}
+
+impl BodyTemplate {
+    /// The body of every request of a run but its prompt and output length (computed once
+    /// per distinct output length by the caller, or once per request: it is cheap).
+    pub fn new(api: Api, output_len: usize, opts: &BodyOptions) -> Result<Self, String> {
+        let body = serialize(&body_fields(
+            api,
+            Value::String(PROMPT_SLOT.into()),
+            output_len,
+            opts,
+        ))?;
+        let slot = serialize(&Value::String(PROMPT_SLOT.into()))?;
+        let at = memchr::memmem::find(&body, &slot).ok_or_else(|| {
+            "--extra-body replaces the prompt field, which a trace replay builds itself; \
+             remove it from --extra-body"
+                .to_string()
+        })?;
+        let body = Bytes::from(body);
+        Ok(Self {
+            head: body.slice(..at),
+            tail: body.slice(at + slot.len()..),
+        })
+    }
+
+    /// The body's parts around `prompt_parts`.
+    pub fn parts(&self, prompt_parts: Vec<Bytes>) -> Vec<Bytes> {
+        let mut out = Vec::with_capacity(prompt_parts.len() + 2);
+        out.push(self.head.clone());
+        out.extend(prompt_parts);
+        out.push(self.tail.clone());
+        out
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +245,42 @@ mod tests {
         );
         assert_eq!(v["max_completion_tokens"], json!(3));
         assert!(v.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn fragment_bodies_equal_whole_bodies() {
+        let ids = Prompt::TokenIds(Arc::from(vec![7u32, 8, 9]));
+        let parts: Vec<Bytes> = ["[", "7,8", ",9", "]"]
+            .iter()
+            .map(|s| Bytes::from_static(s.as_bytes()))
+            .collect();
+        for api in [Api::Completions, Api::Chat, Api::Embeddings] {
+            let t = BodyTemplate::new(api, 5, &opts()).unwrap();
+            let joined: Vec<u8> = t.parts(parts.clone()).concat();
+            assert_eq!(
+                joined,
+                build_body(api, &ids, 5, &opts()).unwrap(),
+                "{api:?}"
+            );
+        }
+        let text = Prompt::Text(Arc::from("a \"b\""));
+        let quoted: Vec<Bytes> = [r#"""#, r#"a "#, r#"\"b\""#, r#"""#]
+            .iter()
+            .map(|s| Bytes::from_static(s.as_bytes()))
+            .collect();
+        let t = BodyTemplate::new(Api::Chat, 2, &opts()).unwrap();
+        assert_eq!(
+            t.parts(quoted).concat(),
+            build_body(Api::Chat, &text, 2, &opts()).unwrap()
+        );
+    }
+
+    #[test]
+    fn fragment_body_refuses_an_extra_body_prompt() {
+        let mut o = opts();
+        o.extra_body.insert("prompt".into(), json!("x"));
+        let e = BodyTemplate::new(Api::Completions, 1, &o).unwrap_err();
+        assert!(e.contains("--extra-body"), "{e}");
     }
 
     #[test]

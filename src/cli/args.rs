@@ -8,7 +8,9 @@
 
 use clap::Args;
 
-use super::choices::{Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset};
+use super::choices::{
+    Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset, TraceFormatChoice,
+};
 use super::pyvalue::{parse_float, parse_int, parse_port};
 use crate::engine::runtime::DriverChoice;
 
@@ -333,6 +335,24 @@ pub struct TimedTraceArgs {
     /// JSON field of the prompt's hash ids
     #[arg(long, default_value = "hash_ids", value_name = "FIELD")]
     pub timed_trace_label_hash_ids: String,
+    /// Trace layout (auto: recognised from the file's first line)
+    #[arg(long, value_enum, default_value = "auto")]
+    pub timed_trace_format: TraceFormatChoice,
+    /// Replay from this trace time (s, after --timed-trace-sec-multiplier)
+    #[arg(long, default_value = "0", value_parser = parse_float, value_name = "SECONDS")]
+    pub timed_trace_start_sec: f64,
+    /// Replay only this many seconds of the trace (from --timed-trace-start-sec)
+    #[arg(long, value_parser = parse_float, value_name = "SECONDS")]
+    pub timed_trace_duration_sec: Option<f64>,
+    /// Send the first replayed request at t = 0 (shift the whole schedule)
+    #[arg(long)]
+    pub timed_trace_rebase: bool,
+    /// Skip (and count) malformed trace lines instead of stopping at the first
+    #[arg(long)]
+    pub timed_trace_skip_malformed: bool,
+    /// Send prompts as decoded text instead of token ids (always on for chat backends)
+    #[arg(long)]
+    pub timed_trace_prompt_text: bool,
     /// Send at the trace's timestamps (default for timed_trace only)
     #[arg(long, overrides_with = "no_self_timed")]
     pub self_timed: bool,

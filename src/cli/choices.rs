@@ -256,6 +256,21 @@ pub enum SpeedBenchSubset {
     Throughput32k,
 }
 
+/// `--timed-trace-format`: which trace layout to read (`auto` recognises it from the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceFormatChoice {
+    /// Recognise the format from the file's first line.
+    Auto,
+    /// Mooncake JSONL (`timestamp` ms, `input_length`, `output_length`, `hash_ids`).
+    Mooncake,
+    /// Alibaba Bailian JSONL (`chat_id`, `parent_chat_id`, `turn`, 16-token blocks).
+    Bailian,
+    /// Azure LLM inference CSV (`TIMESTAMP`, `ContextTokens`, `GeneratedTokens`).
+    Azure,
+    /// BurstGPT CSV (`Timestamp`, `Model`, `Request tokens`, `Response tokens`, ...).
+    Burstgpt,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,10 @@ use serde_json::{Map, Value};
 use super::literal::{parse_bucket_config, BucketKey};
 use super::parse::{comma_list, json_object};
 use super::ConfigError;
-use crate::cli::{pyvalue::py_float, Backend, Cli, DatasetName, SpeedBenchSubset};
+use crate::cli::{
+    pyvalue::py_float, Backend, Cli, DatasetName, SpeedBenchSubset, TraceFormatChoice,
+};
+use crate::datasets::timed_trace::{ReplayWindow, TraceFormat};
 
 /// The resolved dataset.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,6 +142,15 @@ pub struct TimedTraceParams {
     pub label_input_length: String,
     pub label_output_length: String,
     pub label_hash_ids: String,
+    /// `--timed-trace-format`; `None` = recognise it from the file.
+    pub format: Option<TraceFormat>,
+    /// `--timed-trace-start-sec`, `--timed-trace-duration-sec`, `--timed-trace-rebase`.
+    pub window: ReplayWindow,
+    /// `--timed-trace-skip-malformed`.
+    pub skip_malformed: bool,
+    /// Send decoded text instead of token ids (`--timed-trace-prompt-text`; always for
+    /// chat, whose messages carry text).
+    pub prompt_text: bool,
 }
 
 /// Resolves the dataset for `backend`.
@@ -483,6 +495,13 @@ fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
             "must be a positive number",
         ));
     }
+    if cli.dataset.dataset_path.is_none() {
+        return Err(ConfigError::flag(
+            "--dataset-path",
+            "required for --dataset-name timed_trace (a Mooncake/Bailian JSONL or \
+             Azure/BurstGPT CSV trace)",
+        ));
+    }
     Ok(TimedTraceParams {
         chunk_hash_size: t.timed_trace_chunk_hash_size,
         sec_multiplier: m,
@@ -490,6 +509,42 @@ fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
         label_input_length: t.timed_trace_label_input_length.clone(),
         label_output_length: t.timed_trace_label_output_length.clone(),
         label_hash_ids: t.timed_trace_label_hash_ids.clone(),
+        format: match t.timed_trace_format {
+            TraceFormatChoice::Auto => None,
+            TraceFormatChoice::Mooncake => Some(TraceFormat::Mooncake),
+            TraceFormatChoice::Bailian => Some(TraceFormat::Bailian),
+            TraceFormatChoice::Azure => Some(TraceFormat::Azure),
+            TraceFormatChoice::Burstgpt => Some(TraceFormat::BurstGpt),
+        },
+        window: replay_window(t)?,
+        skip_malformed: t.timed_trace_skip_malformed,
+        prompt_text: t.timed_trace_prompt_text || cli.server.backend == Backend::OpenaiChat,
+    })
+}
+
+/// `--timed-trace-start-sec`/`--timed-trace-duration-sec`/`--timed-trace-rebase`.
+fn replay_window(t: &crate::cli::TimedTraceArgs) -> Result<ReplayWindow, ConfigError> {
+    let start = t.timed_trace_start_sec;
+    if !(start.is_finite() && start >= 0.0) {
+        return Err(ConfigError::value(
+            "--timed-trace-start-sec",
+            start,
+            "must be a number of seconds >= 0",
+        ));
+    }
+    if let Some(d) = t.timed_trace_duration_sec {
+        if !(d.is_finite() && d > 0.0) {
+            return Err(ConfigError::value(
+                "--timed-trace-duration-sec",
+                d,
+                "must be a number of seconds > 0",
+            ));
+        }
+    }
+    Ok(ReplayWindow {
+        start_s: start,
+        duration_s: t.timed_trace_duration_sec,
+        rebase: t.timed_trace_rebase,
     })
 }
 

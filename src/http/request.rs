@@ -50,15 +50,17 @@ impl HeadTemplate {
         HeadTemplate { prefix }
     }
 
-    /// The complete request: head with `Content-Length` (and `x-request-id` when given), then
-    /// the body, in one contiguous buffer (one write per request).
-    pub fn build(
+    /// The request head (ending in the blank line) for a body of `body_len` bytes, with
+    /// `Content-Length` (and `x-request-id` when given); `extra` bytes of capacity are left
+    /// for a body appended in place.
+    fn head(
         &self,
         request_id: Option<&str>,
         content_type: Option<&str>,
-        body: &[u8],
-    ) -> PreparedRequest {
-        let mut out = Vec::with_capacity(self.prefix.len() + 96 + body.len());
+        body_len: usize,
+        extra: usize,
+    ) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.prefix.len() + 96 + extra);
         out.extend_from_slice(self.prefix.as_bytes());
         if let Some(ct) = content_type {
             out.extend_from_slice(b"Content-Type: ");
@@ -70,15 +72,45 @@ impl HeadTemplate {
             out.extend_from_slice(id.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
-        if !body.is_empty() || content_type.is_some() {
+        if body_len > 0 || content_type.is_some() {
             out.extend_from_slice(b"Content-Length: ");
-            out.extend_from_slice(body.len().to_string().as_bytes());
+            out.extend_from_slice(body_len.to_string().as_bytes());
             out.extend_from_slice(b"\r\n");
         }
         out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    /// The complete request: head with `Content-Length` (and `x-request-id` when given), then
+    /// the body, in one contiguous buffer (one write per request).
+    pub fn build(
+        &self,
+        request_id: Option<&str>,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> PreparedRequest {
+        let mut out = self.head(request_id, content_type, body.len(), body.len());
         out.extend_from_slice(body);
         PreparedRequest {
             parts: vec![Bytes::from(out)].into_boxed_slice(),
+        }
+    }
+
+    /// The complete request with its body given as shared parts (trace replay: prompt
+    /// blocks shared between requests): the head, then the parts as they are (no copy;
+    /// the connection writes them with one vectored write).
+    pub fn build_parts(
+        &self,
+        request_id: Option<&str>,
+        content_type: Option<&str>,
+        body: Vec<Bytes>,
+    ) -> PreparedRequest {
+        let len = body.iter().map(Bytes::len).sum();
+        let mut parts = Vec::with_capacity(body.len() + 1);
+        parts.push(Bytes::from(self.head(request_id, content_type, len, 0)));
+        parts.extend(body.into_iter().filter(|p| !p.is_empty()));
+        PreparedRequest {
+            parts: parts.into_boxed_slice(),
         }
     }
 }
@@ -142,6 +174,22 @@ mod tests {
         let mut parsed = httparse::Request::new(&mut headers);
         let n = parsed.parse(text.as_bytes()).unwrap().unwrap();
         assert_eq!(&text.as_bytes()[n..], br#"{"a":1}"#);
+    }
+
+    #[test]
+    fn parts_build_the_same_request_without_joining_the_body() {
+        let t = HeadTemplate::new(Method::Post, "/v1/completions", "h", &[]);
+        let body = br#"{"p":[1,2,3]}"#;
+        let whole = t.build(Some("r"), Some("application/json"), body);
+        let pieces = vec![
+            Bytes::from_static(br#"{"p":"#),
+            Bytes::from_static(b"[1,2"),
+            Bytes::new(),
+            Bytes::from_static(b",3]}"),
+        ];
+        let parts = t.build_parts(Some("r"), Some("application/json"), pieces);
+        assert_eq!(parts.to_vec(), whole.to_vec());
+        assert_eq!(parts.parts.len(), 4, "empty parts are dropped");
     }
 
     #[test]

@@ -33,6 +33,7 @@ use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
 use super::progress::{install_interrupt_handler, Watcher};
 use super::target::{wait_until_ready, Target};
+use super::trace::{measured_hit_ratio, prefix_cache_extras, scrape_prefix_cache, TraceReplay};
 
 /// Runs the benchmark the configuration describes.
 pub fn run(config: &Config) -> Result<()> {
@@ -54,8 +55,19 @@ pub fn run(config: &Config) -> Result<()> {
         .served_model_name
         .clone()
         .unwrap_or_else(|| model_id.clone());
+    let trace = match &config.dataset.params {
+        DatasetParams::TimedTrace(p) => Some(TraceReplay::load(config, p)?),
+        _ => None,
+    };
+    if let (true, Some(t)) = (config.dry_run, &trace) {
+        println!("{}", t.stats());
+        return Ok(());
+    }
     let tokenizer = load_tokenizer(config, &target, &model_id)?;
-    let mut requests = build_dataset(config, tokenizer.as_ref())?;
+    let mut requests = match trace {
+        Some(_) => Vec::new(),
+        None => build_dataset(config, tokenizer.as_ref())?,
+    };
     if needs_alignment(config) {
         let endpoint = target.tokenize_endpoint(&model_id);
         if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
@@ -75,7 +87,10 @@ pub fn run(config: &Config) -> Result<()> {
             config.server.backend.name()
         )
     })?;
-    let prepared = prepare(config, &target, api, &model_name, &requests)?;
+    let prepared = match &trace {
+        Some(t) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref())?,
+        None => prepare(config, &target, api, &model_name, &requests)?,
+    };
     let engine_opts = EngineOptions {
         cores: client_cores,
         pin: true,
@@ -100,7 +115,12 @@ pub fn run(config: &Config) -> Result<()> {
         engine::run(target.endpoint.clone(), warm, engine_opts.clone(), |_| {})?;
         println!("Warmup run completed.");
     }
-    let (workload, offsets) = schedule(config, prepared)?;
+    let trace_offsets = trace
+        .as_ref()
+        .filter(|_| config.rate.self_timed)
+        .map(TraceReplay::arrival_offsets);
+    let (workload, offsets) = schedule(config, prepared, trace_offsets)?;
+    let cache_before = trace.as_ref().and_then(|_| scrape_prefix_cache(&target));
     println!("Starting main benchmark run...");
     let ramp = ramp_up(config);
     print!("{}", render_preamble(&preamble(config, ramp.as_ref())));
@@ -125,6 +145,12 @@ pub fn run(config: &Config) -> Result<()> {
     if config.profiling.enabled {
         target.profile("stop")?;
     }
+    let prefix_cache = trace.as_ref().map(|t| {
+        let measured = cache_before
+            .zip(scrape_prefix_cache(&target))
+            .and_then(|(before, after)| measured_hit_ratio(before, after));
+        prefix_cache_extras(&t.stats(), measured)
+    });
     let rps_events = rps_changes(&rate_spec(config), offsets.as_deref().unwrap_or(&[]))
         .into_iter()
         .map(|(rps, at)| RpsChangeEvent {
@@ -139,6 +165,7 @@ pub fn run(config: &Config) -> Result<()> {
         &report,
         &engine_opts,
         &rps_events,
+        prefix_cache,
     )
 }
 
@@ -252,6 +279,26 @@ impl Prepared {
     }
 }
 
+/// The head every request of the run shares.
+fn head_template(config: &Config, target: &Target) -> HeadTemplate {
+    HeadTemplate::new(
+        Method::Post,
+        &target.base.request_path(&config.server.endpoint),
+        &target.base.host_header(),
+        &target.headers,
+    )
+}
+
+/// Everything in a body but the prompt and the output length.
+fn body_options(config: &Config, model_name: &str) -> BodyOptions {
+    BodyOptions {
+        model: model_name.to_string(),
+        logprobs: config.request.logprobs.map(i64::from),
+        ignore_eos: config.request.ignore_eos,
+        extra_body: config.request.extra_body.clone(),
+    }
+}
+
 fn prepare(
     config: &Config,
     target: &Target,
@@ -259,18 +306,8 @@ fn prepare(
     model_name: &str,
     requests: &[SampleRequest],
 ) -> Result<Prepared> {
-    let head = HeadTemplate::new(
-        Method::Post,
-        &target.base.request_path(&config.server.endpoint),
-        &target.base.host_header(),
-        &target.headers,
-    );
-    let opts = BodyOptions {
-        model: model_name.to_string(),
-        logprobs: config.request.logprobs.map(i64::from),
-        ignore_eos: config.request.ignore_eos,
-        extra_body: config.request.extra_body.clone(),
-    };
+    let head = head_template(config, target);
+    let opts = body_options(config, model_name);
     let built: Result<Vec<_>, String> = requests
         .par_iter()
         .map(|r| {
@@ -282,6 +319,30 @@ fn prepare(
         requests: built.map_err(anyhow::Error::msg)?.into(),
         prompt_lens: requests.iter().map(|r| r.prompt_len as u32).collect(),
         output_lens: requests.iter().map(|r| r.expected_output_len).collect(),
+        mode: api.response_mode(),
+    })
+}
+
+/// A trace replay's requests, built from shared prompt fragments (see `super::trace`).
+fn prepare_trace(
+    config: &Config,
+    target: &Target,
+    api: Api,
+    model_name: &str,
+    trace: &TraceReplay,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Prepared> {
+    let requests = trace.prepare(
+        api,
+        &head_template(config, target),
+        &body_options(config, model_name),
+        &config.request.request_id_prefix,
+        tokenizer,
+    )?;
+    Ok(Prepared {
+        requests: requests.into(),
+        prompt_lens: trace.prompt_lens().into(),
+        output_lens: trace.output_lens(),
         mode: api.response_mode(),
     })
 }
@@ -324,10 +385,17 @@ fn rate_spec(config: &Config) -> RateSpec {
 }
 
 /// The measured workload: all requests with their arrival offsets (seconds; `None` when all
-/// are sent at once).
-fn schedule(config: &Config, prepared: Prepared) -> Result<(Workload, Option<Vec<f64>>)> {
+/// are sent at once): the trace's own offsets when self-timed, else the rate's.
+fn schedule(
+    config: &Config,
+    prepared: Prepared,
+    trace_offsets: Option<Vec<f64>>,
+) -> Result<(Workload, Option<Vec<f64>>)> {
     let n = prepared.requests.len();
-    let offsets = arrival_offsets(&rate_spec(config), n).map_err(anyhow::Error::msg)?;
+    let offsets = match trace_offsets {
+        Some(o) => Some(o),
+        None => arrival_offsets(&rate_spec(config), n).map_err(anyhow::Error::msg)?,
+    };
     let workload = Workload {
         requests: prepared.requests,
         client_prompt_lens: prepared.prompt_lens,
@@ -366,6 +434,7 @@ fn finish(
     run: &RunReport,
     opts: &EngineOptions,
     rps_events: &[RpsChangeEvent],
+    prefix_cache: Option<extras::PrefixCache>,
 ) -> Result<()> {
     let outputs = &run.merged.outputs;
     let task = TaskKind::for_backend(config.server.backend);
@@ -383,7 +452,8 @@ fn finish(
     let report = BenchmarkReport::compute(outputs, &settings);
     print!("{}", render_notices(outputs, task));
     print!("{}", render_block(&report));
-    let extra = extras::Extras::from_run(run, opts);
+    let mut extra = extras::Extras::from_run(run, opts);
+    extra.prefix_cache = prefix_cache;
     print!("{}", extra.render());
     if config.output.save_result || config.output.append_result {
         let info = RunInfo {

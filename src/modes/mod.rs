@@ -4,3 +4,4 @@
 pub mod benchmark;
 pub mod progress;
 pub mod target;
+pub mod trace;

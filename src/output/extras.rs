@@ -1,6 +1,6 @@
 //! What vllm-bench adds after Python's closing line, and as extra result-JSON keys: the
-//! engine that measured, dispatch lag (how faithfully arrivals were honoured), and failures
-//! counted by reason.
+//! engine that measured, dispatch lag (how faithfully arrivals were honoured), failures
+//! counted by reason, and for a trace replay the prefix-cache hit ratio (ideal vs measured).
 
 use std::fmt::Write;
 
@@ -16,6 +16,18 @@ pub struct Lag {
     pub samples: u64,
 }
 
+/// A trace replay's prefix-cache hit ratios.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrefixCache {
+    /// Fraction of prompt tokens an infinite prefix cache would serve (replay order).
+    pub ideal_token_hit_ratio: f64,
+    /// The same counted in whole blocks.
+    pub ideal_block_hit_ratio: f64,
+    /// `Δhits / Δqueries` of the server's `vllm:prefix_cache_{hits,queries}_total` over the
+    /// run; `None` when the server does not export them.
+    pub measured_hit_ratio: Option<f64>,
+}
+
 /// Our additions to a run's report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Extras {
@@ -25,6 +37,8 @@ pub struct Extras {
     pub dispatch_lag: Option<Lag>,
     pub failures: Vec<(String, usize, String)>,
     pub not_sent: usize,
+    /// Set by the caller for a trace replay.
+    pub prefix_cache: Option<PrefixCache>,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -66,6 +80,7 @@ impl Extras {
             dispatch_lag,
             failures,
             not_sent: run.not_sent,
+            prefix_cache: None,
         }
     }
 
@@ -84,6 +99,16 @@ impl Extras {
                 "{:<40} {:.3} / {:.3} / {:.3}",
                 "Dispatch lag p50/p99/max (ms):", l.p50_ms, l.p99_ms, l.max_ms
             );
+        }
+        if let Some(p) = &self.prefix_cache {
+            let _ = writeln!(
+                out,
+                "{:<40} {:.4}",
+                "Ideal prefix-cache hit ratio (tokens):", p.ideal_token_hit_ratio
+            );
+            if let Some(m) = p.measured_hit_ratio {
+                let _ = writeln!(out, "{:<40} {m:.4}", "Server prefix-cache hit ratio:");
+            }
         }
         if self.not_sent > 0 {
             let _ = writeln!(out, "{:<40} {}", "Not sent (interrupted):", self.not_sent);
@@ -117,6 +142,19 @@ impl Extras {
         }
         doc.set("vllm_bench_failures_by_reason", Json::Object(failures));
         doc.set("vllm_bench_not_sent", Json::UInt(self.not_sent as u64));
+        if let Some(p) = &self.prefix_cache {
+            doc.set(
+                "vllm_bench_trace_ideal_prefix_hit_ratio",
+                Json::Float(p.ideal_token_hit_ratio),
+            );
+            doc.set(
+                "vllm_bench_trace_ideal_block_hit_ratio",
+                Json::Float(p.ideal_block_hit_ratio),
+            );
+            if let Some(m) = p.measured_hit_ratio {
+                doc.set("vllm_bench_server_prefix_hit_ratio", Json::Float(m));
+            }
+        }
         doc
     }
 }
