@@ -39,23 +39,24 @@ pub fn run(config: &Config) -> Result<()> {
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }
-    let (driver, note) = resolve_driver(config.engine.io_driver).map_err(anyhow::Error::msg)?;
+    let (driver, note) =
+        resolve_driver(config.engine.io_driver).map_err(|e| nothing_ran(anyhow::Error::msg(e)))?;
     if let Some(note) = note {
         eprintln!("note: {note}");
     }
     let (client_cores, mock_core) = split_cores(config);
-    let target = Arc::new(Target::resolve(config, driver, mock_core)?);
+    let target = Arc::new(Target::resolve(config, driver, mock_core).map_err(nothing_ran)?);
     let model_id = match &config.model.model {
         Some(m) => m.clone(),
-        None => target.first_model()?,
+        None => target.first_model().map_err(nothing_ran)?,
     };
     let model_name = config
         .model
         .served_model_name
         .clone()
         .unwrap_or_else(|| model_id.clone());
-    let tokenizer = load_tokenizer(config, &target, &model_id)?;
-    let mut requests = build_dataset(config, tokenizer.as_ref())?;
+    let tokenizer = load_tokenizer(config, &target, &model_id).map_err(nothing_ran)?;
+    let mut requests = build_dataset(config, tokenizer.as_ref()).map_err(nothing_ran)?;
     if needs_alignment(config) {
         let endpoint = target.tokenize_endpoint(&model_id);
         if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
@@ -69,13 +70,15 @@ pub fn run(config: &Config) -> Result<()> {
         );
         return Ok(());
     }
-    let api = Api::for_backend(config.server.backend).with_context(|| {
-        format!(
-            "--backend {}: not implemented yet",
-            config.server.backend.name()
-        )
-    })?;
-    let prepared = prepare(config, &target, api, &model_name, &requests)?;
+    let api = Api::for_backend(config.server.backend)
+        .with_context(|| {
+            format!(
+                "--backend {}: not implemented yet",
+                config.server.backend.name()
+            )
+        })
+        .map_err(nothing_ran)?;
+    let prepared = prepare(config, &target, api, &model_name, &requests).map_err(nothing_ran)?;
     let engine_opts = EngineOptions {
         cores: client_cores,
         pin: true,
@@ -92,7 +95,8 @@ pub fn run(config: &Config) -> Result<()> {
         );
         wait_until_ready(timeout, || {
             one_request(&target, &prepared, engine_opts.clone())
-        })?;
+        })
+        .map_err(nothing_ran)?;
     }
     if config.request.num_warmups > 0 {
         println!("Warming up with {} requests...", config.request.num_warmups);
@@ -100,7 +104,7 @@ pub fn run(config: &Config) -> Result<()> {
         engine::run(target.endpoint.clone(), warm, engine_opts.clone(), |_| {})?;
         println!("Warmup run completed.");
     }
-    let (workload, offsets) = schedule(config, prepared)?;
+    let (workload, offsets) = schedule(config, prepared).map_err(nothing_ran)?;
     println!("Starting main benchmark run...");
     let ramp = ramp_up(config);
     print!("{}", render_preamble(&preamble(config, ramp.as_ref())));
@@ -140,6 +144,24 @@ pub fn run(config: &Config) -> Result<()> {
         &engine_opts,
         &rps_events,
     )
+}
+
+/// An error before the measured run sent a request (a server that cannot be reached or
+/// listed, a tokenizer or dataset that cannot be built, a ready check that timed out): the
+/// program exits 2 (nothing ran), not 1 (the run failed). Displays its cause as one line.
+#[derive(Debug)]
+pub struct NothingRan(anyhow::Error);
+
+impl std::fmt::Display for NothingRan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for NothingRan {}
+
+fn nothing_ran(e: anyhow::Error) -> anyhow::Error {
+    NothingRan(e).into()
 }
 
 /// The client's cores and, with `--mock-server` on a machine with more than one core, the
