@@ -204,6 +204,11 @@ fn load_tokenizer(
         .parse()
         .map_err(anyhow::Error::msg)?;
     let opts = TokenizerOptions::new(id).mode(mode);
+    if config.model.tokenizer.is_some() {
+        // An explicit --tokenizer must load, as in Python: a typo in a path should stop the
+        // run, not silently switch to the server's tokenizer.
+        return Ok(Some(Tokenizer::load(&opts)?));
+    }
     let (tok, fallback) = Tokenizer::load_or_server(&opts, target.tokenize_endpoint(model_id))?;
     if let Some(why) = fallback {
         eprintln!("note: {why}");
