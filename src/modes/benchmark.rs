@@ -46,9 +46,11 @@ pub fn run(config: &Config) -> Result<()> {
     }
     let (client_cores, mock_core) = split_cores(config);
     let target = Arc::new(Target::resolve(config, driver, mock_core).map_err(nothing_ran)?);
-    let model_id = match &config.model.model {
-        Some(m) => m.clone(),
-        None => target.first_model().map_err(nothing_ran)?,
+    let model_id = match (&config.model.model, &config.model.tokenizer) {
+        (Some(m), _) => m.clone(),
+        // --dry-run sends nothing, so it must not ask the server for its model either.
+        (None, Some(t)) if config.dry_run => t.clone(),
+        (None, _) => target.first_model().map_err(nothing_ran)?,
     };
     let model_name = config
         .model
