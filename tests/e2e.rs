@@ -957,3 +957,28 @@ fn console_block_and_keys_match_the_golden_structure() {
         1,
     );
 }
+
+#[test]
+fn dry_run_with_a_tokenizer_asks_no_server() {
+    // A closed port makes any model lookup fail, so exit 0 proves none happened.
+    let dir = TempDir::new("dry");
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let tok = smollm2();
+    let args = [
+        "--base-url",
+        &closed,
+        "--dry-run",
+        "--tokenizer",
+        &tok,
+        "--num-prompts",
+        "20",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+    ];
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("Requests: 20"), "{}", run.stdout);
+    assert!(!run.stdout.contains("Serving Benchmark Result"));
+}
