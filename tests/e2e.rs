@@ -770,21 +770,21 @@ fn seed_examples_run_against_llama_cpp() {
         return;
     };
     let dir = TempDir::new("llama");
-    // llama.cpp here has 1024 tokens of context per slot: 8 prompts of 64 in, 16 out.
+    let tok = smollm2();
+    // llama.cpp here has 1024 tokens of context per slot and runs on a shared CPU: 4 prompts
+    // of 32 tokens in, 8 out, concurrency 4 where the command sets one.
     for mut args in seed_commands(&server.url, &server.model) {
-        set(&mut args, "--random-input-len", "64");
-        set(&mut args, "--num-prompts", "8");
+        set(&mut args, "--random-input-len", "32");
+        set(&mut args, "--num-prompts", "4");
         if args.iter().any(|a| a == "--random-output-len") {
-            set(&mut args, "--random-output-len", "16");
+            set(&mut args, "--random-output-len", "8");
         }
         if args.iter().any(|a| a == "--max-concurrency") {
             set(&mut args, "--max-concurrency", "4");
         }
-        let mut extra = vec!["--tokenizer", "", "--disable-tqdm"];
-        let tok = smollm2();
-        extra[1] = &tok;
+        let mut extra = vec!["--tokenizer", &tok, "--disable-tqdm"];
         if !args.iter().any(|a| a == "--random-output-len") {
-            extra.extend_from_slice(&["--random-output-len", "16"]);
+            extra.extend_from_slice(&["--random-output-len", "8"]);
         }
         run_seed(&args, &dir, &extra);
     }
@@ -836,9 +836,10 @@ fn golden_check(scenario: &str, flags: &[&str], tokens_per_chunk: usize) {
     });
     let dir = TempDir::new("golden");
     let tok = path_arg(shared_dir().join("golden/python-0.33/tok"));
+    let url = server.base_url();
     let mut args = vec![
         "--base-url",
-        "",
+        &url,
         "--model",
         "mock-model",
         "--tokenizer",
@@ -853,8 +854,6 @@ fn golden_check(scenario: &str, flags: &[&str], tokens_per_chunk: usize) {
         RESULT,
         "--disable-tqdm",
     ];
-    let url = server.base_url();
-    args[1] = &url;
     args.extend_from_slice(flags);
     let run = vllm_bench(&args, dir.path());
     assert_eq!(run.code, 0, "{scenario}: {}", run.stderr);
