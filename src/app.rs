@@ -1,6 +1,6 @@
 //! The `vllm-bench` program: parse the command line, validate it, run the mode it asks for,
-//! and turn every outcome into an exit code (0 ok, 1 run failed, 2 bad input) with one line
-//! on stderr — never a panic.
+//! and turn every outcome into an exit code (0 ok, 1 run failed, 2 bad input or nothing ran)
+//! with one line on stderr — never a panic.
 
 use std::ffi::OsString;
 
@@ -31,6 +31,10 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     match modes::benchmark::run(&config) {
         Ok(()) => 0,
         Err(e) if is_broken_pipe(&e) => 0,
+        Err(e) if e.is::<modes::benchmark::NothingRan>() => {
+            eprintln!("error: {e:#}");
+            2
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             1

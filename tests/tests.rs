@@ -2,6 +2,7 @@
 
 mod cli;
 mod datasets;
+mod e2e;
 mod engine;
 mod golden;
 mod mock_server;

@@ -40,15 +40,18 @@ pub fn run(config: &Config) -> Result<()> {
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }
-    let (driver, note) = resolve_driver(config.engine.io_driver).map_err(anyhow::Error::msg)?;
+    let (driver, note) =
+        resolve_driver(config.engine.io_driver).map_err(|e| nothing_ran(anyhow::Error::msg(e)))?;
     if let Some(note) = note {
         eprintln!("note: {note}");
     }
     let (client_cores, mock_core) = split_cores(config);
-    let target = Arc::new(Target::resolve(config, driver, mock_core)?);
-    let model_id = match &config.model.model {
-        Some(m) => m.clone(),
-        None => target.first_model()?,
+    let target = Arc::new(Target::resolve(config, driver, mock_core).map_err(nothing_ran)?);
+    let model_id = match (&config.model.model, &config.model.tokenizer) {
+        (Some(m), _) => m.clone(),
+        // --dry-run sends nothing, so it must not ask the server for its model either.
+        (None, Some(t)) if config.dry_run => t.clone(),
+        (None, _) => target.first_model().map_err(nothing_ran)?,
     };
     let model_name = config
         .model
@@ -56,17 +59,17 @@ pub fn run(config: &Config) -> Result<()> {
         .clone()
         .unwrap_or_else(|| model_id.clone());
     let trace = match &config.dataset.params {
-        DatasetParams::TimedTrace(p) => Some(TraceReplay::load(config, p)?),
+        DatasetParams::TimedTrace(p) => Some(TraceReplay::load(config, p).map_err(nothing_ran)?),
         _ => None,
     };
     if let (true, Some(t)) = (config.dry_run, &trace) {
         println!("{}", t.stats());
         return Ok(());
     }
-    let tokenizer = load_tokenizer(config, &target, &model_id)?;
+    let tokenizer = load_tokenizer(config, &target, &model_id).map_err(nothing_ran)?;
     let mut requests = match trace {
         Some(_) => Vec::new(),
-        None => build_dataset(config, tokenizer.as_ref())?,
+        None => build_dataset(config, tokenizer.as_ref()).map_err(nothing_ran)?,
     };
     if needs_alignment(config) {
         let endpoint = target.tokenize_endpoint(&model_id);
@@ -81,16 +84,19 @@ pub fn run(config: &Config) -> Result<()> {
         );
         return Ok(());
     }
-    let api = Api::for_backend(config.server.backend).with_context(|| {
-        format!(
-            "--backend {}: not implemented yet",
-            config.server.backend.name()
-        )
-    })?;
+    let api = Api::for_backend(config.server.backend)
+        .with_context(|| {
+            format!(
+                "--backend {}: not implemented yet",
+                config.server.backend.name()
+            )
+        })
+        .map_err(nothing_ran)?;
     let prepared = match &trace {
-        Some(t) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref())?,
-        None => prepare(config, &target, api, &model_name, &requests)?,
-    };
+        Some(t) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref()),
+        None => prepare(config, &target, api, &model_name, &requests),
+    }
+    .map_err(nothing_ran)?;
     let engine_opts = EngineOptions {
         cores: client_cores,
         pin: true,
@@ -107,7 +113,8 @@ pub fn run(config: &Config) -> Result<()> {
         );
         wait_until_ready(timeout, || {
             one_request(&target, &prepared, engine_opts.clone())
-        })?;
+        })
+        .map_err(nothing_ran)?;
     }
     if config.request.num_warmups > 0 {
         println!("Warming up with {} requests...", config.request.num_warmups);
@@ -119,7 +126,7 @@ pub fn run(config: &Config) -> Result<()> {
         .as_ref()
         .filter(|_| config.rate.self_timed)
         .map(TraceReplay::arrival_offsets);
-    let (workload, offsets) = schedule(config, prepared, trace_offsets)?;
+    let (workload, offsets) = schedule(config, prepared, trace_offsets).map_err(nothing_ran)?;
     let cache_before = trace.as_ref().and_then(|_| scrape_prefix_cache(&target));
     println!("Starting main benchmark run...");
     let ramp = ramp_up(config);
@@ -169,6 +176,24 @@ pub fn run(config: &Config) -> Result<()> {
     )
 }
 
+/// An error before the measured run sent a request (a server that cannot be reached or
+/// listed, a tokenizer or dataset that cannot be built, a ready check that timed out): the
+/// program exits 2 (nothing ran), not 1 (the run failed). Displays its cause as one line.
+#[derive(Debug)]
+pub struct NothingRan(anyhow::Error);
+
+impl std::fmt::Display for NothingRan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for NothingRan {}
+
+fn nothing_ran(e: anyhow::Error) -> anyhow::Error {
+    NothingRan(e).into()
+}
+
 /// The client's cores and, with `--mock-server` on a machine with more than one core, the
 /// core the mock gets to itself (the last one).
 fn split_cores(config: &Config) -> (Vec<usize>, Option<usize>) {
@@ -209,6 +234,11 @@ fn load_tokenizer(
         .parse()
         .map_err(anyhow::Error::msg)?;
     let opts = TokenizerOptions::new(id).mode(mode);
+    if config.model.tokenizer.is_some() {
+        // An explicit --tokenizer must load, as in Python: a typo in a path should stop the
+        // run, not silently switch to the server's tokenizer.
+        return Ok(Some(Tokenizer::load(&opts)?));
+    }
     let (tok, fallback) = Tokenizer::load_or_server(&opts, target.tokenize_endpoint(model_id))?;
     if let Some(why) = fallback {
         eprintln!("note: {why}");

@@ -1,0 +1,983 @@
+//! End-to-end parity through the real `vllm-bench` binary (issue 3): every implemented backend
+//! and schedule mode against an in-process mock that logs what it received, the saved file's
+//! key order against Python's golden result files, bad input (one line, the right exit code,
+//! never a panic), the seed README's example commands (mock and llama.cpp), and the console
+//! block's line structure against the golden console.txt.
+//!
+//! Every run has a timeout and talks to 127.0.0.1 only; `HF_HUB_OFFLINE=1` keeps tokenizer
+//! lookups off the network.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use vllm_bench::engine::schedule::{arrival_offsets, RampStrategy, RampUp, RateSpec};
+use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
+
+use crate::util::{free_port, shared_dir, start_tool_server};
+
+/// Longest a single run may take (debug build, two shared cores) before the test fails.
+const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// The result file name every mock run here uses.
+const RESULT: &str = "r.json";
+
+/// What one run of the binary left behind.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the binary with `args` in `cwd`, killing it after [`RUN_TIMEOUT`]. Panic text in
+/// either stream fails the test whatever the exit code.
+fn vllm_bench(args: &[&str], cwd: &Path) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
+        .args(args)
+        .current_dir(cwd)
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("VLLM_BENCH_CORES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn vllm-bench");
+    // Drain both pipes on threads so a chatty run cannot block on a full pipe.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for vllm-bench") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vllm-bench {args:?} did not finish within {RUN_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let run = Run {
+        code: status.code().unwrap_or(-1),
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    };
+    assert!(
+        !run.stdout.contains("panicked at") && !run.stderr.contains("panicked at"),
+        "vllm-bench {args:?} panicked:\n{}",
+        run.stderr
+    );
+    run
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("vllm-bench-e2e-{}-{n}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn arg(&self) -> &str {
+        self.0.to_str().expect("utf-8 temp path")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An in-process mock that logs every request, with small real delays so the client's
+/// concurrency is visible in the server's in-flight count.
+fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
+    let mut cfg = MockConfig {
+        request_log: true,
+        first_token_delay: Duration::from_millis(5),
+        token_interval: Duration::from_millis(1),
+        ..MockConfig::default()
+    };
+    tweak(&mut cfg);
+    MockServer::start(cfg).expect("mock server starts")
+}
+
+fn smollm2() -> String {
+    path_arg(shared_dir().join("fixtures/tokenizers/smollm2"))
+}
+
+fn path_arg(p: PathBuf) -> String {
+    p.to_str().expect("utf-8 path").to_string()
+}
+
+/// `--base-url` at `server`, its model, a local tokenizer, a small random dataset, and the
+/// result file in `dir`.
+fn base_args(server: &MockServer, dir: &TempDir, num_prompts: usize) -> Vec<String> {
+    [
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        &smollm2(),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        &num_prompts.to_string(),
+        "--seed",
+        "0",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        RESULT,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn run_with(args: &[String], extra: &[&str], dir: &TempDir) -> Run {
+    let all: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .chain(extra.iter().copied())
+        .collect();
+    let run = vllm_bench(&all, dir.path());
+    assert_eq!(run.code, 0, "vllm-bench {all:?} failed:\n{}", run.stderr);
+    run
+}
+
+/// The saved result file (one JSON object) with its key order.
+fn saved(dir: &TempDir) -> Map<String, Value> {
+    let text = std::fs::read_to_string(dir.path().join(RESULT)).expect("result file saved");
+    serde_json::from_str(&text).expect("result file is one JSON object")
+}
+
+/// Our keys minus the additive `vllm_bench_*` extras, in file order.
+fn python_keys_of(doc: &Map<String, Value>) -> Vec<String> {
+    doc.keys()
+        .filter(|k| !k.starts_with("vllm_bench_"))
+        .cloned()
+        .collect()
+}
+
+fn golden_dir(scenario: &str) -> PathBuf {
+    shared_dir().join("golden/python-0.33").join(scenario)
+}
+
+/// The key order of Python's result.json for `scenario`.
+fn golden_keys(scenario: &str) -> Vec<String> {
+    let text =
+        std::fs::read_to_string(golden_dir(scenario).join("result.json")).expect("golden result");
+    let doc: Map<String, Value> = serde_json::from_str(&text).expect("golden JSON");
+    doc.keys().cloned().collect()
+}
+
+const GOLDEN_01: &str = "01-random-c16-p50-90-99-99.9";
+const GOLDEN_02: &str = "02-random-rate40-burst0.5-goodput";
+const GOLDEN_03: &str = "03-chat-tpc3-c8-rate100-queue";
+const GOLDEN_06: &str = "06-embeddings-pooling";
+
+/// Percentile flags of golden 01 (generation) and 06 (pooling), so the key sets match.
+const GEN_PERCENTILES: [&str; 4] = [
+    "--percentile-metrics",
+    "ttft,tpot,itl,e2el",
+    "--metric-percentiles",
+    "50,90,99,99.9",
+];
+const POOL_PERCENTILES: [&str; 2] = ["--metric-percentiles", "50,90,99"];
+
+fn count(doc: &Map<String, Value>, key: &str) -> u64 {
+    doc.get(key)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{key} is not a count in {doc:?}"))
+}
+
+/// Requests the mock logged on `path`, arrival offsets in seconds, sorted.
+fn arrivals(server: &MockServer, path: &str) -> Vec<f64> {
+    let mut a: Vec<f64> = server
+        .request_log()
+        .iter()
+        .filter(|r| r.path == path)
+        .map(|r| r.arrival.as_secs_f64())
+        .collect();
+    a.sort_by(f64::total_cmp);
+    a
+}
+
+/// completed + failed = num_prompts, with failures equal to the non-empty `errors`.
+fn assert_accounted(doc: &Map<String, Value>, n: u64) {
+    let errors = doc["errors"].as_array().expect("errors list");
+    let failed = errors
+        .iter()
+        .filter(|e| e.as_str().is_some_and(|s| !s.is_empty()))
+        .count() as u64;
+    assert_eq!(count(doc, "completed") + failed, n, "completed + failed");
+    if let Some(f) = doc.get("failed") {
+        assert_eq!(f.as_u64(), Some(failed), "failed key equals failed errors");
+    }
+}
+
+#[test]
+fn every_backend_sends_each_request_once_and_saves_pythons_keys() {
+    let cases: [(&str, &str, &[&str], &str); 6] = [
+        ("vllm", "/v1/completions", &GEN_PERCENTILES, GOLDEN_01),
+        ("openai", "/v1/completions", &GEN_PERCENTILES, GOLDEN_01),
+        (
+            "openai-chat",
+            "/v1/chat/completions",
+            &GEN_PERCENTILES,
+            GOLDEN_01,
+        ),
+        (
+            "openai-embeddings",
+            "/v1/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        ("vllm-pooling", "/pooling", &POOL_PERCENTILES, GOLDEN_06),
+        ("vllm-rerank", "/rerank", &POOL_PERCENTILES, GOLDEN_06),
+    ];
+    let n = 12;
+    for (backend, path, percentiles, golden) in cases {
+        let server = mock(|_| {});
+        let dir = TempDir::new(backend);
+        let mut extra = vec!["--backend", backend];
+        extra.extend_from_slice(percentiles);
+        if backend == "vllm-rerank" {
+            // The random dataset gives the query; rerank needs documents beside it.
+            extra.extend_from_slice(&["--extra-body", r#"{"documents": ["a b c", "d e"]}"#]);
+        }
+        let run = run_with(&base_args(&server, &dir, n), &extra, &dir);
+        let doc = saved(&dir);
+        assert_accounted(&doc, n as u64);
+        assert_eq!(
+            count(&doc, "completed"),
+            n as u64,
+            "{backend}: {}",
+            run.stdout
+        );
+        assert_eq!(
+            arrivals(&server, path).len(),
+            n,
+            "{backend}: one request each"
+        );
+        assert_eq!(doc["backend"], backend);
+        assert_eq!(
+            python_keys_of(&doc),
+            golden_keys(golden),
+            "{backend} key order"
+        );
+        assert!(
+            run.stdout.contains(&format!(
+                "Successful requests:                     {n:<10}\n"
+            )),
+            "{backend}:\n{}",
+            run.stdout
+        );
+    }
+}
+
+/// The schedule the binary must follow for these flags (same seed, same generator).
+fn planned(rate: f64, burstiness: f64, ramp: Option<RampUp>, n: usize) -> Vec<f64> {
+    let spec = RateSpec {
+        request_rate: rate,
+        burstiness,
+        ramp_up: ramp,
+        seed: 0,
+    };
+    arrival_offsets(&spec, n)
+        .expect("valid schedule")
+        .expect("a timed schedule")
+}
+
+/// Arrivals relative to the first, against the plan relative to its first, within `tol`
+/// seconds each.
+fn assert_follows(observed: &[f64], plan: &[f64], tol: f64, what: &str) {
+    assert_eq!(observed.len(), plan.len(), "{what}: every request arrived");
+    let mut sorted = plan.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    for (i, (o, p)) in observed.iter().zip(&sorted).enumerate() {
+        let (o, p) = (o - observed[0], p - sorted[0]);
+        assert!(
+            (o - p).abs() <= tol,
+            "{what}: request {i} arrived at {o:.3}s, planned {p:.3}s (tolerance {tol}s)"
+        );
+    }
+}
+
+#[test]
+fn rate_and_ramp_up_arrivals_follow_the_schedule() {
+    let n = 30;
+    let linear = RampUp {
+        strategy: RampStrategy::Linear,
+        start_rps: 20.0,
+        end_rps: 80.0,
+    };
+    let exponential = RampUp {
+        strategy: RampStrategy::Exponential,
+        start_rps: 10.0,
+        end_rps: 80.0,
+    };
+    let cases: [(&str, Vec<&str>, Vec<f64>); 4] = [
+        (
+            "rate 40, Poisson",
+            vec!["--request-rate", "40"],
+            planned(40.0, 1.0, None, n),
+        ),
+        (
+            "rate 40, burstiness 0.5",
+            vec!["--request-rate", "40", "--burstiness", "0.5"],
+            planned(40.0, 0.5, None, n),
+        ),
+        (
+            "linear ramp-up",
+            vec![
+                "--ramp-up-strategy",
+                "linear",
+                "--ramp-up-start-rps",
+                "20",
+                "--ramp-up-end-rps",
+                "80",
+            ],
+            planned(f64::INFINITY, 1.0, Some(linear), n),
+        ),
+        (
+            "exponential ramp-up",
+            vec![
+                "--ramp-up-strategy",
+                "exponential",
+                "--ramp-up-start-rps",
+                "10",
+                "--ramp-up-end-rps",
+                "80",
+            ],
+            planned(f64::INFINITY, 1.0, Some(exponential), n),
+        ),
+    ];
+    for (what, flags, plan) in cases {
+        let server = mock(|_| {});
+        let dir = TempDir::new("rate");
+        let mut extra = flags.clone();
+        extra.extend_from_slice(&GEN_PERCENTILES);
+        run_with(&base_args(&server, &dir, n), &extra, &dir);
+        let doc = saved(&dir);
+        assert_accounted(&doc, n as u64);
+        let observed = arrivals(&server, "/v1/completions");
+        assert_follows(&observed, &plan, 0.08, what);
+        let keys = python_keys_of(&doc);
+        if what.contains("ramp") {
+            // Python inserts the ramp-up settings after max_concurrency and the rate changes
+            // after rtfx (golden README, schema items 3 and 7).
+            let mut want = golden_keys(GOLDEN_01);
+            let at = want.iter().position(|k| k == "max_concurrency").unwrap() + 1;
+            for (i, k) in ["ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"]
+                .iter()
+                .enumerate()
+            {
+                want.insert(at + i, k.to_string());
+            }
+            let at = want.iter().position(|k| k == "rtfx").unwrap() + 1;
+            want.insert(at, "rps_change_events".into());
+            assert_eq!(keys, want, "{what} key order");
+            assert!(doc["rps_change_events"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty()));
+        } else {
+            // Rate runs: the last arrival lands near N / rate (Python rescales the gaps so
+            // the schedule ends exactly there).
+            let span = observed[n - 1] - observed[0];
+            let first_gap = plan[0];
+            let want = n as f64 / 40.0 - first_gap;
+            assert!(
+                (span - want).abs() < 0.1,
+                "{what}: arrivals span {span:.3}s, expected {want:.3}s"
+            );
+            assert_eq!(keys, golden_keys(GOLDEN_01), "{what} key order");
+        }
+    }
+}
+
+#[test]
+fn max_concurrency_caps_requests_in_flight() {
+    let n = 24;
+    for (what, flags, cap) in [
+        ("concurrency 4", vec!["--max-concurrency", "4"], 4u64),
+        (
+            "rate 100 + concurrency 3",
+            vec!["--max-concurrency", "3", "--request-rate", "100"],
+            3,
+        ),
+    ] {
+        let server = mock(|c| c.first_token_delay = Duration::from_millis(20));
+        let dir = TempDir::new("conc");
+        run_with(&base_args(&server, &dir, n), &flags, &dir);
+        let doc = saved(&dir);
+        assert_accounted(&doc, n as u64);
+        assert_eq!(count(&doc, "max_concurrency"), cap);
+        let stats = server.stats();
+        assert!(
+            stats.peak_in_flight <= cap,
+            "{what}: {} in flight at once, cap {cap}",
+            stats.peak_in_flight
+        );
+        assert_eq!(
+            stats.peak_in_flight, cap,
+            "{what}: 20 ms responses keep the cap full"
+        );
+        assert_eq!(arrivals(&server, "/v1/completions").len(), n);
+        if flags.contains(&"--request-rate") {
+            // The cap can only delay an arrival, never bring it forward.
+            let observed = arrivals(&server, "/v1/completions");
+            let mut plan = planned(100.0, 1.0, None, n);
+            plan.sort_by(f64::total_cmp);
+            for (i, (o, p)) in observed.iter().zip(&plan).enumerate() {
+                assert!(
+                    o - observed[0] >= p - plan[0] - 0.03,
+                    "{what}: request {i} arrived before its planned time"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn append_label_metadata_and_default_file_name() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("append");
+    let args: Vec<String> = base_args(&server, &dir, 5)
+        .into_iter()
+        .filter(|a| a != "--save-detailed")
+        .collect();
+    let extra = [
+        "--append-result",
+        "--label",
+        "lab",
+        "--metadata",
+        "version=0.3.3",
+        "tp=1",
+    ];
+    run_with(&args, &extra, &dir);
+    run_with(&args, &extra, &dir);
+    let text = std::fs::read_to_string(dir.path().join(RESULT)).expect("appended file");
+    let lines: Vec<&str> = text.split('\n').collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "two JSON lines, no trailing newline: {text:?}"
+    );
+    // Python removes the per-request lists without --save-detailed and puts the metadata
+    // right after num_prompts.
+    let mut want = golden_keys(GOLDEN_02);
+    want.retain(|k| {
+        ![
+            "input_lens",
+            "output_lens",
+            "ttfts",
+            "itls",
+            "start_times",
+            "generated_texts",
+            "errors",
+        ]
+        .contains(&k.as_str())
+    });
+    let at = want.iter().position(|k| k == "num_prompts").unwrap() + 1;
+    want.insert(at, "version".into());
+    want.insert(at + 1, "tp".into());
+    for line in lines {
+        let doc: Map<String, Value> = serde_json::from_str(line).expect("a JSON line");
+        assert_eq!(doc["label"], "lab");
+        assert_eq!(doc["version"], "0.3.3");
+        assert_eq!(doc["completed"], 5);
+        assert_eq!(python_keys_of(&doc), want);
+    }
+
+    // Without --result-filename: {label}-{rate}qps-concurrency{N}-{model}-{date}.json.
+    let dir2 = TempDir::new("name");
+    let args: Vec<String> = base_args(&server, &dir2, 3)
+        .into_iter()
+        .take_while(|a| a != "--result-filename")
+        .collect();
+    run_with(&args, &["--label", "lab", "--max-concurrency", "2"], &dir2);
+    let names: Vec<String> = std::fs::read_dir(dir2.path())
+        .expect("result dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(
+        names[0].starts_with("lab-infqps-concurrency2-mock-model-") && names[0].ends_with(".json"),
+        "{names:?}"
+    );
+}
+
+/// A run that must stop before sending anything: exit 2, exactly one `error:` line.
+fn assert_refused(args: &[&str], needle: &str) {
+    let dir = TempDir::new("bad");
+    let run = vllm_bench(args, dir.path());
+    assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{args:?}: one line on stderr, got {lines:?}"
+    );
+    assert!(lines[0].starts_with("error: "), "{args:?}: {lines:?}");
+    assert!(
+        lines[0].contains(needle),
+        "{args:?}: {lines:?} lacks {needle}"
+    );
+    assert!(!run.stdout.contains("Serving Benchmark Result"), "{args:?}");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let closed = free_port().to_string();
+    let unreachable = format!("http://127.0.0.1:{closed}");
+    assert_refused(&["--num-prompts", "abc"], "--num-prompts abc");
+    assert_refused(&["--mock-server", "--bogus-flag", "1"], "--bogus-flag");
+    assert_refused(&["--dataset-name", "nope"], "--dataset-name nope");
+    assert_refused(
+        &["--mock-server", "--dataset-name", "sharegpt"],
+        "not implemented",
+    );
+    assert_refused(
+        &[
+            "--mock-server",
+            "--tokenizer",
+            "/nonexistent/tok",
+            "--num-prompts",
+            "2",
+        ],
+        "/nonexistent/tok",
+    );
+    assert_refused(
+        &["--base-url", &unreachable, "--num-prompts", "2"],
+        "cannot list models",
+    );
+}
+
+#[test]
+fn failures_are_counted_in_the_block_and_the_file() {
+    // An unreachable server with --model: the run happens and every request fails.
+    let dir = TempDir::new("refused");
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let args = [
+        "--base-url",
+        &closed,
+        "--model",
+        "m",
+        "--tokenizer",
+        &smollm2(),
+        "--num-prompts",
+        "3",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "2",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-filename",
+        RESULT,
+    ];
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run
+        .stdout
+        .contains("Failed requests:                         3 "));
+    let doc = saved(&dir);
+    assert_eq!((count(&doc, "completed"), count(&doc, "failed")), (0, 3));
+
+    // A server answering 500 to every model request.
+    let server = mock(|c| {
+        c.faults = FaultConfig {
+            error_500: 1.0,
+            ..FaultConfig::default()
+        }
+    });
+    let dir = TempDir::new("faults");
+    let run = run_with(&base_args(&server, &dir, 6), &[], &dir);
+    assert!(run
+        .stdout
+        .contains("Failed requests:                         6 "));
+    assert!(run
+        .stdout
+        .contains("Failed requests during benchmark run detected (capping to 10):"));
+    let doc = saved(&dir);
+    assert_eq!((count(&doc, "completed"), count(&doc, "failed")), (0, 6));
+    assert_accounted(&doc, 6);
+}
+
+/// The seed README's commands with `<model-name>`/`--base-url` filled in.
+fn seed_commands(base_url: &str, model: &str) -> [Vec<String>; 3] {
+    let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let common = |v: &[&str]| {
+        let mut a = s(&[
+            "--backend",
+            "vllm",
+            "--base-url",
+            base_url,
+            "--model",
+            model,
+        ]);
+        a.extend(s(v));
+        a
+    };
+    [
+        // Quick Start.
+        common(&[
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "1024",
+            "--random-output-len",
+            "128",
+            "--num-prompts",
+            "1000",
+            "--max-concurrency",
+            "200",
+        ]),
+        // Generation, "full production-style run".
+        common(&[
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "8192",
+            "--random-output-len",
+            "1024",
+            "--ignore-eos",
+            "--num-prompts",
+            "4096",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--save-result",
+            "--max-concurrency",
+            "1400",
+        ]),
+        // Generation, token ids.
+        common(&[
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "1024",
+            "--prompt-token-ids",
+            "--num-prompts",
+            "1000",
+        ]),
+    ]
+}
+
+/// Replaces the value after `flag` (scaling a seed command down).
+fn set(args: &mut [String], flag: &str, value: &str) {
+    let i = args.iter().position(|a| a == flag).expect(flag) + 1;
+    args[i] = value.to_string();
+}
+
+fn prompts_of(args: &[String]) -> usize {
+    let i = args
+        .iter()
+        .position(|a| a == "--num-prompts")
+        .expect("--num-prompts")
+        + 1;
+    args[i].parse().expect("a count")
+}
+
+fn run_seed(args: &[String], dir: &TempDir, extra: &[&str]) -> Run {
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.extend_from_slice(extra);
+    let run = vllm_bench(&all, dir.path());
+    assert_eq!(run.code, 0, "{all:?}:\n{}", run.stderr);
+    let n = prompts_of(args);
+    assert!(
+        run.stdout.contains(&format!(
+            "Successful requests:                     {n:<10}\n"
+        )),
+        "{all:?}:\n{}",
+        run.stdout
+    );
+    run
+}
+
+#[test]
+fn seed_examples_run_against_the_mock() {
+    let server = mock(|c| {
+        c.first_token_delay = Duration::ZERO;
+        c.token_interval = Duration::ZERO;
+        c.request_log = false;
+    });
+    let dir = TempDir::new("seed");
+    let [quick, mut full, ids] = seed_commands(&server.base_url(), "mock-model");
+    // Quick Start and the token-id example run unchanged. The production-style run is
+    // scaled from 4096 x (8192 in, 1024 out) at concurrency 1400 to 256 x (1024, 64) at 128
+    // to stay fast in a debug build.
+    run_seed(&quick, &dir, &["--disable-tqdm"]);
+    set(&mut full, "--random-input-len", "1024");
+    set(&mut full, "--random-output-len", "64");
+    set(&mut full, "--num-prompts", "256");
+    set(&mut full, "--max-concurrency", "128");
+    run_seed(&full, &dir, &["--disable-tqdm"]);
+    let saved: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("cwd")
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("vllm-infqps-concurrency128-")
+        })
+        .collect();
+    assert_eq!(
+        saved.len(),
+        1,
+        "--save-result writes into the working directory"
+    );
+    run_seed(&ids, &dir, &["--disable-tqdm"]);
+}
+
+#[test]
+fn seed_examples_run_against_llama_cpp() {
+    let Some(server) = start_tool_server("llama-server.sh", &[], &[]) else {
+        return;
+    };
+    let dir = TempDir::new("llama");
+    let tok = smollm2();
+    // llama.cpp here has 1024 tokens of context per slot and runs on a shared CPU: 4 prompts
+    // of 32 tokens in, 8 out, concurrency 4 where the command sets one.
+    for mut args in seed_commands(&server.url, &server.model) {
+        set(&mut args, "--random-input-len", "32");
+        set(&mut args, "--num-prompts", "4");
+        if args.iter().any(|a| a == "--random-output-len") {
+            set(&mut args, "--random-output-len", "8");
+        }
+        if args.iter().any(|a| a == "--max-concurrency") {
+            set(&mut args, "--max-concurrency", "4");
+        }
+        let mut extra = vec!["--tokenizer", &tok, "--disable-tqdm"];
+        if !args.iter().any(|a| a == "--random-output-len") {
+            extra.extend_from_slice(&["--random-output-len", "8"]);
+        }
+        run_seed(&args, &dir, &extra);
+    }
+}
+
+/// The result block of a run's stdout: the banner through the closing line of 50 `=`.
+fn block(stdout: &str) -> Vec<&str> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("============ Serving Benchmark Result"))
+        .expect("result block");
+    let end = lines[start + 1..]
+        .iter()
+        .position(|l| *l == "=".repeat(50))
+        .expect("closing line")
+        + start
+        + 1;
+    lines[start..=end].to_vec()
+}
+
+/// A line's structure: separators as they are; a metric as its 40-column label, with the
+/// value column checked to be `{:<10}`-padded.
+fn shape(line: &str) -> String {
+    if line.len() == 50 && (line.starts_with('=') || line.starts_with('-')) {
+        return line.to_string();
+    }
+    assert!(line.len() >= 51, "short metric line {line:?}");
+    let (label, value) = line.split_at(40);
+    assert!(value.starts_with(' '), "no space after the label: {line:?}");
+    let value = &value[1..];
+    let shown = value.trim_end().len();
+    assert!(
+        value.len() == shown.max(10) && shown > 0,
+        "value not padded to 10: {line:?}"
+    );
+    label.to_string()
+}
+
+/// Runs the golden scenario's flags (scaled by `extra`) against a mock configured like the
+/// golden one, then compares the console block's structure and the result keys.
+fn golden_check(scenario: &str, flags: &[&str], tokens_per_chunk: usize) {
+    let server = mock(|c| {
+        c.tokenize_endpoints = false;
+        c.metrics_endpoint = false;
+        c.tokens_per_chunk = tokens_per_chunk;
+        c.first_token_delay = Duration::from_millis(20);
+        c.token_interval = Duration::from_millis(5);
+    });
+    let dir = TempDir::new("golden");
+    let tok = path_arg(shared_dir().join("golden/python-0.33/tok"));
+    let url = server.base_url();
+    let mut args = vec![
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        &tok,
+        "--dataset-name",
+        "random",
+        "--seed",
+        "0",
+        "--save-result",
+        "--save-detailed",
+        "--result-filename",
+        RESULT,
+        "--disable-tqdm",
+    ];
+    args.extend_from_slice(flags);
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{scenario}: {}", run.stderr);
+    let golden = std::fs::read_to_string(golden_dir(scenario).join("console.txt")).expect("golden");
+    let want: Vec<String> = golden.lines().map(shape).collect();
+    let got: Vec<String> = block(&run.stdout).into_iter().map(shape).collect();
+    assert_eq!(got, want, "{scenario}: console structure\n{}", run.stdout);
+    assert_eq!(
+        python_keys_of(&saved(&dir)),
+        golden_keys(scenario),
+        "{scenario}"
+    );
+}
+
+#[test]
+fn console_block_and_keys_match_the_golden_structure() {
+    // Each golden command with --num-prompts (and 03's output length) scaled down.
+    golden_check(
+        GOLDEN_01,
+        &[
+            "--backend",
+            "vllm",
+            "--random-input-len",
+            "128",
+            "--random-output-len",
+            "32",
+            "--num-prompts",
+            "32",
+            "--max-concurrency",
+            "16",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--metric-percentiles",
+            "50,90,99,99.9",
+        ],
+        1,
+    );
+    golden_check(
+        GOLDEN_02,
+        &[
+            "--backend",
+            "openai",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "24",
+            "--num-prompts",
+            "30",
+            "--request-rate",
+            "40",
+            "--burstiness",
+            "0.5",
+            "--goodput",
+            "ttft:30",
+            "tpot:8",
+            "e2el:400",
+        ],
+        1,
+    );
+    golden_check(
+        GOLDEN_03,
+        &[
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "30",
+            "--num-prompts",
+            "30",
+            "--request-rate",
+            "100",
+            "--max-concurrency",
+            "8",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el,client_queue_time,e2el_including_client_queue",
+            "--metric-percentiles",
+            "50,95,99",
+        ],
+        3,
+    );
+    golden_check(
+        GOLDEN_06,
+        &[
+            "--backend",
+            "openai-embeddings",
+            "--endpoint",
+            "/v1/embeddings",
+            "--random-input-len",
+            "64",
+            "--num-prompts",
+            "20",
+            "--max-concurrency",
+            "10",
+            "--metric-percentiles",
+            "50,90,99",
+        ],
+        1,
+    );
+}
+
+#[test]
+fn dry_run_with_a_tokenizer_asks_no_server() {
+    // A closed port makes any model lookup fail, so exit 0 proves none happened.
+    let dir = TempDir::new("dry");
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let tok = smollm2();
+    let args = [
+        "--base-url",
+        &closed,
+        "--dry-run",
+        "--tokenizer",
+        &tok,
+        "--num-prompts",
+        "20",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+    ];
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("Requests: 20"), "{}", run.stdout);
+    assert!(!run.stdout.contains("Serving Benchmark Result"));
+}
