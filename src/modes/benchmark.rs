@@ -40,140 +40,192 @@ pub fn run(config: &Config) -> Result<()> {
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }
-    let (driver, note) =
-        resolve_driver(config.engine.io_driver).map_err(|e| nothing_ran(anyhow::Error::msg(e)))?;
-    if let Some(note) = note {
-        eprintln!("note: {note}");
-    }
-    let (client_cores, mock_core) = split_cores(config);
-    let target = Arc::new(Target::resolve(config, driver, mock_core).map_err(nothing_ran)?);
-    let model_id = match (&config.model.model, &config.model.tokenizer) {
-        (Some(m), _) => m.clone(),
-        // --dry-run sends nothing, so it must not ask the server for its model either.
-        (None, Some(t)) if config.dry_run => t.clone(),
-        (None, _) => target.first_model().map_err(nothing_ran)?,
+    let Some(plan) = Plan::build(config).map_err(nothing_ran)? else {
+        return Ok(()); // --dry-run: the dataset was described, nothing is sent
     };
-    let model_name = config
-        .model
-        .served_model_name
-        .clone()
-        .unwrap_or_else(|| model_id.clone());
-    let trace = match &config.dataset.params {
-        DatasetParams::TimedTrace(p) => Some(TraceReplay::load(config, p).map_err(nothing_ran)?),
-        _ => None,
-    };
-    if let (true, Some(t)) = (config.dry_run, &trace) {
-        println!("{}", t.stats());
-        return Ok(());
-    }
-    let tokenizer = load_tokenizer(config, &target, &model_id).map_err(nothing_ran)?;
-    let mut requests = match trace {
-        Some(_) => Vec::new(),
-        None => build_dataset(config, tokenizer.as_ref()).map_err(nothing_ran)?,
-    };
-    if needs_alignment(config) {
-        let endpoint = target.tokenize_endpoint(&model_id);
-        if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
-            println!("{msg}");
+    plan.ready_check(config).map_err(nothing_ran)?;
+    plan.warm_up(config)?;
+    let measured = plan.measure(config)?;
+    finish(config, &plan, &measured)
+}
+
+/// Everything decided and built before the clock starts.
+struct Plan {
+    target: Arc<Target>,
+    model_id: String,
+    tokenizer: Option<Tokenizer>,
+    trace: Option<TraceReplay>,
+    prepared: Prepared,
+    engine_opts: EngineOptions,
+}
+
+/// What the measured run produced.
+struct Measured {
+    report: RunReport,
+    rps_events: Vec<RpsChangeEvent>,
+    prefix_cache: Option<extras::PrefixCache>,
+}
+
+impl Plan {
+    /// Resolves the server, model and tokenizer and builds every request. `None` after a
+    /// `--dry-run` printed its summary.
+    fn build(config: &Config) -> Result<Option<Plan>> {
+        let (driver, note) = resolve_driver(config.engine.io_driver).map_err(anyhow::Error::msg)?;
+        if let Some(note) = note {
+            eprintln!("note: {note}");
         }
-    }
-    if config.dry_run {
-        println!(
-            "{}",
-            crate::datasets::DatasetStats::from_requests(&requests)
-        );
-        return Ok(());
-    }
-    let api = Api::for_backend(config.server.backend)
-        .with_context(|| {
+        let (client_cores, mock_core) = split_cores(config);
+        let target = Arc::new(Target::resolve(config, driver, mock_core)?);
+        let model_id = match (&config.model.model, &config.model.tokenizer) {
+            (Some(m), _) => m.clone(),
+            // --dry-run sends nothing, so it must not ask the server for its model either.
+            (None, Some(t)) if config.dry_run => t.clone(),
+            (None, _) => target.first_model()?,
+        };
+        let trace = match &config.dataset.params {
+            DatasetParams::TimedTrace(p) => Some(TraceReplay::load(config, p)?),
+            _ => None,
+        };
+        if let (true, Some(t)) = (config.dry_run, &trace) {
+            println!("{}", t.stats());
+            return Ok(None);
+        }
+        let tokenizer = load_tokenizer(config, &target, &model_id)?;
+        let requests = match trace {
+            Some(_) => Vec::new(),
+            None => sample_requests(config, &target, &model_id, tokenizer.as_ref())?,
+        };
+        if config.dry_run {
+            println!(
+                "{}",
+                crate::datasets::DatasetStats::from_requests(&requests)
+            );
+            return Ok(None);
+        }
+        let api = Api::for_backend(config.server.backend).with_context(|| {
             format!(
                 "--backend {}: not implemented yet",
                 config.server.backend.name()
             )
-        })
-        .map_err(nothing_ran)?;
-    let prepared = match &trace {
-        Some(t) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref()),
-        None => prepare(config, &target, api, &model_name, &requests),
+        })?;
+        let model_name = config
+            .model
+            .served_model_name
+            .clone()
+            .unwrap_or_else(|| model_id.clone());
+        let prepared = match &trace {
+            Some(t) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref()),
+            None => prepare(config, &target, api, &model_name, &requests),
+        }?;
+        let engine_opts = EngineOptions {
+            cores: client_cores,
+            pin: true,
+            driver,
+            request_timeout: config.engine.request_timeout,
+            preconnect: config.engine.preconnect,
+            keep_all_text: config.output.save_detailed,
+        };
+        Ok(Some(Plan {
+            target,
+            model_id,
+            tokenizer,
+            trace,
+            prepared,
+            engine_opts,
+        }))
     }
-    .map_err(nothing_ran)?;
-    let engine_opts = EngineOptions {
-        cores: client_cores,
-        pin: true,
-        driver,
-        request_timeout: config.engine.request_timeout,
-        preconnect: config.engine.preconnect,
-        keep_all_text: config.output.save_detailed,
-    };
-    if config.request.ready_check_timeout_sec > 0 {
+
+    /// `--ready-check-timeout-sec`: one real request until it succeeds.
+    fn ready_check(&self, config: &Config) -> Result<()> {
+        if config.request.ready_check_timeout_sec == 0 {
+            return Ok(());
+        }
         let timeout = Duration::from_secs(config.request.ready_check_timeout_sec);
         println!(
             "Waiting for endpoint to become up in {}s",
             timeout.as_secs()
         );
         wait_until_ready(timeout, || {
-            one_request(&target, &prepared, engine_opts.clone())
+            one_request(&self.target, &self.prepared, self.engine_opts.clone())
         })
-        .map_err(nothing_ran)?;
     }
-    if config.request.num_warmups > 0 {
+
+    /// `--num-warmups`: requests outside the measured window.
+    fn warm_up(&self, config: &Config) -> Result<()> {
+        if config.request.num_warmups == 0 {
+            return Ok(());
+        }
         println!("Warming up with {} requests...", config.request.num_warmups);
-        let warm = prepared.subset(config.request.num_warmups, config.rate.max_concurrency);
-        engine::run(target.endpoint.clone(), warm, engine_opts.clone(), |_| {})?;
+        let warm = self
+            .prepared
+            .subset(config.request.num_warmups, config.rate.max_concurrency);
+        engine::run(
+            self.target.endpoint.clone(),
+            warm,
+            self.engine_opts.clone(),
+            |_| {},
+        )?;
         println!("Warmup run completed.");
+        Ok(())
     }
-    let trace_offsets = trace
-        .as_ref()
-        .filter(|_| config.rate.self_timed)
-        .map(TraceReplay::arrival_offsets);
-    let (workload, offsets) = schedule(config, prepared, trace_offsets).map_err(nothing_ran)?;
-    let cache_before = trace.as_ref().and_then(|_| scrape_prefix_cache(&target));
-    println!("Starting main benchmark run...");
-    let ramp = ramp_up(config);
-    print!("{}", render_preamble(&preamble(config, ramp.as_ref())));
-    if config.profiling.enabled {
-        target.profile("start")?;
-    }
-    install_interrupt_handler();
-    let wall_start = SystemTime::now();
-    let mut watcher = None;
-    let show_bar = !config.output.disable_tqdm;
-    let report = engine::run(
-        target.endpoint.clone(),
-        workload,
-        engine_opts.clone(),
-        |p| {
-            watcher = Some(Watcher::start(p, show_bar));
-        },
-    )?;
-    if let Some(w) = watcher {
-        w.finish();
-    }
-    if config.profiling.enabled {
-        target.profile("stop")?;
-    }
-    let prefix_cache = trace.as_ref().map(|t| {
-        let measured = cache_before
-            .zip(scrape_prefix_cache(&target))
-            .and_then(|(before, after)| measured_hit_ratio(before, after));
-        prefix_cache_extras(&t.stats(), measured)
-    });
-    let rps_events = rps_changes(&rate_spec(config), offsets.as_deref().unwrap_or(&[]))
-        .into_iter()
-        .map(|(rps, at)| RpsChangeEvent {
-            rps,
-            timestamp: LocalDateTime::at(wall_start + Duration::from_secs_f64(at)).isoformat(),
+
+    /// The measured run: schedule, preamble, profiling hooks, progress bar, prefix-cache
+    /// counters before and after.
+    fn measure(&self, config: &Config) -> Result<Measured> {
+        let trace_offsets = self
+            .trace
+            .as_ref()
+            .filter(|_| config.rate.self_timed)
+            .map(TraceReplay::arrival_offsets);
+        let (workload, offsets) =
+            schedule(config, &self.prepared, trace_offsets).map_err(nothing_ran)?;
+        let cache_before = self
+            .trace
+            .as_ref()
+            .and_then(|_| scrape_prefix_cache(&self.target));
+        println!("Starting main benchmark run...");
+        let ramp = ramp_up(config);
+        print!("{}", render_preamble(&preamble(config, ramp.as_ref())));
+        if config.profiling.enabled {
+            self.target.profile("start")?;
+        }
+        install_interrupt_handler();
+        let wall_start = SystemTime::now();
+        let mut watcher = None;
+        let show_bar = !config.output.disable_tqdm;
+        let report = engine::run(
+            self.target.endpoint.clone(),
+            workload,
+            self.engine_opts.clone(),
+            |p| {
+                watcher = Some(Watcher::start(p, show_bar));
+            },
+        )?;
+        if let Some(w) = watcher {
+            w.finish();
+        }
+        if config.profiling.enabled {
+            self.target.profile("stop")?;
+        }
+        let prefix_cache = self.trace.as_ref().map(|t| {
+            let measured = cache_before
+                .zip(scrape_prefix_cache(&self.target))
+                .and_then(|(before, after)| measured_hit_ratio(before, after));
+            prefix_cache_extras(&t.stats(), measured)
+        });
+        let rps_events = rps_changes(&rate_spec(config), offsets.as_deref().unwrap_or(&[]))
+            .into_iter()
+            .map(|(rps, at)| RpsChangeEvent {
+                rps,
+                timestamp: LocalDateTime::at(wall_start + Duration::from_secs_f64(at)).isoformat(),
+            })
+            .collect();
+        Ok(Measured {
+            report,
+            rps_events,
+            prefix_cache,
         })
-        .collect::<Vec<_>>();
-    finish(
-        config,
-        &model_id,
-        tokenizer.as_ref(),
-        &report,
-        &engine_opts,
-        &rps_events,
-        prefix_cache,
-    )
+    }
 }
 
 /// An error before the measured run sent a request (a server that cannot be reached or
@@ -253,6 +305,23 @@ fn needs_alignment(config: &Config) -> bool {
 }
 
 /// The dataset's requests, built before the clock starts.
+/// The dataset's requests, aligned to the server's tokenizer where Python does that.
+fn sample_requests(
+    config: &Config,
+    target: &Arc<Target>,
+    model_id: &str,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Vec<SampleRequest>> {
+    let mut requests = build_dataset(config, tokenizer)?;
+    if needs_alignment(config) {
+        let endpoint = target.tokenize_endpoint(model_id);
+        if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
+            println!("{msg}");
+        }
+    }
+    Ok(requests)
+}
+
 fn build_dataset(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<SampleRequest>> {
     let ds = &config.dataset;
     match &ds.params {
@@ -418,7 +487,7 @@ fn rate_spec(config: &Config) -> RateSpec {
 /// are sent at once): the trace's own offsets when self-timed, else the rate's.
 fn schedule(
     config: &Config,
-    prepared: Prepared,
+    prepared: &Prepared,
     trace_offsets: Option<Vec<f64>>,
 ) -> Result<(Workload, Option<Vec<f64>>)> {
     let n = prepared.requests.len();
@@ -427,8 +496,8 @@ fn schedule(
         None => arrival_offsets(&rate_spec(config), n).map_err(anyhow::Error::msg)?,
     };
     let workload = Workload {
-        requests: prepared.requests,
-        client_prompt_lens: prepared.prompt_lens,
+        requests: prepared.requests.clone(),
+        client_prompt_lens: prepared.prompt_lens.clone(),
         arrivals: offsets.as_deref().map(|o| to_durations(o).into()),
         max_concurrency: config.rate.max_concurrency,
         mode: prepared.mode,
@@ -457,15 +526,9 @@ fn preamble<'a>(config: &Config, ramp: Option<&'a OutputRampUp>) -> Preamble<'a>
 }
 
 /// Metrics, the console block, our extras, and the result file.
-fn finish(
-    config: &Config,
-    model_id: &str,
-    tokenizer: Option<&Tokenizer>,
-    run: &RunReport,
-    opts: &EngineOptions,
-    rps_events: &[RpsChangeEvent],
-    prefix_cache: Option<extras::PrefixCache>,
-) -> Result<()> {
+fn finish(config: &Config, plan: &Plan, measured: &Measured) -> Result<()> {
+    let run = &measured.report;
+    let tokenizer = plan.tokenizer.as_ref();
     let outputs = &run.merged.outputs;
     let task = TaskKind::for_backend(config.server.backend);
     let count = |text: &str| tokenizer.map_or(0, |t| t.count_tokens(text));
@@ -482,15 +545,15 @@ fn finish(
     let report = BenchmarkReport::compute(outputs, &settings);
     print!("{}", render_notices(outputs, task));
     print!("{}", render_block(&report));
-    let mut extra = extras::Extras::from_run(run, opts);
-    extra.prefix_cache = prefix_cache;
+    let mut extra = extras::Extras::from_run(run, &plan.engine_opts);
+    extra.prefix_cache = measured.prefix_cache;
     print!("{}", extra.render());
     if config.output.save_result || config.output.append_result {
         let info = RunInfo {
             date: LocalDateTime::now().result_date(),
             backend: config.server.backend.name().to_string(),
             label: config.output.label.clone(),
-            model_id: model_id.to_string(),
+            model_id: plan.model_id.clone(),
             tokenizer_id: tokenizer.map(|t| t.id().to_string()),
             num_prompts: config.dataset.num_prompts as u64,
             metadata: config.output.metadata.clone(),
@@ -503,7 +566,7 @@ fn finish(
             &info,
             &report,
             outputs,
-            rps_events,
+            &measured.rps_events,
             config.output.save_detailed,
         );
         append_extras(&mut doc, extra.to_json());
