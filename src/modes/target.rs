@@ -159,6 +159,7 @@ impl Target {
         Arc::new(ServerTokenize {
             target: self.clone(),
             model: model.to_string(),
+            llama_dialect: Default::default(),
         })
     }
 }
@@ -203,6 +204,10 @@ pub fn wait_until_ready(
 struct ServerTokenize {
     target: Arc<Target>,
     model: String,
+    /// The server speaks llama.cpp's dialect (`content`/`add_special`, and `content` in the
+    /// detokenize answer) rather than vLLM's (`prompt`/`add_special_tokens`). Learned on the
+    /// first request whose vLLM form came back empty for a non-empty text.
+    llama_dialect: std::sync::atomic::AtomicBool,
 }
 
 const TOKENIZE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -211,19 +216,20 @@ const ASSUMED_VOCAB: usize = 32_000;
 
 impl TokenizeEndpoint for ServerTokenize {
     fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<u32>> {
-        let body = serde_json::json!({ "model": self.model, "prompt": text, "add_special_tokens": add_special });
-        let v = self.call("/tokenize", &body)?;
-        let tokens = v["tokens"]
-            .as_array()
-            .context("/tokenize returned no `tokens` list")?;
-        tokens
-            .iter()
-            .map(|t| {
-                t.as_u64()
-                    .map(|t| t as u32)
-                    .context("/tokenize returned a non-integer token")
-            })
-            .collect()
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.llama_dialect.load(Relaxed) {
+            let body = serde_json::json!({ "model": self.model, "prompt": text, "add_special_tokens": add_special });
+            let tokens = token_list(&self.call("/tokenize", &body)?)?;
+            if !tokens.is_empty() || text.trim().is_empty() {
+                return Ok(tokens);
+            }
+        }
+        let body = serde_json::json!({ "content": text, "add_special": add_special });
+        let tokens = token_list(&self.call("/tokenize", &body)?)?;
+        if !tokens.is_empty() {
+            self.llama_dialect.store(true, Relaxed);
+        }
+        Ok(tokens)
     }
 
     fn detokenize(&self, ids: &[u32]) -> Result<String> {
@@ -231,8 +237,9 @@ impl TokenizeEndpoint for ServerTokenize {
         let v = self.call("/detokenize", &body)?;
         v["prompt"]
             .as_str()
+            .or_else(|| v["content"].as_str())
             .map(str::to_string)
-            .context("/detokenize returned no `prompt` text")
+            .context("/detokenize returned neither `prompt` nor `content` text")
     }
 
     /// vLLM's `/tokenize` does not report the vocabulary size; use it when a server does,
@@ -250,6 +257,21 @@ impl TokenizeEndpoint for ServerTokenize {
                 .map_or(ASSUMED_VOCAB, |n| n as usize),
         )
     }
+}
+
+/// The `tokens` list of a `/tokenize` answer.
+fn token_list(v: &Value) -> Result<Vec<u32>> {
+    let tokens = v["tokens"]
+        .as_array()
+        .context("/tokenize returned no `tokens` list")?;
+    tokens
+        .iter()
+        .map(|t| {
+            t.as_u64()
+                .map(|t| t as u32)
+                .context("/tokenize returned a non-integer token")
+        })
+        .collect()
 }
 
 impl ServerTokenize {
