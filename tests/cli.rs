@@ -206,6 +206,7 @@ const TRACE_FLAGS: &[&str] = &[
     "--timed-trace-rebase",
     "--timed-trace-skip-malformed",
     "--timed-trace-start-sec",
+    "--timed-trace-wait-parent",
 ];
 
 /// Our engine flags.

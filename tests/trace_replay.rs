@@ -343,6 +343,7 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
         ),
         max_concurrency: None,
         mode: api.response_mode(),
+        parents: None,
         expected_tokens: 8,
         requests: requests.clone().into(),
     };
@@ -587,4 +588,57 @@ fn full_trace_requests_build_from_shared_blocks() {
         started.elapsed().as_secs_f64()
     );
     assert_eq!(requests.len(), 12_031);
+}
+
+/// `--timed-trace-wait-parent`: a Bailian child turn leaves only after its parent finished;
+/// without it, the child leaves at its own (earlier) timestamp.
+#[test]
+fn bailian_child_turns_wait_for_their_parent() {
+    let run = |wait: bool| -> Value {
+        let dir = result_dir(if wait {
+            "wait-parent"
+        } else {
+            "no-wait-parent"
+        });
+        let mut args: Vec<String> = [
+            "--mock-server",
+            "--dataset-name",
+            "timed_trace",
+            "--timed-trace-rebase",
+            // Parent and child turns 14 ms apart; a 12-token reply takes ~75 ms on the mock.
+            "--timed-trace-sec-multiplier",
+            "0.01",
+            "--num-prompts",
+            "5",
+            "--disable-tqdm",
+            "--save-result",
+            "--save-detailed",
+            "--result-filename",
+            "r.json",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(["--dataset-path".into(), fixture("bailian_small.jsonl")]);
+        args.extend(["--result-dir".into(), dir.display().to_string()]);
+        if wait {
+            args.push("--timed-trace-wait-parent".into());
+        }
+        run_binary(&args);
+        read_result(&dir)
+    };
+    let finished = |doc: &Value, i: usize| {
+        doc["start_times"][i].as_f64().unwrap() + doc["latencies"][i].as_f64().unwrap()
+    };
+    let start = |doc: &Value, i: usize| doc["start_times"][i].as_f64().unwrap();
+    // Record 2 (chat 102) is the child of record 0 (chat 100); record 4 of record 2.
+    let waited = run(true);
+    assert_eq!(waited["completed"], 5);
+    assert!(start(&waited, 2) >= finished(&waited, 0), "{waited}");
+    assert!(start(&waited, 4) >= finished(&waited, 2), "{waited}");
+    let free = run(false);
+    assert_eq!(free["completed"], 5);
+    assert!(
+        start(&free, 2) < finished(&free, 0),
+        "without the flag the child does not wait"
+    );
 }

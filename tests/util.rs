@@ -81,6 +81,7 @@ pub fn workload(
         arrivals: None,
         max_concurrency: None,
         mode: api.response_mode(),
+        parents: None,
         expected_tokens: output_len,
     }
 }

@@ -353,6 +353,10 @@ pub struct TimedTraceArgs {
     /// Send prompts as decoded text instead of token ids (always on for chat backends)
     #[arg(long)]
     pub timed_trace_prompt_text: bool,
+    /// Bailian traces: send a child turn only after its parent turn finished (and not before
+    /// its own timestamp)
+    #[arg(long)]
+    pub timed_trace_wait_parent: bool,
     /// Send at the trace's timestamps (default for timed_trace only)
     #[arg(long, overrides_with = "no_self_timed")]
     pub self_timed: bool,

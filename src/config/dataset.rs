@@ -151,6 +151,8 @@ pub struct TimedTraceParams {
     /// Send decoded text instead of token ids (`--timed-trace-prompt-text`; always for
     /// chat, whose messages carry text).
     pub prompt_text: bool,
+    /// `--timed-trace-wait-parent`: a child turn waits for its parent turn to finish.
+    pub wait_parent: bool,
 }
 
 /// Resolves the dataset for `backend`.
@@ -519,6 +521,7 @@ fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
         window: replay_window(t)?,
         skip_malformed: t.timed_trace_skip_malformed,
         prompt_text: t.timed_trace_prompt_text || cli.server.backend == Backend::OpenaiChat,
+        wait_parent: t.timed_trace_wait_parent,
     })
 }
 

@@ -16,7 +16,7 @@ mod worker;
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,9 @@ pub struct Workload {
     pub arrivals: Option<Arc<[Duration]>>,
     pub max_concurrency: Option<usize>,
     pub mode: ResponseMode,
+    /// Per request, the earlier request that must finish before it is sent (a Bailian
+    /// child turn's parent); `None` = independent requests.
+    pub parents: Option<Arc<[Option<u32>]>>,
     /// Expected token events per request (sizes the ITL arenas before the clock starts).
     pub expected_tokens: usize,
 }
@@ -63,6 +66,9 @@ struct Shared {
     options: EngineOptions,
     cursor: AtomicUsize,
     completed: AtomicUsize,
+    /// Completion time (ns since the epoch, 0 = not yet) per request, kept only when some
+    /// request waits for another (`Workload::parents`).
+    finished: Option<Box<[AtomicU64]>>,
     stop: AtomicBool,
     epoch: OnceLock<Instant>,
     ready: Barrier,
@@ -131,9 +137,14 @@ pub fn run(
     };
     let workers = worker_count(&workload);
     let threads = cores.len().min(workers.max(1));
+    let finished = workload
+        .parents
+        .as_ref()
+        .map(|p| (0..p.len()).map(|_| AtomicU64::new(0)).collect());
     let shared = Arc::new(Shared {
         endpoint,
         workload,
+        finished,
         options,
         cursor: AtomicUsize::new(0),
         completed: AtomicUsize::new(0),

@@ -46,10 +46,14 @@ pub async fn run_worker(
             .arrivals
             .as_ref()
             .map_or(std::time::Duration::ZERO, |a| a[index]);
-        let scheduled = epoch + offset;
+        let mut scheduled = epoch + offset;
         let was_waiting = Instant::now() < scheduled;
         if was_waiting {
             timers.sleep_until(scheduled).await;
+        }
+        if let Some(parent_done) = wait_for_parent(&shared, index, epoch, &timers).await {
+            // The request's arrival is its parent's completion when that came later.
+            scheduled = scheduled.max(parent_done);
         }
         let start = Instant::now();
         let (itl0, text0) = log.arena_marks();
@@ -109,6 +113,40 @@ pub async fn run_worker(
         };
         log.push(rec, &mut histograms.borrow_mut());
         shared.completed.fetch_add(1, Ordering::Relaxed);
+        if let Some(done) = &shared.finished {
+            done[index].store(ns_since(epoch, Instant::now()).max(1), Ordering::Release);
+        }
     }
     log
+}
+
+/// How often a request that waits for its parent checks whether the parent finished. Parents
+/// run on any core, so the check is a poll of the parent's completion stamp.
+const PARENT_POLL: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// Waits until the request's parent (`Workload::parents`) has finished, or the run is
+/// stopped; returns the parent's completion time when there was a parent to wait for.
+/// A parent always has a smaller index, so it was claimed earlier and is running or done:
+/// waiting cannot deadlock.
+async fn wait_for_parent(
+    shared: &Shared,
+    index: usize,
+    epoch: Instant,
+    timers: &Timers,
+) -> Option<Instant> {
+    let parent = shared.workload.parents.as_ref()?[index]? as usize;
+    let done = shared.finished.as_ref()?;
+    if parent >= index {
+        return None;
+    }
+    loop {
+        let at = done[parent].load(Ordering::Acquire);
+        if at != 0 {
+            return Some(epoch + std::time::Duration::from_nanos(at));
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        timers.sleep(PARENT_POLL).await;
+    }
 }

@@ -361,6 +361,8 @@ pub struct Prepared {
     prompt_lens: Arc<[u32]>,
     output_lens: Vec<usize>,
     mode: engine::ResponseMode,
+    /// `--timed-trace-wait-parent`: the request each request waits for.
+    parents: Option<Arc<[Option<u32>]>>,
 }
 
 impl Prepared {
@@ -373,6 +375,7 @@ impl Prepared {
             arrivals: None,
             max_concurrency,
             mode: self.mode,
+            parents: None,
             expected_tokens: self.output_lens.first().copied().unwrap_or(0),
         }
     }
@@ -419,6 +422,7 @@ fn prepare(
         prompt_lens: requests.iter().map(|r| r.prompt_len as u32).collect(),
         output_lens: requests.iter().map(|r| r.expected_output_len).collect(),
         mode: api.response_mode(),
+        parents: None,
     })
 }
 
@@ -443,6 +447,7 @@ fn prepare_trace(
         prompt_lens: trace.prompt_lens().into(),
         output_lens: trace.output_lens(),
         mode: api.response_mode(),
+        parents: trace.parents().map(Into::into),
     })
 }
 
@@ -501,6 +506,7 @@ fn schedule(
         arrivals: offsets.as_deref().map(|o| to_durations(o).into()),
         max_concurrency: config.rate.max_concurrency,
         mode: prepared.mode,
+        parents: prepared.parents.clone(),
         expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
     };
     Ok((workload, offsets))

@@ -134,6 +134,18 @@ impl TraceReplay {
     }
 
     /// The client's prompt length per request (the trace's `input_length`).
+    /// With `--timed-trace-wait-parent`, the request each request must wait for (a Bailian
+    /// child turn's parent, when the parent is replayed too and comes earlier).
+    pub fn parents(&self) -> Option<Vec<Option<u32>>> {
+        self.params.wait_parent.then(|| {
+            self.trace
+                .records
+                .iter()
+                .map(|r| r.chat.as_ref().and_then(|c| c.parent).map(|p| p as u32))
+                .collect()
+        })
+    }
+
     pub fn prompt_lens(&self) -> Vec<u32> {
         self.trace.records.iter().map(|r| r.input_len).collect()
     }
