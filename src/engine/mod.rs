@@ -8,6 +8,7 @@
 //! over the cores; their number is the concurrency limit.
 
 pub mod exchange;
+pub mod limits;
 pub mod recorder;
 pub mod runtime;
 pub mod schedule;
@@ -104,6 +105,9 @@ pub enum EngineError {
     Thread(std::io::Error),
     #[error("a worker thread panicked")]
     Panicked,
+    /// The planned connections do not fit in the process's file or port limits.
+    #[error("{0}")]
+    Limits(String),
 }
 
 /// Number of workers: the concurrency limit, never more than the requests.
@@ -128,6 +132,8 @@ pub fn run(
         options.cores.clone()
     };
     let workers = worker_count(&workload);
+    // One socket per worker: fail now, clearly, rather than with EMFILE mid-run.
+    limits::ensure_capacity(workers, endpoint.source.len()).map_err(EngineError::Limits)?;
     let threads = cores.len().min(workers.max(1));
     let shared = Arc::new(Shared {
         endpoint,
