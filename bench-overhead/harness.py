@@ -233,6 +233,22 @@ def version_time(prefix, reps):
     return {"median": statistics.median(times), "min": min(times), "max": max(times)}
 
 
+def dataset_time(prefix, core, num_prompts=100_000, input_len=1024, timeout=120):
+    """Wall seconds of `--dry-run` generating `num_prompts` random prompts of `input_len`
+    tokens with the Qwen3 tokenizer (tokenizer load included; nothing is sent)."""
+    qwen3 = os.path.join(os.path.dirname(TOKENIZER), "qwen3")
+    args = ["--backend", "openai", "--host", "127.0.0.1", "--port", "1", "--model", MODEL,
+            "--tokenizer", qwen3, "--dataset-name", "random", "--random-input-len",
+            str(input_len), "--random-output-len", "128", "--num-prompts", str(num_prompts),
+            "--seed", "0", "--dry-run"]
+    code, wall, cpu, rss, tail = run_measured(pinned(prefix + args, core), timeout)
+    if wall >= timeout:
+        return {"error": f"not finished after {timeout} s (stopped)", "cpu_s": cpu}
+    if code != 0:
+        return {"error": f"exit {code}: {' | '.join(tail)}"}
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss}
+
+
 def time_to_first_request(prefix, core, num_prompts=1000, timeout=120):
     """Seconds from launching the client to the first completion request's bytes arriving
     at a bare listener (which answers model/health probes and nothing else)."""
@@ -297,6 +313,16 @@ def time_to_first_request(prefix, core, num_prompts=1000, timeout=120):
 PORTS_PER_ADDR = 28_000  # a little under Linux's default ip_local_port_range (28,232)
 
 
+def can_raise_nofile(n):
+    """True when prlimit may raise the hard open-file limit to n here (root with
+    CAP_SYS_RESOURCE; containers often drop it)."""
+    if not shutil.which("prlimit"):
+        return False
+    r = subprocess.run(["prlimit", f"--nofile={n}:{n}", "--", "true"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return r.returncode == 0
+
+
 def scale_point(prefix, mock_bin, server_core, client_core, streams):
     """vllm-bench alone at `streams` concurrent streams, as the machine is set up; then, if
     that was refused for lack of file descriptors and we are root, again with the hard
@@ -305,7 +331,7 @@ def scale_point(prefix, mock_bin, server_core, client_core, streams):
     local = -(-streams // PORTS_PER_ADDR)
     attempts = [("as configured", [], prefix + ["--local-addrs", str(local)])]
     nofile = streams * 2 + 1024
-    if os.geteuid() == 0 and shutil.which("prlimit"):
+    if can_raise_nofile(nofile):
         raise_fds = ["prlimit", f"--nofile={nofile}:{nofile}", "--"]
         attempts.append((f"hard RLIMIT_NOFILE raised to {nofile} (prlimit, root)", raise_fds,
                          raise_fds + prefix + ["--local-addrs", str(local)]))
@@ -393,6 +419,15 @@ def markdown(doc):
         ttfr = s.get("first_request_s")
         lines.append(f"| {name} | {lagtxt} | {s['version_ms']['median']:.2f} | "
                      f"{'n/a' if ttfr is None else f'{ttfr:.3f}'} |")
+    lines += ["", "## Dataset generation (100,000 random prompts × 1024 tokens, Qwen3, "
+              "--dry-run, one core)", "", "| client | wall s | CPU s | peak RSS MiB |",
+              "|---|---:|---:|---:|"]
+    for name, d in doc["dataset"].items():
+        if "error" in d:
+            lines.append(f"| {name} | {d['error'][:80]} | | |")
+        else:
+            lines.append(f"| {name} | {d['wall_s']:.2f} | {d['cpu_s']:.2f} | "
+                         f"{d['rss_mib']:.0f} |")
     if doc.get("scale"):
         lines += ["", "## Scale", ""]
         for s in doc["scale"]:
@@ -446,7 +481,7 @@ def main():
            "client_core": client_core, "repeats": args.repeats,
            "sharing": args.sharing or "Other processes may have shared the machine.",
            "skipped": missing, "points": [], "ratios": [], "firehose": [], "lag": {},
-           "startup": {}, "scale": []}
+           "startup": {}, "dataset": {}, "scale": []}
 
     levels = [int(x) for x in args.streams.split(",") if x]
     with Mock(args.mock, server_core) as mock:
@@ -490,6 +525,8 @@ def main():
         log(f"{name}: start-up")
         doc["startup"][name] = {"version_ms": version_time(prefix, 20),
                                 "first_request_s": time_to_first_request(prefix, client_core)}
+        log(f"{name}: dataset generation (100k x 1024 tokens, --dry-run)")
+        doc["dataset"][name] = dataset_time(prefix, client_core)
     if "vllm-bench" in found:
         for streams in [int(x) for x in args.scale_streams.split(",") if x]:
             doc["scale"] += scale_point(found["vllm-bench"][0], args.mock, server_core,
