@@ -46,6 +46,7 @@ pub fn endpoint(url: &BaseUrl) -> Endpoint {
         addr,
         tls: None,
         connect_timeout: Duration::from_secs(5),
+        source: Default::default(),
     }
 }
 

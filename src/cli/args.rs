@@ -624,4 +624,8 @@ pub struct EngineArgs {
     /// Do not open the connections before the clock starts
     #[arg(long)]
     pub no_preconnect: bool,
+    /// Spread connections over N loopback source addresses 127.0.0.1..N (each has its own
+    /// ~28k ephemeral ports; for more than ~28k streams to a loopback server)
+    #[arg(long, default_value = "1", value_parser = parse_int::<usize>, value_name = "N")]
+    pub local_addrs: usize,
 }

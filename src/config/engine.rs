@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::ConfigError;
 use crate::cli::Cli;
 use crate::engine::runtime::{self, DriverChoice};
+use crate::http::source::MAX_LOCAL_ADDRS;
 
 /// Engine settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +18,8 @@ pub struct EngineConfig {
     pub request_timeout: Duration,
     /// Open the connections before the measured run (off with `--no-preconnect`).
     pub preconnect: bool,
+    /// Loopback source addresses to bind connections to (`--local-addrs`; 1 = no binding).
+    pub local_addrs: usize,
 }
 
 pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
@@ -46,7 +49,19 @@ pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
         connect_timeout: timeout("--connect-timeout-sec", e.connect_timeout_sec)?,
         request_timeout: timeout("--request-timeout-sec", e.request_timeout_sec)?,
         preconnect: !e.no_preconnect,
+        local_addrs: local_addrs(e.local_addrs)?,
     })
+}
+
+fn local_addrs(n: usize) -> Result<usize, ConfigError> {
+    if !(1..=MAX_LOCAL_ADDRS).contains(&n) {
+        return Err(ConfigError::value(
+            "--local-addrs",
+            n,
+            format!("must be between 1 and {MAX_LOCAL_ADDRS}"),
+        ));
+    }
+    Ok(n)
 }
 
 fn timeout(flag: &str, secs: f64) -> Result<Duration, ConfigError> {
@@ -64,6 +79,17 @@ fn timeout(flag: &str, secs: f64) -> Result<Duration, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_addrs_must_be_in_range() {
+        assert_eq!(local_addrs(1).unwrap(), 1);
+        assert_eq!(local_addrs(250).unwrap(), 250);
+        assert_eq!(
+            local_addrs(0).unwrap_err().to_string(),
+            "--local-addrs 0: must be between 1 and 250"
+        );
+        assert!(local_addrs(251).is_err());
+    }
 
     #[test]
     fn timeouts_must_be_positive_and_finite() {

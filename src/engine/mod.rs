@@ -8,6 +8,7 @@
 //! over the cores; their number is the concurrency limit.
 
 pub mod exchange;
+pub mod limits;
 pub mod recorder;
 pub mod runtime;
 pub mod schedule;
@@ -112,6 +113,9 @@ pub enum EngineError {
     Thread(std::io::Error),
     #[error("a worker thread panicked")]
     Panicked,
+    /// The planned connections do not fit in the process's file or port limits.
+    #[error("{0}")]
+    Limits(String),
 }
 
 /// Number of workers: the concurrency limit, never more than the requests.
@@ -136,6 +140,8 @@ pub fn run(
         options.cores.clone()
     };
     let workers = worker_count(&workload);
+    // One socket per worker: fail now, clearly, rather than with EMFILE mid-run.
+    limits::ensure_capacity(workers, endpoint.source.len()).map_err(EngineError::Limits)?;
     let threads = cores.len().min(workers.max(1));
     let finished = workload
         .parents

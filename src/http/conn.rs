@@ -18,6 +18,8 @@ use monoio::net::TcpStream;
 use monoio_rustls::{ClientTlsStream, TlsConnector};
 use rustls::pki_types::ServerName;
 
+use super::source::SourceAddrs;
+
 /// What TLS needs to open a connection: the shared rustls config and the SNI name.
 #[derive(Clone)]
 pub struct TlsSetup {
@@ -31,6 +33,8 @@ pub struct Endpoint {
     pub addr: SocketAddr,
     pub tls: Option<TlsSetup>,
     pub connect_timeout: Duration,
+    /// Loopback source addresses to spread connections over (`--local-addrs`; empty = none).
+    pub source: SourceAddrs,
 }
 
 enum Transport {
@@ -123,8 +127,7 @@ pub fn tls_setup(host: &str, insecure: bool) -> Result<TlsSetup, String> {
 impl Connection {
     /// Opens a connection within the endpoint's connect timeout.
     pub async fn open(ep: &Endpoint) -> io::Result<Connection> {
-        let tcp = match monoio::time::timeout(ep.connect_timeout, TcpStream::connect_addr(ep.addr))
-            .await
+        let tcp = match monoio::time::timeout(ep.connect_timeout, ep.source.connect(ep.addr)).await
         {
             Ok(r) => r?,
             Err(_) => {

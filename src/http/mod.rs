@@ -5,4 +5,5 @@ pub mod conn;
 pub mod control;
 pub mod request;
 pub mod response;
+pub mod source;
 pub mod url;

@@ -12,6 +12,7 @@ use crate::config::ServerLocation;
 use crate::engine::runtime::ResolvedDriver;
 use crate::http::conn::{tls_setup, Endpoint};
 use crate::http::control;
+use crate::http::source::SourceAddrs;
 use crate::http::url::{BaseUrl, Scheme};
 use crate::mock::{MockConfig, MockServer};
 use crate::tokenizer::TokenizeEndpoint;
@@ -71,6 +72,8 @@ impl Target {
             addr: addrs[0],
             tls,
             connect_timeout: config.engine.connect_timeout,
+            source: SourceAddrs::loopback(config.engine.local_addrs, addrs[0])
+                .map_err(anyhow::Error::msg)?,
         };
         Ok(Target {
             base,

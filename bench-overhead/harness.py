@@ -1,0 +1,547 @@
+#!/usr/bin/env python3
+"""bench-overhead harness: every available client against one deterministic mock workload.
+
+Driven by run.sh (which builds the binaries); usable alone. For each client and concurrency
+level it starts the client pinned to its own core against a `mock-llm-server` pinned to
+another, reaps it with wait4() for its exact CPU time (user+sys) and peak RSS, reads the
+client's result JSON (the Python `vllm bench serve` schema, which all three clients write)
+for TTFT/ITL, and compares them with the server's ground truth. Writes
+results/<date>.json and results/<date>.md.
+
+Why wait4 and not /usr/bin/time: the same numbers without parsing another tool's output, and
+the child's rusage is exactly the client's (the server is a separate process).
+"""
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import selectors
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# Ground truth served by the mock (the issue's example workload).
+FIRST_TOKEN_MS = 50.0
+TOKEN_INTERVAL_MS = 10.0
+OUTPUT_TOKENS = 100
+INPUT_TOKENS = 32
+MODEL = "mock-model"
+TOKENIZER = os.path.join(ROOT, "..", "shared", "fixtures", "tokenizers", "smollm2")
+
+# Bounds so that no step can hang the harness.
+SERVER_START_S = 20
+CLIENT_TIMEOUT_S = 600
+
+
+def log(msg):
+    print(f"[bench-overhead] {msg}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, proc):
+    deadline = time.monotonic() + SERVER_START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mock-llm-server exited early with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"mock-llm-server did not listen on {port} within {SERVER_START_S}s")
+
+
+class Mock:
+    """A mock-llm-server process pinned to `core`, stopped on exit."""
+
+    def __init__(self, binary, core, firehose=False, wrap=()):
+        self.port = free_port()
+        args = list(wrap) + [binary, "--port", str(self.port), "--workers", "1", "--model", MODEL,
+                "--num-tokens", str(OUTPUT_TOKENS)]
+        if core is not None:
+            args += ["--core-ids", str(core)]
+        if firehose:
+            args += ["--firehose"]
+        else:
+            args += ["--first-token-delay-ms", str(FIRST_TOKEN_MS),
+                     "--token-interval-ms", str(TOKEN_INTERVAL_MS)]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_listening(self.port, self.proc)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def pinned(cmd, core):
+    return (["taskset", "-c", str(core)] + cmd) if core is not None else cmd
+
+
+def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
+    """Runs cmd; returns (exit code, wall s, user+sys s, peak RSS MiB, stderr tail)."""
+    err = tempfile.TemporaryFile()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            proc.kill()
+            pid, status, ru = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.01)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err.seek(0)
+    tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
+    return proc.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, tail
+
+
+# ---------------------------------------------------------------- clients
+
+def clients(args):
+    """The clients to compare: name → (argv prefix, extra flags). Missing peers are reported."""
+    found, missing = {}, {}
+    found["vllm-bench"] = ([args.vllm_bench, "--num-cores", "1"], [])
+    rs = os.path.join(HERE, "peers", "vllm-rs")
+    if os.access(rs, os.X_OK):
+        found["vllm-rs"] = ([rs, "bench", "serve"], [])
+    else:
+        missing["vllm-rs"] = "not installed (run bench-overhead/install-peers.sh)"
+    py = os.path.join(HERE, "peers", "venv", "bin", "vllm")
+    py = py if os.access(py, os.X_OK) else shutil.which("vllm")
+    if py:
+        found["python"] = ([py, "bench", "serve"], [])
+    else:
+        missing["python"] = "no vllm install (install-peers.sh --python; several GB)"
+    wanted = set(args.clients.split(",")) if args.clients else None
+    if wanted:
+        found = {k: v for k, v in found.items() if k in wanted}
+    return found, missing
+
+
+def bench_args(port, num_prompts, concurrency, result_dir, result_file, rate="inf"):
+    a = ["--backend", "openai", "--endpoint", "/v1/completions",
+         "--host", "127.0.0.1", "--port", str(port), "--model", MODEL,
+         "--tokenizer", TOKENIZER, "--dataset-name", "random",
+         "--random-input-len", str(INPUT_TOKENS), "--random-output-len", str(OUTPUT_TOKENS),
+         "--ignore-eos", "--num-prompts", str(num_prompts), "--request-rate", str(rate),
+         "--seed", "0", "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl",
+         "--metric-percentiles", "50,99", "--save-result", "--result-dir", result_dir,
+         "--result-filename", result_file]
+    if concurrency:
+        a += ["--max-concurrency", str(concurrency)]
+    return a
+
+
+def setup_cpu(prefix, port, core, num_prompts, concurrency, rate):
+    """CPU seconds of the same command with --dry-run: tokenizer load and dataset generation,
+    which the run pays before its clock starts and which is not per-event overhead."""
+    with tempfile.TemporaryDirectory() as d:
+        args = bench_args(port, num_prompts, concurrency, d, "r.json", rate) + ["--dry-run"]
+        code, _, cpu, _, _ = run_measured(pinned(prefix + args, core))
+    return cpu if code == 0 else 0.0
+
+
+def one_run(name, prefix, port, core, num_prompts, concurrency, rate="inf"):
+    """One client run; returns a dict of raw figures (or an error). CPU per event and per
+    request are net of the setup (see `setup_cpu`); `cpu_s` is the gross total."""
+    setup = setup_cpu(prefix, port, core, num_prompts, concurrency, rate)
+    with tempfile.TemporaryDirectory() as d:
+        cmd = pinned(prefix + bench_args(port, num_prompts, concurrency, d, "r.json", rate), core)
+        code, wall, cpu, rss, tail = run_measured(cmd)
+        path = os.path.join(d, "r.json")
+        if code != 0 or not os.path.exists(path):
+            return {"error": f"exit {code}: {' | '.join(tail)}", "wall_s": wall, "cpu_s": cpu,
+                    "rss_mib": rss}
+        with open(path) as f:
+            r = json.load(f)
+    completed = r.get("completed", 0)
+    events = r.get("total_output_tokens", completed * OUTPUT_TOKENS)
+    net = max(cpu - setup, 0.0)
+    out = {
+        "wall_s": wall, "cpu_s": cpu, "setup_cpu_s": setup, "net_cpu_s": net, "rss_mib": rss,
+        "completed": completed, "failed": r.get("failed", num_prompts - completed),
+        "duration_s": r.get("duration"), "events": events,
+        "cpu_us_per_event": 1e6 * net / events if events else None,
+        "cpu_s_per_100k_events": 1e5 * net / events if events else None,
+        "cpu_ms_per_request": 1e3 * net / completed if completed else None,
+        "events_per_s": events / r["duration"] if r.get("duration") else None,
+        "requests_per_s": r.get("request_throughput"),
+        "mean_ttft_ms": r.get("mean_ttft_ms"),
+        "p50_itl_ms": r.get("median_itl_ms", r.get("p50_itl_ms")),
+        "p99_itl_ms": r.get("p99_itl_ms"),
+        "dispatch_lag_p50_ms": r.get("vllm_bench_dispatch_lag_p50_ms"),
+        "dispatch_lag_p99_ms": r.get("vllm_bench_dispatch_lag_p99_ms"),
+    }
+    if out["mean_ttft_ms"] is not None:
+        # Every measured TTFT is at least the server's delay, so the mean absolute error is
+        # the mean excess over the ground truth.
+        out["ttft_err_ms"] = out["mean_ttft_ms"] - FIRST_TOKEN_MS
+    if out["p50_itl_ms"] is not None:
+        out["itl_p50_err_ms"] = out["p50_itl_ms"] - TOKEN_INTERVAL_MS
+    if out["p99_itl_ms"] is not None:
+        out["itl_p99_err_ms"] = out["p99_itl_ms"] - TOKEN_INTERVAL_MS
+    return out
+
+
+def summarize(runs):
+    """Median and [min, max] of every numeric figure over the repeats."""
+    ok = [r for r in runs if "error" not in r]
+    summary = {"repeats": len(runs), "errors": [r["error"] for r in runs if "error" in r]}
+    keys = sorted({k for r in ok for k, v in r.items() if isinstance(v, (int, float))})
+    for k in keys:
+        vals = [r[k] for r in ok if isinstance(r.get(k), (int, float))]
+        if vals:
+            summary[k] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+    return summary
+
+
+# ---------------------------------------------------------------- start-up
+
+def version_time(prefix, reps):
+    """Median wall time (ms) of `<client> --version`."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        subprocess.run(prefix[:1] + ["--version"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=60, check=False)
+        times.append(1e3 * (time.perf_counter() - t0))
+    return {"median": statistics.median(times), "min": min(times), "max": max(times)}
+
+
+def dataset_time(prefix, core, num_prompts=100_000, input_len=1024, timeout=120):
+    """Wall seconds of `--dry-run` generating `num_prompts` random prompts of `input_len`
+    tokens with the Qwen3 tokenizer (tokenizer load included; nothing is sent)."""
+    qwen3 = os.path.join(os.path.dirname(TOKENIZER), "qwen3")
+    args = ["--backend", "openai", "--host", "127.0.0.1", "--port", "1", "--model", MODEL,
+            "--tokenizer", qwen3, "--dataset-name", "random", "--random-input-len",
+            str(input_len), "--random-output-len", "128", "--num-prompts", str(num_prompts),
+            "--seed", "0", "--dry-run"]
+    code, wall, cpu, rss, tail = run_measured(pinned(prefix + args, core), timeout)
+    if wall >= timeout:
+        return {"error": f"not finished after {timeout} s (stopped)", "cpu_s": cpu}
+    if code != 0:
+        return {"error": f"exit {code}: {' | '.join(tail)}"}
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss}
+
+
+def time_to_first_request(prefix, core, num_prompts=1000, timeout=120):
+    """Seconds from launching the client to the first completion request's bytes arriving
+    at a bare listener (which answers model/health probes and nothing else)."""
+    lsock = socket.socket()
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8192)
+    lsock.setblocking(False)
+    port = lsock.getsockname()[1]
+    sel = selectors.DefaultSelector()
+    sel.register(lsock, selectors.EVENT_READ)
+    bufs = {}
+    with tempfile.TemporaryDirectory() as d:
+        cmd = pinned(prefix + bench_args(port, num_prompts, None, d, "r.json"), core)
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        first = None
+        try:
+            while first is None and time.monotonic() - t0 < timeout and proc.poll() is None:
+                for key, _ in sel.select(timeout=0.1):
+                    if key.fileobj is lsock:
+                        try:
+                            c, _ = lsock.accept()
+                        except BlockingIOError:
+                            continue
+                        c.setblocking(False)
+                        sel.register(c, selectors.EVENT_READ)
+                        bufs[c] = b""
+                        continue
+                    c = key.fileobj
+                    try:
+                        data = c.recv(65536)
+                    except (BlockingIOError, ConnectionError):
+                        continue
+                    if not data:
+                        sel.unregister(c)
+                        c.close()
+                        bufs.pop(c, None)
+                        continue
+                    bufs[c] += data
+                    if bufs[c].startswith(b"POST"):
+                        first = time.monotonic() - t0
+                        break
+                    if b"\r\n\r\n" in bufs[c]:
+                        body = json.dumps({"object": "list", "data": [{"id": MODEL,
+                                           "object": "model"}]}).encode()
+                        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                  b"Content-Length: " + str(len(body)).encode() +
+                                  b"\r\n\r\n" + body)
+                        bufs[c] = b""
+        finally:
+            proc.kill()
+            proc.wait()
+            for c in list(bufs):
+                c.close()
+            lsock.close()
+    return first
+
+
+# ---------------------------------------------------------------- scale
+
+PORTS_PER_ADDR = 28_000  # a little under Linux's default ip_local_port_range (28,232)
+
+
+def can_raise_nofile(n):
+    """True when prlimit may raise the hard open-file limit to n here (root with
+    CAP_SYS_RESOURCE; containers often drop it)."""
+    if not shutil.which("prlimit"):
+        return False
+    r = subprocess.run(["prlimit", f"--nofile={n}:{n}", "--", "true"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return r.returncode == 0
+
+
+def scale_point(prefix, mock_bin, server_core, client_core, streams):
+    """vllm-bench alone at `streams` concurrent streams, as the machine is set up; then, if
+    that was refused for lack of file descriptors and we are root, again with the hard
+    limit raised by prlimit (server and client) and enough --local-addrs for the ports."""
+    out = []
+    local = -(-streams // PORTS_PER_ADDR)
+    attempts = [("as configured", [], prefix + ["--local-addrs", str(local)])]
+    nofile = streams * 2 + 1024
+    if can_raise_nofile(nofile):
+        raise_fds = ["prlimit", f"--nofile={nofile}:{nofile}", "--"]
+        attempts.append((f"hard RLIMIT_NOFILE raised to {nofile} (prlimit, root)", raise_fds,
+                         raise_fds + prefix + ["--local-addrs", str(local)]))
+    for how, server_wrap, cmd in attempts:
+        log(f"vllm-bench: scale {streams} streams, --local-addrs {local}, {how}")
+        with Mock(mock_bin, server_core, wrap=server_wrap) as mock:
+            r = one_run("vllm-bench", cmd, mock.port, client_core, streams, streams)
+        if "error" in r:
+            outcome = f"{how}: refused with a clear error: {r['error']}"
+        else:
+            outcome = (f"{how}, --local-addrs {local}: {r['completed']} completed, "
+                       f"{r['failed']} failed, peak RSS {r['rss_mib']:.1f} MiB, "
+                       f"run {r['duration_s']:.1f} s")
+        out.append({"streams": streams, "local_addrs": local, "how": how,
+                    "outcome": outcome, "run": r})
+        if "error" not in r:
+            break
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+def fmt(s, key, scale=1.0, digits=2):
+    v = s.get(key)
+    if not v:
+        return "n/a"
+    med, lo, hi = (v["median"] * scale, v["min"] * scale, v["max"] * scale)
+    if s.get("repeats", 1) > 1:
+        return f"{med:.{digits}f} [{lo:.{digits}f}–{hi:.{digits}f}]"
+    return f"{med:.{digits}f}"
+
+
+def ratio(a, b, key):
+    try:
+        return a[key]["median"] / b[key]["median"]
+    except (KeyError, TypeError, ZeroDivisionError):
+        return None
+
+
+def markdown(doc):
+    lines = [f"# bench-overhead {doc['date']}", "",
+             f"Machine: {doc['machine']}. {doc['sharing']}", "",
+             f"Workload: mock-llm-server, first token {FIRST_TOKEN_MS:g} ms, "
+             f"{TOKEN_INTERVAL_MS:g} ms between tokens, {OUTPUT_TOKENS} tokens, "
+             f"{INPUT_TOKENS}-token random prompts; server on core {doc['server_core']}, "
+             f"client on core {doc['client_core']}. Median over {doc['repeats']} repeat(s) "
+             "[min–max]. CPU is user+sys of the client process (wait4) minus the same "
+             "command's --dry-run (tokenizer load + dataset generation), i.e. the cost of "
+             "the run itself.", ""]
+    for name, why in doc["skipped"].items():
+        lines.append(f"- skipped **{name}**: {why}")
+    lines += ["", "## Streaming (closed loop, --max-concurrency = streams)", "",
+              "| client | streams | ok/failed | net CPU s /100k events | net CPU ms /request | "
+              "TTFT err ms | ITL p50 err ms | ITL p99 err ms | peak RSS MiB | events/s |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for p in doc["points"]:
+        s = p["summary"]
+        okf = (f"{int(s['completed']['median'])}/{int(s['failed']['median'])}"
+               if "completed" in s else "; ".join(s["errors"])[:80])
+        lines.append(f"| {p['client']} | {p['streams']} | {okf} | "
+                     f"{fmt(s, 'cpu_s_per_100k_events')} | {fmt(s, 'cpu_ms_per_request', 1, 3)} | "
+                     f"{fmt(s, 'ttft_err_ms')} | {fmt(s, 'itl_p50_err_ms')} | "
+                     f"{fmt(s, 'itl_p99_err_ms')} | {fmt(s, 'rss_mib', 1, 1)} | "
+                     f"{fmt(s, 'events_per_s', 1, 0)} |")
+    if doc["ratios"]:
+        lines += ["", "CPU per event, vllm-bench / peer (same run; target ≤ 0.25 vs vllm-rs, "
+                  "≤ 0.033 vs Python):", ""]
+        for r in doc["ratios"]:
+            lines.append(f"- {r['streams']} streams: vllm-bench/{r['peer']} = {r['ratio']:.3f}")
+    lines += ["", "## Firehose (all delays zero)", "",
+              "| client | streams | events/s | requests/s | CPU s /100k events | peak RSS MiB |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for p in doc["firehose"]:
+        s = p["summary"]
+        lines.append(f"| {p['client']} | {p['streams']} | {fmt(s, 'events_per_s', 1, 0)} | "
+                     f"{fmt(s, 'requests_per_s', 1, 0)} | {fmt(s, 'cpu_s_per_100k_events')} | "
+                     f"{fmt(s, 'rss_mib', 1, 1)} |")
+    lines += ["", "## Rate-driven dispatch lag and start-up", "",
+              "| client | dispatch lag p50/p99 ms | `--version` ms | first request after (s, "
+              "1000 prompts) |", "|---|---:|---:|---:|"]
+    for name, s in doc["startup"].items():
+        lag = doc["lag"].get(name, {})
+        lagtxt = (f"{fmt(lag, 'dispatch_lag_p50_ms', 1, 3)} / {fmt(lag, 'dispatch_lag_p99_ms', 1, 3)}"
+                  if lag.get("dispatch_lag_p50_ms") else "n/a (not reported)")
+        ttfr = s.get("first_request_s")
+        lines.append(f"| {name} | {lagtxt} | {s['version_ms']['median']:.2f} | "
+                     f"{'n/a' if ttfr is None else f'{ttfr:.3f}'} |")
+    lines += ["", "## Dataset generation (100,000 random prompts × 1024 tokens, Qwen3, "
+              "--dry-run, one core)", "", "| client | wall s | CPU s | peak RSS MiB |",
+              "|---|---:|---:|---:|"]
+    for name, d in doc["dataset"].items():
+        if "error" in d:
+            lines.append(f"| {name} | {d['error'][:80]} | | |")
+        else:
+            lines.append(f"| {name} | {d['wall_s']:.2f} | {d['cpu_s']:.2f} | "
+                         f"{d['rss_mib']:.0f} |")
+    if doc.get("scale"):
+        lines += ["", "## Scale", ""]
+        for s in doc["scale"]:
+            lines.append(f"- {s['streams']} streams: {s['outcome']}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- main
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{os.cpu_count()} × {cpu}, {mem:.0f} GiB RAM, Linux {platform.release()}, "
+            f"RLIMIT_NOFILE hard {__import__('resource').getrlimit(7)[1]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vllm-bench", required=True, help="vllm-bench binary")
+    ap.add_argument("--mock", required=True, help="mock-llm-server binary")
+    ap.add_argument("--streams", default="1,100,1000,10000",
+                    help="concurrency levels (the full matrix: 1,100,1000,5000,10000)")
+    ap.add_argument("--repeats", type=int, default=1, help="repeats per point (median reported)")
+    ap.add_argument("--waves", type=float, default=2.0,
+                    help="requests per stream at each level (num_prompts = waves × streams)")
+    ap.add_argument("--peer-max-streams", type=int, default=1000,
+                    help="largest level the peers run (vllm-bench runs every level)")
+    ap.add_argument("--firehose-streams", default="100")
+    ap.add_argument("--scale-streams", default="50000",
+                    help="extra vllm-bench-only levels that may hit OS limits")
+    ap.add_argument("--clients", default="", help="comma-separated subset of clients")
+    ap.add_argument("--sharing", default="", help="how the machine was shared, for the report")
+    ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    args = ap.parse_args()
+
+    cores = sorted(os.sched_getaffinity(0))
+    server_core, client_core = (cores[0], cores[1]) if len(cores) >= 2 else (None, None)
+    found, missing = clients(args)
+    for name, why in missing.items():
+        log(f"skipping {name}: {why}")
+    date = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    doc = {"date": date, "machine": machine(), "server_core": server_core,
+           "client_core": client_core, "repeats": args.repeats,
+           "sharing": args.sharing or "Other processes may have shared the machine.",
+           "skipped": missing, "points": [], "ratios": [], "firehose": [], "lag": {},
+           "startup": {}, "dataset": {}, "scale": []}
+
+    levels = [int(x) for x in args.streams.split(",") if x]
+    with Mock(args.mock, server_core) as mock:
+        for streams in levels:
+            n = max(int(args.waves * streams), 3 if streams == 1 else streams)
+            for name, (prefix, _) in found.items():
+                if name != "vllm-bench" and streams > args.peer_max_streams:
+                    continue
+                runs = []
+                for rep in range(args.repeats):
+                    log(f"{name}: {streams} streams, {n} requests (repeat {rep + 1})")
+                    runs.append(one_run(name, prefix, mock.port, client_core, n, streams))
+                    if "error" in runs[-1]:
+                        log(f"  {name} failed: {runs[-1]['error']}")
+                doc["points"].append({"client": name, "streams": streams, "requests": n,
+                                      "runs": runs, "summary": summarize(runs)})
+            mine = next((p["summary"] for p in doc["points"]
+                         if p["client"] == "vllm-bench" and p["streams"] == streams), None)
+            for p in doc["points"]:
+                if p["streams"] == streams and p["client"] != "vllm-bench" and mine:
+                    r = ratio(mine, p["summary"], "cpu_us_per_event")
+                    if r is not None:
+                        doc["ratios"].append({"streams": streams, "peer": p["client"],
+                                              "ratio": r})
+        # Rate-driven: 200 req/s Poisson, 1000 requests, unlimited concurrency.
+        for name, (prefix, _) in found.items():
+            log(f"{name}: rate-driven (200 req/s) for dispatch lag")
+            runs = [one_run(name, prefix, mock.port, client_core, 1000, None, rate=200)]
+            doc["lag"][name] = summarize(runs)
+    with Mock(args.mock, server_core, firehose=True) as fh:
+        for streams in [int(x) for x in args.firehose_streams.split(",") if x]:
+            for name, (prefix, _) in found.items():
+                n = max(2000, 10 * streams)
+                runs = []
+                for rep in range(args.repeats):
+                    log(f"{name}: firehose {streams} streams, {n} requests (repeat {rep + 1})")
+                    runs.append(one_run(name, prefix, fh.port, client_core, n, streams))
+                doc["firehose"].append({"client": name, "streams": streams, "requests": n,
+                                        "runs": runs, "summary": summarize(runs)})
+    for name, (prefix, _) in found.items():
+        log(f"{name}: start-up")
+        doc["startup"][name] = {"version_ms": version_time(prefix, 20),
+                                "first_request_s": time_to_first_request(prefix, client_core)}
+        log(f"{name}: dataset generation (100k x 1024 tokens, --dry-run)")
+        doc["dataset"][name] = dataset_time(prefix, client_core)
+    if "vllm-bench" in found:
+        for streams in [int(x) for x in args.scale_streams.split(",") if x]:
+            doc["scale"] += scale_point(found["vllm-bench"][0], args.mock, server_core,
+                                        client_core, streams)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    base = os.path.join(args.out_dir, date)
+    with open(base + ".json", "w") as f:
+        json.dump(doc, f, indent=2)
+    md = markdown(doc)
+    with open(base + ".md", "w") as f:
+        f.write(md)
+    print(md)
+    log(f"wrote {base}.json and {base}.md")
+
+
+if __name__ == "__main__":
+    main()

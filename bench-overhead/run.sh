@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench-overhead: every available client against the same deterministic mock-llm-server
+# workload; writes bench-overhead/results/<date>.{json,md}. See docs/performance.md.
+#
+# Usage: bench-overhead/run.sh [--full] [--no-build] [harness.py flags...]
+#   default   streams 1,100,1000,10000, one repeat, peers up to 1000 streams (a few minutes)
+#   --full    streams 1,100,1000,5000,10000, three repeats, peers at every level,
+#             firehose at 100 and 1000 streams
+#   --no-build  use the binaries already in target/$PROFILE
+# Peers: run bench-overhead/install-peers.sh first (a missing peer is reported and skipped).
+# PROFILE=release builds with fat LTO (what ships); the default bench-fast skips LTO so the
+# build takes minutes, not tens of minutes, on small machines.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+profile="${PROFILE:-bench-fast}"
+build=1
+extra=()
+for arg in "$@"; do
+    case "$arg" in
+        --full) extra+=(--streams 1,100,1000,5000,10000 --repeats 3 --peer-max-streams 10000
+                        --firehose-streams 100,1000) ;;
+        --no-build) build=0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        *) extra+=("$arg") ;;
+    esac
+done
+
+for tool in python3 taskset; do
+    command -v "$tool" >/dev/null || { echo "run.sh: $tool is required" >&2; exit 2; }
+done
+
+target="${CARGO_TARGET_DIR:-$root/target}"
+if [[ "$build" == 1 ]]; then
+    (cd "$root" && cargo build --locked --profile "$profile" --bins)
+fi
+bin="$target/$profile"
+for b in vllm-bench mock-llm-server; do
+    [[ -x "$bin/$b" ]] || { echo "run.sh: $bin/$b missing (build without --no-build)" >&2; exit 2; }
+done
+
+sharing="Load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)."
+exec python3 "$here/harness.py" --vllm-bench "$bin/vllm-bench" --mock "$bin/mock-llm-server" \
+    --sharing "$sharing" "${extra[@]}"
