@@ -551,6 +551,7 @@ mod https {
             addr: server.addr,
             tls: Some(tls_setup("127.0.0.1", insecure).expect("tls setup")),
             connect_timeout: Duration::from_secs(5),
+            source: Default::default(),
         };
         let mut o = options(1, crate::util::auto_driver());
         o.request_timeout = Duration::from_secs(10);

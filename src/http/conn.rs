@@ -331,6 +331,7 @@ mod tests {
                 addr,
                 tls: None,
                 connect_timeout: Duration::from_secs(5),
+                source: Default::default(),
             };
             let mut c = Connection::open(&ep).await.unwrap();
             c.write_parts(&parts).await.unwrap();
