@@ -7,6 +7,7 @@
 //! drops the exchange also drops the connection: a connection with a cancelled read in flight
 //! is never reused.
 
+use std::cell::RefCell;
 use std::io;
 use std::time::Instant;
 
@@ -28,8 +29,18 @@ pub enum ResponseMode {
 }
 
 /// Read buffer size per connection. Small on purpose: at 10,000 streams every byte here is
-/// multiplied by 10,000, and SSE events are a few hundred bytes.
-const READ_BUF: usize = 4096;
+/// multiplied by 10,000 (io_uring owns each in-flight read's buffer, so buffers cannot be
+/// shared), and SSE events are a few hundred bytes.
+const READ_BUF: usize = 2048;
+/// Initial room for a partial SSE event; it grows to the largest event once.
+const SSE_BUF: usize = 512;
+
+thread_local! {
+    /// One JSON chunk decoder (simd-json scratch buffers and tape) per core thread, shared by
+    /// the core's workers: decoding is synchronous between reads, so one is never used by two
+    /// workers at once, and 10,000 streams do not carry 10,000 sets of scratch buffers.
+    static CHUNK_DECODER: RefCell<ChunkDecoder> = RefCell::new(ChunkDecoder::new());
+}
 /// Error bodies are kept up to this size for the failure detail.
 const ERROR_BODY_CAP: usize = 2048;
 /// A non-streaming body larger than this fails the request instead of growing memory.
@@ -50,8 +61,7 @@ impl Default for ExchangeBuffers {
             read: Vec::with_capacity(READ_BUF),
             carry: Vec::new(),
             body: BodySink {
-                sse: SseDecoder::new(),
-                json: ChunkDecoder::new(),
+                sse: SseDecoder::with_capacity(SSE_BUF),
                 kept: Vec::new(),
             },
         }
@@ -324,7 +334,6 @@ impl ResponseState {
 /// bodies are collected, streams go through the SSE decoder event by event.
 struct BodySink {
     sse: SseDecoder,
-    json: ChunkDecoder,
     kept: Vec<u8>,
 }
 
@@ -364,7 +373,7 @@ impl BodySink {
                     .push(payload)
                     .map_err(|e| failure("sse_too_large", e.to_string(), e.to_string()))?;
                 while let Some(ev) = self.sse.next_event() {
-                    rec.event(ev.is_done(), ev.data, &mut self.json, api)?;
+                    rec.event(ev.is_done(), ev.data, api)?;
                 }
                 Ok(())
             }
@@ -375,7 +384,7 @@ impl BodySink {
     /// Python's verdict on a stream that never produced a token.
     fn finish_stream(&mut self, api: StreamApi, rec: &mut Recording) -> Result<(), Failure> {
         while let Some(ev) = self.sse.finish() {
-            rec.event(ev.is_done(), ev.data, &mut self.json, api)?;
+            rec.event(ev.is_done(), ev.data, api)?;
         }
         let m = &mut *rec.m;
         if m.usage_completion_tokens.is_none() && m.usage_prompt_tokens.is_none() {
@@ -397,22 +406,18 @@ impl BodySink {
 
 impl Recording<'_> {
     /// Applies one SSE event (Python's `async_request_openai_*` loop body).
-    fn event(
-        &mut self,
-        done: bool,
-        data: &mut [u8],
-        json: &mut ChunkDecoder,
-        api: StreamApi,
-    ) -> Result<(), Failure> {
+    fn event(&mut self, done: bool, data: &mut [u8], api: StreamApi) -> Result<(), Failure> {
         let m = &mut *self.m;
         if done {
             m.done = true;
             return Ok(());
         }
-        let chunk = json.decode(api, data).map_err(|e| {
-            let msg = format!("malformed SSE event: {e}");
-            failure("malformed_event", msg.clone(), msg)
-        })?;
+        let chunk = CHUNK_DECODER
+            .with(|json| json.borrow_mut().decode(api, data))
+            .map_err(|e| {
+                let msg = format!("malformed SSE event: {e}");
+                failure("malformed_event", msg.clone(), msg)
+            })?;
         if chunk.has_choices {
             if chunk.is_token(api) {
                 match m.last_token {
