@@ -12,6 +12,9 @@ use clap::Parser;
 use vllm_bench::engine::runtime::DriverChoice;
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Deterministic, thread-per-core, OpenAI-compatible mock LLM server (vLLM-shaped streams).
 ///
 /// Serves /v1/completions, /v1/chat/completions (SSE or JSON), /v1/embeddings, /pooling,
