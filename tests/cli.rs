@@ -213,6 +213,7 @@ const TRACE_FLAGS: &[&str] = &[
 const ENGINE_FLAGS: &[&str] = &[
     "--connect-timeout-sec",
     "--io-driver",
+    "--local-addrs",
     "--mock-server",
     "--no-preconnect",
     "--num-cores",
