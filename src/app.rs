@@ -10,6 +10,14 @@ use crate::modes;
 
 /// Runs the program on `args` (program name first); returns the exit code.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let args: Vec<OsString> = args.into_iter().collect();
+    if let [_, flag] = args.as_slice() {
+        if flag == "--version" || flag == "-V" {
+            // Answered before the (large) flag table is built: start-up time is a target.
+            println!("vllm-bench {}", env!("CARGO_PKG_VERSION"));
+            return 0;
+        }
+    }
     let parsed = match cli::parse_from(args) {
         Ok(c) => c,
         Err(e) if e.is_info() => {

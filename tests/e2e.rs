@@ -981,3 +981,20 @@ fn dry_run_with_a_tokenizer_asks_no_server() {
     assert!(run.stdout.contains("Requests: 20"), "{}", run.stdout);
     assert!(!run.stdout.contains("Serving Benchmark Result"));
 }
+
+/// `--version` and `-V` answer through the start-up fast path with the same text clap prints.
+#[test]
+fn version_is_printed_fast_path_and_matches_clap() {
+    let clap_text = match vllm_bench::cli::parse_from(["vllm-bench", "--version"]) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("--version must not parse into a run"),
+    };
+    for flag in ["--version", "-V"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
+            .arg(flag)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), clap_text, "{flag}");
+    }
+}
