@@ -15,6 +15,7 @@ pub mod datasets;
 pub mod engine;
 pub mod http;
 pub mod metrics;
+pub mod mix;
 pub mod mock;
 pub mod modes;
 pub mod output;

@@ -8,6 +8,8 @@
 //! - [`Fnv64`]: FNV-1a 64-bit, used for prompt hashes, toy token ids and prefix blocks;
 //! - [`SplitMix64`]: the splitmix64 generator, used for every seeded random draw.
 
+use crate::mix::{mix64, GAMMA};
+
 /// FNV-1a 64-bit hasher: stable forever, byte-at-a-time, no setup cost.
 #[derive(Debug, Clone, Copy)]
 pub struct Fnv64(u64);
@@ -72,7 +74,7 @@ impl SplitMix64 {
     /// A generator for the stream identified by `(seed, stream)`: one stream per request
     /// sequence number, so a request's draws do not depend on other requests.
     pub fn new(seed: u64, stream: u64) -> Self {
-        let mut g = SplitMix64(seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut g = SplitMix64(seed ^ stream.wrapping_mul(GAMMA));
         // Decorrelate neighbouring seeds/streams before the first real draw.
         g.next_u64();
         g
@@ -81,11 +83,8 @@ impl SplitMix64 {
     /// Next 64 random bits.
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0 = self.0.wrapping_add(GAMMA);
+        mix64(self.0)
     }
 
     /// Uniform in `[0, 1)` with 53 bits of precision.

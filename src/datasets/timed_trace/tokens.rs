@@ -18,18 +18,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::TraceError;
 
-/// splitmix64's increment (2^64 / golden ratio).
-const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(crate) use crate::mix::mix64;
+use crate::mix::GAMMA;
 /// Domain constants keep block streams and tail streams apart.
 const BLOCK_DOMAIN: u64 = 0x7472_6163_652d_626c; // "trace-bl"
 const TAIL_DOMAIN: u64 = 0x7472_6163_652d_746c; // "trace-tl"
-
-/// splitmix64's output function: a bijective 64-bit mixer.
-pub(crate) fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 /// The `p`-th value of the splitmix64 stream that starts at `seed`.
 fn stream_value(seed: u64, p: u64) -> u64 {
