@@ -1,10 +1,17 @@
 //! Control-plane requests outside the measured window: `/v1/models`, `/tokenize`, `/metrics`,
 //! `/start_profile`, the ready check. Blocking calls for the orchestration code, run on a
 //! small monoio runtime of their own over the same connection code as the engine.
+//!
+//! Each calling thread keeps its runtime and one kept-alive connection for the next call:
+//! prompt alignment and a server-side tokenizer make one call per prompt (thousands, from
+//! rayon threads), and a fresh io_uring ring plus a TCP handshake per call cost ~150 µs and
+//! two sockets' worth of kernel work each.
 
+use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::engine::runtime::{build_runtime, ResolvedDriver};
+use crate::engine::runtime::{build_runtime, ResolvedDriver, Runtime};
 
 use super::conn::{Connection, Endpoint};
 use super::request::{HeadTemplate, Method};
@@ -30,6 +37,24 @@ impl Response {
 /// Bodies of control responses are small; anything larger is an error.
 const MAX_BODY: usize = 32 << 20;
 
+/// A thread's control runtime and its idle kept-alive connection.
+struct ControlThread {
+    driver: ResolvedDriver,
+    rt: Runtime,
+    idle: Option<(ConnKey, Connection)>,
+}
+
+/// Which endpoint an idle connection belongs to.
+type ConnKey = (SocketAddr, bool);
+
+fn conn_key(ep: &Endpoint) -> ConnKey {
+    (ep.addr, ep.tls.is_some())
+}
+
+thread_local! {
+    static CONTROL: RefCell<Option<ControlThread>> = const { RefCell::new(None) };
+}
+
 /// Sends one request and reads the whole response, within `timeout`.
 pub fn request(
     driver: ResolvedDriver,
@@ -38,13 +63,33 @@ pub fn request(
     body: Option<&[u8]>,
     timeout: Duration,
 ) -> Result<Response, String> {
-    let mut rt = build_runtime(driver).map_err(|e| format!("cannot start a runtime: {e}"))?;
-    rt.block_on(async {
-        match monoio::time::timeout(timeout, exchange(ep, head, body)).await {
+    let cached = CONTROL.with(|c| c.try_borrow_mut().ok().and_then(|mut c| c.take()));
+    let mut thread = match cached {
+        Some(t) if t.driver == driver => t,
+        _ => ControlThread {
+            driver,
+            rt: build_runtime(driver).map_err(|e| format!("cannot start a runtime: {e}"))?,
+            idle: None,
+        },
+    };
+    let key = conn_key(ep);
+    let reuse = match thread.idle.take() {
+        Some((k, c)) if k == key && !c.peer_closed() => Some(c),
+        _ => None,
+    };
+    let (result, keep) = thread.rt.block_on(async {
+        match monoio::time::timeout(timeout, exchange_reusing(ep, head, body, reuse)).await {
             Ok(r) => r,
-            Err(_) => Err(format!("no response within {timeout:?}")),
+            Err(_) => (Err(format!("no response within {timeout:?}")), None),
         }
-    })
+    });
+    thread.idle = keep.map(|c| (key, c));
+    CONTROL.with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut() {
+            *c = Some(thread);
+        }
+    });
+    result
 }
 
 /// `GET path` convenience.
@@ -84,43 +129,94 @@ pub fn post_json(
     )
 }
 
-async fn exchange(
+/// [`exchange`] on `reuse` when given, once more on a fresh connection if the kept-alive one
+/// turns out closed before any response byte (servers close idle connections at any time);
+/// a request that got an answer is never sent twice. Returns the connection when it may
+/// carry the next request.
+async fn exchange_reusing(
     ep: &Endpoint,
     head: &HeadTemplate,
     body: Option<&[u8]>,
-) -> Result<Response, String> {
-    let mut conn = Connection::open(ep)
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e}", ep.addr))?;
+    reuse: Option<Connection>,
+) -> (Result<Response, String>, Option<Connection>) {
+    if let Some(conn) = reuse {
+        match exchange(conn, head, body).await {
+            Err(Failure::Stale(_)) => {}
+            other => return finish(other),
+        }
+    }
+    match Connection::open(ep).await {
+        Ok(conn) => finish(exchange(conn, head, body).await),
+        Err(e) => (Err(format!("cannot connect to {}: {e}", ep.addr)), None),
+    }
+}
+
+/// Why an exchange failed.
+enum Failure {
+    /// Nothing came back: the connection was closed or reset before any response byte.
+    Stale(String),
+    /// The server answered, but not with a complete, well-formed response.
+    Broken(String),
+}
+
+fn finish(
+    r: Result<(Response, Option<Connection>), Failure>,
+) -> (Result<Response, String>, Option<Connection>) {
+    match r {
+        Ok((resp, keep)) => (Ok(resp), keep),
+        Err(Failure::Stale(e) | Failure::Broken(e)) => (Err(e), None),
+    }
+}
+
+/// One request and its whole response on `conn`; the connection comes back when the
+/// response allows another request on it.
+async fn exchange(
+    mut conn: Connection,
+    head: &HeadTemplate,
+    body: Option<&[u8]>,
+) -> Result<(Response, Option<Connection>), Failure> {
     let req = match body {
         Some(b) => head.build(None, Some("application/json"), b),
         None => head.build(None, None, b""),
     };
     conn.write_parts(&req.parts)
         .await
-        .map_err(|e| format!("write failed: {e}"))?;
+        .map_err(|e| Failure::Stale(format!("write failed: {e}")))?;
     let mut raw = Vec::new();
     let mut buf = Vec::with_capacity(16 * 1024);
     loop {
         buf.clear();
         let (res, b) = conn.read(buf).await;
         buf = b;
-        let n = res.map_err(|e| format!("read failed: {e}"))?;
+        let failure = |msg: String| match raw.is_empty() {
+            true => Failure::Stale(msg),
+            false => Failure::Broken(msg),
+        };
+        let n = res.map_err(|e| failure(format!("read failed: {e}")))?;
+        if n == 0 && raw.is_empty() {
+            return Err(Failure::Stale(
+                "the server closed the connection before answering".into(),
+            ));
+        }
         raw.extend_from_slice(&buf[..n]);
         if raw.len() > MAX_BODY {
-            return Err("response too large".into());
+            return Err(Failure::Broken("response too large".into()));
         }
-        if let Some(resp) = try_complete(&raw, n == 0)? {
-            return Ok(resp);
-        }
-        if n == 0 {
-            return Err("the server closed the connection before the response was complete".into());
+        match try_complete(&raw, n == 0).map_err(Failure::Broken)? {
+            Some((resp, keep_alive)) => return Ok((resp, keep_alive.then_some(conn))),
+            None if n == 0 => {
+                return Err(Failure::Broken(
+                    "the server closed the connection before the response was complete".into(),
+                ))
+            }
+            None => {}
         }
     }
 }
 
-/// Parses `raw` as a whole response when it is complete.
-fn try_complete(raw: &[u8], eof: bool) -> Result<Option<Response>, String> {
+/// Parses `raw` as a whole response when it is complete; with whether the connection may be
+/// kept alive (the server did not ask to close, and the body was not delimited by EOF).
+fn try_complete(raw: &[u8], eof: bool) -> Result<Option<(Response, bool)>, String> {
     let Some(head) = parse_head(raw).map_err(|e| e.to_string())? else {
         return Ok(None);
     };
@@ -135,9 +231,106 @@ fn try_complete(raw: &[u8], eof: bool) -> Result<Option<Response>, String> {
         done = true;
     }
     let body = done.then_some(out);
-    Ok(body.map(|body| Response {
-        status: head.status,
-        reason: head.reason.to_string(),
-        body,
+    Ok(body.map(|body| {
+        let resp = Response {
+            status: head.status,
+            reason: head.reason.to_string(),
+            body,
+        };
+        (resp, head.keep_alive && !eof)
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{SocketAddr, TcpListener};
+    use std::thread::JoinHandle;
+
+    use super::*;
+    use crate::engine::runtime::{resolve_driver, DriverChoice};
+    use crate::mock::{MockConfig, MockServer};
+
+    const TIMEOUT: Duration = Duration::from_secs(10);
+
+    fn driver() -> ResolvedDriver {
+        resolve_driver(DriverChoice::Auto).unwrap().0
+    }
+
+    fn endpoint(addr: SocketAddr) -> Endpoint {
+        Endpoint {
+            addr,
+            tls: None,
+            connect_timeout: TIMEOUT,
+            source: Default::default(),
+        }
+    }
+
+    fn get_ok(ep: &Endpoint) -> Result<Response, String> {
+        get(driver(), ep, "localhost", "/health", &[], TIMEOUT)
+    }
+
+    /// A one-thread HTTP server that answers each connection's requests with `answers` in
+    /// turn, then closes it; returns how many connections it accepted.
+    fn scripted_server(script: Vec<Vec<&'static [u8]>>) -> (SocketAddr, JoinHandle<usize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = std::thread::spawn(move || {
+            for answers in &script {
+                let (mut s, _) = listener.accept().unwrap();
+                s.set_read_timeout(Some(TIMEOUT)).unwrap();
+                for answer in answers {
+                    let mut req = [0u8; 4096];
+                    // One read holds a whole small request from the control client.
+                    assert!(s.read(&mut req).unwrap() > 0);
+                    s.write_all(answer).unwrap();
+                }
+            }
+            script.len()
+        });
+        (addr, handle)
+    }
+
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+    #[test]
+    fn calls_from_one_thread_share_one_kept_alive_connection() {
+        let server = MockServer::start(MockConfig::default()).unwrap();
+        let ep = endpoint(server.addr());
+        for _ in 0..5 {
+            let resp = post_json(
+                driver(),
+                &ep,
+                "localhost",
+                "/tokenize",
+                &[],
+                br#"{"prompt":"a b"}"#,
+                TIMEOUT,
+            )
+            .unwrap();
+            assert!(resp.is_success(), "{}", resp.text());
+        }
+        assert_eq!(server.stats().connections_accepted, 1);
+    }
+
+    #[test]
+    fn a_kept_connection_the_server_closed_is_replaced_transparently() {
+        let (addr, server) = scripted_server(vec![vec![OK], vec![OK]]);
+        let ep = endpoint(addr);
+        assert_eq!(get_ok(&ep).unwrap().body, b"ok");
+        // The server has closed the first connection by now (or will, mid-request).
+        assert_eq!(get_ok(&ep).unwrap().body, b"ok");
+        assert_eq!(server.join().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_request_that_got_a_partial_answer_is_not_sent_again() {
+        let partial: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nab";
+        let (addr, server) = scripted_server(vec![vec![OK, partial]]);
+        let ep = endpoint(addr);
+        assert!(get_ok(&ep).is_ok());
+        let err = get_ok(&ep).unwrap_err();
+        assert!(err.contains("closed before the response"), "{err}");
+        assert_eq!(server.join().unwrap(), 1);
+    }
 }
