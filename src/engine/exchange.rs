@@ -118,7 +118,9 @@ pub async fn exchange(
     for _ in 0..2 {
         let mut c = match conn.take() {
             Some(c) => c,
-            None => match Connection::open(ep).await {
+            // Boxed: the connect (and TLS handshake) state is large and needed only while
+            // connecting; inline, every idle worker future would carry it.
+            None => match Box::pin(Connection::open(ep)).await {
                 Ok(c) => c,
                 Err(e) => return (None, Err(io_failure("connect", &e))),
             },

@@ -58,21 +58,29 @@ pub async fn run_worker(
         let start = Instant::now();
         let (itl0, text0) = log.arena_marks();
         let mut m = Measured::default();
-        let run = exchange(
-            conn.take(),
-            &shared.endpoint,
-            &w.requests[index],
-            w.mode,
-            &mut bufs,
-            &mut log,
-            &mut m,
-        );
-        let result = match monoio::time::timeout(shared.options.request_timeout, run).await {
-            Ok((back, result)) => {
+        let deadline = start.checked_add(shared.options.request_timeout);
+        // The exchange is built inside the deadline future, not bound to a local first: a
+        // local would be a second ~1.5 KB slot in every worker's future.
+        let result = match timers
+            .timeout_at(
+                deadline,
+                exchange(
+                    conn.take(),
+                    &shared.endpoint,
+                    &w.requests[index],
+                    w.mode,
+                    &mut bufs,
+                    &mut log,
+                    &mut m,
+                ),
+            )
+            .await
+        {
+            Some((back, result)) => {
                 conn = back;
                 result
             }
-            Err(_) => {
+            None => {
                 bufs = ExchangeBuffers::default();
                 Err(Failure {
                     kind: "timeout".into(),
