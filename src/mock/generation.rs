@@ -241,6 +241,9 @@ pub async fn stream(
             _ => &script.mid,
         };
         io.out.extend_from_slice(script.get(event));
+        if let Some(trace) = &mut io.trace {
+            trace.queued(deadline);
+        }
         if g.fault == Some(FaultKind::Stall) {
             io.flush().await?;
             timers.sleep(stall_for).await;
