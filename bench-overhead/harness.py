@@ -11,9 +11,9 @@ reads its timing report. Writes results/<date>.json and results/<date>.md.
 Two references for a client's TTFT/ITL error:
 - the *emitted* timeline (client value - what the mock reports it handed to the kernel:
   server TTFT from arrival to the first content chunk, gaps between content chunks). This
-  is the client's own error. The server's report covers every stream it served, so also
-  an initial test request a client sends before its clock (Python does: one stream like
-  the others; vllm-bench, without --ready-check-timeout-sec, does not).
+  is the client's own error. The server's report covers every fault-free stream it
+  served, so also any test or warm-up request a client sends before its clock (the JSON
+  has `server_streams` next to `completed` to show it).
 - the *nominal* 50 ms / 10 ms the mock is configured for. Their difference is the server's
   own lateness (reported too, as its p99), which at high stream counts on a small machine
   dominates the nominal error.
