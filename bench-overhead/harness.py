@@ -2,11 +2,25 @@
 """bench-overhead harness: every available client against one deterministic mock workload.
 
 Driven by run.sh (which builds the binaries); usable alone. For each client and concurrency
-level it starts the client pinned to its own core against a `mock-llm-server` pinned to
-another, reaps it with wait4() for its exact CPU time (user+sys) and peak RSS, reads the
-client's result JSON (the Python `vllm bench serve` schema, which all three clients write)
-for TTFT/ITL, and compares them with the server's ground truth. Writes
-results/<date>.json and results/<date>.md.
+level it starts a fresh `mock-llm-server` pinned to one core (with --timing-report and
+--no-tokenize) and the client pinned to another, reaps the client with wait4() for its
+exact CPU time (user and sys) and peak RSS, reads the client's result JSON (the Python
+`vllm bench serve` schema, which all three clients write) for TTFT/ITL, stops the mock and
+reads its timing report. Writes results/<date>.json and results/<date>.md.
+
+Two references for a client's TTFT/ITL error:
+- the *emitted* timeline (client value - what the mock reports it handed to the kernel:
+  server TTFT from arrival to the first content chunk, gaps between content chunks). This
+  is the client's own error. The server's report covers every fault-free stream it
+  served, so also any test or warm-up request a client sends before its clock (the JSON
+  has `server_streams` next to `completed` to show it).
+- the *nominal* 50 ms / 10 ms the mock is configured for. Their difference is the server's
+  own lateness (reported too, as its p99), which at high stream counts on a small machine
+  dominates the nominal error.
+
+The mock answers /tokenize with 404 (--no-tokenize): otherwise Python 0.33 re-aligns every
+random prompt through /tokenize before its clock (one request per prompt, setup CPU that
+has nothing to do with streaming); with the 404 every client warns once and skips it.
 
 Why wait4 and not /usr/bin/time: the same numbers without parsing another tool's output, and
 the child's rusage is exactly the client's (the server is a separate process).
@@ -37,8 +51,9 @@ INPUT_TOKENS = 32
 MODEL = "mock-model"
 TOKENIZER = os.path.join(ROOT, "..", "shared", "fixtures", "tokenizers", "smollm2")
 
-# Bounds so that no step can hang the harness.
+# Bounds so that no step can hang the harness (Python's own start-up takes ~20 s).
 SERVER_START_S = 20
+SERVER_STOP_S = 10
 CLIENT_TIMEOUT_S = 600
 
 
@@ -66,12 +81,18 @@ def wait_listening(port, proc):
 
 
 class Mock:
-    """A mock-llm-server process pinned to `core`, stopped on exit."""
+    """A mock-llm-server process pinned to `core`, stopped (SIGTERM) on exit; its timing
+    report (what it actually emitted) is then in `self.timing` (None if unreadable)."""
 
     def __init__(self, binary, core, firehose=False, wrap=()):
         self.port = free_port()
+        self.timing = None
+        self._report = tempfile.NamedTemporaryFile(prefix="mock-timing-", suffix=".json",
+                                                   delete=False)
+        self._report.close()
         args = list(wrap) + [binary, "--port", str(self.port), "--workers", "1", "--model", MODEL,
-                "--num-tokens", str(OUTPUT_TOKENS)]
+                "--num-tokens", str(OUTPUT_TOKENS), "--no-tokenize",
+                "--timing-report", self._report.name]
         if core is not None:
             args += ["--core-ids", str(core)]
         if firehose:
@@ -88,10 +109,17 @@ class Mock:
     def __exit__(self, *exc):
         self.proc.terminate()
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=SERVER_STOP_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        try:
+            with open(self._report.name) as f:
+                self.timing = json.load(f)
+        except (OSError, ValueError) as e:
+            log(f"mock-llm-server timing report unreadable: {e}")
+        finally:
+            os.unlink(self._report.name)
 
 
 def pinned(cmd, core):
@@ -99,7 +127,7 @@ def pinned(cmd, core):
 
 
 def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
-    """Runs cmd; returns (exit code, wall s, user+sys s, peak RSS MiB, stderr tail)."""
+    """Runs cmd; returns (exit code, wall s, (user s, sys s), peak RSS MiB, stderr tail)."""
     err = tempfile.TemporaryFile()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -117,7 +145,7 @@ def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
     proc.returncode = os.waitstatus_to_exitcode(status)
     err.seek(0)
     tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
-    return proc.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, tail
+    return proc.returncode, wall, (ru.ru_utime, ru.ru_stime), ru.ru_maxrss / 1024.0, tail
 
 
 # ---------------------------------------------------------------- clients
@@ -157,37 +185,57 @@ def bench_args(port, num_prompts, concurrency, result_dir, result_file, rate="in
     return a
 
 
-def setup_cpu(prefix, port, core, num_prompts, concurrency, rate):
-    """CPU seconds of the same command with --dry-run: tokenizer load and dataset generation,
-    which the run pays before its clock starts and which is not per-event overhead."""
+def setup_cpu(prefix, core, num_prompts, concurrency, rate):
+    """(user, sys) CPU seconds the client spends before its clock starts (tokenizer load and
+    dataset generation; for Python also its imports), which is not per-event overhead: the
+    same command with --dry-run. A client without --dry-run (Python 0.33) runs instead
+    against a closed port with a 1 s ready check, so it stops right after its setup."""
     with tempfile.TemporaryDirectory() as d:
-        args = bench_args(port, num_prompts, concurrency, d, "r.json", rate) + ["--dry-run"]
-        code, _, cpu, _, _ = run_measured(pinned(prefix + args, core))
-    return cpu if code == 0 else 0.0
+        args = bench_args(free_port(), num_prompts, concurrency, d, "r.json", rate)
+        code, _, cpu, _, _ = run_measured(pinned(prefix + args + ["--dry-run"], core))
+        if code == 0:
+            return cpu
+        # Failing the initial test request is the expected way out here.
+        _, _, cpu, _, _ = run_measured(
+            pinned(prefix + args + ["--ready-check-timeout-sec", "1"], core))
+    return cpu
 
 
-def one_run(name, prefix, port, core, num_prompts, concurrency, rate="inf"):
-    """One client run; returns a dict of raw figures (or an error). CPU per event and per
-    request are net of the setup (see `setup_cpu`); `cpu_s` is the gross total."""
-    setup = setup_cpu(prefix, port, core, num_prompts, concurrency, rate)
-    with tempfile.TemporaryDirectory() as d:
-        cmd = pinned(prefix + bench_args(port, num_prompts, concurrency, d, "r.json", rate), core)
-        code, wall, cpu, rss, tail = run_measured(cmd)
+def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate="inf",
+            firehose=False, server_wrap=()):
+    """One client run against a fresh mock (its process wrapped in `server_wrap`); returns
+    a dict of raw figures (or an error). CPU per event and per request are net of the setup
+    (see `setup_cpu`); `cpu_s` (= `cpu_user_s` + `cpu_sys_s`) is the gross total."""
+    setup_user, setup_sys = setup_cpu(prefix, core, num_prompts, concurrency, rate)
+    with Mock(mock_bin, server_core, firehose=firehose, wrap=server_wrap) as mock, \
+            tempfile.TemporaryDirectory() as d:
+        args = bench_args(mock.port, num_prompts, concurrency, d, "r.json", rate)
+        code, wall, (user, sys_), rss, tail = run_measured(pinned(prefix + args, core))
         path = os.path.join(d, "r.json")
-        if code != 0 or not os.path.exists(path):
-            return {"error": f"exit {code}: {' | '.join(tail)}", "wall_s": wall, "cpu_s": cpu,
-                    "rss_mib": rss}
-        with open(path) as f:
-            r = json.load(f)
+        r = None
+        if code == 0 and os.path.exists(path):
+            with open(path) as f:
+                r = json.load(f)
+    cpu = user + sys_
+    if r is None:
+        return {"error": f"exit {code}: {' | '.join(tail)}", "wall_s": wall, "cpu_s": cpu,
+                "cpu_user_s": user, "cpu_sys_s": sys_, "rss_mib": rss}
     completed = r.get("completed", 0)
     events = r.get("total_output_tokens", completed * OUTPUT_TOKENS)
-    net = max(cpu - setup, 0.0)
+    net_user, net_sys = max(user - setup_user, 0.0), max(sys_ - setup_sys, 0.0)
+    net = net_user + net_sys
+    per_100k = (lambda v: 1e5 * v / events) if events else (lambda v: None)
     out = {
-        "wall_s": wall, "cpu_s": cpu, "setup_cpu_s": setup, "net_cpu_s": net, "rss_mib": rss,
+        "wall_s": wall, "cpu_s": cpu, "cpu_user_s": user, "cpu_sys_s": sys_,
+        "setup_cpu_s": setup_user + setup_sys, "setup_cpu_user_s": setup_user,
+        "setup_cpu_sys_s": setup_sys, "net_cpu_s": net, "net_cpu_user_s": net_user,
+        "net_cpu_sys_s": net_sys, "rss_mib": rss,
         "completed": completed, "failed": r.get("failed", num_prompts - completed),
         "duration_s": r.get("duration"), "events": events,
         "cpu_us_per_event": 1e6 * net / events if events else None,
-        "cpu_s_per_100k_events": 1e5 * net / events if events else None,
+        "cpu_s_per_100k_events": per_100k(net),
+        "cpu_user_s_per_100k_events": per_100k(net_user),
+        "cpu_sys_s_per_100k_events": per_100k(net_sys),
         "cpu_ms_per_request": 1e3 * net / completed if completed else None,
         "events_per_s": events / r["duration"] if r.get("duration") else None,
         "requests_per_s": r.get("request_throughput"),
@@ -197,15 +245,36 @@ def one_run(name, prefix, port, core, num_prompts, concurrency, rate="inf"):
         "dispatch_lag_p50_ms": r.get("vllm_bench_dispatch_lag_p50_ms"),
         "dispatch_lag_p99_ms": r.get("vllm_bench_dispatch_lag_p99_ms"),
     }
-    if out["mean_ttft_ms"] is not None:
-        # Every measured TTFT is at least the server's delay, so the mean absolute error is
-        # the mean excess over the ground truth.
-        out["ttft_err_ms"] = out["mean_ttft_ms"] - FIRST_TOKEN_MS
-    if out["p50_itl_ms"] is not None:
-        out["itl_p50_err_ms"] = out["p50_itl_ms"] - TOKEN_INTERVAL_MS
-    if out["p99_itl_ms"] is not None:
-        out["itl_p99_err_ms"] = out["p99_itl_ms"] - TOKEN_INTERVAL_MS
+    out.update(errors(out, mock.timing, firehose))
     return out
+
+
+def errors(out, timing, firehose):
+    """The client's TTFT / ITL errors against the timeline the mock reports it emitted
+    (`*_err_emitted_ms`) and against the nominal delays (`*_err_nominal_ms`; not for the
+    firehose, whose nominal delays are zero), plus the mock's own figures."""
+    err = {}
+    client = {"ttft": out["mean_ttft_ms"], "itl_p50": out["p50_itl_ms"],
+              "itl_p99": out["p99_itl_ms"]}
+    if not firehose:
+        nominal = {"ttft": FIRST_TOKEN_MS, "itl_p50": TOKEN_INTERVAL_MS,
+                   "itl_p99": TOKEN_INTERVAL_MS}
+        for k, v in client.items():
+            if v is not None:
+                err[f"{k}_err_nominal_ms"] = v - nominal[k]
+    if timing and timing.get("streams"):
+        emitted = {"ttft": timing["ttft_ms"]["mean"], "itl_p50": timing["itl_ms"]["p50"],
+                   "itl_p99": timing["itl_ms"]["p99"]}
+        for k, v in client.items():
+            if v is not None:
+                err[f"{k}_err_emitted_ms"] = v - emitted[k]
+        err.update({"server_streams": timing["streams"], "server_chunks": timing["chunks"],
+                    "server_ttft_mean_ms": emitted["ttft"],
+                    "server_itl_p50_ms": emitted["itl_p50"],
+                    "server_itl_p99_ms": emitted["itl_p99"],
+                    "server_lateness_p99_ms": timing["lateness_ms"]["p99"],
+                    "server_lateness_max_ms": timing["lateness_ms"]["max"]})
+    return err
 
 
 def summarize(runs):
@@ -241,7 +310,8 @@ def dataset_time(prefix, core, num_prompts=100_000, input_len=1024, timeout=120)
             "--tokenizer", qwen3, "--dataset-name", "random", "--random-input-len",
             str(input_len), "--random-output-len", "128", "--num-prompts", str(num_prompts),
             "--seed", "0", "--dry-run"]
-    code, wall, cpu, rss, tail = run_measured(pinned(prefix + args, core), timeout)
+    code, wall, (user, sys_), rss, tail = run_measured(pinned(prefix + args, core), timeout)
+    cpu = user + sys_
     if wall >= timeout:
         return {"error": f"not finished after {timeout} s (stopped)", "cpu_s": cpu}
     if code != 0:
@@ -337,8 +407,8 @@ def scale_point(prefix, mock_bin, server_core, client_core, streams):
                          raise_fds + prefix + ["--local-addrs", str(local)]))
     for how, server_wrap, cmd in attempts:
         log(f"vllm-bench: scale {streams} streams, --local-addrs {local}, {how}")
-        with Mock(mock_bin, server_core, wrap=server_wrap) as mock:
-            r = one_run("vllm-bench", cmd, mock.port, client_core, streams, streams)
+        r = one_run(cmd, mock_bin, server_core, client_core, streams, streams,
+                    server_wrap=server_wrap)
         if "error" in r:
             outcome = f"{how}: refused with a clear error: {r['error']}"
         else:
@@ -377,24 +447,39 @@ def markdown(doc):
              f"Workload: mock-llm-server, first token {FIRST_TOKEN_MS:g} ms, "
              f"{TOKEN_INTERVAL_MS:g} ms between tokens, {OUTPUT_TOKENS} tokens, "
              f"{INPUT_TOKENS}-token random prompts; server on core {doc['server_core']}, "
-             f"client on core {doc['client_core']}. Median over {doc['repeats']} repeat(s) "
-             "[min–max]. CPU is user+sys of the client process (wait4) minus the same "
-             "command's --dry-run (tokenizer load + dataset generation), i.e. the cost of "
-             "the run itself.", ""]
+             f"client on core {doc['client_core']}; a fresh mock per run, /tokenize "
+             f"disabled. Median over {doc['repeats']} repeat(s) [min–max]. CPU is user+sys "
+             "of the client process (wait4) minus the same command's setup (--dry-run: "
+             "tokenizer load + dataset generation; Python, without --dry-run: the same "
+             "command stopped by a failing ready check), i.e. the cost of the run itself; "
+             "sys is mostly kernel TCP work, which every client pays alike.", "",
+             "TTFT/ITL errors (ms) are client value − reference. *vs emitted*: the reference is "
+             "what the mock reports it actually handed to the kernel (its TTFT mean, ITL "
+             "p50/p99), i.e. the client's own error. *vs nominal*: the reference is the "
+             f"configured {FIRST_TOKEN_MS:g}/{TOKEN_INTERVAL_MS:g} ms, which also counts the "
+             "server's lateness (its p99 behind schedule is the *server late p99* column).",
+             ""]
     for name, why in doc["skipped"].items():
         lines.append(f"- skipped **{name}**: {why}")
     lines += ["", "## Streaming (closed loop, --max-concurrency = streams)", "",
-              "| client | streams | ok/failed | net CPU s /100k events | net CPU ms /request | "
-              "TTFT err ms | ITL p50 err ms | ITL p99 err ms | peak RSS MiB | events/s |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| client | streams | ok/failed | net CPU s /100k events | user | sys | "
+              "net CPU ms /request | TTFT err vs emitted | ITL p50 err vs emitted | "
+              "ITL p99 err vs emitted | TTFT err vs nominal | ITL p50 err vs nominal | "
+              "ITL p99 err vs nominal | server late p99 ms | peak RSS MiB | events/s |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+              "---:|"]
     for p in doc["points"]:
         s = p["summary"]
         okf = (f"{int(s['completed']['median'])}/{int(s['failed']['median'])}"
                if "completed" in s else "; ".join(s["errors"])[:80])
+        errs = " | ".join(fmt(s, f"{k}_err_{ref}_ms") for ref in ("emitted", "nominal")
+                          for k in ("ttft", "itl_p50", "itl_p99"))
         lines.append(f"| {p['client']} | {p['streams']} | {okf} | "
-                     f"{fmt(s, 'cpu_s_per_100k_events')} | {fmt(s, 'cpu_ms_per_request', 1, 3)} | "
-                     f"{fmt(s, 'ttft_err_ms')} | {fmt(s, 'itl_p50_err_ms')} | "
-                     f"{fmt(s, 'itl_p99_err_ms')} | {fmt(s, 'rss_mib', 1, 1)} | "
+                     f"{fmt(s, 'cpu_s_per_100k_events')} | "
+                     f"{fmt(s, 'cpu_user_s_per_100k_events')} | "
+                     f"{fmt(s, 'cpu_sys_s_per_100k_events')} | "
+                     f"{fmt(s, 'cpu_ms_per_request', 1, 3)} | {errs} | "
+                     f"{fmt(s, 'server_lateness_p99_ms')} | {fmt(s, 'rss_mib', 1, 1)} | "
                      f"{fmt(s, 'events_per_s', 1, 0)} |")
     if doc["ratios"]:
         lines += ["", "CPU per event, vllm-bench / peer (same run; target ≤ 0.25 vs vllm-rs, "
@@ -402,13 +487,15 @@ def markdown(doc):
         for r in doc["ratios"]:
             lines.append(f"- {r['streams']} streams: vllm-bench/{r['peer']} = {r['ratio']:.3f}")
     lines += ["", "## Firehose (all delays zero)", "",
-              "| client | streams | events/s | requests/s | CPU s /100k events | peak RSS MiB |",
-              "|---|---:|---:|---:|---:|---:|"]
+              "| client | streams | events/s | requests/s | CPU s /100k events | user | sys | "
+              "peak RSS MiB |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for p in doc["firehose"]:
         s = p["summary"]
         lines.append(f"| {p['client']} | {p['streams']} | {fmt(s, 'events_per_s', 1, 0)} | "
                      f"{fmt(s, 'requests_per_s', 1, 0)} | {fmt(s, 'cpu_s_per_100k_events')} | "
-                     f"{fmt(s, 'rss_mib', 1, 1)} |")
+                     f"{fmt(s, 'cpu_user_s_per_100k_events')} | "
+                     f"{fmt(s, 'cpu_sys_s_per_100k_events')} | {fmt(s, 'rss_mib', 1, 1)} |")
     lines += ["", "## Rate-driven dispatch lag and start-up", "",
               "| client | dispatch lag p50/p99 ms | `--version` ms | first request after (s, "
               "1000 prompts) |", "|---|---:|---:|---:|"]
@@ -463,6 +550,9 @@ def main():
                     help="requests per stream at each level (num_prompts = waves × streams)")
     ap.add_argument("--peer-max-streams", type=int, default=1000,
                     help="largest level the peers run (vllm-bench runs every level)")
+    ap.add_argument("--python-max-streams", type=int, default=1000,
+                    help="largest level the Python peer runs (also bounded by "
+                         "--peer-max-streams; --full leaves it at 1000)")
     ap.add_argument("--firehose-streams", default="100")
     ap.add_argument("--scale-streams", default="50000",
                     help="extra vllm-bench-only levels that may hit OS limits")
@@ -484,46 +574,54 @@ def main():
            "startup": {}, "dataset": {}, "scale": []}
 
     levels = [int(x) for x in args.streams.split(",") if x]
-    with Mock(args.mock, server_core) as mock:
-        for streams in levels:
-            n = max(int(args.waves * streams), 3 if streams == 1 else streams)
-            for name, (prefix, _) in found.items():
-                if name != "vllm-bench" and streams > args.peer_max_streams:
-                    continue
-                runs = []
-                for rep in range(args.repeats):
-                    log(f"{name}: {streams} streams, {n} requests (repeat {rep + 1})")
-                    runs.append(one_run(name, prefix, mock.port, client_core, n, streams))
-                    if "error" in runs[-1]:
-                        log(f"  {name} failed: {runs[-1]['error']}")
-                doc["points"].append({"client": name, "streams": streams, "requests": n,
-                                      "runs": runs, "summary": summarize(runs)})
-            mine = next((p["summary"] for p in doc["points"]
-                         if p["client"] == "vllm-bench" and p["streams"] == streams), None)
-            for p in doc["points"]:
-                if p["streams"] == streams and p["client"] != "vllm-bench" and mine:
-                    r = ratio(mine, p["summary"], "cpu_us_per_event")
-                    if r is not None:
-                        doc["ratios"].append({"streams": streams, "peer": p["client"],
-                                              "ratio": r})
-        # Rate-driven: 200 req/s Poisson, 1000 requests, unlimited concurrency.
+    def max_streams(name):
+        if name == "vllm-bench":
+            return float("inf")
+        if name == "python":
+            return min(args.peer_max_streams, args.python_max_streams)
+        return args.peer_max_streams
+
+    def repeated(name, prefix, what, n, streams, firehose=False):
+        runs = []
+        for rep in range(args.repeats):
+            log(f"{name}: {what}{streams} streams, {n} requests (repeat {rep + 1})")
+            runs.append(one_run(prefix, args.mock, server_core, client_core, n, streams,
+                                firehose=firehose))
+            if "error" in runs[-1]:
+                log(f"  {name} failed: {runs[-1]['error']}")
+        return {"client": name, "streams": streams, "requests": n, "runs": runs,
+                "summary": summarize(runs)}
+
+    levels = [int(x) for x in args.streams.split(",") if x]
+    for streams in levels:
+        n = max(int(args.waves * streams), 3 if streams == 1 else streams)
         for name, (prefix, _) in found.items():
-            log(f"{name}: rate-driven (200 req/s) for dispatch lag")
-            runs = [one_run(name, prefix, mock.port, client_core, 1000, None, rate=200)]
-            doc["lag"][name] = summarize(runs)
-    with Mock(args.mock, server_core, firehose=True) as fh:
-        for streams in [int(x) for x in args.firehose_streams.split(",") if x]:
-            for name, (prefix, _) in found.items():
-                n = max(2000, 10 * streams)
-                runs = []
-                for rep in range(args.repeats):
-                    log(f"{name}: firehose {streams} streams, {n} requests (repeat {rep + 1})")
-                    runs.append(one_run(name, prefix, fh.port, client_core, n, streams))
-                doc["firehose"].append({"client": name, "streams": streams, "requests": n,
-                                        "runs": runs, "summary": summarize(runs)})
+            if streams <= max_streams(name):
+                doc["points"].append(repeated(name, prefix, "", n, streams))
+        mine = next((p["summary"] for p in doc["points"]
+                     if p["client"] == "vllm-bench" and p["streams"] == streams), None)
+        for p in doc["points"]:
+            if p["streams"] == streams and p["client"] != "vllm-bench" and mine:
+                r = ratio(mine, p["summary"], "cpu_us_per_event")
+                if r is not None:
+                    doc["ratios"].append({"streams": streams, "peer": p["client"],
+                                          "ratio": r})
+    # Rate-driven: 200 req/s Poisson, 1000 requests, unlimited concurrency.
+    for name, (prefix, _) in found.items():
+        log(f"{name}: rate-driven (200 req/s) for dispatch lag")
+        runs = [one_run(prefix, args.mock, server_core, client_core, 1000, None, rate=200)]
+        doc["lag"][name] = summarize(runs)
+    for streams in [int(x) for x in args.firehose_streams.split(",") if x]:
+        for name, (prefix, _) in found.items():
+            if streams <= max_streams(name):
+                doc["firehose"].append(repeated(name, prefix, "firehose ",
+                                                max(2000, 10 * streams), streams,
+                                                firehose=True))
     for name, (prefix, _) in found.items():
         log(f"{name}: start-up")
-        doc["startup"][name] = {"version_ms": version_time(prefix, 20),
+        # Python's --version alone takes seconds (imports): fewer repeats.
+        reps = 3 if name == "python" else 20
+        doc["startup"][name] = {"version_ms": version_time(prefix, reps),
                                 "first_request_s": time_to_first_request(prefix, client_core)}
         log(f"{name}: dataset generation (100k x 1024 tokens, --dry-run)")
         doc["dataset"][name] = dataset_time(prefix, client_core)

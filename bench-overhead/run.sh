@@ -4,9 +4,11 @@
 #
 # Usage: bench-overhead/run.sh [--full] [--no-build] [harness.py flags...]
 #   default   streams 1,100,1000,10000, one repeat, peers up to 1000 streams (a few minutes)
-#   --full    streams 1,100,1000,5000,10000, three repeats, peers at every level,
-#             firehose at 100 and 1000 streams
+#   --full    streams 1,100,1000,5000,10000, three repeats, peers at every level (Python
+#             still up to 1000: --python-max-streams), firehose at 100 and 1000 streams
 #   --no-build  use the binaries already in target/$PROFILE
+# Each run gets a fresh mock (--no-tokenize --timing-report); TTFT/ITL errors are reported
+# against what the mock emitted and against the nominal 50/10 ms (harness.py docstring).
 # Peers: run bench-overhead/install-peers.sh first (a missing peer is reported and skipped).
 # PROFILE=release builds with fat LTO (what ships); the default bench-fast skips LTO so the
 # build takes minutes, not tens of minutes, on small machines.
@@ -22,7 +24,7 @@ for arg in "$@"; do
         --full) extra+=(--streams 1,100,1000,5000,10000 --repeats 3 --peer-max-streams 10000
                         --firehose-streams 100,1000) ;;
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) extra+=("$arg") ;;
     esac
 done

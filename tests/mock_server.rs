@@ -533,6 +533,95 @@ fn stream_timing_follows_ttft_and_itl() {
 }
 
 #[test]
+fn timing_report_describes_the_emitted_timeline() {
+    let (ttft_ms, itl_ms, tokens) = (20.0, 5.0, 5u64);
+    // Upper bounds only catch gross errors: a loaded 2-core machine can be late.
+    let slack_ms = 200.0;
+    for driver in drivers() {
+        let server = start(MockConfig {
+            first_token_delay: Duration::from_millis(20),
+            token_interval: Duration::from_millis(5),
+            num_tokens: tokens as usize,
+            timing_report: true,
+            driver,
+            ..MockConfig::default()
+        });
+        // Three streams on one keep-alive connection (the trace is reused), one chat
+        // stream (its role chunk is not content), one on a second connection, and a
+        // non-streaming request that must not count.
+        let mut c = Client::connect(server.addr());
+        for body in [
+            r#"{"prompt":"a","stream":true}"#,
+            r#"{"prompt":"b","stream":true,"stream_options":{"include_usage":true}}"#,
+            r#"{"prompt":"c","stream":false}"#,
+        ] {
+            c.post("/v1/completions", body, "");
+            assert!(c.read_response().complete);
+        }
+        c.post(
+            "/v1/chat/completions",
+            r#"{"messages":[{"role":"user","content":"d"}],"stream":true}"#,
+            "",
+        );
+        assert!(c.read_response().complete);
+        let other = request(
+            &server,
+            "/v1/completions",
+            r#"{"prompt":"e","stream":true}"#,
+        );
+        assert!(other.complete);
+
+        let r = server.timing_report();
+        let streams = 4;
+        assert_eq!(r.streams, streams, "{driver:?} {r:?}");
+        assert_eq!(r.chunks, streams * tokens, "{driver:?} {r:?}");
+        // Each chunk is handed off no earlier than it was due.
+        assert!(r.ttft_ms.mean >= ttft_ms, "{driver:?} {r:?}");
+        assert!(r.ttft_ms.mean < ttft_ms + slack_ms, "{driver:?} {r:?}");
+        assert!(r.ttft_ms.median >= ttft_ms && r.ttft_ms.p99 >= r.ttft_ms.median);
+        // Per stream, TTFT + the sum of its ITLs is the last hand-off, due at 20 + 4 * 5 ms;
+        // averaged: mean TTFT + 4 * mean ITL >= 40 ms (up to rounding).
+        let span = r.ttft_ms.mean + (tokens - 1) as f64 * r.itl_ms.mean;
+        assert!(span >= ttft_ms + 4.0 * itl_ms - 1e-6, "{driver:?} {r:?}");
+        // A single ITL is the next wake-up's latency minus this one's, so it can fall a
+        // hair under 5 ms; 1 ms covers timer noise while 0 (chunks batched) would fail.
+        assert!(r.itl_ms.p50 >= itl_ms - 1.0, "{driver:?} {r:?}");
+        assert_eq!(r.itl_ms.p50, r.itl_ms.median);
+        assert!(r.itl_ms.p99 < itl_ms + slack_ms, "{driver:?} {r:?}");
+        assert!(r.lateness_ms.p50 >= 0.0 && r.lateness_ms.max >= r.lateness_ms.p99);
+        assert!(r.lateness_ms.max < slack_ms, "{driver:?} {r:?}");
+
+        server.reset_stats();
+        assert_eq!(server.timing_report().streams, 0);
+    }
+}
+
+#[test]
+fn timing_report_leaves_out_faulty_streams_and_is_off_by_default() {
+    let faulty = start(MockConfig {
+        timing_report: true,
+        faults: FaultConfig {
+            malformed: 1.0,
+            ..FaultConfig::default()
+        },
+        ..MockConfig::default()
+    });
+    assert!(
+        request(
+            &faulty,
+            "/v1/completions",
+            r#"{"prompt":"a","stream":true}"#
+        )
+        .complete
+    );
+    assert_eq!(faulty.timing_report().streams, 0);
+    let off = start(MockConfig::default());
+    assert!(request(&off, "/v1/completions", r#"{"prompt":"a","stream":true}"#).complete);
+    let r = off.timing_report();
+    assert_eq!((r.streams, r.chunks), (0, 0));
+}
+
+#[test]
 fn chat_role_chunk_is_sent_at_arrival_before_ttft() {
     let server = start(MockConfig {
         first_token_delay: Duration::from_millis(200),
@@ -1046,9 +1135,12 @@ fn binary_serves_until_sigterm_and_writes_the_request_log() {
         .success());
 
     let log = std::env::temp_dir().join(format!("mock-log-{}.jsonl", std::process::id()));
+    let timing = std::env::temp_dir().join(format!("mock-timing-{}.json", std::process::id()));
     let mut child = Command::new(bin)
         .args(["--port", "0", "--io-driver", "epoll", "--request-log"])
         .arg(&log)
+        .arg("--timing-report")
+        .arg(&timing)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -1092,4 +1184,18 @@ fn binary_serves_until_sigterm_and_writes_the_request_log() {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0]["path"], "/v1/completions");
     assert_eq!(entries[0]["prompt_tokens"], 2);
+    let text = std::fs::read_to_string(&timing).unwrap();
+    let _ = std::fs::remove_file(&timing);
+    let report: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(report["streams"], 1);
+    assert_eq!(report["chunks"], 2);
+    for (group, keys) in [
+        ("ttft_ms", &["mean", "median", "p99"][..]),
+        ("itl_ms", &["mean", "median", "p50", "p99"]),
+        ("lateness_ms", &["mean", "p50", "p99", "max"]),
+    ] {
+        for key in keys {
+            assert!(report[group][key].is_f64(), "{group}.{key} in {text}");
+        }
+    }
 }

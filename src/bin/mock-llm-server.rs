@@ -1,5 +1,6 @@
 //! `mock-llm-server`: the deterministic OpenAI-compatible mock as a standalone process.
-//! Flags → `MockConfig` → run until SIGINT/SIGTERM → optional request log → exit.
+//! Flags → `MockConfig` → run until SIGINT/SIGTERM → optional request log and timing
+//! report → exit.
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use vllm_bench::engine::runtime::DriverChoice;
-use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
+use vllm_bench::mock::{FaultConfig, MockConfig, MockServer, TimingReport};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -90,6 +91,14 @@ struct Args {
     /// Write every request as a JSON line to FILE at shutdown.
     #[arg(long, value_name = "FILE")]
     request_log: Option<PathBuf>,
+    /// Record when each streamed content chunk was handed to the kernel and write, at
+    /// shutdown, the emitted timeline's summary as JSON to FILE: {"streams", "chunks",
+    /// "ttft_ms": {mean, median, p99}, "itl_ms": {mean, median, p50, p99}, "lateness_ms":
+    /// {mean, p50, p99, max}}. Server TTFT = first content chunk's hand-off - request
+    /// arrival; ITL = gap between content chunks' hand-offs; lateness = hand-off - the
+    /// chunk's scheduled time. Only streams completed without a fault count.
+    #[arg(long, value_name = "FILE")]
+    timing_report: Option<PathBuf>,
     /// I/O driver: io_uring when available (auto), io_uring only, or epoll.
     #[arg(long, value_enum, default_value_t = DriverChoice::Auto)]
     io_driver: DriverChoice,
@@ -153,6 +162,7 @@ impl Args {
             stall_for: self.stall_ms,
             seed: self.seed,
             request_log: self.request_log.is_some(),
+            timing_report: self.timing_report.is_some(),
             driver: self.io_driver,
             max_model_len: self.max_model_len,
             tokenize_endpoints: !self.no_tokenize,
@@ -205,6 +215,7 @@ fn main() -> ExitCode {
         }
     };
     let log_path = args.request_log.clone();
+    let timing_path = args.timing_report.clone();
     let cfg = args.into_config();
     if let Err(e) = cfg.validate() {
         eprintln!("mock-llm-server: {e}");
@@ -228,17 +239,35 @@ fn main() -> ExitCode {
         std::thread::sleep(Duration::from_millis(20));
     }
     let log = server.request_log();
+    let timing = server.timing_report();
     server.shutdown();
+    let mut code = ExitCode::SUCCESS;
     if let Some(path) = log_path {
         if let Err(e) = write_log(&path, &log) {
             eprintln!(
                 "mock-llm-server: cannot write request log {}: {e}",
                 path.display()
             );
-            return ExitCode::FAILURE;
+            code = ExitCode::FAILURE;
         }
     }
-    ExitCode::SUCCESS
+    if let Some(path) = timing_path {
+        if let Err(e) = write_timing(&path, &timing) {
+            eprintln!(
+                "mock-llm-server: cannot write timing report {}: {e}",
+                path.display()
+            );
+            code = ExitCode::FAILURE;
+        }
+    }
+    code
+}
+
+fn write_timing(path: &std::path::Path, report: &TimingReport) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    serde_json::to_writer_pretty(&mut out, report)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 fn write_log(

@@ -85,6 +85,9 @@ pub struct MockConfig {
     /// Keep a [`LoggedRequest`](super::LoggedRequest) per request (read with
     /// `MockServer::request_log`).
     pub request_log: bool,
+    /// Record when every streamed content chunk was handed to the kernel (read with
+    /// `MockServer::timing_report`); off, streams pay nothing for it.
+    pub timing_report: bool,
     /// I/O driver of the worker runtimes.
     pub driver: DriverChoice,
     /// `max_model_len` reported by `/v1/models` and `/tokenize`.
@@ -117,6 +120,7 @@ impl Default for MockConfig {
             stall_for: Duration::from_secs(10),
             seed: 0,
             request_log: false,
+            timing_report: false,
             driver: DriverChoice::Auto,
             max_model_len: 32_768,
             max_body_bytes: 64 << 20,

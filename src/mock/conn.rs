@@ -15,6 +15,7 @@ use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 
+use super::emission::StreamTrace;
 use super::endpoints::{self, Request, Served};
 use super::generation::{End, Script};
 use super::request::{self, BodyFraming, ChunkedDecoder, FramingError, Head};
@@ -37,6 +38,8 @@ pub struct Io {
     pub stream: TcpStream,
     /// Bytes waiting to be written.
     pub out: Vec<u8>,
+    /// The emitted timeline of the current stream (only with `MockConfig::timing_report`).
+    pub trace: Option<StreamTrace>,
 }
 
 impl Io {
@@ -44,6 +47,11 @@ impl Io {
     pub async fn flush(&mut self) -> io::Result<()> {
         if self.out.is_empty() {
             return Ok(());
+        }
+        if let Some(trace) = &mut self.trace {
+            // The hand-off instant of every content chunk in this write: just before the
+            // bytes go to the kernel.
+            trace.handing_off(Instant::now());
         }
         let buf = mem::take(&mut self.out);
         let (res, mut buf) = self.stream.write_all(buf).await;
@@ -74,6 +82,7 @@ pub async fn serve(stream: TcpStream, ctx: Rc<WorkerCtx>) {
             io: Io {
                 stream,
                 out: Vec::with_capacity(MIN_READ),
+                trace: ctx.shared.cfg.timing_report.then(StreamTrace::default),
             },
             script: Script::default(),
             scratch: Vec::new(),
@@ -174,6 +183,16 @@ impl Conn {
                 arrival,
                 &served,
             ));
+        }
+        if let Some(trace) = &mut self.ex.io.trace {
+            // A stream's last content chunk leaves with this final write: its hand-off is
+            // taken here, a lock and a copy before the write, so that the stream is in the
+            // timing report before the client can see its end (as with the counters).
+            trace.handing_off(Instant::now());
+            if trace.ready() {
+                ctx.counters().emitted(trace);
+                trace.clear();
+            }
         }
         // Written only now, so the request is counted before the client can see its end.
         self.ex.io.flush().await?;

@@ -10,7 +10,9 @@
 //! Every distinct event is serialized once per request into a [`Script`]; sending an
 //! event is then one `memcpy` into the write buffer. Events that are already due are
 //! batched into one write (up to [`FLUSH_AT`] bytes), so with zero delays the mock writes
-//! back to back and the client, not the mock, is the bottleneck.
+//! back to back and the client, not the mock, is the bottleneck. With
+//! `MockConfig::timing_report`, each content chunk's deadline goes to the connection's
+//! trace (`emission`), which stamps the chunk when its write is handed to the kernel.
 
 use std::io::{self, Write};
 use std::ops::Range;
@@ -241,6 +243,9 @@ pub async fn stream(
             _ => &script.mid,
         };
         io.out.extend_from_slice(script.get(event));
+        if let Some(trace) = &mut io.trace {
+            trace.queued(deadline);
+        }
         if g.fault == Some(FaultKind::Stall) {
             io.flush().await?;
             timers.sleep(stall_for).await;

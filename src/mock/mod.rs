@@ -17,6 +17,9 @@
 //! - Prompts are counted and hashed in one pass over the JSON (`body`), with a toy
 //!   tokenizer ([`toy_tokenizer`], public: tests may want its ids) and a toy prefix cache
 //!   (`prefix_cache`).
+//! - Optionally, the timeline actually emitted (when each content chunk was handed to the
+//!   kernel) is recorded for a [`TimingReport`] (`emission`): the ground truth a client's
+//!   measurements are compared with.
 //!
 //! ```no_run
 //! use vllm_bench::mock::{MockConfig, MockServer};
@@ -28,6 +31,7 @@
 mod body;
 mod config;
 mod conn;
+mod emission;
 mod endpoints;
 mod faults;
 mod generation;
@@ -44,6 +48,7 @@ mod timing;
 pub mod toy_tokenizer;
 
 pub use config::{FaultConfig, MockConfig};
+pub use emission::{ItlSummary, LatenessSummary, TimingReport, TtftSummary};
 pub use faults::{FaultCounts, FaultKind};
 pub use server::MockServer;
 pub use stats::{LoggedRequest, MockStats};

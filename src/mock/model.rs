@@ -111,6 +111,10 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
                 content_type: response::SSE,
                 ..opts
             };
+            if let Some(trace) = &mut ex.io.trace {
+                let chunks = usize::try_from(gen.chunks()).unwrap_or(0);
+                trace.begin(req.arrival, chunks);
+            }
             let end = generation::stream(
                 &mut ex.io,
                 &ctx.timers,
@@ -123,6 +127,10 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
             .await
             // The client went away mid-stream: still a request served (and counted).
             .unwrap_or(End::Close);
+            if let Some(trace) = &mut ex.io.trace {
+                // Only what a client counts as a success belongs in the emitted timeline.
+                trace.end(end == End::KeepAlive && gen.fault.is_none());
+            }
             if cfg.close_after_response {
                 End::Close
             } else {

@@ -22,6 +22,7 @@ use monoio::net::{ListenerOpts, TcpListener};
 
 use super::config::MockConfig;
 use super::conn;
+use super::emission::TimingReport;
 use super::lifecycle::Lifecycle;
 use super::prefix_cache::PrefixCache;
 use super::stats::{LoggedRequest, MockStats, Stats, WorkerCounters};
@@ -221,8 +222,14 @@ impl MockServer {
         self.shared.stats.request_log()
     }
 
+    /// What the server actually emitted for the streams completed so far (all zero unless
+    /// `timing_report` is on): server TTFT, ITL and lateness, merged over the workers.
+    pub fn timing_report(&self) -> TimingReport {
+        self.shared.stats.emitted().report()
+    }
+
     /// Zeroes the counters (the gauge keeps counting live requests), clears the request
-    /// log and the toy prefix cache. Request sequence numbers keep running.
+    /// log, the emitted timelines and the toy prefix cache. Request sequence numbers keep running.
     pub fn reset_stats(&self) {
         self.shared.stats.reset();
         self.shared.prefix.reset();

@@ -1,6 +1,6 @@
 //! What the mock counts and remembers: per-worker counters (each worker writes only its
 //! own, cache-line aligned, so workers share nothing on the request path), the global
-//! in-flight gauge, and the optional per-request log.
+//! in-flight gauge, the optional per-request log and the optional emitted timelines.
 //!
 //! `in_flight` counts model requests (completions, chat, embeddings, pooling, rerank) from
 //! arrival until their response is complete in the write buffer (or abandoned); it is also
@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
+use super::emission::{Emitted, StreamTrace};
 use super::faults::{FaultCounts, FaultKind};
 use super::routes::{Route, ROUTES, ROUTE_COUNT};
 
@@ -86,6 +87,7 @@ pub struct WorkerCounters {
     faults: [AtomicU64; 5],
     connections: AtomicU64,
     log: Mutex<Vec<LoggedRequest>>,
+    emitted: Mutex<Emitted>,
 }
 
 impl Default for WorkerCounters {
@@ -98,6 +100,7 @@ impl Default for WorkerCounters {
             faults: std::array::from_fn(|_| AtomicU64::new(0)),
             connections: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
+            emitted: Mutex::new(Emitted::default()),
         }
     }
 }
@@ -133,6 +136,15 @@ impl WorkerCounters {
             .push(entry);
     }
 
+    /// Appends a completed stream's emitted timeline (once per stream; only this worker
+    /// takes the lock on the request path).
+    pub fn emitted(&self, trace: &StreamTrace) {
+        self.emitted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .record(trace);
+    }
+
     fn reset(&self) {
         let all = [
             &self.requests,
@@ -144,6 +156,10 @@ impl WorkerCounters {
             c.store(0, Relaxed);
         }
         self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.emitted
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
@@ -233,7 +249,16 @@ impl Stats {
         all
     }
 
-    /// Zeroes the counters and clears the log; the peak restarts from the current gauge.
+    /// Every worker's emitted timeline, merged (worker by worker).
+    pub fn emitted(&self) -> Emitted {
+        let mut all = Emitted::default();
+        for w in &self.workers {
+            all.merge(&w.emitted.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+        all
+    }
+
+    /// Zeroes the counters and clears the log and the emitted timelines; the peak restarts from the current gauge.
     pub fn reset(&self) {
         for w in &self.workers {
             w.reset();
