@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use tokenizers::PostProcessor;
 
 use super::special::SpecialTokensConfig;
@@ -30,21 +30,7 @@ pub struct HfTokenizer {
 impl HfTokenizer {
     /// Loads `path` (a `tokenizer.json`) and the config files in its directory.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).with_context(|| {
-            format!(
-                "cannot read tokenizer file {}; check the --tokenizer path",
-                path.display()
-            )
-        })?;
-        let parsed = super::hf_json::parse(&bytes);
-        // The json text is garbage once parsed; free it before the configs are read.
-        drop(bytes);
-        let mut inner = parsed.map_err(|e| {
-            anyhow!(
-                "{} is not a valid tokenizer.json ({e}); re-download it or point --tokenizer elsewhere",
-                path.display()
-            )
-        })?;
+        let mut inner = super::hf_json::load(path)?;
         inner.with_padding(None);
         inner
             .with_truncation(None)
