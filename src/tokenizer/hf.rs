@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use tokenizers::PostProcessor;
 
 use super::special::SpecialTokensConfig;
@@ -30,19 +30,7 @@ pub struct HfTokenizer {
 impl HfTokenizer {
     /// Loads `path` (a `tokenizer.json`) and the config files in its directory.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).with_context(|| {
-            format!(
-                "cannot read tokenizer file {}; check the --tokenizer path",
-                path.display()
-            )
-        })?;
-        let mut inner = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
-            anyhow!(
-                "{} is not a valid tokenizer.json ({e}); re-download it or point --tokenizer elsewhere",
-                path.display()
-            )
-        })?;
-        enlarge_word_cache(&mut inner);
+        let mut inner = super::hf_json::load(path)?;
         inner.with_padding(None);
         inner
             .with_truncation(None)
@@ -165,23 +153,6 @@ impl HfTokenizer {
         self.post_processor_added
             + usize::from(self.extra_bos.is_some())
             + usize::from(self.extra_eos.is_some())
-    }
-}
-
-/// Words (pre-tokens) each thread's BPE cache may hold; the crate's default is 10,000.
-///
-/// The random dataset's text is the whole vocabulary walked in order, so it has about one
-/// distinct word per vocabulary entry (~150k for Qwen3); with the default most lookups miss
-/// and re-run the merges, which then dominate generation time. Entries are added only for
-/// words a thread actually meets (~100 bytes each).
-const WORD_CACHE_CAPACITY: usize = 262_144;
-
-/// Gives a BPE model the larger word cache (other models have none to resize).
-fn enlarge_word_cache(inner: &mut tokenizers::Tokenizer) {
-    if let tokenizers::ModelWrapper::BPE(bpe) = inner.get_model() {
-        let mut bpe = bpe.clone();
-        bpe.resize_cache(WORD_CACHE_CAPACITY);
-        inner.with_model(bpe);
     }
 }
 

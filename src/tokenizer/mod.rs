@@ -26,6 +26,7 @@ use anyhow::{bail, Result};
 use rayon::prelude::*;
 
 pub mod hf;
+mod hf_json;
 pub mod hub;
 pub mod pat_str;
 pub mod server;

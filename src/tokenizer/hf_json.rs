@@ -1,0 +1,409 @@
+//! Loading a `tokenizer.json` into a `tokenizers::Tokenizer` at a low peak memory.
+//!
+//! `Tokenizer::from_bytes` deserializes the `model` through `ModelWrapper`, whose untagged
+//! `Deserialize` first buffers the whole model (vocabulary and merges) in serde's `Content`,
+//! then copies it into a `serde_json::Value` (an `IndexMap` per object here, as this crate
+//! enables `preserve_order`), and only then builds the model from that `Value`; the BPE
+//! deserializer then buffers the merges once more to tell pairs from legacy lines. Loading
+//! Qwen3's 11 MB json peaked at 180 MB although the loaded tokenizer needs about 30.
+//!
+//! Every tokenizer this benchmark meets in practice has a BPE model, so the file is first
+//! streamed (never held whole in memory) into a `TokenizerImpl` whose model type is our
+//! [`CachedBpe`]: the crate's own `Tokenizer` deserializer (added tokens and their ids,
+//! normalizer, pre-tokenizer, post-processor, decoder) runs unchanged, and only the model's
+//! fields are read here, straight into the crate's `BpeBuilder`, which builds the same
+//! model. Any other model (WordPiece, Unigram, WordLevel), or an invalid file, takes the
+//! crate's generic path, which also gives the error message.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor};
+use serde::{Deserialize, Deserializer};
+use tokenizers::models::bpe::{BpeTrainer, Merges, Vocab, BPE};
+use tokenizers::{
+    DecoderWrapper, Model, ModelWrapper, NormalizerWrapper, PostProcessorWrapper,
+    PreTokenizerWrapper, Token, Tokenizer, TokenizerImpl,
+};
+
+/// Loads the `tokenizer.json` at `path`; a BPE model gets a per-thread word cache of
+/// [`WORD_CACHE_CAPACITY`] entries.
+pub(super) fn load(path: &Path) -> Result<Tokenizer> {
+    let cannot_read = || {
+        format!(
+            "cannot read tokenizer file {}; check the --tokenizer path",
+            path.display()
+        )
+    };
+    let file = File::open(path).with_context(cannot_read)?;
+    if let Ok(tokenizer) = parse_bpe(BufReader::with_capacity(1 << 16, file)) {
+        return Ok(tokenizer);
+    }
+    // Not a BPE model (or not valid): the crate's generic path decides and explains.
+    let bytes = std::fs::read(path).with_context(cannot_read)?;
+    Tokenizer::from_bytes(&bytes).map_err(|e| {
+        anyhow!(
+            "{} is not a valid tokenizer.json ({e}); re-download it or point --tokenizer elsewhere",
+            path.display()
+        )
+    })
+}
+
+/// Parses a `tokenizer.json` read from `json` if its model is BPE.
+fn parse_bpe(json: impl Read) -> serde_json::Result<Tokenizer> {
+    type BpeTokenizer = TokenizerImpl<
+        CachedBpe,
+        NormalizerWrapper,
+        PreTokenizerWrapper,
+        PostProcessorWrapper,
+        DecoderWrapper,
+    >;
+    let mut de = serde_json::Deserializer::from_reader(json);
+    let tokenizer = BpeTokenizer::deserialize(&mut de)?;
+    de.end()?;
+    Ok(tokenizer.into())
+}
+
+/// Words (pre-tokens) each thread's BPE cache may hold; the crate's default is 10,000.
+///
+/// The random dataset's text is the whole vocabulary walked in order, so it has about one
+/// distinct word per vocabulary entry (~150k for Qwen3); with the default most lookups miss
+/// and re-run the merges, which then dominate generation time. Entries are added only for
+/// words a thread actually meets (~100 bytes each).
+const WORD_CACHE_CAPACITY: usize = 262_144;
+
+/// A BPE model read by [`BpeVisitor`]. It is built with its word-cache capacity, so it never
+/// has to be cloned to resize it (the crate offers no `&mut` access to a tokenizer's model).
+/// It exists only while the json is parsed; the tokenizer then holds the plain [`BPE`].
+struct CachedBpe(BPE);
+
+impl<'de> Deserialize<'de> for CachedBpe {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(BpeVisitor)
+    }
+}
+
+/// The fields the crate's BPE deserializer reads, with the same meaning, except that each
+/// merge goes straight into the list: the crate's untagged pair-or-line choice first
+/// buffers the whole list (151k entries for Qwen3) in serde's `Content`.
+struct BpeVisitor;
+
+impl<'de> Visitor<'de> for BpeVisitor {
+    type Value = CachedBpe;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a BPE model")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CachedBpe, A::Error> {
+        let mut builder = BPE::builder().cache_capacity(WORD_CACHE_CAPACITY);
+        let mut vocab: Option<Vocab> = None;
+        let mut merges: Option<Merges> = None;
+        while let Some(key) = map.next_key::<Cow<str>>()? {
+            match key.as_ref() {
+                "type" => {
+                    let kind: Cow<str> = map.next_value()?;
+                    if kind != "BPE" {
+                        return Err(de::Error::invalid_value(Unexpected::Str(&kind), &"BPE"));
+                    }
+                }
+                "dropout" => {
+                    if let Some(p) = map.next_value()? {
+                        builder = builder.dropout(p);
+                    }
+                }
+                "unk_token" => {
+                    if let Some(t) = map.next_value()? {
+                        builder = builder.unk_token(t);
+                    }
+                }
+                "continuing_subword_prefix" => {
+                    if let Some(p) = map.next_value()? {
+                        builder = builder.continuing_subword_prefix(p);
+                    }
+                }
+                "end_of_word_suffix" => {
+                    if let Some(s) = map.next_value()? {
+                        builder = builder.end_of_word_suffix(s);
+                    }
+                }
+                "fuse_unk" => {
+                    if let Some(b) = map.next_value()? {
+                        builder = builder.fuse_unk(b);
+                    }
+                }
+                "byte_fallback" => {
+                    if let Some(b) = map.next_value()? {
+                        builder = builder.byte_fallback(b);
+                    }
+                }
+                "ignore_merges" => {
+                    if let Some(b) = map.next_value()? {
+                        builder = builder.ignore_merges(b);
+                    }
+                }
+                "vocab" => vocab = Some(map.next_value()?),
+                // A BPE has about one merge per vocabulary entry, and the json lists the
+                // vocabulary first: sizing the list from it spares the doubling growth
+                // (a 262k-entry buffer and a copy for Qwen3's 151k merges).
+                "merges" => {
+                    let expected = vocab.as_ref().map_or(0, |v| v.len());
+                    merges = Some(map.next_value_seed(MergeList { expected })?);
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let (Some(vocab), Some(merges)) = (vocab, merges) else {
+            return Err(de::Error::custom("Missing vocab/merges"));
+        };
+        let bpe = builder
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .map_err(de::Error::custom)?;
+        Ok(CachedBpe(bpe))
+    }
+}
+
+/// Reads the `merges` list, each entry either a `["a", "b"]` pair or a legacy `"a b"` line
+/// (`#version` lines skipped), in rank order, into a list of `expected` initial capacity.
+struct MergeList {
+    expected: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for MergeList {
+    type Value = Merges;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Merges, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MergeList {
+    type Value = Merges;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of merges")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Merges, A::Error> {
+        let capacity = seq.size_hint().unwrap_or(self.expected);
+        let mut merges = Merges::with_capacity(capacity);
+        while let Some(merge) = seq.next_element::<Merge>()? {
+            merges.extend(merge.0);
+        }
+        Ok(merges)
+    }
+}
+
+/// One merge; `None` for a `#version` header line.
+struct Merge(Option<(String, String)>);
+
+impl<'de> Deserialize<'de> for Merge {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(MergeVisitor)
+    }
+}
+
+struct MergeVisitor;
+
+impl<'de> Visitor<'de> for MergeVisitor {
+    type Value = Merge;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(r#"a merge: ["a", "b"] or "a b""#)
+    }
+
+    fn visit_str<E: de::Error>(self, line: &str) -> Result<Merge, E> {
+        if line.starts_with("#version") {
+            return Ok(Merge(None));
+        }
+        let mut parts = line.split(' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(a), Some(b), None) => Ok(Merge(Some((a.to_owned(), b.to_owned())))),
+            _ => Err(E::invalid_value(Unexpected::Str(line), &self)),
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Merge, A::Error> {
+        let a: String = seq
+            .next_element()?
+            .ok_or_else(|| de::Error::invalid_length(0, &self))?;
+        let b: String = seq
+            .next_element()?
+            .ok_or_else(|| de::Error::invalid_length(1, &self))?;
+        if seq.next_element::<IgnoredAny>()?.is_some() {
+            return Err(de::Error::invalid_length(3, &self));
+        }
+        Ok(Merge(Some((a, b))))
+    }
+}
+
+impl From<CachedBpe> for ModelWrapper {
+    fn from(model: CachedBpe) -> Self {
+        ModelWrapper::BPE(model.0)
+    }
+}
+
+/// Plain delegation: the `Tokenizer` deserializer asks the model for ids of the added tokens.
+impl Model for CachedBpe {
+    type Trainer = BpeTrainer;
+
+    fn tokenize(&self, sequence: &str) -> tokenizers::Result<Vec<Token>> {
+        self.0.tokenize(sequence)
+    }
+
+    fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.0.token_to_id(token)
+    }
+
+    fn id_to_token(&self, id: u32) -> Option<String> {
+        self.0.id_to_token(id)
+    }
+
+    fn get_vocab(&self) -> HashMap<String, u32> {
+        self.0.get_vocab()
+    }
+
+    fn get_vocab_size(&self) -> usize {
+        self.0.get_vocab_size()
+    }
+
+    fn save(&self, folder: &Path, prefix: Option<&str>) -> tokenizers::Result<Vec<PathBuf>> {
+        self.0.save(folder, prefix)
+    }
+
+    fn get_trainer(&self) -> BpeTrainer {
+        self.0.get_trainer()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small BPE tokenizer.json with a normalizer and added tokens, one of them also in
+    /// the vocabulary and one not (its id comes from the model's size as the json is read).
+    const BPE_JSON: &str = r#"{
+      "version": "1.0", "truncation": null, "padding": null,
+      "added_tokens": [
+        {"id": 0, "content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false,
+         "normalized": false, "special": true},
+        {"id": 6, "content": "<|end|>", "single_word": false, "lstrip": false, "rstrip": false,
+         "normalized": false, "special": true}
+      ],
+      "normalizer": {"type": "Lowercase"},
+      "pre_tokenizer": {"type": "Whitespace"},
+      "post_processor": null, "decoder": null,
+      "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>",
+        "continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": false,
+        "byte_fallback": false, "ignore_merges": false,
+        "vocab": {"<unk>": 0, "a": 1, "b": 2, "c": 3, "ab": 4, "abc": 5},
+        "merges": [["a", "b"], ["ab", "c"]]}
+    }"#;
+
+    fn ids(tokenizer: &Tokenizer, text: &str) -> Vec<u32> {
+        tokenizer.encode(text, false).unwrap().get_ids().to_vec()
+    }
+
+    fn serialized(tokenizer: &Tokenizer) -> String {
+        serde_json::to_string(tokenizer).unwrap()
+    }
+
+    /// A file under the temp dir holding `json`, unique to the test `tag`.
+    fn temp_json(tag: &str, json: &str) -> PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("vb-hfjson-{tag}-{}.json", std::process::id()));
+        std::fs::write(&path, json).unwrap();
+        path
+    }
+
+    #[test]
+    fn bpe_json_loads_directly_and_exactly_as_the_crate_loads_it() {
+        let ours = parse_bpe(BPE_JSON.as_bytes()).unwrap();
+        let crates = Tokenizer::from_bytes(BPE_JSON).unwrap();
+        assert!(matches!(ours.get_model(), ModelWrapper::BPE(_)));
+        // Same model, added tokens, normalizer, … (the serialization holds all of them).
+        assert_eq!(serialized(&ours), serialized(&crates));
+        let text = "ABC ab<|end|>c ba x";
+        assert_eq!(ids(&ours, text), vec![5, 4, 6, 3, 2, 1, 0]);
+        assert_eq!(ids(&ours, text), ids(&crates, text));
+    }
+
+    #[test]
+    fn every_bpe_option_is_read() {
+        let json = BPE_JSON
+            .replace(r#""dropout": null"#, r#""dropout": 0.25"#)
+            .replace(r#""fuse_unk": false"#, r#""fuse_unk": true"#)
+            .replace(r#""byte_fallback": false"#, r#""byte_fallback": true"#)
+            .replace(r#""ignore_merges": false"#, r#""ignore_merges": true"#)
+            .replace(
+                r#""end_of_word_suffix": null"#,
+                r#""end_of_word_suffix": "</w>", "unknown_field": [1, {"x": 2}]"#,
+            );
+        let ours = parse_bpe(json.as_bytes()).unwrap();
+        assert_eq!(
+            serialized(&ours),
+            serialized(&Tokenizer::from_bytes(&json).unwrap())
+        );
+        assert!(serialized(&ours).contains(r#""dropout":0.25"#));
+    }
+
+    #[test]
+    fn legacy_string_merges_load_too() {
+        let legacy = BPE_JSON.replace(
+            r#"[["a", "b"], ["ab", "c"]]"#,
+            r##"["#version: 0.2", "a b", "ab c"]"##,
+        );
+        let ours = parse_bpe(legacy.as_bytes()).unwrap();
+        assert_eq!(
+            serialized(&ours),
+            serialized(&Tokenizer::from_bytes(&legacy).unwrap())
+        );
+        assert_eq!(ids(&ours, "abc ab"), vec![5, 4]);
+        let bad = BPE_JSON.replace(r#"["ab", "c"]"#, r#""ab c a""#);
+        assert!(parse_bpe(bad.as_bytes()).is_err());
+        let triple = BPE_JSON.replace(r#"["ab", "c"]"#, r#"["ab", "c", "a"]"#);
+        assert!(parse_bpe(triple.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn other_models_take_the_generic_path() {
+        let json = r#"{"version": "1.0", "truncation": null, "padding": null,
+          "added_tokens": [], "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+          "post_processor": null, "decoder": null,
+          "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "hi": 1, "there": 2},
+                    "unk_token": "[UNK]"}}"#;
+        assert!(parse_bpe(json.as_bytes()).is_err());
+        let path = temp_json("wordlevel", json);
+        let tokenizer = load(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(tokenizer.get_model(), ModelWrapper::WordLevel(_)));
+        assert_eq!(ids(&tokenizer, "hi there you"), vec![1, 2, 0]);
+    }
+
+    #[test]
+    fn bad_files_are_clear_errors() {
+        let missing = std::env::temp_dir().join("vb-hfjson-no-such-file.json");
+        let err = format!("{:#}", load(&missing).unwrap_err());
+        assert!(err.contains("cannot read tokenizer file"), "{err}");
+
+        // A merge whose parts are not in the vocabulary.
+        let bad = BPE_JSON.replace(r#"["ab", "c"]"#, r#"["ab", "z"]"#);
+        assert!(parse_bpe(bad.as_bytes()).is_err());
+        let path = temp_json("bad-merge", &bad);
+        let err = format!("{:#}", load(&path).unwrap_err());
+        std::fs::remove_file(&path).unwrap();
+        assert!(err.contains("is not a valid tokenizer.json"), "{err}");
+
+        assert!(parse_bpe(&b"{\"version\": \"1.0\""[..]).is_err());
+        // Trailing garbage after a valid tokenizer.
+        assert!(parse_bpe(format!("{BPE_JSON} x").as_bytes()).is_err());
+    }
+}
