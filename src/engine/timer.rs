@@ -406,7 +406,10 @@ mod tests {
             let never = std::future::pending::<()>();
             assert_eq!(timers.timeout_at(Some(deadline), never).await, None);
             assert!(Instant::now() >= deadline);
-            assert_eq!(timers.timeout_at(Some(deadline), async { 1 }).await, Some(1));
+            assert_eq!(
+                timers.timeout_at(Some(deadline), async { 1 }).await,
+                Some(1)
+            );
         });
     }
 }
