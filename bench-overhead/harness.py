@@ -51,6 +51,22 @@ INPUT_TOKENS = 32
 MODEL = "mock-model"
 TOKENIZER = os.path.join(ROOT, "..", "shared", "fixtures", "tokenizers", "smollm2")
 
+# The accuracy workload: 1000 streams are more than one mock core can serve at 100 tokens/s
+# each (100,000 events/s: it falls behind, see the streaming table's "server late" column),
+# so client accuracy at that concurrency is measured where the server keeps up: 100 ms
+# between tokens, 20 tokens, and Poisson arrivals (not 1000 requests in the same instant,
+# whose synchronized token bursts make both sides queue).
+class Shape:
+    """What the mock emits per request: first-token delay, token interval, tokens."""
+
+    def __init__(self, first_ms, interval_ms, tokens):
+        self.first_ms, self.interval_ms, self.tokens = first_ms, interval_ms, tokens
+
+
+STREAMING = Shape(FIRST_TOKEN_MS, TOKEN_INTERVAL_MS, OUTPUT_TOKENS)
+ACCURACY = Shape(FIRST_TOKEN_MS, 100.0, 20)
+ACCURACY_RATE = 500  # req/s: with 1.95 s per request, ~1000 streams in flight
+
 # Bounds so that no step can hang the harness (Python's own start-up takes ~20 s).
 SERVER_START_S = 20
 SERVER_STOP_S = 10
@@ -84,22 +100,22 @@ class Mock:
     """A mock-llm-server process pinned to `core`, stopped (SIGTERM) on exit; its timing
     report (what it actually emitted) is then in `self.timing` (None if unreadable)."""
 
-    def __init__(self, binary, core, firehose=False, wrap=()):
+    def __init__(self, binary, core, firehose=False, wrap=(), shape=STREAMING):
         self.port = free_port()
         self.timing = None
         self._report = tempfile.NamedTemporaryFile(prefix="mock-timing-", suffix=".json",
                                                    delete=False)
         self._report.close()
         args = list(wrap) + [binary, "--port", str(self.port), "--workers", "1", "--model", MODEL,
-                "--num-tokens", str(OUTPUT_TOKENS), "--no-tokenize",
+                "--num-tokens", str(shape.tokens), "--no-tokenize",
                 "--timing-report", self._report.name]
         if core is not None:
             args += ["--core-ids", str(core)]
         if firehose:
             args += ["--firehose"]
         else:
-            args += ["--first-token-delay-ms", str(FIRST_TOKEN_MS),
-                     "--token-interval-ms", str(TOKEN_INTERVAL_MS)]
+            args += ["--first-token-delay-ms", str(shape.first_ms),
+                     "--token-interval-ms", str(shape.interval_ms)]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_listening(self.port, self.proc)
 
@@ -171,11 +187,12 @@ def clients(args):
     return found, missing
 
 
-def bench_args(port, num_prompts, concurrency, result_dir, result_file, rate="inf"):
+def bench_args(port, num_prompts, concurrency, result_dir, result_file, rate="inf",
+               tokens=OUTPUT_TOKENS):
     a = ["--backend", "openai", "--endpoint", "/v1/completions",
          "--host", "127.0.0.1", "--port", str(port), "--model", MODEL,
          "--tokenizer", TOKENIZER, "--dataset-name", "random",
-         "--random-input-len", str(INPUT_TOKENS), "--random-output-len", str(OUTPUT_TOKENS),
+         "--random-input-len", str(INPUT_TOKENS), "--random-output-len", str(tokens),
          "--ignore-eos", "--num-prompts", str(num_prompts), "--request-rate", str(rate),
          "--seed", "0", "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl",
          "--metric-percentiles", "50,99", "--save-result", "--result-dir", result_dir,
@@ -185,13 +202,13 @@ def bench_args(port, num_prompts, concurrency, result_dir, result_file, rate="in
     return a
 
 
-def setup_cpu(prefix, core, num_prompts, concurrency, rate):
+def setup_cpu(prefix, core, num_prompts, concurrency, rate, tokens=OUTPUT_TOKENS):
     """(user, sys) CPU seconds the client spends before its clock starts (tokenizer load and
     dataset generation; for Python also its imports), which is not per-event overhead: the
     same command with --dry-run. A client without --dry-run (Python 0.33) runs instead
     against a closed port with a 1 s ready check, so it stops right after its setup."""
     with tempfile.TemporaryDirectory() as d:
-        args = bench_args(free_port(), num_prompts, concurrency, d, "r.json", rate)
+        args = bench_args(free_port(), num_prompts, concurrency, d, "r.json", rate, tokens)
         code, _, cpu, _, _ = run_measured(pinned(prefix + args + ["--dry-run"], core))
         if code == 0:
             return cpu
@@ -202,14 +219,15 @@ def setup_cpu(prefix, core, num_prompts, concurrency, rate):
 
 
 def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate="inf",
-            firehose=False, server_wrap=()):
+            firehose=False, server_wrap=(), shape=STREAMING):
     """One client run against a fresh mock (its process wrapped in `server_wrap`); returns
     a dict of raw figures (or an error). CPU per event and per request are net of the setup
     (see `setup_cpu`); `cpu_s` (= `cpu_user_s` + `cpu_sys_s`) is the gross total."""
-    setup_user, setup_sys = setup_cpu(prefix, core, num_prompts, concurrency, rate)
-    with Mock(mock_bin, server_core, firehose=firehose, wrap=server_wrap) as mock, \
+    setup_user, setup_sys = setup_cpu(prefix, core, num_prompts, concurrency, rate,
+                                      shape.tokens)
+    with Mock(mock_bin, server_core, firehose=firehose, wrap=server_wrap, shape=shape) as mock, \
             tempfile.TemporaryDirectory() as d:
-        args = bench_args(mock.port, num_prompts, concurrency, d, "r.json", rate)
+        args = bench_args(mock.port, num_prompts, concurrency, d, "r.json", rate, shape.tokens)
         code, wall, (user, sys_), rss, tail = run_measured(pinned(prefix + args, core))
         path = os.path.join(d, "r.json")
         r = None
@@ -221,7 +239,7 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
         return {"error": f"exit {code}: {' | '.join(tail)}", "wall_s": wall, "cpu_s": cpu,
                 "cpu_user_s": user, "cpu_sys_s": sys_, "rss_mib": rss}
     completed = r.get("completed", 0)
-    events = r.get("total_output_tokens", completed * OUTPUT_TOKENS)
+    events = r.get("total_output_tokens", completed * shape.tokens)
     net_user, net_sys = max(user - setup_user, 0.0), max(sys_ - setup_sys, 0.0)
     net = net_user + net_sys
     per_100k = (lambda v: 1e5 * v / events) if events else (lambda v: None)
@@ -245,11 +263,11 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
         "dispatch_lag_p50_ms": r.get("vllm_bench_dispatch_lag_p50_ms"),
         "dispatch_lag_p99_ms": r.get("vllm_bench_dispatch_lag_p99_ms"),
     }
-    out.update(errors(out, mock.timing, firehose))
+    out.update(errors(out, mock.timing, firehose, shape))
     return out
 
 
-def errors(out, timing, firehose):
+def errors(out, timing, firehose, shape):
     """The client's TTFT / ITL errors against the timeline the mock reports it emitted
     (`*_err_emitted_ms`) and against the nominal delays (`*_err_nominal_ms`; not for the
     firehose, whose nominal delays are zero), plus the mock's own figures."""
@@ -257,8 +275,8 @@ def errors(out, timing, firehose):
     client = {"ttft": out["mean_ttft_ms"], "itl_p50": out["p50_itl_ms"],
               "itl_p99": out["p99_itl_ms"]}
     if not firehose:
-        nominal = {"ttft": FIRST_TOKEN_MS, "itl_p50": TOKEN_INTERVAL_MS,
-                   "itl_p99": TOKEN_INTERVAL_MS}
+        nominal = {"ttft": shape.first_ms, "itl_p50": shape.interval_ms,
+                   "itl_p99": shape.interval_ms}
         for k, v in client.items():
             if v is not None:
                 err[f"{k}_err_nominal_ms"] = v - nominal[k]
@@ -485,7 +503,28 @@ def markdown(doc):
         lines += ["", "CPU per event, vllm-bench / peer (same run; target ≤ 0.25 vs vllm-rs, "
                   "≤ 0.033 vs Python):", ""]
         for r in doc["ratios"]:
-            lines.append(f"- {r['streams']} streams: vllm-bench/{r['peer']} = {r['ratio']:.3f}")
+            user = r.get("user_ratio")
+            user = f"; user-space CPU only: {user:.3f}" if user is not None else ""
+            lines.append(f"- {r['streams']} streams: vllm-bench/{r['peer']} = "
+                         f"{r['ratio']:.3f}{user}")
+    if doc["accuracy"]:
+        lines += ["", f"## Accuracy where the server keeps up ({ACCURACY.tokens} tokens, "
+                  f"first after {ACCURACY.first_ms:g} ms, then every {ACCURACY.interval_ms:g} "
+                  f"ms; Poisson arrivals at {ACCURACY_RATE} req/s, --max-concurrency = "
+                  "streams)", "",
+                  "| client | streams | ok/failed | TTFT err vs emitted | ITL p50 err vs emitted "
+                  "| ITL p99 err vs emitted | server late p99 ms | net CPU s /100k events | "
+                  "peak RSS MiB |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for p in doc["accuracy"]:
+            s = p["summary"]
+            okf = (f"{int(s['completed']['median'])}/{int(s['failed']['median'])}"
+                   if "completed" in s else "; ".join(s["errors"])[:80])
+            errs = " | ".join(fmt(s, f"{k}_err_emitted_ms")
+                              for k in ("ttft", "itl_p50", "itl_p99"))
+            lines.append(f"| {p['client']} | {p['streams']} | {okf} | {errs} | "
+                         f"{fmt(s, 'server_lateness_p99_ms')} | "
+                         f"{fmt(s, 'cpu_s_per_100k_events')} | {fmt(s, 'rss_mib', 1, 1)} |")
     lines += ["", "## Firehose (all delays zero)", "",
               "| client | streams | events/s | requests/s | CPU s /100k events | user | sys | "
               "peak RSS MiB |",
@@ -554,6 +593,9 @@ def main():
                     help="largest level the Python peer runs (also bounded by "
                          "--peer-max-streams; --full leaves it at 1000)")
     ap.add_argument("--firehose-streams", default="100")
+    ap.add_argument("--accuracy-streams", default="1000",
+                    help="concurrency levels of the accuracy workload (100 ms between tokens, "
+                         f"20 tokens, Poisson arrivals at {ACCURACY_RATE} req/s); empty: none")
     ap.add_argument("--scale-streams", default="50000",
                     help="extra vllm-bench-only levels that may hit OS limits")
     ap.add_argument("--clients", default="", help="comma-separated subset of clients")
@@ -571,7 +613,7 @@ def main():
            "client_core": client_core, "repeats": args.repeats,
            "sharing": args.sharing or "Other processes may have shared the machine.",
            "skipped": missing, "points": [], "ratios": [], "firehose": [], "lag": {},
-           "startup": {}, "dataset": {}, "scale": []}
+           "startup": {}, "dataset": {}, "scale": [], "accuracy": []}
 
     levels = [int(x) for x in args.streams.split(",") if x]
     def max_streams(name):
@@ -581,12 +623,13 @@ def main():
             return min(args.peer_max_streams, args.python_max_streams)
         return args.peer_max_streams
 
-    def repeated(name, prefix, what, n, streams, firehose=False):
+    def repeated(name, prefix, what, n, streams, firehose=False, rate="inf",
+                 shape=STREAMING):
         runs = []
         for rep in range(args.repeats):
             log(f"{name}: {what}{streams} streams, {n} requests (repeat {rep + 1})")
             runs.append(one_run(prefix, args.mock, server_core, client_core, n, streams,
-                                firehose=firehose))
+                                firehose=firehose, rate=rate, shape=shape))
             if "error" in runs[-1]:
                 log(f"  {name} failed: {runs[-1]['error']}")
         return {"client": name, "streams": streams, "requests": n, "runs": runs,
@@ -604,8 +647,15 @@ def main():
             if p["streams"] == streams and p["client"] != "vllm-bench" and mine:
                 r = ratio(mine, p["summary"], "cpu_us_per_event")
                 if r is not None:
-                    doc["ratios"].append({"streams": streams, "peer": p["client"],
-                                          "ratio": r})
+                    doc["ratios"].append({"streams": streams, "peer": p["client"], "ratio": r,
+                                          "user_ratio": ratio(mine, p["summary"],
+                                                              "cpu_user_s_per_100k_events")})
+    for streams in [int(x) for x in args.accuracy_streams.split(",") if x]:
+        for name, (prefix, _) in found.items():
+            if streams <= max_streams(name):
+                doc["accuracy"].append(repeated(name, prefix, "accuracy ", 2 * streams,
+                                                streams, rate=ACCURACY_RATE,
+                                                shape=ACCURACY))
     # Rate-driven: 200 req/s Poisson, 1000 requests, unlimited concurrency.
     for name, (prefix, _) in found.items():
         log(f"{name}: rate-driven (200 req/s) for dispatch lag")
