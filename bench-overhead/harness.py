@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -142,11 +143,44 @@ def pinned(cmd, core):
     return (["taskset", "-c", str(core)] + cmd) if core is not None else cmd
 
 
+# Every client prints this line (Python's wording) right before its clock starts.
+RUN_MARKER = "starting main benchmark run"
+CLOCK_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid):
+    """(user s, sys s) the process (all threads) has used so far, from /proc; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[11]) * CLOCK_TICK_S, int(fields[12]) * CLOCK_TICK_S
+
+
 def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
-    """Runs cmd; returns (exit code, wall s, (user s, sys s), peak RSS MiB, stderr tail)."""
-    err = tempfile.TemporaryFile()
+    """Runs cmd; returns (exit code, wall s, (user s, sys s), peak RSS MiB, output tail,
+    (user s, sys s) used before the client printed RUN_MARKER or None).
+
+    The CPU at the marker is read from /proc the moment the line arrives (output goes
+    through a pipe; Python is run unbuffered), so the run's own CPU is total − that: no
+    setup run to subtract, and no noise from a client's variable start-up (Python's imports
+    alone take ~15 s of CPU)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    tail, at_marker = [], []
+
+    def read_output():
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            if not at_marker and RUN_MARKER in line.lower():
+                at_marker.append(process_cpu(proc.pid))
+            tail.append(line)
+            del tail[:-3]
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
     deadline = time.monotonic() + timeout
     while True:
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
@@ -158,10 +192,11 @@ def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
             break
         time.sleep(0.01)
     wall = time.perf_counter() - t0
+    reader.join(timeout=5)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    err.seek(0)
-    tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
-    return proc.returncode, wall, (ru.ru_utime, ru.ru_stime), ru.ru_maxrss / 1024.0, tail
+    marker = at_marker[0] if at_marker else None
+    return (proc.returncode, wall, (ru.ru_utime, ru.ru_stime), ru.ru_maxrss / 1024.0,
+            [t for t in tail if t], marker)
 
 
 # ---------------------------------------------------------------- clients
@@ -209,11 +244,11 @@ def setup_cpu(prefix, core, num_prompts, concurrency, rate, tokens=OUTPUT_TOKENS
     against a closed port with a 1 s ready check, so it stops right after its setup."""
     with tempfile.TemporaryDirectory() as d:
         args = bench_args(free_port(), num_prompts, concurrency, d, "r.json", rate, tokens)
-        code, _, cpu, _, _ = run_measured(pinned(prefix + args + ["--dry-run"], core))
+        code, _, cpu, _, _, _ = run_measured(pinned(prefix + args + ["--dry-run"], core))
         if code == 0:
             return cpu
         # Failing the initial test request is the expected way out here.
-        _, _, cpu, _, _ = run_measured(
+        _, _, cpu, _, _, _ = run_measured(
             pinned(prefix + args + ["--ready-check-timeout-sec", "1"], core))
     return cpu
 
@@ -221,14 +256,13 @@ def setup_cpu(prefix, core, num_prompts, concurrency, rate, tokens=OUTPUT_TOKENS
 def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate="inf",
             firehose=False, server_wrap=(), shape=STREAMING):
     """One client run against a fresh mock (its process wrapped in `server_wrap`); returns
-    a dict of raw figures (or an error). CPU per event and per request are net of the setup
-    (see `setup_cpu`); `cpu_s` (= `cpu_user_s` + `cpu_sys_s`) is the gross total."""
-    setup_user, setup_sys = setup_cpu(prefix, core, num_prompts, concurrency, rate,
-                                      shape.tokens)
+    a dict of raw figures (or an error). CPU per event and per request count what the client
+    used after its start-of-run line (see `run_measured`; `setup_cpu` only where no such
+    line appears); `cpu_s` (= `cpu_user_s` + `cpu_sys_s`) is the gross total."""
     with Mock(mock_bin, server_core, firehose=firehose, wrap=server_wrap, shape=shape) as mock, \
             tempfile.TemporaryDirectory() as d:
         args = bench_args(mock.port, num_prompts, concurrency, d, "r.json", rate, shape.tokens)
-        code, wall, (user, sys_), rss, tail = run_measured(pinned(prefix + args, core))
+        code, wall, (user, sys_), rss, tail, marker = run_measured(pinned(prefix + args, core))
         path = os.path.join(d, "r.json")
         r = None
         if code == 0 and os.path.exists(path):
@@ -238,6 +272,10 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
     if r is None:
         return {"error": f"exit {code}: {' | '.join(tail)}", "wall_s": wall, "cpu_s": cpu,
                 "cpu_user_s": user, "cpu_sys_s": sys_, "rss_mib": rss}
+    if marker is None:
+        log("  no start-of-run line seen: subtracting a separate setup run instead")
+        marker = setup_cpu(prefix, core, num_prompts, concurrency, rate, shape.tokens)
+    setup_user, setup_sys = marker
     completed = r.get("completed", 0)
     events = r.get("total_output_tokens", completed * shape.tokens)
     net_user, net_sys = max(user - setup_user, 0.0), max(sys_ - setup_sys, 0.0)
@@ -328,8 +366,10 @@ def dataset_time(prefix, core, num_prompts=100_000, input_len=1024, timeout=120)
             "--tokenizer", qwen3, "--dataset-name", "random", "--random-input-len",
             str(input_len), "--random-output-len", "128", "--num-prompts", str(num_prompts),
             "--seed", "0", "--dry-run"]
-    code, wall, (user, sys_), rss, tail = run_measured(pinned(prefix + args, core), timeout)
+    code, wall, (user, sys_), rss, tail, _ = run_measured(pinned(prefix + args, core), timeout)
     cpu = user + sys_
+    if code == 2 and any("--dry-run" in t or "usage:" in t.lower() for t in tail):
+        return {"error": "no --dry-run to time generation alone (not measured)"}
     if wall >= timeout:
         return {"error": f"not finished after {timeout} s (stopped)", "cpu_s": cpu}
     if code != 0:
@@ -467,10 +507,11 @@ def markdown(doc):
              f"{INPUT_TOKENS}-token random prompts; server on core {doc['server_core']}, "
              f"client on core {doc['client_core']}; a fresh mock per run, /tokenize "
              f"disabled. Median over {doc['repeats']} repeat(s) [min–max]. CPU is user+sys "
-             "of the client process (wait4) minus the same command's setup (--dry-run: "
-             "tokenizer load + dataset generation; Python, without --dry-run: the same "
-             "command stopped by a failing ready check), i.e. the cost of the run itself; "
-             "sys is mostly kernel TCP work, which every client pays alike.", "",
+             "of the client process (wait4) minus what it had used when it printed "
+             "'Starting main benchmark run' (read from /proc at that line): the run itself "
+             "and writing its results, without tokenizer load, dataset generation or "
+             "Python's imports; sys is mostly kernel TCP work, which every client pays "
+             "alike.", "",
              "TTFT/ITL errors (ms) are client value − reference. *vs emitted*: the reference is "
              "what the mock reports it actually handed to the kernel (its TTFT mean, ITL "
              "p50/p99), i.e. the client's own error. *vs nominal*: the reference is the "
