@@ -55,6 +55,27 @@ thread_local! {
     static CONTROL: RefCell<Option<ControlThread>> = const { RefCell::new(None) };
 }
 
+/// Closes the kept-alive control connections of this thread and of rayon's pool threads
+/// (prompt alignment calls the server from there), so that none stays open on the server
+/// through the measured run: servers such as llama.cpp hold an HTTP thread per open
+/// connection, and a few idle ones could make measured requests wait for a thread.
+pub fn close_idle_connections() {
+    fn close_here() {
+        CONTROL.with(|c| {
+            if let Some(thread) = c
+                .try_borrow_mut()
+                .ok()
+                .as_deref_mut()
+                .and_then(Option::as_mut)
+            {
+                thread.idle = None;
+            }
+        });
+    }
+    close_here();
+    rayon::broadcast(|_| close_here());
+}
+
 /// Sends one request and reads the whole response, within `timeout`.
 pub fn request(
     driver: ResolvedDriver,
@@ -332,5 +353,16 @@ mod tests {
         let err = get_ok(&ep).unwrap_err();
         assert!(err.contains("closed before the response"), "{err}");
         assert_eq!(server.join().unwrap(), 1);
+    }
+
+    #[test]
+    fn idle_connections_are_closed_before_the_measured_run() {
+        let server = MockServer::start(MockConfig::default()).unwrap();
+        let ep = endpoint(server.addr());
+        assert!(get_ok(&ep).unwrap().is_success());
+        close_idle_connections();
+        assert!(get_ok(&ep).unwrap().is_success());
+        // The first connection was closed, so the second call opened another.
+        assert_eq!(server.stats().connections_accepted, 2);
     }
 }

@@ -189,6 +189,7 @@ impl Plan {
         if config.profiling.enabled {
             self.target.profile("start")?;
         }
+        crate::http::control::close_idle_connections();
         install_interrupt_handler();
         let wall_start = SystemTime::now();
         let mut watcher = None;
