@@ -52,20 +52,11 @@ impl Timers {
         if deadline <= Instant::now() {
             return;
         }
-        if self.source.is_none() {
-            // Boxed: monoio's sleep is ~700 bytes, and this rare fallback would otherwise
-            // size every waiting worker's future.
-            Box::pin(monoio::time::sleep_until(monoio::time::Instant::from_std(
-                deadline,
-            )))
-            .await;
-            return;
-        }
-        Sleep {
-            timers: self,
-            deadline,
-            id: None,
-        }
+        let mut alarm = self.alarm(deadline);
+        std::future::poll_fn(|cx| match alarm.poll_expired(cx) {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        })
         .await;
     }
 
@@ -84,6 +75,8 @@ impl Timers {
         }
     }
 
+    /// The deadline as something to poll: the precise heap, or monoio's timer without a
+    /// timerfd.
     fn alarm(&self, deadline: Instant) -> Alarm<'_> {
         match self.source {
             Some(_) => Alarm::Precise(Sleep {
