@@ -18,8 +18,9 @@
 //! is submitted to the kernel; chunks batched into one write share it (their ITL is 0,
 //! exactly what the client sees too). The last content chunk leaves with the stream's
 //! tail in the connection's final write; its instant is taken a lock and a copy earlier,
-//! so the stream is recorded before the client can read its end. Only streams that completed without an injected
-//! fault are kept, since clients count only successful requests.
+//! so the stream is recorded before the client can read its end. Only streams that
+//! completed without an injected fault are kept, since clients count only successful
+//! requests.
 //!
 //! A [`StreamTrace`] lives on each connection (buffers reused from stream to stream); a
 //! finished stream is appended to its worker's [`Emitted`] (one uncontended lock per
