@@ -4,9 +4,14 @@
 //! Startup binds worker 0 first (port 0 → an ephemeral port), learns its address, then
 //! binds the others to the same port; `start` returns once every worker is listening.
 //! Shutdown sets a flag that each worker's stop watcher polls every [`STOP_POLL`]; the
-//! watcher wins a `select!` against the accept loop, `block_on` returns, and dropping the
-//! runtime drops every connection task (closing its socket), so in-flight streams, stalls
-//! and idle keep-alive connections cannot delay the join.
+//! watcher then cancels the accept in flight and the accept loop returns once that accept
+//! has completed, `block_on` returns, and dropping the runtime drops every connection task
+//! (closing its socket), so in-flight streams, stalls and idle keep-alive connections
+//! cannot delay the join.
+//!
+//! The accept is cancelled and awaited, never dropped: on io_uring, an accept dropped while
+//! its completion races in loses the accepted descriptor (monoio discards the result of an
+//! abandoned op), leaving a client connected to a socket nobody serves or closes.
 
 use std::future::Future;
 use std::io;
@@ -18,6 +23,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use monoio::io::{CancelHandle, Canceller};
 use monoio::net::{ListenerOpts, TcpListener};
 
 use super::config::MockConfig;
@@ -310,10 +316,17 @@ async fn worker_main(
         life: Lifecycle::default(),
         timers: Timers::new(),
     });
+    let canceller = Canceller::new();
+    let accepting = accept_loop(&listener, &ctx, canceller.handle());
+    let stopper = async {
+        wait_stop(&ctx.shared.stop).await;
+        canceller.cancel();
+        std::future::pending::<()>().await
+    };
     monoio::select! {
-        () = accept_loop(&listener, &ctx) => {},
-        () = wait_stop(&ctx.shared.stop) => {},
-        () = ctx.timers.run() => {},
+        () = accepting => {},
+        () = stopper => unreachable!("the stop watcher never returns"),
+        () = ctx.timers.run() => unreachable!("the timer loop never returns"),
     }
     drop(listener);
     // Every connection task drops its socket at its next poll; give them (and the
@@ -328,9 +341,16 @@ async fn worker_main(
     monoio::time::sleep(Duration::from_millis(1)).await;
 }
 
-async fn accept_loop(listener: &TcpListener, ctx: &Rc<WorkerCtx>) {
+/// Accepts and serves connections until `cancel` fires (at shutdown); returns only after the
+/// accept in flight has completed, so no accepted descriptor is lost.
+async fn accept_loop(listener: &TcpListener, ctx: &Rc<WorkerCtx>, cancel: CancelHandle) {
     loop {
-        match listener.accept().await {
+        let accepted = listener.cancelable_accept(cancel.clone()).await;
+        if ctx.shared.stop.load(Ordering::Acquire) {
+            // Accepted as the stop came: dropping the stream closes it.
+            return;
+        }
+        match accepted {
             Ok((stream, _)) => {
                 ctx.counters().connection();
                 monoio::spawn(conn::serve(stream, Rc::clone(ctx)));
