@@ -118,6 +118,18 @@ impl Client {
         }
     }
 
+    /// Reads until the bytes received so far contain `needle`; panics if the connection
+    /// ends first. For a test that must know the server got this far before it goes on.
+    fn read_until(&mut self, needle: &[u8]) {
+        while memchr::memmem::find(&self.buf, needle).is_none() {
+            assert!(
+                self.fill(),
+                "connection closed before {:?} arrived",
+                String::from_utf8_lossy(needle)
+            );
+        }
+    }
+
     /// True when the server closed the connection (EOF with nothing pending).
     fn closed_by_server(&mut self) -> bool {
         !self.fill() && self.buf.is_empty()
@@ -623,8 +635,10 @@ fn timing_report_leaves_out_faulty_streams_and_is_off_by_default() {
 
 #[test]
 fn chat_role_chunk_is_sent_at_arrival_before_ttft() {
+    // The first token is a minute away, far past the client's 10 s read timeout: the role
+    // chunk arriving at all shows it does not wait for the first token.
     let server = start(MockConfig {
-        first_token_delay: Duration::from_millis(200),
+        first_token_delay: Duration::from_secs(60),
         ..MockConfig::default()
     });
     let mut c = Client::connect(server.addr());
@@ -633,12 +647,8 @@ fn chat_role_chunk_is_sent_at_arrival_before_ttft() {
         r#"{"messages":[],"max_tokens":1,"stream":true}"#,
         "",
     );
-    let r = c.read_response();
-    assert!(
-        r.chunks[0].0 - sent < Duration::from_millis(150),
-        "role chunk does not wait for the first token"
-    );
-    assert!(r.chunks[1].0 - sent >= Duration::from_millis(200));
+    c.read_until(b"\"role\":\"assistant\"");
+    assert!(sent.elapsed() < Duration::from_secs(60));
 }
 
 #[test]
@@ -702,7 +712,7 @@ fn a_client_leaving_mid_stream_is_still_counted() {
     );
     assert!(c.fill(), "the stream started");
     drop(c);
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let s = server.stats();
         if s.requests_total == 1 && s.in_flight == 0 {
@@ -733,7 +743,7 @@ fn metrics_show_running_requests_and_prefix_cache() {
         );
         c.read_response().complete
     });
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while metric(&server, "vllm:num_requests_running") != 1.0 {
         assert!(Instant::now() < deadline, "running never reached 1");
         std::thread::sleep(Duration::from_millis(5));
@@ -949,16 +959,20 @@ fn shutdown_is_prompt_with_streams_in_flight() {
             stall_for: Duration::from_secs(60),
             ..MockConfig::default()
         });
-        // One stalled stream and one idle keep-alive connection.
+        // One stalled stream (its head and first event received, so it is being served)
+        // and one idle keep-alive connection.
         let mut stalled = Client::connect(server.addr());
         stalled.post("/v1/completions", STREAM_10, "");
+        stalled.read_until(b"data: ");
         let mut idle = Client::connect(server.addr());
         idle.get("/health");
         idle.read_response();
         let t0 = Instant::now();
         server.shutdown();
+        // The property is that shutdown does not wait out the 60 s stall; the bound leaves
+        // room for a descheduled machine.
         assert!(
-            t0.elapsed() < Duration::from_secs(2),
+            t0.elapsed() < Duration::from_secs(30),
             "{driver:?}: shutdown took {:?}",
             t0.elapsed()
         );
