@@ -1,5 +1,6 @@
 //! The `vllm-bench` program: parse the command line, validate it, run the mode it asks for,
-//! and turn every outcome into an exit code (0 ok, 1 run failed, 2 bad input or nothing ran)
+//! and turn every outcome into an exit code (0 ok, 1 run failed, 2 bad input or nothing ran,
+//! 130 interrupted by Ctrl-C or SIGTERM)
 //! with one line on stderr — never a panic.
 
 use std::ffi::OsString;
@@ -37,7 +38,8 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
     };
     match modes::benchmark::run(&config) {
-        Ok(()) => 0,
+        Ok(modes::benchmark::Outcome::Completed) => 0,
+        Ok(modes::benchmark::Outcome::Interrupted) => modes::progress::INTERRUPTED_EXIT,
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) if e.is::<modes::benchmark::NothingRan>() => {
             eprintln!("error: {e:#}");

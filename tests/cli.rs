@@ -212,6 +212,7 @@ const TRACE_FLAGS: &[&str] = &[
 /// Our engine flags.
 const ENGINE_FLAGS: &[&str] = &[
     "--connect-timeout-sec",
+    "--interrupt-grace-sec",
     "--io-driver",
     "--local-addrs",
     "--mock-server",

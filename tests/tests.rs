@@ -5,6 +5,7 @@ mod datasets;
 mod e2e;
 mod engine;
 mod golden;
+mod interrupt;
 mod mock_server;
 mod timed_trace;
 mod trace_replay;

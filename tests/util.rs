@@ -96,6 +96,7 @@ pub fn options(cores: usize, driver: ResolvedDriver) -> EngineOptions {
         request_timeout: Duration::from_secs(120),
         preconnect: false,
         keep_all_text: true,
+        interrupt_grace: Duration::from_secs(5),
     }
 }
 

@@ -624,6 +624,10 @@ pub struct EngineArgs {
     /// Do not open the connections before the clock starts
     #[arg(long)]
     pub no_preconnect: bool,
+    /// After Ctrl-C or SIGTERM, seconds that requests in flight may still take before they
+    /// are cancelled and counted as failed (reason `interrupted`); 0 cancels them at once
+    #[arg(long, default_value = "5", value_parser = parse_float, value_name = "SEC")]
+    pub interrupt_grace_sec: f64,
     /// Spread connections over N loopback source addresses 127.0.0.1..N (each has its own
     /// ~28k ephemeral ports; for more than ~28k streams to a loopback server)
     #[arg(long, default_value = "1", value_parser = parse_int::<usize>, value_name = "N")]

@@ -20,6 +20,8 @@ pub struct EngineConfig {
     pub preconnect: bool,
     /// Loopback source addresses to bind connections to (`--local-addrs`; 1 = no binding).
     pub local_addrs: usize,
+    /// How long requests in flight may still run after Ctrl-C (`--interrupt-grace-sec`).
+    pub interrupt_grace: Duration,
 }
 
 pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
@@ -50,6 +52,7 @@ pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
         request_timeout: timeout("--request-timeout-sec", e.request_timeout_sec)?,
         preconnect: !e.no_preconnect,
         local_addrs: local_addrs(e.local_addrs)?,
+        interrupt_grace: grace(e.interrupt_grace_sec)?,
     })
 }
 
@@ -62,6 +65,21 @@ fn local_addrs(n: usize) -> Result<usize, ConfigError> {
         ));
     }
     Ok(n)
+}
+
+/// `--interrupt-grace-sec`: zero (cancel at once) or a positive, finite number of seconds.
+fn grace(secs: f64) -> Result<Duration, ConfigError> {
+    const FLAG: &str = "--interrupt-grace-sec";
+    if secs == 0.0 {
+        return Ok(Duration::ZERO);
+    }
+    timeout(FLAG, secs).map_err(|_| {
+        ConfigError::value(
+            FLAG,
+            secs,
+            "must be 0 or a positive, finite number of seconds",
+        )
+    })
 }
 
 fn timeout(flag: &str, secs: f64) -> Result<Duration, ConfigError> {
@@ -89,6 +107,17 @@ mod tests {
             "--local-addrs 0: must be between 1 and 250"
         );
         assert!(local_addrs(251).is_err());
+    }
+
+    #[test]
+    fn interrupt_grace_may_be_zero_but_not_negative() {
+        assert_eq!(grace(0.0).unwrap(), Duration::ZERO);
+        assert_eq!(grace(2.5).unwrap(), Duration::from_millis(2500));
+        assert_eq!(
+            grace(-1.0).unwrap_err().to_string(),
+            "--interrupt-grace-sec -1: must be 0 or a positive, finite number of seconds"
+        );
+        assert!(grace(f64::NAN).is_err());
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod limits;
 pub mod recorder;
 pub mod runtime;
 pub mod schedule;
+mod stop;
 pub mod timer;
 mod worker;
 
@@ -27,6 +28,7 @@ use crate::http::request::PreparedRequest;
 pub use exchange::ResponseMode;
 use recorder::{Histograms, Merged, WorkerLog};
 pub use runtime::{DriverChoice, ResolvedDriver};
+use stop::{CoreStop, StopWires};
 use timer::Timers;
 
 /// The requests of one run and when to send them.
@@ -58,6 +60,9 @@ pub struct EngineOptions {
     pub preconnect: bool,
     /// Keep generated text even when the server reported usage (`--save-detailed`).
     pub keep_all_text: bool,
+    /// After a stop (Ctrl-C), how long requests in flight may still finish before they are
+    /// cancelled and counted as failed (`interrupted`).
+    pub interrupt_grace: Duration,
 }
 
 /// Cross-core state of a run.
@@ -71,6 +76,8 @@ struct Shared {
     /// request waits for another (`Workload::parents`).
     finished: Option<Box<[AtomicU64]>>,
     stop: AtomicBool,
+    /// Wakes every core at a stop, including workers waiting for an arrival time.
+    wires: StopWires,
     epoch: OnceLock<Instant>,
     ready: Barrier,
     go: Barrier,
@@ -87,9 +94,13 @@ impl Progress {
     pub fn total(&self) -> usize {
         self.0.workload.requests.len()
     }
-    /// Stops claiming new requests (Ctrl-C); requests in flight finish.
+    /// Stops the run (Ctrl-C) at once: no request is claimed or sent any more, workers
+    /// waiting for an arrival time give up their request (counted as not sent), and requests
+    /// in flight get [`EngineOptions::interrupt_grace`] to finish before they are cancelled
+    /// (counted as failed, reason `interrupted`).
     pub fn stop(&self) {
-        self.0.stop.store(true, Ordering::Relaxed);
+        self.0.stop.store(true, Ordering::Release);
+        self.0.wires.pull();
     }
 }
 
@@ -111,6 +122,8 @@ pub enum EngineError {
     Runtime { core: usize, source: std::io::Error },
     #[error("cannot start a worker thread: {0}")]
     Thread(std::io::Error),
+    #[error("cannot create the eventfd that stops a run: {0}")]
+    StopSignal(std::io::Error),
     #[error("a worker thread panicked")]
     Panicked,
     /// The planned connections do not fit in the process's file or port limits.
@@ -143,6 +156,7 @@ pub fn run(
     // One socket per worker: fail now, clearly, rather than with EMFILE mid-run.
     limits::ensure_capacity(workers, endpoint.source.len()).map_err(EngineError::Limits)?;
     let threads = cores.len().min(workers.max(1));
+    let wires = StopWires::new(threads).map_err(EngineError::StopSignal)?;
     let finished = workload
         .parents
         .as_ref()
@@ -155,6 +169,7 @@ pub fn run(
         cursor: AtomicUsize::new(0),
         completed: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
+        wires,
         epoch: OnceLock::new(),
         ready: Barrier::new(threads + 1),
         go: Barrier::new(threads + 1),
@@ -163,9 +178,10 @@ pub fn run(
     for (t, &core) in cores.iter().take(threads).enumerate() {
         let per_core = workers / threads + usize::from(t < workers % threads);
         let shared = shared.clone();
+        let wire = shared.wires.receiver(t).map_err(EngineError::StopSignal)?;
         let handle = std::thread::Builder::new()
             .name(format!("vllm-bench-core{core}"))
-            .spawn(move || core_thread(core, per_core, shared))
+            .spawn(move || core_thread(core, per_core, shared, wire))
             .map_err(EngineError::Thread)?;
         handles.push(handle);
     }
@@ -210,7 +226,12 @@ type CoreResult = std::io::Result<(Vec<WorkerLog>, Histograms)>;
 /// One core: build the runtime, open connections, wait for the common start, run workers
 /// (their arrival waits share the core's precise [`Timers`]).
 /// The barriers are always reached, even on error, so a failing core cannot hang the others.
-fn core_thread(core: usize, workers: usize, shared: Arc<Shared>) -> CoreResult {
+fn core_thread(
+    core: usize,
+    workers: usize,
+    shared: Arc<Shared>,
+    wire: std::os::fd::OwnedFd,
+) -> CoreResult {
     if shared.options.pin {
         runtime::pin_current_thread(core);
     }
@@ -229,6 +250,14 @@ fn core_thread(core: usize, workers: usize, shared: Arc<Shared>) -> CoreResult {
         let timers = Rc::new(Timers::new());
         let loop_timers = timers.clone();
         monoio::spawn(async move { loop_timers.run().await });
+        // Like the timer loop, the stop watcher is dropped with the runtime.
+        let stop = Rc::new(CoreStop::new(workers, shared.options.interrupt_grace));
+        let (watch_stop, watch_shared) = (stop.clone(), shared.clone());
+        monoio::spawn(async move {
+            watch_stop
+                .watch(wire, || watch_shared.stop.load(Ordering::Acquire))
+                .await
+        });
         let mut conns: Vec<Option<Connection>> = Vec::with_capacity(workers);
         for _ in 0..workers {
             let c = if shared.options.preconnect {
@@ -250,15 +279,20 @@ fn core_thread(core: usize, workers: usize, shared: Arc<Shared>) -> CoreResult {
         let tokens = shared.workload.expected_tokens;
         let keep_text = shared.options.keep_all_text;
         let mut joins = Vec::with_capacity(workers);
-        for conn in conns {
+        for (slot, conn) in conns.into_iter().enumerate() {
             let h = histograms.clone();
             let log = WorkerLog::with_capacity(per_worker, tokens, keep_text);
+            let core = worker::CoreHandles {
+                timers: timers.clone(),
+                stop: stop.clone(),
+                slot,
+            };
             joins.push(monoio::spawn(worker::run_worker(
                 shared.clone(),
                 epoch,
                 conn,
                 h,
-                timers.clone(),
+                core,
                 log,
             )));
         }

@@ -4,6 +4,9 @@
 //! exactly across all cores with no semaphore. Arrival waits use the core's precise
 //! [`Timers`] (a timerfd), not monoio's millisecond wheel, so a request leaves within
 //! microseconds of its scheduled time.
+//!
+//! A stop ([`CoreStop`]) ends an arrival wait at once (the claimed request is not sent) and
+//! cuts an exchange still running when the grace period is over (a failure, `interrupted`).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -15,8 +18,17 @@ use crate::http::conn::Connection;
 
 use super::exchange::{exchange, ExchangeBuffers, Measured};
 use super::recorder::{Failure, Histograms, Record, WorkerLog};
+use super::stop::CoreStop;
 use super::timer::Timers;
 use super::Shared;
+
+/// What a worker shares with the other workers of its core.
+pub struct CoreHandles {
+    pub timers: Rc<Timers>,
+    pub stop: Rc<CoreStop>,
+    /// The worker's slot in `stop`.
+    pub slot: usize,
+}
 
 fn ns_since(epoch: Instant, t: Instant) -> u64 {
     t.saturating_duration_since(epoch).as_nanos() as u64
@@ -28,14 +40,15 @@ pub async fn run_worker(
     epoch: Instant,
     mut conn: Option<Connection>,
     histograms: Rc<RefCell<Histograms>>,
-    timers: Rc<Timers>,
+    core: CoreHandles,
     mut log: WorkerLog,
 ) -> WorkerLog {
+    let CoreHandles { timers, stop, slot } = core;
     let w = &shared.workload;
     let total = w.requests.len();
     let mut bufs = ExchangeBuffers::default();
     loop {
-        if shared.stop.load(Ordering::Relaxed) {
+        if shared.stop.load(Ordering::Acquire) {
             break;
         }
         let index = shared.cursor.fetch_add(1, Ordering::Relaxed);
@@ -49,11 +62,18 @@ pub async fn run_worker(
         let mut scheduled = epoch + offset;
         let was_waiting = Instant::now() < scheduled;
         if was_waiting {
-            timers.sleep_until(scheduled).await;
+            monoio::select! {
+                () = timers.sleep_until(scheduled) => {},
+                () = stop.wait(slot) => {},
+            }
         }
         if let Some(parent_done) = wait_for_parent(&shared, index, epoch, &timers).await {
             // The request's arrival is its parent's completion when that came later.
             scheduled = scheduled.max(parent_done);
+        }
+        if shared.stop.load(Ordering::Acquire) {
+            // Claimed but never sent: the run counts it as not sent.
+            break;
         }
         let start = Instant::now();
         let (itl0, text0) = log.arena_marks();
@@ -61,8 +81,8 @@ pub async fn run_worker(
         let deadline = start.checked_add(shared.options.request_timeout);
         // The exchange is built inside the deadline future, not bound to a local first: a
         // local would be a second ~1.5 KB slot in every worker's future.
-        let result = match timers
-            .timeout_at(
+        let outcome = monoio::select! {
+            done = timers.timeout_at(
                 deadline,
                 exchange(
                     conn.take(),
@@ -73,14 +93,15 @@ pub async fn run_worker(
                     &mut log,
                     &mut m,
                 ),
-            )
-            .await
-        {
-            Some((back, result)) => {
+            ) => Some(done),
+            () = stop.grace_over(slot, &timers) => None,
+        };
+        let result = match outcome {
+            Some(Some((back, result))) => {
                 conn = back;
                 result
             }
-            None => {
+            Some(None) => {
                 bufs = ExchangeBuffers::default();
                 Err(Failure {
                     kind: "timeout".into(),
@@ -88,6 +109,17 @@ pub async fn run_worker(
                     detail: format!(
                         "no complete response within {:?} (--request-timeout-sec)",
                         shared.options.request_timeout
+                    ),
+                })
+            }
+            None => {
+                bufs = ExchangeBuffers::default();
+                Err(Failure {
+                    kind: "interrupted".into(),
+                    error: "Interrupted".into(),
+                    detail: format!(
+                        "still running {:?} after the run was stopped (Ctrl-C or SIGTERM)",
+                        shared.options.interrupt_grace
                     ),
                 })
             }

@@ -31,22 +31,35 @@ use crate::output::localtime::LocalDateTime;
 use crate::output::RampUp as OutputRampUp;
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
-use super::progress::{install_interrupt_handler, Watcher};
+use super::progress::{install_interrupt_handler, interrupted, Watcher};
 use super::target::{wait_until_ready, Target};
 use super::trace::{measured_hit_ratio, prefix_cache_extras, scrape_prefix_cache, TraceReplay};
 
+/// How a benchmark that ran ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Ran to the end of its schedule (or was a `--dry-run`).
+    Completed,
+    /// Stopped by Ctrl-C or SIGTERM; what was measured was reported, marked interrupted.
+    Interrupted,
+}
+
 /// Runs the benchmark the configuration describes.
-pub fn run(config: &Config) -> Result<()> {
+pub fn run(config: &Config) -> Result<Outcome> {
     for w in &config.warnings {
         eprintln!("warning: {w}");
     }
     let Some(plan) = Plan::build(config).map_err(nothing_ran)? else {
-        return Ok(()); // --dry-run: the dataset was described, nothing is sent
+        return Ok(Outcome::Completed); // --dry-run: the dataset was described, nothing is sent
     };
     plan.ready_check(config).map_err(nothing_ran)?;
     plan.warm_up(config)?;
     let measured = plan.measure(config)?;
-    finish(config, &plan, &measured)
+    finish(config, &plan, &measured)?;
+    Ok(match measured.interrupted {
+        true => Outcome::Interrupted,
+        false => Outcome::Completed,
+    })
 }
 
 /// Everything decided and built before the clock starts.
@@ -64,6 +77,8 @@ struct Measured {
     report: RunReport,
     rps_events: Vec<RpsChangeEvent>,
     prefix_cache: Option<extras::PrefixCache>,
+    /// Ctrl-C or SIGTERM stopped the run.
+    interrupted: bool,
 }
 
 impl Plan {
@@ -124,6 +139,7 @@ impl Plan {
             request_timeout: config.engine.request_timeout,
             preconnect: config.engine.preconnect,
             keep_all_text: config.output.save_detailed,
+            interrupt_grace: config.engine.interrupt_grace,
         };
         Ok(Some(Plan {
             target,
@@ -183,6 +199,8 @@ impl Plan {
             .trace
             .as_ref()
             .and_then(|_| scrape_prefix_cache(&self.target));
+        // Before the line a user (or a script) sees, so a Ctrl-C right after it is handled.
+        install_interrupt_handler();
         println!("Starting main benchmark run...");
         let ramp = ramp_up(config);
         print!("{}", render_preamble(&preamble(config, ramp.as_ref())));
@@ -190,7 +208,6 @@ impl Plan {
             self.target.profile("start")?;
         }
         crate::http::control::close_idle_connections();
-        install_interrupt_handler();
         let wall_start = SystemTime::now();
         let mut watcher = None;
         let show_bar = !config.output.disable_tqdm;
@@ -225,6 +242,7 @@ impl Plan {
             report,
             rps_events,
             prefix_cache,
+            interrupted: interrupted(),
         })
     }
 }
@@ -554,6 +572,7 @@ fn finish(config: &Config, plan: &Plan, measured: &Measured) -> Result<()> {
     print!("{}", render_block(&report));
     let mut extra = extras::Extras::from_run(run, &plan.engine_opts);
     extra.prefix_cache = measured.prefix_cache;
+    extra.interrupted = measured.interrupted;
     print!("{}", extra.render());
     if config.output.save_result || config.output.append_result {
         let info = RunInfo {

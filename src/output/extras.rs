@@ -37,6 +37,8 @@ pub struct Extras {
     pub dispatch_lag: Option<Lag>,
     pub failures: Vec<(String, usize, String)>,
     pub not_sent: usize,
+    /// Ctrl-C or SIGTERM stopped the run (set by the caller).
+    pub interrupted: bool,
     /// Set by the caller for a trace replay.
     pub prefix_cache: Option<PrefixCache>,
 }
@@ -80,6 +82,7 @@ impl Extras {
             dispatch_lag,
             failures,
             not_sent: run.not_sent,
+            interrupted: false,
             prefix_cache: None,
         }
     }
@@ -109,6 +112,13 @@ impl Extras {
             if let Some(m) = p.measured_hit_ratio {
                 let _ = writeln!(out, "{:<40} {m:.4}", "Server prefix-cache hit ratio:");
             }
+        }
+        if self.interrupted {
+            let _ = writeln!(
+                out,
+                "{:<40} yes (Ctrl-C or SIGTERM; the figures cover what ran)",
+                "Interrupted:"
+            );
         }
         if self.not_sent > 0 {
             let _ = writeln!(out, "{:<40} {}", "Not sent (interrupted):", self.not_sent);
@@ -142,6 +152,7 @@ impl Extras {
         }
         doc.set("vllm_bench_failures_by_reason", Json::Object(failures));
         doc.set("vllm_bench_not_sent", Json::UInt(self.not_sent as u64));
+        doc.set("vllm_bench_interrupted", Json::Bool(self.interrupted));
         if let Some(p) = &self.prefix_cache {
             doc.set(
                 "vllm_bench_trace_ideal_prefix_hit_ratio",

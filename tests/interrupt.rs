@@ -1,0 +1,350 @@
+//! Ctrl-C and SIGTERM through the real binary, in every schedule mode: the run stops at once
+//! (also when every request was already claimed and is waiting for its arrival time), requests
+//! in flight are cancelled after the grace period, the block and the result JSON are written
+//! and marked interrupted, every planned request is accounted for, and the exit status is 130.
+//!
+//! Each run's schedule is far longer than the test allows (minutes), so a run that ignored the
+//! signal fails the test instead of passing late. The signal is sent only once the run is
+//! measurably under way (the mock has received requests), never after a sleep.
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vllm_bench::mock::{MockConfig, MockServer, MockStats};
+
+use crate::util::shared_dir;
+
+/// Longest any step here may take (a debug build on two busy cores); the runs themselves
+/// would take minutes if the signal were ignored.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A run of the binary that is signalled part way.
+struct Signalled {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    result: Value,
+}
+
+fn smollm2() -> String {
+    shared_dir()
+        .join("fixtures/tokenizers/smollm2")
+        .to_str()
+        .expect("utf-8 path")
+        .to_string()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "vllm-bench-interrupt-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// Starts the binary in its own process group against `server`, with `extra` flags.
+fn spawn(server: &MockServer, dir: &Path, extra: &[&str]) -> Child {
+    let mut args: Vec<String> = [
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        &smollm2(),
+        "--seed",
+        "0",
+        "--disable-tqdm",
+        "--interrupt-grace-sec",
+        "1",
+        "--ready-check-timeout-sec",
+        "0",
+        "--save-result",
+        "--result-dir",
+        dir.to_str().expect("utf-8 path"),
+        "--result-filename",
+        "r.json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
+        .args(&args)
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("VLLM_BENCH_CORES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("spawn vllm-bench")
+}
+
+/// Runs the binary, sends `signal` once the measured run started and the mock's counters
+/// satisfy `under_way`, and collects what the run left behind.
+fn run_and_signal(
+    server: &MockServer,
+    name: &str,
+    extra: &[&str],
+    under_way: impl Fn(&MockStats) -> bool,
+    signal: libc::c_int,
+) -> Signalled {
+    let dir = temp_dir(name);
+    let mut child = spawn(server, &dir, extra);
+    let pid = child.id() as libc::pid_t;
+    let (started_tx, started_rx) = mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    let out = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with("Starting main benchmark run") {
+                let _ = started_tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let mut stderr = child.stderr.take().expect("stderr");
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let started = started_rx.recv_timeout(STEP_TIMEOUT).is_ok();
+    if started {
+        wait_until(STEP_TIMEOUT, || under_way(&server.stats()));
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(pid, signal) };
+    }
+    let code = wait_exit(&mut child, STEP_TIMEOUT);
+    let stdout = out.join().expect("stdout reader");
+    let stderr = err.join().expect("stderr reader");
+    assert!(
+        started,
+        "the measured run never started:\n{stdout}\n{stderr}"
+    );
+    let result = std::fs::read_to_string(dir.join("r.json"))
+        .map(|s| serde_json::from_str(&s).unwrap_or_else(|e| panic!("result JSON: {e}\n{s}")))
+        .unwrap_or(Value::Null);
+    let _ = std::fs::remove_dir_all(&dir);
+    Signalled {
+        code,
+        stdout,
+        stderr,
+        result,
+    }
+}
+
+/// Polls `cond` every 10 ms until it holds; panics after `limit`.
+fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "condition not reached in {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The exit code, or `None` if the process had to be killed after `limit` (it ignored the
+/// signal).
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().expect("wait for vllm-bench") {
+            return s.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Model requests the mock has answered (control-plane calls such as `/tokenize` left out).
+fn completions(s: &MockStats) -> u64 {
+    s.by_path.get("/v1/completions").copied().unwrap_or(0)
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing: {v}"))
+}
+
+/// What every interrupted run must show; returns (completed, failed, not sent).
+fn assert_interrupted(run: &Signalled, planned: u64) -> (u64, u64, u64) {
+    assert_eq!(
+        run.code,
+        Some(130),
+        "exit status\nstdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("Interrupted: no new requests are sent"),
+        "the notice is on stderr without a bar: {}",
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains("Serving Benchmark Result"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("Interrupted:"), "{}", run.stdout);
+    let r = &run.result;
+    assert_eq!(r["vllm_bench_interrupted"], Value::Bool(true), "{r}");
+    let (completed, failed, not_sent) = (
+        count(r, "completed"),
+        count(r, "failed"),
+        count(r, "vllm_bench_not_sent"),
+    );
+    assert_eq!(
+        completed + failed + not_sent,
+        planned,
+        "every request accounted for"
+    );
+    assert!(not_sent > 0, "the run stopped before its end");
+    (completed, failed, not_sent)
+}
+
+fn fast_mock() -> MockServer {
+    MockServer::start(MockConfig {
+        first_token_delay: Duration::from_millis(5),
+        token_interval: Duration::from_millis(1),
+        ..MockConfig::default()
+    })
+    .expect("mock server starts")
+}
+
+/// 500 requests at 2/s: every request is claimed at once by its own worker, which then waits
+/// for its arrival time; Ctrl-C must end those waits.
+#[test]
+fn ctrl_c_stops_a_rate_driven_run_whose_workers_wait_for_arrivals() {
+    let server = fast_mock();
+    let run = run_and_signal(
+        &server,
+        "rate",
+        &[
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--num-prompts",
+            "500",
+            "--request-rate",
+            "2",
+        ],
+        |s| completions(s) >= 2,
+        libc::SIGINT,
+    );
+    let (completed, _, _) = assert_interrupted(&run, 500);
+    assert!(completed >= 1);
+}
+
+/// Closed loop with streams that would take minutes: the 4 requests in flight are cancelled
+/// after the 1 s grace period and counted as failed (`interrupted`).
+#[test]
+fn sigterm_cancels_requests_in_flight_after_the_grace_period() {
+    let server = MockServer::start(MockConfig {
+        first_token_delay: Duration::from_millis(5),
+        token_interval: Duration::from_millis(200),
+        ..MockConfig::default()
+    })
+    .expect("mock server starts");
+    let run = run_and_signal(
+        &server,
+        "closed",
+        &[
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "1000",
+            "--ignore-eos",
+            "--num-prompts",
+            "40",
+            "--max-concurrency",
+            "4",
+        ],
+        |s| s.in_flight >= 4,
+        libc::SIGTERM,
+    );
+    let (completed, failed, not_sent) = assert_interrupted(&run, 40);
+    assert_eq!((completed, failed, not_sent), (0, 4, 36));
+    assert_eq!(
+        run.result["vllm_bench_failures_by_reason"]["interrupted"],
+        4
+    );
+}
+
+/// A linear ramp-up from 1 to 2 requests/s over 300 requests.
+#[test]
+fn ctrl_c_stops_a_ramp_up() {
+    let server = fast_mock();
+    let run = run_and_signal(
+        &server,
+        "ramp",
+        &[
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--num-prompts",
+            "300",
+            "--ramp-up-strategy",
+            "linear",
+            "--ramp-up-start-rps",
+            "1",
+            "--ramp-up-end-rps",
+            "2",
+        ],
+        |s| completions(s) >= 1,
+        libc::SIGINT,
+    );
+    assert_interrupted(&run, 300);
+}
+
+/// The first 200 Mooncake records in real time (72 s of arrivals).
+#[test]
+fn ctrl_c_stops_a_trace_replay() {
+    let server = fast_mock();
+    let trace = shared_dir().join("data/traces/mooncake_conversation_trace.jsonl");
+    let run = run_and_signal(
+        &server,
+        "trace",
+        &[
+            "--dataset-name",
+            "timed_trace",
+            "--dataset-path",
+            trace.to_str().expect("utf-8 path"),
+            "--num-prompts",
+            "200",
+            "--timed-trace-chunk-hash-size",
+            "512",
+            "--timed-trace-sec-multiplier",
+            "0.001",
+        ],
+        |s| completions(s) >= 3,
+        libc::SIGINT,
+    );
+    assert_interrupted(&run, 200);
+}
