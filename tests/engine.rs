@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use vllm_bench::cli::Backend;
 use vllm_bench::engine::runtime::ResolvedDriver;
-use vllm_bench::engine::RunReport;
+use vllm_bench::engine::{Engine, RunReport};
 use vllm_bench::http::url::BaseUrl;
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
 
-use crate::util::{auto_driver, options, run, start_tool_server, workload};
+use crate::util::{auto_driver, endpoint, options, run, start_tool_server, workload};
 
 fn mock(cfg: MockConfig) -> (MockServer, BaseUrl) {
     let server = MockServer::start(cfg).expect("start mock");
@@ -588,4 +588,65 @@ mod https {
             );
         }
     }
+}
+
+/// The persistent engine: several runs on one engine give what separate engines give, on the
+/// same kept-alive connections (a monoio connection cannot leave its thread's runtime, so the
+/// mock accepting only the first run's connections shows the threads and rings lived on).
+#[test]
+fn one_engine_runs_many_workloads_on_its_kept_alive_connections() {
+    let (server, url) = mock(timed_mock(2, 1));
+    let mut opts = options(2, auto_driver());
+    opts.preconnect = true;
+    let make = || {
+        let mut w = workload(&url, Backend::Vllm, "mock-model", 30, 6);
+        w.max_concurrency = Some(4);
+        w
+    };
+    let engine = Engine::start(endpoint(&url), opts.clone()).expect("engine starts");
+    let threads = engine.thread_ids();
+    assert_eq!(threads.len(), 2);
+    let runs: Vec<RunReport> = (0..3)
+        .map(|_| engine.run(make(), |_| {}).expect("run"))
+        .collect();
+    assert_eq!(engine.thread_ids(), threads);
+    assert_eq!(
+        server.stats().connections_accepted,
+        4,
+        "the 4 workers' connections are opened once and kept for every run"
+    );
+    let separate = run(&url, make(), opts);
+    let shape = |r: &RunReport| -> Vec<(bool, u64, String)> {
+        r.merged
+            .outputs
+            .iter()
+            .map(|o| (o.success, o.output_tokens, o.generated_text.clone()))
+            .collect()
+    };
+    for r in &runs {
+        assert_eq!(completed(r), 30, "{:?}", r.merged.failures_by_kind);
+        assert_eq!(shape(r), shape(&separate));
+    }
+    engine.shutdown();
+}
+
+/// A stopped run leaves nothing behind: the next run on the same engine runs in full.
+#[test]
+fn a_run_after_a_stopped_run_is_complete() {
+    let (_server, url) = mock(timed_mock(2, 1));
+    let engine = Engine::start(endpoint(&url), options(2, auto_driver())).expect("engine");
+    let mut w = workload(&url, Backend::Vllm, "mock-model", 40, 4);
+    // Arrivals a minute apart: every worker waits, so only the stop can end the run.
+    w.arrivals = Some((0..40).map(|i| Duration::from_secs(60 * i)).collect());
+    let stopped = engine.run(w, |p| p.stop()).expect("stopped run");
+    assert_eq!(
+        stopped.merged.outputs.len() + stopped.not_sent,
+        40,
+        "every request accounted for"
+    );
+    assert!(stopped.not_sent >= 39, "not sent: {}", stopped.not_sent);
+    let full = engine
+        .run(workload(&url, Backend::Vllm, "mock-model", 20, 4), |_| {})
+        .expect("next run");
+    assert_eq!((completed(&full), full.not_sent), (20, 0));
 }

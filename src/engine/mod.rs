@@ -2,11 +2,14 @@
 //! an atomic cursor, per-core recorders merged after the run.
 //!
 //! Shape (DESIGN.md): the caller prepares every request's bytes and arrival offset before the
-//! clock starts; [`run`] starts one thread per core, each with its own runtime, connections,
-//! buffers and recorder; the only state shared during the run is the request cursor (plus a
-//! completion counter for the progress bar and a stop flag). Workers are spread round-robin
-//! over the cores; their number is the concurrency limit.
+//! clock starts; [`Engine::start`] starts one thread per core, each with its own runtime,
+//! timers and kept-alive connections, once per process; [`Engine::run`] then runs workloads
+//! on them, each with fresh per-run state (cursor, recorders, histograms, stop). The only
+//! state shared during a run is the request cursor (plus a completion counter for the
+//! progress bar and a stop flag). Workers are spread round-robin over the cores; their number
+//! is the concurrency limit.
 
+mod core_thread;
 pub mod exchange;
 pub mod limits;
 pub mod recorder;
@@ -16,20 +19,17 @@ mod stop;
 pub mod timer;
 mod worker;
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::http::conn::{Connection, Endpoint};
+use crate::http::conn::Endpoint;
 use crate::http::request::PreparedRequest;
 
 pub use exchange::ResponseMode;
-use recorder::{Histograms, Merged, WorkerLog};
+use recorder::Merged;
 pub use runtime::{DriverChoice, ResolvedDriver};
-use stop::{CoreStop, StopWires};
-use timer::Timers;
+use stop::StopWires;
 
 /// The requests of one run and when to send them.
 #[derive(Clone)]
@@ -65,8 +65,8 @@ pub struct EngineOptions {
     pub interrupt_grace: Duration,
 }
 
-/// Cross-core state of a run.
-struct Shared {
+/// Cross-core state of one run: fresh for every run, shared by the cores that take part.
+struct RunShared {
     endpoint: Endpoint,
     workload: Workload,
     options: EngineOptions,
@@ -76,8 +76,9 @@ struct Shared {
     /// request waits for another (`Workload::parents`).
     finished: Option<Box<[AtomicU64]>>,
     stop: AtomicBool,
-    /// Wakes every core at a stop, including workers waiting for an arrival time.
-    wires: StopWires,
+    /// Wakes every core at a stop, including workers waiting for an arrival time (the
+    /// engine's, shared by all its runs).
+    wires: Arc<StopWires>,
     epoch: OnceLock<Instant>,
     ready: Barrier,
     go: Barrier,
@@ -85,7 +86,7 @@ struct Shared {
 
 /// A handle to a running engine: progress and stop, readable from another thread.
 #[derive(Clone)]
-pub struct Progress(Arc<Shared>);
+pub struct Progress(Arc<RunShared>);
 
 impl Progress {
     pub fn completed(&self) -> usize {
@@ -115,7 +116,7 @@ pub struct RunReport {
     pub not_sent: usize,
 }
 
-/// Errors that prevent a run from happening at all.
+/// Errors that prevent an engine from starting or a run from happening at all.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("cannot start a runtime on core {core}: {source}")]
@@ -139,168 +140,142 @@ fn worker_count(w: &Workload) -> usize {
         .max(usize::from(n > 0))
 }
 
-/// Runs the workload to completion. `on_progress` is called with a [`Progress`] handle on the
-/// calling thread while the cores run (progress bar, Ctrl-C).
+/// The persistent engine: one pinned thread per core, each with its runtime (io_uring ring),
+/// precise timers, stop eventfd and pool of kept-alive connections, started once and then
+/// asked to run workloads. The ready check, the warm-ups and the measured run (and, later,
+/// each sweep point or repeated run) use the same threads, rings and connections; only the
+/// per-run state (cursor, recorders, histograms, progress, stop) is new for each run.
+/// Dropping the engine (or [`Engine::shutdown`]) stops and joins its threads.
+pub struct Engine {
+    endpoint: Endpoint,
+    options: EngineOptions,
+    cores: Vec<core_thread::CoreHandle>,
+    wires: Arc<StopWires>,
+}
+
+impl Engine {
+    /// Starts one thread per core of `options.cores` (core 0 when empty) and returns once
+    /// every runtime is up.
+    pub fn start(endpoint: Endpoint, options: EngineOptions) -> Result<Engine, EngineError> {
+        let cores = if options.cores.is_empty() {
+            vec![0]
+        } else {
+            options.cores.clone()
+        };
+        let wires = Arc::new(StopWires::new(cores.len()).map_err(EngineError::StopSignal)?);
+        let mut handles = Vec::with_capacity(cores.len());
+        for (t, &core) in cores.iter().enumerate() {
+            let wire = wires.receiver(t).map_err(EngineError::StopSignal)?;
+            handles.push(core_thread::CoreHandle::start(core, &options, wire)?);
+        }
+        Ok(Engine {
+            endpoint,
+            options,
+            cores: handles,
+            wires,
+        })
+    }
+
+    /// The OS thread ids of the engine's core threads (they never change while it runs).
+    pub fn thread_ids(&self) -> Vec<i32> {
+        self.cores.iter().map(|c| c.tid).collect()
+    }
+
+    /// Runs `workload` to completion (or until stopped). `on_progress` is called with a
+    /// [`Progress`] handle on the calling thread while the cores run (progress bar, Ctrl-C).
+    pub fn run(
+        &self,
+        workload: Workload,
+        on_progress: impl FnOnce(Progress),
+    ) -> Result<RunReport, EngineError> {
+        let workers = worker_count(&workload);
+        // One socket per worker: fail now, clearly, rather than with EMFILE mid-run.
+        limits::ensure_capacity(workers, self.endpoint.source.len())
+            .map_err(EngineError::Limits)?;
+        let threads = self.cores.len().min(workers.max(1));
+        // Checked before any core is handed the run: a core that cannot take it would leave
+        // the others waiting at the start barrier.
+        if !self
+            .cores
+            .iter()
+            .take(threads)
+            .all(core_thread::CoreHandle::alive)
+        {
+            return Err(EngineError::Panicked);
+        }
+        let finished = workload
+            .parents
+            .as_ref()
+            .map(|p| (0..p.len()).map(|_| AtomicU64::new(0)).collect());
+        let shared = Arc::new(RunShared {
+            endpoint: self.endpoint.clone(),
+            workload,
+            finished,
+            options: self.options.clone(),
+            cursor: AtomicUsize::new(0),
+            completed: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            wires: self.wires.clone(),
+            epoch: OnceLock::new(),
+            ready: Barrier::new(threads + 1),
+            go: Barrier::new(threads + 1),
+        });
+        let mut replies = Vec::with_capacity(threads);
+        for (t, core) in self.cores.iter().take(threads).enumerate() {
+            let per_core = workers / threads + usize::from(t < workers % threads);
+            replies.push(core.run(shared.clone(), per_core)?);
+        }
+        shared.ready.wait();
+        let epoch = Instant::now();
+        let _ = shared.epoch.set(epoch);
+        shared.go.wait();
+        on_progress(Progress(shared.clone()));
+        let mut logs = Vec::with_capacity(workers);
+        let mut hists = Vec::with_capacity(threads);
+        let mut first_error = None;
+        for reply in replies {
+            match reply.recv() {
+                Ok((l, hist)) => {
+                    logs.extend(l);
+                    hists.push(hist);
+                }
+                Err(_) => first_error = first_error.or(Some(EngineError::Panicked)),
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        let total = shared.workload.requests.len();
+        let merged = recorder::merge(logs, hists, total);
+        let duration = Duration::from_nanos(merged.last_end_ns);
+        let not_sent = total - merged.outputs.len();
+        Ok(RunReport {
+            merged,
+            duration,
+            epoch,
+            workers,
+            not_sent,
+        })
+    }
+
+    /// Stops every core thread and joins it (also done on drop).
+    pub fn shutdown(self) {}
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        for c in self.cores.drain(..) {
+            c.stop_and_join();
+        }
+    }
+}
+
+/// Runs one workload on an engine started for it alone (tests, one-off calls).
 pub fn run(
     endpoint: Endpoint,
     workload: Workload,
     options: EngineOptions,
     on_progress: impl FnOnce(Progress),
 ) -> Result<RunReport, EngineError> {
-    let cores = if options.cores.is_empty() {
-        vec![0]
-    } else {
-        options.cores.clone()
-    };
-    let workers = worker_count(&workload);
-    // One socket per worker: fail now, clearly, rather than with EMFILE mid-run.
-    limits::ensure_capacity(workers, endpoint.source.len()).map_err(EngineError::Limits)?;
-    let threads = cores.len().min(workers.max(1));
-    let wires = StopWires::new(threads).map_err(EngineError::StopSignal)?;
-    let finished = workload
-        .parents
-        .as_ref()
-        .map(|p| (0..p.len()).map(|_| AtomicU64::new(0)).collect());
-    let shared = Arc::new(Shared {
-        endpoint,
-        workload,
-        finished,
-        options,
-        cursor: AtomicUsize::new(0),
-        completed: AtomicUsize::new(0),
-        stop: AtomicBool::new(false),
-        wires,
-        epoch: OnceLock::new(),
-        ready: Barrier::new(threads + 1),
-        go: Barrier::new(threads + 1),
-    });
-    let mut handles = Vec::with_capacity(threads);
-    for (t, &core) in cores.iter().take(threads).enumerate() {
-        let per_core = workers / threads + usize::from(t < workers % threads);
-        let shared = shared.clone();
-        let wire = shared.wires.receiver(t).map_err(EngineError::StopSignal)?;
-        let handle = std::thread::Builder::new()
-            .name(format!("vllm-bench-core{core}"))
-            .spawn(move || core_thread(core, per_core, shared, wire))
-            .map_err(EngineError::Thread)?;
-        handles.push(handle);
-    }
-    shared.ready.wait();
-    let epoch = Instant::now();
-    let _ = shared.epoch.set(epoch);
-    shared.go.wait();
-    on_progress(Progress(shared.clone()));
-    let mut logs = Vec::with_capacity(workers);
-    let mut hists = Vec::with_capacity(threads);
-    let mut first_error = None;
-    for (h, &core) in handles.into_iter().zip(&cores) {
-        match h.join() {
-            Ok(Ok((l, hist))) => {
-                logs.extend(l);
-                hists.push(hist);
-            }
-            Ok(Err(e)) => {
-                first_error = first_error.or(Some(EngineError::Runtime { core, source: e }))
-            }
-            Err(_) => first_error = first_error.or(Some(EngineError::Panicked)),
-        }
-    }
-    if let Some(e) = first_error {
-        return Err(e);
-    }
-    let total = shared.workload.requests.len();
-    let merged = recorder::merge(logs, hists, total);
-    let duration = Duration::from_nanos(merged.last_end_ns);
-    let not_sent = total - merged.outputs.len();
-    Ok(RunReport {
-        merged,
-        duration,
-        epoch,
-        workers,
-        not_sent,
-    })
-}
-
-type CoreResult = std::io::Result<(Vec<WorkerLog>, Histograms)>;
-
-/// One core: build the runtime, open connections, wait for the common start, run workers
-/// (their arrival waits share the core's precise [`Timers`]).
-/// The barriers are always reached, even on error, so a failing core cannot hang the others.
-fn core_thread(
-    core: usize,
-    workers: usize,
-    shared: Arc<Shared>,
-    wire: std::os::fd::OwnedFd,
-) -> CoreResult {
-    if shared.options.pin {
-        runtime::pin_current_thread(core);
-    }
-    let mut rt = match runtime::build_runtime(shared.options.driver) {
-        Ok(rt) => rt,
-        Err(e) => {
-            shared.stop.store(true, Ordering::Relaxed);
-            shared.ready.wait();
-            shared.go.wait();
-            return Err(e);
-        }
-    };
-    rt.block_on(async move {
-        // The timer loop never returns; spawned, it is dropped with the runtime once the
-        // workers (the only future `block_on` waits for) are done.
-        let timers = Rc::new(Timers::new());
-        let loop_timers = timers.clone();
-        monoio::spawn(async move { loop_timers.run().await });
-        // Like the timer loop, the stop watcher is dropped with the runtime.
-        let stop = Rc::new(CoreStop::new(workers, shared.options.interrupt_grace));
-        let (watch_stop, watch_shared) = (stop.clone(), shared.clone());
-        monoio::spawn(async move {
-            watch_stop
-                .watch(wire, || watch_shared.stop.load(Ordering::Acquire))
-                .await
-        });
-        let mut conns: Vec<Option<Connection>> = Vec::with_capacity(workers);
-        for _ in 0..workers {
-            let c = if shared.options.preconnect {
-                Connection::open(&shared.endpoint).await.ok()
-            } else {
-                None
-            };
-            conns.push(c);
-        }
-        shared.ready.wait();
-        shared.go.wait();
-        let epoch = *shared
-            .epoch
-            .get()
-            .expect("epoch is set before the go barrier");
-        let histograms = Rc::new(RefCell::new(Histograms::default()));
-        let total = shared.workload.requests.len();
-        let per_worker = total.div_ceil(worker_count(&shared.workload).max(1));
-        let tokens = shared.workload.expected_tokens;
-        let keep_text = shared.options.keep_all_text;
-        let mut joins = Vec::with_capacity(workers);
-        for (slot, conn) in conns.into_iter().enumerate() {
-            let h = histograms.clone();
-            let log = WorkerLog::with_capacity(per_worker, tokens, keep_text);
-            let core = worker::CoreHandles {
-                timers: timers.clone(),
-                stop: stop.clone(),
-                slot,
-            };
-            joins.push(monoio::spawn(worker::run_worker(
-                shared.clone(),
-                epoch,
-                conn,
-                h,
-                core,
-                log,
-            )));
-        }
-        let mut logs = Vec::with_capacity(workers);
-        for j in joins {
-            logs.push(j.await);
-        }
-        let hist = histograms.borrow().clone();
-        Ok((logs, hist))
-    })
+    Engine::start(endpoint, options)?.run(workload, on_progress)
 }

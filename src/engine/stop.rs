@@ -125,23 +125,37 @@ impl CoreStop {
         }
     }
 
-    /// The core's stop task: waits for the eventfd `wire` (or, if it cannot be waited on, for
-    /// `flag` to be set, checked every 10 ms), then triggers. Run it beside the workers.
-    pub async fn watch(&self, wire: OwnedFd, flag: impl Fn() -> bool) {
-        let source = monoio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(wire));
-        // Like the timerfd: a UnixStream only to wait for the eventfd's readiness.
-        if let Ok(s) = source {
+    /// Waits for the stop: for the eventfd `receiver` to be written and `flag` to be set
+    /// (or, without a receiver, for `flag`, checked every 10 ms), then triggers. Run it
+    /// beside the workers of a run; a write left over from an earlier run only costs one
+    /// check of `flag`.
+    pub async fn watch(&self, receiver: Option<&StopReceiver>, flag: impl Fn() -> bool) {
+        if let Some(r) = receiver {
             while !flag() {
-                if s.readable(false).await.is_err() {
+                if r.0.readable(false).await.is_err() {
                     break;
                 }
-                drain(s.as_raw_fd());
+                drain(r.0.as_raw_fd());
             }
         }
         while !flag() {
             monoio::time::sleep(Duration::from_millis(10)).await;
         }
         self.trigger();
+    }
+}
+
+/// A core's end of its stop eventfd, registered with the core's runtime once.
+#[derive(Debug)]
+pub struct StopReceiver(monoio::net::UnixStream);
+
+impl StopReceiver {
+    /// Wraps `wire` for readiness waits; call inside the core's runtime.
+    pub fn new(wire: OwnedFd) -> io::Result<StopReceiver> {
+        // Like the timerfd: a UnixStream only to wait for the eventfd's readiness, never a
+        // socket call; dropping it closes the descriptor.
+        monoio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(wire))
+            .map(StopReceiver)
     }
 }
 
@@ -171,7 +185,8 @@ mod tests {
         let puller = rt.block_on(async {
             let timers = Rc::new(Timers::new());
             let stop = CoreStop::new(2, Duration::from_millis(20));
-            let watched = stop.watch(wire, || flag.load(Ordering::Acquire));
+            let receiver = StopReceiver::new(wire).expect("register the eventfd");
+            let watched = stop.watch(Some(&receiver), || flag.load(Ordering::Acquire));
             let work = async {
                 let far = Instant::now() + Duration::from_secs(600);
                 let woke = monoio::select! {

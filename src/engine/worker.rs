@@ -20,7 +20,7 @@ use super::exchange::{exchange, ExchangeBuffers, Measured};
 use super::recorder::{Failure, Histograms, Record, WorkerLog};
 use super::stop::CoreStop;
 use super::timer::Timers;
-use super::Shared;
+use super::RunShared;
 
 /// What a worker shares with the other workers of its core.
 pub struct CoreHandles {
@@ -34,15 +34,16 @@ fn ns_since(epoch: Instant, t: Instant) -> u64 {
     t.saturating_duration_since(epoch).as_nanos() as u64
 }
 
-/// Runs requests until the schedule is exhausted (or the run is stopped); returns its log.
+/// Runs requests until the schedule is exhausted (or the run is stopped); returns its log and
+/// its connection (kept alive for the next run when the server keeps it).
 pub async fn run_worker(
-    shared: Arc<Shared>,
+    shared: Arc<RunShared>,
     epoch: Instant,
     mut conn: Option<Connection>,
     histograms: Rc<RefCell<Histograms>>,
     core: CoreHandles,
     mut log: WorkerLog,
-) -> WorkerLog {
+) -> (WorkerLog, Option<Connection>) {
     let CoreHandles { timers, stop, slot } = core;
     let w = &shared.workload;
     let total = w.requests.len();
@@ -157,7 +158,7 @@ pub async fn run_worker(
             done[index].store(ns_since(epoch, Instant::now()).max(1), Ordering::Release);
         }
     }
-    log
+    (log, conn)
 }
 
 /// How often a request that waits for its parent checks whether the parent finished. Parents
@@ -169,7 +170,7 @@ const PARENT_POLL: std::time::Duration = std::time::Duration::from_micros(500);
 /// A parent always has a smaller index, so it was claimed earlier and is running or done:
 /// waiting cannot deadlock.
 async fn wait_for_parent(
-    shared: &Shared,
+    shared: &RunShared,
     index: usize,
     epoch: Instant,
     timers: &Timers,

@@ -19,7 +19,7 @@ use crate::engine::runtime::{available_cores, resolve_driver};
 use crate::engine::schedule::{
     arrival_offsets, rps_changes, to_durations, RampStrategy, RampUp, RateSpec,
 };
-use crate::engine::{self, EngineOptions, RunReport, Workload};
+use crate::engine::{self, Engine, EngineOptions, RunReport, Workload};
 use crate::http::request::{HeadTemplate, Method};
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::output::console::{render_block, render_notices, render_preamble, Preamble};
@@ -70,6 +70,9 @@ struct Plan {
     trace: Option<TraceReplay>,
     prepared: Prepared,
     engine_opts: EngineOptions,
+    /// Started once: the ready check, the warm-ups and the measured run share its threads,
+    /// rings and kept-alive connections.
+    engine: Engine,
 }
 
 /// What the measured run produced.
@@ -141,6 +144,7 @@ impl Plan {
             keep_all_text: config.output.save_detailed,
             interrupt_grace: config.engine.interrupt_grace,
         };
+        let engine = Engine::start(target.endpoint.clone(), engine_opts.clone())?;
         Ok(Some(Plan {
             target,
             model_id,
@@ -148,6 +152,7 @@ impl Plan {
             trace,
             prepared,
             engine_opts,
+            engine,
         }))
     }
 
@@ -161,9 +166,7 @@ impl Plan {
             "Waiting for endpoint to become up in {}s",
             timeout.as_secs()
         );
-        wait_until_ready(timeout, || {
-            one_request(&self.target, &self.prepared, self.engine_opts.clone())
-        })
+        wait_until_ready(timeout, || one_request(&self.engine, &self.prepared))
     }
 
     /// `--num-warmups`: requests outside the measured window.
@@ -175,12 +178,7 @@ impl Plan {
         let warm = self
             .prepared
             .subset(config.request.num_warmups, config.rate.max_concurrency);
-        engine::run(
-            self.target.endpoint.clone(),
-            warm,
-            self.engine_opts.clone(),
-            |_| {},
-        )?;
+        self.engine.run(warm, |_| {})?;
         println!("Warmup run completed.");
         Ok(())
     }
@@ -211,14 +209,9 @@ impl Plan {
         let wall_start = SystemTime::now();
         let mut watcher = None;
         let show_bar = !config.output.disable_tqdm;
-        let report = engine::run(
-            self.target.endpoint.clone(),
-            workload,
-            self.engine_opts.clone(),
-            |p| {
-                watcher = Some(Watcher::start(p, show_bar));
-            },
-        )?;
+        let report = self.engine.run(workload, |p| {
+            watcher = Some(Watcher::start(p, show_bar));
+        })?;
         if let Some(w) = watcher {
             w.finish();
         }
@@ -471,18 +464,11 @@ fn prepare_trace(
 }
 
 /// One request through the engine (the ready check).
-fn one_request(target: &Target, prepared: &Prepared, opts: EngineOptions) -> Result<(), String> {
-    let w = prepared.subset(1, Some(1));
-    let report = engine::run(
-        target.endpoint.clone(),
-        w,
-        EngineOptions {
-            cores: opts.cores.into_iter().take(1).collect(),
-            ..opts
-        },
-        |_| {},
-    )
-    .map_err(|e| e.to_string())?;
+fn one_request(engine: &Engine, prepared: &Prepared) -> Result<(), String> {
+    // One worker: the run takes one core of the engine.
+    let report = engine
+        .run(prepared.subset(1, Some(1)), |_| {})
+        .map_err(|e| e.to_string())?;
     match report.merged.outputs.first() {
         Some(o) if o.success => Ok(()),
         Some(o) => Err(o.error.clone()),

@@ -1,0 +1,214 @@
+//! One core of the persistent engine: a pinned thread that owns, for the engine's whole life,
+//! its monoio runtime (one io_uring ring), its precise [`Timers`], its end of the stop
+//! eventfd and a pool of kept-alive connections, and runs the workers of each run it is
+//! handed. Nothing here is created per run but the workers, their logs and the histograms.
+//!
+//! The thread waits for commands on a channel outside the runtime (`block_on` is entered
+//! once per run), so an idle engine costs no CPU. Tasks spawned once (the timer loop) stay in
+//! the runtime between runs and resume with the next `block_on`.
+
+use std::cell::RefCell;
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+use crate::http::conn::Connection;
+
+use super::recorder::{Histograms, WorkerLog};
+use super::runtime::{self, Runtime};
+use super::stop::{CoreStop, StopReceiver};
+use super::timer::Timers;
+use super::worker::{self, CoreHandles};
+use super::{EngineError, EngineOptions, RunShared};
+
+/// What one core hands back after a run: its workers' logs and its histograms.
+pub type CoreResult = (Vec<WorkerLog>, Histograms);
+
+/// A run for this core: the shared state and how many workers it runs here.
+struct Command {
+    shared: Arc<RunShared>,
+    workers: usize,
+    reply: mpsc::Sender<CoreResult>,
+}
+
+/// The engine's side of one core thread.
+pub struct CoreHandle {
+    /// The thread's OS id.
+    pub tid: i32,
+    commands: Option<mpsc::Sender<Command>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl CoreHandle {
+    /// Starts the thread for `core` and returns once its runtime is up (or failed to start).
+    pub fn start(
+        core: usize,
+        options: &EngineOptions,
+        wire: OwnedFd,
+    ) -> Result<CoreHandle, EngineError> {
+        let (commands, inbox) = mpsc::channel();
+        let (up_tx, up_rx) = mpsc::sync_channel(1);
+        let (pin, driver) = (options.pin, options.driver);
+        let thread = std::thread::Builder::new()
+            .name(format!("vllm-bench-core{core}"))
+            .spawn(move || {
+                if pin {
+                    runtime::pin_current_thread(core);
+                }
+                // SAFETY: gettid has no preconditions.
+                let tid = unsafe { libc::gettid() };
+                match runtime::build_runtime(driver) {
+                    Ok(rt) => {
+                        let _ = up_tx.send(Ok(tid));
+                        serve(rt, wire, inbox);
+                    }
+                    Err(e) => {
+                        let _ = up_tx.send(Err(e));
+                    }
+                }
+            })
+            .map_err(EngineError::Thread)?;
+        match up_rx.recv() {
+            Ok(Ok(tid)) => Ok(CoreHandle {
+                tid,
+                commands: Some(commands),
+                thread: Some(thread),
+            }),
+            Ok(Err(source)) => {
+                let _ = thread.join();
+                Err(EngineError::Runtime { core, source })
+            }
+            Err(_) => Err(EngineError::Panicked),
+        }
+    }
+
+    /// Hands the core its part of a run; the result arrives on the returned channel.
+    pub fn run(
+        &self,
+        shared: Arc<RunShared>,
+        workers: usize,
+    ) -> Result<mpsc::Receiver<CoreResult>, EngineError> {
+        let (reply, result) = mpsc::channel();
+        let sent = self.commands.as_ref().map(|c| {
+            c.send(Command {
+                shared,
+                workers,
+                reply,
+            })
+        });
+        match sent {
+            Some(Ok(())) => Ok(result),
+            _ => Err(EngineError::Panicked),
+        }
+    }
+
+    /// True while the thread can take a run (it has not died of a panic).
+    pub fn alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Ends the thread (its loop ends with the channel) and joins it.
+    pub fn stop_and_join(mut self) {
+        drop(self.commands.take());
+        if let Some(t) = self.thread.take() {
+            // A thread that panicked has nothing left to clean up.
+            let _ = t.join();
+        }
+    }
+}
+
+/// The core thread's life: set up what lives in the runtime, then one `block_on` per run.
+fn serve(mut rt: Runtime, wire: OwnedFd, inbox: mpsc::Receiver<Command>) {
+    let (timers, receiver) = rt.block_on(async move {
+        let timers = Rc::new(Timers::new());
+        let loop_timers = timers.clone();
+        // Never returns; it stays in the runtime between runs and is dropped with it.
+        monoio::spawn(async move { loop_timers.run().await });
+        // Without the eventfd registered, a stop is still seen by polling the flag.
+        (timers, StopReceiver::new(wire).ok())
+    });
+    let mut pool: Vec<Connection> = Vec::new();
+    while let Ok(cmd) = inbox.recv() {
+        let result = rt.block_on(run_workers(
+            &cmd.shared,
+            cmd.workers,
+            &timers,
+            receiver.as_ref(),
+            &mut pool,
+        ));
+        let _ = cmd.reply.send(result);
+    }
+}
+
+/// One run's workers on this core: connections from the pool (or new ones before the clock
+/// with preconnect), the common start, then every worker to its end; their connections go
+/// back to the pool. The barriers are always reached, so a slow core cannot skew the epoch.
+async fn run_workers(
+    shared: &Arc<RunShared>,
+    workers: usize,
+    timers: &Rc<Timers>,
+    receiver: Option<&StopReceiver>,
+    pool: &mut Vec<Connection>,
+) -> (Vec<WorkerLog>, Histograms) {
+    let mut conns: Vec<Option<Connection>> = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let c = match pool.pop() {
+            Some(c) => Some(c),
+            None if shared.options.preconnect => Connection::open(&shared.endpoint).await.ok(),
+            None => None,
+        };
+        conns.push(c);
+    }
+    shared.ready.wait();
+    shared.go.wait();
+    let epoch = *shared
+        .epoch
+        .get()
+        .expect("epoch is set before the go barrier");
+    let histograms = Rc::new(RefCell::new(Histograms::default()));
+    let stop = Rc::new(CoreStop::new(workers, shared.options.interrupt_grace));
+    let total = shared.workload.requests.len();
+    let per_worker = total.div_ceil(super::worker_count(&shared.workload).max(1));
+    let tokens = shared.workload.expected_tokens;
+    let keep_text = shared.options.keep_all_text;
+    let mut joins = Vec::with_capacity(workers);
+    for (slot, conn) in conns.into_iter().enumerate() {
+        let log = WorkerLog::with_capacity(per_worker, tokens, keep_text);
+        let core = CoreHandles {
+            timers: timers.clone(),
+            stop: stop.clone(),
+            slot,
+        };
+        joins.push(monoio::spawn(worker::run_worker(
+            shared.clone(),
+            epoch,
+            conn,
+            histograms.clone(),
+            core,
+            log,
+        )));
+    }
+    let mut logs = Vec::with_capacity(workers);
+    {
+        let work = async {
+            for j in joins {
+                let (log, conn) = j.await;
+                logs.push(log);
+                pool.extend(conn);
+            }
+        };
+        let watch = stop.watch(receiver, || shared.stop.load(Ordering::Acquire));
+        let mut work = std::pin::pin!(work);
+        let mut watch = std::pin::pin!(watch);
+        monoio::select! {
+            () = &mut work => {},
+            // Stopped: the workers wind down on their own (arrival waits end, exchanges
+            // get the grace period); wait for them.
+            () = &mut watch => work.as_mut().await,
+        }
+    }
+    let hist = histograms.borrow().clone();
+    (logs, hist)
+}
