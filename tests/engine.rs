@@ -25,6 +25,10 @@ fn timed_mock(ttft_ms: u64, itl_ms: u64) -> MockConfig {
     }
 }
 
+/// A delay no correct run comes near, even on a busy machine; bounds in these tests say "it
+/// waited for nothing else", never how fast it was.
+const LATE_BOUND: f64 = 2.0;
+
 fn completed(r: &RunReport) -> usize {
     r.merged.outputs.iter().filter(|o| o.success).count()
 }
@@ -58,14 +62,19 @@ fn every_request_is_accounted_for_and_timed_like_the_server() {
             15,
             "one ITL entry per token event after the first"
         );
-        // Never earlier than the server's delay; the upper bound is loose on purpose (a
-        // correctness check, not a timing benchmark: see bench-overhead/ for accuracy).
-        assert!(o.ttft >= 0.030 && o.ttft < 0.030 + 0.250, "ttft {}", o.ttft);
+        // Never earlier than the server's delay; the upper bound only says the request
+        // waited for nothing else (accuracy is bench-overhead's, not a test's: a busy
+        // machine deschedules threads for far longer than the client's error).
+        assert!(
+            o.ttft >= 0.030 && o.ttft < 0.030 + LATE_BOUND,
+            "ttft {}",
+            o.ttft
+        );
         assert!(o.latency >= o.ttft);
         assert!(o.generated_text.starts_with(" tok"));
     }
     let itl = mean(r.merged.outputs.iter().flat_map(|o| o.itl.iter().copied()));
-    assert!((0.004..0.020).contains(&itl), "mean ITL {itl}");
+    assert!((0.004..LATE_BOUND).contains(&itl), "mean ITL {itl}");
     assert!(server.stats().peak_in_flight <= 24);
 }
 
@@ -96,12 +105,13 @@ fn open_loop_arrivals_follow_the_schedule() {
     let r = run(&url, w, options(2, auto_driver()));
     assert_eq!(completed(&r), 40);
     for (o, want) in r.merged.outputs.iter().zip(&offsets) {
+        // Never early; the dispatch lag itself is measured by bench-overhead.
         let lag = o.start_time - want.as_secs_f64();
         assert!(
-            (0.0..0.015).contains(&lag),
+            (0.0..LATE_BOUND).contains(&lag),
             "sent {lag:.4}s after its arrival time"
         );
-        assert!(o.client_queue_time < 0.015);
+        assert!(o.client_queue_time < LATE_BOUND);
     }
     assert!(!r.merged.histograms.dispatch_lag.is_empty());
 }
