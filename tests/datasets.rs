@@ -917,3 +917,5 @@ fn alignment_cuts_prompts_the_server_counts_longer() {
     );
     assert_eq!(align_to_server(&mut long, &server), Alignment::Matched);
 }
+
+mod pyrandom;

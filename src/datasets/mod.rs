@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 pub mod align;
 pub mod max_model_len;
+pub mod pyrandom;
 pub mod random;
 pub mod stats;
 pub mod timed_trace;
