@@ -20,7 +20,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--backend infinity-embeddings",
     "--backend infinity-embeddings-clip",
     // Datasets.
-    "--dataset-name sharegpt",
     "--dataset-name burstgpt",
     "--dataset-name random-mm",
     "--dataset-name random-rerank",
@@ -44,7 +43,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--random-mm-num-mm-items-range-ratio",
     "--random-mm-limit-mm-per-prompt",
     "--random-mm-bucket-config",
-    "--sharegpt-output-len",
     "--sonnet-input-len",
     "--sonnet-output-len",
     "--sonnet-prefix-len",
@@ -210,7 +208,7 @@ mod tests {
             .map(|d| d.name())
             .filter(|n| !datasets().contains(n))
             .collect();
-        assert_eq!(implemented, ["random", "timed_trace"]);
+        assert_eq!(implemented, ["sharegpt", "random", "timed_trace"]);
     }
 
     #[test]

@@ -4,14 +4,20 @@
 use std::sync::Arc;
 
 pub mod align;
+pub mod error;
+pub mod hub_file;
 pub mod max_model_len;
 pub mod pyrandom;
 pub mod random;
+pub mod sampling;
+pub mod sharegpt;
 pub mod stats;
 pub mod timed_trace;
 pub mod token_fit;
 pub mod walk_corpus;
 
+pub use error::DatasetError;
+pub use sampling::Sampling;
 pub use stats::DatasetStats;
 
 /// What a request asks the model: text, or token ids sent verbatim (`--prompt-token-ids`).

@@ -1,0 +1,195 @@
+//! The file datasets end to end: the real binary against the in-process mock, checking what
+//! the mock received (request ids and `max_tokens`) against the Python expectations, and
+//! bad input refused with one line.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::e2e::{assert_refused, mock, vllm_bench, vllm_bench_env, TempDir};
+use crate::util::shared_dir;
+
+fn path_of(rel: &str) -> String {
+    shared_dir().join(rel).to_str().unwrap().to_string()
+}
+
+const SHAREGPT: &str = "data/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json";
+
+/// `max_tokens` the mock saw, by request id.
+fn max_tokens_by_id(server: &vllm_bench::mock::MockServer) -> HashMap<String, u64> {
+    server
+        .request_log()
+        .iter()
+        .filter_map(|r| Some((r.request_id.clone()?, r.max_tokens?)))
+        .collect()
+}
+
+#[test]
+fn sharegpt_sends_pythons_selection() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("sharegpt");
+    let args = [
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        &path_of("fixtures/tokenizers/qwen3"),
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        &path_of(SHAREGPT),
+        "--num-prompts",
+        "30",
+        "--seed",
+        "42",
+        "--request-id-prefix",
+        "r",
+        "--disable-tqdm",
+    ];
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run
+        .stdout
+        .contains("Successful requests:                     30 "));
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/sharegpt/expected.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    // Case 2: seed 42, completion lengths; its first 30 samples are the selection for 30.
+    let case = &expected["cases"][2];
+    assert_eq!(
+        (case["seed"].as_u64(), case["output_len"].as_u64()),
+        (Some(42), None)
+    );
+    let seen = max_tokens_by_id(&server);
+    assert_eq!(seen.len(), 30);
+    for (i, s) in case["samples"].as_array().unwrap()[..30].iter().enumerate() {
+        assert_eq!(
+            seen.get(&format!("r{i}")),
+            Some(&s[2].as_u64().unwrap()),
+            "r{i}"
+        );
+    }
+}
+
+#[test]
+fn sharegpt_dry_run_and_fixed_output_len() {
+    let dir = TempDir::new("sharegpt-dry");
+    let args = [
+        "--tokenizer",
+        &path_of("fixtures/tokenizers/qwen3"),
+        "--model",
+        "m",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        &path_of(SHAREGPT),
+        "--num-prompts",
+        "2000",
+        "--sharegpt-output-len",
+        "64",
+        "--dry-run",
+    ];
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Fewer than 2000 conversations are valid (1,799 for seed 42 at 128, the fixture), so
+    // this oversamples; every output length is fixed at 64 and every prompt is within
+    // Python's 4..=1024 bounds.
+    assert!(
+        run.stdout.contains("Requests: 2000 (text prompts)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("Output tokens: min 64 / mean 64.00 / max 64 / total 128000"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("Prompt tokens: min 4 / "),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains(" / max 1024 / "), "{}", run.stdout);
+}
+
+#[test]
+fn sharegpt_bad_input_is_one_line() {
+    let dir = TempDir::new("sharegpt-bad");
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "[{\"conversations\": [}]").unwrap();
+    let tok = path_of("fixtures/tokenizers/qwen3");
+    let base = [
+        "--mock-server",
+        "--tokenizer",
+        &tok,
+        "--dataset-name",
+        "sharegpt",
+    ];
+    for (path, needle) in [
+        (
+            broken.to_str().unwrap(),
+            "broken.json: not a ShareGPT JSON list",
+        ),
+        (
+            "/nonexistent/sg.json",
+            "--dataset-path /nonexistent/sg.json",
+        ),
+    ] {
+        let mut args = base.to_vec();
+        args.extend(["--dataset-path", path]);
+        assert_refused(&args, needle);
+    }
+}
+
+/// Without `--dataset-path`, Python's ShareGPT file is taken from the HF cache (the
+/// `huggingface_hub` layout), with `HF_HUB_OFFLINE=1`; missing, one line says what to do.
+#[test]
+fn sharegpt_from_the_hub_cache_offline() {
+    let dir = TempDir::new("sharegpt-hub");
+    let cache = dir.path().join("hub");
+    let repo = cache.join("datasets--anon8231489123--ShareGPT_Vicuna_unfiltered");
+    let snapshot = repo.join("snapshots/0123abc");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "0123abc").unwrap();
+    std::os::unix::fs::symlink(
+        shared_dir().join(SHAREGPT),
+        snapshot.join("ShareGPT_V3_unfiltered_cleaned_split.json"),
+    )
+    .unwrap();
+    let tok = path_of("fixtures/tokenizers/qwen3");
+    let args = [
+        "--mock-server",
+        "--tokenizer",
+        &tok,
+        "--dataset-name",
+        "sharegpt",
+        "--num-prompts",
+        "5",
+        "--disable-tqdm",
+    ];
+    let run = vllm_bench_env(&args, dir.path(), &[("HF_HUB_CACHE", &cache)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run
+        .stdout
+        .contains("Successful requests:                     5 "));
+    let empty = dir.path().join("empty-hub");
+    std::fs::create_dir_all(&empty).unwrap();
+    let run = vllm_bench_env(&args, dir.path(), &[("HF_HUB_CACHE", &empty)]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let lines: Vec<_> = run
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("HF_HUB_OFFLINE is set"), "{lines:?}");
+    assert!(lines[0].contains("--dataset-path"), "{lines:?}");
+}
