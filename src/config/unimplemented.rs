@@ -24,18 +24,14 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--dataset-name random-mm",
     "--dataset-name random-rerank",
     "--dataset-name hf",
-    "--dataset-name custom",
     "--dataset-name custom_audio",
     "--dataset-name custom_image",
     "--dataset-name prefix_repetition",
     "--dataset-name spec_bench",
     "--dataset-name speed_bench",
-    "--dataset-name sonnet",
     // Dataset features and the options of the datasets above.
     "--no-stream",
-    "--skip-chat-template",
     "--enable-multimodal-chat",
-    "--chat-template-kwargs",
     "--plot-dataset-stats",
     "--random-batch-size",
     "--no-reranker",
@@ -43,9 +39,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--random-mm-num-mm-items-range-ratio",
     "--random-mm-limit-mm-per-prompt",
     "--random-mm-bucket-config",
-    "--sonnet-input-len",
-    "--sonnet-output-len",
-    "--sonnet-prefix-len",
     "--speed-bench-dataset-subset",
     "--speed-bench-output-len",
     "--speed-bench-category",
@@ -62,7 +55,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--asr-min-audio-len-sec",
     "--asr-max-audio-len-sec",
     "--bfcl-categories",
-    "--custom-output-len",
     "--custom-ensure-client-side-data",
     "--prefix-repetition-prefix-len",
     "--prefix-repetition-suffix-len",
@@ -208,7 +200,10 @@ mod tests {
             .map(|d| d.name())
             .filter(|n| !datasets().contains(n))
             .collect();
-        assert_eq!(implemented, ["sharegpt", "random", "timed_trace"]);
+        assert_eq!(
+            implemented,
+            ["sharegpt", "random", "custom", "timed_trace", "sonnet"]
+        );
     }
 
     #[test]
@@ -223,11 +218,11 @@ mod tests {
             .unwrap_err()
             .message()
             .starts_with("--backend openai-audio: not implemented yet"));
-        let cli = parse(&["--dataset-name", "sonnet"]).unwrap();
+        let cli = parse(&["--dataset-name", "spec_bench"]).unwrap();
         assert!(check(&cli)
             .unwrap_err()
             .message()
-            .starts_with("--dataset-name sonnet: not implemented yet"));
+            .starts_with("--dataset-name spec_bench: not implemented yet"));
         let trace = parse(&["--dataset-name", "timed-trace", "--no-self-timed"]).unwrap();
         assert!(check(&trace).is_ok());
         assert!(check(&parse(&["--seed", "1"]).unwrap()).is_ok());

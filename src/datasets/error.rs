@@ -17,6 +17,14 @@ pub enum DatasetError {
         index: usize,
         why: String,
     },
+    /// One line of a line-based file (JSONL, CSV) is unusable.
+    #[error("--dataset-path {}:{line}: {why}", path.display())]
+    Line {
+        path: PathBuf,
+        /// 1-based.
+        line: usize,
+        why: String,
+    },
     /// The dataset cannot produce what was asked for (no valid samples, a needed file missing).
     #[error("{0}")]
     Unusable(String),
@@ -30,6 +38,14 @@ impl DatasetError {
         Self::File {
             path: path.into(),
             why: why.to_string(),
+        }
+    }
+
+    pub(crate) fn line(path: impl Into<PathBuf>, line: usize, why: impl Into<String>) -> Self {
+        Self::Line {
+            path: path.into(),
+            line,
+            why: why.into(),
         }
     }
 

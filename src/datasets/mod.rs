@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 pub mod align;
+pub mod chat_format;
+pub mod custom;
 pub mod error;
 pub mod hub_file;
 pub mod max_model_len;
@@ -11,6 +13,7 @@ pub mod pyrandom;
 pub mod random;
 pub mod sampling;
 pub mod sharegpt;
+pub mod sonnet;
 pub mod stats;
 pub mod timed_trace;
 pub mod token_fit;

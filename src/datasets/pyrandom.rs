@@ -116,6 +116,18 @@ impl PyRandom {
         lo | (hi << 32)
     }
 
+    /// `random.random()`: 53 random bits as a float in `[0, 1)` (`genrand_res53`).
+    pub fn random(&mut self) -> f64 {
+        let a = f64::from(self.next_u32() >> 5);
+        let b = f64::from(self.next_u32() >> 6);
+        (a * 67_108_864.0 + b) * (1.0 / 9_007_199_254_740_992.0)
+    }
+
+    /// `random.choices(range(len), k=1)[0]` without weights: `floor(random() * len)`.
+    pub fn choices_index(&mut self, len: usize) -> usize {
+        (self.random() * len as f64) as usize
+    }
+
     /// `random._randbelow(n)`: `getrandbits(n.bit_length())` until below `n`; 0 for `n == 0`.
     pub fn randbelow(&mut self, n: u64) -> u64 {
         if n == 0 {

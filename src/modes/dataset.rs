@@ -6,15 +6,19 @@
 //! `timed_trace` is the exception for now: its replay shares prompt fragments between
 //! requests and carries arrival times, so it is built by [`super::trace::TraceReplay`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::cli::{Backend, DatasetName};
 use crate::config::{Config, DatasetParams};
+use crate::datasets::chat_format::ChatFormat;
+use crate::datasets::custom::{Custom, CustomOptions};
 use crate::datasets::hub_file::{dataset_file, HubAccess};
 use crate::datasets::max_model_len::retain_within;
 use crate::datasets::random::{self, RandomConfig};
 use crate::datasets::sharegpt::{self, ShareGpt, ShareGptOptions};
+use crate::datasets::sonnet::{Sonnet, SonnetOptions};
 use crate::datasets::{SampleRequest, Sampling};
 use crate::tokenizer::{self, Tokenizer};
 
@@ -60,6 +64,37 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
                 tok,
             )?
         }
+        DatasetParams::Custom(p) if ds.name == DatasetName::Custom => {
+            let path = ds
+                .path
+                .as_deref()
+                .context("--dataset-name custom needs --dataset-path FILE.jsonl")?;
+            let data = Custom::load(Path::new(path))?;
+            let format = match tokenizer {
+                Some(tok) => chat_format(config, tok, "the custom dataset")?,
+                None => ChatFormat::raw(),
+            };
+            let opts = CustomOptions {
+                output_len: p.output_len,
+            };
+            data.sample(&sampling, opts, &format, tokenizer)?
+        }
+        DatasetParams::Sonnet(p) => {
+            let tok = tokenizer::required(tokenizer, "the sonnet dataset")?;
+            let data = match ds.path.as_deref() {
+                Some(path) => Sonnet::load(Path::new(path))?,
+                None => Sonnet::builtin(),
+            };
+            let opts = SonnetOptions {
+                input_len: p.input_len,
+                output_len: p.output_len,
+                prefix_len: p.prefix_len,
+                // Python 0.11: the chat server renders the template itself.
+                send_rendered: config.server.backend != Backend::OpenaiChat,
+            };
+            let format = chat_format(config, tok, "the sonnet dataset")?;
+            data.sample(&sampling, opts, &format, tok)?
+        }
         other => anyhow::bail!(
             "--dataset-name {}: not implemented yet ({other:?})",
             ds.name.name()
@@ -73,6 +108,20 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
         }
         None => requests,
     })
+}
+
+/// The tokenizer's chat template with `--chat-template-kwargs`, or raw text with
+/// `--skip-chat-template`.
+fn chat_format(config: &Config, tok: &Tokenizer, what: &str) -> Result<ChatFormat> {
+    let ds = &config.dataset;
+    if ds.skip_chat_template {
+        return Ok(ChatFormat::raw());
+    }
+    Ok(ChatFormat::of_tokenizer(
+        tok,
+        ds.chat_template_kwargs.clone(),
+        what,
+    )?)
 }
 
 fn note_dropped(n: usize) {

@@ -193,3 +193,139 @@ fn sharegpt_from_the_hub_cache_offline() {
     assert!(lines[0].contains("HF_HUB_OFFLINE is set"), "{lines:?}");
     assert!(lines[0].contains("--dataset-path"), "{lines:?}");
 }
+
+fn run_ok(args: &[&str], dir: &TempDir, n: usize) {
+    let run = vllm_bench(args, dir.path());
+    assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+    assert!(
+        run.stdout.contains(&format!(
+            "Successful requests:                     {n:<10}\n"
+        )),
+        "{}",
+        run.stdout
+    );
+}
+
+/// The seed README's sonnet command (scaled to 20 prompts) against the mock: the built-in
+/// sonnet.txt, Qwen3's chat template, every request asking for --sonnet-output-len.
+#[test]
+fn sonnet_seed_command_runs_against_the_mock() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("sonnet");
+    let tok = path_of("fixtures/tokenizers/qwen3");
+    let url = server.base_url();
+    let args = [
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        &tok,
+        "--dataset-name",
+        "sonnet",
+        "--sonnet-input-len",
+        "550",
+        "--sonnet-output-len",
+        "150",
+        "--sonnet-prefix-len",
+        "200",
+        "--num-prompts",
+        "20",
+        "--disable-tqdm",
+    ];
+    run_ok(&args, &dir, 20);
+    let seen = max_tokens_by_id(&server);
+    assert_eq!(seen.len(), 20);
+    assert!(seen.values().all(|&m| m == 150), "{seen:?}");
+}
+
+#[test]
+fn sonnet_needs_a_chat_template_unless_skipped() {
+    let dir = TempDir::new("sonnet-skip");
+    // The embedded mock's tokenizer is the server's /tokenize: it has no chat template.
+    let base = [
+        "--mock-server",
+        "--dataset-name",
+        "sonnet",
+        "--num-prompts",
+        "5",
+    ];
+    assert_refused(&base, "--skip-chat-template");
+    let mut skip = base.to_vec();
+    skip.extend(["--skip-chat-template", "--disable-tqdm"]);
+    run_ok(&skip, &dir, 5);
+}
+
+#[test]
+fn custom_jsonl_sends_each_rows_output_tokens() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("custom");
+    let file = dir.path().join("prompts.jsonl");
+    let rows: String = (0..12)
+        .map(|i| {
+            format!(
+                "{{\"prompt\": \"question number {i}?\", \"output_tokens\": {}}}\n",
+                5 + i
+            )
+        })
+        .collect();
+    std::fs::write(&file, rows).unwrap();
+    let tok = path_of("fixtures/tokenizers/smollm2");
+    let url = server.base_url();
+    let args = [
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        &tok,
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        file.to_str().unwrap(),
+        "--custom-output-len",
+        "-1",
+        "--disable-shuffle",
+        "--num-prompts",
+        "10",
+        "--request-id-prefix",
+        "c",
+        "--disable-tqdm",
+    ];
+    run_ok(&args, &dir, 10);
+    let seen = max_tokens_by_id(&server);
+    let want: HashMap<String, u64> = (0..10).map(|i| (format!("c{i}"), 5 + i as u64)).collect();
+    assert_eq!(seen, want);
+}
+
+#[test]
+fn custom_bad_input_is_one_line_with_file_and_line() {
+    let dir = TempDir::new("custom-bad");
+    let file = dir.path().join("bad.jsonl");
+    std::fs::write(&file, "{\"prompt\": \"ok\"}\n{\"text\": \"no prompt\"}\n").unwrap();
+    let path = file.to_str().unwrap().to_string();
+    let tok = path_of("fixtures/tokenizers/qwen3");
+    let base = [
+        "--mock-server",
+        "--tokenizer",
+        &tok,
+        "--dataset-name",
+        "custom",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--dataset-path", &path]);
+    assert_refused(&args, &format!("{path}:2: no \"prompt\" key"));
+    let ok = dir.path().join("ok.jsonl");
+    std::fs::write(&ok, "{\"prompt\": \"ok\"}\n").unwrap();
+    let ok = ok.to_str().unwrap().to_string();
+    let mut args = base.to_vec();
+    args.extend(["--dataset-path", &ok, "--custom-output-len", "-1"]);
+    assert_refused(&args, "ok.jsonl:1: no \"output_tokens\"");
+    let csv = dir.path().join("p.csv");
+    std::fs::write(&csv, "prompt\nx\n").unwrap();
+    let mut args = base.to_vec();
+    args.extend(["--dataset-path", csv.to_str().unwrap()]);
+    assert_refused(&args, "reads JSONL only");
+}

@@ -84,3 +84,22 @@ fn reseeded_choice_after_shuffle_matches_cpython() {
         assert_eq!(got, ints(&c["choices"]), "seed {seed}");
     }
 }
+
+#[test]
+fn random_and_choices_match_cpython() {
+    for (seed, case) in cases() {
+        let mut r = PyRandom::new(seed);
+        for want in case["random"].as_array().unwrap() {
+            assert_eq!(r.random(), want.as_f64().unwrap(), "seed {seed}");
+        }
+        // One generator across the three sizes, as the fixture's script draws them.
+        let mut r = PyRandom::new(seed);
+        for n in ["1", "7", "518"] {
+            let want = ints(&case["choices"][n]);
+            let got: Vec<u64> = (0..want.len())
+                .map(|_| r.choices_index(n.parse().unwrap()) as u64)
+                .collect();
+            assert_eq!(got, want, "seed {seed}, choices of {n}");
+        }
+    }
+}

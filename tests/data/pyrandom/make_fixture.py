@@ -29,6 +29,10 @@ def case(seed):
         out["choice"][str(n)] = [random.choice(seq) for _ in range(50)]
     random.seed(seed)
     out["getrandbits"] = [[k, random.getrandbits(k)] for k in BITS * 3]
+    random.seed(seed)
+    out["random"] = [random.random() for _ in range(20)]
+    random.seed(seed)
+    out["choices"] = {str(n): random.choices(range(n), k=30) for n in (1, 7, 518)}
     # The sharegpt sequence: a shuffle, then (after a re-seed) choices from the kept list.
     random.seed(seed)
     x = list(range(300))
