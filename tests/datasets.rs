@@ -920,5 +920,6 @@ fn alignment_cuts_prompts_the_server_counts_longer() {
 
 mod chat;
 mod e2e;
+mod prefix_repetition;
 mod pyrandom;
 mod sharegpt;

@@ -26,7 +26,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--dataset-name hf",
     "--dataset-name custom_audio",
     "--dataset-name custom_image",
-    "--dataset-name prefix_repetition",
     "--dataset-name spec_bench",
     "--dataset-name speed_bench",
     // Dataset features and the options of the datasets above.
@@ -56,10 +55,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--asr-max-audio-len-sec",
     "--bfcl-categories",
     "--custom-ensure-client-side-data",
-    "--prefix-repetition-prefix-len",
-    "--prefix-repetition-suffix-len",
-    "--prefix-repetition-num-prefixes",
-    "--prefix-repetition-output-len",
     // Rate control, output and request features.
     "--probe-request-rate",
     "--plot-timeline",
@@ -202,7 +197,14 @@ mod tests {
             .collect();
         assert_eq!(
             implemented,
-            ["sharegpt", "random", "custom", "timed_trace", "sonnet"]
+            [
+                "sharegpt",
+                "random",
+                "custom",
+                "prefix_repetition",
+                "timed_trace",
+                "sonnet"
+            ]
         );
     }
 

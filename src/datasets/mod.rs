@@ -9,6 +9,7 @@ pub mod custom;
 pub mod error;
 pub mod hub_file;
 pub mod max_model_len;
+pub mod prefix_repetition;
 pub mod pyrandom;
 pub mod random;
 pub mod sampling;

@@ -16,6 +16,7 @@ use crate::datasets::chat_format::ChatFormat;
 use crate::datasets::custom::{Custom, CustomOptions};
 use crate::datasets::hub_file::{dataset_file, HubAccess};
 use crate::datasets::max_model_len::retain_within;
+use crate::datasets::prefix_repetition::{self, PrefixRepetitionOptions};
 use crate::datasets::random::{self, RandomConfig};
 use crate::datasets::sharegpt::{self, ShareGpt, ShareGptOptions};
 use crate::datasets::sonnet::{Sonnet, SonnetOptions};
@@ -94,6 +95,16 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
             };
             let format = chat_format(config, tok, "the sonnet dataset")?;
             data.sample(&sampling, opts, &format, tok)?
+        }
+        DatasetParams::PrefixRepetition(p) => {
+            let tok = tokenizer::required(tokenizer, "the prefix_repetition dataset")?;
+            let opts = PrefixRepetitionOptions {
+                prefix_len: p.prefix_len,
+                suffix_len: p.suffix_len,
+                num_prefixes: p.num_prefixes,
+                output_len: p.output_len,
+            };
+            prefix_repetition::sample(&sampling, opts, tok)?
         }
         other => anyhow::bail!(
             "--dataset-name {}: not implemented yet ({other:?})",

@@ -329,3 +329,80 @@ fn custom_bad_input_is_one_line_with_file_and_line() {
     args.extend(["--dataset-path", csv.to_str().unwrap()]);
     assert_refused(&args, "reads JSONL only");
 }
+
+#[test]
+fn prefix_repetition_runs_against_the_mock() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("prefix-rep");
+    let tok = path_of("fixtures/tokenizers/qwen3");
+    let url = server.base_url();
+    let args = [
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        &tok,
+        "--dataset-name",
+        "prefix_repetition",
+        "--prefix-repetition-prefix-len",
+        "64",
+        "--prefix-repetition-suffix-len",
+        "16",
+        "--prefix-repetition-num-prefixes",
+        "4",
+        "--prefix-repetition-output-len",
+        "9",
+        "--num-prompts",
+        "12",
+        "--disable-tqdm",
+    ];
+    run_ok(&args, &dir, 12);
+    let log = server.request_log();
+    let model: Vec<_> = log.iter().filter(|r| r.path == "/v1/completions").collect();
+    assert_eq!(model.len(), 12);
+    assert!(model.iter().all(|r| r.max_tokens == Some(9)));
+    let distinct: std::collections::HashSet<_> = model.iter().map(|r| r.prompt_hash).collect();
+    assert_eq!(distinct.len(), 12, "every prompt differs (its suffix)");
+    let mut args = args.to_vec();
+    let at = args.iter().position(|a| *a == "12").unwrap();
+    args[at] = "3";
+    assert_refused(
+        &args,
+        "must be at least --prefix-repetition-num-prefixes (4)",
+    );
+}
+
+/// With the mock's own word-level tokenizer (its `/tokenize`), shared prefixes still give
+/// exact lengths: the fitter joins prefix and suffix as the tokenizer's decode joins words.
+#[test]
+fn prefix_repetition_with_the_servers_word_tokenizer_is_exact() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("prefix-rep-server");
+    let url = server.base_url();
+    let args = [
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--dataset-name",
+        "prefix_repetition",
+        "--prefix-repetition-prefix-len",
+        "50",
+        "--prefix-repetition-suffix-len",
+        "30",
+        "--prefix-repetition-num-prefixes",
+        "2",
+        "--num-prompts",
+        "6",
+        "--disable-tqdm",
+    ];
+    run_ok(&args, &dir, 6);
+    let log = server.request_log();
+    let lens: Vec<_> = log
+        .iter()
+        .filter(|r| r.path == "/v1/completions")
+        .map(|r| r.prompt_tokens)
+        .collect();
+    assert_eq!(lens, vec![Some(80); 6]);
+}
