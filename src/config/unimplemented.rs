@@ -20,7 +20,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--backend infinity-embeddings",
     "--backend infinity-embeddings-clip",
     // Datasets.
-    "--dataset-name burstgpt",
     "--dataset-name random-mm",
     "--dataset-name random-rerank",
     "--dataset-name hf",
@@ -199,6 +198,7 @@ mod tests {
             implemented,
             [
                 "sharegpt",
+                "burstgpt",
                 "random",
                 "custom",
                 "prefix_repetition",

@@ -4,11 +4,13 @@
 use std::sync::Arc;
 
 pub mod align;
+pub mod burstgpt;
 pub mod chat_format;
 pub mod custom;
 pub mod error;
 pub mod hub_file;
 pub mod max_model_len;
+pub mod np_random;
 pub mod prefix_repetition;
 pub mod pyrandom;
 pub mod random;

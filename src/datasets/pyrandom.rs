@@ -34,7 +34,9 @@ impl PyRandom {
         }
     }
 
-    fn init_genrand(s: u32) -> Self {
+    /// The generator after MT19937's `init_genrand(s)` alone: how numpy's legacy
+    /// `RandomState(s)` seeds the same Mersenne Twister ([`super::np_random`]).
+    pub(super) fn init_genrand(s: u32) -> Self {
         let mut mt = [0u32; N];
         mt[0] = s;
         for i in 1..N {

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 
 use crate::cli::{Backend, DatasetName};
 use crate::config::{Config, DatasetParams};
+use crate::datasets::burstgpt::BurstGpt;
 use crate::datasets::chat_format::ChatFormat;
 use crate::datasets::custom::{Custom, CustomOptions};
 use crate::datasets::hub_file::{dataset_file, HubAccess};
@@ -105,6 +106,14 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
                 output_len: p.output_len,
             };
             prefix_repetition::sample(&sampling, opts, tok)?
+        }
+        DatasetParams::BurstGpt => {
+            let tok = tokenizer::required(tokenizer, "the burstgpt dataset")?;
+            let path = ds
+                .path
+                .as_deref()
+                .context("--dataset-name burstgpt needs --dataset-path BurstGPT.csv")?;
+            BurstGpt::load(Path::new(path))?.sample(&sampling, tok)?
         }
         other => anyhow::bail!(
             "--dataset-name {}: not implemented yet ({other:?})",

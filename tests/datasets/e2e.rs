@@ -406,3 +406,54 @@ fn prefix_repetition_with_the_servers_word_tokenizer_is_exact() {
         .collect();
     assert_eq!(lens, vec![Some(80); 6]);
 }
+
+#[test]
+fn burstgpt_runs_against_the_mock() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("burstgpt");
+    let csv = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/burstgpt/burstgpt_sample.csv"
+    );
+    let tok = path_of("fixtures/tokenizers/qwen3");
+    let url = server.base_url();
+    let args = [
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        &tok,
+        "--dataset-name",
+        "burstgpt",
+        "--dataset-path",
+        csv,
+        "--num-prompts",
+        "10",
+        "--request-id-prefix",
+        "b",
+        "--disable-tqdm",
+    ];
+    run_ok(&args, &dir, 10);
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/burstgpt/expected.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let case = &expected["cases"][1];
+    assert_eq!(
+        (case["seed"].as_u64(), case["num"].as_u64()),
+        (Some(0), Some(10))
+    );
+    let seen = max_tokens_by_id(&server);
+    for (i, pair) in case["pairs"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(
+            seen.get(&format!("b{i}")),
+            Some(&pair[1].as_u64().unwrap()),
+            "b{i}"
+        );
+    }
+}
