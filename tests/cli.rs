@@ -1219,8 +1219,8 @@ fn unimplemented_features_are_accepted_then_refused_by_name() {
     for (args, what) in [
         (&["--backend", "openai-audio"][..], "--backend openai-audio"),
         (
-            &["--dataset-name", "spec_bench"][..],
-            "--dataset-name spec_bench",
+            &["--dataset-name", "speed_bench"][..],
+            "--dataset-name speed_bench",
         ),
         (&["--num-runs", "5"][..], "--num-runs"),
         (&["--compare", "a.json", "b.json"][..], "--compare"),

@@ -25,7 +25,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--dataset-name hf",
     "--dataset-name custom_audio",
     "--dataset-name custom_image",
-    "--dataset-name spec_bench",
     "--dataset-name speed_bench",
     // Dataset features and the options of the datasets above.
     "--no-stream",
@@ -41,8 +40,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--speed-bench-output-len",
     "--speed-bench-category",
     "--speed-bench-max-input-len",
-    "--spec-bench-output-len",
-    "--spec-bench-category",
     "--hf-subset",
     "--hf-split",
     "--hf-name",
@@ -202,6 +199,7 @@ mod tests {
                 "random",
                 "custom",
                 "prefix_repetition",
+                "spec_bench",
                 "timed_trace",
                 "sonnet"
             ]
@@ -220,11 +218,11 @@ mod tests {
             .unwrap_err()
             .message()
             .starts_with("--backend openai-audio: not implemented yet"));
-        let cli = parse(&["--dataset-name", "spec_bench"]).unwrap();
+        let cli = parse(&["--dataset-name", "speed_bench"]).unwrap();
         assert!(check(&cli)
             .unwrap_err()
             .message()
-            .starts_with("--dataset-name spec_bench: not implemented yet"));
+            .starts_with("--dataset-name speed_bench: not implemented yet"));
         let trace = parse(&["--dataset-name", "timed-trace", "--no-self-timed"]).unwrap();
         assert!(check(&trace).is_ok());
         assert!(check(&parse(&["--seed", "1"]).unwrap()).is_ok());

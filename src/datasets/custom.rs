@@ -69,6 +69,22 @@ impl Custom {
         })
     }
 
+    /// Prompts given as `(1-based line, prompt)` by another loader (spec_bench), with no
+    /// per-row output length.
+    pub(super) fn from_prompts(path: &Path, prompts: Vec<(usize, String)>) -> Self {
+        Self {
+            path: path.to_owned(),
+            rows: prompts
+                .into_iter()
+                .map(|(line, prompt)| Row {
+                    line,
+                    prompt,
+                    output_tokens: None,
+                })
+                .collect(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.rows.len()
     }

@@ -17,6 +17,7 @@ pub mod random;
 pub mod sampling;
 pub mod sharegpt;
 pub mod sonnet;
+pub mod spec_bench;
 pub mod stats;
 pub mod timed_trace;
 pub mod token_fit;

@@ -21,6 +21,7 @@ use crate::datasets::prefix_repetition::{self, PrefixRepetitionOptions};
 use crate::datasets::random::{self, RandomConfig};
 use crate::datasets::sharegpt::{self, ShareGpt, ShareGptOptions};
 use crate::datasets::sonnet::{Sonnet, SonnetOptions};
+use crate::datasets::spec_bench;
 use crate::datasets::{SampleRequest, Sampling};
 use crate::tokenizer::{self, Tokenizer};
 
@@ -114,6 +115,28 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
                 .as_deref()
                 .context("--dataset-name burstgpt needs --dataset-path BurstGPT.csv")?;
             BurstGpt::load(Path::new(path))?.sample(&sampling, tok)?
+        }
+        DatasetParams::SpecBench {
+            output_len,
+            category,
+        } => {
+            let path = ds
+                .path
+                .as_deref()
+                .context("--dataset-name spec_bench needs --dataset-path question.jsonl")?;
+            let data = spec_bench::load(Path::new(path), category.as_deref())?;
+            let format = match tokenizer {
+                Some(tok) => chat_format(config, tok, "the spec_bench dataset")?,
+                None => ChatFormat::raw(),
+            };
+            let fixed_seed = Sampling {
+                seed: spec_bench::SEED,
+                ..sampling.clone()
+            };
+            let opts = CustomOptions {
+                output_len: Some(*output_len),
+            };
+            data.sample(&fixed_seed, opts, &format, tokenizer)?
         }
         other => anyhow::bail!(
             "--dataset-name {}: not implemented yet ({other:?})",

@@ -457,3 +457,63 @@ fn burstgpt_runs_against_the_mock() {
         );
     }
 }
+
+/// spec_bench: the category's first turns, the fixed output length, and (a Python quirk)
+/// the same shuffle whatever `--seed` says.
+#[test]
+fn spec_bench_runs_against_the_mock_and_ignores_the_seed_as_python() {
+    let dir = TempDir::new("spec-bench");
+    let file = dir.path().join("question.jsonl");
+    let rows: String = (0..9)
+        .map(|i| {
+            let cat = if i % 3 == 0 { "math_reasoning" } else { "writing" };
+            format!("{{\"question_id\": {i}, \"category\": \"{cat}\", \"turns\": [\"Question {i}?\", \"Follow-up\"]}}\n")
+        })
+        .collect();
+    std::fs::write(&file, rows).unwrap();
+    let tok = path_of("fixtures/tokenizers/qwen3");
+    let by_id = |seed: &str| {
+        let server = mock(|_| {});
+        let url = server.base_url();
+        let args = [
+            "--base-url",
+            &url,
+            "--model",
+            "mock-model",
+            "--tokenizer",
+            &tok,
+            "--dataset-name",
+            "spec_bench",
+            "--dataset-path",
+            file.to_str().unwrap(),
+            "--spec-bench-category",
+            "writing",
+            "--spec-bench-output-len",
+            "33",
+            "--num-prompts",
+            "6",
+            "--seed",
+            seed,
+            "--request-id-prefix",
+            "s",
+            "--disable-tqdm",
+        ];
+        run_ok(&args, &dir, 6);
+        let log = server.request_log();
+        assert!(log
+            .iter()
+            .filter(|r| r.request_id.is_some())
+            .all(|r| r.max_tokens == Some(33)));
+        let mut pairs: Vec<_> = log
+            .iter()
+            .filter_map(|r| Some((r.request_id.clone()?, r.prompt_hash?)))
+            .collect();
+        pairs.sort();
+        pairs
+    };
+    let a = by_id("1");
+    assert_eq!(a.len(), 6);
+    let distinct: std::collections::HashSet<_> = a.iter().map(|(_, h)| h).collect();
+    assert_eq!(distinct.len(), 6, "the 6 writing questions");
+    assert_eq!(a, by_id("12345"));
+}
