@@ -517,3 +517,45 @@ fn spec_bench_runs_against_the_mock_and_ignores_the_seed_as_python() {
     assert_eq!(distinct.len(), 6, "the 6 writing questions");
     assert_eq!(a, by_id("12345"));
 }
+
+/// `--output-len` overrides the reply lengths, `--max-model-len` drops what does not fit,
+/// and `--no-oversample` runs with what is valid.
+#[test]
+fn sharegpt_overrides_max_model_len_and_no_oversample() {
+    let dir = TempDir::new("sharegpt-opts");
+    let tok = path_of("fixtures/tokenizers/qwen3");
+    let data = path_of(SHAREGPT);
+    let base = [
+        "--tokenizer",
+        &tok,
+        "--model",
+        "m",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        &data,
+        "--dry-run",
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let r = vllm_bench(&args, dir.path());
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r
+    };
+    let r = run(&["--num-prompts", "50", "--output-len", "7"]);
+    assert!(r.stdout.contains("Output tokens: min 7 / mean 7.00 / max 7 / total 350"), "{}", r.stdout);
+    let r = run(&["--num-prompts", "200", "--max-model-len", "300"]);
+    let dropped = r
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("note: --max-model-len dropped "))
+        .and_then(|l| l.strip_suffix(" requests"))
+        .and_then(|n| n.parse::<usize>().ok())
+        .expect("a note saying how many were dropped");
+    assert!(dropped > 0 && dropped < 200, "{dropped}");
+    assert!(r.stdout.contains(&format!("Requests: {} (text prompts)", 200 - dropped)), "{}", r.stdout);
+    // 1,707 valid conversations for seed 0 (tests/data/sharegpt/expected.json).
+    let r = run(&["--num-prompts", "1800", "--no-oversample"]);
+    assert!(r.stdout.contains("Requests: 1707 (text prompts)"), "{}", r.stdout);
+}
