@@ -1218,10 +1218,7 @@ fn engine_flags_resolve() {
 fn unimplemented_features_are_accepted_then_refused_by_name() {
     for (args, what) in [
         (&["--backend", "openai-audio"][..], "--backend openai-audio"),
-        (
-            &["--dataset-name", "speed_bench"][..],
-            "--dataset-name speed_bench",
-        ),
+        (&["--dataset-name", "hf"][..], "--dataset-name hf"),
         (&["--num-runs", "5"][..], "--num-runs"),
         (&["--compare", "a.json", "b.json"][..], "--compare"),
         (&["--profile"][..], "--profile"),

@@ -574,7 +574,7 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_refused(&["--mock-server", "--bogus-flag", "1"], "--bogus-flag");
     assert_refused(&["--dataset-name", "nope"], "--dataset-name nope");
     assert_refused(
-        &["--mock-server", "--dataset-name", "speed_bench"],
+        &["--mock-server", "--dataset-name", "hf"],
         "not implemented",
     );
     assert_refused(

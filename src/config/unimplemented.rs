@@ -25,7 +25,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--dataset-name hf",
     "--dataset-name custom_audio",
     "--dataset-name custom_image",
-    "--dataset-name speed_bench",
     // Dataset features and the options of the datasets above.
     "--no-stream",
     "--enable-multimodal-chat",
@@ -36,10 +35,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--random-mm-num-mm-items-range-ratio",
     "--random-mm-limit-mm-per-prompt",
     "--random-mm-bucket-config",
-    "--speed-bench-dataset-subset",
-    "--speed-bench-output-len",
-    "--speed-bench-category",
-    "--speed-bench-max-input-len",
     "--hf-subset",
     "--hf-split",
     "--hf-name",
@@ -200,6 +195,7 @@ mod tests {
                 "custom",
                 "prefix_repetition",
                 "spec_bench",
+                "speed_bench",
                 "timed_trace",
                 "sonnet"
             ]
@@ -218,11 +214,11 @@ mod tests {
             .unwrap_err()
             .message()
             .starts_with("--backend openai-audio: not implemented yet"));
-        let cli = parse(&["--dataset-name", "speed_bench"]).unwrap();
+        let cli = parse(&["--dataset-name", "hf"]).unwrap();
         assert!(check(&cli)
             .unwrap_err()
             .message()
-            .starts_with("--dataset-name speed_bench: not implemented yet"));
+            .starts_with("--dataset-name hf: not implemented yet"));
         let trace = parse(&["--dataset-name", "timed-trace", "--no-self-timed"]).unwrap();
         assert!(check(&trace).is_ok());
         assert!(check(&parse(&["--seed", "1"]).unwrap()).is_ok());

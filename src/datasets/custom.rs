@@ -85,6 +85,26 @@ impl Custom {
         }
     }
 
+    /// Cuts every prompt longer than `max_tokens` (counted without special tokens) to its
+    /// first `max_tokens` tokens, decoded (`--speed-bench-max-input-len`).
+    pub fn truncate_prompts(
+        &mut self,
+        tok: &Tokenizer,
+        max_tokens: usize,
+    ) -> Result<(), DatasetError> {
+        self.rows.par_iter_mut().try_for_each(|row| {
+            let ids = tok
+                .encode(&row.prompt, false)
+                .map_err(DatasetError::Tokenize)?;
+            if ids.len() > max_tokens {
+                row.prompt = tok
+                    .decode(&ids[..max_tokens], false)
+                    .map_err(DatasetError::Tokenize)?;
+            }
+            Ok(())
+        })
+    }
+
     pub fn len(&self) -> usize {
         self.rows.len()
     }

@@ -9,58 +9,33 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use super::custom::Custom;
 use super::error::DatasetError;
+use super::question_file::{self, QuestionFormat};
 
 /// The seed Python's `SpecBench` always uses (`BenchmarkDataset.DEFAULT_SEED`).
 pub const SEED: u64 = 0;
 
+const FORMAT: QuestionFormat = QuestionFormat {
+    first_prompt: |row| row.get("turns")?.as_array()?.first()?.as_str(),
+    expected: "no \"turns\" list starting with a string (Spec-Bench's question.jsonl format)",
+    category_flag: "--spec-bench-category",
+};
+
 /// Loads `path`, keeping the rows of `category` (all when `None`).
 pub fn load(path: &Path, category: Option<&str>) -> Result<Custom, DatasetError> {
-    let text = std::fs::read_to_string(path).map_err(|e| DatasetError::file(path, e))?;
-    parse(path, &text, category)
+    question_file::load(path, category, &FORMAT)
 }
 
 /// Parses `question.jsonl` text (`path` names it in errors).
 pub fn parse(path: &Path, text: &str, category: Option<&str>) -> Result<Custom, DatasetError> {
-    let mut prompts = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = |why: String| DatasetError::line(path, i + 1, why);
-        let row: Value = serde_json::from_str(line).map_err(|e| at(format!("not JSON: {e}")))?;
-        if let Some(want) = category.filter(|c| !c.is_empty()) {
-            if row.get("category").and_then(Value::as_str) != Some(want) {
-                continue;
-            }
-        }
-        let first = row
-            .get("turns")
-            .and_then(Value::as_array)
-            .and_then(|t| t.first())
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                at(
-                    "no \"turns\" list starting with a string (Spec-Bench's question.jsonl \
-                    format)"
-                        .into(),
-                )
-            })?;
-        prompts.push((i + 1, first.to_owned()));
-    }
-    if prompts.is_empty() {
-        let which = category.map_or(String::new(), |c| format!(" of --spec-bench-category {c}"));
-        return Err(DatasetError::file(path, format!("has no question{which}")));
-    }
-    Ok(Custom::from_prompts(path, prompts))
+    question_file::parse(path, text, category, &FORMAT)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     const FILE: &str = r#"{"question_id": 1, "category": "writing", "turns": ["Write a poem.", "Shorter."]}
 {"question_id": 2, "category": "math_reasoning", "turns": ["What is 2+2?"]}
@@ -89,5 +64,11 @@ mod tests {
             e.starts_with("--dataset-path q.jsonl:1: no \"turns\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_value_that_is_not_a_row_is_refused() {
+        let v: Value = serde_json::from_str("[1]").unwrap();
+        assert_eq!((FORMAT.first_prompt)(&v), None);
     }
 }

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use clap::ValueEnum;
 
 use crate::cli::{Backend, DatasetName};
 use crate::config::{Config, DatasetParams};
@@ -21,7 +22,7 @@ use crate::datasets::prefix_repetition::{self, PrefixRepetitionOptions};
 use crate::datasets::random::{self, RandomConfig};
 use crate::datasets::sharegpt::{self, ShareGpt, ShareGptOptions};
 use crate::datasets::sonnet::{Sonnet, SonnetOptions};
-use crate::datasets::spec_bench;
+use crate::datasets::{spec_bench, speed_bench};
 use crate::datasets::{SampleRequest, Sampling};
 use crate::tokenizer::{self, Tokenizer};
 
@@ -135,6 +136,34 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
             };
             let opts = CustomOptions {
                 output_len: Some(*output_len),
+            };
+            data.sample(&fixed_seed, opts, &format, tokenizer)?
+        }
+        DatasetParams::SpeedBench(p) => {
+            let dir = ds.path.as_deref().context(
+                "--dataset-name speed_bench needs --dataset-path DIR: the directory \
+                 NeMo-Skills' speed-bench/prepare.py writes (one <subset>.jsonl per split)",
+            )?;
+            let subset = p
+                .subset
+                .to_possible_value()
+                .map(|v| v.get_name().to_owned())
+                .context("every subset has a name")?;
+            let mut data = speed_bench::load(Path::new(dir), &subset, p.category.as_deref())?;
+            if let Some(max) = p.max_input_len {
+                let tok = tokenizer::required(tokenizer, "--speed-bench-max-input-len")?;
+                data.truncate_prompts(tok, max)?;
+            }
+            let format = match tokenizer {
+                Some(tok) => chat_format(config, tok, "the speed_bench dataset")?,
+                None => ChatFormat::raw(),
+            };
+            let fixed_seed = Sampling {
+                seed: speed_bench::SEED,
+                ..sampling.clone()
+            };
+            let opts = CustomOptions {
+                output_len: Some(p.output_len),
             };
             data.sample(&fixed_seed, opts, &format, tokenizer)?
         }

@@ -544,7 +544,12 @@ fn sharegpt_overrides_max_model_len_and_no_oversample() {
         r
     };
     let r = run(&["--num-prompts", "50", "--output-len", "7"]);
-    assert!(r.stdout.contains("Output tokens: min 7 / mean 7.00 / max 7 / total 350"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("Output tokens: min 7 / mean 7.00 / max 7 / total 350"),
+        "{}",
+        r.stdout
+    );
     let r = run(&["--num-prompts", "200", "--max-model-len", "300"]);
     let dropped = r
         .stderr
@@ -554,8 +559,111 @@ fn sharegpt_overrides_max_model_len_and_no_oversample() {
         .and_then(|n| n.parse::<usize>().ok())
         .expect("a note saying how many were dropped");
     assert!(dropped > 0 && dropped < 200, "{dropped}");
-    assert!(r.stdout.contains(&format!("Requests: {} (text prompts)", 200 - dropped)), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains(&format!("Requests: {} (text prompts)", 200 - dropped)),
+        "{}",
+        r.stdout
+    );
     // 1,707 valid conversations for seed 0 (tests/data/sharegpt/expected.json).
     let r = run(&["--num-prompts", "1800", "--no-oversample"]);
-    assert!(r.stdout.contains("Requests: 1707 (text prompts)"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("Requests: 1707 (text prompts)"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// SPEED-Bench from a prepared directory: the split's file, the category, the output length
+/// (`--output-len` overrides it, as the seed's example uses), and `--speed-bench-max-input-len`.
+#[test]
+fn speed_bench_from_a_prepared_directory() {
+    let dir = TempDir::new("speed-bench");
+    let data = dir.path().join("speed");
+    std::fs::create_dir_all(&data).unwrap();
+    let row = |cat: &str, text: &str| {
+        serde_json::json!({"category": cat, "messages": [{"role": "user", "content": text}]})
+            .to_string()
+            + "\n"
+    };
+    let qualitative: String = (0..6)
+        .map(|i| {
+            row(
+                if i < 4 { "coding" } else { "math" },
+                &format!("Question {i}: explain it."),
+            )
+        })
+        .collect();
+    std::fs::write(data.join("qualitative.jsonl"), qualitative).unwrap();
+    let long = "The quick brown fox jumps over the lazy dog. ".repeat(200);
+    std::fs::write(data.join("throughput_1k.jsonl"), row("low_entropy", &long)).unwrap();
+    let server = mock(|_| {});
+    let url = server.base_url();
+    let tok = path_of("fixtures/tokenizers/qwen3");
+    let d = data.to_str().unwrap();
+    let base = [
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--backend",
+        "openai-chat",
+        "--tokenizer",
+        &tok,
+        "--dataset-name",
+        "speed-bench",
+        "--dataset-path",
+        d,
+        "--disable-tqdm",
+    ];
+    let mut args = base.to_vec();
+    args.extend([
+        "--speed-bench-config",
+        "qualitative",
+        "--speed-bench-category",
+        "coding",
+        "--num-prompts",
+        "4",
+        "--output-len",
+        "21",
+    ]);
+    run_ok(&args, &dir, 4);
+    let log = server.request_log();
+    let chat: Vec<_> = log
+        .iter()
+        .filter(|r| r.path == "/v1/chat/completions")
+        .collect();
+    assert_eq!(chat.len(), 4);
+    assert!(chat.iter().all(|r| r.max_tokens == Some(21)));
+    let distinct: std::collections::HashSet<_> = chat.iter().map(|r| r.prompt_hash).collect();
+    assert_eq!(distinct.len(), 4, "the four coding questions");
+    // Truncation: the 2,000-word prompt is cut to 100 tokens before anything else.
+    let mut args = base.to_vec();
+    args.extend([
+        "--speed-bench-config",
+        "throughput_1k",
+        "--speed-bench-max-input-len",
+        "100",
+        "--skip-chat-template",
+        "--num-prompts",
+        "1",
+        "--dry-run",
+    ]);
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("Prompt tokens: min 100 / mean 100.00 / max 100"),
+        "{}",
+        run.stdout
+    );
+    // A split that is not there: one line naming the file.
+    let mut args = base.to_vec();
+    args.extend([
+        "--speed-bench-config",
+        "throughput_8k",
+        "--num-prompts",
+        "1",
+    ]);
+    assert_refused(&args, "throughput_8k.jsonl: not found");
 }
