@@ -13,6 +13,10 @@
 //!    test, through a [`TokenizeEndpoint`] the caller provides; used only when the first two
 //!    tiers find nothing and the caller allows it.
 //!
+//! The directory a tokenizer came from also gives its chat template ([`chat_template`],
+//! rendered with minijinja as `transformers`' `apply_chat_template`), which the file datasets
+//! use to count and send prompts.
+//!
 //! A tokenizer is loaded once before the run and shared read-only (`&Tokenizer` is
 //! `Send + Sync`); all the per-request work (dataset generation, re-tokenizing outputs) calls
 //! it from rayon workers.
