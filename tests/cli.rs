@@ -1219,15 +1219,12 @@ fn engine_flags_resolve() {
 fn unimplemented_features_are_accepted_then_refused_by_name() {
     for (args, what) in [
         (&["--backend", "openai-audio"][..], "--backend openai-audio"),
-        (
-            &["--dataset-name", "sharegpt"][..],
-            "--dataset-name sharegpt",
-        ),
+        (&["--dataset-name", "hf"][..], "--dataset-name hf"),
         (&["--num-runs", "5"][..], "--num-runs"),
         (&["--compare", "a.json", "b.json"][..], "--compare"),
         (&["--profile"][..], "--profile"),
         (&["--no-steady-state"][..], "--no-steady-state"),
-        (&["--sonnet-input-len", "10"][..], "--sonnet-input-len"),
+        (&["--hf-subset", "x"][..], "--hf-subset"),
     ] {
         let err = config_error(args);
         assert_eq!(err.kind(), ConfigErrorKind::NotImplemented, "{args:?}");

@@ -917,3 +917,10 @@ fn alignment_cuts_prompts_the_server_counts_longer() {
     );
     assert_eq!(align_to_server(&mut long, &server), Alignment::Matched);
 }
+
+mod burstgpt;
+mod chat;
+mod e2e;
+mod prefix_repetition;
+mod pyrandom;
+mod sharegpt;

@@ -26,17 +26,23 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(240);
 const RESULT: &str = "r.json";
 
 /// What one run of the binary left behind.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Runs the binary with `args` in `cwd`, killing it after [`RUN_TIMEOUT`]. Panic text in
 /// either stream fails the test whatever the exit code.
-fn vllm_bench(args: &[&str], cwd: &Path) -> Run {
+pub(crate) fn vllm_bench(args: &[&str], cwd: &Path) -> Run {
+    vllm_bench_env(args, cwd, &[])
+}
+
+/// [`vllm_bench`] with extra environment variables.
+pub(crate) fn vllm_bench_env(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(cwd)
         .env("HF_HUB_OFFLINE", "1")
         .env_remove("VLLM_BENCH_CORES")
@@ -81,10 +87,10 @@ fn vllm_bench(args: &[&str], cwd: &Path) -> Run {
 }
 
 /// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir =
@@ -94,11 +100,11 @@ impl TempDir {
         TempDir(dir)
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 
-    fn arg(&self) -> &str {
+    pub(crate) fn arg(&self) -> &str {
         self.0.to_str().expect("utf-8 temp path")
     }
 }
@@ -111,7 +117,7 @@ impl Drop for TempDir {
 
 /// An in-process mock that logs every request, with small real delays so the client's
 /// concurrency is visible in the server's in-flight count.
-fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
+pub(crate) fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
     let mut cfg = MockConfig {
         request_log: true,
         first_token_delay: Duration::from_millis(5),
@@ -557,7 +563,7 @@ fn append_label_metadata_and_default_file_name() {
 }
 
 /// A run that must stop before sending anything: exit 2, exactly one `error:` line.
-fn assert_refused(args: &[&str], needle: &str) {
+pub(crate) fn assert_refused(args: &[&str], needle: &str) {
     let dir = TempDir::new("bad");
     let run = vllm_bench(args, dir.path());
     assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
@@ -587,7 +593,7 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_refused(&["--mock-server", "--bogus-flag", "1"], "--bogus-flag");
     assert_refused(&["--dataset-name", "nope"], "--dataset-name nope");
     assert_refused(
-        &["--mock-server", "--dataset-name", "sharegpt"],
+        &["--mock-server", "--dataset-name", "hf"],
         "not implemented",
     );
     assert_refused(

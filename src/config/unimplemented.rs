@@ -20,23 +20,14 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--backend infinity-embeddings",
     "--backend infinity-embeddings-clip",
     // Datasets.
-    "--dataset-name sharegpt",
-    "--dataset-name burstgpt",
     "--dataset-name random-mm",
     "--dataset-name random-rerank",
     "--dataset-name hf",
-    "--dataset-name custom",
     "--dataset-name custom_audio",
     "--dataset-name custom_image",
-    "--dataset-name prefix_repetition",
-    "--dataset-name spec_bench",
-    "--dataset-name speed_bench",
-    "--dataset-name sonnet",
     // Dataset features and the options of the datasets above.
     "--no-stream",
-    "--skip-chat-template",
     "--enable-multimodal-chat",
-    "--chat-template-kwargs",
     "--plot-dataset-stats",
     "--random-batch-size",
     "--no-reranker",
@@ -44,16 +35,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--random-mm-num-mm-items-range-ratio",
     "--random-mm-limit-mm-per-prompt",
     "--random-mm-bucket-config",
-    "--sharegpt-output-len",
-    "--sonnet-input-len",
-    "--sonnet-output-len",
-    "--sonnet-prefix-len",
-    "--speed-bench-dataset-subset",
-    "--speed-bench-output-len",
-    "--speed-bench-category",
-    "--speed-bench-max-input-len",
-    "--spec-bench-output-len",
-    "--spec-bench-category",
     "--hf-subset",
     "--hf-split",
     "--hf-name",
@@ -64,12 +45,7 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--asr-min-audio-len-sec",
     "--asr-max-audio-len-sec",
     "--bfcl-categories",
-    "--custom-output-len",
     "--custom-ensure-client-side-data",
-    "--prefix-repetition-prefix-len",
-    "--prefix-repetition-suffix-len",
-    "--prefix-repetition-num-prefixes",
-    "--prefix-repetition-output-len",
     // Rate control, output and request features.
     "--probe-request-rate",
     "--plot-timeline",
@@ -210,7 +186,20 @@ mod tests {
             .map(|d| d.name())
             .filter(|n| !datasets().contains(n))
             .collect();
-        assert_eq!(implemented, ["random", "timed_trace"]);
+        assert_eq!(
+            implemented,
+            [
+                "sharegpt",
+                "burstgpt",
+                "random",
+                "custom",
+                "prefix_repetition",
+                "spec_bench",
+                "speed_bench",
+                "timed_trace",
+                "sonnet"
+            ]
+        );
     }
 
     #[test]
@@ -225,11 +214,11 @@ mod tests {
             .unwrap_err()
             .message()
             .starts_with("--backend openai-audio: not implemented yet"));
-        let cli = parse(&["--dataset-name", "sonnet"]).unwrap();
+        let cli = parse(&["--dataset-name", "hf"]).unwrap();
         assert!(check(&cli)
             .unwrap_err()
             .message()
-            .starts_with("--dataset-name sonnet: not implemented yet"));
+            .starts_with("--dataset-name hf: not implemented yet"));
         let trace = parse(&["--dataset-name", "timed-trace", "--no-self-timed"]).unwrap();
         assert!(check(&trace).is_ok());
         assert!(check(&parse(&["--seed", "1"]).unwrap()).is_ok());

@@ -1,16 +1,39 @@
 //! Datasets: everything that turns flags (and files) into [`SampleRequest`]s before the clock
 //! starts. Generation is parallel (rayon) and deterministic for a given `--seed`.
+//!
+//! One module per dataset (random, sharegpt, sonnet, custom, prefix_repetition, burstgpt,
+//! spec_bench, speed_bench, timed_trace), each taking its own small options and returning the
+//! same [`SampleRequest`]s; [`crate::modes::dataset`] maps the validated configuration onto
+//! them. Python's selection is reproduced with CPython's `random` ([`pyrandom`]) and numpy's
+//! `RandomState` ([`np_random`]); the shared rules of Python's `BenchmarkDataset` are in
+//! [`sampling`]; errors are [`DatasetError`], one line naming the file and entry.
 
 use std::sync::Arc;
 
 pub mod align;
+pub mod burstgpt;
+pub mod chat_format;
+pub mod custom;
+pub mod error;
+pub mod hub_file;
 pub mod max_model_len;
+pub mod np_random;
+pub mod prefix_repetition;
+pub mod pyrandom;
+pub mod question_file;
 pub mod random;
+pub mod sampling;
+pub mod sharegpt;
+pub mod sonnet;
+pub mod spec_bench;
+pub mod speed_bench;
 pub mod stats;
 pub mod timed_trace;
 pub mod token_fit;
 pub mod walk_corpus;
 
+pub use error::DatasetError;
+pub use sampling::Sampling;
 pub use stats::DatasetStats;
 
 /// What a request asks the model: text, or token ids sent verbatim (`--prompt-token-ids`).

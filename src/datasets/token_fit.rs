@@ -31,6 +31,11 @@ pub struct Vocabulary {
     /// `forbidden[id]` for every id below the tokenizer's full id space that is not allowed;
     /// ids at or past its end are forbidden too (added tokens above the base vocabulary).
     forbidden: Vec<bool>,
+    /// What the tokenizer puts between two decoded pieces when it decodes them together:
+    /// empty for byte-level BPE (the spaces live in the tokens), a space for word-level
+    /// tokenizers (the embedded mock's), so `prefix text + joiner + decoded body` is the
+    /// decode of the joined ids.
+    joiner: String,
 }
 
 impl Vocabulary {
@@ -53,7 +58,17 @@ impl Vocabulary {
                 tokenizer.id()
             );
         }
-        Ok(Self { allowed, forbidden })
+        let joiner = joiner(tokenizer, &allowed)?;
+        Ok(Self {
+            allowed,
+            forbidden,
+            joiner,
+        })
+    }
+
+    /// See the field: the separator a joint decode inserts between two pieces.
+    pub fn joiner(&self) -> &str {
+        &self.joiner
     }
 
     /// Number of allowed ids.
@@ -82,6 +97,25 @@ impl Vocabulary {
     pub fn is_forbidden(&self, id: u32) -> bool {
         self.forbidden.get(id as usize).copied().unwrap_or(true)
     }
+}
+
+/// `decode([a, b])` minus `decode([a])` and `decode([b])` for two allowed ids, when what is
+/// left between them is whitespace (else nothing).
+fn joiner(tokenizer: &Tokenizer, allowed: &[u32]) -> Result<String> {
+    let (Some(&a), Some(&b)) = (allowed.first(), allowed.get(1)) else {
+        return Ok(String::new());
+    };
+    let (da, db) = (
+        tokenizer.decode(&[a], false)?,
+        tokenizer.decode(&[b], false)?,
+    );
+    let joint = tokenizer.decode(&[a, b], false)?;
+    let sep = joint
+        .strip_prefix(da.as_str())
+        .and_then(|rest| rest.strip_suffix(db.as_str()))
+        .filter(|sep| sep.chars().all(char::is_whitespace))
+        .unwrap_or_default();
+    Ok(sep.to_owned())
 }
 
 /// A prompt fitted to an exact token count.
@@ -146,8 +180,11 @@ impl<'a> Fitter<'a> {
         let prefix_len = self.prefix.ids.len();
         for _ in 0..MAX_ROUNDS {
             let decoded = self.tokenizer.decode(&body, false)?;
-            let mut text = String::with_capacity(self.prefix.text.len() + decoded.len());
+            let mut text = String::with_capacity(self.prefix.text.len() + decoded.len() + 1);
             text.push_str(&self.prefix.text);
+            if !self.prefix.text.is_empty() {
+                text.push_str(self.vocab.joiner());
+            }
             text.push_str(&decoded);
             let ids = self.tokenizer.encode(&text, false)?;
             if !ids.starts_with(&self.prefix.ids)

@@ -13,7 +13,6 @@ use crate::backends::{build_body, Api, BodyOptions};
 use crate::config::Config;
 use crate::config::DatasetParams;
 use crate::datasets::align::align_to_server;
-use crate::datasets::random::{self, RandomConfig};
 use crate::datasets::SampleRequest;
 use crate::engine::runtime::{available_cores, resolve_driver};
 use crate::engine::schedule::{
@@ -316,7 +315,6 @@ fn needs_alignment(config: &Config) -> bool {
         && Api::for_backend(config.server.backend).is_some_and(|a| a.is_generation())
 }
 
-/// The dataset's requests, built before the clock starts.
 /// The dataset's requests, aligned to the server's tokenizer where Python does that.
 fn sample_requests(
     config: &Config,
@@ -324,7 +322,7 @@ fn sample_requests(
     model_id: &str,
     tokenizer: Option<&Tokenizer>,
 ) -> Result<Vec<SampleRequest>> {
-    let mut requests = build_dataset(config, tokenizer)?;
+    let mut requests = super::dataset::build(config, tokenizer)?;
     if needs_alignment(config) {
         let endpoint = target.tokenize_endpoint(model_id);
         if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
@@ -332,39 +330,6 @@ fn sample_requests(
         }
     }
     Ok(requests)
-}
-
-fn build_dataset(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<SampleRequest>> {
-    let ds = &config.dataset;
-    match &ds.params {
-        DatasetParams::Random(p) => {
-            let tok = crate::tokenizer::required(tokenizer, "the random dataset")?;
-            let cfg = RandomConfig {
-                num_prompts: ds.num_prompts,
-                input_len: p.input_len,
-                output_len: p.output_len,
-                prefix_len: p.prefix_len,
-                range_ratio: p.range_ratio.input,
-                seed: ds.seed,
-                prompt_token_ids: p.prompt_token_ids,
-                max_model_len: ds.max_model_len,
-                request_id_prefix: Some(config.request.request_id_prefix.clone()),
-                ..RandomConfig::default()
-            };
-            let sampled = random::sample(&cfg, tok)?;
-            if sampled.filtered > 0 {
-                eprintln!(
-                    "note: --max-model-len dropped {} requests",
-                    sampled.filtered
-                );
-            }
-            Ok(sampled.requests)
-        }
-        other => anyhow::bail!(
-            "--dataset-name {}: not implemented yet ({other:?})",
-            ds.name.name()
-        ),
-    }
 }
 
 /// Every request's bytes, built in parallel before the clock starts.

@@ -2,6 +2,7 @@
 //! modes wire the dataset, the backends, the engine, the metrics and the printers together.
 
 pub mod benchmark;
+pub mod dataset;
 pub mod progress;
 pub mod target;
 pub mod trace;

@@ -13,6 +13,10 @@
 //!    test, through a [`TokenizeEndpoint`] the caller provides; used only when the first two
 //!    tiers find nothing and the caller allows it.
 //!
+//! The directory a tokenizer came from also gives its chat template ([`chat_template`],
+//! rendered with minijinja as `transformers`' `apply_chat_template`), which the file datasets
+//! use to count and send prompts.
+//!
 //! A tokenizer is loaded once before the run and shared read-only (`&Tokenizer` is
 //! `Send + Sync`); all the per-request work (dataset generation, re-tokenizing outputs) calls
 //! it from rayon workers.
@@ -25,6 +29,7 @@ use std::sync::Arc;
 use anyhow::{bail, Result};
 use rayon::prelude::*;
 
+pub mod chat_template;
 pub mod hf;
 mod hf_json;
 pub mod hub;
@@ -33,6 +38,7 @@ pub mod server;
 pub mod special;
 pub mod tiktoken;
 
+pub use chat_template::{ChatTemplate, ChatTemplateError};
 pub use server::{ServerTokenizer, TokenizeEndpoint};
 
 /// `--tokenizer-mode`, as Python accepts it.
@@ -146,6 +152,9 @@ pub struct Tokenizer {
     /// Every id that must never appear in a synthetic prompt: [`Tokenizer::all_special_ids`]
     /// plus every added token (see [`Tokenizer::control_token_ids`]). Sorted, deduplicated.
     control_ids: Vec<u32>,
+    /// The directory the tokenizer's files came from (HF or tiktoken file tiers), where
+    /// `tokenizer_config.json` and its `chat_template` live.
+    dir: Option<PathBuf>,
 }
 
 enum Backend {
@@ -216,6 +225,10 @@ impl Tokenizer {
     }
 
     fn from_located(id: &str, located: Located) -> Result<Self> {
+        let dir = match &located {
+            Located::HfJson(p) | Located::TiktokenFile(p) => p.parent().map(PathBuf::from),
+            Located::TiktokenBuiltin(_) => None,
+        };
         let backend = match located {
             Located::HfJson(path) => Backend::Hf(Box::new(hf::HfTokenizer::from_file(&path)?)),
             Located::TiktokenFile(path) => {
@@ -225,7 +238,10 @@ impl Tokenizer {
                 Backend::Tiktoken(Box::new(tiktoken::TiktokenTokenizer::builtin(b)?))
             }
         };
-        Ok(Self::with_backend(id, backend))
+        Ok(Self {
+            dir,
+            ..Self::with_backend(id, backend)
+        })
     }
 
     fn with_backend(id: &str, backend: Backend) -> Self {
@@ -245,6 +261,22 @@ impl Tokenizer {
             id: id.to_owned(),
             backend,
             control_ids,
+            dir: None,
+        }
+    }
+
+    /// The directory of the tokenizer's files (`None` for built-in tiktoken encodings and
+    /// the server's tokenizer).
+    pub fn files_dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_deref()
+    }
+
+    /// The chat template of `tokenizer_config.json` (or `chat_template.jinja`) in
+    /// [`Tokenizer::files_dir`]; `Ok(None)` when there is none.
+    pub fn chat_template(&self) -> Result<Option<ChatTemplate>, ChatTemplateError> {
+        match &self.dir {
+            Some(d) => ChatTemplate::from_dir(d),
+            None => Ok(None),
         }
     }
 

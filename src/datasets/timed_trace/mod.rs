@@ -20,7 +20,7 @@
 //! file and line.
 
 mod cache;
-mod csv;
+pub(crate) mod csv;
 mod format;
 mod jsonl;
 mod prompt;

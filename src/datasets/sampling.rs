@@ -1,0 +1,142 @@
+//! What every file dataset shares with Python's `BenchmarkDataset`: the selection options
+//! (`--num-prompts`, `--seed`, `--disable-shuffle`, `--no-oversample`, `--request-id-prefix`),
+//! the length filter `is_valid_sequence`, and `maybe_oversample_requests`.
+
+use super::error::DatasetError;
+use super::pyrandom::PyRandom;
+use super::SampleRequest;
+
+/// How a dataset picks its samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sampling {
+    /// `--num-prompts`.
+    pub num_requests: usize,
+    /// `--seed` (Python's `random.seed`).
+    pub seed: u64,
+    /// `--disable-shuffle`: keep the file's order.
+    pub shuffle: bool,
+    /// Not `--no-oversample`: repeat random samples until there are `num_requests`.
+    pub oversample: bool,
+    /// `--request-id-prefix`; sample `i` gets id `prefix + i`.
+    pub request_id_prefix: String,
+}
+
+impl Sampling {
+    /// The request id of the `i`th sample.
+    pub fn request_id(&self, i: usize) -> String {
+        format!("{}{i}", self.request_id_prefix)
+    }
+}
+
+/// Python's `is_valid_sequence` with its defaults (min 4, prompt ≤ 1024, total ≤ 2048): the
+/// pruning rules the ShareGPT and Hugging Face loaders inherited from the old benchmark
+/// scripts. `fixed_output` skips the minimum-output check (Python does when the output
+/// length is given by a flag) but the total still counts it.
+pub fn is_valid_sequence(prompt_len: usize, output_len: usize, fixed_output: bool) -> bool {
+    const MIN_LEN: usize = 4;
+    const MAX_PROMPT_LEN: usize = 1024;
+    const MAX_TOTAL_LEN: usize = 2048;
+    prompt_len >= MIN_LEN
+        && (fixed_output || output_len >= MIN_LEN)
+        && prompt_len <= MAX_PROMPT_LEN
+        && prompt_len + output_len <= MAX_TOTAL_LEN
+}
+
+/// Python's `maybe_oversample_requests`: below `num_requests`, re-seed `random` and append
+/// `random.choice(samples)` copies (prompts shared, not copied) with fresh ids
+/// `prefix + (len + i)`; `what` names the dataset for the error when nothing is left to
+/// choose from.
+pub fn maybe_oversample(
+    samples: &mut Vec<SampleRequest>,
+    s: &Sampling,
+    what: &str,
+) -> Result<(), DatasetError> {
+    if !s.oversample || samples.len() >= s.num_requests {
+        return Ok(());
+    }
+    if samples.is_empty() {
+        return Err(DatasetError::Unusable(format!(
+            "{what}: no sample passed the selection, nothing to oversample from; check the \
+             file and the length options"
+        )));
+    }
+    let mut rng = PyRandom::new(s.seed);
+    let have = samples.len();
+    let extra: Vec<SampleRequest> = (0..s.num_requests - have)
+        .map(|i| {
+            let pick = rng.choice_index(have).expect("samples is not empty");
+            SampleRequest {
+                request_id: Some(s.request_id(have + i)),
+                ..samples[pick].clone()
+            }
+        })
+        .collect();
+    samples.extend(extra);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datasets::Prompt;
+    use std::sync::Arc;
+
+    #[test]
+    fn validity_follows_python() {
+        assert!(is_valid_sequence(4, 4, false));
+        assert!(!is_valid_sequence(3, 100, false));
+        assert!(!is_valid_sequence(100, 3, false));
+        assert!(is_valid_sequence(100, 3, true));
+        assert!(is_valid_sequence(1024, 1024, false));
+        assert!(!is_valid_sequence(1025, 10, false));
+        assert!(!is_valid_sequence(1000, 1049, true));
+    }
+
+    fn sampling(n: usize) -> Sampling {
+        Sampling {
+            num_requests: n,
+            seed: 0,
+            shuffle: true,
+            oversample: true,
+            request_id_prefix: "p-".into(),
+        }
+    }
+
+    fn sample(i: usize) -> SampleRequest {
+        SampleRequest {
+            prompt: Prompt::Text(Arc::from(format!("prompt {i}"))),
+            prompt_len: i,
+            expected_output_len: 1,
+            request_id: Some(format!("p-{i}")),
+        }
+    }
+
+    #[test]
+    fn oversampling_shares_prompts_and_numbers_ids_on() {
+        let mut v: Vec<_> = (0..3).map(sample).collect();
+        maybe_oversample(&mut v, &sampling(8), "test").unwrap();
+        assert_eq!(v.len(), 8);
+        let ids: Vec<_> = v.iter().map(|r| r.request_id.clone().unwrap()).collect();
+        assert_eq!(ids, (0..8).map(|i| format!("p-{i}")).collect::<Vec<_>>());
+        // random.seed(0); [random.choice(range(3)) for _ in range(5)] == [1, 1, 0, 1, 2]
+        let picks: Vec<_> = v[3..].iter().map(|r| r.prompt_len).collect();
+        assert_eq!(picks, [1, 1, 0, 1, 2]);
+        let (Prompt::Text(a), Prompt::Text(b)) = (&v[1].prompt, &v[3].prompt) else {
+            unreachable!()
+        };
+        assert!(Arc::ptr_eq(a, b), "an oversampled prompt is shared");
+    }
+
+    #[test]
+    fn no_oversample_and_nothing_to_choose_from() {
+        let mut v: Vec<_> = (0..2).map(sample).collect();
+        let s = Sampling {
+            oversample: false,
+            ..sampling(5)
+        };
+        maybe_oversample(&mut v, &s, "test").unwrap();
+        assert_eq!(v.len(), 2);
+        let e = maybe_oversample(&mut Vec::new(), &sampling(5), "sharegpt").unwrap_err();
+        assert!(e.to_string().starts_with("sharegpt: no sample"), "{e}");
+    }
+}

@@ -1,0 +1,249 @@
+//! The one dataset dispatch: the validated [`DatasetConfig`](crate::config::DatasetConfig)
+//! and the tokenizer in, the run's [`SampleRequest`]s out, every dataset through [`build`].
+//! Each dataset lives in its own module of [`crate::datasets`] and takes its own small
+//! options; this is the only place that maps the configuration onto them, so `datasets`
+//! never imports `config`.
+//!
+//! `timed_trace` is the exception for now: its replay shares prompt fragments between
+//! requests and carries arrival times, so it is built by [`super::trace::TraceReplay`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+
+use crate::cli::{Backend, DatasetName};
+use crate::config::{
+    Config, CustomParams, DatasetParams, PrefixRepetitionParams, RandomParams, SonnetParams,
+    SpeedBenchParams,
+};
+use crate::datasets::burstgpt::BurstGpt;
+use crate::datasets::chat_format::ChatFormat;
+use crate::datasets::custom::{Custom, CustomOptions};
+use crate::datasets::hub_file::{dataset_file, HubAccess};
+use crate::datasets::max_model_len::retain_within;
+use crate::datasets::prefix_repetition::{self, PrefixRepetitionOptions};
+use crate::datasets::random::{self, RandomConfig};
+use crate::datasets::sharegpt::{self, ShareGpt, ShareGptOptions};
+use crate::datasets::sonnet::{Sonnet, SonnetOptions};
+use crate::datasets::{spec_bench, speed_bench};
+use crate::datasets::{SampleRequest, Sampling};
+use crate::tokenizer::{self, Tokenizer};
+
+/// The requests of every dataset but `timed_trace`, `--max-model-len` applied.
+pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<SampleRequest>> {
+    let ds = &config.dataset;
+    let cx = Cx {
+        config,
+        tokenizer,
+        sampling: Sampling {
+            num_requests: ds.num_prompts,
+            seed: ds.seed,
+            shuffle: !ds.disable_shuffle,
+            oversample: !ds.no_oversample,
+            request_id_prefix: config.request.request_id_prefix.clone(),
+        },
+    };
+    let requests = match &ds.params {
+        // The random dataset applies --max-model-len while it generates.
+        DatasetParams::Random(p) => return cx.random(p),
+        DatasetParams::ShareGpt { output_len } => cx.sharegpt(*output_len)?,
+        DatasetParams::Custom(p) if ds.name == DatasetName::Custom => cx.custom(p)?,
+        DatasetParams::Sonnet(p) => cx.sonnet(p)?,
+        DatasetParams::PrefixRepetition(p) => cx.prefix_repetition(p)?,
+        DatasetParams::BurstGpt => cx.burstgpt()?,
+        DatasetParams::SpecBench {
+            output_len,
+            category,
+        } => cx.spec_bench(*output_len, category.as_deref())?,
+        DatasetParams::SpeedBench(p) => cx.speed_bench(p)?,
+        other => anyhow::bail!(
+            "--dataset-name {}: not implemented yet ({other:?})",
+            ds.name.name()
+        ),
+    };
+    Ok(match ds.max_model_len {
+        Some(max) => {
+            let (kept, dropped) = retain_within(requests, max);
+            note_dropped(dropped);
+            kept
+        }
+        None => requests,
+    })
+}
+
+/// What every dataset builder reads.
+struct Cx<'a> {
+    config: &'a Config,
+    tokenizer: Option<&'a Tokenizer>,
+    sampling: Sampling,
+}
+
+impl Cx<'_> {
+    fn tok(&self, what: &str) -> Result<&Tokenizer> {
+        tokenizer::required(self.tokenizer, what)
+    }
+
+    /// `--dataset-path`, or the one line saying what `name` needs there.
+    fn path(&self, needs: &str) -> Result<&Path> {
+        self.config
+            .dataset
+            .path
+            .as_deref()
+            .map(Path::new)
+            .with_context(|| {
+                format!(
+                    "--dataset-name {} needs --dataset-path {needs}",
+                    self.config.dataset.name
+                )
+            })
+    }
+
+    /// The tokenizer's chat template with `--chat-template-kwargs`; raw text with
+    /// `--skip-chat-template` or without a tokenizer.
+    fn chat_format(&self, what: &str) -> Result<ChatFormat> {
+        let ds = &self.config.dataset;
+        match self.tokenizer {
+            Some(tok) if !ds.skip_chat_template => Ok(ChatFormat::of_tokenizer(
+                tok,
+                ds.chat_template_kwargs.clone(),
+                what,
+            )?),
+            _ => Ok(ChatFormat::raw()),
+        }
+    }
+
+    fn random(&self, p: &RandomParams) -> Result<Vec<SampleRequest>> {
+        let ds = &self.config.dataset;
+        let cfg = RandomConfig {
+            num_prompts: ds.num_prompts,
+            input_len: p.input_len,
+            output_len: p.output_len,
+            prefix_len: p.prefix_len,
+            range_ratio: p.range_ratio.input,
+            seed: ds.seed,
+            prompt_token_ids: p.prompt_token_ids,
+            max_model_len: ds.max_model_len,
+            request_id_prefix: Some(self.sampling.request_id_prefix.clone()),
+            ..RandomConfig::default()
+        };
+        let sampled = random::sample(&cfg, self.tok("the random dataset")?)?;
+        note_dropped(sampled.filtered);
+        Ok(sampled.requests)
+    }
+
+    fn sharegpt(&self, output_len: Option<usize>) -> Result<Vec<SampleRequest>> {
+        let tok = self.tok("the sharegpt dataset")?;
+        let data = ShareGpt::load(&sharegpt_path(self.config.dataset.path.as_deref())?)?;
+        Ok(data.sample(&self.sampling, ShareGptOptions { output_len }, tok)?)
+    }
+
+    fn custom(&self, p: &CustomParams) -> Result<Vec<SampleRequest>> {
+        let data = Custom::load(self.path("FILE.jsonl")?)?;
+        self.sample_custom(&data, p.output_len, &self.sampling, "the custom dataset")
+    }
+
+    /// The custom dataset's sampling, shared by custom, spec_bench and speed_bench.
+    fn sample_custom(
+        &self,
+        data: &Custom,
+        output_len: Option<usize>,
+        sampling: &Sampling,
+        what: &str,
+    ) -> Result<Vec<SampleRequest>> {
+        let format = self.chat_format(what)?;
+        let opts = CustomOptions { output_len };
+        Ok(data.sample(sampling, opts, &format, self.tokenizer)?)
+    }
+
+    fn sonnet(&self, p: &SonnetParams) -> Result<Vec<SampleRequest>> {
+        let tok = self.tok("the sonnet dataset")?;
+        let data = match self.config.dataset.path.as_deref() {
+            Some(path) => Sonnet::load(Path::new(path))?,
+            None => Sonnet::builtin(),
+        };
+        let opts = SonnetOptions {
+            input_len: p.input_len,
+            output_len: p.output_len,
+            prefix_len: p.prefix_len,
+            // Python 0.11: the chat server renders the template itself.
+            send_rendered: self.config.server.backend != Backend::OpenaiChat,
+        };
+        let format = self.chat_format("the sonnet dataset")?;
+        Ok(data.sample(&self.sampling, opts, &format, tok)?)
+    }
+
+    fn prefix_repetition(&self, p: &PrefixRepetitionParams) -> Result<Vec<SampleRequest>> {
+        let opts = PrefixRepetitionOptions {
+            prefix_len: p.prefix_len,
+            suffix_len: p.suffix_len,
+            num_prefixes: p.num_prefixes,
+            output_len: p.output_len,
+        };
+        let tok = self.tok("the prefix_repetition dataset")?;
+        Ok(prefix_repetition::sample(&self.sampling, opts, tok)?)
+    }
+
+    fn burstgpt(&self) -> Result<Vec<SampleRequest>> {
+        let tok = self.tok("the burstgpt dataset")?;
+        let data = BurstGpt::load(self.path("BurstGPT.csv")?)?;
+        Ok(data.sample(&self.sampling, tok)?)
+    }
+
+    fn spec_bench(&self, output_len: usize, category: Option<&str>) -> Result<Vec<SampleRequest>> {
+        let data = spec_bench::load(self.path("question.jsonl")?, category)?;
+        let sampling = self.seeded(spec_bench::SEED);
+        self.sample_custom(&data, Some(output_len), &sampling, "the spec_bench dataset")
+    }
+
+    fn speed_bench(&self, p: &SpeedBenchParams) -> Result<Vec<SampleRequest>> {
+        let dir = self.path(
+            "DIR (the directory NeMo-Skills' speed-bench/prepare.py writes, one \
+             <subset>.jsonl per split)",
+        )?;
+        let subset = p
+            .subset
+            .to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .context("every subset has a name")?;
+        let mut data = speed_bench::load(dir, &subset, p.category.as_deref())?;
+        if let Some(max) = p.max_input_len {
+            data.truncate_prompts(self.tok("--speed-bench-max-input-len")?, max)?;
+        }
+        let sampling = self.seeded(speed_bench::SEED);
+        self.sample_custom(
+            &data,
+            Some(p.output_len),
+            &sampling,
+            "the speed_bench dataset",
+        )
+    }
+
+    /// The sampling with a dataset's fixed seed (Python builds some without `--seed`).
+    fn seeded(&self, seed: u64) -> Sampling {
+        Sampling {
+            seed,
+            ..self.sampling.clone()
+        }
+    }
+}
+
+fn note_dropped(n: usize) {
+    if n > 0 {
+        eprintln!("note: --max-model-len dropped {n} requests");
+    }
+}
+
+/// `--dataset-path`, else Python's ShareGPT file from the HF cache (or the Hub).
+fn sharegpt_path(path: Option<&str>) -> Result<PathBuf> {
+    if let Some(p) = path {
+        return Ok(PathBuf::from(p));
+    }
+    dataset_file(
+        &HubAccess::from_env(),
+        sharegpt::HUB_DATASET,
+        sharegpt::HUB_FILE,
+        &format!("pass --dataset-path <path to {}>", sharegpt::HUB_FILE),
+    )
+    .context("--dataset-name sharegpt without --dataset-path")
+}
