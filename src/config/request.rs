@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::parse::{json_object, key_value};
+use super::parse::json_object;
 use super::ConfigError;
 use crate::cli::{Backend, Cli, DatasetName};
 
@@ -153,11 +153,26 @@ fn forces_ignore_eos(dataset: DatasetName, backend: Backend) -> bool {
     }
 }
 
-/// One `--header KEY=VALUE`, checked so it cannot break the HTTP request it is written into.
+/// One `--header`, as Python's `KEY=VALUE` or as curl's `Key: Value` (a header name holds
+/// neither `:` nor a space, so the two cannot be confused), checked so it cannot break the
+/// HTTP request it is written into.
 fn header(item: &str) -> Result<(String, String), ConfigError> {
-    let (name, value) = key_value("--header", item)?;
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    if !name.chars().all(token) {
+    let is_name = |n: &str| !n.is_empty() && n.chars().all(token);
+    let expected = || ConfigError::value("--header", item, "expected KEY=VALUE or 'Key: Value'");
+    let split = |sep: char| {
+        item.split_once(sep)
+            .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+    };
+    let (name, value) = match split('=') {
+        Some((n, v)) if is_name(&n) => (n, v),
+        // Not Python's form: curl's, or an invalid name reported below.
+        eq => split(':')
+            .or(eq)
+            .filter(|(n, _)| !n.is_empty())
+            .ok_or_else(expected)?,
+    };
+    if !is_name(&name) {
         return Err(ConfigError::value(
             "--header",
             item,
@@ -202,13 +217,25 @@ mod tests {
             header("bad name=1").unwrap_err().to_string(),
             "--header 'bad name=1': 'bad name' is not a valid header name"
         );
+        // curl's form, also when the value holds an '='.
         assert_eq!(
-            header("a:b=1").unwrap_err().to_string(),
-            "--header a:b=1: 'a:b' is not a valid header name"
+            header("Authorization: Bearer x=").unwrap(),
+            ("Authorization".to_owned(), "Bearer x=".to_owned())
+        );
+        assert_eq!(header("a:b=1").unwrap(), ("a".to_owned(), "b=1".to_owned()));
+        assert_eq!(
+            header("x-a=b: c").unwrap(),
+            ("x-a".to_owned(), "b: c".to_owned()),
+            "a valid KEY before '=' keeps Python's reading"
         );
         assert_eq!(
+            header("bad name: 1").unwrap_err().to_string(),
+            "--header 'bad name: 1': 'bad name' is not a valid header name"
+        );
+        assert!(header("=x").is_err());
+        assert_eq!(
             header("novalue").unwrap_err().to_string(),
-            "--header novalue: expected KEY=VALUE"
+            "--header novalue: expected KEY=VALUE or 'Key: Value'"
         );
     }
 
