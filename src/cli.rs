@@ -38,7 +38,7 @@ const ABOUT: &str =
 const AFTER_HELP: &str = "\
 Python spellings work too: --random_input_len 5, unambiguous prefixes (--num-prom 10), \
 --key=value, and dotted JSON fields (--extra-body.temperature 0.5, --extra-body.stop+ a,b). \
---help=KEYWORD shows one group or the options whose names contain KEYWORD.";
+--help=KEYWORD shows one group, or the options whose names, group or help mention KEYWORD.";
 
 /// Every flag as given on the command line (defaults filled in by clap), grouped as in
 /// `--help`. Built only by [`parse_from`], which applies Python's rewrites first.
@@ -328,6 +328,13 @@ mod tests {
         };
         assert!(text.contains("--ramp-up-strategy"));
         assert!(!text.contains("--seed"));
+        // Help text and group titles count too, as whole words.
+        let CliError::Help(text) = parse(&["--help=rate"]).unwrap_err() else {
+            panic!("expected help");
+        };
+        for flag in ["--request-rate", "--burstiness", "--max-concurrency"] {
+            assert!(text.contains(flag), "{flag} in --help=rate:\n{text}");
+        }
         let CliError::Help(text) = parse(&["--help=sampling parameters"]).unwrap_err() else {
             panic!("expected help");
         };
