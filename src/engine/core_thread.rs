@@ -76,9 +76,9 @@ impl CoreHandle {
                 commands: Some(commands),
                 thread: Some(thread),
             }),
-            Ok(Err(source)) => {
+            Ok(Err(error)) => {
                 let _ = thread.join();
-                Err(EngineError::Runtime { core, source })
+                Err(EngineError::Runtime { core, error })
             }
             Err(_) => Err(EngineError::Panicked),
         }

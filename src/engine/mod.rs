@@ -119,8 +119,9 @@ pub struct RunReport {
 /// Errors that prevent an engine from starting or a run from happening at all.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("cannot start a runtime on core {core}: {source}")]
-    Runtime { core: usize, source: std::io::Error },
+    /// (The OS error is part of the message, not a `source`: it would be printed twice.)
+    #[error("cannot start a runtime on core {core}: {error}")]
+    Runtime { core: usize, error: std::io::Error },
     #[error("cannot start a worker thread: {0}")]
     Thread(std::io::Error),
     #[error("cannot create the eventfd that stops a run: {0}")]

@@ -45,12 +45,9 @@ pub use tokens::TokenSpace;
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// The file could not be opened or read.
-    #[error("cannot read trace {name}: {source}")]
-    Io {
-        name: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// (The OS error is part of the message, not a `source`: it would be printed twice.)
+    #[error("cannot read trace {name}: {error}")]
+    Io { name: String, error: std::io::Error },
     /// Auto-detection failed.
     #[error(
         "{name}: {reason}; choose the trace format explicitly (mooncake, bailian, azure, burstgpt)"

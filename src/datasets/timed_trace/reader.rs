@@ -243,9 +243,9 @@ impl TimedTrace {
     pub fn load(path: impl AsRef<Path>, opts: &TraceOptions) -> Result<Self, TraceError> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let file = File::open(path).map_err(|source| TraceError::Io {
+        let file = File::open(path).map_err(|error| TraceError::Io {
             name: name.clone(),
-            source,
+            error,
         })?;
         Self::from_reader(BufReader::with_capacity(1 << 16, file), &name, opts)
     }
@@ -257,9 +257,9 @@ impl TimedTrace {
         opts: &TraceOptions,
     ) -> Result<Self, TraceError> {
         opts.validate()?;
-        let io_err = |source| TraceError::Io {
+        let io_err = |error| TraceError::Io {
             name: name.to_string(),
-            source,
+            error,
         };
         let mut lines = Lines {
             reader,
