@@ -1,6 +1,7 @@
 //! The `vllm-bench` program: parse the command line, validate it, run the mode it asks for,
-//! and turn every outcome into an exit code (0 ok, 1 run failed, 2 bad input or nothing ran,
-//! 130 interrupted by Ctrl-C or SIGTERM)
+//! and turn every outcome into an exit code (0 when at least one request succeeded, 1 when a
+//! run failed or none of its requests succeeded, 2 bad input or nothing ran, 130 interrupted
+//! by Ctrl-C or SIGTERM)
 //! with one line on stderr — never a panic.
 
 use std::ffi::OsString;
@@ -40,6 +41,14 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     match modes::benchmark::run(&config) {
         Ok(modes::benchmark::Outcome::Completed) => 0,
         Ok(modes::benchmark::Outcome::Interrupted) => modes::progress::INTERRUPTED_EXIT,
+        Ok(modes::benchmark::Outcome::NoneSucceeded { failed, example }) => {
+            eprintln!(
+                "error: no request succeeded ({failed} failed, e.g. {}); the result above \
+                 says why",
+                example.lines().next().unwrap_or("no reason given")
+            );
+            1
+        }
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) if e.is::<modes::benchmark::NothingRan>() => {
             eprintln!("error: {e:#}");

@@ -1160,7 +1160,21 @@ fn metadata_and_headers_are_key_value_pairs() {
     );
     assert_eq!(
         invalid(&["--header", "oops"]),
-        "--header oops: expected KEY=VALUE"
+        "--header oops: expected KEY=VALUE or 'Key: Value'"
+    );
+    // curl's form too.
+    let cfg = ok(&[
+        "--header",
+        "Authorization: Bearer t0k=",
+        "--header",
+        "x-a=1",
+    ]);
+    assert_eq!(
+        cfg.request.headers,
+        [
+            ("Authorization".to_owned(), "Bearer t0k=".to_owned()),
+            ("x-a".to_owned(), "1".to_owned())
+        ]
     );
 }
 
@@ -1222,7 +1236,10 @@ fn unimplemented_features_are_accepted_then_refused_by_name() {
         (&["--dataset-name", "hf"][..], "--dataset-name hf"),
         (&["--num-runs", "5"][..], "--num-runs"),
         (&["--compare", "a.json", "b.json"][..], "--compare"),
-        (&["--profile"][..], "--profile"),
+        (
+            &["--profile", "--profile-batch-threshold", "9"][..],
+            "--profile-batch-threshold",
+        ),
         (&["--no-steady-state"][..], "--no-steady-state"),
         (&["--hf-subset", "x"][..], "--hf-subset"),
     ] {

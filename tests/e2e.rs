@@ -612,6 +612,99 @@ fn bad_input_is_one_line_and_exit_2() {
     );
 }
 
+/// `--profile`: start and stop are posted once each, with Python's lines around the run.
+#[test]
+fn profile_starts_before_the_run_and_stops_after_the_block() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("profile");
+    let run = run_with(&base_args(&server, &dir, 3), &["--profile"], &dir);
+    let at = |needle: &str| {
+        run.stdout
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle} missing:\n{}", run.stdout))
+    };
+    assert!(at("Starting main benchmark run...") < at("Starting profiler..."));
+    assert!(at("Profiler started") < at("Serving Benchmark Result"));
+    assert!(at("Serving Benchmark Result") < at("Stopping profiler..."));
+    assert!(at("Stopping profiler...") < at("Profiler stopped"));
+    let paths = server.stats().by_path;
+    assert_eq!(
+        (paths.get("/start_profile"), paths.get("/stop_profile")),
+        (Some(&1), Some(&1))
+    );
+}
+
+/// A missing input file: one line naming it, the OS error said once (a `source` that is
+/// also in the message would print it twice).
+#[test]
+fn a_missing_dataset_file_names_the_os_error_once() {
+    for ds in ["timed_trace", "sharegpt", "burstgpt"] {
+        let missing = "/nonexistent-vllm-bench/trace.jsonl";
+        let args = [
+            "--mock-server",
+            "--dataset-name",
+            ds,
+            "--dataset-path",
+            missing,
+            "--num-prompts",
+            "2",
+        ];
+        assert_refused(&args, missing);
+        let run = vllm_bench(&args, Path::new("."));
+        assert_eq!(
+            run.stderr.matches("os error 2").count(),
+            1,
+            "{ds}: {}",
+            run.stderr
+        );
+    }
+}
+
+/// An unusable result target is refused before anything is sent (exit 2, one line), not
+/// after the run with its numbers lost.
+#[test]
+fn an_unusable_result_target_is_refused_before_the_run() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("target");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.to_str().expect("utf-8 path");
+    let common = [
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        &smollm2(),
+        "--num-prompts",
+        "2",
+        "--save-result",
+    ];
+    fn with<'a>(common: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        common.iter().chain(extra).copied().collect()
+    }
+    assert_refused(
+        &with(&common, &["--result-dir", file]),
+        "cannot create the directory",
+    );
+    assert_refused(
+        &with(
+            &common,
+            &["--result-dir", dir.arg(), "--result-filename", "."],
+        ),
+        "it is a directory",
+    );
+    assert_refused(
+        &with(&common, &["--result-filename", "/nonexistent-dir/r.json"]),
+        "not a directory",
+    );
+    assert_eq!(
+        server.stats().by_path.get("/v1/completions"),
+        None,
+        "nothing was sent"
+    );
+}
+
 #[test]
 fn failures_are_counted_in_the_block_and_the_file() {
     // An unreachable server with --model: the run happens and every request fails.
@@ -637,7 +730,17 @@ fn failures_are_counted_in_the_block_and_the_file() {
         RESULT,
     ];
     let run = vllm_bench(&args, dir.path());
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Not one request succeeded: exit 1 with one line saying so, after the block and file.
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        run.stderr
+            .lines()
+            .filter(|l| l.starts_with("error: no request succeeded (3 failed, e.g. "))
+            .count(),
+        1,
+        "{}",
+        run.stderr
+    );
     assert!(run
         .stdout
         .contains("Failed requests:                         3 "));
@@ -652,7 +755,10 @@ fn failures_are_counted_in_the_block_and_the_file() {
         }
     });
     let dir = TempDir::new("faults");
-    let run = run_with(&base_args(&server, &dir, 6), &[], &dir);
+    let owned = base_args(&server, &dir, 6);
+    let args: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run
         .stdout
         .contains("Failed requests:                         6 "));

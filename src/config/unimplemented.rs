@@ -56,8 +56,7 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--steady-state-threshold",
     "--steady-state-min-window",
     "--no-steady-state",
-    // Profiling.
-    "--profile",
+    // Profiling (`--profile` itself runs).
     "--profile-batch-threshold",
     "--profile-duration",
     // Sweeps.

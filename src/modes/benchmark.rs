@@ -24,7 +24,8 @@ use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::output::console::{render_block, render_notices, render_preamble, Preamble};
 use crate::output::extras;
 use crate::output::json::{
-    append_extras, build_result, result_path, save_result, RpsChangeEvent, RunInfo,
+    append_extras, build_result, check_result_target, result_path, save_result, RpsChangeEvent,
+    RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
 use crate::output::RampUp as OutputRampUp;
@@ -35,18 +36,35 @@ use super::target::{wait_until_ready, Target};
 use super::trace::{measured_hit_ratio, prefix_cache_extras, scrape_prefix_cache, TraceReplay};
 
 /// How a benchmark that ran ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// Ran to the end of its schedule (or was a `--dry-run`).
     Completed,
     /// Stopped by Ctrl-C or SIGTERM; what was measured was reported, marked interrupted.
     Interrupted,
+    /// Ran, reported and saved, but not one request succeeded (a server that is down, a
+    /// wrong port or protocol): a script must be able to tell this from a good run.
+    NoneSucceeded {
+        failed: usize,
+        /// One failure's reason, for the closing line.
+        example: String,
+    },
 }
 
 /// Runs the benchmark the configuration describes.
 pub fn run(config: &Config) -> Result<Outcome> {
     for w in &config.warnings {
         eprintln!("warning: {w}");
+    }
+    let saves = config.output.save_result || config.output.append_result;
+    if saves && !config.dry_run {
+        // Before anything is sent: a run whose result cannot be saved is not worth running.
+        check_result_target(
+            config.output.result_dir.as_deref(),
+            config.output.result_filename.as_deref(),
+            config.output.append_result,
+        )
+        .map_err(nothing_ran)?;
     }
     let Some(plan) = Plan::build(config).map_err(nothing_ran)? else {
         return Ok(Outcome::Completed); // --dry-run: the dataset was described, nothing is sent
@@ -55,10 +73,22 @@ pub fn run(config: &Config) -> Result<Outcome> {
     plan.warm_up(config)?;
     let measured = plan.measure(config)?;
     finish(config, &plan, &measured)?;
-    Ok(match measured.interrupted {
-        true => Outcome::Interrupted,
-        false => Outcome::Completed,
-    })
+    Ok(outcome(&measured))
+}
+
+/// How the measured run ended: interrupted first, then whether anything succeeded.
+fn outcome(measured: &Measured) -> Outcome {
+    let outputs = &measured.report.merged.outputs;
+    if measured.interrupted {
+        return Outcome::Interrupted;
+    }
+    if outputs.is_empty() || outputs.iter().any(|o| o.success) {
+        return Outcome::Completed;
+    }
+    Outcome::NoneSucceeded {
+        failed: outputs.len(),
+        example: outputs[0].error.clone(),
+    }
 }
 
 /// Everything decided and built before the clock starts.
@@ -182,7 +212,21 @@ impl Plan {
         Ok(())
     }
 
-    /// The measured run: schedule, preamble, profiling hooks, progress bar, prefix-cache
+    /// `--profile`: `POST /start_profile` or `/stop_profile`, as Python does it: the lines
+    /// Python prints, and a server that refuses is a warning, not the end of the run.
+    fn profiler(&self, action: &str) {
+        let (doing, done) = match action {
+            "start" => ("Starting profiler...", "Profiler started"),
+            _ => ("Stopping profiler...", "Profiler stopped"),
+        };
+        println!("{doing}");
+        match self.target.profile(action) {
+            Ok(()) => println!("{done}"),
+            Err(e) => eprintln!("warning: --profile: {e:#}"),
+        }
+    }
+
+    /// The measured run: schedule, preamble, profiling start, progress bar, prefix-cache
     /// counters before and after.
     fn measure(&self, config: &Config) -> Result<Measured> {
         let trace_offsets = self
@@ -199,11 +243,11 @@ impl Plan {
         // Before the line a user (or a script) sees, so a Ctrl-C right after it is handled.
         install_interrupt_handler();
         println!("Starting main benchmark run...");
+        if config.profiling.enabled {
+            self.profiler("start");
+        }
         let ramp = ramp_up(config);
         print!("{}", render_preamble(&preamble(config, ramp.as_ref())));
-        if config.profiling.enabled {
-            self.target.profile("start")?;
-        }
         crate::http::control::close_idle_connections();
         let wall_start = SystemTime::now();
         let mut watcher = None;
@@ -213,9 +257,6 @@ impl Plan {
         })?;
         if let Some(w) = watcher {
             w.finish();
-        }
-        if config.profiling.enabled {
-            self.target.profile("stop")?;
         }
         let prefix_cache = self.trace.as_ref().map(|t| {
             let measured = cache_before
@@ -525,6 +566,10 @@ fn finish(config: &Config, plan: &Plan, measured: &Measured) -> Result<()> {
     extra.prefix_cache = measured.prefix_cache;
     extra.interrupted = measured.interrupted;
     print!("{}", extra.render());
+    if config.profiling.enabled {
+        // After the block, before the result is saved (Python's order).
+        plan.profiler("stop");
+    }
     if config.output.save_result || config.output.append_result {
         let info = RunInfo {
             date: LocalDateTime::now().result_date(),

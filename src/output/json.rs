@@ -484,6 +484,77 @@ fn default_result_filename(run: &RunInfo) -> String {
     }
 }
 
+/// Checks, before any request is sent, that the result can be written where it will go:
+/// the result directory is created (as Python does at save time) and must be a writable
+/// directory, and the file's directory must be writable and the file, if it exists, not a
+/// directory (and writable, for `--append-result`). The file name itself is only known after
+/// the run (it holds the date), so without `--result-filename` the directory is checked.
+pub fn check_result_target(
+    result_dir: Option<&Path>,
+    result_filename: Option<&str>,
+    append: bool,
+) -> anyhow::Result<()> {
+    if let Some(dir) = result_dir {
+        std::fs::create_dir_all(dir).with_context(|| {
+            format!(
+                "--result-dir {}: cannot create the directory; pick another --result-dir",
+                dir.display()
+            )
+        })?;
+    }
+    let file = result_filename.map(|name| match result_dir {
+        Some(dir) => dir.join(name),
+        None => PathBuf::from(name),
+    });
+    let dir = match &file {
+        Some(f) => f.parent().map(Path::to_path_buf).unwrap_or_default(),
+        None => result_dir.map(Path::to_path_buf).unwrap_or_default(),
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "cannot save the result in {}: not a directory; fix --result-dir/--result-filename",
+            dir.display()
+        );
+    }
+    if !writable(&dir) {
+        anyhow::bail!(
+            "cannot save the result in {}: the directory is not writable; fix \
+             --result-dir/--result-filename",
+            dir.display()
+        );
+    }
+    if let Some(f) = file.filter(|f| f.exists()) {
+        if f.is_dir() {
+            anyhow::bail!(
+                "cannot save the result to {}: it is a directory; fix --result-filename",
+                f.display()
+            );
+        }
+        if append && !writable(&f) {
+            anyhow::bail!(
+                "cannot append the result to {}: the file is not writable",
+                f.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `access(W_OK)`: whether this process may write `path`.
+fn writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
 /// Writes `json_text` to `path` like Python: truncate and write, or with `append` add it as
 /// a new line of a JSON-lines file (a `\n` first when the file is not empty; never a
 /// trailing newline). Creates `result_dir` first when given (Python's `os.makedirs`).
