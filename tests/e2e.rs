@@ -612,6 +612,40 @@ fn bad_input_is_one_line_and_exit_2() {
     );
 }
 
+/// A server that accepts connections and never answers: the control-plane call says what it
+/// waits for after a second and gives up after its own 10 s, not minutes.
+#[test]
+fn a_server_that_never_answers_is_reported_not_waited_on() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    // Accepts and holds every connection, answering nothing; stops by itself after 60 s.
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(60);
+        let mut held = Vec::new();
+        while Instant::now() < until {
+            match listener.accept() {
+                Ok((s, _)) => held.push(s),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    });
+    let dir = TempDir::new("silent");
+    let run = vllm_bench(&["--base-url", &url, "--num-prompts", "2"], dir.path());
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("note: waiting for GET /v1/models at 127.0.0.1:"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("no response within 10s; pass --model"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// `--profile`: start and stop are posted once each, with Python's lines around the run.
 #[test]
 fn profile_starts_before_the_run_and_stops_after_the_block() {

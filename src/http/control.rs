@@ -76,13 +76,19 @@ pub fn close_idle_connections() {
     rayon::broadcast(|_| close_here());
 }
 
-/// Sends one request and reads the whole response, within `timeout`.
+/// After this long without an answer, a control call says on stderr what it waits for: a
+/// server that accepts and never answers must not look like a hung client.
+pub const NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// Sends one request and reads the whole response, within `timeout`; `what` names it for
+/// the notice printed when it takes longer than [`NOTICE_AFTER`].
 pub fn request(
     driver: ResolvedDriver,
     ep: &Endpoint,
     head: &HeadTemplate,
     body: Option<&[u8]>,
     timeout: Duration,
+    what: &str,
 ) -> Result<Response, String> {
     let cached = CONTROL.with(|c| c.try_borrow_mut().ok().and_then(|mut c| c.take()));
     let mut thread = match cached {
@@ -99,7 +105,23 @@ pub fn request(
         _ => None,
     };
     let (result, keep) = thread.rt.block_on(async {
-        match monoio::time::timeout(timeout, exchange_reusing(ep, head, body, reuse)).await {
+        let call = monoio::time::timeout(timeout, exchange_reusing(ep, head, body, reuse));
+        let mut call = std::pin::pin!(call);
+        let answered = monoio::select! {
+            r = &mut call => Some(r),
+            () = monoio::time::sleep(NOTICE_AFTER.min(timeout)) => None,
+        };
+        let answered = match answered {
+            Some(r) => r,
+            None => {
+                eprintln!(
+                    "note: waiting for {what} at {} (no answer after {:?}; giving up after {timeout:?})",
+                    ep.addr, NOTICE_AFTER
+                );
+                call.await
+            }
+        };
+        match answered {
             Ok(r) => r,
             Err(_) => (Err(format!("no response within {timeout:?}")), None),
         }
@@ -128,6 +150,7 @@ pub fn get(
         &HeadTemplate::new(Method::Get, path, host, headers),
         None,
         timeout,
+        &format!("GET {path}"),
     )
 }
 
@@ -147,6 +170,7 @@ pub fn post_json(
         &HeadTemplate::new(Method::Post, path, host, headers),
         Some(body),
         timeout,
+        &format!("POST {path}"),
     )
 }
 

@@ -119,7 +119,7 @@ impl Target {
     pub fn first_model(&self) -> Result<String> {
         let url = self.base.url_of("/v1/models");
         let resp = self
-            .get("/v1/models", Duration::from_secs(30))
+            .get("/v1/models", CONTROL_TIMEOUT)
             .map_err(|e| anyhow::anyhow!("cannot list models at {url}: {e}; pass --model"))?;
         if !resp.is_success() {
             bail!(
@@ -213,7 +213,10 @@ struct ServerTokenize {
     llama_dialect: std::sync::atomic::AtomicBool,
 }
 
-const TOKENIZE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a control-plane call (models, tokenize/detokenize, metrics) may take: seconds,
+/// not minutes; a server that accepts and never answers is reported as such, not waited on.
+/// Each call also says what it waits for after [`control::NOTICE_AFTER`].
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Vocabulary assumed for a server-side tokenizer whose server does not report one.
 const ASSUMED_VOCAB: usize = 32_000;
 
@@ -282,7 +285,7 @@ impl ServerTokenize {
         let url = self.target.base.url_of(path);
         let resp = self
             .target
-            .post(path, body, TOKENIZE_TIMEOUT)
+            .post(path, body, CONTROL_TIMEOUT)
             .map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
         if !resp.is_success() {
             bail!("{url}: HTTP {} {}", resp.status, resp.reason);

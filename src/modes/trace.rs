@@ -13,7 +13,6 @@
 //! `--dry-run` summary counts them).
 
 use std::sync::Mutex;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rayon::prelude::*;
@@ -190,7 +189,9 @@ pub fn parse_prefix_cache_counters(metrics: &str) -> Option<(f64, f64)> {
 
 /// The server's prefix-cache counters now; `None` when `/metrics` is missing or lacks them.
 pub fn scrape_prefix_cache(target: &Target) -> Option<(f64, f64)> {
-    let resp = target.get("/metrics", Duration::from_secs(10)).ok()?;
+    let resp = target
+        .get("/metrics", super::target::CONTROL_TIMEOUT)
+        .ok()?;
     resp.is_success()
         .then(|| parse_prefix_cache_counters(&resp.text()))
         .flatten()
