@@ -82,21 +82,9 @@ pub fn dataset_file(
 }
 
 fn download(cache: &Path, id: &str, file: &str) -> Result<PathBuf, String> {
-    use hf_hub::api::sync::ApiBuilder;
-    use hf_hub::{Cache, Repo, RepoType};
+    use hf_hub::{Repo, RepoType};
 
-    let hf_cache = Cache::new(cache.to_owned());
-    let token = std::env::var("HF_TOKEN")
-        .ok()
-        .filter(|t| !t.is_empty())
-        .or_else(|| hf_cache.token());
-    let mut builder = ApiBuilder::from_cache(hf_cache)
-        .with_progress(true)
-        .with_token(token);
-    if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
-        builder = builder.with_endpoint(endpoint);
-    }
-    let api = builder.build().map_err(|e| e.to_string())?;
+    let api = crate::tokenizer::hub::hub_api(cache, true).map_err(|e| e.to_string())?;
     api.repo(Repo::new(id.to_owned(), RepoType::Dataset))
         .get(file)
         .map_err(|e| e.to_string())

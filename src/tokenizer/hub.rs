@@ -115,10 +115,15 @@ fn newest_snapshot_with_tokenizer(snapshots: &Path) -> Option<PathBuf> {
         .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
 }
 
-/// Downloads the tokenizer files of `id` into `cache` and locates the result.
-fn download(cache: &Path, id: &str, revision: &str) -> Result<Located> {
+/// The Hub client as Python's `huggingface_hub` is configured: the cache at `cache`,
+/// `HF_TOKEN` (else the cache's saved token), `HF_ENDPOINT`; a progress bar on stderr when
+/// `progress`. Shared by the tokenizer and the dataset downloads.
+pub fn hub_api(
+    cache: &Path,
+    progress: bool,
+) -> Result<hf_hub::api::sync::Api, hf_hub::api::sync::ApiError> {
     use hf_hub::api::sync::ApiBuilder;
-    use hf_hub::{Cache, Repo, RepoType};
+    use hf_hub::Cache;
 
     let hf_cache = Cache::new(cache.to_owned());
     let token = std::env::var("HF_TOKEN")
@@ -126,14 +131,19 @@ fn download(cache: &Path, id: &str, revision: &str) -> Result<Located> {
         .filter(|t| !t.is_empty())
         .or_else(|| hf_cache.token());
     let mut builder = ApiBuilder::from_cache(hf_cache)
-        .with_progress(false)
+        .with_progress(progress)
         .with_token(token);
     if let Ok(endpoint) = std::env::var("HF_ENDPOINT") {
         builder = builder.with_endpoint(endpoint);
     }
-    let api = builder
-        .build()
-        .map_err(|e| anyhow!("cannot set up the HF Hub client: {e}"))?;
+    builder.build()
+}
+
+/// Downloads the tokenizer files of `id` into `cache` and locates the result.
+fn download(cache: &Path, id: &str, revision: &str) -> Result<Located> {
+    use hf_hub::{Repo, RepoType};
+
+    let api = hub_api(cache, false).map_err(|e| anyhow!("cannot set up the HF Hub client: {e}"))?;
     let repo = api.repo(Repo::with_revision(
         id.to_owned(),
         RepoType::Model,
