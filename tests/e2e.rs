@@ -646,6 +646,44 @@ fn a_server_that_never_answers_is_reported_not_waited_on() {
     );
 }
 
+/// The API key and every `--header` value reach no output: not stdout, stderr, the result
+/// file or the mock's request log — in a good run and in one whose every request fails.
+#[test]
+fn secrets_never_appear_in_output() {
+    const KEY: &str = "sk-SECRET-KEY-31337";
+    const HEADER: &str = "hdr-SECRET-VALUE-4242";
+    for fail in [false, true] {
+        let server = mock(|c| {
+            if fail {
+                c.faults = FaultConfig {
+                    error_500: 1.0,
+                    ..FaultConfig::default()
+                }
+            }
+        });
+        let dir = TempDir::new("secrets");
+        let mut args = base_args(&server, &dir, 3);
+        for h in [format!("X-Tenant={HEADER}"), format!("X-Other: {HEADER}")] {
+            args.extend(["--header".to_string(), h]);
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = vllm_bench_env(&refs, dir.path(), &[("OPENAI_API_KEY", Path::new(KEY))]);
+        assert_eq!(run.code, if fail { 1 } else { 0 }, "{}", run.stderr);
+        let saved = std::fs::read_to_string(dir.path().join(RESULT)).expect("result file");
+        let log = serde_json::to_string(&server.request_log()).unwrap();
+        for (what, text) in [
+            ("stdout", &run.stdout),
+            ("stderr", &run.stderr),
+            ("result", &saved),
+            ("request log", &log),
+        ] {
+            for secret in [KEY, HEADER] {
+                assert!(!text.contains(secret), "{secret} in {what} (fail={fail})");
+            }
+        }
+    }
+}
+
 /// `--profile`: start and stop are posted once each, with Python's lines around the run.
 #[test]
 fn profile_starts_before_the_run_and_stops_after_the_block() {
