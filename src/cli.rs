@@ -13,6 +13,7 @@ mod choices;
 mod error;
 mod help;
 pub mod pyvalue;
+pub mod unimplemented;
 
 use std::ffi::OsString;
 
@@ -28,9 +29,7 @@ pub use args::{
 pub use choices::{
     Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset, TraceFormatChoice,
 };
-pub use error::CliError;
-
-use crate::config::unimplemented;
+pub use error::{quote, CliError};
 
 const ABOUT: &str =
     "Benchmark client for vLLM and OpenAI-compatible servers; a drop-in for `vllm bench serve`.";

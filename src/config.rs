@@ -4,7 +4,7 @@
 //! [`Config::from_cli`] applies the rules of Python's `vllm bench serve` (`serve.py`
 //! `main_async`, the dataset and request functions) up front, each failing with one line
 //! (`--flag VALUE: reason`, exit code 2), then refuses what is accepted but not implemented yet
-//! ([`unimplemented::UNIMPLEMENTED`]). Notes that do not stop the run land in
+//! ([`crate::cli::unimplemented::UNIMPLEMENTED`]). Notes that do not stop the run land in
 //! [`Config::warnings`].
 
 mod dataset;
@@ -24,7 +24,7 @@ pub use dataset::{
     RandomParams, RangeRatio, SonnetParams, SpeedBenchParams, TimedTraceParams,
 };
 pub use engine::EngineConfig;
-pub use error::{quote, ConfigError, ConfigErrorKind};
+pub use error::{ConfigError, ConfigErrorKind};
 pub use literal::BucketKey;
 pub use modes::{
     LoraConfig, MultiRunConfig, MultiTurnConfig, ProfilingConfig, SteadyStateConfig, SweepAxis,

@@ -19,5 +19,7 @@ pub mod mix;
 pub mod mock;
 pub mod modes;
 pub mod output;
+pub mod pyfmt;
+pub mod runtime;
 pub mod sse;
 pub mod tokenizer;

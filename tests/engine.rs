@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use vllm_bench::cli::Backend;
-use vllm_bench::engine::runtime::ResolvedDriver;
 use vllm_bench::engine::{Engine, RunReport};
 use vllm_bench::http::url::BaseUrl;
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
+use vllm_bench::runtime::ResolvedDriver;
 
 use crate::util::{auto_driver, endpoint, options, run, start_tool_server, workload};
 
@@ -356,10 +356,10 @@ mod https {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     use vllm_bench::cli::Backend;
-    use vllm_bench::engine::runtime::{build_runtime, ResolvedDriver};
     use vllm_bench::engine::{self, RunReport};
     use vllm_bench::http::conn::{tls_setup, Endpoint};
     use vllm_bench::http::url::BaseUrl;
+    use vllm_bench::runtime::{build_runtime, ResolvedDriver};
 
     use crate::util::{options, workload};
 

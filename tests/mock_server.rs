@@ -7,8 +7,8 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use vllm_bench::engine::runtime::{resolve_driver, DriverChoice};
 use vllm_bench::mock::{FaultConfig, FaultKind, MockConfig, MockServer};
+use vllm_bench::runtime::{resolve_driver, DriverChoice};
 
 /// Every socket read gives up after this long, so no test can hang.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);

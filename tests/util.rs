@@ -11,11 +11,11 @@ use std::time::Duration;
 use vllm_bench::backends::{build_body, Api, BodyOptions};
 use vllm_bench::cli::Backend;
 use vllm_bench::datasets::Prompt;
-use vllm_bench::engine::runtime::{resolve_driver, DriverChoice, ResolvedDriver};
 use vllm_bench::engine::{self, EngineOptions, RunReport, Workload};
 use vllm_bench::http::conn::Endpoint;
 use vllm_bench::http::request::{HeadTemplate, Method};
 use vllm_bench::http::url::BaseUrl;
+use vllm_bench::runtime::{resolve_driver, DriverChoice, ResolvedDriver};
 
 /// Serializes the tests that measure time or drive a real server: cargo runs tests in
 /// parallel, and on a 2-core machine two of them at once measure each other. Poisoning is
@@ -88,7 +88,7 @@ pub fn workload(
 }
 
 pub fn options(cores: usize, driver: ResolvedDriver) -> EngineOptions {
-    let all = engine::runtime::available_cores();
+    let all = vllm_bench::runtime::available_cores();
     EngineOptions {
         cores: all.iter().copied().cycle().take(cores).collect(),
         pin: false,

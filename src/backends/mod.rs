@@ -12,8 +12,17 @@ use serde_json::{json, Map, Value};
 
 use crate::cli::Backend;
 use crate::datasets::Prompt;
-use crate::engine::ResponseMode;
 use stream_chunk::StreamApi;
+
+/// How a response body is read: what each API's answer looks like on the wire, which the
+/// engine's exchange follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseMode {
+    /// SSE stream of completions/chat chunks.
+    Stream(StreamApi),
+    /// One JSON document (embeddings, pooling, rerank): only the end time matters.
+    Whole,
+}
 
 /// The APIs we speak. Which `--backend` names use which API is [`Api::for_backend`]; every
 /// other fact about a backend name (endpoint, pooling or not) is on [`Backend`], the one list of backend names.
@@ -315,7 +324,7 @@ mod tests {
 
     #[test]
     fn every_backend_the_config_accepts_has_an_api() {
-        let refused = crate::config::unimplemented::backends();
+        let refused = crate::cli::unimplemented::backends();
         for b in Backend::all() {
             if !refused.contains(&b.name()) {
                 assert!(Api::for_backend(*b).is_some(), "{b}");

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use vllm_bench::engine::runtime::DriverChoice;
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer, TimingReport};
+use vllm_bench::runtime::DriverChoice;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -12,7 +12,7 @@ use super::choices::{
     Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset, TraceFormatChoice,
 };
 use super::pyvalue::{parse_float, parse_int, parse_port};
-use crate::engine::runtime::DriverChoice;
+use crate::runtime::DriverChoice;
 
 /// Server connection.
 #[derive(Debug, Clone, Args)]

@@ -5,6 +5,8 @@
 //! reduced here to `--flag VALUE: reason` or `unrecognized argument '--x' (did you mean
 //! '--y'?)`.
 
+use std::borrow::Cow;
+
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 /// The outcome of parsing when no [`Cli`](super::Cli) comes out of it.
@@ -94,7 +96,7 @@ fn one_line(err: &clap::Error) -> String {
             format!(
                 "{} {}: invalid choice (choose from {})",
                 flag_of(arg),
-                crate::config::quote(value),
+                quote(value),
                 valid.join(", ")
             )
         }
@@ -102,7 +104,7 @@ fn one_line(err: &clap::Error) -> String {
             let reason = std::error::Error::source(err)
                 .map(ToString::to_string)
                 .unwrap_or_else(|| "invalid value".to_owned());
-            format!("{} {}: {reason}", flag_of(arg), crate::config::quote(value))
+            format!("{} {}: {reason}", flag_of(arg), quote(value))
         }
         (ErrorKind::WrongNumberOfValues, Some(arg), _) => {
             let number = |kind| match err.get(kind) {
@@ -138,4 +140,29 @@ fn fallback(err: &clap::Error) -> String {
         .strip_prefix("error: ")
         .unwrap_or(first.trim())
         .to_owned()
+}
+/// Quotes a value for an error line the way a shell would need it: bare when it is plain,
+/// single-quoted otherwise (`''` for the empty string).
+pub fn quote(value: &str) -> Cow<'_, str> {
+    let plain = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./:,=+@%".contains(c));
+    if plain {
+        Cow::Borrowed(value)
+    } else {
+        Cow::Owned(format!("'{}'", value.replace('\'', r"'\''")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn quote_is_bare_when_plain_and_shell_quoted_otherwise() {
+        assert_eq!(quote("a-b/c.d"), "a-b/c.d");
+        assert_eq!(quote(""), "''");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+    }
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::ConfigError;
 use crate::cli::Cli;
-use crate::engine::runtime::{self, DriverChoice};
 use crate::http::source::MAX_LOCAL_ADDRS;
+use crate::runtime::{self, DriverChoice};
 
 /// Engine settings.
 #[derive(Debug, Clone, PartialEq)]

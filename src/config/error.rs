@@ -3,8 +3,9 @@
 //! feature we have not built yet. Either way the process exits with code 2, as argparse does
 //! for usage errors.
 
-use std::borrow::Cow;
 use std::fmt::Display;
+
+use crate::cli::quote;
 
 /// Why a configuration was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,20 +78,6 @@ impl Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Quotes a value for an error line the way a shell would need it: bare when it is plain,
-/// single-quoted otherwise (`''` for the empty string).
-pub fn quote(value: &str) -> Cow<'_, str> {
-    let plain = !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-./:,=+@%".contains(c));
-    if plain {
-        Cow::Borrowed(value)
-    } else {
-        Cow::Owned(format!("'{}'", value.replace('\'', r"'\''")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,8 +90,6 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         let e = ConfigError::value("--header", "a b", "expected KEY=VALUE");
         assert_eq!(e.to_string(), "--header 'a b': expected KEY=VALUE");
-        assert_eq!(quote(""), "''");
-        assert_eq!(quote("it's"), r"'it'\''s'");
     }
 
     #[test]

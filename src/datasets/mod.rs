@@ -3,7 +3,7 @@
 //!
 //! One module per dataset (random, sharegpt, sonnet, custom, prefix_repetition, burstgpt,
 //! spec_bench, speed_bench, timed_trace), each taking its own small options and returning the
-//! same [`SampleRequest`]s; [`crate::modes::dataset`] maps the validated configuration onto
+//! same [`SampleRequest`]s; `modes::dataset` (above this layer) maps the validated configuration onto
 //! them. Python's selection is reproduced with CPython's `random` ([`pyrandom`]) and numpy's
 //! `RandomState` ([`np_random`]); the shared rules of Python's `BenchmarkDataset` are in
 //! [`sampling`]; errors are [`DatasetError`], one line naming the file and entry.

@@ -17,11 +17,11 @@ use std::thread::JoinHandle;
 use crate::http::conn::Connection;
 
 use super::recorder::{Histograms, WorkerLog};
-use super::runtime::{self, Runtime};
 use super::stop::{CoreStop, StopReceiver};
 use super::timer::Timers;
 use super::worker::{self, CoreHandles};
 use super::{EngineError, EngineOptions, RunShared};
+use crate::runtime::{self, Runtime};
 
 /// What one core hands back after a run: its workers' logs and its histograms.
 pub type CoreResult = (Vec<WorkerLog>, Histograms);

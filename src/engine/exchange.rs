@@ -12,21 +12,13 @@ use std::io;
 use std::time::Instant;
 
 use crate::backends::stream_chunk::{ChunkDecoder, StreamApi};
+use crate::backends::ResponseMode;
 use crate::http::conn::{Connection, Endpoint};
 use crate::http::request::PreparedRequest;
 use crate::http::response::{parse_head, BodyDecoder, ResponseHead};
 use crate::sse::SseDecoder;
 
 use super::recorder::{Failure, WorkerLog};
-
-/// How a response body is interpreted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResponseMode {
-    /// SSE stream of completions/chat chunks.
-    Stream(StreamApi),
-    /// One JSON document (embeddings, pooling, rerank): only the end time matters.
-    Whole,
-}
 
 /// Read buffer size per connection. Small on purpose: at 10,000 streams every byte here is
 /// multiplied by 10,000 (io_uring owns each in-flight read's buffer, so buffers cannot be

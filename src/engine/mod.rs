@@ -13,7 +13,6 @@ mod core_thread;
 pub mod exchange;
 pub mod limits;
 pub mod recorder;
-pub mod runtime;
 pub mod schedule;
 mod stop;
 pub mod timer;
@@ -26,9 +25,9 @@ use std::time::{Duration, Instant};
 use crate::http::conn::Endpoint;
 use crate::http::request::PreparedRequest;
 
-pub use exchange::ResponseMode;
+use crate::backends::ResponseMode;
+pub use crate::runtime::{DriverChoice, ResolvedDriver};
 use recorder::Merged;
-pub use runtime::{DriverChoice, ResolvedDriver};
 use stop::StopWires;
 
 /// The requests of one run and when to send them.

@@ -173,7 +173,7 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
-    use crate::engine::runtime::{build_runtime, ResolvedDriver};
+    use crate::runtime::{build_runtime, ResolvedDriver};
 
     /// A stop pulled from another thread wakes a slot parked far from its own deadline, and
     /// the grace period follows it.

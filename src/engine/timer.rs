@@ -297,7 +297,7 @@ mod tests {
     use super::*;
     use std::rc::Rc;
 
-    use crate::engine::runtime::{build_runtime, ResolvedDriver};
+    use crate::runtime::{build_runtime, ResolvedDriver};
 
     /// Polls `fut` once with a waker that does nothing (to register a sleep in the heap).
     fn poll_once<F: Future>(fut: Pin<&mut F>) -> Poll<F::Output> {

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::engine::runtime::{build_runtime, ResolvedDriver, Runtime};
+use crate::runtime::{build_runtime, ResolvedDriver, Runtime};
 
 use super::conn::{Connection, Endpoint};
 use super::request::{HeadTemplate, Method};
@@ -293,8 +293,8 @@ mod tests {
     use std::thread::JoinHandle;
 
     use super::*;
-    use crate::engine::runtime::{resolve_driver, DriverChoice};
     use crate::mock::{MockConfig, MockServer};
+    use crate::runtime::{resolve_driver, DriverChoice};
 
     const TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -173,7 +173,7 @@ async fn connect_from(src: Ipv4Addr, dst: SocketAddrV4) -> io::Result<TcpStream>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::runtime::{build_runtime, ResolvedDriver};
+    use crate::runtime::{build_runtime, ResolvedDriver};
 
     fn server() -> SocketAddr {
         "127.0.0.1:8000".parse().unwrap()

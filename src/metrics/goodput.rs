@@ -8,7 +8,7 @@
 //! request can ever meet the SLO).
 
 use crate::cli::pyvalue::py_float;
-use crate::output::pyfmt::float_repr;
+use crate::pyfmt::float_repr;
 
 /// The SLOs given with `--goodput`, in milliseconds. An empty config means "no goodput":
 /// Python then prints no goodput line and saves `request_goodput: null`.

@@ -121,7 +121,7 @@ pub fn percentile_word(p: f64) -> String {
     if p.is_finite() && p.trunc() == p && p.abs() < 1e18 {
         format!("{}", p as i64)
     } else {
-        crate::output::pyfmt::float_repr(p)
+        crate::pyfmt::float_repr(p)
     }
 }
 

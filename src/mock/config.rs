@@ -7,7 +7,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
-use crate::engine::runtime::DriverChoice;
+use crate::runtime::DriverChoice;
 
 /// Fractions of model requests (completions, chat, embeddings, pooling, rerank) that get
 /// each fault. Each is in `[0, 1]` and together they sum to at most 1; which request gets

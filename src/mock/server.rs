@@ -32,8 +32,8 @@ use super::emission::TimingReport;
 use super::lifecycle::Lifecycle;
 use super::prefix_cache::PrefixCache;
 use super::stats::{LoggedRequest, MockStats, Stats, WorkerCounters};
-use crate::engine::runtime::{build_runtime, resolve_driver, ResolvedDriver};
 use crate::engine::timer::Timers;
+use crate::runtime::{build_runtime, resolve_driver, ResolvedDriver};
 
 /// How often an idle worker checks the stop flag (bounds shutdown latency).
 pub const STOP_POLL: Duration = Duration::from_millis(10);

@@ -14,11 +14,10 @@ use crate::config::Config;
 use crate::config::DatasetParams;
 use crate::datasets::align::align_to_server;
 use crate::datasets::SampleRequest;
-use crate::engine::runtime::{available_cores, resolve_driver};
 use crate::engine::schedule::{
     arrival_offsets, rps_changes, to_durations, RampStrategy, RampUp, RateSpec,
 };
-use crate::engine::{self, Engine, EngineOptions, RunReport, Workload};
+use crate::engine::{Engine, EngineOptions, RunReport, Workload};
 use crate::http::request::{HeadTemplate, Method};
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::output::console::{render_block, render_notices, render_preamble, Preamble};
@@ -29,6 +28,7 @@ use crate::output::json::{
 };
 use crate::output::localtime::LocalDateTime;
 use crate::output::RampUp as OutputRampUp;
+use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
 use super::progress::{install_interrupt_handler, interrupted, Watcher};
@@ -378,7 +378,7 @@ pub struct Prepared {
     requests: Arc<[crate::http::request::PreparedRequest]>,
     prompt_lens: Arc<[u32]>,
     output_lens: Vec<usize>,
-    mode: engine::ResponseMode,
+    mode: crate::backends::ResponseMode,
     /// `--timed-trace-wait-parent`: the request each request waits for.
     parents: Option<Arc<[Option<u32>]>>,
 }

@@ -9,12 +9,12 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::config::ServerLocation;
-use crate::engine::runtime::ResolvedDriver;
 use crate::http::conn::{tls_setup, Endpoint};
 use crate::http::control;
 use crate::http::source::SourceAddrs;
 use crate::http::url::{BaseUrl, Scheme};
 use crate::mock::{MockConfig, MockServer};
+use crate::runtime::ResolvedDriver;
 use crate::tokenizer::TokenizeEndpoint;
 
 /// Timings of the embedded mock (`--mock-server`): a small, realistic stream so the demo run

@@ -15,12 +15,12 @@
 
 use std::fmt::Write;
 
-use super::pyfmt::{fixed2, float_repr};
 use super::RampUp;
 use crate::metrics::calculator::{BenchmarkMetrics, EmbedBenchmarkMetrics};
 use crate::metrics::report::{BenchmarkReport, TaskKind, TaskMetrics};
 use crate::metrics::summary::{percentile_word, MetricKind, MetricStats};
 use crate::metrics::RequestOutput;
+use crate::pyfmt::{fixed2, float_repr};
 
 /// Width of the block's rules and headers.
 const WIDTH: usize = 50;

@@ -29,11 +29,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::pyfmt::{float_repr, push_float_repr};
 use super::RampUp;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
 use crate::metrics::summary::percentile_word;
 use crate::metrics::RequestOutput;
+use crate::pyfmt::{float_repr, push_float_repr};
 
 /// Per-request keys Python removes unless `--save-detailed` is given.
 const DETAILED_KEYS: [&str; 7] = [

@@ -1,0 +1,178 @@
+//! The single list of what the parser accepts but vllm-bench cannot run yet: Python flags,
+//! backends and datasets (and a few vllm-bench reference features). Validation refuses them
+//! with one clear line, and `--help` marks them. Implementing a feature means deleting its
+//! entries here.
+//!
+//! An entry is either `--flag` (refused when given at all) or `--flag value` (refused for that
+//! value of a choice flag). The list lives with the parser (which marks the help); the
+//! refusal itself is validation's (`config::unimplemented`).
+
+use super::{Backend, DatasetName};
+
+/// Everything accepted for compatibility but not implemented yet.
+pub const UNIMPLEMENTED: &[&str] = &[
+    // Backends.
+    "--backend openai-responses",
+    "--backend openai-audio",
+    "--backend openai-embeddings-chat",
+    "--backend openai-embeddings-clip",
+    "--backend openai-embeddings-vlm2vec",
+    "--backend infinity-embeddings",
+    "--backend infinity-embeddings-clip",
+    // Datasets.
+    "--dataset-name random-mm",
+    "--dataset-name random-rerank",
+    "--dataset-name hf",
+    "--dataset-name custom_audio",
+    "--dataset-name custom_image",
+    // Dataset features and the options of the datasets above.
+    "--no-stream",
+    "--enable-multimodal-chat",
+    "--plot-dataset-stats",
+    "--random-batch-size",
+    "--no-reranker",
+    "--random-mm-base-items-per-request",
+    "--random-mm-num-mm-items-range-ratio",
+    "--random-mm-limit-mm-per-prompt",
+    "--random-mm-bucket-config",
+    "--hf-subset",
+    "--hf-split",
+    "--hf-name",
+    "--hf-output-len",
+    "--hf-text-column",
+    "--blazedit-min-distance",
+    "--blazedit-max-distance",
+    "--asr-min-audio-len-sec",
+    "--asr-max-audio-len-sec",
+    "--bfcl-categories",
+    "--custom-ensure-client-side-data",
+    // Rate control, output and request features.
+    "--probe-request-rate",
+    "--plot-timeline",
+    "--timeline-itl-thresholds",
+    "--sweep-summary-percentiles",
+    "--use-beam-search",
+    // Steady-state metrics.
+    "--steady-state-threshold",
+    "--steady-state-min-window",
+    "--no-steady-state",
+    // Profiling (`--profile` itself runs).
+    "--profile-batch-threshold",
+    "--profile-duration",
+    // Sweeps.
+    "--sweep-max-concurrency",
+    "--sweep-request-rate",
+    "--sweep-num-prompts-factor",
+    "--reset-prefix-cache",
+    // Multi-turn.
+    "--multi-turn",
+    "--multi-turn-num-turns",
+    "--multi-turn-min-turns",
+    "--multi-turn-max-turns",
+    "--multi-turn-concurrency",
+    "--multi-turn-delay-ms",
+    "--per-turn-input-len",
+    "--multi-turn-prefix-global-ratio",
+    "--multi-turn-prefix-conversation-ratio",
+    // LoRA.
+    "--lora-modules",
+    "--lora-assignment",
+    // Multi-run and comparison.
+    "--num-runs",
+    "--compare",
+];
+
+/// True if `flag` (`--num-runs`) is refused whenever it is given.
+pub fn is_flag(flag: &str) -> bool {
+    UNIMPLEMENTED.contains(&flag)
+}
+
+/// True if `value` of the choice flag `flag` (`--backend openai-audio`) is refused.
+pub fn is_choice(flag: &str, value: &str) -> bool {
+    UNIMPLEMENTED
+        .iter()
+        .any(|e| e.split_once(' ') == Some((flag, value)))
+}
+
+/// Backends not implemented yet, by name.
+pub fn backends() -> Vec<&'static str> {
+    Backend::all()
+        .iter()
+        .map(|b| b.name())
+        .filter(|n| is_choice("--backend", n))
+        .collect()
+}
+
+/// Datasets not implemented yet, by name.
+pub fn datasets() -> Vec<&'static str> {
+    DatasetName::all()
+        .iter()
+        .map(|d| d.name())
+        .filter(|n| is_choice("--dataset-name", n))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn every_entry_names_a_real_flag_or_choice() {
+        let cmd = crate::cli::command();
+        for entry in UNIMPLEMENTED {
+            let (flag, value) = match entry.split_once(' ') {
+                Some((f, v)) => (f, Some(v)),
+                None => (*entry, None),
+            };
+            let long = flag.trim_start_matches("--");
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .unwrap_or_else(|| panic!("{entry}: no such flag"));
+            if let Some(v) = value {
+                assert!(
+                    arg.get_possible_values().iter().any(|p| p.get_name() == v),
+                    "{entry}: no such choice"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn implemented_set_is_the_briefed_one() {
+        let implemented: Vec<_> = Backend::all()
+            .iter()
+            .map(|b| b.name())
+            .filter(|n| !backends().contains(n))
+            .collect();
+        assert_eq!(
+            implemented,
+            [
+                "vllm",
+                "openai",
+                "openai-chat",
+                "openai-embeddings",
+                "vllm-pooling",
+                "vllm-rerank"
+            ]
+        );
+        let implemented: Vec<_> = DatasetName::all()
+            .iter()
+            .map(|d| d.name())
+            .filter(|n| !datasets().contains(n))
+            .collect();
+        assert_eq!(
+            implemented,
+            [
+                "sharegpt",
+                "burstgpt",
+                "random",
+                "custom",
+                "prefix_repetition",
+                "spec_bench",
+                "speed_bench",
+                "timed_trace",
+                "sonnet"
+            ]
+        );
+    }
+}
