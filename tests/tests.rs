@@ -7,6 +7,7 @@ mod engine;
 mod golden;
 mod interrupt;
 mod mock_server;
+mod module_graph;
 mod timed_trace;
 mod trace_replay;
 mod util;

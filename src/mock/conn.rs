@@ -12,16 +12,18 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::net::TcpStream;
 
+use super::ctx::WorkerCtx;
 use super::emission::StreamTrace;
-use super::endpoints::{self, Request, Served};
+use super::endpoints;
+use super::exchange::{self, Exchange, Request, Served};
 use super::generation::{End, Script};
+use super::io::Io;
 use super::request::{self, BodyFraming, ChunkedDecoder, FramingError, Head};
 use super::response::{self, HeadOpts};
 use super::routes::{self, Lookup};
-use super::server::WorkerCtx;
 use super::stats::LoggedRequest;
 
 /// Smallest free space offered to a read.
@@ -30,47 +32,6 @@ const MIN_READ: usize = 4 << 10;
 const KEEP_CAPACITY: usize = 256 << 10;
 /// How long a rejected client may keep sending before the socket is closed anyway.
 const LINGER: Duration = Duration::from_secs(1);
-
-/// The socket and its write buffer.
-#[derive(Debug)]
-pub struct Io {
-    /// The client connection.
-    pub stream: TcpStream,
-    /// Bytes waiting to be written.
-    pub out: Vec<u8>,
-    /// The emitted timeline of the current stream (only with `MockConfig::timing_report`).
-    pub trace: Option<StreamTrace>,
-}
-
-impl Io {
-    /// Writes everything buffered.
-    pub async fn flush(&mut self) -> io::Result<()> {
-        if self.out.is_empty() {
-            return Ok(());
-        }
-        if let Some(trace) = &mut self.trace {
-            // The hand-off instant of every content chunk in this write: just before the
-            // bytes go to the kernel.
-            trace.handing_off(Instant::now());
-        }
-        let buf = mem::take(&mut self.out);
-        let (res, mut buf) = self.stream.write_all(buf).await;
-        buf.clear();
-        self.out = buf;
-        res.map(drop)
-    }
-}
-
-/// What the endpoints write with: the socket plus per-connection scratch space.
-#[derive(Debug)]
-pub struct Exchange {
-    /// Socket and write buffer.
-    pub io: Io,
-    /// Pre-serialized events of the current stream.
-    pub script: Script,
-    /// Scratch for bodies built before their length is known.
-    pub scratch: Vec<u8>,
-}
 
 /// Serves one accepted connection until it closes or the worker stops; errors just close it.
 pub async fn serve(stream: TcpStream, ctx: Rc<WorkerCtx>) {
@@ -161,11 +122,11 @@ impl Conn {
             Lookup::Found(route) => endpoints::serve(ctx, &mut self.ex, route, &req).await,
             Lookup::WrongMethod(allowed) => {
                 let msg = format!("method not allowed; use {}", allowed.as_str());
-                endpoints::error(&mut self.ex, &req, 405, &msg, Some(allowed.as_str()))
+                exchange::error(&mut self.ex, &req, 405, &msg, Some(allowed.as_str()))
             }
             Lookup::NotFound => {
                 let msg = format!("not found: {}", String::from_utf8_lossy(path));
-                endpoints::error(&mut self.ex, &req, 404, &msg, None)
+                exchange::error(&mut self.ex, &req, 404, &msg, None)
             }
         };
         let route = match lookup {

@@ -5,63 +5,12 @@
 use std::io::Write;
 
 use super::body::{self, DetokenizeBody, TokenizeBody};
-use super::conn::Exchange;
-use super::faults::FaultKind;
-use super::generation::End;
+use super::ctx::{Shared, WorkerCtx};
+use super::exchange::{error, Exchange, Request, Served};
 use super::model;
 use super::response::{self, HeadOpts};
 use super::routes::Route;
-use super::server::{Shared, WorkerCtx};
 use super::toy_tokenizer;
-
-/// One request, as the endpoints see it.
-#[derive(Debug)]
-pub struct Request<'a> {
-    /// The request body (decoded if it was chunked).
-    pub body: &'a [u8],
-    /// When the whole request had been received: every delay is measured from here.
-    pub arrival: std::time::Instant,
-    /// `X-Request-Id`, echoed in the response.
-    pub request_id: Option<&'a [u8]>,
-    /// The client asked to close after this response.
-    pub close: bool,
-    /// `HEAD`: send the head only.
-    pub head_only: bool,
-}
-
-/// What serving a request produced, for statistics and the request log.
-#[derive(Debug, Clone)]
-pub struct Served {
-    /// Status sent (200 for streams, also those cut short by a fault).
-    pub status: u16,
-    /// Keep the connection or close it.
-    pub end: End,
-    /// Rejected because of the request itself (400/404/405).
-    pub rejected: bool,
-    /// Sequence number (model requests).
-    pub seq: Option<u64>,
-    /// Injected fault.
-    pub fault: Option<FaultKind>,
-    /// `(hash, tokens)` of the prompt.
-    pub prompt: Option<(u64, u64)>,
-    /// Requested output tokens.
-    pub max_tokens: Option<u64>,
-}
-
-impl Served {
-    /// A plain answer with `status` on a connection that stays open.
-    pub fn new(status: u16) -> Served {
-        Served {
-            status,
-            end: End::KeepAlive,
-            rejected: false,
-            seq: None,
-            fault: None,
-            prompt: None,
-            max_tokens: None,
-        }
-    }
-}
 
 /// Serves a routed request. Like every handler, it leaves the last bytes of the response
 /// in `ex.io.out`: the connection counts the request first and then writes them, so a
@@ -109,47 +58,6 @@ fn ok(ex: &mut Exchange, req: &Request<'_>, content_type: &str, body: &[u8]) -> 
     };
     response::full(&mut ex.io.out, 200, "OK", body, &opts, req.head_only);
     Served::new(200)
-}
-
-/// The reason phrase of the statuses the mock sends.
-fn reason(status: u16) -> &'static str {
-    match status {
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        429 => "Too Many Requests",
-        _ => "Internal Server Error",
-    }
-}
-
-/// Answers with a vLLM-style JSON error; `allow` adds an `Allow` header (405).
-pub fn error(
-    ex: &mut Exchange,
-    req: &Request<'_>,
-    status: u16,
-    message: &str,
-    allow: Option<&str>,
-) -> Served {
-    ex.scratch.clear();
-    response::error_body(&mut ex.scratch, status, message);
-    let opts = HeadOpts {
-        content_type: response::JSON,
-        request_id: req.request_id,
-        close: req.close,
-        allow,
-    };
-    response::full(
-        &mut ex.io.out,
-        status,
-        reason(status),
-        &ex.scratch,
-        &opts,
-        req.head_only,
-    );
-    Served {
-        rejected: matches!(status, 400 | 404 | 405),
-        ..Served::new(status)
-    }
 }
 
 /// `POST /tokenize`: `{"count":N,"max_model_len":M,"tokens":[…],"token_strs":null}`.

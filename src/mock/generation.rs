@@ -18,8 +18,8 @@ use std::io::{self, Write};
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use super::conn::Io;
 use super::faults::FaultKind;
+use super::io::Io;
 use super::response::{self, Framing, HeadOpts};
 use super::timing::Schedule;
 use crate::engine::timer::Timers;

@@ -31,11 +31,14 @@
 mod body;
 mod config;
 mod conn;
+mod ctx;
 mod emission;
 mod endpoints;
+mod exchange;
 mod faults;
 mod generation;
 mod hash;
+mod io;
 mod lifecycle;
 mod model;
 mod prefix_cache;

@@ -10,14 +10,13 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use super::body::{self, Digest, GenerationBody, PoolingBody, RerankBody};
-use super::conn::Exchange;
-use super::endpoints::{self, Request, Served};
+use super::ctx::{unix_now, WorkerCtx};
+use super::exchange::{self, Exchange, Request, Served};
 use super::faults::{self, FaultKind};
 use super::generation::{self, End, Generation};
 use super::hash::SplitMix64;
 use super::response::{self, HeadOpts};
 use super::routes::Route;
-use super::server::{unix_now, WorkerCtx};
 use super::timing::Schedule;
 use crate::engine::timer::Timers;
 
@@ -57,7 +56,7 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
     let mut job = match parse(ctx, route, req.body, seq) {
         Ok(job) => job,
         Err(msg) => {
-            let mut served = endpoints::error(ex, req, 400, &msg, None);
+            let mut served = exchange::error(ex, req, 400, &msg, None);
             served.seq = Some(seq);
             return served;
         }
@@ -87,7 +86,7 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
         _ => None,
     };
     if let Some((status, msg)) = rejected_by_fault {
-        let e = endpoints::error(ex, req, status, msg, None);
+        let e = exchange::error(ex, req, status, msg, None);
         served.status = e.status;
         return served;
     }

@@ -17,21 +17,21 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use monoio::io::{CancelHandle, Canceller};
 use monoio::net::{ListenerOpts, TcpListener};
 
 use super::config::MockConfig;
 use super::conn;
+use super::ctx::{Shared, WorkerCtx};
 use super::emission::TimingReport;
 use super::lifecycle::Lifecycle;
-use super::prefix_cache::PrefixCache;
-use super::stats::{LoggedRequest, MockStats, Stats, WorkerCounters};
+use super::stats::{LoggedRequest, MockStats};
 use crate::engine::timer::Timers;
 use crate::runtime::{build_runtime, resolve_driver, ResolvedDriver};
 
@@ -41,85 +41,6 @@ pub const STOP_POLL: Duration = Duration::from_millis(10);
 const DRAIN_TICKS: usize = 1000;
 /// Listen backlog: thousands of clients may connect at once.
 const BACKLOG: i32 = 4096;
-
-/// State shared by all workers, read-mostly.
-#[derive(Debug)]
-pub struct Shared {
-    /// The configuration.
-    pub cfg: MockConfig,
-    /// The model name as a JSON string literal (quoted, escaped), spliced into bodies.
-    pub model_json: String,
-    /// The `/v1/models` body, built once.
-    pub models_body: Vec<u8>,
-    /// Server start: request-log arrivals are measured from here.
-    pub start: Instant,
-    /// Next model-request sequence number.
-    pub seq: AtomicU64,
-    /// Counters, gauge and log.
-    pub stats: Stats,
-    /// Toy prefix cache.
-    pub prefix: PrefixCache,
-    /// Set by shutdown.
-    pub stop: AtomicBool,
-}
-
-impl Shared {
-    fn new(cfg: MockConfig) -> Shared {
-        let model_json = serde_json::Value::from(cfg.model.as_str()).to_string();
-        let created = unix_now();
-        let models_body = format!(
-            "{{\"object\":\"list\",\"data\":[{{\"id\":{m},\"object\":\"model\",\"created\":{created},\
-             \"owned_by\":\"vllm\",\"root\":{m},\"parent\":null,\"max_model_len\":{},\"permission\":[]}}]}}",
-            cfg.max_model_len,
-            m = model_json
-        )
-        .into_bytes();
-        Shared {
-            stats: Stats::new(cfg.workers),
-            cfg,
-            model_json,
-            models_body,
-            start: Instant::now(),
-            seq: AtomicU64::new(0),
-            prefix: PrefixCache::default(),
-            stop: AtomicBool::new(false),
-        }
-    }
-
-    /// Snapshot of all statistics, prefix-cache counters included.
-    pub fn stats(&self) -> MockStats {
-        let mut s = self.stats.snapshot();
-        (s.prefix_cache_queries, s.prefix_cache_hits) = self.prefix.counters();
-        s
-    }
-}
-
-/// Seconds since the Unix epoch (for `created` fields).
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// What one worker thread owns.
-#[derive(Debug)]
-pub struct WorkerCtx {
-    /// Shared state.
-    pub shared: Arc<Shared>,
-    /// Worker number (its counters slot).
-    pub index: usize,
-    /// This worker's live connections and their stop signal.
-    pub life: Lifecycle,
-    /// This worker's precise event timers.
-    pub timers: Timers,
-}
-
-impl WorkerCtx {
-    /// This worker's counters.
-    pub fn counters(&self) -> &WorkerCounters {
-        self.shared.stats.worker(self.index)
-    }
-}
 
 /// A running mock server; stops (and joins its threads) on [`MockServer::shutdown`] or drop.
 #[derive(Debug)]

@@ -1,0 +1,156 @@
+//! The import graph of `src/` has no cycle: between the top-level modules (`cli`, `config`,
+//! `engine`, …) and between the modules inside each (`mock/conn`, `mock/endpoints`, …), so
+//! the code reads top-down and a change to a lower layer never needs the one above it.
+//!
+//! Read from the source text: every `crate::NAME` (and, inside a module, `super::NAME` and
+//! `crate::MODULE::NAME`) outside comments and `#[cfg(test)]` code is an edge.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src/") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file without its tests and comment lines.
+fn code(text: &str) -> String {
+    let text = text.split("#[cfg(test)]").next().unwrap_or("");
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every identifier that follows `prefix` in `code`.
+fn names_after<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
+    code.match_indices(prefix)
+        .filter(|(i, _)| {
+            // A whole path segment: not `xcrate::` or `my_super::`.
+            !code[..*i]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+        .map(|(i, _)| {
+            let rest = &code[i + prefix.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// The top-level and the second-level graphs.
+fn graphs(src: &Path) -> (Graph, Graph) {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let (mut top, mut inner) = (Graph::new(), Graph::new());
+    for file in files {
+        let rel = file.strip_prefix(src).unwrap().with_extension("");
+        let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into()).collect();
+        if parts.last().is_some_and(|p| p == "mod") {
+            parts.pop();
+        }
+        if matches!(parts[0].as_str(), "lib" | "main" | "bin") {
+            continue;
+        }
+        let code = code(&std::fs::read_to_string(&file).unwrap());
+        let me = &parts[0];
+        for name in names_after(&code, "crate::") {
+            if name != me {
+                top.entry(me.clone()).or_default().insert(name.into());
+            }
+        }
+        if parts.len() < 2 {
+            continue;
+        }
+        let sub = format!("{me}/{}", parts[1]);
+        let mut targets: Vec<&str> = names_after(&code, &format!("crate::{me}::"));
+        if parts.len() == 2 {
+            targets.extend(names_after(&code, "super::"));
+        }
+        for name in targets {
+            let to = format!("{me}/{name}");
+            let exists = src.join(format!("{to}.rs")).exists() || src.join(&to).is_dir();
+            if to != sub && exists {
+                inner.entry(sub.clone()).or_default().insert(to);
+            }
+        }
+    }
+    (top, inner)
+}
+
+/// A cycle of `g` as a path `a -> b -> … -> a`, if there is one.
+fn find_cycle(g: &Graph) -> Option<Vec<String>> {
+    fn visit(
+        g: &Graph,
+        node: &str,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in g.get(node).into_iter().flatten() {
+            if let Some(c) = visit(g, next, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    g.keys()
+        .find_map(|n| visit(g, n, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn src_has_no_import_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (top, inner) = graphs(&src);
+    assert!(
+        top.contains_key("engine") && inner.contains_key("mock/conn"),
+        "graph read"
+    );
+    for (what, g) in [("top-level modules", &top), ("modules inside one", &inner)] {
+        if let Some(cycle) = find_cycle(g) {
+            panic!("import cycle between {what}: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn a_cycle_is_found_and_named() {
+    let mut g = Graph::new();
+    for (a, b) in [("cli", "config"), ("config", "metrics"), ("metrics", "cli")] {
+        g.entry(a.into()).or_default().insert(b.into());
+    }
+    assert_eq!(
+        find_cycle(&g).unwrap().join(" -> "),
+        "cli -> config -> metrics -> cli"
+    );
+    g.get_mut("metrics").unwrap().clear();
+    assert_eq!(find_cycle(&g), None);
+    assert_eq!(
+        names_after("use crate::cli::Backend; xcrate::no", "crate::"),
+        ["cli"]
+    );
+}
