@@ -27,7 +27,8 @@ pub use args::{
     SteadyStateArgs, SweepArgs, TimedTraceArgs,
 };
 pub use choices::{
-    Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset, TraceFormatChoice,
+    Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, SpeedBenchSubset,
+    TraceFormatChoice,
 };
 pub use error::{quote, CliError};
 

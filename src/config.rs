@@ -31,14 +31,16 @@ pub use modes::{
     SweepConfig,
 };
 pub use output::OutputConfig;
-pub use rate::{RampUp, RateConfig};
+pub use rate::RateConfig;
 pub use request::{RequestOptions, SamplingParams};
 pub use server::{ServerConfig, ServerLocation};
 
 /// The server's base URL type, owned by the HTTP client; re-exported for `ServerLocation`.
 pub use crate::http::url::{BaseUrl, Scheme};
 
-pub use crate::cli::{Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset};
+pub use crate::cli::{
+    Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, SpeedBenchSubset,
+};
 
 use crate::cli::Cli;
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
-use vllm_bench::engine::schedule::{arrival_offsets, RampStrategy, RampUp, RateSpec};
+use vllm_bench::engine::schedule::{arrival_offsets, RampUp, RampUpStrategy, RateSpec};
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
 
 use crate::util::{free_port, shared_dir, start_tool_server};
@@ -353,14 +353,14 @@ fn assert_follows(sent: &[f64], plan: &[f64], what: &str) {
 fn rate_and_ramp_up_arrivals_follow_the_schedule() {
     let n = 30;
     let linear = RampUp {
-        strategy: RampStrategy::Linear,
-        start_rps: 20.0,
-        end_rps: 80.0,
+        strategy: RampUpStrategy::Linear,
+        start_rps: 20,
+        end_rps: 80,
     };
     let exponential = RampUp {
-        strategy: RampStrategy::Exponential,
-        start_rps: 10.0,
-        end_rps: 80.0,
+        strategy: RampUpStrategy::Exponential,
+        start_rps: 10,
+        end_rps: 80,
     };
     let cases: [(&str, Vec<&str>, Vec<f64>); 4] = [
         (

@@ -229,6 +229,15 @@ pub enum RampUpStrategy {
     Exponential,
 }
 
+/// A rate ramp (`--ramp-up-strategy`, `--ramp-up-start-rps`, `--ramp-up-end-rps`): the one
+/// type validation produces, the schedule follows, and the preamble and result JSON show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RampUp {
+    pub strategy: RampUpStrategy,
+    pub start_rps: u64,
+    pub end_rps: u64,
+}
+
 impl RampUpStrategy {
     /// The name as written to the result JSON (`ramp_up_strategy`).
     pub fn name(self) -> &'static str {

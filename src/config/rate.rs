@@ -2,7 +2,7 @@
 //! with the rules of Python's `main_async` and `get_request`.
 
 use super::ConfigError;
-use crate::cli::{Cli, DatasetName, RampUpStrategy};
+use crate::cli::{Cli, DatasetName, RampUp, RampUpStrategy};
 
 /// How requests are released.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,14 +25,6 @@ impl RateConfig {
     pub fn is_unbounded(&self) -> bool {
         self.request_rate.is_infinite()
     }
-}
-
-/// A rate ramp from `start_rps` to `end_rps` over the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RampUp {
-    pub strategy: RampUpStrategy,
-    pub start_rps: u64,
-    pub end_rps: u64,
 }
 
 pub(super) fn resolve(cli: &Cli) -> Result<RateConfig, ConfigError> {

@@ -14,20 +14,7 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Gamma};
 
-/// `--ramp-up-strategy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RampStrategy {
-    Linear,
-    Exponential,
-}
-
-/// Ramp-up from `start_rps` to `end_rps`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RampUp {
-    pub strategy: RampStrategy,
-    pub start_rps: f64,
-    pub end_rps: f64,
-}
+pub use crate::cli::{RampUp, RampUpStrategy};
 
 /// How requests are released.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,9 +32,10 @@ pub fn current_rate(spec: &RateSpec, index: usize, total: usize) -> f64 {
         None => spec.request_rate,
         Some(r) => {
             let progress = index as f64 / (total.saturating_sub(1)).max(1) as f64;
+            let (start, end) = (r.start_rps as f64, r.end_rps as f64);
             match r.strategy {
-                RampStrategy::Linear => r.start_rps + (r.end_rps - r.start_rps) * progress,
-                RampStrategy::Exponential => r.start_rps * (r.end_rps / r.start_rps).powf(progress),
+                RampUpStrategy::Linear => start + (end - start) * progress,
+                RampUpStrategy::Exponential => start * (end / start).powf(progress),
             }
         }
     }
@@ -108,7 +96,7 @@ pub fn rps_changes(spec: &RateSpec, offsets: &[f64]) -> Vec<(u64, f64)> {
     let Some(ramp) = spec.ramp_up else {
         return Vec::new();
     };
-    let mut last = ramp.start_rps as u64;
+    let mut last = ramp.start_rps;
     let mut events = vec![(last, 0.0)];
     for (i, &at) in offsets.iter().enumerate() {
         let rate = current_rate(spec, i, offsets.len()) as u64;
@@ -180,9 +168,9 @@ mod tests {
     fn ramp_rates_follow_python() {
         let lin = RateSpec {
             ramp_up: Some(RampUp {
-                strategy: RampStrategy::Linear,
-                start_rps: 10.0,
-                end_rps: 100.0,
+                strategy: RampUpStrategy::Linear,
+                start_rps: 10,
+                end_rps: 100,
             }),
             ..spec(f64::INFINITY, 1.0)
         };
@@ -191,9 +179,9 @@ mod tests {
         assert_eq!(current_rate(&lin, 10, 11), 100.0);
         let exp = RateSpec {
             ramp_up: Some(RampUp {
-                strategy: RampStrategy::Exponential,
-                start_rps: 1.0,
-                end_rps: 100.0,
+                strategy: RampUpStrategy::Exponential,
+                start_rps: 1,
+                end_rps: 100,
             }),
             ..lin
         };
@@ -206,9 +194,9 @@ mod tests {
     fn ramp_up_reports_every_integer_rate_once() {
         let spec = RateSpec {
             ramp_up: Some(RampUp {
-                strategy: RampStrategy::Linear,
-                start_rps: 1.0,
-                end_rps: 4.0,
+                strategy: RampUpStrategy::Linear,
+                start_rps: 1,
+                end_rps: 4,
             }),
             ..spec(f64::INFINITY, 1.0)
         };

@@ -14,9 +14,7 @@ use crate::config::Config;
 use crate::config::DatasetParams;
 use crate::datasets::align::align_to_server;
 use crate::datasets::SampleRequest;
-use crate::engine::schedule::{
-    arrival_offsets, rps_changes, to_durations, RampStrategy, RampUp, RateSpec,
-};
+use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
 use crate::engine::{Engine, EngineOptions, RunReport, Workload};
 use crate::http::request::{HeadTemplate, Method};
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
@@ -27,7 +25,6 @@ use crate::output::json::{
     RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
-use crate::output::RampUp as OutputRampUp;
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
@@ -246,7 +243,7 @@ impl Plan {
         if config.profiling.enabled {
             self.profiler("start");
         }
-        let ramp = ramp_up(config);
+        let ramp = config.rate.ramp_up;
         print!("{}", render_preamble(&preamble(config, ramp.as_ref())));
         crate::http::control::close_idle_connections();
         let wall_start = SystemTime::now();
@@ -487,14 +484,7 @@ fn rate_spec(config: &Config) -> RateSpec {
     RateSpec {
         request_rate: r.request_rate,
         burstiness: r.burstiness,
-        ramp_up: r.ramp_up.as_ref().map(|u| RampUp {
-            strategy: match u.strategy {
-                crate::config::RampUpStrategy::Linear => RampStrategy::Linear,
-                crate::config::RampUpStrategy::Exponential => RampStrategy::Exponential,
-            },
-            start_rps: u.start_rps as f64,
-            end_rps: u.end_rps as f64,
-        }),
+        ramp_up: r.ramp_up,
         seed: config.dataset.seed,
     }
 }
@@ -523,16 +513,7 @@ fn schedule(
     Ok((workload, offsets))
 }
 
-/// `--ramp-up-*` as printed and saved.
-fn ramp_up(config: &Config) -> Option<OutputRampUp> {
-    config.rate.ramp_up.as_ref().map(|r| OutputRampUp {
-        strategy: r.strategy.name().to_string(),
-        start_rps: r.start_rps,
-        end_rps: r.end_rps,
-    })
-}
-
-fn preamble<'a>(config: &Config, ramp: Option<&'a OutputRampUp>) -> Preamble<'a> {
+fn preamble<'a>(config: &Config, ramp: Option<&'a RampUp>) -> Preamble<'a> {
     Preamble {
         self_timed: config.rate.self_timed,
         ramp_up: ramp,
@@ -582,7 +563,7 @@ fn finish(config: &Config, plan: &Plan, measured: &Measured) -> Result<()> {
             request_rate: config.rate.request_rate,
             burstiness: config.rate.burstiness,
             max_concurrency: config.rate.max_concurrency.map(|c| c as u64),
-            ramp_up: ramp_up(config),
+            ramp_up: config.rate.ramp_up,
         };
         let mut doc = build_result(
             &info,

@@ -15,7 +15,7 @@
 
 use std::fmt::Write;
 
-use super::RampUp;
+use crate::cli::RampUp;
 use crate::metrics::calculator::{BenchmarkMetrics, EmbedBenchmarkMetrics};
 use crate::metrics::report::{BenchmarkReport, TaskKind, TaskMetrics};
 use crate::metrics::summary::{percentile_word, MetricKind, MetricStats};
@@ -47,7 +47,7 @@ pub fn render_preamble(p: &Preamble<'_>) -> String {
     }
     match p.ramp_up {
         Some(r) => {
-            let _ = writeln!(out, "Traffic ramp-up strategy: {}.", r.strategy);
+            let _ = writeln!(out, "Traffic ramp-up strategy: {}.", r.strategy.name());
             let _ = writeln!(
                 out,
                 "Will increase RPS from {} to {} RPS over the duration of the benchmark.",
@@ -265,7 +265,7 @@ mod tests {
              Maximum request concurrency: None\n"
         );
         let ramp = RampUp {
-            strategy: "linear".into(),
+            strategy: crate::cli::RampUpStrategy::Linear,
             start_rps: 10,
             end_rps: 100,
         };

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::RampUp;
+use crate::cli::RampUp;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
 use crate::metrics::summary::percentile_word;
 use crate::metrics::RequestOutput;
@@ -405,7 +405,7 @@ fn run_facts<'a>(doc: &mut JsonObject<'a>, run: &'a RunInfo) {
         Json::opt(run.max_concurrency, Json::UInt),
     );
     if let Some(r) = &run.ramp_up {
-        doc.set("ramp_up_strategy", Json::str(r.strategy.as_str()));
+        doc.set("ramp_up_strategy", Json::str(r.strategy.name()));
         doc.set("ramp_up_start_rps", Json::UInt(r.start_rps));
         doc.set("ramp_up_end_rps", Json::UInt(r.end_rps));
     }
@@ -474,7 +474,10 @@ fn default_result_filename(run: &RunInfo) -> String {
     match &run.ramp_up {
         Some(r) => format!(
             "{label}-ramp-up-{}-{}qps-{}qps{concurrency}-{model}-{}.json",
-            r.strategy, r.start_rps, r.end_rps, run.date
+            r.strategy.name(),
+            r.start_rps,
+            r.end_rps,
+            run.date
         ),
         None => format!(
             "{label}-{}qps{concurrency}-{model}-{}.json",
@@ -683,7 +686,7 @@ mod tests {
             PathBuf::from("out/mine-40.0qps-concurrency8-mock-model-20261130-084051.json")
         );
         r.ramp_up = Some(RampUp {
-            strategy: "linear".into(),
+            strategy: crate::cli::RampUpStrategy::Linear,
             start_rps: 1,
             end_rps: 9,
         });

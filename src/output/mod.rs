@@ -8,13 +8,3 @@ pub mod console;
 pub mod extras;
 pub mod json;
 pub mod localtime;
-
-/// `--ramp-up-strategy` with its start and end rates, as shown before the run and saved in
-/// the result JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RampUp {
-    /// `linear` or `exponential`.
-    pub strategy: String,
-    pub start_rps: u64,
-    pub end_rps: u64,
-}
