@@ -1,5 +1,6 @@
 //! The running server: worker threads (one monoio runtime and one `SO_REUSEPORT` listener
-//! each, optionally pinned), the shared state they read, and a shutdown that never hangs.
+//! each, optionally pinned), the shared state they read (`ctx`), and a shutdown that never
+//! hangs.
 //!
 //! Startup binds worker 0 first (port 0 → an ephemeral port), learns its address, then
 //! binds the others to the same port; `start` returns once every worker is listening.
