@@ -7,7 +7,7 @@
 //! signal fails the test instead of passing late. The signal is sent only once the run is
 //! measurably under way (the mock has received requests), never after a sleep.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -49,8 +49,9 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Starts the binary in its own process group against `server`, with `extra` flags.
-fn spawn(server: &MockServer, dir: &Path, extra: &[&str]) -> Child {
+/// Starts the binary in its own process group against `server`, with `extra` flags and
+/// `--interrupt-grace-sec grace`.
+fn spawn(server: &MockServer, dir: &Path, extra: &[&str], grace: &str) -> Child {
     let mut args: Vec<String> = [
         "--base-url",
         &server.base_url(),
@@ -62,7 +63,7 @@ fn spawn(server: &MockServer, dir: &Path, extra: &[&str]) -> Child {
         "0",
         "--disable-tqdm",
         "--interrupt-grace-sec",
-        "1",
+        grace,
         "--ready-check-timeout-sec",
         "0",
         "--save-result",
@@ -87,8 +88,8 @@ fn spawn(server: &MockServer, dir: &Path, extra: &[&str]) -> Child {
         .expect("spawn vllm-bench")
 }
 
-/// Runs the binary, sends `signal` once the measured run started and the mock's counters
-/// satisfy `under_way`, and collects what the run left behind.
+/// Runs the binary (grace 1 s), sends `signal` once the measured run started and the mock's
+/// counters satisfy `under_way`, and collects what the run left behind.
 fn run_and_signal(
     server: &MockServer,
     name: &str,
@@ -96,8 +97,21 @@ fn run_and_signal(
     under_way: impl Fn(&MockStats) -> bool,
     signal: libc::c_int,
 ) -> Signalled {
+    run_and_signal_all(server, name, extra, "1", under_way, &[signal])
+}
+
+/// [`run_and_signal`] with `--interrupt-grace-sec grace` and several signals, each sent once
+/// the notice of the one before is on stderr.
+fn run_and_signal_all(
+    server: &MockServer,
+    name: &str,
+    extra: &[&str],
+    grace: &str,
+    under_way: impl Fn(&MockStats) -> bool,
+    signals: &[libc::c_int],
+) -> Signalled {
     let dir = temp_dir(name);
-    let mut child = spawn(server, &dir, extra);
+    let mut child = spawn(server, &dir, extra, grace);
     let pid = child.id() as libc::pid_t;
     let (started_tx, started_rx) = mpsc::channel();
     let stdout = child.stdout.take().expect("stdout");
@@ -113,17 +127,31 @@ fn run_and_signal(
         }
         all
     });
-    let mut stderr = child.stderr.take().expect("stderr");
+    let (notice_tx, notice_rx) = mpsc::channel();
+    let stderr = child.stderr.take().expect("stderr");
     let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with("Interrupted: no new requests are sent") {
+                let _ = notice_tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
     });
     let started = started_rx.recv_timeout(STEP_TIMEOUT).is_ok();
     if started {
         wait_until(STEP_TIMEOUT, || under_way(&server.stats()));
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe { libc::kill(pid, signal) };
+        for (i, &signal) in signals.iter().enumerate() {
+            if i > 0 {
+                // The first signal was handled (its notice is out) before the next one.
+                let _ = notice_rx.recv_timeout(STEP_TIMEOUT);
+            }
+            // SAFETY: plain kill(2) on our own child's pid.
+            unsafe { libc::kill(pid, signal) };
+        }
     }
     let code = wait_exit(&mut child, STEP_TIMEOUT);
     let stdout = out.join().expect("stdout reader");
@@ -347,4 +375,48 @@ fn ctrl_c_stops_a_trace_replay() {
         libc::SIGINT,
     );
     assert_interrupted(&run, 200);
+}
+
+/// A second Ctrl-C does not wait for the grace period (here ten minutes): the process exits
+/// 130 at once, without the block.
+#[test]
+fn a_second_ctrl_c_exits_at_once() {
+    let server = MockServer::start(MockConfig {
+        first_token_delay: Duration::from_millis(5),
+        token_interval: Duration::from_millis(200),
+        ..MockConfig::default()
+    })
+    .expect("mock server starts");
+    let run = run_and_signal_all(
+        &server,
+        "twice",
+        &[
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "1000",
+            "--ignore-eos",
+            "--num-prompts",
+            "8",
+            "--max-concurrency",
+            "2",
+        ],
+        "600",
+        |s| s.in_flight >= 2,
+        &[libc::SIGINT, libc::SIGINT],
+    );
+    assert_eq!(run.code, Some(130), "{}", run.stderr);
+    assert!(run.stderr.contains("Interrupted: no new requests are sent"));
+    assert!(
+        !run.stdout.contains("Serving Benchmark Result"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        run.result,
+        Value::Null,
+        "no result file after the second Ctrl-C"
+    );
 }
