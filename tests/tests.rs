@@ -2,6 +2,7 @@
 
 mod cli;
 mod datasets;
+mod docs;
 mod e2e;
 mod engine;
 mod golden;

@@ -1,0 +1,96 @@
+//! The documentation never shows a refused flag as working: every `vllm-bench` command in a
+//! code block of README.md and docs/flags.md that uses something on the refused list
+//! (`cli::unimplemented::UNIMPLEMENTED`) sits in a block that shows the refusal
+//! (`# error: FLAG: not implemented yet ...`).
+
+use std::path::Path;
+
+use vllm_bench::cli::unimplemented::UNIMPLEMENTED;
+
+/// The fenced code blocks of a Markdown text.
+fn code_blocks(text: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            match current.take() {
+                Some(block) => blocks.push(block),
+                None => current = Some(String::new()),
+            }
+        } else if let Some(block) = current.as_mut() {
+            block.push_str(line);
+            block.push('\n');
+        }
+    }
+    blocks
+}
+
+/// The `vllm-bench` command lines of a block (continuations joined), comments cut.
+fn commands(block: &str) -> Vec<Vec<String>> {
+    let joined = block.replace("\\\n", " ");
+    joined
+        .lines()
+        .filter_map(|l| {
+            let l = l.split(" #").next().unwrap_or("");
+            let at = l.find("vllm-bench ")?;
+            Some(l[at..].split_whitespace().map(str::to_string).collect())
+        })
+        .collect()
+}
+
+/// The refused entries a command uses (`--flag`, or `--flag value` for a refused choice).
+fn refused_in(cmd: &[String]) -> Vec<&'static str> {
+    UNIMPLEMENTED
+        .iter()
+        .copied()
+        .filter(|entry| match entry.split_once(' ') {
+            Some((flag, value)) => cmd.windows(2).any(|w| w[0] == flag && w[1] == value),
+            None => cmd
+                .iter()
+                .any(|t| t == entry || t.starts_with(&format!("{entry}="))),
+        })
+        .collect()
+}
+
+/// The misdocumented commands of `doc`, and how many commands it has.
+fn check(doc: &str) -> (Vec<String>, usize) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(doc);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{doc}: {e}"));
+    let (mut wrong, mut seen) = (Vec::new(), 0);
+    for block in code_blocks(&text) {
+        for cmd in commands(&block) {
+            seen += 1;
+            for entry in refused_in(&cmd) {
+                let shown = format!("# error: {entry}: not implemented yet");
+                if !block.contains(&shown) {
+                    wrong.push(format!("{doc}: `{}` uses {entry}", cmd.join(" ")));
+                }
+            }
+        }
+    }
+    (wrong, seen)
+}
+
+#[test]
+fn no_refused_flag_is_documented_as_working() {
+    let mut wrong = Vec::new();
+    for doc in ["README.md", "docs/flags.md"] {
+        let (w, seen) = check(doc);
+        assert!(seen > 10, "{doc}: only {seen} commands found");
+        wrong.extend(w);
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_check_sees_a_refused_flag_and_its_refusal() {
+    let block = "vllm-bench --mock-server \\\n  --num-runs 3\n";
+    let cmds = commands(block);
+    assert_eq!(refused_in(&cmds[0]), ["--num-runs"]);
+    assert!(refused_in(&commands("vllm-bench --dataset-name random\n")[0]).is_empty());
+    assert_eq!(
+        refused_in(&commands("vllm-bench --dataset-name hf # hf\n")[0]),
+        ["--dataset-name hf"]
+    );
+    assert_eq!(code_blocks("a\n```sh\nx\n```\nb\n"), ["x\n"]);
+}
