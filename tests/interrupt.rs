@@ -258,6 +258,33 @@ fn fast_mock() -> MockServer {
     .expect("mock server starts")
 }
 
+/// A mock that streams a token every 200 ms: a 1000-token answer takes minutes.
+fn slow_mock() -> MockServer {
+    MockServer::start(MockConfig {
+        first_token_delay: Duration::from_millis(5),
+        token_interval: Duration::from_millis(200),
+        ..MockConfig::default()
+    })
+    .expect("mock server starts")
+}
+
+/// A closed loop of `prompts` 1000-token streams, `concurrency` at a time.
+fn closed_loop<'a>(prompts: &'a str, concurrency: &'a str) -> [&'a str; 11] {
+    [
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "1000",
+        "--ignore-eos",
+        "--num-prompts",
+        prompts,
+        "--max-concurrency",
+        concurrency,
+    ]
+}
+
 /// 500 requests at 2/s: every request is claimed at once by its own worker, which then waits
 /// for its arrival time; Ctrl-C must end those waits.
 #[test]
@@ -289,28 +316,11 @@ fn ctrl_c_stops_a_rate_driven_run_whose_workers_wait_for_arrivals() {
 /// after the 1 s grace period and counted as failed (`interrupted`).
 #[test]
 fn sigterm_cancels_requests_in_flight_after_the_grace_period() {
-    let server = MockServer::start(MockConfig {
-        first_token_delay: Duration::from_millis(5),
-        token_interval: Duration::from_millis(200),
-        ..MockConfig::default()
-    })
-    .expect("mock server starts");
+    let server = slow_mock();
     let run = run_and_signal(
         &server,
         "closed",
-        &[
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            "8",
-            "--random-output-len",
-            "1000",
-            "--ignore-eos",
-            "--num-prompts",
-            "40",
-            "--max-concurrency",
-            "4",
-        ],
+        &closed_loop("40", "4"),
         |s| s.in_flight >= 4,
         libc::SIGTERM,
     );
@@ -381,28 +391,11 @@ fn ctrl_c_stops_a_trace_replay() {
 /// 130 at once, without the block.
 #[test]
 fn a_second_ctrl_c_exits_at_once() {
-    let server = MockServer::start(MockConfig {
-        first_token_delay: Duration::from_millis(5),
-        token_interval: Duration::from_millis(200),
-        ..MockConfig::default()
-    })
-    .expect("mock server starts");
+    let server = slow_mock();
     let run = run_and_signal_all(
         &server,
         "twice",
-        &[
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            "8",
-            "--random-output-len",
-            "1000",
-            "--ignore-eos",
-            "--num-prompts",
-            "8",
-            "--max-concurrency",
-            "2",
-        ],
+        &closed_loop("8", "2"),
         "600",
         |s| s.in_flight >= 2,
         &[libc::SIGINT, libc::SIGINT],
