@@ -455,6 +455,11 @@ pub fn result_path(
         Some(name) => name.to_string(),
         None => default_result_filename(run),
     };
+    in_result_dir(&name, result_dir)
+}
+
+/// Where a result file named `name` goes: inside `--result-dir`, else where it says.
+fn in_result_dir(name: &str, result_dir: Option<&Path>) -> PathBuf {
     match result_dir {
         Some(dir) => dir.join(name),
         None => PathBuf::from(name),
@@ -505,10 +510,7 @@ pub fn check_result_target(
             )
         })?;
     }
-    let file = result_filename.map(|name| match result_dir {
-        Some(dir) => dir.join(name),
-        None => PathBuf::from(name),
-    });
+    let file = result_filename.map(|name| in_result_dir(name, result_dir));
     let dir = match &file {
         Some(f) => f.parent().map(Path::to_path_buf).unwrap_or_default(),
         None => result_dir.map(Path::to_path_buf).unwrap_or_default(),
