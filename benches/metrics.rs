@@ -162,6 +162,7 @@ fn clone_logs(logs: &[WorkerLog]) -> Vec<WorkerLog> {
             records: l.records.clone(),
             itl_ns: l.itl_ns.clone(),
             text: l.text.clone(),
+            session_ended: l.session_ended,
         })
         .collect()
 }

@@ -660,3 +660,177 @@ fn a_run_after_a_stopped_run_is_complete() {
         .expect("next run");
     assert_eq!((completed(&full), full.not_sent), (20, 0));
 }
+
+/// Sessions: each session's requests run in order, each sent only after the previous one
+/// ended plus its delay, on one connection; the source sees every reply's text; the workers
+/// (the concurrency limit) hold across sessions.
+mod sessions {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use vllm_bench::engine::session::{FollowUps, NextRequest, Reply, SessionSource};
+    use vllm_bench::http::request::PreparedRequest;
+    use vllm_bench::mock::MockConfig;
+
+    use super::*;
+
+    const SESSIONS: usize = 6;
+    const TURNS: usize = 3;
+    const THINK: Duration = Duration::from_millis(30);
+
+    /// Turn `t` of session `s` is the flat workload's request `s * TURNS + t`.
+    struct Source {
+        requests: Arc<[PreparedRequest]>,
+        replies: Mutex<Vec<(usize, String)>>,
+    }
+
+    impl SessionSource for Source {
+        fn total(&self) -> usize {
+            SESSIONS * TURNS
+        }
+        fn turns(&self, _session: usize) -> usize {
+            TURNS
+        }
+        fn record(&self, session: usize, turn: usize) -> usize {
+            session * TURNS + turn
+        }
+        fn follow(&self, session: usize) -> Box<dyn FollowUps + '_> {
+            Box::new(Follow {
+                source: self,
+                session,
+                turn: 0,
+            })
+        }
+    }
+
+    struct Follow<'a> {
+        source: &'a Source,
+        session: usize,
+        turn: usize,
+    }
+
+    impl FollowUps for Follow<'_> {
+        fn next(&mut self, reply: &Reply<'_>) -> Option<NextRequest> {
+            let done = self.session * TURNS + self.turn;
+            self.source
+                .replies
+                .lock()
+                .unwrap()
+                .push((done, reply.text.to_string()));
+            self.turn += 1;
+            Some(NextRequest {
+                request: self.source.requests[done + 1].clone(),
+                client_prompt_len: 5,
+                delay: THINK,
+                not_before: Duration::ZERO,
+            })
+        }
+    }
+
+    #[test]
+    fn turns_run_in_order_after_their_think_time_on_one_connection() {
+        let (server, url) = mock(MockConfig {
+            request_log: true,
+            ..timed_mock(5, 1)
+        });
+        let flat = workload(&url, Backend::Vllm, "mock-model", SESSIONS * TURNS, 4);
+        let source = Arc::new(Source {
+            requests: flat.requests.clone(),
+            replies: Mutex::new(Vec::new()),
+        });
+        let mut w = flat.clone();
+        w.requests = (0..SESSIONS)
+            .map(|s| flat.requests[s * TURNS].clone())
+            .collect();
+        w.client_prompt_lens = vec![5; SESSIONS].into();
+        w.max_concurrency = Some(2);
+        w.sessions = Some(source.clone());
+        let report = run(&url, w, options(2, auto_driver()));
+        assert_eq!(completed(&report), SESSIONS * TURNS);
+        assert_eq!((report.not_sent, report.workers), (0, 2));
+        let records = &report.merged.records;
+        for s in 0..SESSIONS {
+            for t in 1..TURNS {
+                let (prev, this) = (&records[s * TURNS + t - 1], &records[s * TURNS + t]);
+                assert!(
+                    this.start_ns >= prev.end_ns + THINK.as_nanos() as u64,
+                    "session {s} turn {t} sent {} ns after the previous end",
+                    this.start_ns as i64 - prev.end_ns as i64
+                );
+            }
+        }
+        let outputs = &report.merged.outputs;
+        let replies = source.replies.lock().unwrap();
+        assert_eq!(replies.len(), SESSIONS * (TURNS - 1));
+        for (done, text) in replies.iter() {
+            assert_eq!(text, &outputs[*done].generated_text);
+            assert!(!text.is_empty());
+        }
+        let log = server.request_log();
+        assert!(server.stats().peak_in_flight <= 2);
+        for s in 0..SESSIONS {
+            let ids: Vec<String> = (0..TURNS)
+                .map(|t| format!("test-{}", s * TURNS + t))
+                .collect();
+            let turns: Vec<_> = log
+                .iter()
+                .filter(|r| r.request_id.as_ref().is_some_and(|id| ids.contains(id)))
+                .collect();
+            let order: Vec<_> = turns
+                .iter()
+                .map(|r| r.request_id.clone().unwrap())
+                .collect();
+            assert_eq!(order, ids, "session {s} arrives in order");
+            assert!(
+                turns.iter().all(|r| r.connection == turns[0].connection),
+                "session {s} stays on one connection"
+            );
+        }
+    }
+
+    /// A session whose request fails ends there: its later requests are not sent, and the
+    /// report says why.
+    #[test]
+    fn a_failed_turn_ends_its_session() {
+        let (_server, url) = mock(MockConfig {
+            faults: FaultConfig {
+                error_500: 0.5,
+                ..FaultConfig::default()
+            },
+            ..timed_mock(1, 1)
+        });
+        let flat = workload(&url, Backend::Vllm, "mock-model", SESSIONS * TURNS, 2);
+        let source = Arc::new(Source {
+            requests: flat.requests.clone(),
+            replies: Mutex::new(Vec::new()),
+        });
+        let mut w = flat.clone();
+        w.requests = (0..SESSIONS)
+            .map(|s| flat.requests[s * TURNS].clone())
+            .collect();
+        w.client_prompt_lens = vec![5; SESSIONS].into();
+        w.max_concurrency = Some(1);
+        w.sessions = Some(source);
+        let report = run(&url, w, options(1, auto_driver()));
+        let sent = report.merged.outputs.len();
+        let failed = report.merged.outputs.iter().filter(|o| !o.success).count();
+        assert!(failed > 0);
+        assert_eq!(sent + report.not_sent, SESSIONS * TURNS);
+        assert_eq!(report.not_sent, report.not_sent_session_ended);
+        assert!(report.not_sent > 0);
+        // Per session, the requests sent are its first turns, and only the last may fail.
+        let records = &report.merged.records;
+        for s in 0..SESSIONS {
+            let sent: Vec<_> = records
+                .iter()
+                .filter(|r| r.index as usize / TURNS == s)
+                .collect();
+            let turns: Vec<usize> = sent.iter().map(|r| r.index as usize % TURNS).collect();
+            assert_eq!(turns, (0..sent.len()).collect::<Vec<_>>(), "session {s}");
+            let failed_before_last = sent[..sent.len() - 1].iter().any(|r| r.failure.is_some());
+            assert!(!failed_before_last, "session {s} went on after a failure");
+            let ended_early = sent.len() < TURNS;
+            assert_eq!(ended_early, sent.last().unwrap().failure.is_some());
+        }
+    }
+}

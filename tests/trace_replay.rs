@@ -343,7 +343,7 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
         ),
         max_concurrency: None,
         mode: api.response_mode(),
-        parents: None,
+        sessions: None,
         expected_tokens: 8,
         requests: requests.clone().into(),
     };

@@ -82,7 +82,7 @@ pub fn workload(
         arrivals: None,
         max_concurrency: None,
         mode: api.response_mode(),
-        parents: None,
+        sessions: None,
         expected_tokens: output_len,
     }
 }

@@ -169,7 +169,7 @@ async fn run_workers(
         .expect("epoch is set before the go barrier");
     let histograms = Rc::new(RefCell::new(Histograms::default()));
     let stop = Rc::new(CoreStop::new(workers, shared.options.interrupt_grace));
-    let total = shared.workload.requests.len();
+    let total = shared.workload.total();
     let per_worker = total.div_ceil(super::worker_count(&shared.workload).max(1));
     let tokens = shared.workload.expected_tokens;
     let keep_text = shared.options.keep_all_text;

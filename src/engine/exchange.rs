@@ -19,6 +19,7 @@ use crate::http::response::{parse_head, BodyDecoder, ResponseHead};
 use crate::sse::SseDecoder;
 
 use super::recorder::{Failure, WorkerLog};
+use super::session::FinishReason;
 
 /// Read buffer size per connection. Small on purpose: at 10,000 streams every byte here is
 /// multiplied by 10,000 (io_uring owns each in-flight read's buffer, so buffers cannot be
@@ -74,6 +75,8 @@ pub struct Measured {
     fallback_usage: Option<(Option<u64>, Option<u64>)>,
     /// `[DONE]` seen.
     pub done: bool,
+    /// The last finish reason a chunk named.
+    pub finish_reason: Option<FinishReason>,
 }
 
 /// Where decoded events are recorded: the worker's arenas, the request's numbers, and the
@@ -426,6 +429,9 @@ impl Recording<'_> {
                 if let Some(text) = &chunk.text {
                     self.log.text.extend_from_slice(text.as_bytes());
                 }
+            }
+            if let Some(reason) = chunk.finish_reason.as_deref().and_then(FinishReason::parse) {
+                m.finish_reason = Some(reason);
             }
             if let Some(u) = &chunk.usage {
                 m.fallback_usage = Some((u.prompt_tokens, u.completion_tokens));

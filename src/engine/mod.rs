@@ -1,11 +1,11 @@
 //! The thread-per-core engine: pinned monoio runtimes, one precomputed schedule claimed through
 //! an atomic cursor, per-core recorders merged after the run.
 //!
-//! Shape (DESIGN.md): the caller prepares every request's bytes and arrival offset before the
-//! clock starts; [`Engine::start`] starts one thread per core, each with its own runtime,
+//! Shape (DESIGN.md): the caller prepares every session's first request and arrival offset
+//! before the clock starts (a session's later requests come from its [`SessionSource`]); [`Engine::start`] starts one thread per core, each with its own runtime,
 //! timers and kept-alive connections, once per process; [`Engine::run`] then runs workloads
 //! on them, each with fresh per-run state (cursor, recorders, histograms, stop). The only
-//! state shared during a run is the request cursor (plus a completion counter for the
+//! state shared during a run is the session cursor (plus a completion counter for the
 //! progress bar and a stop flag). Workers are spread round-robin over the cores; their number
 //! is the concurrency limit.
 
@@ -14,11 +14,12 @@ pub mod exchange;
 pub mod limits;
 pub mod recorder;
 pub mod schedule;
+pub mod session;
 mod stop;
 pub mod timer;
 mod worker;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -28,23 +29,37 @@ use crate::http::request::PreparedRequest;
 use crate::backends::ResponseMode;
 pub use crate::runtime::{DriverChoice, ResolvedDriver};
 use recorder::Merged;
+pub use session::SessionSource;
 use stop::StopWires;
 
-/// The requests of one run and when to send them.
+/// The sessions of one run and when to start them. Without a [`SessionSource`] every session
+/// is one request: `requests[i]` is request `i`.
 #[derive(Clone)]
 pub struct Workload {
+    /// The first request of each session, in the order the cursor hands them out.
     pub requests: Arc<[PreparedRequest]>,
-    /// The client's prompt length per request (replaced by the server's usage when sent).
+    /// The client's prompt length per first request (replaced by the server's usage).
     pub client_prompt_lens: Arc<[u32]>,
-    /// Arrival offset of each request from the start of the run; `None` = all at once.
+    /// Arrival offset of each session's first request from the start of the run; `None` =
+    /// all at once.
     pub arrivals: Option<Arc<[Duration]>>,
+    /// Requests in flight never exceed this (the number of workers; a worker keeps its slot
+    /// while its session waits for its next request).
     pub max_concurrency: Option<usize>,
     pub mode: ResponseMode,
-    /// Per request, the earlier request that must finish before it is sent (a Bailian
-    /// child turn's parent); `None` = independent requests.
-    pub parents: Option<Arc<[Option<u32>]>>,
+    /// The later requests of sessions of more than one request.
+    pub sessions: Option<Arc<dyn SessionSource>>,
     /// Expected token events per request (sizes the ITL arenas before the clock starts).
     pub expected_tokens: usize,
+}
+
+impl Workload {
+    /// Requests planned: completed + failed + not sent at the end of the run.
+    pub fn total(&self) -> usize {
+        self.sessions
+            .as_ref()
+            .map_or(self.requests.len(), |s| s.total())
+    }
 }
 
 /// How the engine runs.
@@ -69,11 +84,9 @@ struct RunShared {
     endpoint: Endpoint,
     workload: Workload,
     options: EngineOptions,
+    /// The next session to claim.
     cursor: AtomicUsize,
     completed: AtomicUsize,
-    /// Completion time (ns since the epoch, 0 = not yet) per request, kept only when some
-    /// request waits for another (`Workload::parents`).
-    finished: Option<Box<[AtomicU64]>>,
     stop: AtomicBool,
     /// Wakes every core at a stop, including workers waiting for an arrival time (the
     /// engine's, shared by all its runs).
@@ -92,7 +105,7 @@ impl Progress {
         self.0.completed.load(Ordering::Relaxed)
     }
     pub fn total(&self) -> usize {
-        self.0.workload.requests.len()
+        self.0.workload.total()
     }
     /// Stops the run (Ctrl-C) at once: no request is claimed or sent any more, workers
     /// waiting for an arrival time give up their request (counted as not sent), and requests
@@ -111,8 +124,12 @@ pub struct RunReport {
     pub duration: Duration,
     pub epoch: Instant,
     pub workers: usize,
-    /// Requests that were never sent (the run was stopped).
+    /// Requests that were never sent (the run was stopped, or an earlier request of their
+    /// session failed).
     pub not_sent: usize,
+    /// Of those, the requests whose session ended early because one of its requests failed
+    /// (or its source had no next request).
+    pub not_sent_session_ended: usize,
 }
 
 /// Errors that prevent an engine from starting or a run from happening at all.
@@ -132,7 +149,7 @@ pub enum EngineError {
     Limits(String),
 }
 
-/// Number of workers: the concurrency limit, never more than the requests.
+/// Number of workers: the concurrency limit, never more than the sessions.
 fn worker_count(w: &Workload) -> usize {
     let n = w.requests.len();
     w.max_concurrency
@@ -203,14 +220,9 @@ impl Engine {
         {
             return Err(EngineError::Panicked);
         }
-        let finished = workload
-            .parents
-            .as_ref()
-            .map(|p| (0..p.len()).map(|_| AtomicU64::new(0)).collect());
         let shared = Arc::new(RunShared {
             endpoint: self.endpoint.clone(),
             workload,
-            finished,
             options: self.options.clone(),
             cursor: AtomicUsize::new(0),
             completed: AtomicUsize::new(0),
@@ -245,7 +257,8 @@ impl Engine {
         if let Some(e) = first_error {
             return Err(e);
         }
-        let total = shared.workload.requests.len();
+        let total = shared.workload.total();
+        let not_sent_session_ended = logs.iter().map(|l| l.session_ended as usize).sum();
         let merged = recorder::merge(logs, hists, total);
         let duration = Duration::from_nanos(merged.last_end_ns);
         let not_sent = total - merged.outputs.len();
@@ -255,6 +268,7 @@ impl Engine {
             epoch,
             workers,
             not_sent,
+            not_sent_session_ended,
         })
     }
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use super::session::FinishReason;
 use crate::metrics::RequestOutput;
 
 /// Why a request failed, with the text Python would report (`error`) and our detail.
@@ -49,6 +50,8 @@ pub struct Record {
     /// Whether the worker was idle before the scheduled time (then the gap between schedule
     /// and send is dispatch lag, not queueing behind the concurrency limit).
     pub was_waiting: bool,
+    /// How the response ended, as the server said.
+    pub finish_reason: Option<FinishReason>,
     pub failure: Option<Box<Failure>>,
     /// When the response ended (last byte), for non-streaming latency and the run's end.
     pub end_ns: u64,
@@ -98,6 +101,8 @@ pub struct WorkerLog {
     pub records: Vec<Record>,
     pub itl_ns: Vec<u64>,
     pub text: Vec<u8>,
+    /// Requests never sent because an earlier request of their session failed.
+    pub session_ended: u32,
 }
 
 impl WorkerLog {
@@ -111,6 +116,7 @@ impl WorkerLog {
             } else {
                 0
             }),
+            session_ended: 0,
         }
     }
 

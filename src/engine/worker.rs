@@ -1,23 +1,26 @@
-//! A worker: one logical client slot. It claims the next request from the shared cursor,
-//! waits for its arrival time, runs the exchange on its own keep-alive connection and records
-//! the outcome. The number of workers is the concurrency limit, so `--max-concurrency` holds
-//! exactly across all cores with no semaphore. Arrival waits use the core's precise
-//! [`Timers`] (a timerfd), not monoio's millisecond wheel, so a request leaves within
-//! microseconds of its scheduled time.
+//! A worker: one logical client slot. It claims the next session from the shared cursor,
+//! waits for its arrival time, runs the session's requests in order on its own keep-alive
+//! connection and records each outcome. The number of workers is the concurrency limit, so
+//! `--max-concurrency` holds exactly across all cores with no semaphore (a session waiting
+//! for its next request keeps its worker, so it counts against the limit). Waits use the
+//! core's precise [`Timers`] (a timerfd), not monoio's millisecond wheel, so a request leaves
+//! within microseconds of its scheduled time.
 //!
-//! A stop ([`CoreStop`]) ends an arrival wait at once (the claimed request is not sent) and
-//! cuts an exchange still running when the grace period is over (a failure, `interrupted`).
+//! A stop ([`CoreStop`]) ends a wait at once (the request is not sent) and cuts an exchange
+//! still running when the grace period is over (a failure, `interrupted`).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::http::conn::Connection;
+use crate::http::request::PreparedRequest;
 
 use super::exchange::{exchange, ExchangeBuffers, Measured};
 use super::recorder::{Failure, Histograms, Record, WorkerLog};
+use super::session::{FollowUps, NextRequest, Reply};
 use super::stop::CoreStop;
 use super::timer::Timers;
 use super::RunShared;
@@ -34,50 +37,159 @@ fn ns_since(epoch: Instant, t: Instant) -> u64 {
     t.saturating_duration_since(epoch).as_nanos() as u64
 }
 
-/// Runs requests until the schedule is exhausted (or the run is stopped); returns its log and
+/// A worker's state across the requests it runs.
+struct Worker {
+    shared: Arc<RunShared>,
+    epoch: Instant,
+    conn: Option<Connection>,
+    histograms: Rc<RefCell<Histograms>>,
+    core: CoreHandles,
+    log: WorkerLog,
+    bufs: ExchangeBuffers,
+}
+
+/// Runs sessions until the schedule is exhausted (or the run is stopped); returns its log and
 /// its connection (kept alive for the next run when the server keeps it).
 pub async fn run_worker(
     shared: Arc<RunShared>,
     epoch: Instant,
-    mut conn: Option<Connection>,
+    conn: Option<Connection>,
     histograms: Rc<RefCell<Histograms>>,
     core: CoreHandles,
-    mut log: WorkerLog,
+    log: WorkerLog,
 ) -> (WorkerLog, Option<Connection>) {
-    let CoreHandles { timers, stop, slot } = core;
-    let w = &shared.workload;
-    let total = w.requests.len();
-    let mut bufs = ExchangeBuffers::default();
+    let mut w = Worker {
+        shared,
+        epoch,
+        conn,
+        histograms,
+        core,
+        log,
+        bufs: ExchangeBuffers::default(),
+    };
+    let sessions = w.shared.workload.requests.len();
     loop {
-        if shared.stop.load(Ordering::Acquire) {
+        if w.stopped() {
             break;
         }
-        let index = shared.cursor.fetch_add(1, Ordering::Relaxed);
-        if index >= total {
+        let session = w.shared.cursor.fetch_add(1, Ordering::Relaxed);
+        if session >= sessions {
             break;
         }
         let offset = w
+            .shared
+            .workload
             .arrivals
             .as_ref()
-            .map_or(std::time::Duration::ZERO, |a| a[index]);
-        let mut scheduled = epoch + offset;
-        let was_waiting = Instant::now() < scheduled;
-        if was_waiting {
-            monoio::select! {
-                () = timers.sleep_until(scheduled) => {},
-                () = stop.wait(slot) => {},
-            }
-        }
-        if let Some(parent_done) = wait_for_parent(&shared, index, epoch, &timers).await {
-            // The request's arrival is its parent's completion when that came later.
-            scheduled = scheduled.max(parent_done);
-        }
-        if shared.stop.load(Ordering::Acquire) {
+            .map_or(Duration::ZERO, |a| a[session]);
+        let scheduled = epoch + offset;
+        let was_waiting = w.wait_until(scheduled).await;
+        if w.stopped() {
             // Claimed but never sent: the run counts it as not sent.
             break;
         }
+        if !w.run_session(session, scheduled, was_waiting).await {
+            break;
+        }
+    }
+    (w.log, w.conn)
+}
+
+impl Worker {
+    fn stopped(&self) -> bool {
+        self.shared.stop.load(Ordering::Acquire)
+    }
+
+    /// Waits until `at` or a stop; returns whether there was anything to wait for.
+    async fn wait_until(&self, at: Instant) -> bool {
+        let waiting = Instant::now() < at;
+        if waiting {
+            let CoreHandles { timers, stop, slot } = &self.core;
+            monoio::select! {
+                () = timers.sleep_until(at) => {},
+                () = stop.wait(*slot) => {},
+            }
+        }
+        waiting
+    }
+
+    /// Runs session `session` from its first request to its last (or its first failure);
+    /// returns false when the run was stopped while the session waited for a request.
+    async fn run_session(&mut self, session: usize, scheduled: Instant, waited: bool) -> bool {
+        let shared = self.shared.clone();
+        let w = &shared.workload;
+        let first = Turn {
+            request: &w.requests[session],
+            client_prompt_len: w.client_prompt_lens.get(session).copied().unwrap_or(0),
+            scheduled,
+            was_waiting: waited,
+        };
+        let Some(source) = &w.sessions else {
+            let rec = self.send(session, first).await;
+            self.keep(rec);
+            return true;
+        };
+        let turns = source.turns(session);
+        let mut follow: Option<Box<dyn FollowUps + '_>> = None;
+        let mut next: Option<NextRequest> = None;
+        let mut previous_end = scheduled;
+        for turn in 0..turns {
+            let rec = match &next {
+                None => self.send(source.record(session, turn), first).await,
+                Some(n) => {
+                    let scheduled = (previous_end + n.delay).max(self.epoch + n.not_before);
+                    let waited = self.wait_until(scheduled).await;
+                    if self.stopped() {
+                        return false;
+                    }
+                    let turn_req = Turn {
+                        request: &n.request,
+                        client_prompt_len: n.client_prompt_len,
+                        scheduled,
+                        was_waiting: waited,
+                    };
+                    self.send(source.record(session, turn), turn_req).await
+                }
+            };
+            previous_end = self.epoch + Duration::from_nanos(rec.end_ns);
+            let last = turn + 1 == turns;
+            next = match (&rec.failure, last) {
+                (None, false) => {
+                    let f = follow.get_or_insert_with(|| source.follow(session));
+                    f.next(&self.reply(&rec))
+                }
+                _ => None,
+            };
+            self.keep(rec);
+            if next.is_none() {
+                if !self.stopped() {
+                    self.log.session_ended += (turns - turn - 1) as u32;
+                }
+                return true;
+            }
+        }
+        true
+    }
+
+    /// What `rec` returned, for the source of the session's next request.
+    fn reply<'a>(&'a self, rec: &Record) -> Reply<'a> {
+        let text = &self.log.text[rec.text.start as usize..rec.text.end as usize];
+        Reply {
+            // Token texts are whole `str`s, so their concatenation is valid UTF-8.
+            text: std::str::from_utf8(text).unwrap_or_default(),
+            prompt_tokens: rec.usage_prompt_tokens,
+            completion_tokens: rec.usage_completion_tokens,
+            finish_reason: rec.finish_reason,
+        }
+    }
+
+    /// Sends one request and measures it; the record is not kept yet (its text may still be
+    /// needed for the session's next request).
+    async fn send(&mut self, index: usize, turn: Turn<'_>) -> Record {
+        let shared = &*self.shared;
+        let CoreHandles { timers, stop, slot } = &self.core;
         let start = Instant::now();
-        let (itl0, text0) = log.arena_marks();
+        let (itl0, text0) = self.log.arena_marks();
         let mut m = Measured::default();
         let deadline = start.checked_add(shared.options.request_timeout);
         // The exchange is built inside the deadline future, not bound to a local first: a
@@ -86,59 +198,37 @@ pub async fn run_worker(
             done = timers.timeout_at(
                 deadline,
                 exchange(
-                    conn.take(),
+                    self.conn.take(),
                     &shared.endpoint,
-                    &w.requests[index],
-                    w.mode,
-                    &mut bufs,
-                    &mut log,
+                    turn.request,
+                    shared.workload.mode,
+                    &mut self.bufs,
+                    &mut self.log,
                     &mut m,
                 ),
             ) => Some(done),
-            () = stop.grace_over(slot, &timers) => None,
+            () = stop.grace_over(*slot, timers) => None,
         };
         let result = match outcome {
             Some(Some((back, result))) => {
-                conn = back;
+                self.conn = back;
                 result
             }
             Some(None) => {
-                bufs = ExchangeBuffers::default();
-                Err(Failure {
-                    kind: "timeout".into(),
-                    error: "TimeoutError".into(),
-                    detail: format!(
-                        "no complete response within {:?} (--request-timeout-sec)",
-                        shared.options.request_timeout
-                    ),
-                })
+                self.bufs = ExchangeBuffers::default();
+                Err(timeout_failure(shared.options.request_timeout))
             }
             None => {
-                bufs = ExchangeBuffers::default();
-                Err(Failure {
-                    kind: "interrupted".into(),
-                    error: "Interrupted".into(),
-                    detail: format!(
-                        "still running {:?} after the run was stopped (Ctrl-C or SIGTERM)",
-                        shared.options.interrupt_grace
-                    ),
-                })
+                self.bufs = ExchangeBuffers::default();
+                Err(interrupted_failure(shared.options.interrupt_grace))
             }
         };
         let end = Instant::now();
-        if result.is_err() {
-            // A failed request keeps no partial data (Python: itl [] and text "").
-            log.itl_ns.truncate(itl0 as usize);
-            log.text.truncate(text0 as usize);
-        } else if m.usage_completion_tokens.is_some_and(|c| c > 0) && !shared.options.keep_all_text
-        {
-            // The server counted the tokens; the text is only needed with --save-detailed.
-            log.text.truncate(text0 as usize);
-        }
-        let (itl1, text1) = log.arena_marks();
-        let rec = Record {
+        let (itl1, text1) = self.log.arena_marks();
+        let epoch = self.epoch;
+        Record {
             index: index as u32,
-            scheduled_ns: ns_since(epoch, scheduled),
+            scheduled_ns: ns_since(epoch, turn.scheduled),
             start_ns: ns_since(epoch, start),
             first_token_ns: m.first_token.map(|t| ns_since(epoch, t)),
             last_token_ns: m.last_token.map_or(0, |t| ns_since(epoch, t)),
@@ -147,47 +237,56 @@ pub async fn run_worker(
             usage_prompt_tokens: m.usage_prompt_tokens,
             usage_completion_tokens: m.usage_completion_tokens,
             chunks: m.chunks,
-            client_prompt_len: w.client_prompt_lens.get(index).copied().unwrap_or(0),
-            was_waiting,
+            client_prompt_len: turn.client_prompt_len,
+            was_waiting: turn.was_waiting,
+            finish_reason: m.finish_reason,
             failure: result.err().map(Box::new),
             end_ns: ns_since(epoch, m.end.unwrap_or(end)),
-        };
-        log.push(rec, &mut histograms.borrow_mut());
-        shared.completed.fetch_add(1, Ordering::Relaxed);
-        if let Some(done) = &shared.finished {
-            done[index].store(ns_since(epoch, Instant::now()).max(1), Ordering::Release);
         }
     }
-    (log, conn)
+
+    /// Keeps a finished record: drops the data it does not need, feeds the histograms.
+    fn keep(&mut self, mut rec: Record) {
+        let log = &mut self.log;
+        if rec.failure.is_some() {
+            // A failed request keeps no partial data (Python: itl [] and text "").
+            log.itl_ns.truncate(rec.itl.start as usize);
+            rec.itl.end = rec.itl.start;
+            log.text.truncate(rec.text.start as usize);
+            rec.text.end = rec.text.start;
+        } else if rec.usage_completion_tokens.is_some_and(|c| c > 0)
+            && !self.shared.options.keep_all_text
+        {
+            // The server counted the tokens; the text is only needed with --save-detailed.
+            log.text.truncate(rec.text.start as usize);
+            rec.text.end = rec.text.start;
+        }
+        log.push(rec, &mut self.histograms.borrow_mut());
+        self.shared.completed.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
-/// How often a request that waits for its parent checks whether the parent finished. Parents
-/// run on any core, so the check is a poll of the parent's completion stamp.
-const PARENT_POLL: std::time::Duration = std::time::Duration::from_micros(500);
+/// One request of a session and when it was due.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
+    request: &'a PreparedRequest,
+    client_prompt_len: u32,
+    scheduled: Instant,
+    was_waiting: bool,
+}
 
-/// Waits until the request's parent (`Workload::parents`) has finished, or the run is
-/// stopped; returns the parent's completion time when there was a parent to wait for.
-/// A parent always has a smaller index, so it was claimed earlier and is running or done:
-/// waiting cannot deadlock.
-async fn wait_for_parent(
-    shared: &RunShared,
-    index: usize,
-    epoch: Instant,
-    timers: &Timers,
-) -> Option<Instant> {
-    let parent = shared.workload.parents.as_ref()?[index]? as usize;
-    let done = shared.finished.as_ref()?;
-    if parent >= index {
-        return None;
+fn timeout_failure(limit: Duration) -> Failure {
+    Failure {
+        kind: "timeout".into(),
+        error: "TimeoutError".into(),
+        detail: format!("no complete response within {limit:?} (--request-timeout-sec)"),
     }
-    loop {
-        let at = done[parent].load(Ordering::Acquire);
-        if at != 0 {
-            return Some(epoch + std::time::Duration::from_nanos(at));
-        }
-        if shared.stop.load(Ordering::Relaxed) {
-            return None;
-        }
-        timers.sleep(PARENT_POLL).await;
+}
+
+fn interrupted_failure(grace: Duration) -> Failure {
+    Failure {
+        kind: "interrupted".into(),
+        error: "Interrupted".into(),
+        detail: format!("still running {grace:?} after the run was stopped (Ctrl-C or SIGTERM)"),
     }
 }

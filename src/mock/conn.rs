@@ -34,7 +34,7 @@ const KEEP_CAPACITY: usize = 256 << 10;
 const LINGER: Duration = Duration::from_secs(1);
 
 /// Serves one accepted connection until it closes or the worker stops; errors just close it.
-pub async fn serve(stream: TcpStream, ctx: Rc<WorkerCtx>) {
+pub async fn serve(stream: TcpStream, ctx: Rc<WorkerCtx>, id: u64) {
     let _live = ctx.life.enter();
     // Each SSE event must leave at once, not wait for Nagle.
     let _ = stream.set_nodelay(true);
@@ -50,6 +50,7 @@ pub async fn serve(stream: TcpStream, ctx: Rc<WorkerCtx>) {
         },
         buf: Vec::with_capacity(MIN_READ),
         chunked: Vec::new(),
+        id,
     };
     monoio::select! {
         _ = conn.run(&ctx) => {},
@@ -61,6 +62,8 @@ struct Conn {
     ex: Exchange,
     buf: Vec<u8>,
     chunked: Vec<u8>,
+    /// The connection's id in the request log.
+    id: u64,
 }
 
 enum Step<T> {
@@ -135,15 +138,11 @@ impl Conn {
         };
         ctx.counters().request(route, served.rejected);
         if ctx.shared.cfg.request_log {
-            ctx.counters().log(log_entry(
-                ctx,
-                head,
-                path,
-                body.len(),
-                request_id,
-                arrival,
-                &served,
-            ));
+            let entry = log_entry(ctx, head, path, body.len(), request_id, arrival, &served);
+            ctx.counters().log(LoggedRequest {
+                connection: self.id,
+                ..entry
+            });
         }
         if let Some(trace) = &mut self.ex.io.trace {
             // A stream's last content chunk leaves with this final write: its hand-off is
@@ -289,6 +288,7 @@ fn log_entry(
     LoggedRequest {
         arrival: arrival.saturating_duration_since(ctx.shared.start),
         worker: ctx.index,
+        connection: 0, // set by the caller, which knows the connection
         seq: served.seq,
         method: head.method.as_str(),
         path: String::from_utf8_lossy(path).into_owned(),

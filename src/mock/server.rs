@@ -274,8 +274,9 @@ async fn accept_loop(listener: &TcpListener, ctx: &Rc<WorkerCtx>, cancel: Cancel
         }
         match accepted {
             Ok((stream, _)) => {
-                ctx.counters().connection();
-                monoio::spawn(conn::serve(stream, Rc::clone(ctx)));
+                let n = ctx.counters().connection();
+                let id = ((ctx.index as u64) << 40) | n;
+                monoio::spawn(conn::serve(stream, Rc::clone(ctx), id));
             }
             // Out of descriptors or a connection reset before accept: back off briefly
             // instead of spinning, then keep serving.

@@ -50,6 +50,9 @@ pub struct LoggedRequest {
     pub arrival: Duration,
     /// Worker thread that served it.
     pub worker: usize,
+    /// The connection it came on: unique in the server (worker in the high bits, the
+    /// worker's connection number in the low 40), so a log shows which requests shared one.
+    pub connection: u64,
     /// Sequence number of a model request (drives its faults and jitter).
     pub seq: Option<u64>,
     /// Request method.
@@ -106,9 +109,9 @@ impl Default for WorkerCounters {
 }
 
 impl WorkerCounters {
-    /// A connection was accepted.
-    pub fn connection(&self) {
-        self.connections.fetch_add(1, Relaxed);
+    /// A connection was accepted; returns its number among this worker's connections.
+    pub fn connection(&self) -> u64 {
+        self.connections.fetch_add(1, Relaxed)
     }
 
     /// A request was answered: `route` is `None` for unknown paths and framing errors.
@@ -312,6 +315,7 @@ mod tests {
         let entry = |ms, worker| LoggedRequest {
             arrival: Duration::from_millis(ms),
             worker,
+            connection: 0,
             seq: Some(ms),
             method: "POST",
             path: "/v1/completions".into(),

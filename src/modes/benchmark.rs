@@ -15,6 +15,7 @@ use crate::config::DatasetParams;
 use crate::datasets::align::align_to_server;
 use crate::datasets::SampleRequest;
 use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
+use crate::engine::session::Chains;
 use crate::engine::{Engine, EngineOptions, RunReport, Workload};
 use crate::http::request::{HeadTemplate, Method};
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
@@ -390,7 +391,7 @@ impl Prepared {
             arrivals: None,
             max_concurrency,
             mode: self.mode,
-            parents: None,
+            sessions: None,
             expected_tokens: self.output_lens.first().copied().unwrap_or(0),
         }
     }
@@ -501,15 +502,29 @@ fn schedule(
         Some(o) => Some(o),
         None => arrival_offsets(&rate_spec(config), n).map_err(anyhow::Error::msg)?,
     };
-    let workload = Workload {
+    let arrivals: Option<Arc<[Duration]>> = offsets.as_deref().map(|o| to_durations(o).into());
+    let mut workload = Workload {
         requests: prepared.requests.clone(),
         client_prompt_lens: prepared.prompt_lens.clone(),
-        arrivals: offsets.as_deref().map(|o| to_durations(o).into()),
+        arrivals,
         max_concurrency: config.rate.max_concurrency,
         mode: prepared.mode,
-        parents: prepared.parents.clone(),
+        sessions: None,
         expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
     };
+    if let Some(parents) = &prepared.parents {
+        // A child turn waits for its parent: both run in one session.
+        let g = Chains::group(
+            workload.requests.clone(),
+            workload.client_prompt_lens.clone(),
+            workload.arrivals.clone(),
+            parents,
+        );
+        workload.requests = g.first_requests;
+        workload.client_prompt_lens = g.first_prompt_lens;
+        workload.arrivals = g.first_arrivals;
+        workload.sessions = Some(g.sessions);
+    }
     Ok((workload, offsets))
 }
 
