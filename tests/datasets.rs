@@ -924,3 +924,93 @@ mod e2e;
 mod prefix_repetition;
 mod pyrandom;
 mod sharegpt;
+
+/// Synthetic multi-turn conversations (`--multi-turn`).
+mod conversations {
+    use vllm_bench::datasets::conversations::{synthetic, History, SyntheticOptions};
+    use vllm_bench::datasets::random::RandomConfig;
+
+    use super::smollm2;
+
+    fn options() -> SyntheticOptions {
+        SyntheticOptions {
+            conversations: 6,
+            turns: (2, 5),
+            random: RandomConfig {
+                input_len: 40,
+                output_len: 8,
+                seed: 3,
+                ..RandomConfig::default()
+            },
+            per_turn_input_len: 12,
+            prefix_ratios: (0.0, 0.0),
+            id_prefix: "bench-".into(),
+        }
+    }
+
+    #[test]
+    fn turns_are_drawn_in_range_with_their_lengths() {
+        let tok = smollm2();
+        let c = synthetic(&options(), &tok).unwrap();
+        assert_eq!(c.history, History::Full);
+        assert_eq!(c.list.len(), 6);
+        assert_eq!(c.list[2].id, "bench-conv-2");
+        let counts: Vec<usize> = c.list.iter().map(|c| c.turns.len()).collect();
+        assert!(counts.iter().all(|n| (2..=5).contains(n)), "{counts:?}");
+        assert!(
+            counts.iter().any(|&n| n != counts[0]),
+            "counts vary: {counts:?}"
+        );
+        let special = tok.num_special_tokens_to_add();
+        for conv in &c.list {
+            assert_eq!(conv.turns[0].prompt_len, 40 - special);
+            for t in &conv.turns[1..] {
+                assert_eq!(t.prompt_len, 12 - special);
+                assert_eq!(tok.count_tokens(&t.text), 12 - special, "{:?}", t.text);
+            }
+            assert!(conv.turns.iter().all(|t| t.output_len == 8));
+        }
+        assert_eq!(synthetic(&options(), &tok).unwrap(), c, "seeded");
+    }
+
+    #[test]
+    fn prefix_sharing_shares_exact_token_counts() {
+        let tok = smollm2();
+        let mut o = options();
+        o.prefix_ratios = (0.25, 0.5);
+        o.per_turn_input_len = 0;
+        let c = synthetic(&o, &tok).unwrap();
+        assert_eq!(c.history, History::None);
+        let special = tok.num_special_tokens_to_add();
+        let len = 40 - special;
+        let (g, cv) = ((len as f64 * 0.25) as usize, (len as f64 * 0.5) as usize);
+        let texts: Vec<Vec<&str>> = c
+            .list
+            .iter()
+            .map(|c| c.turns.iter().map(|t| &*t.text).collect())
+            .collect();
+        // The longest common prefix of everything, and of one conversation.
+        let common =
+            |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+        let global = texts
+            .iter()
+            .flatten()
+            .fold(texts[0][0].len(), |n, t| n.min(common(texts[0][0], t)));
+        assert!(tok.count_tokens(&texts[0][0][..global]) >= g);
+        for conv in &texts {
+            let within = conv
+                .iter()
+                .fold(conv[0].len(), |n, t| n.min(common(conv[0], t)));
+            assert!(tok.count_tokens(&conv[0][..within]) >= g + cv);
+        }
+        for conv in &c.list {
+            assert!(conv.turns.iter().all(|t| t.prompt_len == len));
+        }
+        // Later turns of 30 tokens cannot hold the 10 + 20 shared ones and a unique part.
+        o.per_turn_input_len = 30 + tok.num_special_tokens_to_add();
+        assert!(synthetic(&o, &tok)
+            .unwrap_err()
+            .to_string()
+            .contains("no unique part"));
+    }
+}

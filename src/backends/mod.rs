@@ -5,6 +5,7 @@
 //! The backend names and the facts about them (default endpoint, pooling or not) live once,
 //! on [`crate::cli::Backend`]; this module only maps them to an [`Api`].
 
+pub mod conversation;
 pub mod stream_chunk;
 
 use bytes::Bytes;

@@ -64,16 +64,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--sweep-request-rate",
     "--sweep-num-prompts-factor",
     "--reset-prefix-cache",
-    // Multi-turn.
-    "--multi-turn",
-    "--multi-turn-num-turns",
-    "--multi-turn-min-turns",
-    "--multi-turn-max-turns",
-    "--multi-turn-concurrency",
-    "--multi-turn-delay-ms",
-    "--per-turn-input-len",
-    "--multi-turn-prefix-global-ratio",
-    "--multi-turn-prefix-conversation-ratio",
     // LoRA.
     "--lora-modules",
     "--lora-assignment",

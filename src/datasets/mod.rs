@@ -13,6 +13,7 @@ use std::sync::Arc;
 pub mod align;
 pub mod burstgpt;
 pub mod chat_format;
+pub mod conversations;
 pub mod custom;
 pub mod error;
 pub mod hub_file;

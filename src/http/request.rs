@@ -55,7 +55,7 @@ impl HeadTemplate {
     /// for a body appended in place.
     fn head(
         &self,
-        request_id: Option<&str>,
+        ids: Ids<'_>,
         content_type: Option<&str>,
         body_len: usize,
         extra: usize,
@@ -67,8 +67,13 @@ impl HeadTemplate {
             out.extend_from_slice(ct.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
-        if let Some(id) = request_id {
+        if let Some(id) = ids.request {
             out.extend_from_slice(b"x-request-id: ");
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(id) = ids.session {
+            out.extend_from_slice(b"X-Session-ID: ");
             out.extend_from_slice(id.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
@@ -89,7 +94,11 @@ impl HeadTemplate {
         content_type: Option<&str>,
         body: &[u8],
     ) -> PreparedRequest {
-        let mut out = self.head(request_id, content_type, body.len(), body.len());
+        let ids = Ids {
+            request: request_id,
+            session: None,
+        };
+        let mut out = self.head(ids, content_type, body.len(), body.len());
         out.extend_from_slice(body);
         PreparedRequest {
             parts: vec![Bytes::from(out)].into_boxed_slice(),
@@ -105,14 +114,38 @@ impl HeadTemplate {
         content_type: Option<&str>,
         body: Vec<Bytes>,
     ) -> PreparedRequest {
+        let ids = Ids {
+            request: request_id,
+            session: None,
+        };
+        self.build_parts_with(ids, content_type, body)
+    }
+
+    /// [`HeadTemplate::build_parts`] with the request's ids: a conversation's turns carry
+    /// its session id (`X-Session-ID`, which vLLM and session-affine routers read).
+    pub fn build_parts_with(
+        &self,
+        ids: Ids<'_>,
+        content_type: Option<&str>,
+        body: Vec<Bytes>,
+    ) -> PreparedRequest {
         let len = body.iter().map(Bytes::len).sum();
         let mut parts = Vec::with_capacity(body.len() + 1);
-        parts.push(Bytes::from(self.head(request_id, content_type, len, 0)));
+        parts.push(Bytes::from(self.head(ids, content_type, len, 0)));
         parts.extend(body.into_iter().filter(|p| !p.is_empty()));
         PreparedRequest {
             parts: parts.into_boxed_slice(),
         }
     }
+}
+
+/// The per-request ids written into a head.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ids<'a> {
+    /// `x-request-id`.
+    pub request: Option<&'a str>,
+    /// `X-Session-ID`: the conversation the request belongs to.
+    pub session: Option<&'a str>,
 }
 
 /// A complete request ready to be written.

@@ -52,6 +52,7 @@ pub enum TaskMetrics {
 }
 
 /// Everything `BenchmarkReport::compute` needs besides the outcomes.
+#[derive(Clone)]
 pub struct ReportSettings<'a> {
     /// Measured run duration, seconds (Python's `benchmark_duration`).
     pub duration_s: f64,

@@ -85,6 +85,9 @@ pub struct MockConfig {
     /// Keep a [`LoggedRequest`](super::LoggedRequest) per request (read with
     /// `MockServer::request_log`).
     pub request_log: bool,
+    /// With `request_log`: keep each request's body too (tests that check what a client
+    /// sent, e.g. a conversation's history; memory grows with every body).
+    pub request_log_bodies: bool,
     /// Record when every streamed content chunk was handed to the kernel (read with
     /// `MockServer::timing_report`); off, streams pay nothing for it.
     pub timing_report: bool,
@@ -120,6 +123,7 @@ impl Default for MockConfig {
             stall_for: Duration::from_secs(10),
             seed: 0,
             request_log: false,
+            request_log_bodies: false,
             timing_report: false,
             driver: DriverChoice::Auto,
             max_model_len: 32_768,

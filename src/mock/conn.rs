@@ -139,8 +139,15 @@ impl Conn {
         ctx.counters().request(route, served.rejected);
         if ctx.shared.cfg.request_log {
             let entry = log_entry(ctx, head, path, body.len(), request_id, arrival, &served);
+            let text = |r: &std::ops::Range<usize>| String::from_utf8_lossy(&self.buf[r.clone()]).into_owned();
             ctx.counters().log(LoggedRequest {
                 connection: self.id,
+                session_id: head.session_id.as_ref().map(text),
+                body: ctx
+                    .shared
+                    .cfg
+                    .request_log_bodies
+                    .then(|| String::from_utf8_lossy(body).into_owned()),
                 ..entry
             });
         }
@@ -288,7 +295,10 @@ fn log_entry(
     LoggedRequest {
         arrival: arrival.saturating_duration_since(ctx.shared.start),
         worker: ctx.index,
-        connection: 0, // set by the caller, which knows the connection
+        // Set by the caller, which knows the connection and holds the head's bytes.
+        connection: 0,
+        session_id: None,
+        body: None,
         seq: served.seq,
         method: head.method.as_str(),
         path: String::from_utf8_lossy(path).into_owned(),

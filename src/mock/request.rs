@@ -67,6 +67,8 @@ pub struct Head {
     pub path: Range<usize>,
     /// The `X-Request-Id` header value, if any.
     pub request_id: Option<Range<usize>>,
+    /// The `X-Session-ID` header value (a conversation's id), if any.
+    pub session_id: Option<Range<usize>>,
     /// Body framing.
     pub body: BodyFraming,
     /// The client asked to close after this response (`Connection: close` or HTTP/1.0
@@ -139,6 +141,7 @@ pub fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, FramingEr
     let mut close = http10;
     let mut expect_continue = false;
     let mut request_id = None;
+    let mut session_id = None;
     for h in req.headers.iter() {
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
@@ -165,6 +168,8 @@ pub fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, FramingEr
             expect_continue = has_token(h.value, b"100-continue");
         } else if name.eq_ignore_ascii_case("x-request-id") {
             request_id = Some(offset(h.value));
+        } else if name.eq_ignore_ascii_case("x-session-id") {
+            session_id = Some(offset(h.value));
         }
     }
     let body = match (chunked, content_length) {
@@ -187,6 +192,7 @@ pub fn parse_head(buf: &[u8], max_body: usize) -> Result<Option<Head>, FramingEr
         method,
         path,
         request_id,
+        session_id,
         body,
         close,
         expect_continue,

@@ -69,6 +69,10 @@ pub struct LoggedRequest {
     pub max_tokens: Option<u64>,
     /// The `X-Request-Id` header.
     pub request_id: Option<String>,
+    /// The `X-Session-ID` header.
+    pub session_id: Option<String>,
+    /// The body (only with `MockConfig::request_log_bodies`).
+    pub body: Option<String>,
     /// Response status (for a disconnect or stall: the 200 that was started).
     pub status: u16,
     /// The injected fault, if any.
@@ -324,6 +328,8 @@ mod tests {
             prompt_tokens: Some(3),
             max_tokens: Some(4),
             request_id: None,
+            session_id: None,
+            body: None,
             status: 200,
             fault: Some(FaultKind::Error429),
         };

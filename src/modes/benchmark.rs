@@ -15,20 +15,25 @@ use crate::config::DatasetParams;
 use crate::datasets::align::align_to_server;
 use crate::datasets::SampleRequest;
 use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
+use crate::backends::conversation::ChatBody;
+use crate::datasets::conversations::Conversations;
 use crate::engine::session::Chains;
 use crate::engine::{Engine, EngineOptions, RunReport, Workload};
 use crate::http::request::{HeadTemplate, Method};
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
-use crate::output::console::{render_block, render_notices, render_preamble, Preamble};
+use crate::output::console::{
+    render_block, render_notices, render_preamble, render_turn_block, Preamble,
+};
 use crate::output::extras;
 use crate::output::json::{
-    append_extras, build_result, check_result_target, result_path, save_result, RpsChangeEvent,
-    RunInfo,
+    append_extras, build_result, check_result_target, result_path, save_result, turn_metrics,
+    Json, RpsChangeEvent, RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
+use super::multi_turn::ConversationPlan;
 use super::progress::{install_interrupt_handler, interrupted, Watcher};
 use super::target::{wait_until_ready, Target};
 use super::trace::{measured_hit_ratio, prefix_cache_extras, scrape_prefix_cache, TraceReplay};
@@ -136,9 +141,17 @@ impl Plan {
             return Ok(None);
         }
         let tokenizer = load_tokenizer(config, &target, &model_id)?;
-        let requests = match trace {
-            Some(_) => Vec::new(),
-            None => sample_requests(config, &target, &model_id, tokenizer.as_ref())?,
+        let conversations = match &config.multi_turn {
+            Some(m) => Some(super::dataset::conversations(config, m, tokenizer.as_ref())?),
+            None => None,
+        };
+        if let (true, Some(c)) = (config.dry_run, &conversations) {
+            println!("{}", super::multi_turn::describe(c));
+            return Ok(None);
+        }
+        let requests = match (&trace, &conversations) {
+            (None, None) => sample_requests(config, &target, &model_id, tokenizer.as_ref())?,
+            _ => Vec::new(),
         };
         if config.dry_run {
             println!(
@@ -158,9 +171,10 @@ impl Plan {
             .served_model_name
             .clone()
             .unwrap_or_else(|| model_id.clone());
-        let prepared = match &trace {
-            Some(t) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref()),
-            None => prepare(config, &target, api, &model_name, &requests),
+        let prepared = match (&trace, &conversations) {
+            (Some(t), _) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref()),
+            (None, Some(c)) => prepare_conversations(config, &target, &model_name, c),
+            (None, None) => prepare(config, &target, api, &model_name, &requests),
         }?;
         let engine_opts = EngineOptions {
             cores: client_cores,
@@ -204,7 +218,7 @@ impl Plan {
         println!("Warming up with {} requests...", config.request.num_warmups);
         let warm = self
             .prepared
-            .subset(config.request.num_warmups, config.rate.max_concurrency);
+            .subset(config.request.num_warmups, max_concurrency(config));
         self.engine.run(warm, |_| {})?;
         println!("Warmup run completed.");
         Ok(())
@@ -379,6 +393,8 @@ pub struct Prepared {
     mode: crate::backends::ResponseMode,
     /// `--timed-trace-wait-parent`: the request each request waits for.
     parents: Option<Arc<[Option<u32>]>>,
+    /// `--multi-turn`: the conversations (`requests` are their first turns).
+    conversations: Option<Arc<ConversationPlan>>,
 }
 
 impl Prepared {
@@ -439,6 +455,31 @@ fn prepare(
         output_lens: requests.iter().map(|r| r.expected_output_len).collect(),
         mode: api.response_mode(),
         parents: None,
+        conversations: None,
+    })
+}
+
+/// A multi-turn run's first turns, and the plan that builds the later ones.
+fn prepare_conversations(
+    config: &Config,
+    target: &Target,
+    model_name: &str,
+    conversations: &Conversations,
+) -> Result<Prepared> {
+    let opts = body_options(config, model_name);
+    // Synthetic answers get their planned length without --ignore-eos.
+    let min_tokens = matches!(config.dataset.params, DatasetParams::Random(_));
+    let body = ChatBody::new(&opts, min_tokens).map_err(anyhow::Error::msg)?;
+    let think = Duration::from_millis(config.multi_turn.as_ref().map_or(0, |m| m.delay_ms));
+    let plan = ConversationPlan::new(conversations, head_template(config, target), body, think);
+    let (requests, prompt_lens) = plan.first_requests();
+    Ok(Prepared {
+        requests: requests.into(),
+        prompt_lens: prompt_lens.into(),
+        output_lens: vec![plan.max_output_len()],
+        mode: Api::Chat.response_mode(),
+        parents: None,
+        conversations: Some(Arc::new(plan)),
     })
 }
 
@@ -464,6 +505,7 @@ fn prepare_trace(
         output_lens: trace.output_lens(),
         mode: api.response_mode(),
         parents: trace.parents().map(Into::into),
+        conversations: None,
     })
 }
 
@@ -507,9 +549,12 @@ fn schedule(
         requests: prepared.requests.clone(),
         client_prompt_lens: prepared.prompt_lens.clone(),
         arrivals,
-        max_concurrency: config.rate.max_concurrency,
+        max_concurrency: max_concurrency(config),
         mode: prepared.mode,
-        sessions: None,
+        sessions: prepared
+            .conversations
+            .clone()
+            .map(super::multi_turn::source),
         expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
     };
     if let Some(parents) = &prepared.parents {
@@ -528,13 +573,23 @@ fn schedule(
     Ok((workload, offsets))
 }
 
+/// The cap on requests in flight: `--multi-turn-concurrency` (conversations in flight,
+/// each one request at a time) before `--max-concurrency`.
+fn max_concurrency(config: &Config) -> Option<usize> {
+    config
+        .multi_turn
+        .as_ref()
+        .and_then(|m| m.concurrency)
+        .or(config.rate.max_concurrency)
+}
+
 fn preamble<'a>(config: &Config, ramp: Option<&'a RampUp>) -> Preamble<'a> {
     Preamble {
         self_timed: config.rate.self_timed,
         ramp_up: ramp,
         request_rate: config.rate.request_rate,
         burstiness: config.rate.burstiness,
-        max_concurrency: config.rate.max_concurrency.map(|c| c as u64),
+        max_concurrency: max_concurrency(config).map(|c| c as u64),
     }
 }
 
@@ -552,12 +607,21 @@ fn finish(config: &Config, plan: &Plan, measured: &Measured) -> Result<()> {
         percentiles: config.output.metric_percentiles.clone(),
         percentile_metrics: config.output.percentile_metrics.clone(),
         goodput: config.output.goodput.clone(),
-        max_concurrency: config.rate.max_concurrency.map(|c| c as u64),
+        max_concurrency: max_concurrency(config).map(|c| c as u64),
         request_rate: config.rate.request_rate,
     };
     let report = BenchmarkReport::compute(outputs, &settings);
     print!("{}", render_notices(outputs, task));
     print!("{}", render_block(&report));
+    let turns = plan.prepared.conversations.as_ref().map(|c| {
+        let turn_of = c.turn_of_records();
+        let records = &run.merged.records;
+        let per_turn = super::multi_turn::per_turn_reports(outputs, records, &turn_of, &settings);
+        for (turn, r) in &per_turn {
+            print!("{}", render_turn_block(*turn, r));
+        }
+        (per_turn, super::multi_turn::request_turns(c, records, &turn_of))
+    });
     let mut extra = extras::Extras::from_run(run, &plan.engine_opts);
     extra.prefix_cache = measured.prefix_cache;
     extra.interrupted = measured.interrupted;
@@ -577,7 +641,7 @@ fn finish(config: &Config, plan: &Plan, measured: &Measured) -> Result<()> {
             metadata: config.output.metadata.clone(),
             request_rate: config.rate.request_rate,
             burstiness: config.rate.burstiness,
-            max_concurrency: config.rate.max_concurrency.map(|c| c as u64),
+            max_concurrency: max_concurrency(config).map(|c| c as u64),
             ramp_up: config.rate.ramp_up,
         };
         let mut doc = build_result(
@@ -587,6 +651,16 @@ fn finish(config: &Config, plan: &Plan, measured: &Measured) -> Result<()> {
             &measured.rps_events,
             config.output.save_detailed,
         );
+        if let Some((per_turn, (conversations, turn_numbers))) = &turns {
+            let list = per_turn
+                .iter()
+                .map(|(t, r)| Json::Object(turn_metrics(*t, r)))
+                .collect();
+            doc.set("per_turn_metrics", Json::List(list));
+            let ids = conversations.iter().map(|c| Json::str(c.as_str())).collect();
+            doc.set("vllm_bench_conversation_ids", Json::List(ids));
+            doc.set("vllm_bench_turns", Json::UInts(turn_numbers.into()));
+        }
         append_extras(&mut doc, extra.to_json());
         let path = result_path(
             &info,

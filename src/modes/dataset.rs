@@ -14,11 +14,12 @@ use clap::ValueEnum;
 
 use crate::cli::{Backend, DatasetName};
 use crate::config::{
-    Config, CustomParams, DatasetParams, PrefixRepetitionParams, RandomParams, SonnetParams,
-    SpeedBenchParams,
+    Config, CustomParams, DatasetParams, MultiTurnConfig, PrefixRepetitionParams, RandomParams,
+    SonnetParams, SpeedBenchParams,
 };
 use crate::datasets::burstgpt::BurstGpt;
 use crate::datasets::chat_format::ChatFormat;
+use crate::datasets::conversations::{self, Conversations, SyntheticOptions};
 use crate::datasets::custom::{Custom, CustomOptions};
 use crate::datasets::hub_file::{dataset_file, HubAccess};
 use crate::datasets::max_model_len::retain_within;
@@ -70,6 +71,39 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
         }
         None => requests,
     })
+}
+
+/// `--multi-turn`: synthetic conversations from the random dataset's flags.
+pub fn conversations(
+    config: &Config,
+    m: &MultiTurnConfig,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Conversations> {
+    let ds = &config.dataset;
+    let DatasetParams::Random(p) = &ds.params else {
+        anyhow::bail!(
+            "--multi-turn with --dataset-name {}: not implemented yet (use random)",
+            ds.name
+        );
+    };
+    let pick = |n: usize| if n == 0 { m.num_turns } else { n };
+    let opts = SyntheticOptions {
+        conversations: ds.num_prompts,
+        turns: (pick(m.min_turns), pick(m.max_turns)),
+        random: RandomConfig {
+            input_len: p.input_len,
+            output_len: p.output_len,
+            prefix_len: p.prefix_len,
+            range_ratio: p.range_ratio.input,
+            seed: ds.seed,
+            ..RandomConfig::default()
+        },
+        per_turn_input_len: m.per_turn_input_len,
+        prefix_ratios: (m.prefix_global_ratio, m.prefix_conversation_ratio),
+        id_prefix: config.request.request_id_prefix.clone(),
+    };
+    let tok = tokenizer::required(tokenizer, "multi-turn conversations")?;
+    conversations::synthetic(&opts, tok)
 }
 
 /// What every dataset builder reads.

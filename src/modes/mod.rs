@@ -3,6 +3,7 @@
 
 pub mod benchmark;
 pub mod dataset;
+pub mod multi_turn;
 pub mod progress;
 pub mod target;
 pub mod trace;

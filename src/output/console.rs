@@ -112,6 +112,32 @@ pub fn render_block(report: &BenchmarkReport) -> String {
     out
 }
 
+/// One turn's block of a multi-turn run (after Python's block over all requests): the
+/// turn's requests, tokens and throughput over its own span, then the selected metrics.
+pub fn render_turn_block(turn: usize, report: &BenchmarkReport) -> String {
+    let mut out = String::with_capacity(1024);
+    centred(&mut out, &format!(" Turn {turn} "), '=');
+    if let TaskMetrics::Generation { metrics: m, .. } = &report.metrics {
+        int_line(&mut out, "Successful requests:", m.completed);
+        int_line(&mut out, "Failed requests:", m.failed);
+        float_line(&mut out, "Turn duration (s):", report.duration_s);
+        int_line(&mut out, "Total input tokens:", m.total_input);
+        if report.has_tokenizer {
+            int_line(&mut out, "Total generated tokens:", m.total_output);
+        }
+        float_line(&mut out, "Request throughput (req/s):", m.request_throughput);
+        if report.has_tokenizer {
+            float_line(&mut out, "Output token throughput (tok/s):", m.output_throughput);
+        }
+    }
+    for (kind, stats) in report.sections() {
+        metric_section(&mut out, kind, stats);
+    }
+    out.push_str(&"=".repeat(WIDTH));
+    out.push('\n');
+    out
+}
+
 /// Summary lines of a generation run.
 fn generation_summary(out: &mut String, r: &BenchmarkReport, m: &BenchmarkMetrics) {
     run_lines(out, r, m.completed, m.failed, m.total_input);

@@ -37,6 +37,8 @@ pub struct Extras {
     pub dispatch_lag: Option<Lag>,
     pub failures: Vec<(String, usize, String)>,
     pub not_sent: usize,
+    /// Of `not_sent`: requests whose session (conversation) ended at an earlier failure.
+    pub not_sent_session_ended: usize,
     /// Ctrl-C or SIGTERM stopped the run (set by the caller).
     pub interrupted: bool,
     /// Set by the caller for a trace replay.
@@ -82,6 +84,7 @@ impl Extras {
             dispatch_lag,
             failures,
             not_sent: run.not_sent,
+            not_sent_session_ended: run.not_sent_session_ended,
             interrupted: false,
             prefix_cache: None,
         }
@@ -120,8 +123,16 @@ impl Extras {
                 "Interrupted:"
             );
         }
-        if self.not_sent > 0 {
-            let _ = writeln!(out, "{:<40} {}", "Not sent (interrupted):", self.not_sent);
+        let stopped = self.not_sent - self.not_sent_session_ended;
+        if stopped > 0 {
+            let _ = writeln!(out, "{:<40} {stopped}", "Not sent (interrupted):");
+        }
+        if self.not_sent_session_ended > 0 {
+            let _ = writeln!(
+                out,
+                "{:<40} {}",
+                "Not sent (an earlier turn failed):", self.not_sent_session_ended
+            );
         }
         for (kind, n, example) in &self.failures {
             let _ = writeln!(
@@ -152,6 +163,12 @@ impl Extras {
         }
         doc.set("vllm_bench_failures_by_reason", Json::Object(failures));
         doc.set("vllm_bench_not_sent", Json::UInt(self.not_sent as u64));
+        if self.not_sent_session_ended > 0 {
+            doc.set(
+                "vllm_bench_not_sent_session_ended",
+                Json::UInt(self.not_sent_session_ended as u64),
+            );
+        }
         doc.set("vllm_bench_interrupted", Json::Bool(self.interrupted));
         if let Some(p) = &self.prefix_cache {
             doc.set(

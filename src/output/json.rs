@@ -349,6 +349,17 @@ pub fn build_result<'a>(
     if !rps_change_events.is_empty() {
         doc.set("rps_change_events", rps_events(rps_change_events));
     }
+    metric_keys(&mut doc, report);
+    if !save_detailed {
+        for key in DETAILED_KEYS {
+            doc.remove(key);
+        }
+    }
+    doc
+}
+
+/// `mean_X_ms`, `median_X_ms`, `std_X_ms` and `pNN_X_ms` of every reported metric.
+fn metric_keys(doc: &mut JsonObject<'_>, report: &BenchmarkReport) {
     for (kind, stats) in report.sections() {
         let name = kind.name();
         doc.set(format!("mean_{name}_ms"), Json::Float(stats.mean_ms));
@@ -361,11 +372,23 @@ pub fn build_result<'a>(
             );
         }
     }
-    if !save_detailed {
-        for key in DETAILED_KEYS {
-            doc.remove(key);
-        }
+}
+
+/// One turn's entry of `per_turn_metrics` (multi-turn runs): the turn (1-based), its
+/// counts, tokens and throughput over its own span, and the metric keys of the run's.
+pub fn turn_metrics(turn: usize, report: &BenchmarkReport) -> JsonObject<'static> {
+    let mut doc = JsonObject::new();
+    doc.set("turn", Json::UInt(turn as u64));
+    if let TaskMetrics::Generation { metrics: m, .. } = &report.metrics {
+        doc.set("completed", Json::UInt(m.completed));
+        doc.set("failed", Json::UInt(m.failed));
+        doc.set("duration", Json::Float(report.duration_s));
+        doc.set("total_input_tokens", Json::UInt(m.total_input));
+        doc.set("total_output_tokens", Json::UInt(m.total_output));
+        doc.set("request_throughput", Json::Float(m.request_throughput));
+        doc.set("output_throughput", Json::Float(m.output_throughput));
     }
+    metric_keys(&mut doc, report);
     doc
 }
 

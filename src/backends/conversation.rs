@@ -1,0 +1,199 @@
+//! Chat bodies of a conversation, assembled from message parts: a turn's body is the fixed
+//! fields of every chat request with the `messages` list written as shared [`Bytes`], one
+//! part per message. The next turn adds the answer and its new user message as two more
+//! parts; the history already serialized is shared, never re-serialized or copied.
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+use super::{body_fields, serialize, Api, BodyOptions};
+
+/// Where the messages list and the output-token limit go in [`ChatBody`].
+const MESSAGES_SLOT: &str = "\0vllm-bench-messages\0";
+const OUTPUT_SLOT: &str = "\0vllm-bench-max-tokens\0";
+
+/// One piece of a chat body.
+#[derive(Debug, Clone)]
+enum Piece {
+    Fixed(Bytes),
+    /// The `messages` list.
+    Messages,
+    /// The output-token limit (`max_completion_tokens`, and `min_tokens` when set).
+    OutputLen,
+}
+
+/// The bytes of a chat body around its `messages` list and its output-token limit, split
+/// once so that each turn only adds its own parts.
+#[derive(Debug, Clone)]
+pub struct ChatBody {
+    pieces: Vec<Piece>,
+}
+
+impl ChatBody {
+    /// The body Python's openai-chat backend sends, with `min_tokens` set to the output
+    /// length when `min_tokens` is true (synthetic conversations: every answer has the
+    /// planned length without `--ignore-eos`) unless `--extra-body` sets it.
+    pub fn new(opts: &BodyOptions, min_tokens: bool) -> Result<ChatBody, String> {
+        if opts.extra_body.contains_key("messages") {
+            return Err(
+                "--extra-body sets messages, which a multi-turn conversation builds \
+                        itself; remove it from --extra-body"
+                    .into(),
+            );
+        }
+        let mut fields = body_fields(Api::Chat, Value::Null, 0, opts);
+        let map = fields
+            .as_object_mut()
+            .expect("body_fields builds an object");
+        map.insert("messages".into(), json!(MESSAGES_SLOT));
+        if !opts.extra_body.contains_key("max_completion_tokens") {
+            map.insert("max_completion_tokens".into(), json!(OUTPUT_SLOT));
+        }
+        if min_tokens && !opts.extra_body.contains_key("min_tokens") {
+            map.insert("min_tokens".into(), json!(OUTPUT_SLOT));
+        }
+        let body = Bytes::from(serialize(&fields)?);
+        let slots = [
+            (serialize(&json!(MESSAGES_SLOT))?, Piece::Messages),
+            (serialize(&json!(OUTPUT_SLOT))?, Piece::OutputLen),
+        ];
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        while at < body.len() {
+            let next = slots
+                .iter()
+                .filter_map(|(slot, piece)| {
+                    memchr::memmem::find(&body[at..], slot).map(|i| (at + i, slot.len(), piece))
+                })
+                .min_by_key(|(i, _, _)| *i);
+            match next {
+                Some((i, len, piece)) => {
+                    if i > at {
+                        pieces.push(Piece::Fixed(body.slice(at..i)));
+                    }
+                    pieces.push(piece.clone());
+                    at = i + len;
+                }
+                None => {
+                    pieces.push(Piece::Fixed(body.slice(at..)));
+                    at = body.len();
+                }
+            }
+        }
+        Ok(ChatBody { pieces })
+    }
+
+    /// The body with `messages` (each one serialized message) and `output_len`.
+    pub fn parts(&self, messages: &[Bytes], output_len: usize) -> Vec<Bytes> {
+        let mut out = Vec::with_capacity(2 * messages.len() + self.pieces.len() + 2);
+        let len = Bytes::from(output_len.to_string());
+        for piece in &self.pieces {
+            match piece {
+                Piece::Fixed(b) => out.push(b.clone()),
+                Piece::OutputLen => out.push(len.clone()),
+                Piece::Messages => {
+                    out.push(Bytes::from_static(b"["));
+                    for (i, m) in messages.iter().enumerate() {
+                        if i > 0 {
+                            out.push(Bytes::from_static(b","));
+                        }
+                        out.push(m.clone());
+                    }
+                    out.push(Bytes::from_static(b"]"));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A user message as Python's chat backend writes one: list content with one text part.
+pub fn user_message(text: &str) -> Bytes {
+    message(json!({ "role": "user", "content": [{ "type": "text", "text": text }] }))
+}
+
+/// An assistant message holding an answer exactly as it was streamed.
+pub fn assistant_message(text: &str) -> Bytes {
+    message(json!({ "role": "assistant", "content": text }))
+}
+
+fn message(value: Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(&value).expect("a message of strings serializes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::build_body;
+    use crate::datasets::Prompt;
+    use serde_json::Map;
+
+    fn opts(extra: Map<String, Value>) -> BodyOptions {
+        BodyOptions {
+            model: "m".into(),
+            logprobs: None,
+            ignore_eos: false,
+            extra_body: extra,
+        }
+    }
+
+    #[test]
+    fn one_message_is_the_plain_chat_body() {
+        let body = ChatBody::new(&opts(Map::new()), false).unwrap();
+        let joined = body.parts(&[user_message("hi \"there\"")], 7).concat();
+        let plain = build_body(
+            Api::Chat,
+            &Prompt::Text("hi \"there\"".into()),
+            7,
+            &opts(Map::new()),
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(joined).unwrap(),
+            String::from_utf8(plain).unwrap()
+        );
+    }
+
+    #[test]
+    fn history_and_min_tokens() {
+        let mut extra = Map::new();
+        extra.insert("temperature".into(), json!(0.5));
+        let body = ChatBody::new(&opts(extra), true).unwrap();
+        let messages = [
+            user_message("a"),
+            assistant_message("b\n"),
+            user_message("c"),
+        ];
+        let v: Value = serde_json::from_slice(&body.parts(&messages, 12).concat()).unwrap();
+        assert_eq!(
+            v["messages"][1],
+            json!({"role": "assistant", "content": "b\n"})
+        );
+        assert_eq!(v["messages"][2]["content"][0]["text"], "c");
+        assert_eq!(v["max_completion_tokens"], 12);
+        assert_eq!(v["min_tokens"], 12);
+        assert_eq!(v["temperature"], 0.5);
+        let mut fixed = Map::new();
+        fixed.insert("min_tokens".into(), json!(1));
+        let v: Value = serde_json::from_slice(
+            &ChatBody::new(&opts(fixed), true)
+                .unwrap()
+                .parts(&messages, 3)
+                .concat(),
+        )
+        .unwrap();
+        assert_eq!(
+            (v["min_tokens"].clone(), v["max_completion_tokens"].clone()),
+            (json!(1), json!(3))
+        );
+    }
+
+    #[test]
+    fn extra_body_messages_are_refused() {
+        let mut extra = Map::new();
+        extra.insert("messages".into(), json!([]));
+        assert!(ChatBody::new(&opts(extra), false)
+            .unwrap_err()
+            .contains("--extra-body"));
+    }
+}

@@ -1,0 +1,282 @@
+//! Multi-turn runs: each conversation is one engine session. Its first request is prepared
+//! before the clock; each later turn is built after the previous answer arrived, from the
+//! messages already serialized (shared parts), the answer exactly as it was streamed, and
+//! the next user message (serialized before the clock). Every request of a conversation
+//! carries the conversation's `X-Session-ID` and its own `x-request-id`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::backends::conversation::{assistant_message, user_message, ChatBody};
+use crate::datasets::conversations::{Conversations, History};
+use crate::engine::recorder::Record;
+use crate::engine::session::{FollowUps, NextRequest, Reply, SessionSource};
+use crate::http::request::{HeadTemplate, Ids, PreparedRequest};
+use crate::metrics::report::{BenchmarkReport, ReportSettings};
+use crate::metrics::RequestOutput;
+
+/// One conversation, ready to run.
+struct Planned {
+    id: String,
+    /// Each user turn serialized as a chat message.
+    users: Vec<Bytes>,
+    prompt_lens: Vec<u32>,
+    output_lens: Vec<usize>,
+}
+
+/// The conversations of a run as the engine's [`SessionSource`]; its records are in
+/// conversation order, turn by turn.
+pub struct ConversationPlan {
+    conversations: Vec<Planned>,
+    /// Record index of each conversation's first turn, and the total at the end.
+    starts: Vec<usize>,
+    history: History,
+    head: HeadTemplate,
+    body: ChatBody,
+    think_time: Duration,
+}
+
+/// Where a record of a multi-turn run came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnOf {
+    pub conversation: u32,
+    /// 0-based.
+    pub turn: u32,
+}
+
+impl ConversationPlan {
+    pub fn new(
+        conversations: &Conversations,
+        head: HeadTemplate,
+        body: ChatBody,
+        think_time: Duration,
+    ) -> ConversationPlan {
+        let planned: Vec<Planned> = conversations
+            .list
+            .iter()
+            .map(|c| Planned {
+                id: c.id.clone(),
+                users: c.turns.iter().map(|t| user_message(&t.text)).collect(),
+                prompt_lens: c.turns.iter().map(|t| t.prompt_len as u32).collect(),
+                output_lens: c.turns.iter().map(|t| t.output_len).collect(),
+            })
+            .collect();
+        let mut starts = Vec::with_capacity(planned.len() + 1);
+        let mut at = 0;
+        for c in &planned {
+            starts.push(at);
+            at += c.users.len();
+        }
+        starts.push(at);
+        ConversationPlan {
+            conversations: planned,
+            starts,
+            history: conversations.history,
+            head,
+            body,
+            think_time,
+        }
+    }
+
+    /// Number of conversations.
+    pub fn len(&self) -> usize {
+        self.conversations.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.conversations.is_empty()
+    }
+
+    /// The first request of every conversation, and its prompt length.
+    pub fn first_requests(&self) -> (Vec<PreparedRequest>, Vec<u32>) {
+        self.conversations
+            .iter()
+            .map(|c| {
+                let req = self.request(c, 0, &c.users[..1]);
+                (req, c.prompt_lens[0])
+            })
+            .unzip()
+    }
+
+    /// The output-token limit of every planned request (for sizing the arenas).
+    pub fn max_output_len(&self) -> usize {
+        self.conversations
+            .iter()
+            .flat_map(|c| c.output_lens.iter().copied())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The conversation and turn of every record.
+    pub fn turn_of_records(&self) -> Vec<TurnOf> {
+        self.conversations
+            .iter()
+            .enumerate()
+            .flat_map(|(c, conv)| {
+                (0..conv.users.len()).map(move |t| TurnOf {
+                    conversation: c as u32,
+                    turn: t as u32,
+                })
+            })
+            .collect()
+    }
+
+    fn request(&self, c: &Planned, turn: usize, messages: &[Bytes]) -> PreparedRequest {
+        let request_id = format!("{}-turn-{turn}", c.id);
+        let ids = Ids {
+            request: Some(&request_id),
+            session: Some(&c.id),
+        };
+        let body = self.body.parts(messages, c.output_lens[turn]);
+        self.head
+            .build_parts_with(ids, Some("application/json"), body)
+    }
+}
+
+impl SessionSource for ConversationPlan {
+    fn total(&self) -> usize {
+        self.starts[self.conversations.len()]
+    }
+
+    fn turns(&self, session: usize) -> usize {
+        self.conversations[session].users.len()
+    }
+
+    fn record(&self, session: usize, turn: usize) -> usize {
+        self.starts[session] + turn
+    }
+
+    fn follow(&self, session: usize) -> Box<dyn FollowUps + '_> {
+        let c = &self.conversations[session];
+        Box::new(Turns {
+            plan: self,
+            conversation: c,
+            turn: 0,
+            messages: vec![c.users[0].clone()],
+            history_tokens: u64::from(c.prompt_lens[0]),
+        })
+    }
+}
+
+/// A conversation in progress.
+struct Turns<'a> {
+    plan: &'a ConversationPlan,
+    conversation: &'a Planned,
+    /// The turn whose answer comes next.
+    turn: usize,
+    /// The messages sent so far (full history mode).
+    messages: Vec<Bytes>,
+    /// Tokens of the messages so far, as the client counts them (the server's usage
+    /// replaces the prompt length when it reports one).
+    history_tokens: u64,
+}
+
+impl FollowUps for Turns<'_> {
+    fn next(&mut self, reply: &Reply<'_>) -> Option<NextRequest> {
+        let c = self.conversation;
+        self.turn += 1;
+        let user = c.users.get(self.turn)?;
+        let own = u64::from(c.prompt_lens[self.turn]);
+        let prompt_len = match self.plan.history {
+            History::Full => {
+                self.messages.push(assistant_message(reply.text));
+                self.messages.push(user.clone());
+                let answer = reply.completion_tokens.unwrap_or(0);
+                self.history_tokens += answer + own;
+                self.history_tokens
+            }
+            History::None => {
+                self.messages.clear();
+                self.messages.push(user.clone());
+                own
+            }
+        };
+        Some(NextRequest {
+            request: self.plan.request(c, self.turn, &self.messages),
+            client_prompt_len: u32::try_from(prompt_len).unwrap_or(u32::MAX),
+            delay: self.plan.think_time,
+            not_before: Duration::ZERO,
+        })
+    }
+}
+
+/// `--dry-run`'s summary of the conversations.
+pub fn describe(c: &Conversations) -> String {
+    let turns: Vec<usize> = c.list.iter().map(|c| c.turns.len()).collect();
+    let user_tokens: usize = c
+        .list
+        .iter()
+        .flat_map(|c| c.turns.iter().map(|t| t.prompt_len))
+        .sum();
+    format!(
+        "Conversations: {}\nTurns: {} (per conversation {}..={})\nUser-message tokens: {}\n\
+         History: {}",
+        c.list.len(),
+        c.total_turns(),
+        turns.iter().min().unwrap_or(&0),
+        turns.iter().max().unwrap_or(&0),
+        user_tokens,
+        match c.history {
+            History::Full => "every turn sends the earlier messages and the real answers",
+            History::None => "none (prefix-sharing mode: each turn is sent alone)",
+        }
+    )
+}
+
+/// The plan as the engine's source, shared by the run's workers.
+pub fn source(plan: Arc<ConversationPlan>) -> Arc<dyn SessionSource> {
+    plan
+}
+
+/// Python's metrics computed over each turn index's requests (turn 1 = every
+/// conversation's first request), each over the span from the turn's first send to its
+/// last end; in turn order.
+pub fn per_turn_reports(
+    outputs: &[RequestOutput],
+    records: &[Record],
+    turn_of: &[TurnOf],
+    settings: &ReportSettings<'_>,
+) -> Vec<(usize, BenchmarkReport)> {
+    let mut by_turn: BTreeMap<u32, (Vec<RequestOutput>, u64, u64)> = BTreeMap::new();
+    for (out, rec) in outputs.iter().zip(records) {
+        let Some(t) = turn_of.get(rec.index as usize) else {
+            continue;
+        };
+        let entry = by_turn
+            .entry(t.turn)
+            .or_insert_with(|| (Vec::new(), u64::MAX, 0));
+        entry.0.push(out.clone());
+        entry.1 = entry.1.min(rec.start_ns);
+        entry.2 = entry.2.max(rec.end_ns);
+    }
+    by_turn
+        .into_iter()
+        .map(|(turn, (outs, first, last))| {
+            let span = Duration::from_nanos(last.saturating_sub(first)).as_secs_f64();
+            let s = ReportSettings {
+                duration_s: span,
+                ..settings.clone()
+            };
+            (turn as usize + 1, BenchmarkReport::compute(&outs, &s))
+        })
+        .collect()
+}
+
+/// Per request of the result (in its order): the conversation id and the turn (1-based).
+pub fn request_turns(
+    plan: &ConversationPlan,
+    records: &[Record],
+    turn_of: &[TurnOf],
+) -> (Vec<String>, Vec<u64>) {
+    records
+        .iter()
+        .filter_map(|r| turn_of.get(r.index as usize))
+        .map(|t| {
+            let id = plan.conversations[t.conversation as usize].id.clone();
+            (id, u64::from(t.turn) + 1)
+        })
+        .unzip()
+}
