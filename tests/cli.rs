@@ -1048,12 +1048,24 @@ fn multi_turn_requires_openai_chat() {
         "--multi-turn-prefix-global-ratio 0.6 + --multi-turn-prefix-conversation-ratio 0.5: must \
          sum to less than 1"
     );
-    // Valid, but not implemented yet.
-    let err = config_error(&["--backend", "openai-chat", "--multi-turn"]);
-    assert_eq!(err.kind(), ConfigErrorKind::NotImplemented);
-    assert!(err
-        .message()
-        .starts_with("--multi-turn: not implemented yet"));
+    assert!(invalid(&[
+        "--backend",
+        "openai-chat",
+        "--multi-turn",
+        "--dataset-name",
+        "sharegpt",
+        "--per-turn-input-len",
+        "8"
+    ])
+    .starts_with("--per-turn-input-len: shapes synthetic turns"));
+    assert!(invalid(&[
+        "--backend",
+        "openai-chat",
+        "--multi-turn",
+        "--dataset-name",
+        "sonnet"
+    ])
+    .contains("works with --dataset-name random or sharegpt"));
 }
 
 #[test]

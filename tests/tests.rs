@@ -9,6 +9,7 @@ mod golden;
 mod interrupt;
 mod mock_server;
 mod module_graph;
+mod multi_turn;
 mod timed_trace;
 mod trace_replay;
 mod util;

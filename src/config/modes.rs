@@ -280,6 +280,20 @@ pub(super) fn multi_turn(cli: &Cli) -> Result<Option<MultiTurnConfig>, ConfigErr
             return Err(ConfigError::value(flag, r, "must be in [0, 1)"));
         }
     }
+    if dataset == DatasetName::Sharegpt {
+        let random_only = [
+            ("--multi-turn-prefix-global-ratio", global > 0.0),
+            ("--multi-turn-prefix-conversation-ratio", conversation > 0.0),
+            ("--per-turn-input-len", m.per_turn_input_len > 0),
+        ];
+        if let Some((flag, _)) = random_only.iter().find(|(_, given)| *given) {
+            return Err(ConfigError::flag(
+                flag,
+                "shapes synthetic turns: it needs --dataset-name random (ShareGPT turns are \
+                 the recorded ones)",
+            ));
+        }
+    }
     if global + conversation >= 1.0 {
         return Err(ConfigError::invalid(format!(
             "--multi-turn-prefix-global-ratio {global} + --multi-turn-prefix-conversation-ratio \

@@ -94,7 +94,13 @@ pub fn synthetic(opts: &SyntheticOptions, tokenizer: &Tokenizer) -> Result<Conve
     }
     let mut rng = StdRng::seed_from_u64(opts.random.seed ^ TURN_COUNTS);
     let counts: Vec<usize> = (0..opts.conversations)
-        .map(|_| if lo == hi { lo } else { rng.random_range(lo..=hi) })
+        .map(|_| {
+            if lo == hi {
+                lo
+            } else {
+                rng.random_range(lo..=hi)
+            }
+        })
         .collect();
     let ids = (0..opts.conversations).map(|c| format!("{}conv-{c}", opts.id_prefix));
     let (global, conversation) = opts.prefix_ratios;
@@ -256,4 +262,110 @@ fn prefix_sharing_turns(
             turns
         })
         .collect())
+}
+
+/// Flags of ShareGPT conversations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareGptConversationOptions {
+    /// `--num-prompts`: conversations.
+    pub conversations: usize,
+    /// `--multi-turn-min-turns` (conversations with fewer turns are skipped; 0 = no minimum).
+    pub min_turns: usize,
+    /// `--multi-turn-max-turns` (later turns are dropped; 0 = uncapped).
+    pub max_turns: usize,
+    /// `--sharegpt-output-len`: every turn's output length instead of the recorded answer's.
+    pub output_len: Option<usize>,
+    /// `--seed`: the order conversations are taken in (unless `shuffle` is false).
+    pub seed: u64,
+    pub shuffle: bool,
+    pub id_prefix: String,
+}
+
+/// One ShareGPT entry's turns as `(human, recorded answer)` pairs.
+type Pairs = Vec<(String, String)>;
+
+#[derive(serde::Deserialize)]
+struct RawEntry {
+    #[serde(default)]
+    conversations: Vec<RawTurn>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawTurn {
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    value: String,
+}
+
+/// The human→model pairs of an entry, in order: a human message answered by the next
+/// message (any other order ends the usable part of the conversation).
+fn pairs(turns: Vec<RawTurn>) -> Pairs {
+    let mut out = Vec::new();
+    let mut it = turns.into_iter();
+    while let (Some(q), Some(a)) = (it.next(), it.next()) {
+        if q.from != "human" || a.from == "human" {
+            break;
+        }
+        out.push((q.value, a.value));
+    }
+    out
+}
+
+/// ShareGPT conversations with all their turns: each human message is a user turn, each
+/// recorded answer gives only the turn's output length (its token count, or
+/// `--sharegpt-output-len`); the history a run sends holds the server's real answers.
+pub fn sharegpt(
+    path: &std::path::Path,
+    opts: &ShareGptConversationOptions,
+    tokenizer: &Tokenizer,
+) -> Result<Conversations, super::DatasetError> {
+    use super::DatasetError;
+    use rayon::prelude::*;
+    let bytes = std::fs::read(path).map_err(|e| DatasetError::file(path, e))?;
+    let raw: Vec<RawEntry> = serde_json::from_slice(&bytes).map_err(|e| {
+        DatasetError::file(
+            path,
+            format!("not a ShareGPT JSON list of {{\"conversations\": [...]}}: {e}"),
+        )
+    })?;
+    let min = opts.min_turns.max(1);
+    let mut entries: Vec<Pairs> = raw
+        .into_iter()
+        .map(|e| pairs(e.conversations))
+        .filter(|p| p.len() >= min)
+        .collect();
+    if entries.is_empty() {
+        return Err(DatasetError::Unusable(format!(
+            "--dataset-path {}: no conversation with at least {min} human/model turn pairs",
+            path.display()
+        )));
+    }
+    if opts.shuffle {
+        super::pyrandom::PyRandom::new(opts.seed).shuffle(&mut entries);
+    }
+    entries.truncate(opts.conversations);
+    if opts.max_turns > 0 {
+        entries.iter_mut().for_each(|p| p.truncate(opts.max_turns));
+    }
+    let count = |text: &str| tokenizer.count_tokens(text);
+    let list = entries
+        .into_par_iter()
+        .enumerate()
+        .map(|(c, pairs)| Conversation {
+            id: format!("{}conv-{c}", opts.id_prefix),
+            turns: pairs
+                .into_iter()
+                .map(|(question, answer)| UserTurn {
+                    prompt_len: count(&question),
+                    output_len: opts.output_len.unwrap_or_else(|| count(&answer).max(1)),
+                    text: question.into(),
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(Conversations {
+        list,
+        history: History::Full,
+    })
 }

@@ -139,7 +139,9 @@ impl Conn {
         ctx.counters().request(route, served.rejected);
         if ctx.shared.cfg.request_log {
             let entry = log_entry(ctx, head, path, body.len(), request_id, arrival, &served);
-            let text = |r: &std::ops::Range<usize>| String::from_utf8_lossy(&self.buf[r.clone()]).into_owned();
+            let text = |r: &std::ops::Range<usize>| {
+                String::from_utf8_lossy(&self.buf[r.clone()]).into_owned()
+            };
             ctx.counters().log(LoggedRequest {
                 connection: self.id,
                 session_id: head.session_id.as_ref().map(text),

@@ -9,14 +9,14 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 
+use crate::backends::conversation::ChatBody;
 use crate::backends::{build_body, Api, BodyOptions};
 use crate::config::Config;
 use crate::config::DatasetParams;
 use crate::datasets::align::align_to_server;
+use crate::datasets::conversations::Conversations;
 use crate::datasets::SampleRequest;
 use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
-use crate::backends::conversation::ChatBody;
-use crate::datasets::conversations::Conversations;
 use crate::engine::session::Chains;
 use crate::engine::{Engine, EngineOptions, RunReport, Workload};
 use crate::http::request::{HeadTemplate, Method};
@@ -26,8 +26,8 @@ use crate::output::console::{
 };
 use crate::output::extras;
 use crate::output::json::{
-    append_extras, build_result, check_result_target, result_path, save_result, turn_metrics,
-    Json, RpsChangeEvent, RunInfo,
+    append_extras, build_result, check_result_target, result_path, save_result, turn_metrics, Json,
+    RpsChangeEvent, RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
 use crate::runtime::{available_cores, resolve_driver};
@@ -142,7 +142,11 @@ impl Plan {
         }
         let tokenizer = load_tokenizer(config, &target, &model_id)?;
         let conversations = match &config.multi_turn {
-            Some(m) => Some(super::dataset::conversations(config, m, tokenizer.as_ref())?),
+            Some(m) => Some(super::dataset::conversations(
+                config,
+                m,
+                tokenizer.as_ref(),
+            )?),
             None => None,
         };
         if let (true, Some(c)) = (config.dry_run, &conversations) {
@@ -620,7 +624,10 @@ fn finish(config: &Config, plan: &Plan, measured: &Measured) -> Result<()> {
         for (turn, r) in &per_turn {
             print!("{}", render_turn_block(*turn, r));
         }
-        (per_turn, super::multi_turn::request_turns(c, records, &turn_of))
+        (
+            per_turn,
+            super::multi_turn::request_turns(c, records, &turn_of),
+        )
     });
     let mut extra = extras::Extras::from_run(run, &plan.engine_opts);
     extra.prefix_cache = measured.prefix_cache;
@@ -657,7 +664,10 @@ fn finish(config: &Config, plan: &Plan, measured: &Measured) -> Result<()> {
                 .map(|(t, r)| Json::Object(turn_metrics(*t, r)))
                 .collect();
             doc.set("per_turn_metrics", Json::List(list));
-            let ids = conversations.iter().map(|c| Json::str(c.as_str())).collect();
+            let ids = conversations
+                .iter()
+                .map(|c| Json::str(c.as_str()))
+                .collect();
             doc.set("vllm_bench_conversation_ids", Json::List(ids));
             doc.set("vllm_bench_turns", Json::UInts(turn_numbers.into()));
         }

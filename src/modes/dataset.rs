@@ -19,7 +19,9 @@ use crate::config::{
 };
 use crate::datasets::burstgpt::BurstGpt;
 use crate::datasets::chat_format::ChatFormat;
-use crate::datasets::conversations::{self, Conversations, SyntheticOptions};
+use crate::datasets::conversations::{
+    self, Conversations, ShareGptConversationOptions, SyntheticOptions,
+};
 use crate::datasets::custom::{Custom, CustomOptions};
 use crate::datasets::hub_file::{dataset_file, HubAccess};
 use crate::datasets::max_model_len::retain_within;
@@ -73,18 +75,32 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
     })
 }
 
-/// `--multi-turn`: synthetic conversations from the random dataset's flags.
+/// `--multi-turn`: synthetic conversations from the random dataset's flags, or ShareGPT's
+/// conversations with all their turns.
 pub fn conversations(
     config: &Config,
     m: &MultiTurnConfig,
     tokenizer: Option<&Tokenizer>,
 ) -> Result<Conversations> {
     let ds = &config.dataset;
-    let DatasetParams::Random(p) = &ds.params else {
-        anyhow::bail!(
-            "--multi-turn with --dataset-name {}: not implemented yet (use random)",
-            ds.name
-        );
+    let tok = tokenizer::required(tokenizer, "multi-turn conversations")?;
+    let id_prefix = config.request.request_id_prefix.clone();
+    let p = match &ds.params {
+        DatasetParams::Random(p) => p,
+        DatasetParams::ShareGpt { output_len } => {
+            let opts = ShareGptConversationOptions {
+                conversations: ds.num_prompts,
+                min_turns: m.min_turns,
+                max_turns: m.max_turns,
+                output_len: *output_len,
+                seed: ds.seed,
+                shuffle: !ds.disable_shuffle,
+                id_prefix,
+            };
+            let path = sharegpt_path(ds.path.as_deref())?;
+            return Ok(conversations::sharegpt(&path, &opts, tok)?);
+        }
+        _ => anyhow::bail!("--multi-turn needs --dataset-name random or sharegpt"),
     };
     let pick = |n: usize| if n == 0 { m.num_turns } else { n };
     let opts = SyntheticOptions {
@@ -100,9 +116,8 @@ pub fn conversations(
         },
         per_turn_input_len: m.per_turn_input_len,
         prefix_ratios: (m.prefix_global_ratio, m.prefix_conversation_ratio),
-        id_prefix: config.request.request_id_prefix.clone(),
+        id_prefix,
     };
-    let tok = tokenizer::required(tokenizer, "multi-turn conversations")?;
     conversations::synthetic(&opts, tok)
 }
 

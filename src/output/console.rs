@@ -125,9 +125,17 @@ pub fn render_turn_block(turn: usize, report: &BenchmarkReport) -> String {
         if report.has_tokenizer {
             int_line(&mut out, "Total generated tokens:", m.total_output);
         }
-        float_line(&mut out, "Request throughput (req/s):", m.request_throughput);
+        float_line(
+            &mut out,
+            "Request throughput (req/s):",
+            m.request_throughput,
+        );
         if report.has_tokenizer {
-            float_line(&mut out, "Output token throughput (tok/s):", m.output_throughput);
+            float_line(
+                &mut out,
+                "Output token throughput (tok/s):",
+                m.output_throughput,
+            );
         }
     }
     for (kind, stats) in report.sections() {
