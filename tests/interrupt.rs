@@ -413,3 +413,39 @@ fn a_second_ctrl_c_exits_at_once() {
         "no result file after the second Ctrl-C"
     );
 }
+
+/// Conversations waiting out a minute of think time: Ctrl-C ends the waits at once; the
+/// turns never sent are counted as not sent (interrupted, not ended by a failure).
+#[test]
+fn ctrl_c_stops_conversations_in_their_think_time() {
+    let server = fast_mock();
+    let run = run_and_signal(
+        &server,
+        "multi-turn",
+        &[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--num-prompts",
+            "4",
+            "--multi-turn",
+            "--multi-turn-num-turns",
+            "3",
+            "--multi-turn-delay-ms",
+            "60000",
+        ],
+        |s| s.by_path.get("/v1/chat/completions").copied().unwrap_or(0) >= 4,
+        libc::SIGINT,
+    );
+    let (completed, failed, not_sent) = assert_interrupted(&run, 12);
+    assert_eq!((completed, failed, not_sent), (4, 0, 8));
+    assert!(run
+        .result
+        .get("vllm_bench_not_sent_session_ended")
+        .is_none());
+}

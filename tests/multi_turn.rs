@@ -316,3 +316,174 @@ fn sharegpt_conversations_send_their_human_turns_with_real_answers() {
         }
     }
 }
+
+/// The seed README's four multi-turn examples (`../shared/seeds/`), at `base_url`.
+fn seed_examples(base_url: &str, model: &str, sharegpt: &str) -> Vec<Vec<String>> {
+    let common = [
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        base_url,
+        "--model",
+        model,
+    ];
+    let with = |rest: &[&str]| -> Vec<String> {
+        common.iter().chain(rest).map(|s| s.to_string()).collect()
+    };
+    vec![
+        with(&[
+            "--dataset-name",
+            "random",
+            "--multi-turn",
+            "--multi-turn-num-turns",
+            "5",
+            "--random-input-len",
+            "512",
+            "--random-output-len",
+            "256",
+            "--num-prompts",
+            "50",
+            "--multi-turn-concurrency",
+            "10",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--save-result",
+        ]),
+        with(&[
+            "--dataset-name",
+            "random",
+            "--multi-turn",
+            "--multi-turn-min-turns",
+            "2",
+            "--multi-turn-max-turns",
+            "8",
+            "--random-input-len",
+            "2048",
+            "--per-turn-input-len",
+            "256",
+            "--random-output-len",
+            "128",
+            "--num-prompts",
+            "100",
+            "--multi-turn-concurrency",
+            "20",
+        ]),
+        with(&[
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            sharegpt,
+            "--multi-turn",
+            "--num-prompts",
+            "50",
+            "--multi-turn-concurrency",
+            "10",
+            "--save-result",
+        ]),
+        with(&[
+            "--multi-turn",
+            "--multi-turn-num-turns",
+            "3",
+            "--multi-turn-delay-ms",
+            "500",
+            "--num-prompts",
+            "100",
+            "--multi-turn-concurrency",
+            "20",
+        ]),
+    ]
+}
+
+/// Replaces the value of `flag` in `args` when it is there.
+fn scale(args: &mut [String], flag: &str, value: &str) {
+    if let Some(i) = args.iter().position(|a| a == flag) {
+        args[i + 1] = value.to_string();
+    }
+}
+
+fn run_example(args: &[String], extra: &[&str]) -> String {
+    let dir = TempDir::new("seed-multi-turn");
+    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.extend(["--tokenizer", tokenizer.to_str().unwrap(), "--disable-tqdm"]);
+    all.extend(extra);
+    let out = vllm_bench(&all, dir.path());
+    assert_eq!(out.code, 0, "{all:?}:\n{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("Failed requests:                         0 "),
+        "{all:?}:\n{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("===== Turn 2 ====="), "{}", out.stdout);
+    out.stdout
+}
+
+fn sharegpt_file() -> String {
+    let p = shared_dir().join("data/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json");
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn seed_examples_run_against_the_mock() {
+    let server = mock(|c| {
+        c.first_token_delay = std::time::Duration::ZERO;
+        c.token_interval = std::time::Duration::ZERO;
+        c.request_log = false;
+    });
+    for mut args in seed_examples(&server.base_url(), "mock-model", &sharegpt_file()) {
+        // Smaller, same shape: the think-time example keeps its 500 ms.
+        scale(&mut args, "--num-prompts", "12");
+        scale(&mut args, "--random-input-len", "64");
+        scale(&mut args, "--per-turn-input-len", "16");
+        run_example(&args, &[]);
+    }
+}
+
+/// The synthetic examples against llama.cpp, small: 2 conversations of 3 turns; the
+/// prompts the server counted grow turn by turn (the history is really sent).
+#[test]
+fn synthetic_examples_run_against_llama_cpp() {
+    let Some(server) = crate::util::start_tool_server("llama-server.sh", &[], &[]) else {
+        return;
+    };
+    let examples = seed_examples(&server.url, &server.model, &sharegpt_file());
+    for i in [0, 1, 3] {
+        let mut args = examples[i].clone();
+        scale(&mut args, "--num-prompts", "2");
+        scale(&mut args, "--multi-turn-num-turns", "3");
+        scale(&mut args, "--multi-turn-min-turns", "3");
+        scale(&mut args, "--multi-turn-max-turns", "3");
+        scale(&mut args, "--random-input-len", "24");
+        scale(&mut args, "--per-turn-input-len", "8");
+        scale(&mut args, "--random-output-len", "6");
+        scale(&mut args, "--multi-turn-delay-ms", "50");
+        scale(&mut args, "--multi-turn-concurrency", "2");
+        let dir = TempDir::new("llama-multi-turn");
+        let mut extra = vec![
+            "--save-result",
+            "--result-dir",
+            dir.arg(),
+            "--result-filename",
+            "r.json",
+        ];
+        // The think-time example leaves the lengths at their defaults (1024 tokens in is
+        // this llama.cpp's whole context).
+        for (flag, value) in [("--random-output-len", "6"), ("--random-input-len", "24")] {
+            if !args.iter().any(|a| a == flag) {
+                extra.extend([flag, value]);
+            }
+        }
+        args.retain(|a| a != "--save-result");
+        run_example(&args, &extra);
+        let text = std::fs::read_to_string(dir.path().join("r.json")).unwrap();
+        let doc: Map<String, Value> = serde_json::from_str(&text).unwrap();
+        let per_turn = list(&doc, "per_turn_metrics");
+        let input = |t: usize| per_turn[t]["total_input_tokens"].as_u64().unwrap();
+        assert_eq!(per_turn.len(), 3, "{args:?}");
+        assert!(
+            input(0) < input(1) && input(1) < input(2),
+            "history grows: {per_turn:?}"
+        );
+    }
+}
