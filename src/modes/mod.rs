@@ -4,6 +4,9 @@
 pub mod benchmark;
 pub mod dataset;
 pub mod multi_turn;
+pub mod plan;
+pub mod point;
+pub mod prepare;
 pub mod progress;
 pub mod target;
 pub mod trace;

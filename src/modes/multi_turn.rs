@@ -226,11 +226,6 @@ pub fn describe(c: &Conversations) -> String {
     )
 }
 
-/// The plan as the engine's source, shared by the run's workers.
-pub fn source(plan: Arc<ConversationPlan>) -> Arc<dyn SessionSource> {
-    plan
-}
-
 /// Python's metrics computed over each turn index's requests (turn 1 = every
 /// conversation's first request), each over the span from the turn's first send to its
 /// last end; in turn order.
@@ -279,4 +274,37 @@ pub fn request_turns(
             (id, u64::from(t.turn) + 1)
         })
         .unzip()
+}
+
+/// The first `n` conversations of `plan` as the engine's source (a sweep point that runs
+/// fewer conversations than were generated); all of them when `n` covers the plan.
+pub fn first_conversations(plan: Arc<ConversationPlan>, n: usize) -> Arc<dyn SessionSource> {
+    if n >= plan.len() {
+        return plan;
+    }
+    Arc::new(FirstConversations { plan, n })
+}
+
+/// A prefix of a plan's conversations: their records are the plan's first ones.
+struct FirstConversations {
+    plan: Arc<ConversationPlan>,
+    n: usize,
+}
+
+impl SessionSource for FirstConversations {
+    fn total(&self) -> usize {
+        self.plan.starts[self.n]
+    }
+
+    fn turns(&self, session: usize) -> usize {
+        self.plan.turns(session)
+    }
+
+    fn record(&self, session: usize, turn: usize) -> usize {
+        self.plan.record(session, turn)
+    }
+
+    fn follow(&self, session: usize) -> Box<dyn FollowUps + '_> {
+        self.plan.follow(session)
+    }
 }

@@ -1,0 +1,250 @@
+//! Everything decided and built once, before any clock starts: the I/O driver and cores,
+//! the server and its model, the tokenizer, the dataset through the one dispatch, every
+//! request's bytes ([`super::prepare`]), and the persistent engine; plus the ready check,
+//! the warm-ups and the profiler calls that use them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::backends::Api;
+use crate::config::{Config, DatasetParams};
+use crate::datasets::align::align_to_server;
+use crate::datasets::SampleRequest;
+use crate::engine::{Engine, EngineOptions};
+use crate::runtime::{available_cores, resolve_driver};
+use crate::tokenizer::{Tokenizer, TokenizerOptions};
+
+use super::point::max_concurrency;
+use super::prepare::{prepare, prepare_conversations, prepare_trace, Prepared};
+use super::target::{wait_until_ready, Target};
+use super::trace::TraceReplay;
+
+/// Everything decided and built before the clock starts.
+pub struct Plan {
+    pub target: Arc<Target>,
+    pub model_id: String,
+    pub tokenizer: Option<Tokenizer>,
+    pub trace: Option<TraceReplay>,
+    pub prepared: Prepared,
+    pub engine_opts: EngineOptions,
+    /// Started once: the ready check, the warm-ups and the measured run share its threads,
+    /// rings and kept-alive connections.
+    pub engine: Engine,
+}
+
+impl Plan {
+    /// Resolves the server, model and tokenizer and builds every request. `None` after a
+    /// `--dry-run` printed its summary.
+    pub fn build(config: &Config) -> Result<Option<Plan>> {
+        let (driver, note) = resolve_driver(config.engine.io_driver).map_err(anyhow::Error::msg)?;
+        if let Some(note) = note {
+            eprintln!("note: {note}");
+        }
+        let (client_cores, mock_core) = split_cores(config);
+        let target = Arc::new(Target::resolve(config, driver, mock_core)?);
+        let model_id = match (&config.model.model, &config.model.tokenizer) {
+            (Some(m), _) => m.clone(),
+            // --dry-run sends nothing, so it must not ask the server for its model either.
+            (None, Some(t)) if config.dry_run => t.clone(),
+            (None, _) => target.first_model()?,
+        };
+        let trace = match &config.dataset.params {
+            DatasetParams::TimedTrace(p) => Some(TraceReplay::load(config, p)?),
+            _ => None,
+        };
+        if let (true, Some(t)) = (config.dry_run, &trace) {
+            println!("{}", t.stats());
+            return Ok(None);
+        }
+        let tokenizer = load_tokenizer(config, &target, &model_id)?;
+        let conversations = match &config.multi_turn {
+            Some(m) => Some(super::dataset::conversations(
+                config,
+                m,
+                tokenizer.as_ref(),
+            )?),
+            None => None,
+        };
+        if let (true, Some(c)) = (config.dry_run, &conversations) {
+            println!("{}", super::multi_turn::describe(c));
+            return Ok(None);
+        }
+        let requests = match (&trace, &conversations) {
+            (None, None) => sample_requests(config, &target, &model_id, tokenizer.as_ref())?,
+            _ => Vec::new(),
+        };
+        if config.dry_run {
+            println!(
+                "{}",
+                crate::datasets::DatasetStats::from_requests(&requests)
+            );
+            return Ok(None);
+        }
+        let api = Api::for_backend(config.server.backend).with_context(|| {
+            format!(
+                "--backend {}: not implemented yet",
+                config.server.backend.name()
+            )
+        })?;
+        let model_name = config
+            .model
+            .served_model_name
+            .clone()
+            .unwrap_or_else(|| model_id.clone());
+        let prepared = match (&trace, &conversations) {
+            (Some(t), _) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref()),
+            (None, Some(c)) => prepare_conversations(config, &target, &model_name, c),
+            (None, None) => prepare(config, &target, api, &model_name, &requests),
+        }?;
+        let engine_opts = EngineOptions {
+            cores: client_cores,
+            pin: true,
+            driver,
+            request_timeout: config.engine.request_timeout,
+            preconnect: config.engine.preconnect,
+            keep_all_text: config.output.save_detailed,
+            interrupt_grace: config.engine.interrupt_grace,
+        };
+        let engine = Engine::start(target.endpoint.clone(), engine_opts.clone())?;
+        Ok(Some(Plan {
+            target,
+            model_id,
+            tokenizer,
+            trace,
+            prepared,
+            engine_opts,
+            engine,
+        }))
+    }
+
+    /// `--ready-check-timeout-sec`: one real request until it succeeds.
+    pub fn ready_check(&self, config: &Config) -> Result<()> {
+        if config.request.ready_check_timeout_sec == 0 {
+            return Ok(());
+        }
+        let timeout = Duration::from_secs(config.request.ready_check_timeout_sec);
+        println!(
+            "Waiting for endpoint to become up in {}s",
+            timeout.as_secs()
+        );
+        wait_until_ready(timeout, || one_request(&self.engine, &self.prepared))
+    }
+
+    /// `--num-warmups`: requests outside the measured window.
+    pub fn warm_up(&self, config: &Config) -> Result<()> {
+        if config.request.num_warmups == 0 {
+            return Ok(());
+        }
+        println!("Warming up with {} requests...", config.request.num_warmups);
+        let warm = self
+            .prepared
+            .subset(config.request.num_warmups, max_concurrency(config));
+        self.engine.run(warm, |_| {})?;
+        println!("Warmup run completed.");
+        Ok(())
+    }
+
+    /// `--profile`: `POST /start_profile` or `/stop_profile`, as Python does it: the lines
+    /// Python prints, and a server that refuses is a warning, not the end of the run.
+    pub fn profiler(&self, action: &str) {
+        let (doing, done) = match action {
+            "start" => ("Starting profiler...", "Profiler started"),
+            _ => ("Stopping profiler...", "Profiler stopped"),
+        };
+        println!("{doing}");
+        match self.target.profile(action) {
+            Ok(()) => println!("{done}"),
+            Err(e) => eprintln!("warning: --profile: {e:#}"),
+        }
+    }
+}
+
+/// The client's cores and, with `--mock-server` on a machine with more than one core, the
+/// core the mock gets to itself (the last one).
+fn split_cores(config: &Config) -> (Vec<usize>, Option<usize>) {
+    let mut all = available_cores();
+    let mock = match config.server.location {
+        crate::config::ServerLocation::EmbeddedMock if all.len() > 1 => all.pop(),
+        _ => None,
+    };
+    all.truncate(config.engine.num_cores.max(1));
+    (all, mock)
+}
+
+/// The tokenizer for the dataset and the output-length fallback: local/Hub/tiktoken, then the
+/// server's `/tokenize`; `None` with `--skip-tokenizer-init`.
+fn load_tokenizer(
+    config: &Config,
+    target: &Arc<Target>,
+    model_id: &str,
+) -> Result<Option<Tokenizer>> {
+    if config.model.skip_tokenizer_init {
+        return Ok(None);
+    }
+    let id = config
+        .model
+        .tokenizer
+        .clone()
+        .unwrap_or_else(|| model_id.to_string());
+    if target.mock.is_some() && config.model.tokenizer.is_none() {
+        // The embedded mock's own tokenizer is the exact one.
+        return Ok(Some(Tokenizer::server(
+            &id,
+            target.tokenize_endpoint(model_id),
+        )?));
+    }
+    let mode = config
+        .model
+        .tokenizer_mode
+        .parse()
+        .map_err(anyhow::Error::msg)?;
+    let opts = TokenizerOptions::new(id).mode(mode);
+    if config.model.tokenizer.is_some() {
+        // An explicit --tokenizer must load, as in Python: a typo in a path should stop the
+        // run, not silently switch to the server's tokenizer.
+        return Ok(Some(Tokenizer::load(&opts)?));
+    }
+    let (tok, fallback) = Tokenizer::load_or_server(&opts, target.tokenize_endpoint(model_id))?;
+    if let Some(why) = fallback {
+        eprintln!("note: {why}");
+    }
+    Ok(Some(tok))
+}
+
+/// Python 0.33 re-aligns random text prompts to the server's own tokenizer.
+fn needs_alignment(config: &Config) -> bool {
+    matches!(&config.dataset.params, DatasetParams::Random(p) if !p.prompt_token_ids)
+        && Api::for_backend(config.server.backend).is_some_and(|a| a.is_generation())
+}
+
+/// The dataset's requests, aligned to the server's tokenizer where Python does that.
+fn sample_requests(
+    config: &Config,
+    target: &Arc<Target>,
+    model_id: &str,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Vec<SampleRequest>> {
+    let mut requests = super::dataset::build(config, tokenizer)?;
+    if needs_alignment(config) {
+        let endpoint = target.tokenize_endpoint(model_id);
+        if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
+            println!("{msg}");
+        }
+    }
+    Ok(requests)
+}
+
+/// One request through the engine (the ready check).
+fn one_request(engine: &Engine, prepared: &Prepared) -> Result<(), String> {
+    // One worker: the run takes one core of the engine.
+    let report = engine
+        .run(prepared.subset(1, Some(1)), |_| {})
+        .map_err(|e| e.to_string())?;
+    match report.merged.outputs.first() {
+        Some(o) if o.success => Ok(()),
+        Some(o) => Err(o.error.clone()),
+        None => Err("no response".into()),
+    }
+}

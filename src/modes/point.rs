@@ -1,0 +1,389 @@
+//! One measured run of the plan, at one point: what it varies (prompts, rate, concurrency;
+//! a sweep runs several points on the same plan and engine), its schedule, the run itself
+//! with the progress bar and Ctrl-C, and its report (Python's block, our extras, the result
+//! file).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Result;
+
+use crate::config::Config;
+use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
+use crate::engine::session::Chains;
+use crate::engine::{RunReport, Workload};
+use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
+use crate::output::console::{
+    render_block, render_notices, render_preamble, render_turn_block, Preamble,
+};
+use crate::output::extras;
+use crate::output::json::{
+    append_extras, build_result, result_path, save_result, turn_metrics, Json, RpsChangeEvent,
+    RunInfo,
+};
+use crate::output::localtime::LocalDateTime;
+
+use super::benchmark::nothing_ran;
+use super::plan::Plan;
+use super::prepare::Prepared;
+use super::progress::{install_interrupt_handler, interrupted, Watcher};
+use super::trace::{measured_hit_ratio, prefix_cache_extras, scrape_prefix_cache, TraceReplay};
+
+/// What one measured run varies; everything else is the plan's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// Sessions run (the first ones of the plan): requests, or conversations.
+    pub num_prompts: usize,
+    /// Requests (sessions) per second; `f64::INFINITY` = all at once.
+    pub request_rate: f64,
+    /// Requests in flight at most.
+    pub max_concurrency: Option<usize>,
+}
+
+impl Point {
+    /// The one point of a plain run: every prepared session, the configured rate and cap.
+    pub fn of(config: &Config, prepared: &Prepared) -> Point {
+        Point {
+            num_prompts: prepared.requests.len(),
+            request_rate: config.rate.request_rate,
+            max_concurrency: max_concurrency(config),
+        }
+    }
+}
+
+/// What the measured run produced.
+pub struct Measured {
+    pub report: RunReport,
+    pub rps_events: Vec<RpsChangeEvent>,
+    pub prefix_cache: Option<extras::PrefixCache>,
+    /// Ctrl-C or SIGTERM stopped the run.
+    pub interrupted: bool,
+}
+
+/// The measured run of `point`: schedule, preamble, profiling start, progress bar,
+/// prefix-cache counters before and after.
+pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> {
+    let trace_offsets = plan
+        .trace
+        .as_ref()
+        .filter(|_| config.rate.self_timed)
+        .map(TraceReplay::arrival_offsets);
+    let (workload, offsets) =
+        schedule(config, &plan.prepared, point, trace_offsets).map_err(nothing_ran)?;
+    let cache_before = plan
+        .trace
+        .as_ref()
+        .and_then(|_| scrape_prefix_cache(&plan.target));
+    // Before the line a user (or a script) sees, so a Ctrl-C right after it is handled.
+    install_interrupt_handler();
+    println!("Starting main benchmark run...");
+    if config.profiling.enabled {
+        plan.profiler("start");
+    }
+    let ramp = config.rate.ramp_up;
+    print!(
+        "{}",
+        render_preamble(&preamble(config, point, ramp.as_ref()))
+    );
+    crate::http::control::close_idle_connections();
+    let wall_start = SystemTime::now();
+    let mut watcher = None;
+    let show_bar = !config.output.disable_tqdm;
+    let report = plan.engine.run(workload, |p| {
+        watcher = Some(Watcher::start(p, show_bar));
+    })?;
+    if let Some(w) = watcher {
+        w.finish();
+    }
+    let prefix_cache = plan.trace.as_ref().map(|t| {
+        let measured = cache_before
+            .zip(scrape_prefix_cache(&plan.target))
+            .and_then(|(before, after)| measured_hit_ratio(before, after));
+        prefix_cache_extras(&t.stats(), measured)
+    });
+    let rps_events = rps_changes(&rate_spec(config, point), offsets.as_deref().unwrap_or(&[]))
+        .into_iter()
+        .map(|(rps, at)| RpsChangeEvent {
+            rps,
+            timestamp: LocalDateTime::at(wall_start + Duration::from_secs_f64(at)).isoformat(),
+        })
+        .collect();
+    Ok(Measured {
+        report,
+        rps_events,
+        prefix_cache,
+        interrupted: interrupted(),
+    })
+}
+
+fn rate_spec(config: &Config, point: &Point) -> RateSpec {
+    let r = &config.rate;
+    RateSpec {
+        request_rate: point.request_rate,
+        burstiness: r.burstiness,
+        ramp_up: r.ramp_up,
+        seed: config.dataset.seed,
+    }
+}
+
+/// The measured workload of `point`: the plan's first `point.num_prompts` sessions with
+/// their arrival offsets (seconds; `None` when all are sent at once): the trace's own
+/// offsets when self-timed, else the rate's.
+pub fn schedule(
+    config: &Config,
+    prepared: &Prepared,
+    point: &Point,
+    trace_offsets: Option<Vec<f64>>,
+) -> Result<(Workload, Option<Vec<f64>>)> {
+    let n = point.num_prompts.min(prepared.requests.len());
+    let offsets = match trace_offsets {
+        Some(mut o) => {
+            o.truncate(n);
+            Some(o)
+        }
+        None => arrival_offsets(&rate_spec(config, point), n).map_err(anyhow::Error::msg)?,
+    };
+    let arrivals: Option<Arc<[Duration]>> = offsets.as_deref().map(|o| to_durations(o).into());
+    let first = |all: &Arc<[_]>| {
+        if n == all.len() {
+            all.clone()
+        } else {
+            all[..n].into()
+        }
+    };
+    let mut workload = Workload {
+        requests: first(&prepared.requests),
+        client_prompt_lens: prepared.prompt_lens[..n].into(),
+        arrivals,
+        max_concurrency: point.max_concurrency,
+        mode: prepared.mode,
+        sessions: prepared
+            .conversations
+            .clone()
+            .map(|c| super::multi_turn::first_conversations(c, n)),
+        expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
+    };
+    if let Some(parents) = &prepared.parents {
+        // A child turn waits for its parent: both run in one session.
+        let g = Chains::group(
+            workload.requests.clone(),
+            workload.client_prompt_lens.clone(),
+            workload.arrivals.clone(),
+            &parents[..n],
+        );
+        workload.requests = g.first_requests;
+        workload.client_prompt_lens = g.first_prompt_lens;
+        workload.arrivals = g.first_arrivals;
+        workload.sessions = Some(g.sessions);
+    }
+    Ok((workload, offsets))
+}
+
+/// The cap on requests in flight: `--multi-turn-concurrency` (conversations in flight,
+/// each one request at a time) before `--max-concurrency`.
+pub fn max_concurrency(config: &Config) -> Option<usize> {
+    config
+        .multi_turn
+        .as_ref()
+        .and_then(|m| m.concurrency)
+        .or(config.rate.max_concurrency)
+}
+
+fn preamble<'a>(config: &Config, point: &Point, ramp: Option<&'a RampUp>) -> Preamble<'a> {
+    Preamble {
+        self_timed: config.rate.self_timed,
+        ramp_up: ramp,
+        request_rate: point.request_rate,
+        burstiness: config.rate.burstiness,
+        max_concurrency: point.max_concurrency.map(|c| c as u64),
+    }
+}
+
+/// Metrics, the console block, our extras, and the result file.
+pub fn finish(config: &Config, plan: &Plan, point: &Point, measured: &Measured) -> Result<()> {
+    let run = &measured.report;
+    let tokenizer = plan.tokenizer.as_ref();
+    let outputs = &run.merged.outputs;
+    let task = TaskKind::for_backend(config.server.backend);
+    let count = |text: &str| tokenizer.map_or(0, |t| t.count_tokens(text));
+    let settings = ReportSettings {
+        duration_s: run.duration.as_secs_f64(),
+        task,
+        count_tokens: tokenizer.is_some().then_some(&count as _),
+        percentiles: config.output.metric_percentiles.clone(),
+        percentile_metrics: config.output.percentile_metrics.clone(),
+        goodput: config.output.goodput.clone(),
+        max_concurrency: point.max_concurrency.map(|c| c as u64),
+        request_rate: point.request_rate,
+    };
+    let report = BenchmarkReport::compute(outputs, &settings);
+    print!("{}", render_notices(outputs, task));
+    print!("{}", render_block(&report));
+    let turns = plan.prepared.conversations.as_ref().map(|c| {
+        let turn_of = c.turn_of_records();
+        let records = &run.merged.records;
+        let per_turn = super::multi_turn::per_turn_reports(outputs, records, &turn_of, &settings);
+        for (turn, r) in &per_turn {
+            print!("{}", render_turn_block(*turn, r));
+        }
+        (
+            per_turn,
+            super::multi_turn::request_turns(c, records, &turn_of),
+        )
+    });
+    let mut extra = extras::Extras::from_run(run, &plan.engine_opts);
+    extra.prefix_cache = measured.prefix_cache;
+    extra.interrupted = measured.interrupted;
+    print!("{}", extra.render());
+    if config.profiling.enabled {
+        // After the block, before the result is saved (Python's order).
+        plan.profiler("stop");
+    }
+    if config.output.save_result || config.output.append_result {
+        let info = RunInfo {
+            date: LocalDateTime::now().result_date(),
+            backend: config.server.backend.name().to_string(),
+            label: config.output.label.clone(),
+            model_id: plan.model_id.clone(),
+            tokenizer_id: tokenizer.map(|t| t.id().to_string()),
+            num_prompts: point.num_prompts as u64,
+            metadata: config.output.metadata.clone(),
+            request_rate: point.request_rate,
+            burstiness: config.rate.burstiness,
+            max_concurrency: point.max_concurrency.map(|c| c as u64),
+            ramp_up: config.rate.ramp_up,
+        };
+        let mut doc = build_result(
+            &info,
+            &report,
+            outputs,
+            &measured.rps_events,
+            config.output.save_detailed,
+        );
+        if let Some((per_turn, (conversations, turn_numbers))) = &turns {
+            let list = per_turn
+                .iter()
+                .map(|(t, r)| Json::Object(turn_metrics(*t, r)))
+                .collect();
+            doc.set("per_turn_metrics", Json::List(list));
+            let ids = conversations
+                .iter()
+                .map(|c| Json::str(c.as_str()))
+                .collect();
+            doc.set("vllm_bench_conversation_ids", Json::List(ids));
+            doc.set("vllm_bench_turns", Json::UInts(turn_numbers.into()));
+        }
+        append_extras(&mut doc, extra.to_json());
+        let path = result_path(
+            &info,
+            config.output.result_filename.as_deref(),
+            config.output.result_dir.as_deref(),
+        );
+        save_result(
+            &path,
+            config.output.result_dir.as_deref(),
+            &doc.to_json_string(),
+            config.output.append_result,
+        )?;
+        eprintln!("Saved the result to {}", path.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::ResponseMode;
+    use crate::http::request::{HeadTemplate, Method};
+
+    fn config(args: &[&str]) -> Config {
+        let cli = crate::cli::parse_from(std::iter::once("vllm-bench").chain(args.iter().copied()))
+            .expect("valid flags");
+        Config::from_cli(cli).expect("valid config")
+    }
+
+    fn prepared(n: usize, parents: Option<Vec<Option<u32>>>) -> Prepared {
+        let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
+        Prepared {
+            requests: (0..n)
+                .map(|i| head.build(Some(&i.to_string()), None, b""))
+                .collect(),
+            prompt_lens: (0..n as u32).collect(),
+            output_lens: vec![4; n],
+            mode: ResponseMode::Whole,
+            parents: parents.map(Into::into),
+            conversations: None,
+        }
+    }
+
+    #[test]
+    fn a_point_takes_the_first_sessions_at_its_rate_and_cap() {
+        let cfg = config(&["--request-rate", "10", "--max-concurrency", "7"]);
+        let p = prepared(5, None);
+        let one = Point::of(&cfg, &p);
+        assert_eq!(
+            (one.num_prompts, one.request_rate, one.max_concurrency),
+            (5, 10.0, Some(7))
+        );
+        let point = Point {
+            num_prompts: 3,
+            request_rate: 2.0,
+            max_concurrency: Some(2),
+        };
+        let (w, offsets) = schedule(&cfg, &p, &point, None).unwrap();
+        assert_eq!(
+            (w.requests.len(), w.total(), w.max_concurrency),
+            (3, 3, Some(2))
+        );
+        assert_eq!(&*w.client_prompt_lens, &[0, 1, 2]);
+        let offsets = offsets.expect("a finite rate has arrival times");
+        assert_eq!(offsets.len(), 3);
+        // Python rescales the gaps so the last of n requests arrives at n / rate.
+        assert!((offsets[2] - 1.5).abs() < 1e-9, "{offsets:?}");
+        let all_at_once = Point {
+            request_rate: f64::INFINITY,
+            ..point
+        };
+        assert!(schedule(&cfg, &p, &all_at_once, None).unwrap().1.is_none());
+    }
+
+    #[test]
+    fn trace_chains_are_grouped_within_the_point() {
+        let cfg = config(&[]);
+        // 0 <- 2 <- 3, 1 alone; a point of 3 requests drops request 3.
+        let p = prepared(4, Some(vec![None, None, Some(0), Some(2)]));
+        let point = Point {
+            num_prompts: 3,
+            request_rate: f64::INFINITY,
+            max_concurrency: None,
+        };
+        let trace_offsets = Some(vec![0.0, 0.1, 0.2, 0.3]);
+        let (w, offsets) = schedule(&cfg, &p, &point, trace_offsets).unwrap();
+        assert_eq!(offsets.unwrap().len(), 3);
+        assert_eq!(
+            (w.requests.len(), w.total()),
+            (2, 3),
+            "two sessions, three requests"
+        );
+        let sessions = w.sessions.expect("chains");
+        assert_eq!((sessions.turns(0), sessions.turns(1)), (2, 1));
+    }
+
+    #[test]
+    fn conversations_in_flight_come_before_max_concurrency() {
+        let cfg = config(&[
+            "--backend",
+            "openai-chat",
+            "--multi-turn",
+            "--multi-turn-concurrency",
+            "3",
+            "--max-concurrency",
+            "9",
+        ]);
+        assert_eq!(max_concurrency(&cfg), Some(3));
+        assert_eq!(
+            max_concurrency(&config(&["--max-concurrency", "9"])),
+            Some(9)
+        );
+    }
+}

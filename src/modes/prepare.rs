@@ -1,0 +1,176 @@
+//! Every request's bytes, built in parallel before the clock starts: the dataset's
+//! requests, a trace replay's shared-fragment requests, or a multi-turn run's first turns and
+//! the plan of its later ones.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use rayon::prelude::*;
+
+use crate::backends::conversation::ChatBody;
+use crate::backends::{build_body, Api, BodyOptions, ResponseMode};
+use crate::config::{Config, DatasetParams};
+use crate::datasets::conversations::Conversations;
+use crate::datasets::SampleRequest;
+use crate::engine::Workload;
+use crate::http::request::{HeadTemplate, Method, PreparedRequest};
+use crate::tokenizer::Tokenizer;
+
+use super::multi_turn::ConversationPlan;
+use super::target::Target;
+use super::trace::TraceReplay;
+
+/// Every request's bytes, built in parallel before the clock starts.
+pub struct Prepared {
+    /// The first request of each session (for every dataset but multi-turn and trace
+    /// chains, each request).
+    pub requests: Arc<[PreparedRequest]>,
+    pub prompt_lens: Arc<[u32]>,
+    pub output_lens: Vec<usize>,
+    pub mode: ResponseMode,
+    /// `--timed-trace-wait-parent`: the request each request waits for.
+    pub parents: Option<Arc<[Option<u32>]>>,
+    /// `--multi-turn`: the conversations (`requests` are their first turns).
+    pub conversations: Option<Arc<ConversationPlan>>,
+}
+
+impl Prepared {
+    /// The first `n` requests (cycled), all at once, for warmups and the ready check.
+    pub fn subset(&self, n: usize, max_concurrency: Option<usize>) -> Workload {
+        let pick = |i: usize| i % self.requests.len().max(1);
+        Workload {
+            requests: (0..n).map(|i| self.requests[pick(i)].clone()).collect(),
+            client_prompt_lens: (0..n).map(|i| self.prompt_lens[pick(i)]).collect(),
+            arrivals: None,
+            max_concurrency,
+            mode: self.mode,
+            sessions: None,
+            expected_tokens: self.output_lens.first().copied().unwrap_or(0),
+        }
+    }
+}
+
+/// The head every request of the run shares.
+fn head_template(config: &Config, target: &Target) -> HeadTemplate {
+    HeadTemplate::new(
+        Method::Post,
+        &target.base.request_path(&config.server.endpoint),
+        &target.base.host_header(),
+        &target.headers,
+    )
+}
+
+/// Everything in a body but the prompt and the output length.
+fn body_options(config: &Config, model_name: &str) -> BodyOptions {
+    BodyOptions {
+        model: model_name.to_string(),
+        logprobs: config.request.logprobs.map(i64::from),
+        ignore_eos: config.request.ignore_eos,
+        extra_body: config.request.extra_body.clone(),
+    }
+}
+
+pub fn prepare(
+    config: &Config,
+    target: &Target,
+    api: Api,
+    model_name: &str,
+    requests: &[SampleRequest],
+) -> Result<Prepared> {
+    let head = head_template(config, target);
+    let opts = body_options(config, model_name);
+    let built: Result<Vec<_>, String> = requests
+        .par_iter()
+        .map(|r| {
+            let body = build_body(api, &r.prompt, r.expected_output_len, &opts)?;
+            Ok(head.build(r.request_id.as_deref(), Some("application/json"), &body))
+        })
+        .collect();
+    Ok(Prepared {
+        requests: built.map_err(anyhow::Error::msg)?.into(),
+        prompt_lens: requests.iter().map(|r| r.prompt_len as u32).collect(),
+        output_lens: requests.iter().map(|r| r.expected_output_len).collect(),
+        mode: api.response_mode(),
+        parents: None,
+        conversations: None,
+    })
+}
+
+/// A multi-turn run's first turns, and the plan that builds the later ones.
+pub fn prepare_conversations(
+    config: &Config,
+    target: &Target,
+    model_name: &str,
+    conversations: &Conversations,
+) -> Result<Prepared> {
+    let opts = body_options(config, model_name);
+    // Synthetic answers get their planned length without --ignore-eos.
+    let min_tokens = matches!(config.dataset.params, DatasetParams::Random(_));
+    let body = ChatBody::new(&opts, min_tokens).map_err(anyhow::Error::msg)?;
+    let think = Duration::from_millis(config.multi_turn.as_ref().map_or(0, |m| m.delay_ms));
+    let plan = ConversationPlan::new(conversations, head_template(config, target), body, think);
+    let (requests, prompt_lens) = plan.first_requests();
+    Ok(Prepared {
+        requests: requests.into(),
+        prompt_lens: prompt_lens.into(),
+        output_lens: vec![plan.max_output_len()],
+        mode: Api::Chat.response_mode(),
+        parents: None,
+        conversations: Some(Arc::new(plan)),
+    })
+}
+
+/// A trace replay's requests, built from shared prompt fragments (see `super::trace`).
+pub fn prepare_trace(
+    config: &Config,
+    target: &Target,
+    api: Api,
+    model_name: &str,
+    trace: &TraceReplay,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Prepared> {
+    let requests = trace.prepare(
+        api,
+        &head_template(config, target),
+        &body_options(config, model_name),
+        &config.request.request_id_prefix,
+        tokenizer,
+    )?;
+    Ok(Prepared {
+        requests: requests.into(),
+        prompt_lens: trace.prompt_lens().into(),
+        output_lens: trace.output_lens(),
+        mode: api.response_mode(),
+        parents: trace.parents().map(Into::into),
+        conversations: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subset_cycles_the_first_requests_all_at_once() {
+        let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
+        let p = Prepared {
+            requests: (0..3)
+                .map(|i| head.build(Some(&i.to_string()), None, b""))
+                .collect(),
+            prompt_lens: vec![10, 11, 12].into(),
+            output_lens: vec![5, 6, 7],
+            mode: ResponseMode::Whole,
+            parents: Some(vec![None, Some(0), None].into()),
+            conversations: None,
+        };
+        let w = p.subset(5, Some(2));
+        assert_eq!(&*w.client_prompt_lens, &[10, 11, 12, 10, 11]);
+        assert_eq!(w.requests[3].to_vec(), p.requests[0].to_vec());
+        assert!(
+            w.arrivals.is_none() && w.sessions.is_none(),
+            "independent, at once"
+        );
+        assert_eq!((w.max_concurrency, w.expected_tokens), (Some(2), 5));
+    }
+}
