@@ -93,6 +93,15 @@ pub struct Config {
 }
 
 impl Config {
+    /// The cap on requests in flight: `--multi-turn-concurrency` (conversations in flight,
+    /// each one request at a time) before `--max-concurrency`.
+    pub fn max_in_flight(&self) -> Option<usize> {
+        self.multi_turn
+            .as_ref()
+            .and_then(|m| m.concurrency)
+            .or(self.rate.max_concurrency)
+    }
+
     /// Resolves and validates `cli`. Errors are one line and mean exit code 2.
     pub fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
         let mut warnings = cli.warnings().to_vec();

@@ -687,12 +687,12 @@ fn help_is_grouped_and_marks_unimplemented_flags() {
         assert!(at > last, "{g} out of order");
         last = at;
     }
-    let num_runs = text
+    let lora = text
         .lines()
-        .skip_while(|l| !l.contains("--num-runs"))
+        .skip_while(|l| !l.contains("--lora-assignment"))
         .take(3)
         .collect::<String>();
-    assert!(num_runs.contains("[not implemented yet]"), "{num_runs}");
+    assert!(lora.contains("[not implemented yet]"), "{lora}");
     assert!(text.contains("[env: VLLM_BENCH_CORES=]"));
     assert!(text.contains("[default: inf]"));
 }
@@ -1119,8 +1119,10 @@ fn sweep_flags_are_checked() {
         invalid(&["--sweep-num-prompts-factor", "3"]),
         "--sweep-num-prompts-factor: needs --sweep-max-concurrency or --sweep-request-rate"
     );
-    let err = config_error(&["--sweep-request-rate", "1,10,inf"]);
-    assert_eq!(err.kind(), ConfigErrorKind::NotImplemented);
+    assert_eq!(
+        invalid(&["--num-runs", "2", "--sweep-request-rate", "1,10,inf"]),
+        "--num-runs: cannot be combined with a sweep; run the sweep once per repetition"
+    );
 }
 
 #[test]
@@ -1246,7 +1248,7 @@ fn unimplemented_features_are_accepted_then_refused_by_name() {
     for (args, what) in [
         (&["--backend", "openai-audio"][..], "--backend openai-audio"),
         (&["--dataset-name", "hf"][..], "--dataset-name hf"),
-        (&["--num-runs", "5"][..], "--num-runs"),
+        (&["--lora-modules", "a"][..], "--lora-modules"),
         (&["--compare", "a.json", "b.json"][..], "--compare"),
         (
             &["--profile", "--profile-batch-threshold", "9"][..],

@@ -10,6 +10,7 @@ mod interrupt;
 mod mock_server;
 mod module_graph;
 mod multi_turn;
+mod runs;
 mod timed_trace;
 mod trace_replay;
 mod util;

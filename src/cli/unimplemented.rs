@@ -50,7 +50,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--probe-request-rate",
     "--plot-timeline",
     "--timeline-itl-thresholds",
-    "--sweep-summary-percentiles",
     "--use-beam-search",
     // Steady-state metrics.
     "--steady-state-threshold",
@@ -59,16 +58,10 @@ pub const UNIMPLEMENTED: &[&str] = &[
     // Profiling (`--profile` itself runs).
     "--profile-batch-threshold",
     "--profile-duration",
-    // Sweeps.
-    "--sweep-max-concurrency",
-    "--sweep-request-rate",
-    "--sweep-num-prompts-factor",
-    "--reset-prefix-cache",
     // LoRA.
     "--lora-modules",
     "--lora-assignment",
-    // Multi-run and comparison.
-    "--num-runs",
+    // Comparison.
     "--compare",
 ];
 

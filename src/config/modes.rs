@@ -348,6 +348,14 @@ pub(super) fn multi_run(cli: &Cli) -> Result<MultiRunConfig, ConfigError> {
     if m.num_runs == 0 {
         return Err(ConfigError::value("--num-runs", 0, "must be at least 1"));
     }
+    let sweeping =
+        cli.sweep.sweep_max_concurrency.is_some() || cli.sweep.sweep_request_rate.is_some();
+    if m.num_runs > 1 && sweeping {
+        return Err(ConfigError::flag(
+            "--num-runs",
+            "cannot be combined with a sweep; run the sweep once per repetition",
+        ));
+    }
     let compare = match &m.compare[..] {
         [] => None,
         [a, b] => Some((PathBuf::from(a), PathBuf::from(b))),

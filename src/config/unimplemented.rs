@@ -37,10 +37,10 @@ mod tests {
 
     #[test]
     fn check_refuses_the_first_given_flag() {
-        let cli = parse(&["--num-runs", "2", "--compare", "a", "b"]).unwrap();
+        let cli = parse(&["--lora-modules", "x", "--compare", "a", "b"]).unwrap();
         assert_eq!(
             check(&cli).unwrap_err().message(),
-            ConfigError::not_implemented("--num-runs").message()
+            ConfigError::not_implemented("--lora-modules").message()
         );
         let cli = parse(&["--backend", "openai-audio"]).unwrap();
         assert!(check(&cli)

@@ -4,9 +4,11 @@
 pub mod benchmark;
 pub mod dataset;
 pub mod multi_turn;
+pub mod outcome;
 pub mod plan;
 pub mod point;
 pub mod prepare;
 pub mod progress;
+pub mod runs;
 pub mod target;
 pub mod trace;

@@ -16,7 +16,6 @@ use crate::engine::{Engine, EngineOptions};
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
-use super::point::max_concurrency;
 use super::prepare::{prepare, prepare_conversations, prepare_trace, Prepared};
 use super::target::{wait_until_ready, Target};
 use super::trace::TraceReplay;
@@ -140,7 +139,7 @@ impl Plan {
         println!("Warming up with {} requests...", config.request.num_warmups);
         let warm = self
             .prepared
-            .subset(config.request.num_warmups, max_concurrency(config));
+            .subset(config.request.num_warmups, config.max_in_flight());
         self.engine.run(warm, |_| {})?;
         println!("Warmup run completed.");
         Ok(())

@@ -23,7 +23,7 @@ use crate::output::json::{
 };
 use crate::output::localtime::LocalDateTime;
 
-use super::benchmark::nothing_ran;
+use super::outcome::nothing_ran;
 use super::plan::Plan;
 use super::prepare::Prepared;
 use super::progress::{install_interrupt_handler, interrupted, Watcher};
@@ -46,7 +46,7 @@ impl Point {
         Point {
             num_prompts: prepared.requests.len(),
             request_rate: config.rate.request_rate,
-            max_concurrency: max_concurrency(config),
+            max_concurrency: config.max_in_flight(),
         }
     }
 }
@@ -179,16 +179,6 @@ pub fn schedule(
     Ok((workload, offsets))
 }
 
-/// The cap on requests in flight: `--multi-turn-concurrency` (conversations in flight,
-/// each one request at a time) before `--max-concurrency`.
-pub fn max_concurrency(config: &Config) -> Option<usize> {
-    config
-        .multi_turn
-        .as_ref()
-        .and_then(|m| m.concurrency)
-        .or(config.rate.max_concurrency)
-}
-
 fn preamble<'a>(config: &Config, point: &Point, ramp: Option<&'a RampUp>) -> Preamble<'a> {
     Preamble {
         self_timed: config.rate.self_timed,
@@ -199,8 +189,44 @@ fn preamble<'a>(config: &Config, point: &Point, ramp: Option<&'a RampUp>) -> Pre
     }
 }
 
+/// How a measured point is reported.
+#[derive(Debug, Clone, Default)]
+pub struct Reporting {
+    /// No console block (repeated runs print one line each instead).
+    pub quiet: bool,
+    /// Build the result document (`--save-result` / `--append-result`) but do not write it:
+    /// the caller collects it (repeated runs write one file holding every run).
+    pub collect: bool,
+    /// Appended to the stem of `--result-filename` (sweep points, which would otherwise
+    /// overwrite one file).
+    pub file_suffix: Option<String>,
+}
+
+/// What reporting a point produced.
+pub struct Finished {
+    pub report: BenchmarkReport,
+    /// The result document, when one was built.
+    pub document: Option<String>,
+    /// Where it was written (or, collected, would have been).
+    pub file: Option<std::path::PathBuf>,
+}
+
+/// `name` with `suffix` before its extension.
+fn with_suffix(name: &str, suffix: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}{suffix}.{ext}"),
+        _ => format!("{name}{suffix}"),
+    }
+}
+
 /// Metrics, the console block, our extras, and the result file.
-pub fn finish(config: &Config, plan: &Plan, point: &Point, measured: &Measured) -> Result<()> {
+pub fn finish(
+    config: &Config,
+    plan: &Plan,
+    point: &Point,
+    measured: &Measured,
+    how: &Reporting,
+) -> Result<Finished> {
     let run = &measured.report;
     let tokenizer = plan.tokenizer.as_ref();
     let outputs = &run.merged.outputs;
@@ -217,13 +243,15 @@ pub fn finish(config: &Config, plan: &Plan, point: &Point, measured: &Measured) 
         request_rate: point.request_rate,
     };
     let report = BenchmarkReport::compute(outputs, &settings);
-    print!("{}", render_notices(outputs, task));
-    print!("{}", render_block(&report));
+    if !how.quiet {
+        print!("{}", render_notices(outputs, task));
+        print!("{}", render_block(&report));
+    }
     let turns = plan.prepared.conversations.as_ref().map(|c| {
         let turn_of = c.turn_of_records();
         let records = &run.merged.records;
         let per_turn = super::multi_turn::per_turn_reports(outputs, records, &turn_of, &settings);
-        for (turn, r) in &per_turn {
+        for (turn, r) in per_turn.iter().filter(|_| !how.quiet) {
             print!("{}", render_turn_block(*turn, r));
         }
         (
@@ -234,11 +262,14 @@ pub fn finish(config: &Config, plan: &Plan, point: &Point, measured: &Measured) 
     let mut extra = extras::Extras::from_run(run, &plan.engine_opts);
     extra.prefix_cache = measured.prefix_cache;
     extra.interrupted = measured.interrupted;
-    print!("{}", extra.render());
+    if !how.quiet {
+        print!("{}", extra.render());
+    }
     if config.profiling.enabled {
         // After the block, before the result is saved (Python's order).
         plan.profiler("stop");
     }
+    let (mut document, mut file) = (None, None);
     if config.output.save_result || config.output.append_result {
         let info = RunInfo {
             date: LocalDateTime::now().result_date(),
@@ -274,20 +305,33 @@ pub fn finish(config: &Config, plan: &Plan, point: &Point, measured: &Measured) 
             doc.set("vllm_bench_turns", Json::UInts(turn_numbers.into()));
         }
         append_extras(&mut doc, extra.to_json());
-        let path = result_path(
-            &info,
-            config.output.result_filename.as_deref(),
-            config.output.result_dir.as_deref(),
-        );
-        save_result(
-            &path,
-            config.output.result_dir.as_deref(),
-            &doc.to_json_string(),
-            config.output.append_result,
-        )?;
-        eprintln!("Saved the result to {}", path.display());
+        let text = doc.to_json_string();
+        let name = config
+            .output
+            .result_filename
+            .as_deref()
+            .map(|n| match &how.file_suffix {
+                Some(s) => with_suffix(n, s),
+                None => n.to_string(),
+            });
+        let path = result_path(&info, name.as_deref(), config.output.result_dir.as_deref());
+        if !how.collect {
+            save_result(
+                &path,
+                config.output.result_dir.as_deref(),
+                &text,
+                config.output.append_result,
+            )?;
+            eprintln!("Saved the result to {}", path.display());
+        }
+        file = Some(path);
+        document = Some(text);
     }
-    Ok(())
+    Ok(Finished {
+        report,
+        document,
+        file,
+    })
 }
 
 #[cfg(test)]
@@ -380,10 +424,7 @@ mod tests {
             "--max-concurrency",
             "9",
         ]);
-        assert_eq!(max_concurrency(&cfg), Some(3));
-        assert_eq!(
-            max_concurrency(&config(&["--max-concurrency", "9"])),
-            Some(9)
-        );
+        assert_eq!(cfg.max_in_flight(), Some(3));
+        assert_eq!(config(&["--max-concurrency", "9"]).max_in_flight(), Some(9));
     }
 }

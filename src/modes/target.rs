@@ -136,6 +136,24 @@ impl Target {
             .with_context(|| format!("{url} lists no model; pass --model"))
     }
 
+    /// `POST /reset_prefix_cache` (`--reset-prefix-cache`, before each sweep point).
+    pub fn reset_prefix_cache(&self) -> Result<()> {
+        let path = "/reset_prefix_cache";
+        let url = self.base.url_of(path);
+        let resp = self
+            .post(path, &Value::Object(Default::default()), CONTROL_TIMEOUT)
+            .map_err(|e| anyhow::anyhow!("--reset-prefix-cache: POST {url}: {e}"))?;
+        if !resp.is_success() {
+            bail!(
+                "--reset-prefix-cache: POST {url} returned HTTP {} {}: vLLM serves it only \
+                 when started with VLLM_SERVER_DEV_MODE=1",
+                resp.status,
+                resp.reason
+            );
+        }
+        Ok(())
+    }
+
     /// Starts or stops server-side profiling (`/start_profile`, `/stop_profile`).
     pub fn profile(&self, action: &str) -> Result<()> {
         let path = format!("/{action}_profile");

@@ -8,3 +8,4 @@ pub mod console;
 pub mod extras;
 pub mod json;
 pub mod localtime;
+pub mod summary;

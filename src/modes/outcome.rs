@@ -1,0 +1,81 @@
+//! How an invocation ended, for the exit status: completed, interrupted, or ran without a
+//! single success; and the error that means nothing was sent at all.
+
+use crate::metrics::RequestOutput;
+
+/// How a benchmark that ran ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Ran to the end of its schedule (or was a `--dry-run`).
+    Completed,
+    /// Stopped by Ctrl-C or SIGTERM; what was measured was reported, marked interrupted.
+    Interrupted,
+    /// Ran, reported and saved, but not one request succeeded (a server that is down, a
+    /// wrong port or protocol): a script must be able to tell this from a good run.
+    NoneSucceeded {
+        failed: usize,
+        /// One failure's reason, for the closing line.
+        example: String,
+    },
+}
+
+/// How the measured run ended: interrupted first, then whether anything succeeded.
+pub fn outcome(outputs: &[RequestOutput], interrupted: bool) -> Outcome {
+    if interrupted {
+        return Outcome::Interrupted;
+    }
+    if outputs.is_empty() || outputs.iter().any(|o| o.success) {
+        return Outcome::Completed;
+    }
+    Outcome::NoneSucceeded {
+        failed: outputs.len(),
+        example: outputs[0].error.clone(),
+    }
+}
+
+/// An error before the measured run sent a request (a server that cannot be reached or
+/// listed, a tokenizer or dataset that cannot be built, a ready check that timed out): the
+/// program exits 2 (nothing ran), not 1 (the run failed). Displays its cause as one line.
+#[derive(Debug)]
+pub struct NothingRan(anyhow::Error);
+
+impl std::fmt::Display for NothingRan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for NothingRan {}
+
+pub fn nothing_ran(e: anyhow::Error) -> anyhow::Error {
+    NothingRan(e).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(success: bool, error: &str) -> RequestOutput {
+        RequestOutput {
+            success,
+            error: error.into(),
+            ..RequestOutput::default()
+        }
+    }
+
+    #[test]
+    fn outcome_is_interrupted_first_then_whether_anything_succeeded() {
+        let failed = [output(false, "Bad Gateway"), output(false, "x")];
+        let mixed = [output(false, "x"), output(true, "")];
+        assert_eq!(outcome(&failed, true), Outcome::Interrupted);
+        assert_eq!(outcome(&mixed, false), Outcome::Completed);
+        assert_eq!(outcome(&[], false), Outcome::Completed, "nothing planned");
+        assert_eq!(
+            outcome(&failed, false),
+            Outcome::NoneSucceeded {
+                failed: 2,
+                example: "Bad Gateway".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! Which measured runs one invocation makes, all on one plan and one engine: the single run
+//! of a plain benchmark, a sweep's points (`--sweep-max-concurrency`, `--sweep-request-rate`)
+//! or `--num-runs` repetitions; and the summary after them.
+//!
+//! A sweep generates its dataset once, for its largest point, and every point takes the
+//! first sessions it needs, so the points differ only in what they sweep.
+
+use std::borrow::Cow;
+
+use anyhow::Result;
+
+use crate::config::{Config, SweepAxis};
+use crate::output::json::save_result;
+use crate::output::localtime::LocalDateTime;
+use crate::output::summary::{
+    render_run_line, render_spreads, render_sweep, runs_json, spreads, sweep_json,
+};
+
+use super::outcome::{nothing_ran, outcome, Outcome};
+use super::plan::Plan;
+use super::point::{self, Point, Reporting};
+use super::prepare::Prepared;
+
+/// The measured runs of one invocation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Runs {
+    One(Point),
+    /// `axis` is the varied value's name (`max_concurrency`, `request_rate`), `values` its
+    /// value at each point, as shown.
+    Sweep {
+        axis: &'static str,
+        values: Vec<String>,
+        points: Vec<Point>,
+        reset_prefix_cache: bool,
+    },
+    /// `--num-runs`: the same point `runs` times.
+    Repeat {
+        point: Point,
+        runs: usize,
+    },
+}
+
+/// Sessions a point of a concurrency sweep runs: concurrency × `--sweep-num-prompts-factor`,
+/// else `--num-prompts`.
+fn sweep_prompts(config: &Config, concurrency: usize) -> usize {
+    let factor = config.sweep.as_ref().and_then(|s| s.num_prompts_factor);
+    factor.map_or(config.dataset.num_prompts, |f| {
+        concurrency.saturating_mul(f)
+    })
+}
+
+/// The configuration the plan is built from: a sweep's dataset sized for its largest
+/// point, and `--sweep-summary-percentiles` added to the computed percentiles.
+pub fn plan_config(config: &Config) -> Cow<'_, Config> {
+    let Some(sweep) = &config.sweep else {
+        return Cow::Borrowed(config);
+    };
+    let mut c = config.clone();
+    if let SweepAxis::MaxConcurrency(values) = &sweep.axis {
+        let largest = values.iter().map(|&v| sweep_prompts(config, v)).max();
+        c.dataset.num_prompts = largest.unwrap_or(c.dataset.num_prompts);
+    }
+    for &p in &config.output.sweep_summary_percentiles {
+        if !c.output.metric_percentiles.contains(&p) {
+            c.output.metric_percentiles.push(p);
+        }
+    }
+    Cow::Owned(c)
+}
+
+/// A rate as the summary shows it (`inf`, `10`, `2.5`).
+fn rate_text(r: f64) -> String {
+    if r.is_infinite() {
+        "inf".into()
+    } else {
+        crate::pyfmt::float_repr(r)
+    }
+}
+
+impl Runs {
+    /// The runs `config` asks for, over the plan's prepared sessions.
+    pub fn of(config: &Config, prepared: &Prepared) -> Runs {
+        let one = Point::of(config, prepared);
+        let sessions = prepared.requests.len();
+        if let Some(sweep) = &config.sweep {
+            let (axis, values, points) = match &sweep.axis {
+                SweepAxis::MaxConcurrency(cs) => (
+                    "max_concurrency",
+                    cs.iter().map(usize::to_string).collect(),
+                    cs.iter()
+                        .map(|&c| Point {
+                            num_prompts: sweep_prompts(config, c).min(sessions),
+                            max_concurrency: Some(c),
+                            ..one
+                        })
+                        .collect(),
+                ),
+                SweepAxis::RequestRate(rates) => (
+                    "request_rate",
+                    rates.iter().map(|&r| rate_text(r)).collect(),
+                    rates
+                        .iter()
+                        .map(|&r| Point {
+                            request_rate: r,
+                            max_concurrency: config.max_in_flight(),
+                            ..one
+                        })
+                        .collect(),
+                ),
+            };
+            return Runs::Sweep {
+                axis,
+                values,
+                points,
+                reset_prefix_cache: sweep.reset_prefix_cache,
+            };
+        }
+        match config.multi_run.num_runs {
+            n if n > 1 => Runs::Repeat {
+                point: one,
+                runs: n,
+            },
+            _ => Runs::One(one),
+        }
+    }
+
+    /// Runs them all (stopping after an interrupted one) and reports; the outcome of the
+    /// invocation: interrupted if any run was, none succeeded if no run had a success.
+    pub fn run(&self, plan: &Plan, config: &Config) -> Result<Outcome> {
+        match self {
+            Runs::One(p) => {
+                let m = point::measure(plan, config, p)?;
+                point::finish(config, plan, p, &m, &Reporting::default())?;
+                Ok(outcome(&m.report.merged.outputs, m.interrupted))
+            }
+            Runs::Sweep {
+                axis,
+                values,
+                points,
+                reset_prefix_cache,
+            } => sweep(plan, config, axis, values, points, *reset_prefix_cache),
+            Runs::Repeat { point, runs } => repeat(plan, config, point, *runs),
+        }
+    }
+}
+
+/// The outcome of several runs.
+fn combined(outcomes: Vec<Outcome>) -> Outcome {
+    if outcomes.contains(&Outcome::Interrupted) {
+        return Outcome::Interrupted;
+    }
+    match outcomes.iter().find(|o| **o == Outcome::Completed) {
+        Some(_) => Outcome::Completed,
+        None => outcomes.into_iter().next().unwrap_or(Outcome::Completed),
+    }
+}
+
+fn saves(config: &Config) -> bool {
+    config.output.save_result || config.output.append_result
+}
+
+/// Where a summary document goes: beside the results, named after `--result-filename`
+/// when given.
+fn summary_path(config: &Config, kind: &str) -> std::path::PathBuf {
+    let name = match config.output.result_filename.as_deref() {
+        Some(n) => match n.rsplit_once('.') {
+            Some((stem, ext)) => format!("{stem}-{kind}.{ext}"),
+            None => format!("{n}-{kind}"),
+        },
+        None => format!("{kind}-{}.json", LocalDateTime::now().result_date()),
+    };
+    match config.output.result_dir.as_deref() {
+        Some(dir) => dir.join(name),
+        None => name.into(),
+    }
+}
+
+fn sweep(
+    plan: &Plan,
+    config: &Config,
+    axis: &str,
+    values: &[String],
+    points: &[Point],
+    reset: bool,
+) -> Result<Outcome> {
+    let (mut reports, mut files, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, (p, v)) in points.iter().zip(values).enumerate() {
+        if reset {
+            let done = plan.target.reset_prefix_cache();
+            // Refused before the first point: nothing ran.
+            done.map_err(|e| if i == 0 { nothing_ran(e) } else { e })?;
+        }
+        println!("Sweep point {}/{}: {axis} = {v}", i + 1, points.len());
+        let m = point::measure(plan, config, p)?;
+        let how = Reporting {
+            file_suffix: Some(format!("-{axis}{v}")),
+            ..Reporting::default()
+        };
+        let f = point::finish(config, plan, p, &m, &how)?;
+        outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
+        reports.push(f.report);
+        files.push(f.file.map(|p| p.display().to_string()));
+        if m.interrupted {
+            break;
+        }
+    }
+    let shown = &values[..reports.len()];
+    print!("{}", render_sweep(axis, shown, &reports));
+    if saves(config) {
+        let path = summary_path(config, "sweep-summary");
+        let doc = sweep_json(axis, shown, &reports, &files);
+        save_result(&path, config.output.result_dir.as_deref(), &doc, false)?;
+        eprintln!("Saved the sweep summary to {}", path.display());
+    }
+    Ok(combined(outcomes))
+}
+
+fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcome> {
+    let how = Reporting {
+        quiet: true,
+        collect: true,
+        file_suffix: None,
+    };
+    let (mut reports, mut documents, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut path = None;
+    for i in 0..runs {
+        let m = point::measure(plan, config, p)?;
+        let f = point::finish(config, plan, p, &m, &how)?;
+        print!("{}", render_run_line(i + 1, runs, &f.report));
+        outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
+        reports.push(f.report);
+        documents.extend(f.document);
+        path = f.file.or(path);
+        if m.interrupted {
+            break;
+        }
+    }
+    let stats = spreads(&reports);
+    print!("{}", render_spreads(&stats, reports.len()));
+    if let Some(path) = path.filter(|_| saves(config)) {
+        let doc = runs_json(&documents, &stats);
+        save_result(
+            &path,
+            config.output.result_dir.as_deref(),
+            &doc,
+            config.output.append_result,
+        )?;
+        eprintln!(
+            "Saved the {} runs and their statistics to {}",
+            reports.len(),
+            path.display()
+        );
+    }
+    Ok(combined(outcomes))
+}

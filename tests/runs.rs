@@ -1,0 +1,192 @@
+//! Several measured runs of one plan through the real binary against an in-process mock:
+//! sweeps over concurrency and rate (one result file per point, a summary with the best
+//! point, one prefix-cache reset per point, exactly each point's requests) and `--num-runs`
+//! (every run's requests sent, statistics equal to a hand computation).
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+use vllm_bench::mock::MockServer;
+
+use crate::e2e::{mock, vllm_bench, TempDir};
+use crate::util::shared_dir;
+
+fn run(server: &MockServer, dir: &TempDir, extra: &[&str]) -> String {
+    let url = server.base_url();
+    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let mut args = vec![
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer.to_str().unwrap(),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.arg(),
+    ];
+    args.extend(extra);
+    let out = vllm_bench(&args, dir.path());
+    assert_eq!(out.code, 0, "{args:?}:\n{}\n{}", out.stdout, out.stderr);
+    out.stdout
+}
+
+fn json(path: &Path) -> Map<String, Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The result files of a directory by name, without the summary.
+fn results(dir: &TempDir) -> Vec<(String, Map<String, Value>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.to_string_lossy().contains("summary"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                json(&p),
+            )
+        })
+        .collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files
+}
+
+#[test]
+fn a_concurrency_sweep_runs_each_point_on_one_plan() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("sweep-c");
+    let stdout = run(
+        &server,
+        &dir,
+        &[
+            "--sweep-max-concurrency",
+            "1,3",
+            "--sweep-num-prompts-factor",
+            "4",
+            "--reset-prefix-cache",
+            "--result-filename",
+            "s.json",
+        ],
+    );
+    assert!(
+        stdout.contains("Sweep point 2/2: max_concurrency = 3"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Best point: max_concurrency"), "{stdout}");
+    // Each point sent exactly its requests, after its own prefix-cache reset.
+    let log = server.request_log();
+    let mut segments: Vec<usize> = Vec::new();
+    for r in &log {
+        match r.path.as_str() {
+            "/reset_prefix_cache" => segments.push(0),
+            "/v1/completions" if !segments.is_empty() => *segments.last_mut().unwrap() += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(segments, [4, 12], "one reset per point, then its requests");
+    assert!(server.stats().peak_in_flight <= 3);
+    let files = results(&dir);
+    let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        names,
+        ["s-max_concurrency1.json", "s-max_concurrency3.json"]
+    );
+    for ((_, doc), (c, n)) in files.iter().zip([(1, 4), (3, 12)]) {
+        assert_eq!(doc["max_concurrency"], c);
+        assert_eq!(doc["num_prompts"], n);
+        assert_eq!(doc["completed"], n);
+    }
+    let summary = json(&dir.path().join("s-sweep-summary.json"));
+    let points = summary["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[1]["max_concurrency"], "3");
+    assert_eq!(points[1]["completed"], 12.0);
+    assert!(summary["best_max_concurrency"].is_string());
+}
+
+#[test]
+fn a_rate_sweep_gives_each_point_its_rate() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("sweep-r");
+    run(
+        &server,
+        &dir,
+        &["--num-prompts", "6", "--sweep-request-rate", "50,inf"],
+    );
+    let files = results(&dir);
+    assert_eq!(files.len(), 2, "Python names each point's file by its rate");
+    let rates: Vec<String> = files
+        .iter()
+        .map(|(_, d)| d["request_rate"].to_string())
+        .collect();
+    assert!(
+        rates.contains(&"50.0".to_string()) && rates.contains(&"\"inf\"".to_string()),
+        "{rates:?}"
+    );
+    assert_eq!(server.stats().by_path["/v1/completions"], 12);
+}
+
+#[test]
+fn repeated_runs_report_their_spread() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("runs");
+    let stdout = run(
+        &server,
+        &dir,
+        &[
+            "--num-prompts",
+            "5",
+            "--max-concurrency",
+            "2",
+            "--num-runs",
+            "3",
+            "--result-filename",
+            "r.json",
+        ],
+    );
+    assert!(stdout.contains("Run 3/3:"), "{stdout}");
+    assert!(stdout.contains("Multi-Run Summary (3 runs)"), "{stdout}");
+    assert_eq!(
+        server.stats().by_path["/v1/completions"],
+        15,
+        "three runs' requests"
+    );
+    let doc = json(&dir.path().join("r.json"));
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    let xs: Vec<f64> = runs
+        .iter()
+        .map(|r| r["request_throughput"].as_f64().unwrap())
+        .collect();
+    let mean = xs.iter().sum::<f64>() / 3.0;
+    let std = (xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / 3.0).sqrt();
+    let agg = &doc["aggregate"]["request_throughput"];
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    assert!(close(agg["mean"].as_f64().unwrap(), mean), "{agg}");
+    assert!(close(agg["std"].as_f64().unwrap(), std), "{agg}");
+    assert!(close(agg["cv"].as_f64().unwrap(), std / mean), "{agg}");
+    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(close(agg["min"].as_f64().unwrap(), min));
+}
+
+#[test]
+fn num_runs_and_a_sweep_do_not_mix() {
+    crate::e2e::assert_refused(
+        &[
+            "--mock-server",
+            "--num-runs",
+            "2",
+            "--sweep-max-concurrency",
+            "1,2",
+        ],
+        "--num-runs: cannot be combined with a sweep",
+    );
+}
