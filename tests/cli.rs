@@ -1250,10 +1250,6 @@ fn unimplemented_features_are_accepted_then_refused_by_name() {
         (&["--dataset-name", "hf"][..], "--dataset-name hf"),
         (&["--lora-modules", "a"][..], "--lora-modules"),
         (&["--compare", "a.json", "b.json"][..], "--compare"),
-        (
-            &["--profile", "--profile-batch-threshold", "9"][..],
-            "--profile-batch-threshold",
-        ),
         (&["--no-steady-state"][..], "--no-steady-state"),
         (&["--hf-subset", "x"][..], "--hf-subset"),
     ] {

@@ -706,6 +706,57 @@ fn profile_starts_before_the_run_and_stops_after_the_block() {
     );
 }
 
+/// `--profile-batch-threshold`: the profiler starts only once the server runs that many
+/// requests (after the first measured request arrived) and stops after the duration.
+#[test]
+fn profile_starts_at_the_batch_threshold_and_stops_after_the_duration() {
+    // 80 closed-loop requests of ~150 ms, 4 at a time: about 3 s of 4 running requests.
+    let server = mock(|c| {
+        c.first_token_delay = Duration::from_millis(50);
+        c.token_interval = Duration::from_millis(25);
+    });
+    let dir = TempDir::new("profile-threshold");
+    let flags = [
+        "--profile",
+        "--profile-batch-threshold",
+        "4",
+        "--profile-duration",
+        "0.3",
+        "--max-concurrency",
+        "4",
+    ];
+    run_with(&base_args(&server, &dir, 80), &flags, &dir);
+    let log = server.request_log();
+    let at = |path: &str| {
+        log.iter()
+            .find(|r| r.path == path)
+            .unwrap_or_else(|| panic!("no {path} in the log"))
+            .arrival
+    };
+    let first = at("/v1/completions");
+    let (start, stop) = (at("/start_profile"), at("/stop_profile"));
+    assert!(start > first, "started once requests were running");
+    assert!(
+        stop >= start + Duration::from_millis(300),
+        "{start:?} .. {stop:?}"
+    );
+    let last = log
+        .iter()
+        .rev()
+        .find(|r| r.path == "/v1/completions")
+        .unwrap()
+        .arrival;
+    assert!(
+        stop < last,
+        "stopped after its duration, before the run ended"
+    );
+    let paths = server.stats().by_path;
+    assert_eq!(
+        (paths.get("/start_profile"), paths.get("/stop_profile")),
+        (Some(&1), Some(&1))
+    );
+}
+
 /// A missing input file: one line naming it, the OS error said once (a `source` that is
 /// also in the message would print it twice).
 #[test]

@@ -55,9 +55,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--steady-state-threshold",
     "--steady-state-min-window",
     "--no-steady-state",
-    // Profiling (`--profile` itself runs).
-    "--profile-batch-threshold",
-    "--profile-duration",
     // LoRA.
     "--lora-modules",
     "--lora-assignment",

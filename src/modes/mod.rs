@@ -8,6 +8,7 @@ pub mod outcome;
 pub mod plan;
 pub mod point;
 pub mod prepare;
+pub mod profiling;
 pub mod progress;
 pub mod runs;
 pub mod target;

@@ -148,15 +148,7 @@ impl Plan {
     /// `--profile`: `POST /start_profile` or `/stop_profile`, as Python does it: the lines
     /// Python prints, and a server that refuses is a warning, not the end of the run.
     pub fn profiler(&self, action: &str) {
-        let (doing, done) = match action {
-            "start" => ("Starting profiler...", "Profiler started"),
-            _ => ("Stopping profiler...", "Profiler stopped"),
-        };
-        println!("{doing}");
-        match self.target.profile(action) {
-            Ok(()) => println!("{done}"),
-            Err(e) => eprintln!("warning: --profile: {e:#}"),
-        }
+        super::profiling::Server::profile(&*self.target, action);
     }
 }
 

@@ -26,6 +26,7 @@ use crate::output::localtime::LocalDateTime;
 use super::outcome::nothing_ran;
 use super::plan::Plan;
 use super::prepare::Prepared;
+use super::profiling::Trigger;
 use super::progress::{install_interrupt_handler, interrupted, Watcher};
 use super::trace::{measured_hit_ratio, prefix_cache_extras, scrape_prefix_cache, TraceReplay};
 
@@ -77,7 +78,8 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     // Before the line a user (or a script) sees, so a Ctrl-C right after it is handled.
     install_interrupt_handler();
     println!("Starting main benchmark run...");
-    if config.profiling.enabled {
+    let whole_run_profile = config.profiling.enabled && config.profiling.batch_threshold.is_none();
+    if whole_run_profile {
         plan.profiler("start");
     }
     let ramp = config.rate.ramp_up;
@@ -89,11 +91,19 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     let wall_start = SystemTime::now();
     let mut watcher = None;
     let show_bar = !config.output.disable_tqdm;
+    let mut trigger = None;
     let report = plan.engine.run(workload, |p| {
         watcher = Some(Watcher::start(p, show_bar));
+        if let (true, Some(n)) = (config.profiling.enabled, config.profiling.batch_threshold) {
+            let duration = Duration::from_secs_f64(config.profiling.duration_sec);
+            trigger = Some(Trigger::start(plan.target.clone(), n, duration));
+        }
     })?;
     if let Some(w) = watcher {
         w.finish();
+    }
+    if let Some(t) = trigger {
+        t.finish();
     }
     let prefix_cache = plan.trace.as_ref().map(|t| {
         let measured = cache_before
@@ -265,7 +275,7 @@ pub fn finish(
     if !how.quiet {
         print!("{}", extra.render());
     }
-    if config.profiling.enabled {
+    if config.profiling.enabled && config.profiling.batch_threshold.is_none() {
         // After the block, before the result is saved (Python's order).
         plan.profiler("stop");
     }

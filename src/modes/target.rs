@@ -311,3 +311,25 @@ impl ServerTokenize {
         serde_json::from_slice(&resp.body).with_context(|| format!("{url} did not return JSON"))
     }
 }
+
+/// The value of the Prometheus series `name` in `metrics` text, summed over its label sets;
+/// `None` when the server does not export it.
+pub fn prometheus_sum(metrics: &str, name: &str) -> Option<f64> {
+    let mut found = None;
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        if !(rest.starts_with('{') || rest.starts_with(' ')) {
+            continue; // a longer metric name with the same prefix
+        }
+        let value = rest
+            .rsplit_once('}')
+            .map_or(rest, |(_, v)| v)
+            .split_whitespace();
+        if let Some(v) = value.into_iter().next().and_then(|v| v.parse::<f64>().ok()) {
+            *found.get_or_insert(0.0) += v;
+        }
+    }
+    found
+}

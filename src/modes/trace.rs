@@ -27,7 +27,7 @@ use crate::http::request::{HeadTemplate, PreparedRequest};
 use crate::output::extras::PrefixCache;
 use crate::tokenizer::Tokenizer;
 
-use super::target::Target;
+use super::target::{prometheus_sum, Target};
 
 /// A loaded trace and how its prompts are built.
 pub struct TraceReplay {
@@ -162,28 +162,9 @@ impl TraceReplay {
 /// `vllm:prefix_cache_queries_total` and `vllm:prefix_cache_hits_total`, summed over label
 /// sets, from Prometheus text; `None` when the server does not export both.
 pub fn parse_prefix_cache_counters(metrics: &str) -> Option<(f64, f64)> {
-    let sum = |name: &str| -> Option<f64> {
-        let mut found = None;
-        for line in metrics.lines() {
-            let Some(rest) = line.strip_prefix(name) else {
-                continue;
-            };
-            if !(rest.starts_with('{') || rest.starts_with(' ')) {
-                continue; // a longer metric name with the same prefix
-            }
-            let value = rest
-                .rsplit_once('}')
-                .map_or(rest, |(_, v)| v)
-                .split_whitespace();
-            if let Some(v) = value.into_iter().next().and_then(|v| v.parse::<f64>().ok()) {
-                *found.get_or_insert(0.0) += v;
-            }
-        }
-        found
-    };
     Some((
-        sum("vllm:prefix_cache_queries_total")?,
-        sum("vllm:prefix_cache_hits_total")?,
+        prometheus_sum(metrics, "vllm:prefix_cache_queries_total")?,
+        prometheus_sum(metrics, "vllm:prefix_cache_hits_total")?,
     ))
 }
 

@@ -1,0 +1,135 @@
+//! `--profile-batch-threshold N`: server-side profiling of the busy part of a run. While the
+//! measured run goes on, a thread polls the server's `/metrics` every half second; once
+//! `vllm:num_requests_running` reaches N it starts the profiler, and stops it after
+//! `--profile-duration` seconds or at the end of the run, whichever comes first. The polls
+//! are control-plane requests on their own connection, never on the engine's.
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::target::{prometheus_sum, Target, CONTROL_TIMEOUT};
+
+/// How often `/metrics` is read while waiting for the threshold.
+const POLL: Duration = Duration::from_millis(500);
+
+/// A running trigger; [`Trigger::finish`] ends it at the end of the run.
+pub struct Trigger {
+    end: mpsc::Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+/// What the trigger needs of the server (a trait so tests can drive it without one).
+pub trait Server: Send + Sync + 'static {
+    /// Requests running now (`vllm:num_requests_running`), when the server says.
+    fn running(&self) -> Option<f64>;
+    /// `POST /start_profile` or `/stop_profile`; prints Python's lines and any refusal.
+    fn profile(&self, action: &str);
+}
+
+impl Server for Target {
+    fn running(&self) -> Option<f64> {
+        let resp = self.get("/metrics", CONTROL_TIMEOUT).ok()?;
+        resp.is_success()
+            .then(|| prometheus_sum(&resp.text(), "vllm:num_requests_running"))
+            .flatten()
+    }
+
+    fn profile(&self, action: &str) {
+        let (doing, done) = match action {
+            "start" => ("Starting profiler...", "Profiler started"),
+            _ => ("Stopping profiler...", "Profiler stopped"),
+        };
+        println!("{doing}");
+        match Target::profile(self, action) {
+            Ok(()) => println!("{done}"),
+            Err(e) => eprintln!("warning: --profile: {e:#}"),
+        }
+    }
+}
+
+impl Trigger {
+    /// Starts watching `server` for `threshold` running requests.
+    pub fn start(server: Arc<dyn Server>, threshold: usize, duration: Duration) -> Trigger {
+        let (end, ended) = mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || watch(&*server, threshold, duration, &ended));
+        Trigger { end, thread }
+    }
+
+    /// The run is over: stops the profiler if it is running, and the polling.
+    pub fn finish(self) {
+        let _ = self.end.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Waits `d` unless the run ends first; true when it ended.
+fn ended_within(ended: &mpsc::Receiver<()>, d: Duration) -> bool {
+    !matches!(ended.recv_timeout(d), Err(RecvTimeoutError::Timeout))
+}
+
+fn watch(server: &dyn Server, threshold: usize, duration: Duration, ended: &mpsc::Receiver<()>) {
+    loop {
+        let running = server.running().unwrap_or(0.0);
+        if running >= threshold as f64 {
+            break;
+        }
+        if ended_within(ended, POLL) {
+            eprintln!(
+                "note: --profile-batch-threshold {threshold}: never reached (the server never \
+                 ran that many requests at once); the profiler was not started"
+            );
+            return;
+        }
+    }
+    server.profile("start");
+    let started = Instant::now();
+    ended_within(ended, duration.saturating_sub(started.elapsed()));
+    server.profile("stop");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    /// A server whose running count is the number of polls so far.
+    #[derive(Default)]
+    struct Fake {
+        polls: AtomicUsize,
+        calls: Mutex<Vec<(String, usize)>>,
+    }
+
+    impl Server for Fake {
+        fn running(&self) -> Option<f64> {
+            Some(self.polls.fetch_add(1, Ordering::SeqCst) as f64)
+        }
+        fn profile(&self, action: &str) {
+            let polls = self.polls.load(Ordering::SeqCst);
+            self.calls.lock().unwrap().push((action.into(), polls));
+        }
+    }
+
+    #[test]
+    fn starts_at_the_threshold_and_stops_at_the_end_of_the_run() {
+        let fake = Arc::new(Fake::default());
+        // Polls see 0, 1, 2: the third reaches the threshold.
+        let t = Trigger::start(fake.clone(), 2, Duration::from_secs(600));
+        while fake.calls.lock().unwrap().is_empty() {
+            std::thread::yield_now();
+        }
+        t.finish();
+        let calls = fake.calls.lock().unwrap().clone();
+        assert_eq!(calls, [("start".to_string(), 3), ("stop".to_string(), 3)]);
+    }
+
+    #[test]
+    fn a_threshold_never_reached_starts_nothing() {
+        let fake = Arc::new(Fake::default());
+        let t = Trigger::start(fake.clone(), usize::MAX, Duration::from_secs(1));
+        t.finish();
+        assert!(fake.calls.lock().unwrap().is_empty());
+    }
+}
