@@ -757,6 +757,55 @@ fn profile_starts_at_the_batch_threshold_and_stops_after_the_duration() {
     );
 }
 
+/// `--probe-request-rate`: one-token "Hi" probes beside the workload, outside its
+/// concurrency cap, each sent the interval after the previous answer, reported apart.
+#[test]
+fn probe_requests_run_beside_the_workload_and_are_reported_apart() {
+    let server = mock(|c| {
+        c.first_token_delay = Duration::from_millis(20);
+        c.token_interval = Duration::from_millis(10);
+    });
+    let dir = TempDir::new("probe");
+    let flags = ["--probe-request-rate", "20", "--max-concurrency", "2"];
+    let run = run_with(&base_args(&server, &dir, 30), &flags, &dir);
+    assert!(
+        run.stdout.contains("Probe request rate: 20.0 req/s"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("Probe requests completed:"),
+        "{}",
+        run.stdout
+    );
+    let doc = saved(&dir);
+    assert_eq!(
+        count(&doc, "completed"),
+        30,
+        "probes are not the workload's requests"
+    );
+    let log = server.request_log();
+    let probes: Vec<_> = log.iter().filter(|r| r.max_tokens == Some(1)).collect();
+    assert!(!probes.is_empty());
+    assert!(probes
+        .iter()
+        .all(|p| p.request_id.is_none() && p.prompt_tokens == Some(1)));
+    assert_eq!(
+        count(&doc, "probe_completed") + count(&doc, "probe_failed"),
+        probes.len() as u64
+    );
+    for pair in probes.windows(2) {
+        let gap = pair[1].arrival - pair[0].arrival;
+        assert!(
+            gap >= Duration::from_millis(50),
+            "a probe waits 1/rate after the answer: {gap:?}"
+        );
+    }
+    let keys: Vec<&String> = doc.keys().collect();
+    let at = |k: &str| keys.iter().position(|x| *x == k).unwrap();
+    assert!(at("rtfx") < at("probe_completed") && at("probe_max_e2el_ms") < at("mean_ttft_ms"));
+}
+
 /// A missing input file: one line naming it, the OS error said once (a `source` that is
 /// also in the message would print it twice).
 #[test]

@@ -344,6 +344,7 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
         max_concurrency: None,
         mode: api.response_mode(),
         sessions: None,
+        probe: None,
         expected_tokens: 8,
         requests: requests.clone().into(),
     };

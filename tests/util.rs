@@ -83,6 +83,7 @@ pub fn workload(
         max_concurrency: None,
         mode: api.response_mode(),
         sessions: None,
+        probe: None,
         expected_tokens: output_len,
     }
 }

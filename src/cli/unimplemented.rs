@@ -47,7 +47,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--bfcl-categories",
     "--custom-ensure-client-side-data",
     // Rate control, output and request features.
-    "--probe-request-rate",
     "--plot-timeline",
     "--timeline-itl-thresholds",
     "--use-beam-search",

@@ -23,13 +23,20 @@ use super::worker::{self, CoreHandles};
 use super::{EngineError, EngineOptions, RunShared};
 use crate::runtime::{self, Runtime};
 
-/// What one core hands back after a run: its workers' logs and its histograms.
-pub type CoreResult = (Vec<WorkerLog>, Histograms);
+/// What one core hands back after a run: its workers' logs and its histograms, and the
+/// probe lane's log when it ran here.
+pub struct CoreResult {
+    pub logs: Vec<WorkerLog>,
+    pub histograms: Histograms,
+    pub probe: Option<WorkerLog>,
+}
 
-/// A run for this core: the shared state and how many workers it runs here.
+/// A run for this core: the shared state, how many workers it runs here, and whether the
+/// probe lane (`Workload::probe`) runs here.
 struct Command {
     shared: Arc<RunShared>,
     workers: usize,
+    probe_lane: bool,
     reply: mpsc::Sender<CoreResult>,
 }
 
@@ -89,12 +96,14 @@ impl CoreHandle {
         &self,
         shared: Arc<RunShared>,
         workers: usize,
+        probe_lane: bool,
     ) -> Result<mpsc::Receiver<CoreResult>, EngineError> {
         let (reply, result) = mpsc::channel();
         let sent = self.commands.as_ref().map(|c| {
             c.send(Command {
                 shared,
                 workers,
+                probe_lane,
                 reply,
             })
         });
@@ -131,9 +140,13 @@ fn serve(mut rt: Runtime, wire: OwnedFd, inbox: mpsc::Receiver<Command>) {
     });
     let mut pool: Vec<Connection> = Vec::new();
     while let Ok(cmd) = inbox.recv() {
+        let probe = cmd.probe_lane && cmd.shared.workload.probe.is_some();
         let result = rt.block_on(run_workers(
             &cmd.shared,
-            cmd.workers,
+            Lanes {
+                workers: cmd.workers,
+                probe,
+            },
             &timers,
             receiver.as_ref(),
             &mut pool,
@@ -145,13 +158,20 @@ fn serve(mut rt: Runtime, wire: OwnedFd, inbox: mpsc::Receiver<Command>) {
 /// One run's workers on this core: connections from the pool (or new ones before the clock
 /// with preconnect), the common start, then every worker to its end; their connections go
 /// back to the pool. The barriers are always reached, so a slow core cannot skew the epoch.
+/// What a core runs of a run: its workers, and maybe the probe lane.
+struct Lanes {
+    workers: usize,
+    probe: bool,
+}
+
 async fn run_workers(
     shared: &Arc<RunShared>,
-    workers: usize,
+    lanes: Lanes,
     timers: &Rc<Timers>,
     receiver: Option<&StopReceiver>,
     pool: &mut Vec<Connection>,
-) -> (Vec<WorkerLog>, Histograms) {
+) -> CoreResult {
+    let workers = lanes.workers;
     let mut conns: Vec<Option<Connection>> = Vec::with_capacity(workers);
     for _ in 0..workers {
         let c = match pool.pop() {
@@ -168,7 +188,9 @@ async fn run_workers(
         .get()
         .expect("epoch is set before the go barrier");
     let histograms = Rc::new(RefCell::new(Histograms::default()));
-    let stop = Rc::new(CoreStop::new(workers, shared.options.interrupt_grace));
+    // The probe lane's slot, when it runs here, is the last one.
+    let slots = workers + usize::from(lanes.probe);
+    let stop = Rc::new(CoreStop::new(slots, shared.options.interrupt_grace));
     let total = shared.workload.total();
     let per_worker = total.div_ceil(super::worker_count(&shared.workload).max(1));
     let tokens = shared.workload.expected_tokens;
@@ -190,12 +212,26 @@ async fn run_workers(
             log,
         )));
     }
+    let probe = lanes.probe.then(|| {
+        let core = CoreHandles {
+            timers: timers.clone(),
+            stop: stop.clone(),
+            slot: workers,
+        };
+        monoio::spawn(worker::run_probe(shared.clone(), epoch, pool.pop(), core))
+    });
     let mut logs = Vec::with_capacity(workers);
+    let mut probe_log = None;
     {
         let work = async {
             for j in joins {
                 let (log, conn) = j.await;
                 logs.push(log);
+                pool.extend(conn);
+            }
+            if let Some(p) = probe {
+                let (log, conn) = p.await;
+                probe_log = Some(log);
                 pool.extend(conn);
             }
         };
@@ -209,6 +245,10 @@ async fn run_workers(
             () = &mut watch => work.as_mut().await,
         }
     }
-    let hist = histograms.borrow().clone();
-    (logs, hist)
+    let histograms = histograms.borrow().clone();
+    CoreResult {
+        logs,
+        histograms,
+        probe: probe_log,
+    }
 }

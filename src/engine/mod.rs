@@ -51,6 +51,17 @@ pub struct Workload {
     pub sessions: Option<Arc<dyn SessionSource>>,
     /// Expected token events per request (sizes the ITL arenas before the clock starts).
     pub expected_tokens: usize,
+    /// `--probe-request-rate`: one request at a time beside the workload, outside the
+    /// concurrency limit, until the workload's last request ended.
+    pub probe: Option<Probe>,
+}
+
+/// Python 0.33's probe requests: a one-token request sent again `interval` after each answer,
+/// on a connection of its own, while the workload runs; measured apart from it.
+#[derive(Clone)]
+pub struct Probe {
+    pub request: PreparedRequest,
+    pub interval: Duration,
 }
 
 impl Workload {
@@ -87,6 +98,8 @@ struct RunShared {
     /// The next session to claim.
     cursor: AtomicUsize,
     completed: AtomicUsize,
+    /// The workload's workers still running (the probe lane ends when none is).
+    workers_left: AtomicUsize,
     stop: AtomicBool,
     /// Wakes every core at a stop, including workers waiting for an arrival time (the
     /// engine's, shared by all its runs).
@@ -130,6 +143,8 @@ pub struct RunReport {
     /// Of those, the requests whose session ended early because one of its requests failed
     /// (or its source had no next request).
     pub not_sent_session_ended: usize,
+    /// The probe requests (`Workload::probe`), in the order they were sent.
+    pub probes: Vec<crate::metrics::RequestOutput>,
 }
 
 /// Errors that prevent an engine from starting or a run from happening at all.
@@ -226,6 +241,7 @@ impl Engine {
             options: self.options.clone(),
             cursor: AtomicUsize::new(0),
             completed: AtomicUsize::new(0),
+            workers_left: AtomicUsize::new(workers),
             stop: AtomicBool::new(false),
             wires: self.wires.clone(),
             epoch: OnceLock::new(),
@@ -235,7 +251,8 @@ impl Engine {
         let mut replies = Vec::with_capacity(threads);
         for (t, core) in self.cores.iter().take(threads).enumerate() {
             let per_core = workers / threads + usize::from(t < workers % threads);
-            replies.push(core.run(shared.clone(), per_core)?);
+            // The probe lane, if any, runs on the first core.
+            replies.push(core.run(shared.clone(), per_core, t == 0)?);
         }
         shared.ready.wait();
         let epoch = Instant::now();
@@ -244,12 +261,14 @@ impl Engine {
         on_progress(Progress(shared.clone()));
         let mut logs = Vec::with_capacity(workers);
         let mut hists = Vec::with_capacity(threads);
+        let mut probes = Vec::new();
         let mut first_error = None;
         for reply in replies {
             match reply.recv() {
-                Ok((l, hist)) => {
-                    logs.extend(l);
-                    hists.push(hist);
+                Ok(r) => {
+                    logs.extend(r.logs);
+                    hists.push(r.histograms);
+                    probes.extend(r.probe.map(recorder::outputs_of));
                 }
                 Err(_) => first_error = first_error.or(Some(EngineError::Panicked)),
             }
@@ -269,6 +288,7 @@ impl Engine {
             workers,
             not_sent,
             not_sent_session_ended,
+            probes: probes.into_iter().flatten().collect(),
         })
     }
 

@@ -203,6 +203,14 @@ pub fn merge(logs: Vec<WorkerLog>, core_histograms: Vec<Histograms>, total: usiz
     }
 }
 
+/// One worker's records as outputs, in the order it ran them (the probe lane).
+pub fn outputs_of(log: WorkerLog) -> Vec<RequestOutput> {
+    log.records
+        .iter()
+        .map(|r| to_output(r, &log.itl_ns, &log.text))
+        .collect()
+}
+
 fn to_output(rec: &Record, itl_arena: &[u64], text_arena: &[u8]) -> RequestOutput {
     let start_time = secs(rec.start_ns);
     let client_queue_time = if rec.was_waiting {

@@ -46,6 +46,8 @@ struct Worker {
     core: CoreHandles,
     log: WorkerLog,
     bufs: ExchangeBuffers,
+    /// The probe lane: its requests are not the workload's (no progress count).
+    probe: bool,
 }
 
 /// Runs sessions until the schedule is exhausted (or the run is stopped); returns its log and
@@ -66,6 +68,7 @@ pub async fn run_worker(
         core,
         log,
         bufs: ExchangeBuffers::default(),
+        probe: false,
     };
     let sessions = w.shared.workload.requests.len();
     loop {
@@ -91,6 +94,45 @@ pub async fn run_worker(
         if !w.run_session(session, scheduled, was_waiting).await {
             break;
         }
+    }
+    w.shared.workers_left.fetch_sub(1, Ordering::AcqRel);
+    (w.log, w.conn)
+}
+
+/// The probe lane (`Workload::probe`): its request, then its interval, again and again
+/// until the workload's workers are all done (or the run is stopped), as Python's
+/// `probe_loop` does. Its records are its own: not counted in progress or histograms.
+pub async fn run_probe(
+    shared: Arc<RunShared>,
+    epoch: Instant,
+    conn: Option<Connection>,
+    core: CoreHandles,
+) -> (WorkerLog, Option<Connection>) {
+    let mut w = Worker {
+        shared,
+        epoch,
+        conn,
+        histograms: Rc::new(RefCell::new(Histograms::default())),
+        core,
+        log: WorkerLog::with_capacity(64, 1, true),
+        bufs: ExchangeBuffers::default(),
+        probe: true,
+    };
+    let Some(probe) = w.shared.workload.probe.clone() else {
+        return (w.log, w.conn);
+    };
+    let mut index = 0;
+    while !w.stopped() && w.shared.workers_left.load(Ordering::Acquire) > 0 {
+        let turn = Turn {
+            request: &probe.request,
+            client_prompt_len: 1,
+            scheduled: Instant::now(),
+            was_waiting: false,
+        };
+        let rec = w.send(index, turn).await;
+        w.keep(rec);
+        index += 1;
+        w.wait_until(Instant::now() + probe.interval).await;
     }
     (w.log, w.conn)
 }
@@ -262,7 +304,9 @@ impl Worker {
             rec.text.end = rec.text.start;
         }
         log.push(rec, &mut self.histograms.borrow_mut());
-        self.shared.completed.fetch_add(1, Ordering::Relaxed);
+        if !self.probe {
+            self.shared.completed.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

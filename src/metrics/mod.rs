@@ -7,6 +7,7 @@
 pub mod calculator;
 pub mod goodput;
 pub mod peaks;
+pub mod probe;
 pub mod report;
 pub mod stats;
 pub mod summary;

@@ -83,6 +83,8 @@ pub struct BenchmarkReport {
     pub percentile_metrics: Vec<MetricKind>,
     pub metrics: TaskMetrics,
     pub queue: ClientQueueStats,
+    /// `--probe-request-rate`'s statistics (set by the caller from the probe lane).
+    pub probe: Option<super::probe::ProbeStats>,
 }
 
 impl BenchmarkReport {
@@ -139,6 +141,7 @@ impl BenchmarkReport {
             percentile_metrics: settings.percentile_metrics.clone(),
             metrics,
             queue,
+            probe: None,
         }
     }
 

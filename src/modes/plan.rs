@@ -16,7 +16,7 @@ use crate::engine::{Engine, EngineOptions};
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
-use super::prepare::{prepare, prepare_conversations, prepare_trace, Prepared};
+use super::prepare::{prepare, prepare_conversations, prepare_trace, probe, Prepared};
 use super::target::{wait_until_ready, Target};
 use super::trace::TraceReplay;
 
@@ -96,7 +96,8 @@ impl Plan {
             (Some(t), _) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref()),
             (None, Some(c)) => prepare_conversations(config, &target, &model_name, c),
             (None, None) => prepare(config, &target, api, &model_name, &requests),
-        }?;
+        }?
+        .with_probe(probe(config, &target, api, &model_name)?);
         let engine_opts = EngineOptions {
             cores: client_cores,
             pin: true,

@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
 use crate::engine::session::Chains;
 use crate::engine::{RunReport, Workload};
+use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::output::console::{
     render_block, render_notices, render_preamble, render_turn_block, Preamble,
@@ -87,6 +88,10 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         "{}",
         render_preamble(&preamble(config, point, ramp.as_ref()))
     );
+    if workload.probe.is_some() {
+        let rate = crate::pyfmt::float_repr(config.rate.probe_request_rate);
+        println!("Probe request rate: {rate} req/s");
+    }
     crate::http::control::close_idle_connections();
     let wall_start = SystemTime::now();
     let mut watcher = None;
@@ -172,6 +177,7 @@ pub fn schedule(
             .clone()
             .map(|c| super::multi_turn::first_conversations(c, n)),
         expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
+        probe: prepared.probe.clone(),
     };
     if let Some(parents) = &prepared.parents {
         // A child turn waits for its parent: both run in one session.
@@ -252,7 +258,8 @@ pub fn finish(
         max_concurrency: point.max_concurrency.map(|c| c as u64),
         request_rate: point.request_rate,
     };
-    let report = BenchmarkReport::compute(outputs, &settings);
+    let mut report = BenchmarkReport::compute(outputs, &settings);
+    report.probe = ProbeStats::of(&run.probes);
     if !how.quiet {
         print!("{}", render_notices(outputs, task));
         print!("{}", render_block(&report));
@@ -367,6 +374,7 @@ mod tests {
             mode: ResponseMode::Whole,
             parents: parents.map(Into::into),
             conversations: None,
+            probe: None,
         }
     }
 

@@ -13,7 +13,7 @@ use crate::backends::{build_body, Api, BodyOptions, ResponseMode};
 use crate::config::{Config, DatasetParams};
 use crate::datasets::conversations::Conversations;
 use crate::datasets::SampleRequest;
-use crate::engine::Workload;
+use crate::engine::{Probe, Workload};
 use crate::http::request::{HeadTemplate, Method, PreparedRequest};
 use crate::tokenizer::Tokenizer;
 
@@ -33,9 +33,16 @@ pub struct Prepared {
     pub parents: Option<Arc<[Option<u32>]>>,
     /// `--multi-turn`: the conversations (`requests` are their first turns).
     pub conversations: Option<Arc<ConversationPlan>>,
+    /// `--probe-request-rate`: the probe request and its interval.
+    pub probe: Option<Probe>,
 }
 
 impl Prepared {
+    /// The same requests with `probe` beside them.
+    pub fn with_probe(self, probe: Option<Probe>) -> Prepared {
+        Prepared { probe, ..self }
+    }
+
     /// The first `n` requests (cycled), all at once, for warmups and the ready check.
     pub fn subset(&self, n: usize, max_concurrency: Option<usize>) -> Workload {
         let pick = |i: usize| i % self.requests.len().max(1);
@@ -47,6 +54,7 @@ impl Prepared {
             mode: self.mode,
             sessions: None,
             expected_tokens: self.output_lens.first().copied().unwrap_or(0),
+            probe: None,
         }
     }
 }
@@ -94,7 +102,29 @@ pub fn prepare(
         mode: api.response_mode(),
         parents: None,
         conversations: None,
+        probe: None,
     })
+}
+
+/// `--probe-request-rate`: Python's probe, the text prompt "Hi" asking for one token with
+/// the run's other body fields and no request id, sent `1 / rate` after each answer.
+pub fn probe(
+    config: &Config,
+    target: &Target,
+    api: Api,
+    model_name: &str,
+) -> Result<Option<Probe>> {
+    let rate = config.rate.probe_request_rate;
+    if rate <= 0.0 {
+        return Ok(None);
+    }
+    let opts = body_options(config, model_name);
+    let body = build_body(api, &crate::datasets::Prompt::Text("Hi".into()), 1, &opts)
+        .map_err(anyhow::Error::msg)?;
+    Ok(Some(Probe {
+        request: head_template(config, target).build(None, Some("application/json"), &body),
+        interval: Duration::from_secs_f64(1.0 / rate),
+    }))
 }
 
 /// A multi-turn run's first turns, and the plan that builds the later ones.
@@ -118,6 +148,7 @@ pub fn prepare_conversations(
         mode: Api::Chat.response_mode(),
         parents: None,
         conversations: Some(Arc::new(plan)),
+        probe: None,
     })
 }
 
@@ -144,6 +175,7 @@ pub fn prepare_trace(
         mode: api.response_mode(),
         parents: trace.parents().map(Into::into),
         conversations: None,
+        probe: None,
     })
 }
 
@@ -163,6 +195,7 @@ mod tests {
             mode: ResponseMode::Whole,
             parents: Some(vec![None, Some(0), None].into()),
             conversations: None,
+            probe: None,
         };
         let w = p.subset(5, Some(2));
         assert_eq!(&*w.client_prompt_lens, &[10, 11, 12, 10, 11]);

@@ -17,6 +17,7 @@ use std::fmt::Write;
 
 use crate::cli::RampUp;
 use crate::metrics::calculator::{BenchmarkMetrics, EmbedBenchmarkMetrics};
+use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, TaskKind, TaskMetrics};
 use crate::metrics::summary::{percentile_word, MetricKind, MetricStats};
 use crate::metrics::RequestOutput;
@@ -104,12 +105,25 @@ pub fn render_block(report: &BenchmarkReport) -> String {
         TaskMetrics::Generation { metrics, .. } => generation_summary(&mut out, report, metrics),
         TaskMetrics::Pooling(metrics) => pooling_summary(&mut out, report, metrics),
     }
+    if let Some(p) = &report.probe {
+        probe_section(&mut out, p);
+    }
     for (kind, stats) in report.sections() {
         metric_section(&mut out, kind, stats);
     }
     out.push_str(&"=".repeat(WIDTH));
     out.push('\n');
     out
+}
+
+/// Python's "Probe Requests" section (after the summary lines, before the metrics).
+fn probe_section(out: &mut String, p: &ProbeStats) {
+    centred(out, "Probe Requests", '-');
+    int_line(out, "Probe requests completed:", p.completed);
+    int_line(out, "Probe requests failed:", p.failed);
+    float_line(out, "Median probe E2EL (ms):", p.median_e2el_ms);
+    float_line(out, "P99 probe E2EL (ms):", p.p99_e2el_ms);
+    float_line(out, "Max probe E2EL (ms):", p.max_e2el_ms);
 }
 
 /// One turn's block of a multi-turn run (after Python's block over all requests): the

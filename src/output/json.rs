@@ -346,6 +346,14 @@ pub fn build_result<'a>(
             doc.set("errors", strings(outputs, |o| &o.error));
         }
     }
+    if let Some(p) = &report.probe {
+        // Python: `result.update(probe_stats)` before the ramp-up events.
+        doc.set("probe_completed", Json::UInt(p.completed));
+        doc.set("probe_failed", Json::UInt(p.failed));
+        doc.set("probe_median_e2el_ms", Json::Float(p.median_e2el_ms));
+        doc.set("probe_p99_e2el_ms", Json::Float(p.p99_e2el_ms));
+        doc.set("probe_max_e2el_ms", Json::Float(p.max_e2el_ms));
+    }
     if !rps_change_events.is_empty() {
         doc.set("rps_change_events", rps_events(rps_change_events));
     }
