@@ -61,7 +61,11 @@ fn results(dir: &TempDir) -> Vec<(String, Map<String, Value>)> {
 
 #[test]
 fn a_concurrency_sweep_runs_each_point_on_one_plan() {
-    let server = mock(|_| {});
+    // Answers of ~40 ms, so the requests of a point overlap.
+    let server = mock(|c| {
+        c.first_token_delay = std::time::Duration::from_millis(30);
+        c.token_interval = std::time::Duration::from_millis(3);
+    });
     let dir = TempDir::new("sweep-c");
     let stdout = run(
         &server,
@@ -81,18 +85,35 @@ fn a_concurrency_sweep_runs_each_point_on_one_plan() {
         "{stdout}"
     );
     assert!(stdout.contains("Best point: max_concurrency"), "{stdout}");
-    // Each point sent exactly its requests, after its own prefix-cache reset.
+    // Each point sent exactly its requests, after its own prefix-cache reset, and had
+    // exactly its concurrency in flight at its peak.
     let log = server.request_log();
-    let mut segments: Vec<usize> = Vec::new();
+    let mut segments: Vec<Vec<(f64, f64)>> = Vec::new();
     for r in &log {
         match r.path.as_str() {
-            "/reset_prefix_cache" => segments.push(0),
-            "/v1/completions" if !segments.is_empty() => *segments.last_mut().unwrap() += 1,
+            "/reset_prefix_cache" => segments.push(Vec::new()),
+            "/v1/completions" if !segments.is_empty() => {
+                let span = (r.arrival.as_secs_f64(), r.served.as_secs_f64());
+                segments.last_mut().unwrap().push(span);
+            }
             _ => {}
         }
     }
-    assert_eq!(segments, [4, 12], "one reset per point, then its requests");
-    assert!(server.stats().peak_in_flight <= 3);
+    let sizes: Vec<usize> = segments.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [4, 12], "one reset per point, then its requests");
+    let peak = |spans: &[(f64, f64)]| {
+        spans
+            .iter()
+            .map(|&(at, _)| spans.iter().filter(|&&(a, s)| a <= at && at < s).count())
+            .max()
+            .unwrap_or(0)
+    };
+    let peaks: Vec<usize> = segments.iter().map(|s| peak(s)).collect();
+    assert_eq!(
+        peaks,
+        [1, 3],
+        "each point's peak in flight is its concurrency"
+    );
     let files = results(&dir);
     let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(

@@ -143,6 +143,7 @@ impl Conn {
                 String::from_utf8_lossy(&self.buf[r.clone()]).into_owned()
             };
             ctx.counters().log(LoggedRequest {
+                served: Instant::now().saturating_duration_since(ctx.shared.start),
                 connection: self.id,
                 session_id: head.session_id.as_ref().map(text),
                 body: ctx
@@ -296,6 +297,7 @@ fn log_entry(
 ) -> LoggedRequest {
     LoggedRequest {
         arrival: arrival.saturating_duration_since(ctx.shared.start),
+        served: Duration::ZERO,
         worker: ctx.index,
         // Set by the caller, which knows the connection and holds the head's bytes.
         connection: 0,

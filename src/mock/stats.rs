@@ -48,6 +48,11 @@ pub struct LoggedRequest {
     /// When the whole request had arrived, since the server started.
     #[serde(rename = "arrival_s", serialize_with = "secs")]
     pub arrival: Duration,
+    /// When the answer was written but its last write (since the server started): the
+    /// client cannot have seen the end before, so `arrival..served` holds the request's
+    /// time in flight as the client sees it.
+    #[serde(rename = "served_s", serialize_with = "secs")]
+    pub served: Duration,
     /// Worker thread that served it.
     pub worker: usize,
     /// The connection it came on: unique in the server (worker in the high bits, the
@@ -318,6 +323,7 @@ mod tests {
         let s = Stats::new(2);
         let entry = |ms, worker| LoggedRequest {
             arrival: Duration::from_millis(ms),
+            served: Duration::from_millis(ms),
             worker,
             connection: 0,
             seq: Some(ms),
