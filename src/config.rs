@@ -113,9 +113,9 @@ impl Config {
         let sampling = request::sampling(&cli, &mut warnings)?;
         let request = request::options(&cli, &sampling)?;
         let output = output::resolve(&cli, &mut warnings)?;
-        let steady_state = modes::steady_state(&cli)?;
-        let profiling = modes::profiling(&cli)?;
         let sweep = modes::sweep(&cli)?;
+        let steady_state = modes::steady_state(&cli, &rate, sweep.as_ref(), &mut warnings)?;
+        let profiling = modes::profiling(&cli)?;
         let multi_turn = modes::multi_turn(&cli)?;
         let lora = modes::lora(&cli)?;
         let multi_run = modes::multi_run(&cli)?;

@@ -1081,6 +1081,112 @@ fn lora_is_rejected_with_pooling_backends() {
 }
 
 #[test]
+fn steady_state_flags_are_checked_and_said_when_they_cannot_apply() {
+    let closed = ["--max-concurrency", "8"];
+    let cfg = ok(&closed);
+    assert!(cfg.steady_state.enabled);
+    assert_eq!(cfg.steady_state.threshold, 0.95);
+    assert_eq!(cfg.steady_state.min_window_sec, None);
+    assert!(cfg.rate.is_closed_loop());
+    let cfg = ok(&[
+        "--max-concurrency",
+        "8",
+        "--steady_state_threshold",
+        "1",
+        "--steady-state-min-window",
+        "2.5",
+    ]);
+    assert_eq!(cfg.steady_state.threshold, 1.0);
+    assert_eq!(cfg.steady_state.min_window_sec, Some(2.5));
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    assert!(
+        !ok(&["--max-concurrency", "8", "--no-steady-state"])
+            .steady_state
+            .enabled
+    );
+    for bad in ["0", "1.5", "-0.1"] {
+        assert_eq!(
+            invalid(&["--steady-state-threshold", bad]),
+            format!("--steady-state-threshold {bad}: must be in (0, 1]")
+        );
+    }
+    assert_eq!(
+        invalid(&["--steady-state-min-window", "0"]),
+        "--steady-state-min-window 0: must be a positive number of seconds"
+    );
+    // Not a closed loop: accepted, and the note says the flag does nothing.
+    for args in [
+        &["--steady-state-threshold", "0.9"][..],
+        &[
+            "--max-concurrency",
+            "8",
+            "--request-rate",
+            "10",
+            "--no-steady-state",
+        ][..],
+        &[
+            "--max-concurrency",
+            "8",
+            "--backend",
+            "openai-embeddings",
+            "--steady-state-min-window",
+            "5",
+        ][..],
+        &[
+            "--backend",
+            "openai-chat",
+            "--multi-turn",
+            "--max-concurrency",
+            "8",
+            "--steady-state-threshold",
+            "0.9",
+        ][..],
+    ] {
+        let cfg = ok(args);
+        assert_eq!(cfg.warnings.len(), 1, "{args:?}: {:?}", cfg.warnings);
+        assert!(
+            cfg.warnings[0].contains("computed for a closed loop of a generation backend only"),
+            "{}",
+            cfg.warnings[0]
+        );
+    }
+    assert!(!ok(&["--request-rate", "10"]).rate.is_closed_loop());
+    // Sweeps: a point is a closed loop at its own cap and rate.
+    let concurrency_sweep = ok(&["--sweep-max-concurrency", "1,4", "--no-steady-state"]);
+    assert!(
+        concurrency_sweep.warnings.is_empty(),
+        "{concurrency_sweep:?}"
+    );
+    let some_inf = ok(&[
+        "--max-concurrency",
+        "4",
+        "--sweep-request-rate",
+        "10,inf",
+        "--no-steady-state",
+    ]);
+    assert!(some_inf.warnings.is_empty(), "{:?}", some_inf.warnings);
+    let all_finite = ok(&[
+        "--max-concurrency",
+        "4",
+        "--sweep-request-rate",
+        "1,10",
+        "--no-steady-state",
+    ]);
+    assert_eq!(all_finite.warnings.len(), 1, "{:?}", all_finite.warnings);
+    let cfg = ok(&[
+        "--max-concurrency",
+        "8",
+        "--no-steady-state",
+        "--steady-state-threshold",
+        "0.5",
+    ]);
+    assert_eq!(
+        cfg.warnings,
+        ["--steady-state-threshold: no effect with --no-steady-state"]
+    );
+}
+
+#[test]
 fn profile_flags_depend_on_each_other() {
     assert_eq!(
         invalid(&["--profile-batch-threshold", "200"]),
@@ -1250,7 +1356,6 @@ fn unimplemented_features_are_accepted_then_refused_by_name() {
         (&["--dataset-name", "hf"][..], "--dataset-name hf"),
         (&["--lora-modules", "a"][..], "--lora-modules"),
         (&["--compare", "a.json", "b.json"][..], "--compare"),
-        (&["--no-steady-state"][..], "--no-steady-state"),
         (&["--hf-subset", "x"][..], "--hf-subset"),
     ] {
         let err = config_error(args);

@@ -11,6 +11,7 @@ mod mock_server;
 mod module_graph;
 mod multi_turn;
 mod runs;
+mod steady_state;
 mod timed_trace;
 mod trace_replay;
 mod util;

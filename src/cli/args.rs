@@ -500,17 +500,17 @@ pub struct RequestArgs {
     pub dry_run: bool,
 }
 
-/// Steady-state metrics.
+/// Steady-state metrics (computed for closed loops: --max-concurrency, --request-rate inf).
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Steady-state")]
 pub struct SteadyStateArgs {
-    /// Fraction of --max-concurrency that opens the steady-state window, in (0, 1]
+    /// Fraction of --max-concurrency in flight that opens the steady-state window, in (0, 1]
     #[arg(long, default_value = "0.95", value_parser = parse_float, value_name = "FRACTION")]
     pub steady_state_threshold: f64,
     /// Minimum window (s) below which a warning is attached [default: max(10, 0.1 x duration)]
     #[arg(long, value_parser = parse_float, value_name = "SEC")]
     pub steady_state_min_window: Option<f64>,
-    /// Do not compute steady-state metrics
+    /// Do not compute steady-state metrics (closed loops get them after Python's block)
     #[arg(long)]
     pub no_steady_state: bool,
 }

@@ -50,10 +50,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--plot-timeline",
     "--timeline-itl-thresholds",
     "--use-beam-search",
-    // Steady-state metrics.
-    "--steady-state-threshold",
-    "--steady-state-min-window",
-    "--no-steady-state",
     // LoRA.
     "--lora-modules",
     "--lora-assignment",

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::parse::comma_list;
-use super::ConfigError;
+use super::{ConfigError, RateConfig};
 use crate::cli::{pyvalue, Backend, Cli, DatasetName, LoraAssignment};
 
 /// Steady-state window detection (closed loop only).
@@ -18,6 +18,13 @@ pub struct SteadyStateConfig {
     /// `None`: `max(10, 0.1 × duration)`.
     pub min_window_sec: Option<f64>,
 }
+
+/// Every steady-state flag, `--no-steady-state` last.
+const STEADY_STATE_FLAGS: [&str; 3] = [
+    "--steady-state-threshold",
+    "--steady-state-min-window",
+    "--no-steady-state",
+];
 
 /// Server-side profiling.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,8 +84,42 @@ pub struct MultiRunConfig {
     pub compare: Option<(PathBuf, PathBuf)>,
 }
 
-pub(super) fn steady_state(cli: &Cli) -> Result<SteadyStateConfig, ConfigError> {
+/// The steady-state flags: checked, and a note when they cannot take effect (they only
+/// apply to a closed loop of a generation backend, at least at one sweep point; see
+/// `modes::steady_state`).
+pub(super) fn steady_state(
+    cli: &Cli,
+    rate: &RateConfig,
+    sweep: Option<&SweepConfig>,
+    warnings: &mut Vec<String>,
+) -> Result<SteadyStateConfig, ConfigError> {
     let s = &cli.steady_state;
+    let given: Vec<&str> = STEADY_STATE_FLAGS
+        .into_iter()
+        .filter(|f| cli.was_given(f))
+        .collect();
+    let closed = match sweep.map(|s| &s.axis) {
+        None => rate.is_closed_loop(),
+        Some(SweepAxis::MaxConcurrency(caps)) => caps
+            .iter()
+            .any(|&c| rate.is_closed_loop_at(Some(c), rate.request_rate)),
+        Some(SweepAxis::RequestRate(rates)) => rates
+            .iter()
+            .any(|&r| rate.is_closed_loop_at(rate.max_concurrency, r)),
+    };
+    let applies = closed && !cli.server.backend.is_pooling() && !cli.multi_turn.multi_turn;
+    if !given.is_empty() && !applies {
+        warnings.push(format!(
+            "{}: steady-state metrics are computed for a closed loop of a generation backend \
+             only (--max-concurrency with --request-rate inf, not --multi-turn); no effect here",
+            given.join(", ")
+        ));
+    } else if s.no_steady_state && given.len() > 1 {
+        warnings.push(format!(
+            "{}: no effect with --no-steady-state",
+            given[..given.len() - 1].join(", ")
+        ));
+    }
     let t = s.steady_state_threshold;
     if !(t > 0.0 && t <= 1.0) {
         return Err(ConfigError::value(

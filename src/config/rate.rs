@@ -25,6 +25,20 @@ impl RateConfig {
     pub fn is_unbounded(&self) -> bool {
         self.request_rate.is_infinite()
     }
+
+    /// True for a closed loop: `--max-concurrency` workers, each sending its next request
+    /// when the last one ends (an infinite rate, no ramp-up, no trace timestamps).
+    pub fn is_closed_loop(&self) -> bool {
+        self.is_closed_loop_at(self.max_concurrency, self.request_rate)
+    }
+
+    /// [`Self::is_closed_loop`] at a run's own cap and rate (a sweep point varies them).
+    pub fn is_closed_loop_at(&self, max_concurrency: Option<usize>, request_rate: f64) -> bool {
+        max_concurrency.is_some()
+            && request_rate.is_infinite()
+            && self.ramp_up.is_none()
+            && !self.self_timed
+    }
 }
 
 pub(super) fn resolve(cli: &Cli) -> Result<RateConfig, ConfigError> {

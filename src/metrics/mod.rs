@@ -2,7 +2,8 @@
 //!
 //! `stats` (numpy-exact statistics) → `summary` (one metric's mean/median/std/percentiles)
 //! → `calculator` (Python's `calculate_metrics*`, with `goodput` and `peaks`) → `report`
-//! (the run's metrics plus what the printers show).
+//! (the run's metrics plus what the printers show). Our addition: `steady_state` (the
+//! plateau of a closed-loop run).
 
 pub mod calculator;
 pub mod goodput;
@@ -10,6 +11,7 @@ pub mod peaks;
 pub mod probe;
 pub mod report;
 pub mod stats;
+pub mod steady_state;
 pub mod summary;
 
 /// The outcome of one request, field for field Python's `RequestFuncOutput`.

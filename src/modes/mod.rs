@@ -11,5 +11,6 @@ pub mod prepare;
 pub mod profiling;
 pub mod progress;
 pub mod runs;
+pub mod steady_state;
 pub mod target;
 pub mod trace;

@@ -14,15 +14,16 @@ use crate::engine::session::Chains;
 use crate::engine::{RunReport, Workload};
 use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
+use crate::metrics::steady_state::SteadyStateOutcome;
 use crate::output::console::{
     render_block, render_notices, render_preamble, render_turn_block, Preamble,
 };
-use crate::output::extras;
 use crate::output::json::{
     append_extras, build_result, result_path, save_result, turn_metrics, Json, RpsChangeEvent,
     RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
+use crate::output::{extras, steady_state};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -225,6 +226,8 @@ pub struct Finished {
     pub document: Option<String>,
     /// Where it was written (or, collected, would have been).
     pub file: Option<std::path::PathBuf>,
+    /// The steady-state figures, when they apply (for a sweep's summary).
+    pub steady_state: Option<SteadyStateOutcome>,
 }
 
 /// `name` with `suffix` before its extension.
@@ -235,7 +238,7 @@ fn with_suffix(name: &str, suffix: &str) -> String {
     }
 }
 
-/// Metrics, the console block, our extras, and the result file.
+/// Metrics, the console block, the steady-state block, our extras, and the result file.
 pub fn finish(
     config: &Config,
     plan: &Plan,
@@ -260,6 +263,13 @@ pub fn finish(
     };
     let mut report = BenchmarkReport::compute(outputs, &settings);
     report.probe = ProbeStats::of(&run.probes);
+    let steady = super::steady_state::measure(
+        config,
+        point.max_concurrency,
+        point.request_rate,
+        run,
+        &report,
+    );
     if !how.quiet {
         print!("{}", render_notices(outputs, task));
         print!("{}", render_block(&report));
@@ -280,6 +290,7 @@ pub fn finish(
     extra.prefix_cache = measured.prefix_cache;
     extra.interrupted = measured.interrupted;
     if !how.quiet {
+        print!("{}", steady_state::render(steady.as_ref()));
         print!("{}", extra.render());
     }
     if config.profiling.enabled && config.profiling.batch_threshold.is_none() {
@@ -322,6 +333,7 @@ pub fn finish(
             doc.set("vllm_bench_turns", Json::UInts(turn_numbers.into()));
         }
         append_extras(&mut doc, extra.to_json());
+        append_extras(&mut doc, steady_state::to_json(steady.as_ref()));
         let text = doc.to_json_string();
         let name = config
             .output
@@ -348,6 +360,7 @@ pub fn finish(
         report,
         document,
         file,
+        steady_state: steady,
     })
 }
 

@@ -11,7 +11,8 @@
 //! Each returns a `String` (every line ends with `\n`); the caller prints. Format rules, from
 //! Python: a label left-aligned in 40 columns, a space, then the value left-aligned in 10
 //! (`{:<10}` for integers, `{:<10.2f}` for floats); values are never cut; headers are centred
-//! in 50 columns (`{:-^50}`: the extra fill character goes right).
+//! in 50 columns (`{:-^50}`: the extra fill character goes right). The line helpers are
+//! shared with the blocks we print after Python's (`steady_state`), so those read the same.
 
 use std::fmt::Write;
 
@@ -228,7 +229,7 @@ fn run_lines(out: &mut String, r: &BenchmarkReport, completed: u64, failed: u64,
 }
 
 /// One metric's section: header, mean, median, then one line per percentile.
-fn metric_section(out: &mut String, kind: MetricKind, s: &MetricStats) {
+pub(super) fn metric_section(out: &mut String, kind: MetricKind, s: &MetricStats) {
     centred(out, kind.header(), '-');
     let name = kind.label();
     float_line(out, &format!("Mean {name} (ms):"), s.mean_ms);
@@ -239,17 +240,17 @@ fn metric_section(out: &mut String, kind: MetricKind, s: &MetricStats) {
 }
 
 /// `"{:<40} {:<10}".format(label, int)`.
-fn int_line(out: &mut String, label: &str, value: u64) {
+pub(super) fn int_line(out: &mut String, label: &str, value: u64) {
     let _ = writeln!(out, "{label:<40} {value:<10}");
 }
 
 /// `"{:<40} {:<10.2f}".format(label, float)`.
-fn float_line(out: &mut String, label: &str, value: f64) {
+pub(super) fn float_line(out: &mut String, label: &str, value: f64) {
     let _ = writeln!(out, "{label:<40} {:<10}", fixed2(value));
 }
 
 /// `"{s:{c}^{n}}".format(s=text, c=fill, n=50)`: centred, the odd fill character on the right.
-fn centred(out: &mut String, text: &str, fill: char) {
+pub(super) fn centred(out: &mut String, text: &str, fill: char) {
     let len = text.chars().count();
     let pad = WIDTH.saturating_sub(len);
     let left = pad / 2;

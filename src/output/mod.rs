@@ -1,4 +1,5 @@
-//! Output: the console block (byte-compatible with Python) and the result JSON.
+//! Output: the console block (byte-compatible with Python) and the result JSON; our own
+//! blocks (`extras`, `steady_state`).
 //!
 //! Printers only read a finished `metrics::report::BenchmarkReport` plus run facts; they
 //! never compute metrics. Python's number formatting, which both printers and the metrics
@@ -8,4 +9,5 @@ pub mod console;
 pub mod extras;
 pub mod json;
 pub mod localtime;
+pub mod steady_state;
 pub mod summary;

@@ -1,0 +1,258 @@
+//! The steady-state block (printed after Python's block, in its style: labels in 40
+//! columns, the TTFT and TPOT sections with Python's headers) and the
+//! `vllm_bench_steady_state` result key.
+//!
+//! The key follows the convention of every key we add to Python's schema (the `vllm_bench_`
+//! prefix, after Python's keys; see `json::append_extras`), so a tool that reads Python's
+//! result files, or diffs their key sets, is not disturbed. Its value is `null` when nothing
+//! was computed (not a closed loop, `--no-steady-state`, a pooling backend, or a plateau that
+//! was never reached), else an object whose figure names are Python's own where the meaning
+//! is the same (`request_throughput`, `mean_ttft_ms`, `p99_tpot_ms`, ...), so `--compare`
+//! reads it with the same rules.
+
+use std::fmt::Write as _;
+
+use super::console::{centred, float_line, int_line, metric_section};
+use super::json::{Json, JsonObject};
+use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
+use crate::metrics::summary::{percentile_word, MetricKind, MetricStats};
+
+/// The result-JSON key.
+pub const KEY: &str = "vllm_bench_steady_state";
+
+/// Width of the block's rules.
+const WIDTH: usize = 50;
+
+/// The console block; empty when steady state was not computed at all (`None`).
+pub fn render(outcome: Option<&SteadyStateOutcome>) -> String {
+    let Some(outcome) = outcome else {
+        return String::new();
+    };
+    let mut out = String::new();
+    centred(&mut out, " Steady-State Metrics ", '=');
+    match outcome {
+        SteadyStateOutcome::NotReached { level, peak } => {
+            int_line(&mut out, "In-flight threshold (requests):", *level);
+            int_line(&mut out, "Peak requests in flight:", *peak);
+            let _ = writeln!(
+                out,
+                "Not reached: requests in flight never stayed at the threshold \
+                 (lower --steady-state-threshold, or send more prompts than --max-concurrency)"
+            );
+        }
+        SteadyStateOutcome::Computed(s) => computed(&mut out, s),
+    }
+    out.push_str(&"=".repeat(WIDTH));
+    out.push('\n');
+    out
+}
+
+fn computed(out: &mut String, s: &SteadyState) {
+    int_line(out, "In-flight threshold (requests):", s.level);
+    seconds_line(out, "Window start (s):", s.window.start);
+    seconds_line(out, "Window end (s):", s.window.end);
+    seconds_line(out, "Window duration (s):", s.window.duration());
+    float_line(out, "Requests served in window:", s.requests_in_window);
+    int_line(out, "Requests inside window:", s.requests_inside);
+    float_line(out, "Request throughput (req/s):", s.request_throughput);
+    float_line(out, "Input token throughput (tok/s):", s.input_throughput);
+    float_line(out, "Output token throughput (tok/s):", s.output_throughput);
+    float_line(
+        out,
+        "Total token throughput (tok/s):",
+        s.total_token_throughput,
+    );
+    metric_section(out, MetricKind::Ttft, &s.ttft);
+    metric_section(out, MetricKind::Tpot, &s.tpot);
+    if s.is_short() {
+        let _ = writeln!(
+            out,
+            "Warning: the window ({:.3} s) is shorter than the minimum ({:.3} s, \
+             --steady-state-min-window); these figures rest on little data",
+            s.window.duration(),
+            s.min_window_s
+        );
+    }
+}
+
+/// Window bounds to the millisecond: a plateau of a short run is a fraction of a second.
+fn seconds_line(out: &mut String, label: &str, value: f64) {
+    let _ = writeln!(out, "{label:<40} {:<10}", format!("{value:.3}"));
+}
+
+/// `{"vllm_bench_steady_state": null | {...}}`, for `json::append_extras`.
+pub fn to_json(outcome: Option<&SteadyStateOutcome>) -> JsonObject<'static> {
+    let value = match outcome {
+        Some(SteadyStateOutcome::Computed(s)) => Json::Object(figures(s)),
+        _ => Json::Null,
+    };
+    let mut doc = JsonObject::new();
+    doc.set(KEY, value);
+    doc
+}
+
+fn figures(s: &SteadyState) -> JsonObject<'static> {
+    let mut o = JsonObject::new();
+    o.set("threshold", Json::Float(s.threshold));
+    o.set("in_flight_threshold", Json::UInt(s.level));
+    o.set("window_start_s", Json::Float(s.window.start));
+    o.set("window_end_s", Json::Float(s.window.end));
+    o.set("window_duration_s", Json::Float(s.window.duration()));
+    o.set("min_window_s", Json::Float(s.min_window_s));
+    o.set("short_window", Json::Bool(s.is_short()));
+    o.set("requests_in_window", Json::Float(s.requests_in_window));
+    o.set("requests_inside", Json::UInt(s.requests_inside));
+    o.set("request_throughput", Json::Float(s.request_throughput));
+    o.set("input_throughput", Json::Float(s.input_throughput));
+    o.set("output_throughput", Json::Float(s.output_throughput));
+    o.set(
+        "total_token_throughput",
+        Json::Float(s.total_token_throughput),
+    );
+    stats_keys(&mut o, "ttft", &s.ttft);
+    stats_keys(&mut o, "tpot", &s.tpot);
+    o
+}
+
+/// Python's key names for one metric: `mean_X_ms, median_X_ms, std_X_ms, pP_X_ms`.
+fn stats_keys(o: &mut JsonObject<'static>, name: &str, s: &MetricStats) {
+    o.set(format!("mean_{name}_ms"), Json::Float(s.mean_ms));
+    o.set(format!("median_{name}_ms"), Json::Float(s.median_ms));
+    o.set(format!("std_{name}_ms"), Json::Float(s.std_ms));
+    for &(p, v) in &s.percentiles_ms {
+        o.set(format!("p{}_{name}_ms", percentile_word(p)), Json::Float(v));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::steady_state::{Window, TPOT_PERCENTILES};
+
+    fn state(short: bool) -> SteadyState {
+        SteadyState {
+            threshold: 0.75,
+            level: 3,
+            window: Window {
+                start: 1.0,
+                end: 6.5,
+            },
+            min_window_s: if short { 10.0 } else { 5.0 },
+            requests_in_window: 5.75,
+            requests_inside: 4,
+            request_throughput: 5.75 / 5.5,
+            input_throughput: 280.0 / 5.5,
+            output_throughput: 16.25 / 5.5,
+            total_token_throughput: 296.25 / 5.5,
+            ttft: MetricStats::from_seconds(vec![0.125, 0.25, 0.5, 0.375], &[99.0]),
+            tpot: MetricStats::from_seconds(vec![2.0, 0.8125, 1.4375], &TPOT_PERCENTILES),
+        }
+    }
+
+    fn line(label: &str, value: &str) -> String {
+        format!("{label:<40} {value:<10}\n")
+    }
+
+    #[test]
+    fn block_lines_in_order() {
+        let text = render(Some(&SteadyStateOutcome::Computed(state(false))));
+        let expected = [
+            "============== Steady-State Metrics ==============\n".to_string(),
+            line("In-flight threshold (requests):", "3"),
+            line("Window start (s):", "1.000"),
+            line("Window end (s):", "6.500"),
+            line("Window duration (s):", "5.500"),
+            line("Requests served in window:", "5.75"),
+            line("Requests inside window:", "4"),
+            line("Request throughput (req/s):", "1.05"),
+            line("Input token throughput (tok/s):", "50.91"),
+            line("Output token throughput (tok/s):", "2.95"),
+            line("Total token throughput (tok/s):", "53.86"),
+            "---------------Time to First Token----------------\n".to_string(),
+            line("Mean TTFT (ms):", "312.50"),
+            line("Median TTFT (ms):", "312.50"),
+            line("P99 TTFT (ms):", "496.25"),
+            "-----Time per Output Token (excl. 1st token)------\n".to_string(),
+            line("Mean TPOT (ms):", "1416.67"),
+            line("Median TPOT (ms):", "1437.50"),
+            line("P90 TPOT (ms):", "1887.50"),
+            line("P99 TPOT (ms):", "1988.75"),
+            format!("{}\n", "=".repeat(50)),
+        ]
+        .concat();
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn a_short_window_is_flagged_in_the_block_and_the_json() {
+        let s = state(true);
+        let text = render(Some(&SteadyStateOutcome::Computed(s.clone())));
+        assert!(
+            text.contains(
+                "Warning: the window (5.500 s) is shorter than the minimum (10.000 s, \
+                 --steady-state-min-window)"
+            ),
+            "{text}"
+        );
+        let doc = to_json(Some(&SteadyStateOutcome::Computed(s))).to_json_string();
+        assert!(doc.contains("\"short_window\": true"), "{doc}");
+    }
+
+    #[test]
+    fn nothing_computed_is_no_block_and_null() {
+        assert_eq!(render(None), "");
+        assert_eq!(
+            to_json(None).to_json_string(),
+            "{\"vllm_bench_steady_state\": null}"
+        );
+        let not_reached = SteadyStateOutcome::NotReached { level: 16, peak: 5 };
+        assert_eq!(
+            to_json(Some(&not_reached)).to_json_string(),
+            "{\"vllm_bench_steady_state\": null}"
+        );
+        let text = render(Some(&not_reached));
+        assert!(
+            text.contains(&line("Peak requests in flight:", "5")),
+            "{text}"
+        );
+        assert!(text.contains("Not reached"), "{text}");
+    }
+
+    #[test]
+    fn json_uses_pythons_metric_names() {
+        let doc = to_json(Some(&SteadyStateOutcome::Computed(state(false))));
+        let Some(Json::Object(o)) = doc.get(KEY) else {
+            panic!("an object");
+        };
+        let keys: Vec<&str> = o.keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "threshold",
+                "in_flight_threshold",
+                "window_start_s",
+                "window_end_s",
+                "window_duration_s",
+                "min_window_s",
+                "short_window",
+                "requests_in_window",
+                "requests_inside",
+                "request_throughput",
+                "input_throughput",
+                "output_throughput",
+                "total_token_throughput",
+                "mean_ttft_ms",
+                "median_ttft_ms",
+                "std_ttft_ms",
+                "p99_ttft_ms",
+                "mean_tpot_ms",
+                "median_tpot_ms",
+                "std_tpot_ms",
+                "p90_tpot_ms",
+                "p99_tpot_ms",
+            ]
+        );
+        assert_eq!(o.get("mean_ttft_ms"), Some(&Json::Float(312.5)));
+        assert_eq!(o.get("requests_inside"), Some(&Json::UInt(4)));
+    }
+}
