@@ -2,10 +2,11 @@
 //!
 //! `stats` (numpy-exact statistics) → `summary` (one metric's mean/median/std/percentiles)
 //! → `calculator` (Python's `calculate_metrics*`, with `goodput` and `peaks`) → `report`
-//! (the run's metrics plus what the printers show). Our addition: `steady_state` (the
-//! plateau of a closed-loop run).
+//! (the run's metrics plus what the printers show). Our additions: `steady_state` (the
+//! plateau of a closed-loop run) and `comparison` (saved results against a baseline).
 
 pub mod calculator;
+pub mod comparison;
 pub mod goodput;
 pub mod peaks;
 pub mod probe;

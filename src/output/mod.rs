@@ -1,5 +1,5 @@
 //! Output: the console block (byte-compatible with Python) and the result JSON; our own
-//! blocks (`extras`, `steady_state`).
+//! blocks (`extras`, `steady_state`); reading saved results back (`result_file`).
 //!
 //! Printers only read a finished `metrics::report::BenchmarkReport` plus run facts; they
 //! never compute metrics. Python's number formatting, which both printers and the metrics
@@ -9,5 +9,6 @@ pub mod console;
 pub mod extras;
 pub mod json;
 pub mod localtime;
+pub mod result_file;
 pub mod steady_state;
 pub mod summary;
