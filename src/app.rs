@@ -1,8 +1,8 @@
-//! The `vllm-bench` program: parse the command line, validate it, run the mode it asks for,
-//! and turn every outcome into an exit code (0 when at least one request succeeded, 1 when a
-//! run failed or none of its requests succeeded, 2 bad input or nothing ran, 130 interrupted
-//! by Ctrl-C or SIGTERM)
-//! with one line on stderr — never a panic.
+//! The `vllm-bench` program: parse the command line, validate it, run the mode it asks for
+//! (a benchmark, or `--compare` of saved results) and turn every outcome into an exit code
+//! (0 when at least one request succeeded or the comparison was printed, 1 when a run failed
+//! or none of its requests succeeded, 2 bad input or nothing ran, 130 interrupted by Ctrl-C
+//! or SIGTERM) with one line on stderr — never a panic.
 
 use std::ffi::OsString;
 
@@ -38,6 +38,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             return i32::from(e.exit_code());
         }
     };
+    if let Some(files) = &config.multi_run.compare {
+        return compare(&config.warnings, files);
+    }
     match modes::benchmark::run(&config) {
         Ok(modes::benchmark::Outcome::Completed) => 0,
         Ok(modes::benchmark::Outcome::Interrupted) => modes::progress::INTERRUPTED_EXIT,
@@ -56,6 +59,24 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
         Err(e) => {
             eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+/// `--compare`: 0 when the table was printed, 2 for a file that is not a result.
+fn compare(warnings: &[String], files: &[std::path::PathBuf]) -> i32 {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    match modes::compare::run(files) {
+        Ok(()) => 0,
+        Err(e @ modes::compare::CompareError::File(_)) => {
+            eprintln!("error: {e}");
+            2
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
             1
         }
     }

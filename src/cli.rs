@@ -77,6 +77,10 @@ pub struct Cli {
     /// in command-line order.
     #[arg(skip)]
     given: Vec<String>,
+    /// The options of `given` that came from the environment (`--num-cores` from
+    /// `VLLM_BENCH_CORES`), not from the command line.
+    #[arg(skip)]
+    from_env: Vec<String>,
     /// Notes for the user that are not errors (e.g. a repeated option).
     #[arg(skip)]
     warnings: Vec<String>,
@@ -93,6 +97,11 @@ impl Cli {
     /// command-line order.
     pub fn given(&self) -> &[String] {
         &self.given
+    }
+
+    /// True if `flag` (`"--num-cores"`) was set from the environment, not the command line.
+    pub fn is_from_env(&self, flag: &str) -> bool {
+        self.from_env.iter().any(|g| g == flag)
     }
 
     /// Notes for the user that do not stop the run.
@@ -191,26 +200,30 @@ where
         .try_get_matches_from(argv)
         .map_err(error::from_clap)?;
     let mut cli = Cli::from_arg_matches(&matches).map_err(error::from_clap)?;
-    cli.given = given_flags(&cmd, &matches);
+    cli.given = given_flags(
+        &cmd,
+        &matches,
+        &[ValueSource::CommandLine, ValueSource::EnvVariable],
+    );
+    cli.from_env = given_flags(&cmd, &matches, &[ValueSource::EnvVariable]);
     cli.warnings
         .extend(duplicate_warning(&cmd, &rewritten.args));
     Ok(cli)
 }
 
-/// The long names of options not left at their default, in command-line order.
-fn given_flags(cmd: &Command, matches: &ArgMatches) -> Vec<String> {
+/// The long names of the options whose value came from one of `sources`, in command-line
+/// order.
+fn given_flags(cmd: &Command, matches: &ArgMatches, sources: &[ValueSource]) -> Vec<String> {
     let mut given: Vec<(usize, String)> = cmd
         .get_arguments()
         .filter_map(|arg| {
             let id = arg.get_id().as_str();
             let long = arg.get_long()?;
-            match matches.value_source(id)? {
-                ValueSource::CommandLine | ValueSource::EnvVariable => {
-                    let pos = matches.index_of(id).unwrap_or(usize::MAX);
-                    Some((pos, format!("--{long}")))
-                }
-                _ => None,
-            }
+            let source = matches.value_source(id)?;
+            sources.contains(&source).then(|| {
+                let pos = matches.index_of(id).unwrap_or(usize::MAX);
+                (pos, format!("--{long}"))
+            })
         })
         .collect();
     given.sort();

@@ -105,6 +105,8 @@ impl Config {
     /// Resolves and validates `cli`. Errors are one line and mean exit code 2.
     pub fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
         let mut warnings = cli.warnings().to_vec();
+        // First: with --compare every other flag is refused, and that is the line to show.
+        let multi_run = modes::multi_run(&cli)?;
         let server = server::resolve(&cli, &mut warnings)?;
         let model = model(&cli)?;
         let dataset = dataset::resolve(&cli, server.backend)?;
@@ -118,7 +120,6 @@ impl Config {
         let profiling = modes::profiling(&cli)?;
         let multi_turn = modes::multi_turn(&cli)?;
         let lora = modes::lora(&cli)?;
-        let multi_run = modes::multi_run(&cli)?;
         let engine = engine::resolve(&cli)?;
         let dry_run = cli.request.dry_run;
         if dry_run && model.model.is_none() && model.tokenizer.is_none() {

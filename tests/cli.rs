@@ -1081,6 +1081,31 @@ fn lora_is_rejected_with_pooling_backends() {
 }
 
 #[test]
+fn compare_takes_two_or_more_files_and_nothing_else() {
+    assert_eq!(ok(&[]).multi_run.compare, None);
+    let cfg = ok(&["--compare", "a.json", "b.json", "c.json"]);
+    assert_eq!(
+        cfg.multi_run.compare,
+        Some(vec!["a.json".into(), "b.json".into(), "c.json".into()])
+    );
+    let cfg = ok(&["--comp", "a.json", "b.json"]);
+    assert_eq!(cfg.multi_run.compare.map(|f| f.len()), Some(2));
+    let one = usage_error(&["--compare", "a.json"]);
+    assert!(one.contains("--compare"), "{one}");
+    for other in [
+        &["--compare", "a.json", "b.json", "--num-prompts", "5"][..],
+        &["--num-prompts", "5", "--compare", "a.json", "b.json"][..],
+    ] {
+        assert_eq!(
+            invalid(other),
+            "--compare: compares saved result files and runs no benchmark; --num-prompts has \
+             no effect with it"
+        );
+    }
+    assert!(invalid(&["--compare", "a", "b", "--num-runs", "2"]).contains("--num-runs has no"));
+}
+
+#[test]
 fn steady_state_flags_are_checked_and_said_when_they_cannot_apply() {
     let closed = ["--max-concurrency", "8"];
     let cfg = ok(&closed);
@@ -1355,7 +1380,6 @@ fn unimplemented_features_are_accepted_then_refused_by_name() {
         (&["--backend", "openai-audio"][..], "--backend openai-audio"),
         (&["--dataset-name", "hf"][..], "--dataset-name hf"),
         (&["--lora-modules", "a"][..], "--lora-modules"),
-        (&["--compare", "a.json", "b.json"][..], "--compare"),
         (&["--hf-subset", "x"][..], "--hf-subset"),
     ] {
         let err = config_error(args);

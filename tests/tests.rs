@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per area (see STYLE.md, ripgrep's layout).
 
 mod cli;
+mod compare;
 mod datasets;
 mod docs;
 mod e2e;

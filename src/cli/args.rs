@@ -600,8 +600,8 @@ pub struct MultiRunArgs {
     /// Run the benchmark N times; report mean/std/min/max and CV
     #[arg(long, default_value = "1", value_parser = parse_int::<usize>, value_name = "N")]
     pub num_runs: usize,
-    /// Compare two saved result files (no benchmark is run)
-    #[arg(long, num_args = 2, value_names = ["BASELINE", "CANDIDATE"])]
+    /// Compare saved result files (ours or Python's) with the first; no benchmark is run
+    #[arg(long, num_args = 2.., value_names = ["BASELINE", "CANDIDATE"])]
     pub compare: Vec<String>,
 }
 

@@ -53,8 +53,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     // LoRA.
     "--lora-modules",
     "--lora-assignment",
-    // Comparison.
-    "--compare",
 ];
 
 /// True if `flag` (`--num-runs`) is refused whenever it is given.

@@ -80,8 +80,9 @@ pub struct LoraConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MultiRunConfig {
     pub num_runs: usize,
-    /// `--compare BASELINE CANDIDATE`: compare two result files instead of running.
-    pub compare: Option<(PathBuf, PathBuf)>,
+    /// `--compare BASELINE CANDIDATE [...]`: compare saved result files (at least two)
+    /// instead of running.
+    pub compare: Option<Vec<PathBuf>>,
 }
 
 /// The steady-state flags: checked, and a note when they cannot take effect (they only
@@ -399,12 +400,30 @@ pub(super) fn multi_run(cli: &Cli) -> Result<MultiRunConfig, ConfigError> {
     }
     let compare = match &m.compare[..] {
         [] => None,
-        [a, b] => Some((PathBuf::from(a), PathBuf::from(b))),
-        _ => {
+        [_] => {
             return Err(ConfigError::flag(
                 "--compare",
-                "expected two result files: BASELINE CANDIDATE",
+                "expected at least two result files: BASELINE CANDIDATE [...]",
             ))
+        }
+        files => {
+            // Nothing else applies to a comparison; a flag given with it must not look as
+            // if it had an effect. (Flags set from the environment, VLLM_BENCH_CORES, are not
+            // the user's doing on this command line.)
+            if let Some(flag) = cli
+                .given()
+                .iter()
+                .find(|f| *f != "--compare" && !cli.is_from_env(f))
+            {
+                return Err(ConfigError::flag(
+                    "--compare",
+                    format!(
+                        "compares saved result files and runs no benchmark; {flag} has no \
+                         effect with it"
+                    ),
+                ));
+            }
+            Some(files.iter().map(PathBuf::from).collect())
         }
     };
     Ok(MultiRunConfig {

@@ -1,10 +1,12 @@
 //! Output: the console block (byte-compatible with Python) and the result JSON; our own
-//! blocks (`extras`, `steady_state`); reading saved results back (`result_file`).
+//! blocks (`extras`, `steady_state`); reading saved results back (`result_file`) and the
+//! `--compare` table.
 //!
 //! Printers only read a finished `metrics::report::BenchmarkReport` plus run facts; they
 //! never compute metrics. Python's number formatting, which both printers and the metrics
 //! share, is `crate::pyfmt`.
 
+pub mod compare;
 pub mod console;
 pub mod extras;
 pub mod json;
