@@ -25,7 +25,7 @@ use crate::metrics::RequestOutput;
 use crate::pyfmt::{fixed2, float_repr};
 
 /// Width of the block's rules and headers.
-const WIDTH: usize = 50;
+pub(super) const WIDTH: usize = 50;
 /// Python shows at most this many errors of failed requests.
 const MAX_ERRORS_SHOWN: usize = 10;
 

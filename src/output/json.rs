@@ -31,7 +31,7 @@ use anyhow::Context as _;
 
 use crate::cli::RampUp;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
-use crate::metrics::summary::percentile_word;
+use crate::metrics::summary::{percentile_word, MetricStats};
 use crate::metrics::RequestOutput;
 use crate::pyfmt::{float_repr, push_float_repr};
 
@@ -369,16 +369,7 @@ pub fn build_result<'a>(
 /// `mean_X_ms`, `median_X_ms`, `std_X_ms` and `pNN_X_ms` of every reported metric.
 fn metric_keys(doc: &mut JsonObject<'_>, report: &BenchmarkReport) {
     for (kind, stats) in report.sections() {
-        let name = kind.name();
-        doc.set(format!("mean_{name}_ms"), Json::Float(stats.mean_ms));
-        doc.set(format!("median_{name}_ms"), Json::Float(stats.median_ms));
-        doc.set(format!("std_{name}_ms"), Json::Float(stats.std_ms));
-        for &(p, value) in &stats.percentiles_ms {
-            doc.set(
-                format!("p{}_{name}_ms", percentile_word(p)),
-                Json::Float(value),
-            );
-        }
+        set_stats(doc, kind.name(), stats);
     }
 }
 
@@ -398,6 +389,20 @@ pub fn turn_metrics(turn: usize, report: &BenchmarkReport) -> JsonObject<'static
     }
     metric_keys(&mut doc, report);
     doc
+}
+
+/// One metric's keys, Python's names: `mean_X_ms, median_X_ms, std_X_ms`, then `pP_X_ms` per
+/// percentile (`X` is the `--percentile-metrics` name).
+pub(super) fn set_stats(doc: &mut JsonObject<'_>, name: &str, stats: &MetricStats) {
+    doc.set(format!("mean_{name}_ms"), Json::Float(stats.mean_ms));
+    doc.set(format!("median_{name}_ms"), Json::Float(stats.median_ms));
+    doc.set(format!("std_{name}_ms"), Json::Float(stats.std_ms));
+    for &(p, value) in &stats.percentiles_ms {
+        doc.set(
+            format!("p{}_{name}_ms", percentile_word(p)),
+            Json::Float(value),
+        );
+    }
 }
 
 /// Adds keys beyond Python's schema after all of Python's keys. Extras should use new key

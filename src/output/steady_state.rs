@@ -12,16 +12,13 @@
 
 use std::fmt::Write as _;
 
-use super::console::{centred, float_line, int_line, metric_section};
-use super::json::{Json, JsonObject};
+use super::console::{centred, float_line, int_line, metric_section, WIDTH};
+use super::json::{set_stats, Json, JsonObject};
 use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
-use crate::metrics::summary::{percentile_word, MetricKind, MetricStats};
+use crate::metrics::summary::MetricKind;
 
 /// The result-JSON key.
 pub const KEY: &str = "vllm_bench_steady_state";
-
-/// Width of the block's rules.
-const WIDTH: usize = 50;
 
 /// The console block; empty when steady state was not computed at all (`None`).
 pub fn render(outcome: Option<&SteadyStateOutcome>) -> String {
@@ -36,8 +33,8 @@ pub fn render(outcome: Option<&SteadyStateOutcome>) -> String {
             int_line(&mut out, "Peak requests in flight:", *peak);
             let _ = writeln!(
                 out,
-                "Not reached: requests in flight never stayed at the threshold \
-                 (lower --steady-state-threshold, or send more prompts than --max-concurrency)"
+                "Not reached: requests in flight never reached the threshold (lower \
+                 --steady-state-threshold, or send more prompts than --max-concurrency)"
             );
         }
         SteadyStateOutcome::Computed(s) => computed(&mut out, s),
@@ -109,25 +106,16 @@ fn figures(s: &SteadyState) -> JsonObject<'static> {
         "total_token_throughput",
         Json::Float(s.total_token_throughput),
     );
-    stats_keys(&mut o, "ttft", &s.ttft);
-    stats_keys(&mut o, "tpot", &s.tpot);
+    set_stats(&mut o, MetricKind::Ttft.name(), &s.ttft);
+    set_stats(&mut o, MetricKind::Tpot.name(), &s.tpot);
     o
-}
-
-/// Python's key names for one metric: `mean_X_ms, median_X_ms, std_X_ms, pP_X_ms`.
-fn stats_keys(o: &mut JsonObject<'static>, name: &str, s: &MetricStats) {
-    o.set(format!("mean_{name}_ms"), Json::Float(s.mean_ms));
-    o.set(format!("median_{name}_ms"), Json::Float(s.median_ms));
-    o.set(format!("std_{name}_ms"), Json::Float(s.std_ms));
-    for &(p, v) in &s.percentiles_ms {
-        o.set(format!("p{}_{name}_ms", percentile_word(p)), Json::Float(v));
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metrics::steady_state::{Window, TPOT_PERCENTILES};
+    use crate::metrics::summary::MetricStats;
 
     fn state(short: bool) -> SteadyState {
         SteadyState {
