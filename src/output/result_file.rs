@@ -8,12 +8,16 @@
 //! object's numbers (`vllm_bench_steady_state`, `vllm_bench_failures_by_reason`) become
 //! dotted keys. Per-request lists, strings and booleans are not compared.
 //!
+//! A `--num-runs` result file (`{"num_runs": N, "runs": [...], "aggregate": {...}}`) is read
+//! as the mean of each aggregated figure, with its first run's facts and `num_runs`: "did the
+//! change move the mean of five runs?" is the question it answers.
+//!
 //! `json.dump` writes `NaN`, `Infinity` and `-Infinity` for non-finite floats, which JSON
 //! parsers refuse; they are read as `null` (no value) so such a file still compares.
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::metrics::comparison::Num;
 
@@ -116,13 +120,15 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<SavedResult, ResultFileError> 
     let Value::Object(map) = doc else {
         return Err(not_a_result(REQUIRED[0]));
     };
+    if let Some(result) = repeated_runs(path, &map) {
+        return match REQUIRED.into_iter().find(|k| !has_metric(&result, k)) {
+            Some(missing) => Err(not_a_result(missing)),
+            None => Ok(result),
+        };
+    }
     if let Some(missing) = REQUIRED.into_iter().find(|k| number(map.get(*k)).is_none()) {
         return Err(not_a_result(missing));
     }
-    let facts = FACTS
-        .iter()
-        .filter_map(|&k| map.get(k).map(|v| (k.to_string(), fact_text(v))))
-        .collect();
     let mut metrics = Vec::new();
     for (key, value) in &map {
         if FACTS.contains(&key.as_str()) {
@@ -145,9 +151,47 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<SavedResult, ResultFileError> 
     }
     Ok(SavedResult {
         path: path.to_path_buf(),
+        facts: facts(&map),
+        metrics,
+    })
+}
+
+/// The [`FACTS`] of a result object, as text.
+fn facts(map: &Map<String, Value>) -> Vec<(String, String)> {
+    FACTS
+        .iter()
+        .filter_map(|&k| map.get(k).map(|v| (k.to_string(), fact_text(v))))
+        .collect()
+}
+
+/// A `--num-runs` document as one result: `num_runs` and the first run's facts, the mean of
+/// every aggregated figure. `None` when `map` is not one.
+fn repeated_runs(path: &Path, map: &Map<String, Value>) -> Option<SavedResult> {
+    let (Some(Value::Array(runs)), Some(Value::Object(aggregate))) =
+        (map.get("runs"), map.get("aggregate"))
+    else {
+        return None;
+    };
+    let mut facts = vec![("num_runs".to_string(), runs.len().to_string())];
+    if let Some(Value::Object(first)) = runs.first() {
+        facts.extend(self::facts(first));
+    }
+    let metrics = aggregate
+        .iter()
+        .filter_map(|(k, v)| {
+            let mean = v.get("mean")?.as_f64()?;
+            Some((k.clone(), Some(Num::Float(mean))))
+        })
+        .collect();
+    Some(SavedResult {
+        path: path.to_path_buf(),
         facts,
         metrics,
     })
+}
+
+fn has_metric(result: &SavedResult, key: &str) -> bool {
+    result.metrics.iter().any(|(k, v)| k == key && v.is_some())
 }
 
 fn not_json(path: &Path, error: serde_json::Error) -> ResultFileError {
@@ -316,6 +360,38 @@ mod tests {
         for e in [error("x"), error(r#"{"a": 1}"#)] {
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn a_num_runs_file_compares_by_its_means() {
+        let r = read(
+            r#"{"num_runs": 2, "runs": [{"backend": "vllm", "max_concurrency": 4,
+                "duration": 1.0, "completed": 10, "request_throughput": 10.0},
+                {"backend": "vllm", "max_concurrency": 4, "duration": 3.0, "completed": 10,
+                "request_throughput": 3.3}],
+                "aggregate": {"duration": {"mean": 2.0, "std": 1.0},
+                "completed": {"mean": 10.0}, "request_throughput": {"mean": 6.65},
+                "odd": 3}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r.facts,
+            [
+                ("num_runs".to_string(), "2".to_string()),
+                ("backend".into(), "vllm".into()),
+                ("max_concurrency".into(), "4".into()),
+            ]
+        );
+        assert_eq!(
+            r.metrics,
+            [
+                ("duration".to_string(), Some(Num::Float(2.0))),
+                ("completed".into(), Some(Num::Float(10.0))),
+                ("request_throughput".into(), Some(Num::Float(6.65))),
+            ]
+        );
+        let e = error(r#"{"runs": [], "aggregate": {"duration": {"mean": 1.0}}}"#);
+        assert!(e.contains("no numeric `completed` key"), "{e}");
     }
 
     #[test]
