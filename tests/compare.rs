@@ -195,21 +195,21 @@ fn deltas_on_our_results_are_exact() {
             300.0,
         ),
         (
-            "vllm_bench_steady_state.request_throughput",
+            "steady_state.request_throughput",
             Num::Float(71.01685469669509),
             Num::Float(276.810728570274),
             Num::Float(205.79387387357895),
             289.7817352690445,
         ),
         (
-            "vllm_bench_steady_state.p90_tpot_ms",
+            "steady_state.p90_tpot_ms",
             Num::Float(5.388535257142857),
             Num::Float(5.573028785714287),
             Num::Float(0.18449352857142998),
             3.423815930811099,
         ),
         (
-            "vllm_bench_steady_state.requests_inside",
+            "steady_state.requests_inside",
             Num::Int(94),
             Num::Int(70),
             Num::Int(-24),
@@ -223,10 +223,10 @@ fn deltas_on_our_results_are_exact() {
         assert_eq!(c.delta, delta, "{key}");
         assert_eq!(c.percent, Some(percent), "{key}");
     }
-    let steady = row(&rows, "vllm_bench_steady_state.request_throughput");
+    let steady = row(&rows, "steady_state.request_throughput");
     assert_eq!(steady.direction, Direction::Higher);
     assert_eq!(
-        row(&rows, "vllm_bench_steady_state.p90_tpot_ms").direction,
+        row(&rows, "steady_state.p90_tpot_ms").direction,
         Direction::Lower
     );
 }

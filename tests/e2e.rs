@@ -186,13 +186,17 @@ fn saved(dir: &TempDir) -> Map<String, Value> {
     serde_json::from_str(&text).expect("result file is one JSON object")
 }
 
-/// Our keys minus the additive `vllm_bench_*` extras, in file order.
+/// Our keys minus the additive extras (`vllm_bench_*`, and the seed's `steady_state` and
+/// `per_turn_metrics`), in file order.
 fn python_keys_of(doc: &Map<String, Value>) -> Vec<String> {
     doc.keys()
-        .filter(|k| !k.starts_with("vllm_bench_"))
+        .filter(|k| !k.starts_with("vllm_bench_") && !SEED_KEYS.contains(&k.as_str()))
         .cloned()
         .collect()
 }
+
+/// Keys the seed README names for vllm-bench's own additions.
+const SEED_KEYS: [&str; 2] = ["steady_state", "per_turn_metrics"];
 
 fn golden_dir(scenario: &str) -> PathBuf {
     shared_dir().join("golden/python-0.33").join(scenario)

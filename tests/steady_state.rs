@@ -1,5 +1,5 @@
 //! Steady-state metrics through the real binary against the in-process mock: a closed loop
-//! gets the block after Python's and the `vllm_bench_steady_state` object, whose window
+//! gets the block after Python's and the `steady_state` object, whose window
 //! starts when the last worker of the ramp-up sends and ends before the drain does; open
 //! loops and `--no-steady-state` get neither (the key is `null`).
 //!
@@ -71,7 +71,7 @@ fn closed_loop_window_excludes_ramp_up_and_drain() {
     let (stdout, doc) = run(&server, &["--max-concurrency", &concurrency]);
     assert_eq!(server.stats().peak_in_flight, CONCURRENCY as u64);
 
-    let s = &doc["vllm_bench_steady_state"];
+    let s = &doc["steady_state"];
     assert!(s.is_object(), "steady state computed: {s}");
     // 0.95 × 8 = 7.6: all eight workers busy.
     assert_eq!(s["in_flight_threshold"].as_u64(), Some(CONCURRENCY as u64));
@@ -137,7 +137,7 @@ fn open_loops_and_no_steady_state_leave_it_out() {
         &["--max-concurrency", &concurrency, "--request-rate", "2000"][..],
     ] {
         let (stdout, doc) = run(&server, extra);
-        assert_eq!(doc["vllm_bench_steady_state"], Value::Null, "{extra:?}");
+        assert_eq!(doc["steady_state"], Value::Null, "{extra:?}");
         assert!(!stdout.contains("Steady-State"), "{extra:?}:\n{stdout}");
     }
 }

@@ -11,7 +11,7 @@
 //! and goodput are per second (higher is better); `completed` is higher-better and `failed`,
 //! failures by reason and requests not sent are lower-better; `duration` is lower-better (the
 //! same work done sooner). Counts that describe the workload (tokens, peak concurrency, the
-//! steady-state window) have no better direction. Nested keys (`vllm_bench_steady_state.
+//! steady-state window) have no better direction. Nested keys (`steady_state.
 //! request_throughput`) are judged by their last part, except the failure counts.
 
 /// A number as a result file holds it.
@@ -209,8 +209,8 @@ mod tests {
             "max_output_tokens_per_s",
             "rtfx",
             "completed",
-            "vllm_bench_steady_state.output_throughput",
-            "vllm_bench_steady_state.input_throughput",
+            "steady_state.output_throughput",
+            "steady_state.input_throughput",
             "vllm_bench_server_prefix_hit_ratio",
         ] {
             assert_eq!(direction(key), Direction::Higher, "{key}");
@@ -222,7 +222,7 @@ mod tests {
             "median_e2el_including_client_queue_ms",
             "p50_client_queue_time_ms",
             "vllm_bench_dispatch_lag_p99_ms",
-            "vllm_bench_steady_state.p90_tpot_ms",
+            "steady_state.p90_tpot_ms",
             "failed",
             "duration",
             "vllm_bench_not_sent",
@@ -235,8 +235,8 @@ mod tests {
             "total_output_tokens",
             "max_concurrent_requests",
             "vllm_bench_workers",
-            "vllm_bench_steady_state.completed_in_window",
-            "vllm_bench_steady_state.window_start_s",
+            "steady_state.completed_in_window",
+            "steady_state.window_start_s",
             "vllm_bench_trace_ideal_prefix_hit_ratio",
         ] {
             assert_eq!(direction(key), Direction::Neither, "{key}");

@@ -5,7 +5,7 @@
 //! generation or pooling: `duration`, `completed` and `request_throughput`. Of the rest,
 //! the run facts (`backend`, `model_id`, `num_prompts`, `request_rate`, ...) describe the run,
 //! and every other number is a metric, including our `vllm_bench_*` additions; a nested
-//! object's numbers (`vllm_bench_steady_state`, `vllm_bench_failures_by_reason`) become
+//! object's numbers (`steady_state`, `vllm_bench_failures_by_reason`) become
 //! dotted keys. Per-request lists, strings and booleans are not compared.
 //!
 //! A `--num-runs` result file (`{"num_runs": N, "runs": [...], "aggregate": {...}}`) is read
@@ -277,7 +277,7 @@ mod tests {
                 "request_goodput": null, "ttfts": [0.1, 0.2], "mean_ttft_ms": 25.5,
                 "vllm_bench_io_driver": "io_uring", "vllm_bench_interrupted": false,
                 "vllm_bench_failures_by_reason": {"http_500": 3},
-                "vllm_bench_steady_state": {"short_window": true, "request_throughput": 90.5}}"#,
+                "steady_state": {"short_window": true, "request_throughput": 90.5}}"#,
         )
         .unwrap();
         assert_eq!(
@@ -301,7 +301,7 @@ mod tests {
                 "request_goodput",
                 "mean_ttft_ms",
                 "vllm_bench_failures_by_reason.http_500",
-                "vllm_bench_steady_state.request_throughput",
+                "steady_state.request_throughput",
             ]
         );
         assert_eq!(r.metrics[1].1, Some(Num::Int(200)));

@@ -1,6 +1,6 @@
 //! The steady-state block (printed after Python's block, in its style: labels in 40
 //! columns, the TTFT and TPOT sections with Python's headers) and the
-//! `vllm_bench_steady_state` result key.
+//! `steady_state` result key.
 //!
 //! The key follows the convention of every key we add to Python's schema (the `vllm_bench_`
 //! prefix, after Python's keys; see `json::append_extras`), so a tool that reads Python's
@@ -18,7 +18,7 @@ use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
 use crate::metrics::summary::MetricKind;
 
 /// The result-JSON key.
-pub const KEY: &str = "vllm_bench_steady_state";
+pub const KEY: &str = "steady_state";
 
 /// The console block; empty when steady state was not computed at all (`None`).
 pub fn render(outcome: Option<&SteadyStateOutcome>) -> String {
@@ -77,7 +77,7 @@ fn seconds_line(out: &mut String, label: &str, value: f64) {
     let _ = writeln!(out, "{label:<40} {:<10}", format!("{value:.3}"));
 }
 
-/// `{"vllm_bench_steady_state": null | {...}}`, for `json::append_extras`.
+/// `{"steady_state": null | {...}}`, for `json::append_extras`.
 pub fn to_json(outcome: Option<&SteadyStateOutcome>) -> JsonObject<'static> {
     let value = match outcome {
         Some(SteadyStateOutcome::Computed(s)) => Json::Object(figures(s)),
@@ -191,12 +191,12 @@ mod tests {
         assert_eq!(render(None), "");
         assert_eq!(
             to_json(None).to_json_string(),
-            "{\"vllm_bench_steady_state\": null}"
+            "{\"steady_state\": null}"
         );
         let not_reached = SteadyStateOutcome::NotReached { level: 16, peak: 5 };
         assert_eq!(
             to_json(Some(&not_reached)).to_json_string(),
-            "{\"vllm_bench_steady_state\": null}"
+            "{\"steady_state\": null}"
         );
         let text = render(Some(&not_reached));
         assert!(
