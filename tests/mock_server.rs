@@ -425,6 +425,38 @@ fn connection_close_is_honoured_and_announced() {
     assert!(c.closed_by_server());
 }
 
+/// A connection the mock closes is closed even when a process spawned while it was open is
+/// still running: accepted sockets are close-on-exec on every driver. (On io_uring they
+/// were not: the child kept the connection open, the client saw no end until it exited,
+/// and the fault-matrix runs, which start the binary beside live mocks, timed out.)
+#[test]
+fn a_closed_connection_does_not_leak_into_child_processes() {
+    for driver in drivers() {
+        let server = start(MockConfig {
+            driver,
+            ..MockConfig::default()
+        });
+        let mut c = Client::connect(server.addr());
+        c.get("/health");
+        c.read_response();
+        // Outlives the IO_TIMEOUT of the read below; killed (by its pid) at the end.
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("spawn sleep");
+        c.post(
+            "/v1/completions",
+            r#"{"prompt":"p","max_tokens":1}"#,
+            "Connection: close\r\n",
+        );
+        c.read_response();
+        let closed = c.closed_by_server();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(closed, "{driver:?}: the connection ended");
+    }
+}
+
 #[test]
 fn close_after_response_closes_each_stream_unannounced() {
     let server = start(MockConfig {

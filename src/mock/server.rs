@@ -17,6 +17,7 @@
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -274,12 +275,31 @@ async fn accept_loop(listener: &TcpListener, ctx: &Rc<WorkerCtx>, cancel: Cancel
         }
         match accepted {
             Ok((stream, _)) => {
+                close_on_exec(&stream);
                 ctx.counters().connection();
                 monoio::spawn(conn::serve(stream, Rc::clone(ctx)));
             }
             // Out of descriptors or a connection reset before accept: back off briefly
             // instead of spinning, then keep serving.
             Err(_) => monoio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+/// Marks an accepted socket close-on-exec. monoio's io_uring accept passes no flags (its
+/// epoll accept uses `accept4(SOCK_CLOEXEC)`), so without this a process that the program
+/// embedding the mock spawns meanwhile (a test starting the `vllm-bench` binary) inherits
+/// the connection: closing it here then sends no FIN until that process exits, and the
+/// client waits for a close that does not come (or, writing into it, gets a reset).
+fn close_on_exec(stream: &monoio::net::TcpStream) {
+    let fd = stream.as_raw_fd();
+    // SAFETY: `fd` is the open socket `stream` owns for the duration of this call; F_GETFD
+    // and F_SETFD only read and set its descriptor flags. Failure leaves the flag unset,
+    // which is only a leak into child processes, as before.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
         }
     }
 }
