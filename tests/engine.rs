@@ -148,6 +148,7 @@ fn faults_become_failed_requests_with_reasons_never_hangs() {
             disconnect: 0.1,
             stall: 0.05,
             malformed: 0.1,
+            ..FaultConfig::default()
         },
         stall_for: Duration::from_secs(60),
         num_tokens: 12,

@@ -916,6 +916,27 @@ fn fault_malformed_sends_one_invalid_event() {
     assert_eq!(server.stats().faults.malformed, 1);
 }
 
+/// A 200 head, then the socket closes: nothing of the body, streamed or not.
+#[test]
+fn fault_close_after_head_sends_the_head_alone() {
+    let server = faulty(FaultConfig {
+        close_after_head: 1.0,
+        ..Default::default()
+    });
+    for (path, body) in [
+        ("/v1/completions", STREAM_10),
+        ("/v1/embeddings", r#"{"input":"a b"}"#),
+    ] {
+        let mut c = Client::connect(server.addr());
+        c.post(path, body, "");
+        let r = c.read_response();
+        assert_eq!(r.status, 200, "{path}");
+        assert!(!r.complete && r.body.is_empty(), "{path}: {r:?}");
+        assert!(c.closed_by_server(), "{path}: closed after the head");
+    }
+    assert_eq!(server.stats().faults.close_after_head, 2);
+}
+
 #[test]
 fn faults_are_reproducible_from_the_seed() {
     let run = |seed| {

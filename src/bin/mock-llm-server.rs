@@ -82,6 +82,9 @@ struct Args {
     /// Fraction of streams with one event whose data is not valid JSON.
     #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
     fail_malformed: f64,
+    /// Fraction of model requests whose 200 head is sent, then the socket closes (no body).
+    #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
+    fail_close_after_head: f64,
     /// How long a stalled stream stays silent before the socket closes, in ms.
     #[arg(long, value_name = "MS", default_value = "10000", value_parser = millis)]
     stall_ms: Duration,
@@ -158,6 +161,7 @@ impl Args {
                 disconnect: self.fail_disconnect,
                 stall: self.fail_stall,
                 malformed: self.fail_malformed,
+                close_after_head: self.fail_close_after_head,
             },
             stall_for: self.stall_ms,
             seed: self.seed,

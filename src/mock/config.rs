@@ -1,48 +1,14 @@
-//! What the mock server is told to do: [`MockConfig`], its fault mix ([`FaultConfig`]) and
-//! the I/O driver choice (the engine's [`DriverChoice`], resolved by the same code as the
-//! client's), plus the validation that turns a bad value into one
-//! clear error before any thread starts.
+//! What the mock server is told to do: [`MockConfig`] with its fault mix ([`FaultConfig`],
+//! defined beside the fault kinds in `faults`) and the I/O driver choice (the engine's
+//! [`DriverChoice`], resolved by the same code as the client's), plus the validation that
+//! turns a bad value into one clear error before any thread starts.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use super::faults::FaultConfig;
 use crate::runtime::DriverChoice;
-
-/// Fractions of model requests (completions, chat, embeddings, pooling, rerank) that get
-/// each fault. Each is in `[0, 1]` and together they sum to at most 1; which request gets
-/// which fault is decided from the seed and the request's sequence number.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct FaultConfig {
-    /// `500 Internal Server Error` with a vLLM-style JSON error body.
-    pub error_500: f64,
-    /// `429 Too Many Requests` with a JSON error body.
-    pub error_429: f64,
-    /// The socket is closed after a few content chunks (no `[DONE]`, no last HTTP chunk).
-    pub disconnect: f64,
-    /// The first content chunk is sent, then nothing for `stall_for`, then the socket closes.
-    pub stall: f64,
-    /// One content event carries invalid JSON; the stream otherwise completes normally.
-    pub malformed: f64,
-}
-
-impl FaultConfig {
-    /// The fractions in decision order, with the names used in errors and stats.
-    pub(crate) fn named(&self) -> [(&'static str, f64); 5] {
-        [
-            ("error_500", self.error_500),
-            ("error_429", self.error_429),
-            ("disconnect", self.disconnect),
-            ("stall", self.stall),
-            ("malformed", self.malformed),
-        ]
-    }
-
-    /// True when no fault can ever be injected.
-    pub fn is_none(&self) -> bool {
-        self.named().iter().all(|(_, f)| *f == 0.0)
-    }
-}
 
 /// Everything the mock server does, fixed at start.
 #[derive(Debug, Clone)]

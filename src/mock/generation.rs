@@ -42,7 +42,7 @@ pub struct Generation {
     pub prompt_tokens: u64,
     /// Send the usage chunk / usage object.
     pub usage: bool,
-    /// Injected stream fault (disconnect, stall, malformed), if any.
+    /// Injected stream fault (disconnect, stall, malformed, close after head), if any.
     pub fault: Option<FaultKind>,
     /// Response id suffix (32 hex digits).
     pub id: u128,
@@ -204,7 +204,8 @@ impl Script {
 pub enum End {
     /// Fully sent; the connection may be reused.
     KeepAlive,
-    /// Close the connection now (a disconnect or stall fault, or `close_after_response`).
+    /// Close the connection now (a disconnect, stall or close-after-head fault, or
+    /// `close_after_response`).
     Close,
 }
 
@@ -225,6 +226,10 @@ pub async fn stream(
     stall_for: Duration,
 ) -> io::Result<End> {
     response::head(&mut io.out, 200, "OK", Framing::Chunked, opts);
+    if g.fault == Some(FaultKind::CloseAfterHead) {
+        io.flush().await?;
+        return Ok(End::Close);
+    }
     io.out.extend_from_slice(script.get(&script.role));
     let chunks = g.chunks();
     for i in 0..chunks {

@@ -255,7 +255,8 @@ fn response_id(seed: u64, seq: u64) -> u128 {
 }
 
 /// A non-streaming 200 JSON answer at `at.1`; faults act at `at.0` (the first token's
-/// time): disconnect closes, stall waits `stall_for` and closes, malformed truncates.
+/// time): disconnect closes, stall waits `stall_for` and closes; or at `at.1`: malformed
+/// truncates the body, close-after-head sends the head (announcing the whole body) alone.
 async fn delayed_json(
     ex: &mut Exchange,
     timers: &Timers,
@@ -284,8 +285,13 @@ async fn delayed_json(
         content_type: response::JSON,
         ..*opts
     };
-    response::full(&mut ex.io.out, 200, "OK", &ex.scratch, &opts, false);
-    End::KeepAlive
+    let head_only = fault == Some(FaultKind::CloseAfterHead);
+    response::full(&mut ex.io.out, 200, "OK", &ex.scratch, &opts, head_only);
+    if head_only {
+        End::Close
+    } else {
+        End::KeepAlive
+    }
 }
 
 /// A deterministic unit vector for one input.

@@ -84,7 +84,7 @@ pub struct WorkerCounters {
     by_route: [AtomicU64; ROUTE_COUNT],
     not_found: AtomicU64,
     rejected: AtomicU64,
-    faults: [AtomicU64; 5],
+    faults: [AtomicU64; FaultKind::COUNT],
     connections: AtomicU64,
     log: Mutex<Vec<LoggedRequest>>,
     emitted: Mutex<Emitted>,
@@ -211,7 +211,7 @@ impl Stats {
             peak_in_flight: self.peak_in_flight.load(Relaxed),
             ..MockStats::default()
         };
-        let mut faults = [0u64; 5];
+        let mut faults = [0u64; FaultKind::COUNT];
         let mut by_route = [0u64; ROUTE_COUNT];
         let mut not_found = 0;
         for w in &self.workers {
