@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use vllm_bench::mock::{FaultConfig, FaultKind, MockConfig, MockServer};
+use vllm_bench::mock::{AfterCrash, Crash, FaultConfig, FaultKind, MockConfig, MockServer};
 use vllm_bench::runtime::{resolve_driver, DriverChoice};
 
 /// Every socket read gives up after this long, so no test can hang.
@@ -1033,6 +1033,88 @@ fn shutdown_is_prompt_with_streams_in_flight() {
         assert!(!r.complete);
         assert!(idle.closed_by_server());
     }
+}
+
+/// A crash at request 1 cuts every open connection (on both workers), the triggering
+/// request's included; after `Down` new connections are refused, after `Restart` served.
+#[test]
+fn a_crash_cuts_every_connection_then_stays_down_or_serves_again() {
+    for then in [AfterCrash::Down, AfterCrash::Restart] {
+        let server = start(MockConfig {
+            workers: 2,
+            first_token_delay: Duration::from_secs(60),
+            crash: Some(Crash {
+                at_request: 1,
+                then,
+            }),
+            ..MockConfig::default()
+        });
+        let mut idle = Client::connect(server.addr());
+        idle.get("/health");
+        idle.read_response();
+        let mut streaming = Client::connect(server.addr());
+        streaming.post("/v1/completions", STREAM_10, "");
+        streaming.read_until(b"\r\n\r\n");
+        let mut crashing = Client::connect(server.addr());
+        crashing.post("/v1/completions", STREAM_10, "");
+        assert!(crashing.closed_by_server(), "{then:?}: no answer at all");
+        let cut = streaming.read_response();
+        assert!(!cut.complete && cut.chunks.is_empty(), "{then:?}: {cut:?}");
+        let t0 = Instant::now();
+        assert!(
+            idle.closed_by_server(),
+            "{then:?}: the idle connection is closed"
+        );
+        eprintln!("{then:?}: idle closed after {:?}", t0.elapsed());
+        assert_eq!(server.stats().crashes, 1);
+        match then {
+            AfterCrash::Down => {
+                // The listeners close at the workers' next stop check: wait for that.
+                let until = Instant::now() + IO_TIMEOUT;
+                while TcpStream::connect(server.addr()).is_ok() {
+                    assert!(Instant::now() < until, "still accepting after the crash");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            AfterCrash::Restart => {
+                // Served again: the next stream starts (its first token is a minute away).
+                let mut again = Client::connect(server.addr());
+                again.post("/v1/completions", STREAM_10, "");
+                again.read_until(b"HTTP/1.1 200 OK\r\n");
+                assert_eq!(server.stats().model_requests, 3);
+            }
+        }
+    }
+}
+
+/// `padding` grows every event and body by a member no client reads; `response_headers`
+/// appear on 200 model responses only.
+#[test]
+fn padding_and_extra_headers_shape_model_responses() {
+    let server = start(MockConfig {
+        padding: 1 << 20,
+        response_headers: vec![("content-encoding".into(), "gzip".into())],
+        ..MockConfig::default()
+    });
+    let stream = request(&server, "/v1/completions", STREAM_10);
+    assert!(stream.complete);
+    assert_eq!(stream.header("content-encoding"), Some("gzip"));
+    for event in stream
+        .json_events()
+        .iter()
+        .filter(|e| e["choices"] != Value::Array(vec![]))
+    {
+        assert_eq!(event["padding"].as_str().map(str::len), Some(1 << 20));
+        assert_eq!(event["choices"][0]["text"], " tok");
+    }
+    let embedding = request(&server, "/v1/embeddings", r#"{"input":"a"}"#);
+    assert_eq!(
+        embedding.json()["padding"].as_str().map(str::len),
+        Some(1 << 20)
+    );
+    let mut c = Client::connect(server.addr());
+    c.get("/v1/models");
+    assert_eq!(c.read_response().header("content-encoding"), None);
 }
 
 #[test]

@@ -48,6 +48,8 @@ pub struct Generation {
     pub id: u128,
     /// `created` (Unix seconds).
     pub created: u64,
+    /// Filler bytes in every event and body (`MockConfig::padding`).
+    pub padding: usize,
 }
 
 impl Generation {
@@ -69,7 +71,8 @@ impl Generation {
         }
     }
 
-    /// `{"id":…,"object":…,"created":…,"model":…,` (the shared start of every body).
+    /// `{"id":…,"object":…,"created":…,"model":…,` (the shared start of every body), then
+    /// the padding member when padding is asked for.
     fn open(&self, out: &mut Vec<u8>, model_json: &str, stream: bool) {
         let prefix = if self.chat { "chatcmpl-" } else { "cmpl-" };
         let _ = write!(
@@ -79,6 +82,7 @@ impl Generation {
             self.object(stream),
             self.created
         );
+        response::padding_member(out, self.padding);
     }
 
     fn usage_json(&self, out: &mut Vec<u8>) {
@@ -279,6 +283,7 @@ mod tests {
             fault: None,
             id: 0xabc,
             created: 1_700_000_000,
+            padding: 0,
         }
     }
 

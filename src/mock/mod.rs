@@ -50,7 +50,7 @@ mod stats;
 mod timing;
 pub mod toy_tokenizer;
 
-pub use config::MockConfig;
+pub use config::{AfterCrash, Crash, MockConfig};
 pub use emission::{ItlSummary, LatenessSummary, TimingReport, TtftSummary};
 pub use faults::{FaultConfig, FaultCounts, FaultKind};
 pub use server::MockServer;

@@ -40,6 +40,11 @@ pub struct MockStats {
     pub prefix_cache_queries: u64,
     /// Toy prefix cache: prompt tokens found cached.
     pub prefix_cache_hits: u64,
+    /// Model requests received since start, those still in flight included (the next
+    /// sequence number; not zeroed by `reset_stats`).
+    pub model_requests: u64,
+    /// Crashes (`MockConfig::crash`) since start.
+    pub crashes: u64,
 }
 
 /// One request as the server saw it (kept when `MockConfig::request_log` is on).
