@@ -247,6 +247,23 @@ fn embeddings_are_whole_responses() {
     }
 }
 
+/// A 200 whose body is not JSON (cut in half here) is a failure, as in Python, whose
+/// `await response.json()` raises: it used to count as a success.
+#[test]
+fn a_whole_body_that_is_not_json_fails_its_request() {
+    let (_server, url) = mock(MockConfig {
+        faults: FaultConfig {
+            malformed: 1.0,
+            ..FaultConfig::default()
+        },
+        ..MockConfig::default()
+    });
+    let w = workload(&url, Backend::OpenaiEmbeddings, "mock-model", 3, 1);
+    let r = run(&url, w, options(1, auto_driver()));
+    assert_eq!(completed(&r), 0);
+    assert_eq!(r.merged.failures_by_kind.get("malformed_body"), Some(&3));
+}
+
 #[test]
 fn unreachable_server_fails_every_request_cleanly() {
     let port = crate::util::free_port();
