@@ -25,6 +25,10 @@ pub use dataset::{
 };
 pub use engine::EngineConfig;
 pub use error::{ConfigError, ConfigErrorKind};
+/// The `--random-mm-bucket-config` parser, public only so that the fuzz targets (`fuzz/`)
+/// and their corpus replay (`tests/fuzz_corpus.rs`) reach it directly; the CLI goes
+/// through [`Config::from_cli`].
+pub use literal::parse_bucket_config;
 pub use literal::BucketKey;
 pub use modes::{
     LoraConfig, MultiRunConfig, MultiTurnConfig, ProfilingConfig, SteadyStateConfig, SweepAxis,

@@ -9,8 +9,9 @@ use std::process::Command;
 use vllm_bench::metrics::comparison::{rows, Change, Direction, Num, Row, Verdict};
 use vllm_bench::output::result_file::{load, SavedResult};
 
-use crate::e2e::{vllm_bench, TempDir};
 use crate::util::shared_dir;
+use crate::util::vllm_bench;
+use crate::util::TempDir;
 
 fn golden(scenario: &str) -> PathBuf {
     shared_dir()
@@ -231,7 +232,7 @@ fn deltas_on_our_results_are_exact() {
     );
 }
 
-fn run_compare(args: &[&str]) -> crate::e2e::Run {
+fn run_compare(args: &[&str]) -> crate::util::Run {
     let mut all = vec!["--compare"];
     all.extend_from_slice(args);
     vllm_bench(&all, Path::new("."))

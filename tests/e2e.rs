@@ -7,113 +7,20 @@
 //! Every run has a timeout and talks to 127.0.0.1 only; `HF_HUB_OFFLINE=1` keeps tokenizer
 //! lookups off the network.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use vllm_bench::engine::schedule::{arrival_offsets, RampUp, RampUpStrategy, RateSpec};
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
 
-use crate::util::{free_port, shared_dir, start_tool_server};
-
-/// Longest a single run may take (debug build, two shared cores) before the test fails.
-const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+use crate::util::{
+    free_port, shared_dir, start_tool_server, vllm_bench, vllm_bench_env, Run, TempDir,
+};
 
 /// The result file name every mock run here uses.
 const RESULT: &str = "r.json";
-
-/// What one run of the binary left behind.
-pub(crate) struct Run {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-/// Runs the binary with `args` in `cwd`, killing it after [`RUN_TIMEOUT`]. Panic text in
-/// either stream fails the test whatever the exit code.
-pub(crate) fn vllm_bench(args: &[&str], cwd: &Path) -> Run {
-    vllm_bench_env(args, cwd, &[])
-}
-
-/// [`vllm_bench`] with extra environment variables.
-pub(crate) fn vllm_bench_env(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
-        .args(args)
-        .envs(env.iter().copied())
-        .current_dir(cwd)
-        .env("HF_HUB_OFFLINE", "1")
-        .env_remove("VLLM_BENCH_CORES")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn vllm-bench");
-    // Drain both pipes on threads so a chatty run cannot block on a full pipe.
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("stdout")));
-    let err = drain(Box::new(child.stderr.take().expect("stderr")));
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for vllm-bench") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("vllm-bench {args:?} did not finish within {RUN_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let run = Run {
-        code: status.code().unwrap_or(-1),
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    };
-    assert!(
-        !run.stdout.contains("panicked at") && !run.stderr.contains("panicked at"),
-        "vllm-bench {args:?} panicked:\n{}",
-        run.stderr
-    );
-    run
-}
-
-/// A fresh directory under the system temp dir, removed on drop.
-pub(crate) struct TempDir(PathBuf);
-
-impl TempDir {
-    pub(crate) fn new(name: &str) -> TempDir {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("vllm-bench-e2e-{}-{n}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-
-    pub(crate) fn arg(&self) -> &str {
-        self.0.to_str().expect("utf-8 temp path")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// An in-process mock that logs every request, with small real delays so the client's
 /// concurrency is visible in the server's in-flight count.

@@ -148,6 +148,7 @@ fn faults_become_failed_requests_with_reasons_never_hangs() {
             disconnect: 0.1,
             stall: 0.05,
             malformed: 0.1,
+            ..FaultConfig::default()
         },
         stall_for: Duration::from_secs(60),
         num_tokens: 12,
@@ -244,6 +245,23 @@ fn embeddings_are_whole_responses() {
         assert!(o.latency >= 0.015, "latency {}", o.latency);
         assert_eq!(o.prompt_len, 6, "prompt_len comes from usage.prompt_tokens");
     }
+}
+
+/// A 200 whose body is not JSON (cut in half here) is a failure, as in Python, whose
+/// `await response.json()` raises: it used to count as a success.
+#[test]
+fn a_whole_body_that_is_not_json_fails_its_request() {
+    let (_server, url) = mock(MockConfig {
+        faults: FaultConfig {
+            malformed: 1.0,
+            ..FaultConfig::default()
+        },
+        ..MockConfig::default()
+    });
+    let w = workload(&url, Backend::OpenaiEmbeddings, "mock-model", 3, 1);
+    let r = run(&url, w, options(1, auto_driver()));
+    assert_eq!(completed(&r), 0);
+    assert_eq!(r.merged.failures_by_kind.get("malformed_body"), Some(&3));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use vllm_bench::mock::{FaultConfig, FaultKind, MockConfig, MockServer};
+use vllm_bench::mock::{AfterCrash, Crash, FaultConfig, FaultKind, MockConfig, MockServer};
 use vllm_bench::runtime::{resolve_driver, DriverChoice};
 
 /// Every socket read gives up after this long, so no test can hang.
@@ -423,6 +423,38 @@ fn connection_close_is_honoured_and_announced() {
     let r = c.read_response();
     assert_eq!(r.header("connection"), Some("close"));
     assert!(c.closed_by_server());
+}
+
+/// A connection the mock closes is closed even when a process spawned while it was open is
+/// still running: accepted sockets are close-on-exec on every driver. (On io_uring they
+/// were not: the child kept the connection open, the client saw no end until it exited,
+/// and the fault-matrix runs, which start the binary beside live mocks, timed out.)
+#[test]
+fn a_closed_connection_does_not_leak_into_child_processes() {
+    for driver in drivers() {
+        let server = start(MockConfig {
+            driver,
+            ..MockConfig::default()
+        });
+        let mut c = Client::connect(server.addr());
+        c.get("/health");
+        c.read_response();
+        // Outlives the IO_TIMEOUT of the read below; killed (by its pid) at the end.
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("spawn sleep");
+        c.post(
+            "/v1/completions",
+            r#"{"prompt":"p","max_tokens":1}"#,
+            "Connection: close\r\n",
+        );
+        c.read_response();
+        let closed = c.closed_by_server();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(closed, "{driver:?}: the connection ended");
+    }
 }
 
 #[test]
@@ -884,6 +916,27 @@ fn fault_malformed_sends_one_invalid_event() {
     assert_eq!(server.stats().faults.malformed, 1);
 }
 
+/// A 200 head, then the socket closes: nothing of the body, streamed or not.
+#[test]
+fn fault_close_after_head_sends_the_head_alone() {
+    let server = faulty(FaultConfig {
+        close_after_head: 1.0,
+        ..Default::default()
+    });
+    for (path, body) in [
+        ("/v1/completions", STREAM_10),
+        ("/v1/embeddings", r#"{"input":"a b"}"#),
+    ] {
+        let mut c = Client::connect(server.addr());
+        c.post(path, body, "");
+        let r = c.read_response();
+        assert_eq!(r.status, 200, "{path}");
+        assert!(!r.complete && r.body.is_empty(), "{path}: {r:?}");
+        assert!(c.closed_by_server(), "{path}: closed after the head");
+    }
+    assert_eq!(server.stats().faults.close_after_head, 2);
+}
+
 #[test]
 fn faults_are_reproducible_from_the_seed() {
     let run = |seed| {
@@ -980,6 +1033,88 @@ fn shutdown_is_prompt_with_streams_in_flight() {
         assert!(!r.complete);
         assert!(idle.closed_by_server());
     }
+}
+
+/// A crash at request 1 cuts every open connection (on both workers), the triggering
+/// request's included; after `Down` new connections are refused, after `Restart` served.
+#[test]
+fn a_crash_cuts_every_connection_then_stays_down_or_serves_again() {
+    for then in [AfterCrash::Down, AfterCrash::Restart] {
+        let server = start(MockConfig {
+            workers: 2,
+            first_token_delay: Duration::from_secs(60),
+            crash: Some(Crash {
+                at_request: 1,
+                then,
+            }),
+            ..MockConfig::default()
+        });
+        let mut idle = Client::connect(server.addr());
+        idle.get("/health");
+        idle.read_response();
+        let mut streaming = Client::connect(server.addr());
+        streaming.post("/v1/completions", STREAM_10, "");
+        streaming.read_until(b"\r\n\r\n");
+        let mut crashing = Client::connect(server.addr());
+        crashing.post("/v1/completions", STREAM_10, "");
+        assert!(crashing.closed_by_server(), "{then:?}: no answer at all");
+        let cut = streaming.read_response();
+        assert!(!cut.complete && cut.chunks.is_empty(), "{then:?}: {cut:?}");
+        let t0 = Instant::now();
+        assert!(
+            idle.closed_by_server(),
+            "{then:?}: the idle connection is closed"
+        );
+        eprintln!("{then:?}: idle closed after {:?}", t0.elapsed());
+        assert_eq!(server.stats().crashes, 1);
+        match then {
+            AfterCrash::Down => {
+                // The listeners close at the workers' next stop check: wait for that.
+                let until = Instant::now() + IO_TIMEOUT;
+                while TcpStream::connect(server.addr()).is_ok() {
+                    assert!(Instant::now() < until, "still accepting after the crash");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            AfterCrash::Restart => {
+                // Served again: the next stream starts (its first token is a minute away).
+                let mut again = Client::connect(server.addr());
+                again.post("/v1/completions", STREAM_10, "");
+                again.read_until(b"HTTP/1.1 200 OK\r\n");
+                assert_eq!(server.stats().model_requests, 3);
+            }
+        }
+    }
+}
+
+/// `padding` grows every event and body by a member no client reads; `response_headers`
+/// appear on 200 model responses only.
+#[test]
+fn padding_and_extra_headers_shape_model_responses() {
+    let server = start(MockConfig {
+        padding: 1 << 20,
+        response_headers: vec![("content-encoding".into(), "gzip".into())],
+        ..MockConfig::default()
+    });
+    let stream = request(&server, "/v1/completions", STREAM_10);
+    assert!(stream.complete);
+    assert_eq!(stream.header("content-encoding"), Some("gzip"));
+    for event in stream
+        .json_events()
+        .iter()
+        .filter(|e| e["choices"] != Value::Array(vec![]))
+    {
+        assert_eq!(event["padding"].as_str().map(str::len), Some(1 << 20));
+        assert_eq!(event["choices"][0]["text"], " tok");
+    }
+    let embedding = request(&server, "/v1/embeddings", r#"{"input":"a"}"#);
+    assert_eq!(
+        embedding.json()["padding"].as_str().map(str::len),
+        Some(1 << 20)
+    );
+    let mut c = Client::connect(server.addr());
+    c.get("/v1/models");
+    assert_eq!(c.read_response().header("content-encoding"), None);
 }
 
 #[test]

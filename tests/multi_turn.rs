@@ -9,8 +9,9 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::{Map, Value};
 use vllm_bench::mock::{FaultConfig, LoggedRequest, MockServer};
 
-use crate::e2e::{assert_refused, mock, vllm_bench, TempDir};
+use crate::e2e::{assert_refused, mock};
 use crate::util::shared_dir;
+use crate::util::{vllm_bench, TempDir};
 
 const CHAT: &str = "/v1/chat/completions";
 

@@ -8,8 +8,9 @@ use std::path::Path;
 use serde_json::{Map, Value};
 use vllm_bench::mock::MockServer;
 
-use crate::e2e::{mock, vllm_bench, TempDir};
+use crate::e2e::mock;
 use crate::util::shared_dir;
+use crate::util::{vllm_bench, TempDir};
 
 fn run(server: &MockServer, dir: &TempDir, extra: &[&str]) -> String {
     let url = server.base_url();

@@ -13,8 +13,9 @@ use serde_json::{Map, Value};
 
 use vllm_bench::mock::MockServer;
 
-use crate::e2e::{mock, vllm_bench as run_binary, TempDir};
+use crate::e2e::mock;
 use crate::util::shared_dir;
+use crate::util::{vllm_bench as run_binary, TempDir};
 
 const CONCURRENCY: usize = 8;
 const PROMPTS: usize = 64;

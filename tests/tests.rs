@@ -6,6 +6,7 @@ mod datasets;
 mod docs;
 mod e2e;
 mod engine;
+mod fuzz_corpus;
 mod golden;
 mod interrupt;
 mod mock_server;

@@ -1,12 +1,18 @@
 //! Test harness: locate `../shared`, start the in-process mock server, build workloads, run
-//! the engine, and start real servers (nginx-sse, llama.cpp) through `../shared/tools`.
+//! the engine, run the `vllm-bench` binary (with a timeout, in a temporary directory), and
+//! start real servers (nginx-sse, llama.cpp) through `../shared/tools`.
+//!
+//! Shared by the test binaries (`tests/tests.rs`, `tests/fault_matrix.rs`), so not every
+//! binary uses every item.
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use vllm_bench::backends::{build_body, Api, BodyOptions};
 use vllm_bench::cli::Backend;
@@ -179,4 +185,97 @@ pub fn start_tool_server(script: &str, args: &[&str], env: &[(&str, &str)]) -> O
         url: field("URL="),
         model: field("MODEL="),
     })
+}
+
+/// Longest a single run may take (debug build, two shared cores) before the test fails.
+const RUN_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// What one run of the binary left behind.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the binary with `args` in `cwd`, killing it after [`RUN_TIMEOUT`]. Panic text in
+/// either stream fails the test whatever the exit code.
+pub fn vllm_bench(args: &[&str], cwd: &Path) -> Run {
+    vllm_bench_env(args, cwd, &[])
+}
+
+/// [`vllm_bench`] with extra environment variables.
+pub fn vllm_bench_env(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(cwd)
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("VLLM_BENCH_CORES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn vllm-bench");
+    // Drain both pipes on threads so a chatty run cannot block on a full pipe.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for vllm-bench") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vllm-bench {args:?} did not finish within {RUN_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let run = Run {
+        code: status.code().unwrap_or(-1),
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    };
+    assert!(
+        !run.stdout.contains("panicked at") && !run.stderr.contains("panicked at"),
+        "vllm-bench {args:?} panicked:\n{}",
+        run.stderr
+    );
+    run
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("vllm-bench-test-{}-{n}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn arg(&self) -> &str {
+        self.0.to_str().expect("utf-8 temp path")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

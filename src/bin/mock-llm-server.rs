@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use vllm_bench::mock::{FaultConfig, MockConfig, MockServer, TimingReport};
+use vllm_bench::mock::{AfterCrash, Crash, FaultConfig, MockConfig, MockServer, TimingReport};
 use vllm_bench::runtime::DriverChoice;
 
 #[global_allocator]
@@ -82,9 +82,28 @@ struct Args {
     /// Fraction of streams with one event whose data is not valid JSON.
     #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
     fail_malformed: f64,
+    /// Fraction of model requests whose 200 head is sent, then the socket closes (no body).
+    #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
+    fail_close_after_head: f64,
     /// How long a stalled stream stays silent before the socket closes, in ms.
     #[arg(long, value_name = "MS", default_value = "10000", value_parser = millis)]
     stall_ms: Duration,
+    /// Add a "padding" member of N filler bytes to every generation event and model
+    /// response body (large events without changing their text or token counts).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    padding_bytes: usize,
+    /// Extra header line on every 200 model response, e.g. 'content-encoding: gzip' (the
+    /// body stays uncompressed); repeatable.
+    #[arg(long, value_name = "'NAME: VALUE'", value_parser = header_line)]
+    response_header: Vec<(String, String)>,
+    /// Crash at model request N (0 = the first): every open connection is closed at once,
+    /// that request's included (see --crash-then).
+    #[arg(long, value_name = "N")]
+    crash_at: Option<u64>,
+    /// After --crash-at: stay down (later connections are refused) or come back at once on
+    /// the same port.
+    #[arg(long, value_enum, default_value_t = CrashThen::Restart, requires = "crash_at")]
+    crash_then: CrashThen,
     /// Seed of faults, jitter, response ids and embedding values.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -125,6 +144,21 @@ fn millis(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(ms / 1000.0))
 }
 
+/// `NAME: VALUE` (the value may be empty).
+fn header_line(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s
+        .split_once(':')
+        .ok_or_else(|| format!("'{s}' is not 'NAME: VALUE'"))?;
+    Ok((name.trim().to_string(), value.trim().to_string()))
+}
+
+/// `--crash-then`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum CrashThen {
+    Down,
+    Restart,
+}
+
 /// A fraction in `[0, 1]`.
 fn fraction(s: &str) -> Result<f64, String> {
     let f: f64 = s
@@ -158,6 +192,7 @@ impl Args {
                 disconnect: self.fail_disconnect,
                 stall: self.fail_stall,
                 malformed: self.fail_malformed,
+                close_after_head: self.fail_close_after_head,
             },
             stall_for: self.stall_ms,
             seed: self.seed,
@@ -167,6 +202,15 @@ impl Args {
             max_model_len: self.max_model_len,
             tokenize_endpoints: !self.no_tokenize,
             metrics_endpoint: !self.no_metrics,
+            padding: self.padding_bytes,
+            response_headers: self.response_header,
+            crash: self.crash_at.map(|at_request| Crash {
+                at_request,
+                then: match self.crash_then {
+                    CrashThen::Down => AfterCrash::Down,
+                    CrashThen::Restart => AfterCrash::Restart,
+                },
+            }),
             model: self.model,
             core_ids: self.core_ids,
             ..MockConfig::default()

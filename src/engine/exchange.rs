@@ -319,7 +319,7 @@ impl ResponseState {
         }
         match self.mode {
             ResponseMode::Whole => {
-                rec.m.usage_prompt_tokens = whole_body_prompt_tokens(&mut bufs.body.kept);
+                rec.m.usage_prompt_tokens = whole_body_prompt_tokens(&mut bufs.body.kept)?;
                 Ok(())
             }
             ResponseMode::Stream(api) => bufs.body.finish_stream(api, rec),
@@ -446,8 +446,10 @@ impl Recording<'_> {
     }
 }
 
-/// `usage.prompt_tokens` of a non-streaming JSON body, if present.
-fn whole_body_prompt_tokens(body: &mut [u8]) -> Option<u64> {
+/// `usage.prompt_tokens` of a non-streaming JSON body, if present. A body that is not JSON
+/// fails the request, as in Python (`await response.json()` raises there): a truncated or
+/// garbled answer is not a success.
+fn whole_body_prompt_tokens(body: &mut [u8]) -> Result<Option<u64>, Failure> {
     #[derive(serde::Deserialize)]
     struct Usage {
         prompt_tokens: Option<u64>,
@@ -456,8 +458,9 @@ fn whole_body_prompt_tokens(body: &mut [u8]) -> Option<u64> {
     struct Body {
         usage: Option<Usage>,
     }
-    simd_json::serde::from_slice::<Body>(body)
-        .ok()?
-        .usage?
-        .prompt_tokens
+    let parsed = simd_json::serde::from_slice::<Body>(body).map_err(|e| {
+        let msg = format!("response body is not valid JSON: {e}");
+        failure("malformed_body", msg.clone(), msg)
+    })?;
+    Ok(parsed.usage.and_then(|u| u.prompt_tokens))
 }

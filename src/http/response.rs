@@ -50,6 +50,14 @@ pub enum HttpError {
          disable compression on the server or a proxy in between"
     )]
     UnsupportedTransferEncoding,
+    /// A `Content-Encoding` other than `identity`. The client never sends `Accept-Encoding`
+    /// and decodes no compression, so a compressed body could only be misread (as malformed
+    /// events, or as a success with garbage in it).
+    #[error(
+        "compressed response (Content-Encoding other than identity), which vllm-bench does not \
+         decode; it asks for no compression, so disable it on the server or a proxy in between"
+    )]
+    UnsupportedContentEncoding,
     /// `101 Switching Protocols`: the connection is no longer HTTP/1.1.
     #[error("unexpected 101 Switching Protocols response; the client never asks for an upgrade")]
     UnexpectedUpgrade,
@@ -87,6 +95,7 @@ impl HttpError {
             HttpError::MalformedHead(_) => "malformed_head",
             HttpError::InvalidContentLength => "invalid_content_length",
             HttpError::UnsupportedTransferEncoding => "unsupported_transfer_encoding",
+            HttpError::UnsupportedContentEncoding => "unsupported_content_encoding",
             HttpError::UnexpectedUpgrade => "unexpected_upgrade",
             HttpError::InvalidChunkSize => "invalid_chunk_size",
             HttpError::ChunkLineTooLong { .. } => "chunk_line_too_long",
@@ -271,6 +280,10 @@ impl HeaderFields {
                     } else if chunked_seen {
                         coding_after_chunked = true;
                     }
+                }
+            } else if name.eq_ignore_ascii_case(b"content-encoding") {
+                if list_items(header.value).any(|c| !c.eq_ignore_ascii_case(b"identity")) {
+                    return Err(HttpError::UnsupportedContentEncoding);
                 }
             } else if name.eq_ignore_ascii_case(b"connection") {
                 fields.close |= list_items(header.value).any(|t| t.eq_ignore_ascii_case(b"close"));
@@ -915,6 +928,8 @@ mod tests {
             (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", HttpError::UnsupportedTransferEncoding),
             (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, identity\r\n\r\n", HttpError::UnsupportedTransferEncoding),
             (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", HttpError::UnsupportedTransferEncoding),
+            (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\n", HttpError::UnsupportedContentEncoding),
+            (b"HTTP/1.1 200 OK\r\ncontent-encoding: identity, br\r\n\r\n", HttpError::UnsupportedContentEncoding),
             (b"HTTP/1.1 2x0 OK\r\n\r\n", HttpError::MalformedHead(httparse::Error::Status)),
             (b"HTTX/1.1 200 OK\r\n\r\n", HttpError::MalformedHead(httparse::Error::Version)),
             (b"HTTP/1.1 200 OK\r\nBad Header: x\r\n\r\n", HttpError::MalformedHead(httparse::Error::HeaderName)),
@@ -936,6 +951,12 @@ mod tests {
             parse_head(&many),
             Err(HttpError::TooManyHeaders { limit: MAX_HEADERS })
         );
+    }
+
+    #[test]
+    fn identity_content_encoding_is_no_encoding() {
+        let h = head(b"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 2\r\n\r\n");
+        assert_eq!(h.body, BodyKind::ContentLength(2));
     }
 
     #[test]

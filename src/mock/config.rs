@@ -1,48 +1,14 @@
-//! What the mock server is told to do: [`MockConfig`], its fault mix ([`FaultConfig`]) and
-//! the I/O driver choice (the engine's [`DriverChoice`], resolved by the same code as the
-//! client's), plus the validation that turns a bad value into one
-//! clear error before any thread starts.
+//! What the mock server is told to do: [`MockConfig`] with its fault mix ([`FaultConfig`],
+//! defined beside the fault kinds in `faults`) and the I/O driver choice (the engine's
+//! [`DriverChoice`], resolved by the same code as the client's), plus the validation that
+//! turns a bad value into one clear error before any thread starts.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use super::faults::FaultConfig;
 use crate::runtime::DriverChoice;
-
-/// Fractions of model requests (completions, chat, embeddings, pooling, rerank) that get
-/// each fault. Each is in `[0, 1]` and together they sum to at most 1; which request gets
-/// which fault is decided from the seed and the request's sequence number.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct FaultConfig {
-    /// `500 Internal Server Error` with a vLLM-style JSON error body.
-    pub error_500: f64,
-    /// `429 Too Many Requests` with a JSON error body.
-    pub error_429: f64,
-    /// The socket is closed after a few content chunks (no `[DONE]`, no last HTTP chunk).
-    pub disconnect: f64,
-    /// The first content chunk is sent, then nothing for `stall_for`, then the socket closes.
-    pub stall: f64,
-    /// One content event carries invalid JSON; the stream otherwise completes normally.
-    pub malformed: f64,
-}
-
-impl FaultConfig {
-    /// The fractions in decision order, with the names used in errors and stats.
-    pub(crate) fn named(&self) -> [(&'static str, f64); 5] {
-        [
-            ("error_500", self.error_500),
-            ("error_429", self.error_429),
-            ("disconnect", self.disconnect),
-            ("stall", self.stall),
-            ("malformed", self.malformed),
-        ]
-    }
-
-    /// True when no fault can ever be injected.
-    pub fn is_none(&self) -> bool {
-        self.named().iter().all(|(_, f)| *f == 0.0)
-    }
-}
 
 /// Everything the mock server does, fixed at start.
 #[derive(Debug, Clone)]
@@ -101,6 +67,40 @@ pub struct MockConfig {
     pub tokenize_endpoints: bool,
     /// Serve `/metrics` (off → 404, like the golden-run mock).
     pub metrics_endpoint: bool,
+    /// Filler bytes in every generation event and model response body, as a `"padding"`
+    /// string member: events or bodies of any size (an SSE event over a megabyte) without
+    /// changing their text or token counts. 0: none.
+    pub padding: usize,
+    /// Extra header lines on every `200` model response, written as given: e.g.
+    /// `content-encoding: gzip` (the body stays uncompressed: it tests that a client refuses
+    /// what it cannot decode) or one oversized value (a head over a client's limit).
+    pub response_headers: Vec<(String, String)>,
+    /// Crash the whole server at one model request (see [`Crash`]); `None`: never.
+    pub crash: Option<Crash>,
+}
+
+/// A crash of the whole server, triggered by one model request: every connection open at
+/// that moment is closed at once (streams cut mid-way, queued requests unanswered), the
+/// triggering request included. What a client sees of a server process that dies, and of
+/// one that is restarted, at a point of the run fixed by the request count, not by a timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crash {
+    /// Sequence number of the model request that triggers the crash (0 = the first).
+    pub at_request: u64,
+    /// What the server does after crashing.
+    pub then: AfterCrash,
+}
+
+/// The server after a [`Crash`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterCrash {
+    /// It stays down: the listeners close as well, so later connections are refused (a
+    /// killed server). `MockServer::shutdown` only joins the stopped threads.
+    Down,
+    /// It is back at once on the same listeners and serves every later request normally (a
+    /// restarted server as its clients see it; connections waiting in the listen backlog
+    /// survive, as they do when a supervisor hands the socket to the new process).
+    Restart,
 }
 
 impl Default for MockConfig {
@@ -130,6 +130,9 @@ impl Default for MockConfig {
             max_body_bytes: 64 << 20,
             tokenize_endpoints: true,
             metrics_endpoint: true,
+            padding: 0,
+            response_headers: Vec::new(),
+            crash: None,
         }
     }
 }
@@ -164,6 +167,19 @@ impl MockConfig {
         }
         if self.max_body_bytes == 0 {
             return Err(invalid("mock max_body_bytes 0: must be at least 1".into()));
+        }
+        for (name, value) in &self.response_headers {
+            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            if name.is_empty() || !name.bytes().all(token) {
+                return Err(invalid(format!(
+                    "mock response header {name:?}: not a valid header name"
+                )));
+            }
+            if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+                return Err(invalid(format!(
+                    "mock response header {name}: the value cannot contain line breaks"
+                )));
+            }
         }
         let mut sum = 0.0;
         for (name, f) in self.faults.named() {
@@ -264,6 +280,20 @@ mod tests {
                     ..Default::default()
                 },
                 "sum",
+            ),
+            (
+                MockConfig {
+                    response_headers: vec![("bad name".into(), "v".into())],
+                    ..Default::default()
+                },
+                "header name",
+            ),
+            (
+                MockConfig {
+                    response_headers: vec![("x-a".into(), "v\r\nx-b: w".into())],
+                    ..Default::default()
+                },
+                "line breaks",
             ),
         ];
         for (cfg, needle) in cases {

@@ -52,9 +52,12 @@ pub async fn serve(stream: TcpStream, ctx: Rc<WorkerCtx>, id: u64) {
         chunked: Vec::new(),
         id,
     };
+    // The stop is checked first at every wake-up: a stopped or cut connection (shutdown, a
+    // crash) serves nothing more, even when a read of its completed in the same wake-up.
     monoio::select! {
-        _ = conn.run(&ctx) => {},
+        biased;
         () = ctx.life.stopped() => {},
+        _ = conn.run(&ctx) => {},
     }
 }
 

@@ -2,11 +2,14 @@
 //! per worker thread). Its own module so that the server, the connection and the handlers
 //! import it and not each other.
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::config::MockConfig;
+use monoio::io::Canceller;
+
+use super::config::{AfterCrash, MockConfig};
 use super::lifecycle::Lifecycle;
 use super::prefix_cache::PrefixCache;
 use super::stats::{MockStats, Stats, WorkerCounters};
@@ -29,8 +32,10 @@ pub struct Shared {
     pub stats: Stats,
     /// Toy prefix cache.
     pub prefix: PrefixCache,
-    /// Set by shutdown.
+    /// Set by shutdown (and by a crash that stays down).
     pub stop: AtomicBool,
+    /// Crashes so far (`MockConfig::crash`); each worker cuts its connections once per crash.
+    pub crashes: AtomicU64,
 }
 
 impl Shared {
@@ -53,6 +58,7 @@ impl Shared {
             seq: AtomicU64::new(0),
             prefix: PrefixCache::default(),
             stop: AtomicBool::new(false),
+            crashes: AtomicU64::new(0),
         }
     }
 
@@ -60,6 +66,8 @@ impl Shared {
     pub fn stats(&self) -> MockStats {
         let mut s = self.stats.snapshot();
         (s.prefix_cache_queries, s.prefix_cache_hits) = self.prefix.counters();
+        s.model_requests = self.seq.load(Ordering::Relaxed);
+        s.crashes = self.crashes.load(Ordering::Relaxed);
         s
     }
 }
@@ -72,7 +80,6 @@ pub fn unix_now() -> u64 {
 }
 
 /// What one worker thread owns.
-#[derive(Debug)]
 pub struct WorkerCtx {
     /// Shared state.
     pub shared: Arc<Shared>,
@@ -82,11 +89,60 @@ pub struct WorkerCtx {
     pub life: Lifecycle,
     /// This worker's precise event timers.
     pub timers: Timers,
+    /// The last crash whose cut this worker has made.
+    pub crashes_seen: Cell<u64>,
+    /// Cancels this worker's accept in flight (see `server::accept_loop`).
+    pub accept: RefCell<Canceller>,
+}
+
+impl std::fmt::Debug for WorkerCtx {
+    // By hand: monoio's `Canceller` has no `Debug`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerCtx")
+            .field("shared", &self.shared)
+            .field("index", &self.index)
+            .field("life", &self.life)
+            .field("timers", &self.timers)
+            .field("crashes_seen", &self.crashes_seen)
+            .finish_non_exhaustive()
+    }
 }
 
 impl WorkerCtx {
     /// This worker's counters.
     pub fn counters(&self) -> &WorkerCounters {
         self.shared.stats.worker(self.index)
+    }
+
+    /// Stops accepting: the accept in flight is cancelled and the accept loop returns.
+    pub fn stop_accepting(&self) {
+        let canceller = self.accept.take();
+        let _ = canceller.cancel();
+    }
+
+    /// Crashes the server now, on this worker at once and on the others at their next stop
+    /// check (`server::STOP_POLL`). [`AfterCrash::Restart`] cuts the connections and keeps
+    /// accepting. [`AfterCrash::Down`] stops every worker as shutdown does, which closes the
+    /// listener before any connection, so no client connects in between.
+    pub fn crash(&self, then: AfterCrash) {
+        let n = self.shared.crashes.fetch_add(1, Ordering::AcqRel) + 1;
+        self.crashes_seen.set(n);
+        match then {
+            AfterCrash::Down => {
+                self.shared.stop.store(true, Ordering::Release);
+                self.stop_accepting();
+            }
+            AfterCrash::Restart => self.life.cut(),
+        }
+    }
+
+    /// Makes the cut of a crash another worker triggered, once (stop checks call this).
+    pub fn follow_crashes(&self) {
+        let n = self.shared.crashes.load(Ordering::Acquire);
+        if n != self.crashes_seen.get() {
+            self.crashes_seen.set(n);
+            // After a crash that stays down the stop flag is set too; a cut is harmless then.
+            self.life.cut();
+        }
     }
 }

@@ -55,6 +55,7 @@ fn ok(ex: &mut Exchange, req: &Request<'_>, content_type: &str, body: &[u8]) -> 
         request_id: req.request_id,
         close: req.close,
         allow: None,
+        extra: &[],
     };
     response::full(&mut ex.io.out, 200, "OK", body, &opts, req.head_only);
     Served::new(200)

@@ -94,6 +94,7 @@ pub fn error(
         request_id: req.request_id,
         close: req.close,
         allow,
+        extra: &[],
     };
     response::full(
         &mut ex.io.out,

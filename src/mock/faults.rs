@@ -1,11 +1,50 @@
-//! Fault injection: which model request gets which fault, decided from the seed and the
-//! request's sequence number alone, so a run with the same seed and request order injects
+//! Fault injection: the fault kinds, the fraction of model requests that gets each
+//! ([`FaultConfig`]), and which request gets which, decided from the seed and the request's
+//! sequence number alone, so a run with the same seed and request order injects
 //! the same faults into the same requests.
 
 use serde::Serialize;
 
-use super::config::FaultConfig;
 use super::hash::SplitMix64;
+
+/// Fractions of model requests (completions, chat, embeddings, pooling, rerank) that get
+/// each fault. Each is in `[0, 1]` and together they sum to at most 1; which request gets
+/// which fault is decided from the seed and the request's sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FaultConfig {
+    /// `500 Internal Server Error` with a vLLM-style JSON error body.
+    pub error_500: f64,
+    /// `429 Too Many Requests` with a JSON error body.
+    pub error_429: f64,
+    /// The socket is closed after a few content chunks (no `[DONE]`, no last HTTP chunk).
+    pub disconnect: f64,
+    /// The first content chunk is sent, then nothing for `stall_for`, then the socket closes.
+    pub stall: f64,
+    /// One content event carries invalid JSON; the stream otherwise completes normally.
+    pub malformed: f64,
+    /// The `200` response head is sent (for a non-streaming answer, when its body would be),
+    /// then the socket closes: no event, no body byte.
+    pub close_after_head: f64,
+}
+
+impl FaultConfig {
+    /// The fractions in decision order, with the names used in errors and stats.
+    pub(crate) fn named(&self) -> [(&'static str, f64); FaultKind::COUNT] {
+        [
+            ("error_500", self.error_500),
+            ("error_429", self.error_429),
+            ("disconnect", self.disconnect),
+            ("stall", self.stall),
+            ("malformed", self.malformed),
+            ("close_after_head", self.close_after_head),
+        ]
+    }
+
+    /// True when no fault can ever be injected.
+    pub fn is_none(&self) -> bool {
+        self.named().iter().all(|(_, f)| *f == 0.0)
+    }
+}
 
 /// The kinds of injected fault (see [`FaultConfig`] for what each does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -23,16 +62,22 @@ pub enum FaultKind {
     Stall,
     /// One event with invalid JSON.
     Malformed,
+    /// The response head, then close.
+    CloseAfterHead,
 }
 
 impl FaultKind {
+    /// Number of kinds (the length of [`FaultKind::ALL`] and of the statistics slots).
+    pub const COUNT: usize = 6;
+
     /// All kinds, in decision order (also the order of [`FaultCounts`] slots).
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; FaultKind::COUNT] = [
         FaultKind::Error500,
         FaultKind::Error429,
         FaultKind::Disconnect,
         FaultKind::Stall,
         FaultKind::Malformed,
+        FaultKind::CloseAfterHead,
     ];
 
     /// The kind's statistics slot.
@@ -45,7 +90,7 @@ impl FaultKind {
 const FAULT_STREAM: u64 = 0xfa17;
 
 /// The fault for request number `seq`, if any: one uniform draw in `[0, 1)` falls into the
-/// cumulative fractions in the order 500, 429, disconnect, stall, malformed.
+/// cumulative fractions in the order 500, 429, disconnect, stall, malformed, close after head.
 pub fn decide(faults: &FaultConfig, seed: u64, seq: u64) -> Option<FaultKind> {
     if faults.is_none() {
         return None;
@@ -74,23 +119,38 @@ pub struct FaultCounts {
     pub stall: u64,
     /// Malformed events.
     pub malformed: u64,
+    /// Heads followed by a close.
+    pub close_after_head: u64,
 }
 
 impl FaultCounts {
     /// Builds the counts from per-kind slots.
-    pub fn from_slots(s: [u64; 5]) -> Self {
+    pub fn from_slots(s: [u64; FaultKind::COUNT]) -> Self {
         FaultCounts {
             error_500: s[0],
             error_429: s[1],
             disconnect: s[2],
             stall: s[3],
             malformed: s[4],
+            close_after_head: s[5],
+        }
+    }
+
+    /// The count of one kind.
+    pub fn of(&self, kind: FaultKind) -> u64 {
+        match kind {
+            FaultKind::Error500 => self.error_500,
+            FaultKind::Error429 => self.error_429,
+            FaultKind::Disconnect => self.disconnect,
+            FaultKind::Stall => self.stall,
+            FaultKind::Malformed => self.malformed,
+            FaultKind::CloseAfterHead => self.close_after_head,
         }
     }
 
     /// Sum over all kinds.
     pub fn total(&self) -> u64 {
-        self.error_500 + self.error_429 + self.disconnect + self.stall + self.malformed
+        FaultKind::ALL.into_iter().map(|k| self.of(k)).sum()
     }
 }
 
@@ -122,7 +182,7 @@ mod tests {
             ..Default::default()
         };
         let n = 20_000u64;
-        let mut counts = [0u64; 5];
+        let mut counts = [0u64; FaultKind::COUNT];
         for seq in 0..n {
             let d = decide(&f, 42, seq);
             assert_eq!(d, decide(&f, 42, seq));

@@ -42,12 +42,14 @@ pub struct Generation {
     pub prompt_tokens: u64,
     /// Send the usage chunk / usage object.
     pub usage: bool,
-    /// Injected stream fault (disconnect, stall, malformed), if any.
+    /// Injected stream fault (disconnect, stall, malformed, close after head), if any.
     pub fault: Option<FaultKind>,
     /// Response id suffix (32 hex digits).
     pub id: u128,
     /// `created` (Unix seconds).
     pub created: u64,
+    /// Filler bytes in every event and body (`MockConfig::padding`).
+    pub padding: usize,
 }
 
 impl Generation {
@@ -69,7 +71,8 @@ impl Generation {
         }
     }
 
-    /// `{"id":…,"object":…,"created":…,"model":…,` (the shared start of every body).
+    /// `{"id":…,"object":…,"created":…,"model":…,` (the shared start of every body), then
+    /// the padding member when padding is asked for.
     fn open(&self, out: &mut Vec<u8>, model_json: &str, stream: bool) {
         let prefix = if self.chat { "chatcmpl-" } else { "cmpl-" };
         let _ = write!(
@@ -79,6 +82,7 @@ impl Generation {
             self.object(stream),
             self.created
         );
+        response::padding_member(out, self.padding);
     }
 
     fn usage_json(&self, out: &mut Vec<u8>) {
@@ -204,7 +208,8 @@ impl Script {
 pub enum End {
     /// Fully sent; the connection may be reused.
     KeepAlive,
-    /// Close the connection now (a disconnect or stall fault, or `close_after_response`).
+    /// Close the connection now (a disconnect, stall or close-after-head fault, or
+    /// `close_after_response`).
     Close,
 }
 
@@ -225,6 +230,10 @@ pub async fn stream(
     stall_for: Duration,
 ) -> io::Result<End> {
     response::head(&mut io.out, 200, "OK", Framing::Chunked, opts);
+    if g.fault == Some(FaultKind::CloseAfterHead) {
+        io.flush().await?;
+        return Ok(End::Close);
+    }
     io.out.extend_from_slice(script.get(&script.role));
     let chunks = g.chunks();
     for i in 0..chunks {
@@ -274,6 +283,7 @@ mod tests {
             fault: None,
             id: 0xabc,
             created: 1_700_000_000,
+            padding: 0,
         }
     }
 

@@ -50,8 +50,8 @@ mod stats;
 mod timing;
 pub mod toy_tokenizer;
 
-pub use config::{FaultConfig, MockConfig};
+pub use config::{AfterCrash, Crash, MockConfig};
 pub use emission::{ItlSummary, LatenessSummary, TimingReport, TtftSummary};
-pub use faults::{FaultCounts, FaultKind};
+pub use faults::{FaultConfig, FaultCounts, FaultKind};
 pub use server::MockServer;
 pub use stats::{LoggedRequest, MockStats};

@@ -52,6 +52,12 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
     let shared = &ctx.shared;
     let cfg = &shared.cfg;
     let seq = shared.seq.fetch_add(1, Relaxed);
+    if let Some(crash) = cfg.crash.filter(|c| c.at_request == seq) {
+        // A crashed server never answers: the connection waits, unanswered, for the crash's
+        // stop or cut to close it (after the listener, when the server stays down).
+        ctx.crash(crash.then);
+        return std::future::pending().await;
+    }
     let _running = shared.stats.enter();
     let mut job = match parse(ctx, route, req.body, seq) {
         Ok(job) => job,
@@ -101,6 +107,7 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
     let opts = HeadOpts {
         request_id: req.request_id,
         close: req.close,
+        extra: &cfg.response_headers,
         ..HeadOpts::default()
     };
     served.end = match job.kind {
@@ -207,6 +214,7 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, St
                 fault: None,
                 id: response_id(cfg.seed, seq),
                 created: unix_now(),
+                padding: cfg.padding,
             };
             Ok(Job {
                 prompt,
@@ -255,7 +263,8 @@ fn response_id(seed: u64, seq: u64) -> u128 {
 }
 
 /// A non-streaming 200 JSON answer at `at.1`; faults act at `at.0` (the first token's
-/// time): disconnect closes, stall waits `stall_for` and closes, malformed truncates.
+/// time): disconnect closes, stall waits `stall_for` and closes; or at `at.1`: malformed
+/// truncates the body, close-after-head sends the head (announcing the whole body) alone.
 async fn delayed_json(
     ex: &mut Exchange,
     timers: &Timers,
@@ -284,8 +293,13 @@ async fn delayed_json(
         content_type: response::JSON,
         ..*opts
     };
-    response::full(&mut ex.io.out, 200, "OK", &ex.scratch, &opts, false);
-    End::KeepAlive
+    let head_only = fault == Some(FaultKind::CloseAfterHead);
+    response::full(&mut ex.io.out, 200, "OK", &ex.scratch, &opts, head_only);
+    if head_only {
+        End::Close
+    } else {
+        End::KeepAlive
+    }
 }
 
 /// A deterministic unit vector for one input.
@@ -322,11 +336,13 @@ fn pooling_body(out: &mut Vec<u8>, ctx: &WorkerCtx, seq: u64, prompt: &Digest, e
     let seed = ctx.shared.cfg.seed;
     let _ = write!(
         out,
-        "{{\"id\":\"{prefix}-{:032x}\",\"object\":\"list\",\"created\":{},\"model\":{},\"data\":[",
+        "{{\"id\":\"{prefix}-{:032x}\",\"object\":\"list\",\"created\":{},\"model\":{},",
         response_id(seed, seq),
         unix_now(),
         ctx.shared.model_json
     );
+    response::padding_member(out, ctx.shared.cfg.padding);
+    out.extend_from_slice(b"\"data\":[");
     for (i, &item) in prompt.items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -357,6 +373,7 @@ fn rerank_body(out: &mut Vec<u8>, ctx: &WorkerCtx, seq: u64, query: u64, docs: &
         response_id(seed, seq),
         ctx.shared.model_json
     );
+    response::padding_member(out, ctx.shared.cfg.padding);
     usage_no_completion(out, docs.tokens);
     out.extend_from_slice(b",\"results\":[");
     for (n, (i, score)) in scored.iter().enumerate() {

@@ -27,6 +27,8 @@ pub struct HeadOpts<'a> {
     pub close: bool,
     /// `Allow` header (405 responses).
     pub allow: Option<&'a str>,
+    /// Further header lines, written as given (`MockConfig::response_headers`).
+    pub extra: &'a [(String, String)],
 }
 
 /// JSON content type.
@@ -62,6 +64,9 @@ pub fn head(out: &mut Vec<u8>, status: u16, reason: &str, framing: Framing, opts
     }
     if opts.close {
         out.extend_from_slice(b"connection: close\r\n");
+    }
+    for (name, value) in opts.extra {
+        let _ = write!(out, "{name}: {value}\r\n");
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -118,6 +123,17 @@ pub fn sse_chunk(out: &mut Vec<u8>, payload: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Appends `"padding":"xx…x",` (`n` filler bytes; nothing for 0): a JSON member that makes an
+/// event or body as large as a test needs without changing what a client reads from it.
+pub fn padding_member(out: &mut Vec<u8>, n: usize) {
+    if n == 0 {
+        return;
+    }
+    out.extend_from_slice(b"\"padding\":\"");
+    out.resize(out.len() + n, b'x');
+    out.extend_from_slice(b"\",");
+}
+
 /// The last HTTP chunk of a chunked body.
 pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
@@ -133,6 +149,7 @@ mod tests {
             request_id: Some(b"r-1"),
             close: true,
             allow: None,
+            extra: &[("x-extra".into(), "1".into())],
         };
         head(&mut out, 200, "OK", Framing::Length(12), &opts);
         let text = String::from_utf8(out).unwrap();
@@ -142,6 +159,7 @@ mod tests {
             "content-length: 12\r\n",
             "x-request-id: r-1\r\n",
             "connection: close\r\n",
+            "x-extra: 1\r\n",
         ] {
             assert!(text.contains(line), "{line:?} in {text:?}");
         }
@@ -156,6 +174,18 @@ mod tests {
         assert_eq!(v["error"]["code"], 429);
         assert_eq!(v["error"]["type"], "RateLimitError");
         assert_eq!(v["error"]["message"], "slow \"down\"");
+    }
+
+    #[test]
+    fn padding_is_a_json_member_of_the_asked_size() {
+        let mut out = b"{".to_vec();
+        padding_member(&mut out, 5);
+        out.extend_from_slice(b"\"a\":1}");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["padding"], "xxxxx");
+        let mut none = Vec::new();
+        padding_member(&mut none, 0);
+        assert!(none.is_empty());
     }
 
     #[test]

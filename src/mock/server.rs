@@ -4,8 +4,9 @@
 //!
 //! Startup binds worker 0 first (port 0 → an ephemeral port), learns its address, then
 //! binds the others to the same port; `start` returns once every worker is listening.
-//! Shutdown sets a flag that each worker's stop watcher polls every [`STOP_POLL`]; the
-//! watcher then cancels the accept in flight and the accept loop returns once that accept
+//! Shutdown sets a flag that each worker's stop watcher polls every [`STOP_POLL`] (a crash
+//! that stays down sets it too; the watcher also makes the cut of a crash another worker
+//! triggered); the watcher then cancels the accept in flight and the accept loop returns once that accept
 //! has completed, `block_on` returns, and dropping the runtime drops every connection task
 //! (closing its socket), so in-flight streams, stalls and idle keep-alive connections
 //! cannot delay the join.
@@ -14,11 +15,13 @@
 //! its completion races in loses the accepted descriptor (monoio discards the result of an
 //! abandoned op), leaving a client connected to a socket nobody serves or closes.
 
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -237,12 +240,13 @@ async fn worker_main(
         index,
         life: Lifecycle::default(),
         timers: Timers::new(),
+        crashes_seen: Cell::new(0),
+        accept: RefCell::new(Canceller::new()),
     });
-    let canceller = Canceller::new();
-    let accepting = accept_loop(&listener, &ctx, canceller.handle());
+    let accepting = accept_loop(&listener, &ctx, ctx.accept.borrow().handle());
     let stopper = async {
-        wait_stop(&ctx.shared.stop).await;
-        canceller.cancel();
+        wait_stop(&ctx).await;
+        ctx.stop_accepting();
         std::future::pending::<()>().await
     };
     monoio::select! {
@@ -274,6 +278,7 @@ async fn accept_loop(listener: &TcpListener, ctx: &Rc<WorkerCtx>, cancel: Cancel
         }
         match accepted {
             Ok((stream, _)) => {
+                close_on_exec(&stream);
                 let n = ctx.counters().connection();
                 let id = ((ctx.index as u64) << 40) | n;
                 monoio::spawn(conn::serve(stream, Rc::clone(ctx), id));
@@ -285,8 +290,29 @@ async fn accept_loop(listener: &TcpListener, ctx: &Rc<WorkerCtx>, cancel: Cancel
     }
 }
 
-async fn wait_stop(stop: &AtomicBool) {
-    while !stop.load(Ordering::Acquire) {
+/// Returns once the server is stopping; meanwhile makes the cut of every crash another
+/// worker triggered.
+/// Marks an accepted socket close-on-exec. monoio's io_uring accept passes no flags (its
+/// epoll accept uses `accept4(SOCK_CLOEXEC)`), so without this a process that the program
+/// embedding the mock spawns meanwhile (a test starting the `vllm-bench` binary) inherits
+/// the connection: closing it here then sends no FIN until that process exits, and the
+/// client waits for a close that does not come (or, writing into it, gets a reset).
+fn close_on_exec(stream: &monoio::net::TcpStream) {
+    let fd = stream.as_raw_fd();
+    // SAFETY: `fd` is the open socket `stream` owns for the duration of this call; F_GETFD
+    // and F_SETFD only read and set its descriptor flags. Failure leaves the flag unset,
+    // which is only a leak into child processes, as before.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+        }
+    }
+}
+
+async fn wait_stop(ctx: &WorkerCtx) {
+    while !ctx.shared.stop.load(Ordering::Acquire) {
+        ctx.follow_crashes();
         monoio::time::sleep(STOP_POLL).await;
     }
 }

@@ -40,6 +40,11 @@ pub struct MockStats {
     pub prefix_cache_queries: u64,
     /// Toy prefix cache: prompt tokens found cached.
     pub prefix_cache_hits: u64,
+    /// Model requests received since start, those still in flight included (the next
+    /// sequence number; not zeroed by `reset_stats`).
+    pub model_requests: u64,
+    /// Crashes (`MockConfig::crash`) since start.
+    pub crashes: u64,
 }
 
 /// One request as the server saw it (kept when `MockConfig::request_log` is on).
@@ -96,7 +101,7 @@ pub struct WorkerCounters {
     by_route: [AtomicU64; ROUTE_COUNT],
     not_found: AtomicU64,
     rejected: AtomicU64,
-    faults: [AtomicU64; 5],
+    faults: [AtomicU64; FaultKind::COUNT],
     connections: AtomicU64,
     log: Mutex<Vec<LoggedRequest>>,
     emitted: Mutex<Emitted>,
@@ -223,7 +228,7 @@ impl Stats {
             peak_in_flight: self.peak_in_flight.load(Relaxed),
             ..MockStats::default()
         };
-        let mut faults = [0u64; 5];
+        let mut faults = [0u64; FaultKind::COUNT];
         let mut by_route = [0u64; ROUTE_COUNT];
         let mut not_found = 0;
         for w in &self.workers {

@@ -189,10 +189,7 @@ mod tests {
     #[test]
     fn nothing_computed_is_no_block_and_null() {
         assert_eq!(render(None), "");
-        assert_eq!(
-            to_json(None).to_json_string(),
-            "{\"steady_state\": null}"
-        );
+        assert_eq!(to_json(None).to_json_string(), "{\"steady_state\": null}");
         let not_reached = SteadyStateOutcome::NotReached { level: 16, peak: 5 };
         assert_eq!(
             to_json(Some(&not_reached)).to_json_string(),

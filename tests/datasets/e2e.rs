@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::e2e::{assert_refused, mock, vllm_bench, vllm_bench_env, TempDir};
-use crate::util::shared_dir;
+use crate::e2e::{assert_refused, mock};
+use crate::util::{shared_dir, vllm_bench, vllm_bench_env, TempDir};
 
 fn path_of(rel: &str) -> String {
     shared_dir().join(rel).to_str().unwrap().to_string()
