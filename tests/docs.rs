@@ -94,3 +94,37 @@ fn the_check_sees_a_refused_flag_and_its_refusal() {
     );
     assert_eq!(code_blocks("a\n```sh\nx\n```\nb\n"), ["x\n"]);
 }
+
+/// The other direction: a refusal the docs show names something that is refused, and every
+/// flag that works is in the flag reference (docs/flags.md), so a flag that lands is
+/// documented and a documented refusal cannot outlive the feature.
+#[test]
+fn working_flags_are_documented_and_refusals_are_real() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for doc in ["README.md", "docs/flags.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for line in text.lines() {
+            let Some(rest) = line.split("error: ").nth(1) else {
+                continue;
+            };
+            let Some((what, _)) = rest.split_once(": not implemented yet") else {
+                continue;
+            };
+            assert!(
+                UNIMPLEMENTED.contains(&what),
+                "{doc} shows `{what}` refused, but it runs: {line}"
+            );
+        }
+    }
+    let flags = std::fs::read_to_string(root.join("docs/flags.md")).unwrap();
+    let undocumented: Vec<String> = vllm_bench::cli::command()
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .filter(|f| f != "--help" && f != "--version" && !UNIMPLEMENTED.contains(&f.as_str()))
+        .filter(|f| !flags.contains(f.as_str()))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in docs/flags.md: {undocumented:?}"
+    );
+}

@@ -115,6 +115,18 @@ fn a_concurrency_sweep_runs_each_point_on_one_plan() {
         [1, 3],
         "each point's peak in flight is its concurrency"
     );
+    // One engine for the whole sweep: point 2 reuses point 1's connection (a fresh engine
+    // per point would have opened 1 + 3).
+    let connections: std::collections::HashSet<u64> = log
+        .iter()
+        .filter(|r| r.path == "/v1/completions")
+        .map(|r| r.connection)
+        .collect();
+    assert_eq!(
+        connections.len(),
+        3,
+        "kept-alive connections serve every point"
+    );
     let files = results(&dir);
     let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
     assert_eq!(
@@ -211,4 +223,77 @@ fn num_runs_and_a_sweep_do_not_mix() {
         ],
         "--num-runs: cannot be combined with a sweep",
     );
+}
+
+/// The seed README's sweep, multi-run, comparison and profiling examples, scaled down (fewer
+/// prompts, short prompts) against the mock: each runs and shows what it promises.
+#[test]
+fn seed_run_mode_examples_run_against_the_mock() {
+    let server = mock(|c| {
+        c.first_token_delay = std::time::Duration::from_millis(2);
+        c.token_interval = std::time::Duration::from_millis(1);
+        c.request_log = false;
+    });
+    let dir = TempDir::new("seed-runs");
+    let with = |flags: &[&str]| -> Vec<String> {
+        ["--backend", "vllm", "--num-prompts", "12"]
+            .iter()
+            .chain(flags)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let examples: Vec<(Vec<String>, &str)> = vec![
+        (with(&["--sweep-max-concurrency", "1,2,4"]), "Sweep Summary"),
+        (
+            with(&["--sweep-request-rate", "10,50,inf"]),
+            "Best point: request_rate",
+        ),
+        (
+            with(&[
+                "--sweep-max-concurrency",
+                "1,2",
+                "--sweep-num-prompts-factor",
+                "3",
+                "--reset-prefix-cache",
+            ]),
+            "Sweep point 2/2",
+        ),
+        (
+            with(&["--max-concurrency", "4", "--num-runs", "3"]),
+            "Multi-Run Summary (3 runs)",
+        ),
+        (with(&["--profile"]), "Profiler stopped"),
+        (
+            with(&[
+                "--max-concurrency",
+                "4",
+                "--profile",
+                "--profile-batch-threshold",
+                "1",
+                "--profile-duration",
+                "0.1",
+            ]),
+            "Profiler started",
+        ),
+    ];
+    for (args, shows) in &examples {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&server, &dir, &args);
+        assert!(out.contains(shows), "{args:?} should show {shows}:\n{out}");
+    }
+    // The comparison example, on two results of this test.
+    for (name, extra) in [("baseline.json", "1"), ("optimized.json", "4")] {
+        let args = with(&["--max-concurrency", extra, "--result-filename", name]);
+        run(
+            &server,
+            &dir,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+    }
+    let cmp = vllm_bench(
+        &["--compare", "baseline.json", "optimized.json"],
+        dir.path(),
+    );
+    assert_eq!(cmp.code, 0, "{}", cmp.stderr);
+    assert!(cmp.stdout.contains("request_throughput"), "{}", cmp.stdout);
 }

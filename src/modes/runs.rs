@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use anyhow::Result;
 
 use crate::config::{Config, SweepAxis};
+use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
 use crate::output::json::save_result;
 use crate::output::localtime::LocalDateTime;
 use crate::output::summary::{
@@ -184,6 +185,7 @@ fn sweep(
     reset: bool,
 ) -> Result<Outcome> {
     let (mut reports, mut files, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut steady = Vec::new();
     for (i, (p, v)) in points.iter().zip(values).enumerate() {
         if reset {
             let done = plan.target.reset_prefix_cache();
@@ -199,16 +201,24 @@ fn sweep(
         let f = point::finish(config, plan, p, &m, &how)?;
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);
+        steady.push(f.steady_state);
         files.push(f.file.map(|p| p.display().to_string()));
         if m.interrupted {
             break;
         }
     }
     let shown = &values[..reports.len()];
-    print!("{}", render_sweep(axis, shown, &reports));
+    let steady: Vec<Option<&SteadyState>> = steady
+        .iter()
+        .map(|s| match s {
+            Some(SteadyStateOutcome::Computed(s)) => Some(s),
+            _ => None,
+        })
+        .collect();
+    print!("{}", render_sweep(axis, shown, &reports, &steady));
     if saves(config) {
         let path = summary_path(config, "sweep-summary");
-        let doc = sweep_json(axis, shown, &reports, &files);
+        let doc = sweep_json(axis, shown, &reports, &steady, &files);
         save_result(&path, config.output.result_dir.as_deref(), &doc, false)?;
         eprintln!("Saved the sweep summary to {}", path.display());
     }

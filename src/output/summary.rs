@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
+use crate::metrics::steady_state::SteadyState;
 use crate::metrics::summary::percentile_word;
 use crate::output::json::{Json, JsonObject};
 
@@ -120,7 +121,8 @@ fn sweep_columns(figures: &[Figure]) -> Vec<&Figure> {
             matches!(
                 f.key.as_str(),
                 "request_throughput" | "output_throughput" | "total_token_throughput"
-            ) || (f.key.ends_with("_ms") && !f.key.starts_with("median_"))
+            ) || f.key.starts_with("ss_")
+                || (f.key.ends_with("_ms") && !f.key.starts_with("median_"))
         })
         .collect()
 }
@@ -134,11 +136,56 @@ fn short(label: &str) -> String {
         .replace(" (ms)", "")
 }
 
-/// The sweep's summary table (one row per point, `axis` naming the varied value), then the
-/// best point.
-pub fn render_sweep(axis: &str, values: &[String], reports: &[BenchmarkReport]) -> String {
+/// The steady-state figures a sweep shows beside each point's (closed-loop points).
+pub fn steady_figures(s: &SteadyState) -> Vec<Figure> {
+    vec![
+        figure("ss_request_throughput", "SS req/s", s.request_throughput),
+        figure("ss_output_throughput", "SS out tok/s", s.output_throughput),
+        figure("ss_mean_ttft_ms", "SS Mean TTFT (ms)", s.ttft.mean_ms),
+        figure("ss_mean_tpot_ms", "SS Mean TPOT (ms)", s.tpot.mean_ms),
+    ]
+}
+
+/// Every point's figures, with its steady-state ones when some point has them.
+fn point_figures(reports: &[BenchmarkReport], steady: &[Option<&SteadyState>]) -> Vec<Vec<Figure>> {
+    let any = steady.iter().any(Option::is_some);
+    reports
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut f = figures(r);
+            if any {
+                match steady.get(i).copied().flatten() {
+                    Some(s) => f.extend(steady_figures(s)),
+                    None => f.extend(steady_figures_missing()),
+                }
+            }
+            f
+        })
+        .collect()
+}
+
+/// A point without a steady state: its columns show NaN.
+fn steady_figures_missing() -> Vec<Figure> {
+    let keys = [
+        ("ss_request_throughput", "SS req/s"),
+        ("ss_output_throughput", "SS out tok/s"),
+        ("ss_mean_ttft_ms", "SS Mean TTFT (ms)"),
+        ("ss_mean_tpot_ms", "SS Mean TPOT (ms)"),
+    ];
+    keys.iter().map(|(k, l)| figure(*k, *l, f64::NAN)).collect()
+}
+
+/// The sweep's summary table (one row per point, `axis` naming the varied value; the
+/// steady-state window's figures when a point computed one), then the best point.
+pub fn render_sweep(
+    axis: &str,
+    values: &[String],
+    reports: &[BenchmarkReport],
+    steady: &[Option<&SteadyState>],
+) -> String {
     let mut out = String::new();
-    let all: Vec<Vec<Figure>> = reports.iter().map(figures).collect();
+    let all = point_figures(reports, steady);
     let Some(first) = all.first() else {
         return out;
     };
@@ -176,19 +223,26 @@ pub fn sweep_json(
     axis: &str,
     values: &[String],
     reports: &[BenchmarkReport],
+    steady: &[Option<&SteadyState>],
     files: &[Option<String>],
 ) -> String {
+    let all = point_figures(reports, steady);
     let mut doc = JsonObject::new();
     doc.set("axis", Json::str(axis.to_string()));
     let points = values
         .iter()
-        .zip(reports)
+        .zip(&all)
         .zip(files)
-        .map(|((v, r), file)| {
+        .map(|((v, figs), file)| {
             let mut p = JsonObject::new();
             p.set(axis.to_string(), Json::str(v.clone()));
-            for f in figures(r) {
-                p.set(f.key, Json::Float(f.value));
+            for f in figs {
+                let value = if f.value.is_nan() {
+                    Json::Null
+                } else {
+                    Json::Float(f.value)
+                };
+                p.set(f.key.clone(), value);
             }
             p.set("result_file", Json::opt(file.clone(), Json::str));
             Json::Object(p)
