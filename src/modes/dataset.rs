@@ -4,10 +4,12 @@
 //! options; this is the only place that maps the configuration onto them, so `datasets`
 //! never imports `config`.
 //!
-//! `timed_trace` is the exception for now: its replay shares prompt fragments between
-//! requests and carries arrival times, so it is built by [`super::trace::TraceReplay`].
+//! [`for_run`] is the dispatch a run uses: it also gives a `timed_trace` replay (built from
+//! shared prompt fragments, with arrival times, by [`super::trace::TraceReplay`]) and
+//! `--multi-turn` conversations, so every dataset reaches the plan through one call.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
@@ -17,6 +19,7 @@ use crate::config::{
     Config, CustomParams, DatasetParams, MultiTurnConfig, PrefixRepetitionParams, RandomParams,
     SonnetParams, SpeedBenchParams,
 };
+use crate::datasets::align::align_to_server;
 use crate::datasets::burstgpt::BurstGpt;
 use crate::datasets::chat_format::ChatFormat;
 use crate::datasets::conversations::{
@@ -30,8 +33,56 @@ use crate::datasets::random::{self, RandomConfig};
 use crate::datasets::sharegpt::{self, ShareGpt, ShareGptOptions};
 use crate::datasets::sonnet::{Sonnet, SonnetOptions};
 use crate::datasets::{spec_bench, speed_bench};
-use crate::datasets::{SampleRequest, Sampling};
-use crate::tokenizer::{self, Tokenizer};
+use crate::datasets::{DatasetStats, SampleRequest, Sampling};
+use crate::tokenizer::{self, TokenizeEndpoint, Tokenizer};
+
+use super::trace::TraceReplay;
+
+/// A run's dataset, whichever it is.
+pub enum RunDataset {
+    /// One request per sample (every dataset but the two below).
+    Requests(Vec<SampleRequest>),
+    /// `--dataset-name timed_trace`: the trace's records, built later from shared fragments.
+    Trace(Box<TraceReplay>),
+    /// `--multi-turn`: conversations, each one session.
+    Conversations(Conversations),
+}
+
+impl RunDataset {
+    /// The `--dry-run` summary.
+    pub fn describe(&self) -> String {
+        match self {
+            RunDataset::Requests(r) => DatasetStats::from_requests(r).to_string(),
+            RunDataset::Trace(t) => t.stats().to_string(),
+            RunDataset::Conversations(c) => super::multi_turn::describe(c),
+        }
+    }
+}
+
+/// The one dispatch of a run: the dataset `config` names, built with `tokenizer`. Random text
+/// prompts are re-aligned to the server's tokenizer through `align` when given (Python 0.33
+/// does that for generation backends).
+pub fn for_run(
+    config: &Config,
+    tokenizer: Option<&Tokenizer>,
+    align: Option<Arc<dyn TokenizeEndpoint>>,
+) -> Result<RunDataset> {
+    if let Some(m) = &config.multi_turn {
+        return Ok(RunDataset::Conversations(conversations(
+            config, m, tokenizer,
+        )?));
+    }
+    if let DatasetParams::TimedTrace(p) = &config.dataset.params {
+        return Ok(RunDataset::Trace(Box::new(TraceReplay::load(config, p)?)));
+    }
+    let mut requests = build(config, tokenizer)?;
+    if let Some(endpoint) = align {
+        if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
+            println!("{msg}");
+        }
+    }
+    Ok(RunDataset::Requests(requests))
+}
 
 /// The requests of every dataset but `timed_trace`, `--max-model-len` applied.
 pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<SampleRequest>> {

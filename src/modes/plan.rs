@@ -10,12 +10,11 @@ use anyhow::{Context, Result};
 
 use crate::backends::Api;
 use crate::config::{Config, DatasetParams};
-use crate::datasets::align::align_to_server;
-use crate::datasets::SampleRequest;
 use crate::engine::{Engine, EngineOptions};
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
+use super::dataset::RunDataset;
 use super::prepare::{prepare, prepare_conversations, prepare_trace, probe, Prepared};
 use super::target::{wait_until_ready, Target};
 use super::trace::TraceReplay;
@@ -49,36 +48,16 @@ impl Plan {
             (None, Some(t)) if config.dry_run => t.clone(),
             (None, _) => target.first_model()?,
         };
-        let trace = match &config.dataset.params {
-            DatasetParams::TimedTrace(p) => Some(TraceReplay::load(config, p)?),
-            _ => None,
-        };
-        if let (true, Some(t)) = (config.dry_run, &trace) {
-            println!("{}", t.stats());
+        if let (true, DatasetParams::TimedTrace(p)) = (config.dry_run, &config.dataset.params) {
+            // A trace's summary needs no tokenizer: described before one is loaded.
+            println!("{}", TraceReplay::load(config, p)?.stats());
             return Ok(None);
         }
         let tokenizer = load_tokenizer(config, &target, &model_id)?;
-        let conversations = match &config.multi_turn {
-            Some(m) => Some(super::dataset::conversations(
-                config,
-                m,
-                tokenizer.as_ref(),
-            )?),
-            None => None,
-        };
-        if let (true, Some(c)) = (config.dry_run, &conversations) {
-            println!("{}", super::multi_turn::describe(c));
-            return Ok(None);
-        }
-        let requests = match (&trace, &conversations) {
-            (None, None) => sample_requests(config, &target, &model_id, tokenizer.as_ref())?,
-            _ => Vec::new(),
-        };
+        let align = needs_alignment(config).then(|| target.tokenize_endpoint(&model_id));
+        let dataset = super::dataset::for_run(config, tokenizer.as_ref(), align)?;
         if config.dry_run {
-            println!(
-                "{}",
-                crate::datasets::DatasetStats::from_requests(&requests)
-            );
+            println!("{}", dataset.describe());
             return Ok(None);
         }
         let api = Api::for_backend(config.server.backend).with_context(|| {
@@ -92,10 +71,11 @@ impl Plan {
             .served_model_name
             .clone()
             .unwrap_or_else(|| model_id.clone());
-        let prepared = match (&trace, &conversations) {
-            (Some(t), _) => prepare_trace(config, &target, api, &model_name, t, tokenizer.as_ref()),
-            (None, Some(c)) => prepare_conversations(config, &target, &model_name, c),
-            (None, None) => prepare(config, &target, api, &model_name, &requests),
+        let tok = tokenizer.as_ref();
+        let prepared = match &dataset {
+            RunDataset::Trace(t) => prepare_trace(config, &target, api, &model_name, t, tok),
+            RunDataset::Conversations(c) => prepare_conversations(config, &target, &model_name, c),
+            RunDataset::Requests(r) => prepare(config, &target, api, &model_name, r),
         }?
         .with_probe(probe(config, &target, api, &model_name)?);
         let engine_opts = EngineOptions {
@@ -108,6 +88,10 @@ impl Plan {
             interrupt_grace: config.engine.interrupt_grace,
         };
         let engine = Engine::start(target.endpoint.clone(), engine_opts.clone())?;
+        let trace = match dataset {
+            RunDataset::Trace(t) => Some(*t),
+            _ => None,
+        };
         Ok(Some(Plan {
             target,
             model_id,
@@ -209,23 +193,6 @@ fn load_tokenizer(
 fn needs_alignment(config: &Config) -> bool {
     matches!(&config.dataset.params, DatasetParams::Random(p) if !p.prompt_token_ids)
         && Api::for_backend(config.server.backend).is_some_and(|a| a.is_generation())
-}
-
-/// The dataset's requests, aligned to the server's tokenizer where Python does that.
-fn sample_requests(
-    config: &Config,
-    target: &Arc<Target>,
-    model_id: &str,
-    tokenizer: Option<&Tokenizer>,
-) -> Result<Vec<SampleRequest>> {
-    let mut requests = super::dataset::build(config, tokenizer)?;
-    if needs_alignment(config) {
-        let endpoint = target.tokenize_endpoint(model_id);
-        if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
-            println!("{msg}");
-        }
-    }
-    Ok(requests)
 }
 
 /// One request through the engine (the ready check).
