@@ -687,6 +687,7 @@ mod sessions {
     use std::time::Duration;
 
     use vllm_bench::engine::session::{FollowUps, NextRequest, Reply, SessionSource};
+    use vllm_bench::engine::Workload;
     use vllm_bench::http::request::PreparedRequest;
     use vllm_bench::mock::MockConfig;
 
@@ -745,13 +746,15 @@ mod sessions {
         }
     }
 
-    #[test]
-    fn turns_run_in_order_after_their_think_time_on_one_connection() {
-        let (server, url) = mock(MockConfig {
-            request_log: true,
-            ..timed_mock(5, 1)
-        });
-        let flat = workload(&url, Backend::Vllm, "mock-model", SESSIONS * TURNS, 4);
+    /// SESSIONS sessions of TURNS requests of `output_len` tokens, from one [`Source`].
+    fn sessions_workload(url: &BaseUrl, output_len: usize) -> (Workload, Arc<Source>) {
+        let flat = workload(
+            url,
+            Backend::Vllm,
+            "mock-model",
+            SESSIONS * TURNS,
+            output_len,
+        );
         let source = Arc::new(Source {
             requests: flat.requests.clone(),
             replies: Mutex::new(Vec::new()),
@@ -761,8 +764,18 @@ mod sessions {
             .map(|s| flat.requests[s * TURNS].clone())
             .collect();
         w.client_prompt_lens = vec![5; SESSIONS].into();
-        w.max_concurrency = Some(2);
         w.sessions = Some(source.clone());
+        (w, source)
+    }
+
+    #[test]
+    fn turns_run_in_order_after_their_think_time_on_one_connection() {
+        let (server, url) = mock(MockConfig {
+            request_log: true,
+            ..timed_mock(5, 1)
+        });
+        let (mut w, source) = sessions_workload(&url, 4);
+        w.max_concurrency = Some(2);
         let report = run(&url, w, options(2, auto_driver()));
         assert_eq!(completed(&report), SESSIONS * TURNS);
         assert_eq!((report.not_sent, report.workers), (0, 2));
@@ -817,18 +830,8 @@ mod sessions {
             },
             ..timed_mock(1, 1)
         });
-        let flat = workload(&url, Backend::Vllm, "mock-model", SESSIONS * TURNS, 2);
-        let source = Arc::new(Source {
-            requests: flat.requests.clone(),
-            replies: Mutex::new(Vec::new()),
-        });
-        let mut w = flat.clone();
-        w.requests = (0..SESSIONS)
-            .map(|s| flat.requests[s * TURNS].clone())
-            .collect();
-        w.client_prompt_lens = vec![5; SESSIONS].into();
+        let (mut w, _) = sessions_workload(&url, 2);
         w.max_concurrency = Some(1);
-        w.sessions = Some(source);
         let report = run(&url, w, options(1, auto_driver()));
         let sent = report.merged.outputs.len();
         let failed = report.merged.outputs.iter().filter(|o| !o.success).count();

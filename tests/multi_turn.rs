@@ -18,38 +18,17 @@ const CHAT: &str = "/v1/chat/completions";
 /// A multi-turn run of `conversations` against `server` with `extra` flags; the result.
 fn run(server: &MockServer, conversations: usize, extra: &[&str]) -> Map<String, Value> {
     let dir = TempDir::new("multi-turn");
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
-    let url = server.base_url();
+    let n = conversations.to_string();
     let mut args = vec![
         "--backend",
         "openai-chat",
-        "--base-url",
-        &url,
-        "--model",
-        "mock-model",
-        "--tokenizer",
-        tokenizer.to_str().unwrap(),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "4",
         "--multi-turn",
-        "--disable-tqdm",
-        "--save-result",
         "--save-detailed",
-        "--result-dir",
-        dir.arg(),
-        "--result-filename",
-        "r.json",
     ];
-    let n = conversations.to_string();
-    args.extend(["--num-prompts", &n]);
+    args.extend(["--result-filename", "r.json", "--num-prompts", &n]);
     args.extend(extra);
-    let out = vllm_bench(&args, dir.path());
-    assert_eq!(out.code, 0, "{args:?}:\n{}\n{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("===== Turn 1 ====="), "{}", out.stdout);
+    let stdout = crate::util::run_against_mock(&server.base_url(), &dir, &args);
+    assert!(stdout.contains("===== Turn 1 ====="), "{stdout}");
     let text = std::fs::read_to_string(dir.path().join("r.json")).expect("result saved");
     serde_json::from_str(&text).expect("one JSON object")
 }

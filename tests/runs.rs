@@ -9,34 +9,10 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::MockServer;
 
 use crate::e2e::mock;
-use crate::util::shared_dir;
 use crate::util::{vllm_bench, TempDir};
 
 fn run(server: &MockServer, dir: &TempDir, extra: &[&str]) -> String {
-    let url = server.base_url();
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
-    let mut args = vec![
-        "--base-url",
-        &url,
-        "--model",
-        "mock-model",
-        "--tokenizer",
-        tokenizer.to_str().unwrap(),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "4",
-        "--disable-tqdm",
-        "--save-result",
-        "--result-dir",
-        dir.arg(),
-    ];
-    args.extend(extra);
-    let out = vllm_bench(&args, dir.path());
-    assert_eq!(out.code, 0, "{args:?}:\n{}\n{}", out.stdout, out.stderr);
-    out.stdout
+    crate::util::run_against_mock(&server.base_url(), dir, extra)
 }
 
 fn json(path: &Path) -> Map<String, Value> {

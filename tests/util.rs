@@ -279,3 +279,32 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A small random-dataset run of the binary against the in-process mock `url`, with the
+/// SmolLM2 fixture as tokenizer and `--save-result` into `dir`, then `extra`; its stdout
+/// (the run must exit 0).
+pub fn run_against_mock(url: &str, dir: &TempDir, extra: &[&str]) -> String {
+    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let mut args = vec![
+        "--base-url",
+        url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer.to_str().expect("utf-8 path"),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.arg(),
+    ];
+    args.extend(extra);
+    let out = vllm_bench(&args, dir.path());
+    assert_eq!(out.code, 0, "{args:?}:\n{}\n{}", out.stdout, out.stderr);
+    out.stdout
+}

@@ -60,16 +60,7 @@ pub async fn run_worker(
     core: CoreHandles,
     log: WorkerLog,
 ) -> (WorkerLog, Option<Connection>) {
-    let mut w = Worker {
-        shared,
-        epoch,
-        conn,
-        histograms,
-        core,
-        log,
-        bufs: ExchangeBuffers::default(),
-        probe: false,
-    };
+    let mut w = Worker::new(shared, epoch, conn, histograms, core, log);
     let sessions = w.shared.workload.requests.len();
     loop {
         if w.stopped() {
@@ -108,16 +99,11 @@ pub async fn run_probe(
     conn: Option<Connection>,
     core: CoreHandles,
 ) -> (WorkerLog, Option<Connection>) {
-    let mut w = Worker {
-        shared,
-        epoch,
-        conn,
-        histograms: Rc::new(RefCell::new(Histograms::default())),
-        core,
-        log: WorkerLog::with_capacity(64, 1, true),
-        bufs: ExchangeBuffers::default(),
-        probe: true,
-    };
+    // Its own histograms: the probes are not the workload's latencies.
+    let histograms = Rc::new(RefCell::new(Histograms::default()));
+    let log = WorkerLog::with_capacity(64, 1, true);
+    let mut w = Worker::new(shared, epoch, conn, histograms, core, log);
+    w.probe = true;
     let Some(probe) = w.shared.workload.probe.clone() else {
         return (w.log, w.conn);
     };
@@ -138,6 +124,26 @@ pub async fn run_probe(
 }
 
 impl Worker {
+    fn new(
+        shared: Arc<RunShared>,
+        epoch: Instant,
+        conn: Option<Connection>,
+        histograms: Rc<RefCell<Histograms>>,
+        core: CoreHandles,
+        log: WorkerLog,
+    ) -> Worker {
+        Worker {
+            shared,
+            epoch,
+            conn,
+            histograms,
+            core,
+            log,
+            bufs: ExchangeBuffers::default(),
+            probe: false,
+        }
+    }
+
     fn stopped(&self) -> bool {
         self.shared.stop.load(Ordering::Acquire)
     }

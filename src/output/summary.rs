@@ -29,52 +29,41 @@ fn figure(key: impl Into<String>, label: impl Into<String>, value: f64) -> Figur
 /// The figures summaries compare, in display order: counts, throughput, then mean, median
 /// and every computed percentile of each reported latency metric.
 pub fn figures(r: &BenchmarkReport) -> Vec<Figure> {
-    let mut out = Vec::new();
-    match &r.metrics {
-        TaskMetrics::Generation { metrics: m, .. } => {
-            out.push(figure(
-                "completed",
-                "Successful requests",
-                m.completed as f64,
-            ));
-            out.push(figure("failed", "Failed requests", m.failed as f64));
-            out.push(figure("duration", "Duration (s)", r.duration_s));
-            out.push(figure(
-                "request_throughput",
-                "Request throughput (req/s)",
-                m.request_throughput,
-            ));
-            out.push(figure(
-                "output_throughput",
-                "Output token throughput (tok/s)",
-                m.output_throughput,
-            ));
-            out.push(figure(
-                "total_token_throughput",
-                "Total token throughput (tok/s)",
-                m.total_token_throughput,
-            ));
-        }
-        TaskMetrics::Pooling(m) => {
-            out.push(figure(
-                "completed",
-                "Successful requests",
-                m.completed as f64,
-            ));
-            out.push(figure("failed", "Failed requests", m.failed as f64));
-            out.push(figure("duration", "Duration (s)", r.duration_s));
-            out.push(figure(
-                "request_throughput",
-                "Request throughput (req/s)",
-                m.request_throughput,
-            ));
-            out.push(figure(
-                "total_token_throughput",
-                "Total token throughput (tok/s)",
-                m.total_token_throughput,
-            ));
-        }
+    // (completed, failed, request/s, output tok/s (generation only), total tok/s)
+    let (completed, failed, rps, output, total) = match &r.metrics {
+        TaskMetrics::Generation { metrics: m, .. } => (
+            m.completed,
+            m.failed,
+            m.request_throughput,
+            Some(m.output_throughput),
+            m.total_token_throughput,
+        ),
+        TaskMetrics::Pooling(m) => (
+            m.completed,
+            m.failed,
+            m.request_throughput,
+            None,
+            m.total_token_throughput,
+        ),
+    };
+    let mut out = vec![
+        figure("completed", "Successful requests", completed as f64),
+        figure("failed", "Failed requests", failed as f64),
+        figure("duration", "Duration (s)", r.duration_s),
+        figure("request_throughput", "Request throughput (req/s)", rps),
+    ];
+    if let Some(o) = output {
+        out.push(figure(
+            "output_throughput",
+            "Output token throughput (tok/s)",
+            o,
+        ));
     }
+    out.push(figure(
+        "total_token_throughput",
+        "Total token throughput (tok/s)",
+        total,
+    ));
     for (kind, stats) in r.sections() {
         let (name, label) = (kind.name(), kind.label());
         out.push(figure(
