@@ -37,7 +37,7 @@ impl Plan {
     /// Resolves the server, model and tokenizer and builds every request. `None` after a
     /// `--dry-run` printed its summary.
     pub fn build(config: &Config) -> Result<Option<Plan>> {
-        let (driver, note) = resolve_driver(config.engine.io_driver).map_err(anyhow::Error::msg)?;
+        let (driver, note) = resolve_driver(config.engine.io_driver)?;
         if let Some(note) = note {
             eprintln!("note: {note}");
         }
