@@ -229,14 +229,12 @@ fn sample_requests(
 }
 
 /// One request through the engine (the ready check).
-fn one_request(engine: &Engine, prepared: &Prepared) -> Result<(), String> {
+fn one_request(engine: &Engine, prepared: &Prepared) -> Result<()> {
     // One worker: the run takes one core of the engine.
-    let report = engine
-        .run(prepared.subset(1, Some(1)), |_| {})
-        .map_err(|e| e.to_string())?;
+    let report = engine.run(prepared.subset(1, Some(1)), |_| {})?;
     match report.merged.outputs.first() {
         Some(o) if o.success => Ok(()),
-        Some(o) => Err(o.error.clone()),
-        None => Err("no response".into()),
+        Some(o) => Err(anyhow::Error::msg(o.error.clone())),
+        None => Err(anyhow::anyhow!("no response")),
     }
 }
