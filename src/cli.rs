@@ -186,7 +186,8 @@ where
         .collect::<Result<Vec<String>, CliError>>()?;
 
     let cmd = command();
-    let rewritten = argv::rewrite(rest, &known_flags(&cmd)).map_err(CliError::Usage)?;
+    let rewritten =
+        argv::rewrite(rest, &known_flags(&cmd)).map_err(|e| CliError::Usage(e.to_string()))?;
     if let Some(keyword) = &rewritten.help_keyword {
         return Err(CliError::Help(error::with_newline(help::keyword_help(
             cmd, keyword,

@@ -31,11 +31,22 @@ pub enum DriverChoice {
     Epoll,
 }
 
+/// Why a driver cannot be had: an unknown name, or io_uring asked for where it cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DriverError {
+    #[error("invalid I/O driver '{0}': expected one of auto, uring, epoll")]
+    Unknown(String),
+    #[error(
+        "--io-driver uring: io_uring is not available here (kernel too old, disabled by \
+         /proc/sys/kernel/io_uring_disabled, or blocked by seccomp); use --io-driver epoll"
+    )]
+    UringUnavailable,
+}
+
 impl FromStr for DriverChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        <Self as ValueEnum>::from_str(s, false)
-            .map_err(|_| format!("invalid I/O driver '{s}': expected one of auto, uring, epoll"))
+    type Err = DriverError;
+    fn from_str(s: &str) -> Result<Self, DriverError> {
+        <Self as ValueEnum>::from_str(s, false).map_err(|_| DriverError::Unknown(s.to_string()))
     }
 }
 
@@ -75,15 +86,13 @@ const URING_ENTRIES: u32 = 4096;
 /// `Auto` falls back to epoll when monoio's probe finds io_uring missing or incomplete
 /// (old kernel, `io_uring_disabled`, seccomp in containers) and returns the reason so the
 /// caller can print it once.
-pub fn resolve_driver(choice: DriverChoice) -> Result<(ResolvedDriver, Option<String>), String> {
+pub fn resolve_driver(
+    choice: DriverChoice,
+) -> Result<(ResolvedDriver, Option<String>), DriverError> {
     match choice {
         DriverChoice::Epoll => Ok((ResolvedDriver::Epoll, None)),
         DriverChoice::IoUring if uring_usable() => Ok((ResolvedDriver::IoUring, None)),
-        DriverChoice::IoUring => Err(
-            "--io-driver uring: io_uring is not available here (kernel too old, disabled by \
-             /proc/sys/kernel/io_uring_disabled, or blocked by seccomp); use --io-driver epoll"
-                .to_string(),
-        ),
+        DriverChoice::IoUring => Err(DriverError::UringUnavailable),
         DriverChoice::Auto if uring_usable() => Ok((ResolvedDriver::IoUring, None)),
         DriverChoice::Auto => Ok((
             ResolvedDriver::Epoll,
@@ -155,6 +164,7 @@ mod tests {
         assert!("kqueue"
             .parse::<DriverChoice>()
             .unwrap_err()
+            .to_string()
             .contains("auto, uring, epoll"));
     }
 

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::{body_fields, serialize, Api, BodyOptions};
+use super::{body_fields, serialize, Api, BodyError, BodyOptions};
 
 /// Where the messages list and the output-token limit go in [`ChatBody`].
 const MESSAGES_SLOT: &str = "\0vllm-bench-messages\0";
@@ -33,13 +33,9 @@ impl ChatBody {
     /// The body Python's openai-chat backend sends, with `min_tokens` set to the output
     /// length when `min_tokens` is true (synthetic conversations: every answer has the
     /// planned length without `--ignore-eos`) unless `--extra-body` sets it.
-    pub fn new(opts: &BodyOptions, min_tokens: bool) -> Result<ChatBody, String> {
+    pub fn new(opts: &BodyOptions, min_tokens: bool) -> Result<ChatBody, BodyError> {
         if opts.extra_body.contains_key("messages") {
-            return Err(
-                "--extra-body sets messages, which a multi-turn conversation builds \
-                        itself; remove it from --extra-body"
-                    .into(),
-            );
+            return Err(BodyError::ExtraBodyMessages);
         }
         let mut fields = body_fields(Api::Chat, Value::Null, 0, opts);
         let map = fields
@@ -194,6 +190,7 @@ mod tests {
         extra.insert("messages".into(), json!([]));
         assert!(ChatBody::new(&opts(extra), false)
             .unwrap_err()
+            .to_string()
             .contains("--extra-body"));
     }
 }

@@ -151,8 +151,26 @@ fn body_fields(api: Api, prompt: Value, output_len: usize, opts: &BodyOptions) -
     Value::Object(body)
 }
 
-fn serialize(body: &Value) -> Result<Vec<u8>, String> {
-    serde_json::to_vec(body).map_err(|e| format!("cannot serialize a request body: {e}"))
+/// Why a request body cannot be built from the run's options. Built before the clock, so
+/// the run stops with the message; it names the option at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("cannot serialize a request body: {0}")]
+    Serialize(serde_json::Error),
+    #[error(
+        "--extra-body replaces the prompt field, which a trace replay builds itself; remove it \
+         from --extra-body"
+    )]
+    ExtraBodyPrompt,
+    #[error(
+        "--extra-body sets messages, which a multi-turn conversation builds itself; remove it \
+         from --extra-body"
+    )]
+    ExtraBodyMessages,
+}
+
+fn serialize(body: &Value) -> Result<Vec<u8>, BodyError> {
+    serde_json::to_vec(body).map_err(BodyError::Serialize)
 }
 
 /// Builds the JSON body of one request (`max_tokens` = the request's output length).
@@ -161,7 +179,7 @@ pub fn build_body(
     prompt: &Prompt,
     output_len: usize,
     opts: &BodyOptions,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, BodyError> {
     serialize(&body_fields(api, prompt_value(prompt), output_len, opts))
 }
 
@@ -181,7 +199,7 @@ pub struct BodyTemplate {
 impl BodyTemplate {
     /// The body of every request of a run but its prompt and output length (computed once
     /// per distinct output length by the caller, or once per request: it is cheap).
-    pub fn new(api: Api, output_len: usize, opts: &BodyOptions) -> Result<Self, String> {
+    pub fn new(api: Api, output_len: usize, opts: &BodyOptions) -> Result<Self, BodyError> {
         let body = serialize(&body_fields(
             api,
             Value::String(PROMPT_SLOT.into()),
@@ -189,11 +207,7 @@ impl BodyTemplate {
             opts,
         ))?;
         let slot = serialize(&Value::String(PROMPT_SLOT.into()))?;
-        let at = memchr::memmem::find(&body, &slot).ok_or_else(|| {
-            "--extra-body replaces the prompt field, which a trace replay builds itself; \
-             remove it from --extra-body"
-                .to_string()
-        })?;
+        let at = memchr::memmem::find(&body, &slot).ok_or(BodyError::ExtraBodyPrompt)?;
         let body = Bytes::from(body);
         Ok(Self {
             head: body.slice(..at),
@@ -289,7 +303,9 @@ mod tests {
     fn fragment_body_refuses_an_extra_body_prompt() {
         let mut o = opts();
         o.extra_body.insert("prompt".into(), json!("x"));
-        let e = BodyTemplate::new(Api::Completions, 1, &o).unwrap_err();
+        let e = BodyTemplate::new(Api::Completions, 1, &o)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--extra-body"), "{e}");
     }
 

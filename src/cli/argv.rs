@@ -17,6 +17,18 @@ use serde_json::{Map, Value};
 
 use super::pyvalue::{dotted_value, py_float};
 
+/// Why an argument list cannot be rewritten, in argparse's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgvError {
+    /// `options` lists the matching names, `--` included.
+    #[error("ambiguous option: --{name} could match {options}")]
+    Ambiguous { name: String, options: String },
+    #[error("{0}: expected a value after it")]
+    MissingValue(String),
+    #[error("unrecognized argument '{0}' (long options start with '--')")]
+    SingleDash(String),
+}
+
 /// The long option names the parser knows: each name or alias, with the id of its option.
 #[derive(Debug, Clone)]
 pub struct KnownFlags {
@@ -30,7 +42,7 @@ impl KnownFlags {
     }
 
     /// Resolves a long name (without `--`) exactly or by unambiguous prefix.
-    fn resolve(&self, name: &str) -> Result<Option<&str>, String> {
+    fn resolve(&self, name: &str) -> Result<Option<&str>, ArgvError> {
         if let Some((n, _)) = self.names.iter().find(|(n, _)| n == name) {
             return Ok(Some(n));
         }
@@ -47,10 +59,10 @@ impl KnownFlags {
             return Ok(Some(&first.0));
         }
         let options: Vec<String> = matches.iter().map(|(n, _)| format!("--{n}")).collect();
-        Err(format!(
-            "ambiguous option: --{name} could match {}",
-            options.join(", ")
-        ))
+        Err(ArgvError::Ambiguous {
+            name: name.to_owned(),
+            options: options.join(", "),
+        })
     }
 }
 
@@ -64,7 +76,7 @@ pub struct Rewritten {
 }
 
 /// Applies every rewrite, in Python's order: names, dotted arguments, then prefixes.
-pub fn rewrite(raw: Vec<String>, known: &KnownFlags) -> Result<Rewritten, String> {
+pub fn rewrite(raw: Vec<String>, known: &KnownFlags) -> Result<Rewritten, ArgvError> {
     let (named, help_keyword) = normalise_names(raw);
     let merged = collect_dotted(named)?;
     let args = expand_prefixes(merged, known)?;
@@ -113,7 +125,7 @@ fn is_negative_number(token: &str) -> bool {
 
 /// Removes dotted arguments (and their values) and appends one `--option JSON` pair per
 /// option, merged in order (later keys win, `key+` lists concatenate).
-fn collect_dotted(args: Vec<String>) -> Result<Vec<String>, String> {
+fn collect_dotted(args: Vec<String>) -> Result<Vec<String>, ArgvError> {
     let end = options_end(&args);
     let mut kept = Vec::with_capacity(args.len());
     let mut merged: Vec<(String, Map<String, Value>)> = Vec::new();
@@ -135,7 +147,7 @@ fn collect_dotted(args: Vec<String>) -> Result<Vec<String>, String> {
             None => {
                 let v = args
                     .get(i + 1)
-                    .ok_or_else(|| format!("{arg}: expected a value after it"))?;
+                    .ok_or_else(|| ArgvError::MissingValue(arg.clone()))?;
                 i += 1;
                 (arg.as_str(), v.clone())
             }
@@ -182,7 +194,7 @@ fn merge_into(target: &mut Map<String, Value>, update: Map<String, Value>) {
 
 /// Replaces unambiguous prefixes of long options by the full name; single-dash words
 /// (`-num-prompts`) are rejected as Python does.
-fn expand_prefixes(args: Vec<String>, known: &KnownFlags) -> Result<Vec<String>, String> {
+fn expand_prefixes(args: Vec<String>, known: &KnownFlags) -> Result<Vec<String>, ArgvError> {
     let end = options_end(&args);
     let mut out = Vec::with_capacity(args.len());
     for (i, arg) in args.into_iter().enumerate() {
@@ -210,9 +222,7 @@ fn expand_prefixes(args: Vec<String>, known: &KnownFlags) -> Result<Vec<String>,
                 None => format!("--{resolved}"),
             });
         } else if is_single_dash_word(&arg) {
-            return Err(format!(
-                "unrecognized argument '{arg}' (long options start with '--')"
-            ));
+            return Err(ArgvError::SingleDash(arg));
         } else {
             out.push(arg);
         }
@@ -263,7 +273,9 @@ mod tests {
     }
 
     fn rw(args: &[&str]) -> Result<Vec<String>, String> {
-        rewrite(args.iter().map(|s| s.to_string()).collect(), &known()).map(|r| r.args)
+        rewrite(args.iter().map(|s| s.to_string()).collect(), &known())
+            .map(|r| r.args)
+            .map_err(|e| e.to_string())
     }
 
     fn sv(args: &[&str]) -> Vec<String> {

@@ -105,30 +105,45 @@ pub fn dotted_value(s: &str) -> Value {
     }
 }
 
+/// Why a value parser refused a value; clap prints it after the flag and the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("expected an integer")]
+    NotInteger,
+    #[error("expected a non-negative integer")]
+    Negative,
+    #[error("integer out of range")]
+    OutOfRange,
+    #[error("expected a number")]
+    NotNumber,
+    #[error("a port must be between 1 and 65535")]
+    Port,
+}
+
 /// clap value parser: a Python int that fits `T` (e.g. `usize`, `u16`, `i64`).
-pub fn parse_int<T: TryFrom<i128>>(s: &str) -> Result<T, String> {
-    let v = py_int(s).ok_or_else(|| "expected an integer".to_owned())?;
+pub fn parse_int<T: TryFrom<i128>>(s: &str) -> Result<T, ValueError> {
+    let v = py_int(s).ok_or(ValueError::NotInteger)?;
     T::try_from(v).map_err(|_| {
         if v < 0 {
-            "expected a non-negative integer".to_owned()
+            ValueError::Negative
         } else {
-            "integer out of range".to_owned()
+            ValueError::OutOfRange
         }
     })
 }
 
 /// clap value parser: a Python float (`inf` and `nan` included; rules reject them where they
 /// make no sense).
-pub fn parse_float(s: &str) -> Result<f64, String> {
-    py_float(s).ok_or_else(|| "expected a number".to_owned())
+pub fn parse_float(s: &str) -> Result<f64, ValueError> {
+    py_float(s).ok_or(ValueError::NotNumber)
 }
 
 /// clap value parser for `--port`: an integer in 1..=65535.
-pub fn parse_port(s: &str) -> Result<u16, String> {
+pub fn parse_port(s: &str) -> Result<u16, ValueError> {
     match py_int(s) {
         Some(v) if (1..=65535).contains(&v) => Ok(v as u16),
-        Some(_) => Err("a port must be between 1 and 65535".to_owned()),
-        None => Err("expected an integer".to_owned()),
+        Some(_) => Err(ValueError::Port),
+        None => Err(ValueError::NotInteger),
     }
 }
 
@@ -213,17 +228,15 @@ mod tests {
     #[test]
     fn value_parsers_give_reasons() {
         assert_eq!(parse_int::<usize>("10"), Ok(10));
-        assert_eq!(
-            parse_int::<usize>("-1"),
-            Err("expected a non-negative integer".to_owned())
-        );
-        assert_eq!(
-            parse_int::<u8>("300"),
-            Err("integer out of range".to_owned())
-        );
+        assert_eq!(parse_int::<usize>("-1"), Err(ValueError::Negative));
+        assert_eq!(parse_int::<u8>("300"), Err(ValueError::OutOfRange));
         assert_eq!(parse_port("8000"), Ok(8000));
         assert!(parse_port("0").is_err());
         assert!(parse_port("65536").is_err());
-        assert_eq!(parse_float("x"), Err("expected a number".to_owned()));
+        assert_eq!(parse_float("x"), Err(ValueError::NotNumber));
+        assert_eq!(
+            ValueError::Negative.to_string(),
+            "expected a non-negative integer"
+        );
     }
 }

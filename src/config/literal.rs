@@ -6,8 +6,23 @@
 /// A `(height, width, frames)` bucket key; `frames == 1` is an image, more is a video.
 pub type BucketKey = (u32, u32, u32);
 
+/// Why a bucket dict does not parse; positions are 1-based byte offsets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LiteralError {
+    #[error("expected '{expected}' at position {at}")]
+    Expected { expected: char, at: usize },
+    #[error("expected a non-negative integer at position {0}")]
+    Integer(usize),
+    #[error("expected a number at position {0}")]
+    Number(usize),
+    #[error("keys must be (height, width, frames) tuples")]
+    KeyNotTuple,
+    #[error("unexpected text after the closing '}}'")]
+    TrailingText,
+}
+
 /// Parses the bucket dict, keeping the written order.
-pub fn parse_bucket_config(s: &str) -> Result<Vec<(BucketKey, f64)>, String> {
+pub fn parse_bucket_config(s: &str) -> Result<Vec<(BucketKey, f64)>, LiteralError> {
     let mut p = Cursor {
         s: s.as_bytes(),
         i: 0,
@@ -43,7 +58,7 @@ pub fn parse_bucket_config(s: &str) -> Result<Vec<(BucketKey, f64)>, String> {
     }
     p.skip_ws();
     if p.i != p.s.len() {
-        return Err("unexpected text after the closing '}'".to_owned());
+        return Err(LiteralError::TrailingText);
     }
     Ok(out)
 }
@@ -74,15 +89,14 @@ impl Cursor<'_> {
         }
     }
 
-    fn expect(&mut self, c: u8) -> Result<(), String> {
+    fn expect(&mut self, c: u8) -> Result<(), LiteralError> {
         if self.eat(c) {
             Ok(())
         } else {
-            Err(format!(
-                "expected '{}' at position {}",
-                c as char,
-                self.i + 1
-            ))
+            Err(LiteralError::Expected {
+                expected: c as char,
+                at: self.i + 1,
+            })
         }
     }
 
@@ -99,23 +113,20 @@ impl Cursor<'_> {
         std::str::from_utf8(&self.s[start..self.i]).unwrap_or_default()
     }
 
-    fn int(&mut self) -> Result<u32, String> {
+    fn int(&mut self) -> Result<u32, LiteralError> {
         let at = self.i + 1;
         let t = self.token().to_owned();
-        t.parse()
-            .map_err(|_| format!("expected a non-negative integer at position {at}"))
+        t.parse().map_err(|_| LiteralError::Integer(at))
     }
 
-    fn number(&mut self) -> Result<f64, String> {
+    fn number(&mut self) -> Result<f64, LiteralError> {
         let at = self.i + 1;
         let t = self.token().to_owned();
-        crate::cli::pyvalue::py_float(&t)
-            .ok_or_else(|| format!("expected a number at position {at}"))
+        crate::cli::pyvalue::py_float(&t).ok_or(LiteralError::Number(at))
     }
 
-    fn tuple(&mut self) -> Result<BucketKey, String> {
-        self.expect(b'(')
-            .map_err(|_| "keys must be (height, width, frames) tuples".to_owned())?;
+    fn tuple(&mut self) -> Result<BucketKey, LiteralError> {
+        self.expect(b'(').map_err(|_| LiteralError::KeyNotTuple)?;
         let h = self.int()?;
         self.expect(b',')?;
         let w = self.int()?;

@@ -44,7 +44,7 @@ impl BurstGpt {
         let (_, header) = lines
             .next()
             .ok_or_else(|| DatasetError::file(path, "is empty; expected a BurstGPT CSV"))?;
-        let names = split(header).map_err(|e| DatasetError::line(path, 1, e))?;
+        let names = split(header).map_err(|e| DatasetError::line(path, 1, e.to_string()))?;
         let column = |name: &str| {
             names.iter().position(|n| n.trim() == name).ok_or_else(|| {
                 DatasetError::line(
@@ -65,7 +65,7 @@ impl BurstGpt {
         let mut rows = Vec::new();
         for (i, line) in lines {
             let at = |why: String| DatasetError::line(path, i + 1, why);
-            let fields = split(line).map_err(at)?;
+            let fields = split(line).map_err(|e| at(e.to_string()))?;
             if fields.len() != names.len() {
                 return Err(at(format!(
                     "{} fields, the header has {}",

@@ -81,13 +81,12 @@ pub fn dataset_file(
     })
 }
 
-fn download(cache: &Path, id: &str, file: &str) -> Result<PathBuf, String> {
+fn download(cache: &Path, id: &str, file: &str) -> Result<PathBuf, hf_hub::api::sync::ApiError> {
     use hf_hub::{Repo, RepoType};
 
-    let api = crate::tokenizer::hub::hub_api(cache, true).map_err(|e| e.to_string())?;
+    let api = crate::tokenizer::hub::hub_api(cache, true)?;
     api.repo(Repo::new(id.to_owned(), RepoType::Dataset))
         .get(file)
-        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -16,6 +16,39 @@ const RESERVED_FDS: u64 = 64;
 /// Where the kernel keeps the ephemeral port range used by `connect` without `bind`.
 const PORT_RANGE_FILE: &str = "/proc/sys/net/ipv4/ip_local_port_range";
 
+/// Why the planned connections cannot run: the limit, the numbers and the fix, on one line.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitsError {
+    /// (The OS error is part of the message, not a `source`: it would be printed twice.)
+    #[error("cannot read the open-file limit (RLIMIT_NOFILE): {0}")]
+    Read(io::Error),
+    #[error(
+        "{connections} concurrent connections need about {needed} file descriptors but \
+         RLIMIT_NOFILE allows {allowed} (hard limit {hard}): raise the hard limit (`ulimit -Hn`, \
+         LimitNOFILE= in a systemd unit, or /etc/security/limits.conf) or lower \
+         --max-concurrency"
+    )]
+    OpenFiles {
+        connections: usize,
+        needed: u64,
+        allowed: u64,
+        hard: u64,
+    },
+    #[error(
+        "{connections} concurrent connections to one server address need as many \
+         ephemeral ports but {sources} source address(es) × {ports} \
+         (net.ipv4.ip_local_port_range) allow {allowed}: use --local-addrs {need} (loopback \
+         servers), widen the port range, or lower --max-concurrency"
+    )]
+    EphemeralPorts {
+        connections: usize,
+        sources: u64,
+        ports: u64,
+        allowed: u64,
+        need: u64,
+    },
+}
+
 /// The limits that bound the number of concurrent connections of this process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OsLimits {
@@ -68,29 +101,31 @@ fn parse_port_range(text: &str) -> Option<u64> {
 /// Checks that `connections` concurrent sockets to one server address, spread over
 /// `sources` source addresses (each with its own port range), fit in `limits`; the error
 /// names the limit, the numbers and the fix.
-pub fn check_capacity(connections: usize, sources: usize, limits: &OsLimits) -> Result<(), String> {
+pub fn check_capacity(
+    connections: usize,
+    sources: usize,
+    limits: &OsLimits,
+) -> Result<(), LimitsError> {
     let conns = connections as u64;
     let needed = conns.saturating_add(RESERVED_FDS);
     if needed > limits.open_files {
-        return Err(format!(
-            "{connections} concurrent connections need about {needed} file descriptors but \
-             RLIMIT_NOFILE allows {} (hard limit {}): raise the hard limit (`ulimit -Hn`, \
-             LimitNOFILE= in a systemd unit, or /etc/security/limits.conf) or lower \
-             --max-concurrency",
-            limits.open_files, limits.open_files_hard
-        ));
+        return Err(LimitsError::OpenFiles {
+            connections,
+            needed,
+            allowed: limits.open_files,
+            hard: limits.open_files_hard,
+        });
     }
     if let Some(ports) = limits.ephemeral_ports {
         let sources = sources.max(1) as u64;
         if conns > ports.saturating_mul(sources) {
-            let need = conns.div_ceil(ports);
-            return Err(format!(
-                "{connections} concurrent connections to one server address need as many \
-                 ephemeral ports but {sources} source address(es) × {ports} \
-                 (net.ipv4.ip_local_port_range) allow {}: use --local-addrs {need} (loopback \
-                 servers), widen the port range, or lower --max-concurrency",
-                ports.saturating_mul(sources)
-            ));
+            return Err(LimitsError::EphemeralPorts {
+                connections,
+                sources,
+                ports,
+                allowed: ports.saturating_mul(sources),
+                need: conns.div_ceil(ports),
+            });
         }
     }
     Ok(())
@@ -98,9 +133,8 @@ pub fn check_capacity(connections: usize, sources: usize, limits: &OsLimits) -> 
 
 /// Raises `RLIMIT_NOFILE` and checks that `connections` over `sources` source addresses fit:
 /// the engine's pre-run gate.
-pub fn ensure_capacity(connections: usize, sources: usize) -> Result<OsLimits, String> {
-    let limits = raise_and_read()
-        .map_err(|e| format!("cannot read the open-file limit (RLIMIT_NOFILE): {e}"))?;
+pub fn ensure_capacity(connections: usize, sources: usize) -> Result<OsLimits, LimitsError> {
+    let limits = raise_and_read().map_err(LimitsError::Read)?;
     check_capacity(connections, sources, &limits)?;
     Ok(limits)
 }
@@ -134,7 +168,9 @@ mod tests {
 
     #[test]
     fn too_few_file_descriptors_is_a_clear_error() {
-        let err = check_capacity(50_000, 2, &limits(20_000, Some(64_512))).unwrap_err();
+        let err = check_capacity(50_000, 2, &limits(20_000, Some(64_512)))
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("50000 concurrent connections need about 50064 file descriptors"));
         assert!(err.contains("RLIMIT_NOFILE allows 20000"), "{err}");
         assert!(err.contains("--max-concurrency"), "{err}");
@@ -145,12 +181,16 @@ mod tests {
 
     #[test]
     fn too_few_ephemeral_ports_is_a_clear_error() {
-        let err = check_capacity(30_000, 1, &limits(1 << 20, Some(28_232))).unwrap_err();
+        let err = check_capacity(30_000, 1, &limits(1 << 20, Some(28_232)))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("1 source address(es) × 28232"), "{err}");
         assert!(err.contains("--local-addrs 2"), "{err}");
         // Two source addresses double the ports: 50,000 fits, 60,000 needs a third.
         assert!(check_capacity(50_000, 2, &limits(1 << 20, Some(28_232))).is_ok());
-        let err = check_capacity(60_000, 2, &limits(1 << 20, Some(28_232))).unwrap_err();
+        let err = check_capacity(60_000, 2, &limits(1 << 20, Some(28_232)))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--local-addrs 3"), "{err}");
     }
 

@@ -160,8 +160,8 @@ pub enum EngineError {
     #[error("a worker thread panicked")]
     Panicked,
     /// The planned connections do not fit in the process's file or port limits.
-    #[error("{0}")]
-    Limits(String),
+    #[error(transparent)]
+    Limits(#[from] limits::LimitsError),
 }
 
 /// Number of workers: the concurrency limit, never more than the sessions.

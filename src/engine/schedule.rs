@@ -41,14 +41,22 @@ pub fn current_rate(spec: &RateSpec, index: usize, total: usize) -> f64 {
     }
 }
 
+/// Why no schedule can be drawn from a rate spec.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("--burstiness {0}: a positive burstiness factor is expected")]
+    Burstiness(f64),
+    #[error("the request rate for request {index} is {rate}; it must be positive")]
+    Rate { index: usize, rate: f64 },
+    #[error("gamma distribution: {0}")]
+    Gamma(rand_distr::GammaError),
+}
+
 /// Arrival offsets (seconds) for `total` requests. Returns `None` when every offset is zero
 /// (infinite rate without ramp-up), so the engine can skip timers altogether.
-pub fn arrival_offsets(spec: &RateSpec, total: usize) -> Result<Option<Vec<f64>>, String> {
+pub fn arrival_offsets(spec: &RateSpec, total: usize) -> Result<Option<Vec<f64>>, ScheduleError> {
     if spec.burstiness <= 0.0 || spec.burstiness.is_nan() {
-        return Err(format!(
-            "--burstiness {}: a positive burstiness factor is expected",
-            spec.burstiness
-        ));
+        return Err(ScheduleError::Burstiness(spec.burstiness));
     }
     if spec.ramp_up.is_none() && spec.request_rate.is_infinite() {
         return Ok(None);
@@ -59,9 +67,7 @@ pub fn arrival_offsets(spec: &RateSpec, total: usize) -> Result<Option<Vec<f64>>
     for i in 0..total {
         let rate = current_rate(spec, i, total);
         if rate <= 0.0 || rate.is_nan() {
-            return Err(format!(
-                "the request rate for request {i} is {rate}; it must be positive"
-            ));
+            return Err(ScheduleError::Rate { index: i, rate });
         }
         let gap = if rate.is_infinite() {
             0.0
@@ -70,7 +76,7 @@ pub fn arrival_offsets(spec: &RateSpec, total: usize) -> Result<Option<Vec<f64>>
         } else {
             let scale = 1.0 / (rate * spec.burstiness);
             Gamma::new(spec.burstiness, scale)
-                .map_err(|e| format!("gamma distribution: {e}"))?
+                .map_err(ScheduleError::Gamma)?
                 .sample(&mut rng)
         };
         acc += gap;
@@ -217,6 +223,7 @@ mod tests {
     fn bad_burstiness_is_an_error() {
         assert!(arrival_offsets(&spec(1.0, 0.0), 3)
             .unwrap_err()
+            .to_string()
             .contains("--burstiness"));
     }
 }

@@ -97,13 +97,25 @@ unsafe impl IoVecBuf for IoParts {
     }
 }
 
+/// Why TLS cannot be set up for a server.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("TLS setup failed: {0}")]
+    Setup(rustls::Error),
+    #[error("invalid TLS server name '{host}': {error}")]
+    ServerName {
+        host: String,
+        error: rustls::pki_types::InvalidDnsNameError,
+    },
+}
+
 /// Builds the rustls client config (ring provider, webpki roots) or, with `--insecure`, one
 /// that accepts any certificate.
-pub fn tls_setup(host: &str, insecure: bool) -> Result<TlsSetup, String> {
+pub fn tls_setup(host: &str, insecure: bool) -> Result<TlsSetup, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup failed: {e}"))?;
+        .map_err(TlsError::Setup)?;
     let mut config = if insecure {
         builder
             .dangerous()
@@ -116,8 +128,11 @@ pub fn tls_setup(host: &str, insecure: bool) -> Result<TlsSetup, String> {
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let server_name = ServerName::try_from(host.to_string())
-        .map_err(|e| format!("invalid TLS server name '{host}': {e}"))?;
+    let server_name =
+        ServerName::try_from(host.to_string()).map_err(|error| TlsError::ServerName {
+            host: host.to_string(),
+            error,
+        })?;
     Ok(TlsSetup {
         connector: TlsConnector::from(Arc::new(config)),
         server_name,

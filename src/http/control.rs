@@ -15,7 +15,35 @@ use crate::runtime::{build_runtime, ResolvedDriver, Runtime};
 
 use super::conn::{Connection, Endpoint};
 use super::request::{HeadTemplate, Method};
-use super::response::{parse_head, BodyDecoder};
+use super::response::{parse_head, BodyDecoder, HttpError};
+
+/// Why a control call got no complete response. One phrase; the caller says which call and
+/// what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// (OS errors are part of the messages, not a `source`: they would be printed twice.)
+    #[error("cannot start a runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("no response within {0:?}")]
+    Timeout(Duration),
+    #[error("cannot connect to {addr}: {error}")]
+    Connect {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+    #[error("write failed: {0}")]
+    Write(std::io::Error),
+    #[error("read failed: {0}")]
+    Read(std::io::Error),
+    #[error("the server closed the connection before answering")]
+    ClosedBeforeAnswer,
+    #[error("response too large")]
+    TooLarge,
+    #[error("the server closed the connection before the response was complete")]
+    ClosedMidResponse,
+    #[error(transparent)]
+    Http(#[from] HttpError),
+}
 
 /// A complete response.
 #[derive(Debug, Clone)]
@@ -89,13 +117,13 @@ pub fn request(
     body: Option<&[u8]>,
     timeout: Duration,
     what: &str,
-) -> Result<Response, String> {
+) -> Result<Response, ControlError> {
     let cached = CONTROL.with(|c| c.try_borrow_mut().ok().and_then(|mut c| c.take()));
     let mut thread = match cached {
         Some(t) if t.driver == driver => t,
         _ => ControlThread {
             driver,
-            rt: build_runtime(driver).map_err(|e| format!("cannot start a runtime: {e}"))?,
+            rt: build_runtime(driver).map_err(ControlError::Runtime)?,
             idle: None,
         },
     };
@@ -123,7 +151,7 @@ pub fn request(
         };
         match answered {
             Ok(r) => r,
-            Err(_) => (Err(format!("no response within {timeout:?}")), None),
+            Err(_) => (Err(ControlError::Timeout(timeout)), None),
         }
     });
     thread.idle = keep.map(|c| (key, c));
@@ -143,7 +171,7 @@ pub fn get(
     path: &str,
     headers: &[(String, String)],
     timeout: Duration,
-) -> Result<Response, String> {
+) -> Result<Response, ControlError> {
     request(
         driver,
         ep,
@@ -163,7 +191,7 @@ pub fn post_json(
     headers: &[(String, String)],
     body: &[u8],
     timeout: Duration,
-) -> Result<Response, String> {
+) -> Result<Response, ControlError> {
     request(
         driver,
         ep,
@@ -183,7 +211,7 @@ async fn exchange_reusing(
     head: &HeadTemplate,
     body: Option<&[u8]>,
     reuse: Option<Connection>,
-) -> (Result<Response, String>, Option<Connection>) {
+) -> (Result<Response, ControlError>, Option<Connection>) {
     if let Some(conn) = reuse {
         match exchange(conn, head, body).await {
             Err(Failure::Stale(_)) => {}
@@ -192,21 +220,27 @@ async fn exchange_reusing(
     }
     match Connection::open(ep).await {
         Ok(conn) => finish(exchange(conn, head, body).await),
-        Err(e) => (Err(format!("cannot connect to {}: {e}", ep.addr)), None),
+        Err(error) => (
+            Err(ControlError::Connect {
+                addr: ep.addr,
+                error,
+            }),
+            None,
+        ),
     }
 }
 
 /// Why an exchange failed.
 enum Failure {
     /// Nothing came back: the connection was closed or reset before any response byte.
-    Stale(String),
+    Stale(ControlError),
     /// The server answered, but not with a complete, well-formed response.
-    Broken(String),
+    Broken(ControlError),
 }
 
 fn finish(
     r: Result<(Response, Option<Connection>), Failure>,
-) -> (Result<Response, String>, Option<Connection>) {
+) -> (Result<Response, ControlError>, Option<Connection>) {
     match r {
         Ok((resp, keep)) => (Ok(resp), keep),
         Err(Failure::Stale(e) | Failure::Broken(e)) => (Err(e), None),
@@ -226,34 +260,28 @@ async fn exchange(
     };
     conn.write_parts(&req.parts)
         .await
-        .map_err(|e| Failure::Stale(format!("write failed: {e}")))?;
+        .map_err(|e| Failure::Stale(ControlError::Write(e)))?;
     let mut raw = Vec::new();
     let mut buf = Vec::with_capacity(16 * 1024);
     loop {
         buf.clear();
         let (res, b) = conn.read(buf).await;
         buf = b;
-        let failure = |msg: String| match raw.is_empty() {
-            true => Failure::Stale(msg),
-            false => Failure::Broken(msg),
+        let failure = |e: ControlError| match raw.is_empty() {
+            true => Failure::Stale(e),
+            false => Failure::Broken(e),
         };
-        let n = res.map_err(|e| failure(format!("read failed: {e}")))?;
+        let n = res.map_err(|e| failure(ControlError::Read(e)))?;
         if n == 0 && raw.is_empty() {
-            return Err(Failure::Stale(
-                "the server closed the connection before answering".into(),
-            ));
+            return Err(Failure::Stale(ControlError::ClosedBeforeAnswer));
         }
         raw.extend_from_slice(&buf[..n]);
         if raw.len() > MAX_BODY {
-            return Err(Failure::Broken("response too large".into()));
+            return Err(Failure::Broken(ControlError::TooLarge));
         }
         match try_complete(&raw, n == 0).map_err(Failure::Broken)? {
             Some((resp, keep_alive)) => return Ok((resp, keep_alive.then_some(conn))),
-            None if n == 0 => {
-                return Err(Failure::Broken(
-                    "the server closed the connection before the response was complete".into(),
-                ))
-            }
+            None if n == 0 => return Err(Failure::Broken(ControlError::ClosedMidResponse)),
             None => {}
         }
     }
@@ -261,18 +289,16 @@ async fn exchange(
 
 /// Parses `raw` as a whole response when it is complete; with whether the connection may be
 /// kept alive (the server did not ask to close, and the body was not delimited by EOF).
-fn try_complete(raw: &[u8], eof: bool) -> Result<Option<(Response, bool)>, String> {
-    let Some(head) = parse_head(raw).map_err(|e| e.to_string())? else {
+fn try_complete(raw: &[u8], eof: bool) -> Result<Option<(Response, bool)>, ControlError> {
+    let Some(head) = parse_head(raw)? else {
         return Ok(None);
     };
     let rest = &raw[head.head_len..];
     let mut decoder = BodyDecoder::new(head.body);
     let mut out = Vec::new();
-    let (_, mut done) = decoder
-        .decode_all(rest, |p| out.extend_from_slice(p))
-        .map_err(|e| e.to_string())?;
+    let (_, mut done) = decoder.decode_all(rest, |p| out.extend_from_slice(p))?;
     if !done && eof {
-        decoder.finish().map_err(|e| e.to_string())?;
+        decoder.finish()?;
         done = true;
     }
     let body = done.then_some(out);
@@ -311,7 +337,7 @@ mod tests {
         }
     }
 
-    fn get_ok(ep: &Endpoint) -> Result<Response, String> {
+    fn get_ok(ep: &Endpoint) -> Result<Response, ControlError> {
         get(driver(), ep, "localhost", "/health", &[], TIMEOUT)
     }
 
@@ -374,7 +400,7 @@ mod tests {
         let (addr, server) = scripted_server(vec![vec![OK, partial]]);
         let ep = endpoint(addr);
         assert!(get_ok(&ep).is_ok());
-        let err = get_ok(&ep).unwrap_err();
+        let err = get_ok(&ep).unwrap_err().to_string();
         assert!(err.contains("closed before the response"), "{err}");
         assert_eq!(server.join().unwrap(), 1);
     }

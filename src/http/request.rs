@@ -170,16 +170,23 @@ impl PreparedRequest {
     }
 }
 
+/// A header that would break the request framing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("invalid header name '{0}'")]
+    Name(String),
+    #[error("invalid value for header '{0}': it contains a line break")]
+    LineBreak(String),
+}
+
 /// Rejects header names/values that would break the request framing.
-pub fn validate_header(name: &str, value: &str) -> Result<(), String> {
+pub fn validate_header(name: &str, value: &str) -> Result<(), HeaderError> {
     let bad_name = name.is_empty() || name.bytes().any(|b| !(b.is_ascii_graphic()) || b == b':');
     if bad_name {
-        return Err(format!("invalid header name '{name}'"));
+        return Err(HeaderError::Name(name.to_string()));
     }
     if value.bytes().any(|b| b == b'\r' || b == b'\n') {
-        return Err(format!(
-            "invalid value for header '{name}': it contains a line break"
-        ));
+        return Err(HeaderError::LineBreak(name.to_string()));
     }
     Ok(())
 }

@@ -18,6 +18,18 @@ use monoio::net::TcpStream;
 /// Most source addresses `--local-addrs` accepts: 127.0.0.1 ..= 127.0.0.250.
 pub const MAX_LOCAL_ADDRS: usize = 250;
 
+/// Why `--local-addrs` cannot work for this server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    #[error("--local-addrs {0}: at most {MAX_LOCAL_ADDRS} loopback source addresses")]
+    TooMany(usize),
+    #[error(
+        "--local-addrs {n}: the server address {server} is not in 127.0.0.0/8; extra source \
+         addresses only work for a loopback server"
+    )]
+    NotLoopback { n: usize, server: SocketAddr },
+}
+
 /// The source addresses new connections bind to, taken round-robin; empty = the kernel's
 /// choice (no bind). Cloned per core; the cursor is shared so cores interleave evenly. It is
 /// touched only when a connection opens, never per request or event.
@@ -30,23 +42,16 @@ pub struct SourceAddrs {
 impl SourceAddrs {
     /// `n` loopback addresses 127.0.0.1 ..= 127.0.0.n for a server at `server`; `n <= 1`
     /// means no binding. The error says why the combination cannot work.
-    pub fn loopback(n: usize, server: SocketAddr) -> Result<SourceAddrs, String> {
+    pub fn loopback(n: usize, server: SocketAddr) -> Result<SourceAddrs, SourceError> {
         if n <= 1 {
             return Ok(SourceAddrs::default());
         }
         if n > MAX_LOCAL_ADDRS {
-            return Err(format!(
-                "--local-addrs {n}: at most {MAX_LOCAL_ADDRS} loopback source addresses"
-            ));
+            return Err(SourceError::TooMany(n));
         }
         match server {
             SocketAddr::V4(v4) if v4.ip().is_loopback() => {}
-            _ => {
-                return Err(format!(
-                    "--local-addrs {n}: the server address {server} is not in 127.0.0.0/8; \
-                     extra source addresses only work for a loopback server"
-                ))
-            }
+            _ => return Err(SourceError::NotLoopback { n, server }),
         }
         let addrs: Vec<Ipv4Addr> = (1..=n as u8).map(|i| Ipv4Addr::new(127, 0, 0, i)).collect();
         Ok(SourceAddrs {
@@ -197,11 +202,17 @@ mod tests {
 
     #[test]
     fn non_loopback_servers_and_too_many_addresses_are_refused() {
-        let err = SourceAddrs::loopback(4, "10.0.0.1:80".parse().unwrap()).unwrap_err();
+        let err = SourceAddrs::loopback(4, "10.0.0.1:80".parse().unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not in 127.0.0.0/8"), "{err}");
-        let err = SourceAddrs::loopback(4, "[::1]:80".parse().unwrap()).unwrap_err();
+        let err = SourceAddrs::loopback(4, "[::1]:80".parse().unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not in 127.0.0.0/8"), "{err}");
-        let err = SourceAddrs::loopback(251, server()).unwrap_err();
+        let err = SourceAddrs::loopback(251, server())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("at most 250"), "{err}");
     }
 

@@ -9,6 +9,52 @@
 
 use std::net::{Ipv6Addr, SocketAddr, ToSocketAddrs};
 
+/// Why a string is not a usable base URL or host: one phrase, which the configuration puts
+/// after the flag and its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("only http:// and https:// URLs are supported")]
+    Scheme,
+    #[error("missing scheme; did you mean http://{0}?")]
+    MissingScheme(String),
+    #[error("a URL cannot contain spaces or control characters")]
+    Whitespace,
+    #[error("a base URL cannot have a query string or fragment")]
+    QueryOrFragment,
+    #[error("credentials in the URL are not supported; use --header or OPENAI_API_KEY")]
+    Credentials,
+    #[error("unclosed '[' in the host")]
+    UnclosedBracket,
+    #[error("'{0}' is not an IPv6 address")]
+    BracketedNotIpv6(String),
+    #[error("unexpected '{0}' after the host")]
+    AfterHost(String),
+    #[error("IPv6 addresses must be written in brackets, e.g. http://[::1]:8000")]
+    UnbracketedIpv6,
+    #[error("the host is empty")]
+    EmptyHost,
+    #[error("'{0}' is not a valid host name")]
+    HostName(String),
+    #[error("'{0}' is not a valid port (1-65535)")]
+    Port(String),
+    /// `--host` with a colon that is not an IPv6 address.
+    #[error("not a valid IPv6 address")]
+    HostIpv6,
+    /// `--host` that is neither a name nor an address.
+    #[error("not a valid host name or IP address")]
+    Host,
+}
+
+/// Why a host has no socket address (DNS, before the run).
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// (The OS error is part of the message, not a `source`: it would be printed twice.)
+    #[error("cannot resolve host '{host}': {error}")]
+    Lookup { host: String, error: std::io::Error },
+    #[error("host '{0}' resolved to no address")]
+    NoAddress(String),
+}
+
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
@@ -64,32 +110,29 @@ impl BaseUrl {
     }
 
     /// Parses `http[s]://host[:port][/prefix]`; the reason on failure is one phrase.
-    pub fn parse(url: &str) -> Result<Self, String> {
+    pub fn parse(url: &str) -> Result<Self, UrlError> {
         let lower = url.to_ascii_lowercase();
         let (scheme, rest) = if lower.starts_with("http://") {
             (Scheme::Http, &url[7..])
         } else if lower.starts_with("https://") {
             (Scheme::Https, &url[8..])
         } else if url.contains("://") {
-            return Err("only http:// and https:// URLs are supported".to_owned());
+            return Err(UrlError::Scheme);
         } else {
-            return Err(format!("missing scheme; did you mean http://{url}?"));
+            return Err(UrlError::MissingScheme(url.to_owned()));
         };
         if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("a URL cannot contain spaces or control characters".to_owned());
+            return Err(UrlError::Whitespace);
         }
         let (authority, path) = match rest.find(['/', '?', '#']) {
             Some(i) => rest.split_at(i),
             None => (rest, ""),
         };
         if path.contains(['?', '#']) {
-            return Err("a base URL cannot have a query string or fragment".to_owned());
+            return Err(UrlError::QueryOrFragment);
         }
         if authority.contains('@') {
-            return Err(
-                "credentials in the URL are not supported; use --header or OPENAI_API_KEY"
-                    .to_owned(),
-            );
+            return Err(UrlError::Credentials);
         }
         let (host, port) = split_host_port(authority)?;
         let port = match port {
@@ -133,14 +176,17 @@ impl BaseUrl {
 
     /// Resolves the host to socket addresses (blocking DNS, done once before the run).
     /// IPv4 addresses come first: servers such as vLLM often listen on IPv4 only.
-    pub fn resolve(&self) -> Result<Vec<SocketAddr>, String> {
+    pub fn resolve(&self) -> Result<Vec<SocketAddr>, ResolveError> {
         let mut addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
             .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve host '{}': {e}", self.host))?
+            .map_err(|error| ResolveError::Lookup {
+                host: self.host.clone(),
+                error,
+            })?
             .collect();
         addrs.sort_by_key(|a| a.is_ipv6());
         if addrs.is_empty() {
-            return Err(format!("host '{}' resolved to no address", self.host));
+            return Err(ResolveError::NoAddress(self.host.clone()));
         }
         Ok(addrs)
     }
@@ -170,7 +216,7 @@ impl std::fmt::Display for BaseUrl {
 
 /// Checks a `--host` value: a host name, an IPv4 address, or an IPv6 address with or without
 /// brackets. The reason on failure is one phrase.
-pub fn check_host(host: &str) -> Result<(), String> {
+pub fn check_host(host: &str) -> Result<(), UrlError> {
     let bare = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
@@ -178,32 +224,28 @@ pub fn check_host(host: &str) -> Result<(), String> {
     if bare.contains(':') {
         bare.parse::<Ipv6Addr>()
             .map(|_| ())
-            .map_err(|_| "not a valid IPv6 address".to_owned())
+            .map_err(|_| UrlError::HostIpv6)
     } else {
-        check_host_name(bare).map_err(|_| "not a valid host name or IP address".to_owned())
+        check_host_name(bare).map_err(|_| UrlError::Host)
     }
 }
 
-fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), String> {
+fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
     if let Some(v6) = authority.strip_prefix('[') {
-        let (host, after) = v6
-            .split_once(']')
-            .ok_or_else(|| "unclosed '[' in the host".to_owned())?;
+        let (host, after) = v6.split_once(']').ok_or(UrlError::UnclosedBracket)?;
         host.parse::<Ipv6Addr>()
-            .map_err(|_| format!("'{host}' is not an IPv6 address"))?;
+            .map_err(|_| UrlError::BracketedNotIpv6(host.to_owned()))?;
         return match after {
             "" => Ok((host, None)),
             p => p
                 .strip_prefix(':')
                 .map(|p| (host, Some(p)))
-                .ok_or_else(|| format!("unexpected '{p}' after the host")),
+                .ok_or_else(|| UrlError::AfterHost(p.to_owned())),
         };
     }
     let bare_v6 = |h: &str| h.parse::<Ipv6Addr>().is_ok();
     if bare_v6(authority) || authority.rsplit_once(':').is_some_and(|(h, _)| bare_v6(h)) {
-        return Err(
-            "IPv6 addresses must be written in brackets, e.g. http://[::1]:8000".to_owned(),
-        );
+        return Err(UrlError::UnbracketedIpv6);
     }
     let (host, port) = match authority.split_once(':') {
         Some((h, p)) => (h, Some(p)),
@@ -213,23 +255,23 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), String> {
     Ok((host, port))
 }
 
-fn check_host_name(host: &str) -> Result<(), String> {
+fn check_host_name(host: &str) -> Result<(), UrlError> {
     if host.is_empty() {
-        return Err("the host is empty".to_owned());
+        return Err(UrlError::EmptyHost);
     }
     if !host
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
     {
-        return Err(format!("'{host}' is not a valid host name"));
+        return Err(UrlError::HostName(host.to_owned()));
     }
     Ok(())
 }
 
-fn parse_port(p: &str) -> Result<u16, String> {
+fn parse_port(p: &str) -> Result<u16, UrlError> {
     match p.parse::<u32>() {
         Ok(n) if (1..=65535).contains(&n) => Ok(n as u16),
-        _ => Err(format!("'{p}' is not a valid port (1-65535)")),
+        _ => Err(UrlError::Port(p.to_owned())),
     }
 }
 
@@ -300,17 +342,23 @@ mod tests {
             ),
         ];
         for (url, why) in cases {
-            assert_eq!(BaseUrl::parse(url).unwrap_err(), why, "{url}");
+            assert_eq!(BaseUrl::parse(url).unwrap_err().to_string(), why, "{url}");
         }
         assert!(BaseUrl::parse("127.0.0.1:8000")
             .unwrap_err()
+            .to_string()
             .contains("http://"));
         assert!(BaseUrl::parse("http://h:notaport")
             .unwrap_err()
+            .to_string()
             .contains("not a valid port"));
-        assert!(BaseUrl::parse("http://").unwrap_err().contains("empty"));
+        assert!(BaseUrl::parse("http://")
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
         assert!(BaseUrl::parse("http://::1:80")
             .unwrap_err()
+            .to_string()
             .contains("brackets"));
     }
 
@@ -319,14 +367,8 @@ mod tests {
         assert_eq!(check_host("localhost"), Ok(()));
         assert_eq!(check_host("::1"), Ok(()));
         assert_eq!(check_host("[::1]"), Ok(()));
-        assert_eq!(
-            check_host(":::"),
-            Err("not a valid IPv6 address".to_owned())
-        );
-        assert_eq!(
-            check_host("a b"),
-            Err("not a valid host name or IP address".to_owned())
-        );
+        assert_eq!(check_host(":::"), Err(UrlError::HostIpv6));
+        assert_eq!(check_host("a b"), Err(UrlError::Host));
     }
 
     #[test]

@@ -634,9 +634,14 @@ pub struct DetokenizeBody {
     pub tokens: Option<Vec<i64>>,
 }
 
+/// A request body that is not the JSON its endpoint takes (answered with a 400).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid JSON body: {0}")]
+pub struct InvalidBody(serde_json::Error);
+
 /// Parses a body, or explains in one line why it is not acceptable.
-pub fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, String> {
-    serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))
+pub fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, InvalidBody> {
+    serde_json::from_slice(body).map_err(InvalidBody)
 }
 
 #[cfg(test)]
@@ -743,7 +748,9 @@ mod tests {
             "not json",
             r#"{"messages":"hi"}"#,
         ] {
-            let err = parse::<GenerationBody>(bad.as_bytes()).expect_err(bad);
+            let err = parse::<GenerationBody>(bad.as_bytes())
+                .expect_err(bad)
+                .to_string();
             assert!(err.starts_with("invalid JSON body"), "{err}");
             assert!(!err.contains('\n'));
         }

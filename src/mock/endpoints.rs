@@ -65,7 +65,7 @@ fn ok(ex: &mut Exchange, req: &Request<'_>, content_type: &str, body: &[u8]) -> 
 fn tokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> Served {
     let text = match body::parse::<TokenizeBody>(req.body) {
         Ok(b) => b.prompt.or(b.text).or(b.content),
-        Err(msg) => return error(ex, req, 400, &msg, None),
+        Err(e) => return error(ex, req, 400, &e.to_string(), None),
     };
     let Some(text) = text else {
         return error(
@@ -101,7 +101,7 @@ fn tokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> Served {
 fn detokenize(ex: &mut Exchange, req: &Request<'_>) -> Served {
     let tokens = match body::parse::<DetokenizeBody>(req.body) {
         Ok(b) => b.tokens,
-        Err(msg) => return error(ex, req, 400, &msg, None),
+        Err(e) => return error(ex, req, 400, &e.to_string(), None),
     };
     let Some(tokens) = tokens else {
         return error(ex, req, 400, "detokenize request without \"tokens\"", None);

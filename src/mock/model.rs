@@ -61,8 +61,8 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
     let _running = shared.stats.enter();
     let mut job = match parse(ctx, route, req.body, seq) {
         Ok(job) => job,
-        Err(msg) => {
-            let mut served = exchange::error(ex, req, 400, &msg, None);
+        Err(e) => {
+            let mut served = exchange::error(ex, req, 400, &e.to_string(), None);
             served.seq = Some(seq);
             return served;
         }
@@ -173,17 +173,34 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
     served
 }
 
+/// What is wrong with a model request: the one line of its 400 answer.
+#[derive(Debug, thiserror::Error)]
+enum BadRequest {
+    #[error(transparent)]
+    Body(#[from] body::InvalidBody),
+    #[error("{0} request without {1}")]
+    Missing(&'static str, &'static str),
+    #[error("max_tokens must be at least 1")]
+    NoTokens,
+    #[error("max_tokens {tokens} exceeds max_model_len {max}")]
+    TooManyTokens { tokens: u64, max: usize },
+}
+
 /// Reads the body of a model request, or says in one line what is wrong with it.
-fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, String> {
+fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, BadRequest> {
     let cfg = &ctx.shared.cfg;
     match route {
         Route::Completions | Route::ChatCompletions => {
             let chat = route == Route::ChatCompletions;
             let b: GenerationBody = body::parse(body)?;
             let prompt = if chat {
-                b.messages.ok_or("chat request without \"messages\"")?.0
+                b.messages
+                    .ok_or(BadRequest::Missing("chat", "\"messages\""))?
+                    .0
             } else {
-                b.prompt.ok_or("completion request without \"prompt\"")?.0
+                b.prompt
+                    .ok_or(BadRequest::Missing("completion", "\"prompt\""))?
+                    .0
             };
             let asked = if chat {
                 b.max_completion_tokens.or(b.max_tokens)
@@ -192,13 +209,13 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, St
             };
             let tokens = asked.unwrap_or(cfg.num_tokens as u64);
             if tokens == 0 {
-                return Err("max_tokens must be at least 1".into());
+                return Err(BadRequest::NoTokens);
             }
             if tokens > cfg.max_model_len as u64 {
-                return Err(format!(
-                    "max_tokens {tokens} exceeds max_model_len {}",
-                    cfg.max_model_len
-                ));
+                return Err(BadRequest::TooManyTokens {
+                    tokens,
+                    max: cfg.max_model_len,
+                });
             }
             let stream = b.stream.unwrap_or(false);
             let include_usage = b
@@ -228,7 +245,7 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, St
                 (Some(t), _) => t.0,
                 (None, Some(m)) => m.0,
                 (None, None) => {
-                    return Err("pooling request without \"input\" or \"messages\"".into())
+                    return Err(BadRequest::Missing("pooling", "\"input\" or \"messages\""))
                 }
             };
             Ok(Job {
@@ -241,8 +258,11 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, St
         }
         _ => {
             let b: RerankBody = body::parse(body)?;
-            let query = b.query.ok_or("rerank request without \"query\"")?.0;
-            let docs = b.documents.ok_or("rerank request without \"documents\"")?.0;
+            let query = b.query.ok_or(BadRequest::Missing("rerank", "\"query\""))?.0;
+            let docs = b
+                .documents
+                .ok_or(BadRequest::Missing("rerank", "\"documents\""))?
+                .0;
             let prompt = Digest {
                 tokens: query.tokens + docs.tokens,
                 ..docs

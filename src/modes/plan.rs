@@ -36,7 +36,7 @@ impl Plan {
     /// Resolves the server, model and tokenizer and builds every request. `None` after a
     /// `--dry-run` printed its summary.
     pub fn build(config: &Config) -> Result<Option<Plan>> {
-        let (driver, note) = resolve_driver(config.engine.io_driver).map_err(anyhow::Error::msg)?;
+        let (driver, note) = resolve_driver(config.engine.io_driver)?;
         if let Some(note) = note {
             eprintln!("note: {note}");
         }
@@ -196,14 +196,12 @@ fn needs_alignment(config: &Config) -> bool {
 }
 
 /// One request through the engine (the ready check).
-fn one_request(engine: &Engine, prepared: &Prepared) -> Result<(), String> {
+fn one_request(engine: &Engine, prepared: &Prepared) -> Result<()> {
     // One worker: the run takes one core of the engine.
-    let report = engine
-        .run(prepared.subset(1, Some(1)), |_| {})
-        .map_err(|e| e.to_string())?;
+    let report = engine.run(prepared.subset(1, Some(1)), |_| {})?;
     match report.merged.outputs.first() {
         Some(o) if o.success => Ok(()),
-        Some(o) => Err(o.error.clone()),
-        None => Err("no response".into()),
+        Some(o) => Err(anyhow::Error::msg(o.error.clone())),
+        None => Err(anyhow::anyhow!("no response")),
     }
 }

@@ -157,7 +157,7 @@ pub fn schedule(
             o.truncate(n);
             Some(o)
         }
-        None => arrival_offsets(&rate_spec(config, point), n).map_err(anyhow::Error::msg)?,
+        None => arrival_offsets(&rate_spec(config, point), n)?,
     };
     let arrivals: Option<Arc<[Duration]>> = offsets.as_deref().map(|o| to_durations(o).into());
     let first = |all: &Arc<[_]>| {

@@ -9,7 +9,7 @@ use anyhow::Result;
 use rayon::prelude::*;
 
 use crate::backends::conversation::ChatBody;
-use crate::backends::{build_body, Api, BodyOptions, ResponseMode};
+use crate::backends::{build_body, Api, BodyError, BodyOptions, ResponseMode};
 use crate::config::{Config, DatasetParams};
 use crate::datasets::conversations::Conversations;
 use crate::datasets::SampleRequest;
@@ -88,7 +88,7 @@ pub fn prepare(
 ) -> Result<Prepared> {
     let head = head_template(config, target);
     let opts = body_options(config, model_name);
-    let built: Result<Vec<_>, String> = requests
+    let built: Result<Vec<_>, BodyError> = requests
         .par_iter()
         .map(|r| {
             let body = build_body(api, &r.prompt, r.expected_output_len, &opts)?;
@@ -96,7 +96,7 @@ pub fn prepare(
         })
         .collect();
     Ok(Prepared {
-        requests: built.map_err(anyhow::Error::msg)?.into(),
+        requests: built?.into(),
         prompt_lens: requests.iter().map(|r| r.prompt_len as u32).collect(),
         output_lens: requests.iter().map(|r| r.expected_output_len).collect(),
         mode: api.response_mode(),
@@ -119,8 +119,7 @@ pub fn probe(
         return Ok(None);
     }
     let opts = body_options(config, model_name);
-    let body = build_body(api, &crate::datasets::Prompt::Text("Hi".into()), 1, &opts)
-        .map_err(anyhow::Error::msg)?;
+    let body = build_body(api, &crate::datasets::Prompt::Text("Hi".into()), 1, &opts)?;
     Ok(Some(Probe {
         request: head_template(config, target).build(None, Some("application/json"), &body),
         interval: Duration::from_secs_f64(1.0 / rate),
@@ -137,7 +136,7 @@ pub fn prepare_conversations(
     let opts = body_options(config, model_name);
     // Synthetic answers get their planned length without --ignore-eos.
     let min_tokens = matches!(config.dataset.params, DatasetParams::Random(_));
-    let body = ChatBody::new(&opts, min_tokens).map_err(anyhow::Error::msg)?;
+    let body = ChatBody::new(&opts, min_tokens)?;
     let think = Duration::from_millis(config.multi_turn.as_ref().map_or(0, |m| m.delay_ms));
     let plan = ConversationPlan::new(conversations, head_template(config, target), body, think);
     let (requests, prompt_lens) = plan.first_requests();

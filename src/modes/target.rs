@@ -61,19 +61,16 @@ impl Target {
                 )
             }
         };
-        let addrs = base.resolve().map_err(anyhow::Error::msg)?;
+        let addrs = base.resolve()?;
         let tls = match base.scheme {
             Scheme::Http => None,
-            Scheme::Https => {
-                Some(tls_setup(&base.host, config.server.insecure).map_err(anyhow::Error::msg)?)
-            }
+            Scheme::Https => Some(tls_setup(&base.host, config.server.insecure)?),
         };
         let endpoint = Endpoint {
             addr: addrs[0],
             tls,
             connect_timeout: config.engine.connect_timeout,
-            source: SourceAddrs::loopback(config.engine.local_addrs, addrs[0])
-                .map_err(anyhow::Error::msg)?,
+            source: SourceAddrs::loopback(config.engine.local_addrs, addrs[0])?,
         };
         Ok(Target {
             base,
@@ -85,7 +82,11 @@ impl Target {
     }
 
     /// `GET path` with the run's headers.
-    pub fn get(&self, path: &str, timeout: Duration) -> Result<control::Response, String> {
+    pub fn get(
+        &self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<control::Response, control::ControlError> {
         control::get(
             self.driver,
             &self.endpoint,
@@ -102,8 +103,9 @@ impl Target {
         path: &str,
         body: &Value,
         timeout: Duration,
-    ) -> Result<control::Response, String> {
-        let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+    ) -> Result<control::Response, control::ControlError> {
+        // A `Value` always serializes: its map keys are strings.
+        let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
         control::post_json(
             self.driver,
             &self.endpoint,
@@ -157,13 +159,11 @@ impl Target {
     /// Starts or stops server-side profiling (`/start_profile`, `/stop_profile`).
     pub fn profile(&self, action: &str) -> Result<()> {
         let path = format!("/{action}_profile");
-        let resp = self
-            .post(
-                &path,
-                &Value::Object(Default::default()),
-                Duration::from_secs(600),
-            )
-            .map_err(anyhow::Error::msg)?;
+        let resp = self.post(
+            &path,
+            &Value::Object(Default::default()),
+            Duration::from_secs(600),
+        )?;
         if !resp.is_success() {
             bail!(
                 "{} returned HTTP {} {}: is the server started with profiling enabled?",
@@ -204,10 +204,7 @@ fn request_headers(config: &Config) -> Vec<(String, String)> {
 /// Waits until the benchmark endpoint answers one real request (`--ready-check-timeout-sec`),
 /// retrying every 5 s as Python does. `send_one` runs one request and says whether it
 /// succeeded (with the error otherwise).
-pub fn wait_until_ready(
-    timeout: Duration,
-    mut send_one: impl FnMut() -> Result<(), String>,
-) -> Result<()> {
+pub fn wait_until_ready(timeout: Duration, mut send_one: impl FnMut() -> Result<()>) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let err = match send_one() {

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 
-use crate::backends::{Api, BodyOptions, BodyTemplate};
+use crate::backends::{Api, BodyError, BodyOptions, BodyTemplate};
 use crate::config::{Config, TimedTraceParams};
 use crate::datasets::timed_trace::{
     JsonLabels, OnMalformed, PromptBuilder, TextPrompter, TimedTrace, TokenSpace, TraceOptions,
@@ -115,7 +115,7 @@ impl TraceReplay {
                 String::new()
             })
         };
-        let build = |rec: &TraceRecord| -> Result<PreparedRequest, String> {
+        let build = |rec: &TraceRecord| -> Result<PreparedRequest, BodyError> {
             let prompt = match &text {
                 Some(t) => t.text_json_parts(&builder, rec, &decode),
                 None => builder.prompt_json_parts(rec),
@@ -124,8 +124,8 @@ impl TraceReplay {
             let id = format!("{request_id_prefix}{}", rec.index);
             Ok(head.build_parts(Some(&id), Some("application/json"), body))
         };
-        let built: Result<Vec<_>, String> = self.trace.records.par_iter().map(build).collect();
-        let built = built.map_err(anyhow::Error::msg)?;
+        let built: Result<Vec<_>, BodyError> = self.trace.records.par_iter().map(build).collect();
+        let built = built?;
         if let Some(e) = decode_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
             anyhow::bail!("--timed-trace-prompt-text: cannot decode a prompt block: {e}");
         }

@@ -9,8 +9,28 @@ use std::borrow::Cow;
 
 use super::record::{DropReason, Row, RowData};
 
+/// Why a CSV header or row does not parse. The reader adds the file and line; each message
+/// names the column or field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CsvError {
+    #[error("unterminated quoted field")]
+    Unterminated,
+    #[error("text after a closing quote: {0:?}")]
+    AfterQuote(String),
+    #[error("the header lacks column(s) {missing} (it has: {present})")]
+    MissingColumns { missing: String, present: String },
+    #[error("the row has {len} fields, no {name:?} column")]
+    NoField { len: usize, name: String },
+    #[error("{name:?} is not a non-negative integer (got {got:?})")]
+    NotCount { name: String, got: String },
+    #[error("\"Timestamp\" is not a finite number (got {0:?})")]
+    NotFiniteTimestamp(String),
+    #[error("\"TIMESTAMP\" {got:?} is not a datetime like 2023-11-16 18:15:46.6805900 ({why})")]
+    NotDatetime { got: String, why: &'static str },
+}
+
 /// Splits one CSV line into fields (quotes removed).
-pub(crate) fn split(line: &str) -> Result<Vec<Cow<'_, str>>, String> {
+pub(crate) fn split(line: &str) -> Result<Vec<Cow<'_, str>>, CsvError> {
     let mut fields = Vec::new();
     let mut rest = line;
     loop {
@@ -28,14 +48,14 @@ pub(crate) fn split(line: &str) -> Result<Vec<Cow<'_, str>>, String> {
                         }
                     }
                     Some((_, c)) => value.push(c),
-                    None => return Err("unterminated quoted field".to_string()),
+                    None => return Err(CsvError::Unterminated),
                 }
             };
             fields.push(Cow::Owned(value));
             match after.strip_prefix(',') {
                 Some(next) => rest = next,
                 None if after.trim().is_empty() => return Ok(fields),
-                None => return Err(format!("text after a closing quote: {after:?}")),
+                None => return Err(CsvError::AfterQuote(after.to_string())),
             }
         } else {
             match rest.find(',') {
@@ -53,7 +73,7 @@ pub(crate) fn split(line: &str) -> Result<Vec<Cow<'_, str>>, String> {
 }
 
 /// Positions of the named columns in a header, or an error listing what is missing.
-fn columns<const N: usize>(header: &str, names: [&str; N]) -> Result<[usize; N], String> {
+fn columns<const N: usize>(header: &str, names: [&str; N]) -> Result<[usize; N], CsvError> {
     let cols = split(header)?;
     let find = |name: &str| {
         cols.iter()
@@ -70,25 +90,30 @@ fn columns<const N: usize>(header: &str, names: [&str; N]) -> Result<[usize; N],
     if missing.is_empty() {
         Ok(out)
     } else {
-        Err(format!(
-            "the header lacks column(s) {} (it has: {})",
-            missing.join(", "),
-            cols.join(", ")
-        ))
+        Err(CsvError::MissingColumns {
+            missing: missing.join(", "),
+            present: cols.join(", "),
+        })
     }
 }
 
 /// The `i`-th field of a row, or an error naming the column.
-fn field<'a>(fields: &'a [Cow<'a, str>], i: usize, name: &str) -> Result<&'a str, String> {
+fn field<'a>(fields: &'a [Cow<'a, str>], i: usize, name: &str) -> Result<&'a str, CsvError> {
     fields
         .get(i)
         .map(|f| f.as_ref())
-        .ok_or_else(|| format!("the row has {} fields, no {name:?} column", fields.len()))
+        .ok_or_else(|| CsvError::NoField {
+            len: fields.len(),
+            name: name.to_string(),
+        })
 }
 
 /// A token count: a non-negative integer (`12.0` accepted).
-fn count(s: &str, name: &str) -> Result<u32, String> {
-    let bad = || format!("{name:?} is not a non-negative integer (got {s:?})");
+fn count(s: &str, name: &str) -> Result<u32, CsvError> {
+    let bad = || CsvError::NotCount {
+        name: name.to_string(),
+        got: s.to_string(),
+    };
     if let Ok(n) = s.parse::<u32>() {
         return Ok(n);
     }
@@ -109,14 +134,14 @@ pub(crate) struct AzureParser {
 }
 
 impl AzureParser {
-    pub(crate) fn new(header: &str) -> Result<Self, String> {
+    pub(crate) fn new(header: &str) -> Result<Self, CsvError> {
         Ok(Self {
             cols: columns(header, ["TIMESTAMP", "ContextTokens", "GeneratedTokens"])?,
             epoch: None,
         })
     }
 
-    pub(crate) fn parse(&mut self, line: &str) -> Result<Row, String> {
+    pub(crate) fn parse(&mut self, line: &str) -> Result<Row, CsvError> {
         let f = split(line)?;
         let [ts, ctx, gen] = self.cols;
         let at = parse_datetime(field(&f, ts, "TIMESTAMP")?)?;
@@ -142,7 +167,7 @@ pub(crate) struct BurstGptParser {
 }
 
 impl BurstGptParser {
-    pub(crate) fn new(header: &str, model: Option<String>) -> Result<Self, String> {
+    pub(crate) fn new(header: &str, model: Option<String>) -> Result<Self, CsvError> {
         Ok(Self {
             cols: columns(
                 header,
@@ -152,7 +177,7 @@ impl BurstGptParser {
         })
     }
 
-    pub(crate) fn parse(&mut self, line: &str) -> Result<Row, String> {
+    pub(crate) fn parse(&mut self, line: &str) -> Result<Row, CsvError> {
         let f = split(line)?;
         let [ts, model, req, resp] = self.cols;
         let raw_ts = field(&f, ts, "Timestamp")?;
@@ -160,7 +185,7 @@ impl BurstGptParser {
             .parse::<f64>()
             .ok()
             .filter(|t| t.is_finite())
-            .ok_or_else(|| format!("\"Timestamp\" is not a finite number (got {raw_ts:?})"))?;
+            .ok_or_else(|| CsvError::NotFiniteTimestamp(raw_ts.to_string()))?;
         let input_len = count(field(&f, req, "Request tokens")?, "Request tokens")?;
         let output_len = count(field(&f, resp, "Response tokens")?, "Response tokens")?;
         if let Some(want) = &self.model {
@@ -215,12 +240,13 @@ fn days_in_month(y: i64, m: u32) -> u32 {
 }
 
 /// Parses `YYYY-MM-DD[ T]HH:MM:SS[.fraction][Z|±HH:MM]` (naive times are UTC).
-pub(crate) fn parse_datetime(s: &str) -> Result<Instant, String> {
-    let bad = |why: &str| {
-        format!("\"TIMESTAMP\" {s:?} is not a datetime like 2023-11-16 18:15:46.6805900 ({why})")
+pub(crate) fn parse_datetime(s: &str) -> Result<Instant, CsvError> {
+    let bad = |why: &'static str| CsvError::NotDatetime {
+        got: s.to_string(),
+        why,
     };
     let b = s.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Result<u32, String> {
+    let num = |r: std::ops::Range<usize>| -> Result<u32, CsvError> {
         let part = s.get(r).ok_or_else(|| bad("too short"))?;
         if !part.bytes().all(|c| c.is_ascii_digit()) {
             return Err(bad("expected digits"));
@@ -287,9 +313,13 @@ mod tests {
             vec!["x,y", "say \"hi\"", "3"]
         );
         assert_eq!(split("a,,").unwrap(), vec!["a", "", ""]);
-        assert!(split(r#""open,1"#).unwrap_err().contains("unterminated"));
+        assert!(split(r#""open,1"#)
+            .unwrap_err()
+            .to_string()
+            .contains("unterminated"));
         assert!(split(r#""a"b,1"#)
             .unwrap_err()
+            .to_string()
             .contains("after a closing quote"));
     }
 
@@ -336,12 +366,16 @@ mod tests {
         assert!(p
             .parse("2023-11-16 18:15:50,x,3")
             .unwrap_err()
+            .to_string()
             .contains("\"ContextTokens\""));
         assert!(p
             .parse("2023-11-16 18:15:50,5")
             .unwrap_err()
+            .to_string()
             .contains("no \"GeneratedTokens\" column"));
-        let e = AzureParser::new("TIMESTAMP,ContextTokens").unwrap_err();
+        let e = AzureParser::new("TIMESTAMP,ContextTokens")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("lacks column(s) GeneratedTokens"), "{e}");
     }
 
@@ -365,6 +399,7 @@ mod tests {
         assert!(p
             .parse("x,ChatGPT,1,1,2,API log")
             .unwrap_err()
+            .to_string()
             .contains("\"Timestamp\""));
     }
 }

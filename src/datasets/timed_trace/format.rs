@@ -8,6 +8,23 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// Why a file's format was not recognised (the reader adds the file name and the fix).
+#[derive(Debug, thiserror::Error)]
+pub enum DetectError {
+    #[error("the first line looks like JSON but does not parse: {0}")]
+    BadJson(serde_json::Error),
+    #[error(
+        "the first line is neither a JSON object (Mooncake/Bailian JSONL) nor a CSV header \
+         with `ContextTokens` (Azure) or `Request tokens` (BurstGPT)"
+    )]
+    Unrecognised,
+}
+
+/// A format name that is none of ours.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown trace format {0:?}; expected one of mooncake, bailian, azure, burstgpt")]
+pub struct UnknownFormatName(pub String);
+
 /// A supported trace layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TraceFormat {
@@ -65,11 +82,11 @@ impl TraceFormat {
     }
 
     /// Recognises the format from the first non-empty line of the file.
-    pub(crate) fn detect(first_line: &str) -> Result<Self, String> {
+    pub(crate) fn detect(first_line: &str) -> Result<Self, DetectError> {
         let line = first_line.trim_start_matches('\u{feff}').trim();
         if line.starts_with('{') {
-            let obj: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line)
-                .map_err(|e| format!("the first line looks like JSON but does not parse: {e}"))?;
+            let obj: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(line).map_err(DetectError::BadJson)?;
             return Ok(
                 if obj.contains_key("chat_id") || obj.contains_key("parent_chat_id") {
                     Self::Bailian
@@ -88,11 +105,7 @@ impl TraceFormat {
         if header.contains(&"Request tokens") {
             return Ok(Self::BurstGpt);
         }
-        Err(
-            "the first line is neither a JSON object (Mooncake/Bailian JSONL) nor a CSV \
-             header with `ContextTokens` (Azure) or `Request tokens` (BurstGPT)"
-                .to_string(),
-        )
+        Err(DetectError::Unrecognised)
     }
 }
 
@@ -103,10 +116,10 @@ impl fmt::Display for TraceFormat {
 }
 
 impl FromStr for TraceFormat {
-    type Err = String;
+    type Err = UnknownFormatName;
 
     /// Parses a format name (case-insensitive; `burst-gpt` and `burst_gpt` accepted).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownFormatName> {
         let norm: String = s
             .chars()
             .filter(|c| !matches!(c, '-' | '_'))
@@ -115,9 +128,7 @@ impl FromStr for TraceFormat {
         Self::ALL
             .into_iter()
             .find(|f| f.name() == norm)
-            .ok_or_else(|| {
-                format!("unknown trace format {s:?}; expected one of mooncake, bailian, azure, burstgpt")
-            })
+            .ok_or_else(|| UnknownFormatName(s.to_string()))
     }
 }
 
@@ -129,24 +140,33 @@ mod tests {
     fn detects_each_format() {
         let mooncake =
             r#"{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}"#;
-        assert_eq!(TraceFormat::detect(mooncake), Ok(TraceFormat::Mooncake));
-        let bailian = r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 1.5}"#;
-        assert_eq!(TraceFormat::detect(bailian), Ok(TraceFormat::Bailian));
         assert_eq!(
-            TraceFormat::detect("TIMESTAMP,ContextTokens,GeneratedTokens"),
-            Ok(TraceFormat::Azure)
+            TraceFormat::detect(mooncake).ok(),
+            Some(TraceFormat::Mooncake)
+        );
+        let bailian = r#"{"chat_id": 1, "parent_chat_id": -1, "timestamp": 1.5}"#;
+        assert_eq!(
+            TraceFormat::detect(bailian).ok(),
+            Some(TraceFormat::Bailian)
+        );
+        assert_eq!(
+            TraceFormat::detect("TIMESTAMP,ContextTokens,GeneratedTokens").ok(),
+            Some(TraceFormat::Azure)
         );
         assert_eq!(
             TraceFormat::detect(
                 "\u{feff}Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\r"
-            ),
-            Ok(TraceFormat::BurstGpt)
+            )
+            .ok(),
+            Some(TraceFormat::BurstGpt)
         );
         assert!(TraceFormat::detect("a,b,c")
             .unwrap_err()
+            .to_string()
             .contains("neither"));
         assert!(TraceFormat::detect("{oops")
             .unwrap_err()
+            .to_string()
             .contains("does not parse"));
     }
 
@@ -162,6 +182,7 @@ mod tests {
         assert!("sharegpt"
             .parse::<TraceFormat>()
             .unwrap_err()
+            .to_string()
             .contains("unknown trace format"));
     }
 }

@@ -10,6 +10,37 @@ use serde_json::{Map, Value};
 
 use super::record::{ChatLink, Row, RowData};
 
+/// Why a JSONL record does not parse. The reader adds the file and line; each message names
+/// the field at fault (and, for a missing one, the flag that renames it).
+#[derive(Debug, thiserror::Error)]
+pub enum JsonLineError {
+    #[error("not a JSON object: {0}")]
+    NotObject(serde_json::Error),
+    #[error(
+        "field {label:?} is missing (fields present: {present}); name the right field with \
+         --timed-trace-label-{flag}"
+    )]
+    Missing {
+        label: String,
+        present: String,
+        flag: &'static str,
+    },
+    #[error("{label:?} is not a finite number (got {got})")]
+    NotFinite { label: String, got: Value },
+    #[error("{label:?} is not a non-negative integer below 2^32 (got {got})")]
+    NotCount { label: String, got: Value },
+    #[error("{label:?} is not an array of integers (got {got})")]
+    NotArray { label: String, got: Value },
+    #[error("{label}[{index}] is not an integer (got {got})")]
+    NotHashId {
+        label: String,
+        index: usize,
+        got: Value,
+    },
+    #[error("\"{field}\" is not an integer (got {got})")]
+    NotChatId { field: &'static str, got: Value },
+}
+
 /// JSON field names of the core fields (Python: `--timed-trace-label-*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonLabels {
@@ -35,9 +66,12 @@ impl Default for JsonLabels {
 }
 
 /// Parses one JSONL record; `bailian` also reads the conversation fields.
-pub(crate) fn parse_line(line: &str, labels: &JsonLabels, bailian: bool) -> Result<Row, String> {
-    let obj: Map<String, Value> =
-        serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+pub(crate) fn parse_line(
+    line: &str,
+    labels: &JsonLabels,
+    bailian: bool,
+) -> Result<Row, JsonLineError> {
+    let obj: Map<String, Value> = serde_json::from_str(line).map_err(JsonLineError::NotObject)?;
     let timestamp = timestamp(&obj, &labels.timestamp)?;
     let input_len = count(
         required(&obj, &labels.input_length, "input-length")?,
@@ -60,18 +94,25 @@ pub(crate) fn parse_line(line: &str, labels: &JsonLabels, bailian: bool) -> Resu
 
 /// The value of a required field, or an error that lists the fields present and the flag
 /// that renames it.
-fn required<'a>(obj: &'a Map<String, Value>, label: &str, flag: &str) -> Result<&'a Value, String> {
-    obj.get(label).filter(|v| !v.is_null()).ok_or_else(|| {
-        let present: Vec<&str> = obj.keys().map(String::as_str).collect();
-        format!(
-            "field {label:?} is missing (fields present: {}); name the right field with \
-             --timed-trace-label-{flag}",
-            present.join(", ")
-        )
-    })
+fn required<'a>(
+    obj: &'a Map<String, Value>,
+    label: &str,
+    flag: &'static str,
+) -> Result<&'a Value, JsonLineError> {
+    obj.get(label)
+        .filter(|v| !v.is_null())
+        .ok_or_else(|| JsonLineError::Missing {
+            label: label.to_string(),
+            present: obj
+                .keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(", "),
+            flag,
+        })
 }
 
-fn timestamp(obj: &Map<String, Value>, label: &str) -> Result<f64, String> {
+fn timestamp(obj: &Map<String, Value>, label: &str) -> Result<f64, JsonLineError> {
     let v = required(obj, label, "timestamp")?;
     let t = match v {
         Value::Number(n) => n.as_f64(),
@@ -79,11 +120,14 @@ fn timestamp(obj: &Map<String, Value>, label: &str) -> Result<f64, String> {
         _ => None,
     };
     t.filter(|t| t.is_finite())
-        .ok_or_else(|| format!("{label:?} is not a finite number (got {v})"))
+        .ok_or_else(|| JsonLineError::NotFinite {
+            label: label.to_string(),
+            got: v.clone(),
+        })
 }
 
 /// A token count: a non-negative integer (an integral float such as `12.0` is accepted).
-pub(crate) fn count(v: &Value, label: &str) -> Result<u32, String> {
+pub(crate) fn count(v: &Value, label: &str) -> Result<u32, JsonLineError> {
     let n = match v {
         Value::Number(n) => n.as_u64().or_else(|| {
             n.as_f64()
@@ -93,17 +137,21 @@ pub(crate) fn count(v: &Value, label: &str) -> Result<u32, String> {
         _ => None,
     };
     n.and_then(|n| u32::try_from(n).ok())
-        .ok_or_else(|| format!("{label:?} is not a non-negative integer below 2^32 (got {v})"))
+        .ok_or_else(|| JsonLineError::NotCount {
+            label: label.to_string(),
+            got: v.clone(),
+        })
 }
 
-fn hash_ids(v: Option<&Value>, label: &str) -> Result<Box<[u64]>, String> {
+fn hash_ids(v: Option<&Value>, label: &str) -> Result<Box<[u64]>, JsonLineError> {
     let items = match v {
         None | Some(Value::Null) => return Ok(Box::default()),
         Some(Value::Array(items)) => items,
         Some(other) => {
-            return Err(format!(
-                "{label:?} is not an array of integers (got {other})"
-            ))
+            return Err(JsonLineError::NotArray {
+                label: label.to_string(),
+                got: other.clone(),
+            })
         }
     };
     items
@@ -113,24 +161,34 @@ fn hash_ids(v: Option<&Value>, label: &str) -> Result<Box<[u64]>, String> {
             // Negative ids keep their two's-complement bits: only equality matters.
             h.as_u64()
                 .or_else(|| h.as_i64().map(|x| x as u64))
-                .ok_or_else(|| format!("{label}[{i}] is not an integer (got {h})"))
+                .ok_or_else(|| JsonLineError::NotHashId {
+                    label: label.to_string(),
+                    index: i,
+                    got: h.clone(),
+                })
         })
         .collect()
 }
 
-fn chat_link(obj: &Map<String, Value>) -> Result<Option<ChatLink>, String> {
+fn chat_link(obj: &Map<String, Value>) -> Result<Option<ChatLink>, JsonLineError> {
     let Some(chat_id) = obj.get("chat_id").filter(|v| !v.is_null()) else {
         return Ok(None);
     };
-    let chat_id = chat_id
-        .as_i64()
-        .ok_or_else(|| format!("\"chat_id\" is not an integer (got {chat_id})"))?;
+    let chat_id = chat_id.as_i64().ok_or_else(|| JsonLineError::NotChatId {
+        field: "chat_id",
+        got: chat_id.clone(),
+    })?;
     let parent_chat_id = match obj.get("parent_chat_id") {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_i64() {
             Some(-1) => None,
             Some(p) => Some(p),
-            None => return Err(format!("\"parent_chat_id\" is not an integer (got {v})")),
+            None => {
+                return Err(JsonLineError::NotChatId {
+                    field: "parent_chat_id",
+                    got: v.clone(),
+                })
+            }
         },
     };
     let turn = match obj.get("turn") {
@@ -197,7 +255,8 @@ mod tests {
             &l,
             false,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("\"timestamp\" is missing (fields present: ts, input_length"),
             "{e}"
@@ -208,7 +267,8 @@ mod tests {
             &l,
             false,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("\"input_length\" is not a non-negative integer"),
             "{e}"
@@ -218,9 +278,10 @@ mod tests {
             &l,
             false,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("hash_ids[1] is not an integer"), "{e}");
-        let e = parse_line("[1, 2]", &l, false).unwrap_err();
+        let e = parse_line("[1, 2]", &l, false).unwrap_err().to_string();
         assert!(e.starts_with("not a JSON object"), "{e}");
     }
 

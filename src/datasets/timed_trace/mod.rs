@@ -31,10 +31,11 @@ mod text;
 mod tokens;
 
 pub use cache::CacheStats;
-pub use format::TraceFormat;
-pub use jsonl::JsonLabels;
+pub use csv::CsvError;
+pub use format::{DetectError, TraceFormat, UnknownFormatName};
+pub use jsonl::{JsonLabels, JsonLineError};
 pub use prompt::PromptBuilder;
-pub use reader::{OnMalformed, ReadReport, ReplayWindow, TimedTrace, TraceOptions};
+pub use reader::{LineError, OnMalformed, ReadReport, ReplayWindow, TimedTrace, TraceOptions};
 pub use record::{ChatLink, TraceRecord};
 pub use stats::TraceStats;
 pub use text::TextPrompter;
@@ -52,13 +53,14 @@ pub enum TraceError {
     #[error(
         "{name}: {reason}; choose the trace format explicitly (mooncake, bailian, azure, burstgpt)"
     )]
-    UnknownFormat { name: String, reason: String },
+    UnknownFormat { name: String, reason: DetectError },
     /// A line does not parse (under [`OnMalformed::Error`]).
     #[error("{name}:{line}: {reason}; fix the line, or skip malformed lines (they are counted and reported)")]
     Malformed {
         name: String,
         line: u64,
-        reason: String,
+        /// Boxed: a parser's reason is larger than the other variants.
+        reason: Box<LineError>,
     },
     /// Nothing is left to replay.
     #[error("{name}: no request to replay ({detail})")]

@@ -12,12 +12,31 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use super::csv::{AzureParser, BurstGptParser};
+use super::csv::{AzureParser, BurstGptParser, CsvError};
 use super::format::TraceFormat;
-use super::jsonl::{self, JsonLabels};
+use super::jsonl::{self, JsonLabels, JsonLineError};
 use super::record::{DropReason, Row, TraceRecord};
 use super::TraceError;
 use crate::datasets::{Prompt, SampleRequest};
+
+/// Why one line of a trace does not parse: the format parser's reason, or a line that is not
+/// text. [`TraceError::Malformed`] adds the file and line (or, under [`OnMalformed::Skip`],
+/// the report's examples do).
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error("not UTF-8 text ({0})")]
+    NotUtf8(std::str::Utf8Error),
+    /// A CSV header that lacks a column the format needs.
+    #[error("{format} header: {error}")]
+    Header {
+        format: &'static str,
+        error: CsvError,
+    },
+    #[error(transparent)]
+    Csv(#[from] CsvError),
+    #[error(transparent)]
+    Json(#[from] JsonLineError),
+}
 
 /// What to do with a line that does not parse.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -133,11 +152,11 @@ pub struct ReadReport {
 }
 
 /// The error for a line that does not parse.
-fn malformed(name: &str, line: u64, reason: String) -> TraceError {
+fn malformed(name: &str, line: u64, reason: LineError) -> TraceError {
     TraceError::Malformed {
         name: name.to_string(),
         line,
-        reason,
+        reason: Box::new(reason),
     }
 }
 
@@ -179,8 +198,11 @@ impl<'o> Parser<'o> {
         first_no: u64,
         first: String,
         opts: &'o TraceOptions,
-    ) -> Result<(Self, Option<(u64, String)>), String> {
-        let header_err = |r: String| format!("{} header: {r}", format.name());
+    ) -> Result<(Self, Option<(u64, String)>), LineError> {
+        let header_err = |error| LineError::Header {
+            format: format.name(),
+            error,
+        };
         Ok(match format {
             TraceFormat::Mooncake | TraceFormat::Bailian => (
                 Parser::Json {
@@ -202,17 +224,17 @@ impl<'o> Parser<'o> {
         })
     }
 
-    fn parse(&mut self, line: &str) -> Result<Row, String> {
-        match self {
-            Parser::Json { labels, bailian } => jsonl::parse_line(line, labels, *bailian),
-            Parser::Azure(p) => p.parse(line),
-            Parser::BurstGpt(p) => p.parse(line),
-        }
+    fn parse(&mut self, line: &str) -> Result<Row, LineError> {
+        Ok(match self {
+            Parser::Json { labels, bailian } => jsonl::parse_line(line, labels, *bailian)?,
+            Parser::Azure(p) => p.parse(line)?,
+            Parser::BurstGpt(p) => p.parse(line)?,
+        })
     }
 }
 
 /// Non-blank lines of a reader with their 1-based numbers; a line that is not UTF-8 comes
-/// back as `Err(reason)` so the malformed policy applies to it.
+/// back as [`LineError::NotUtf8`] so the malformed policy applies to it.
 struct Lines<R> {
     reader: R,
     buf: Vec<u8>,
@@ -220,7 +242,7 @@ struct Lines<R> {
 }
 
 impl<R: BufRead> Lines<R> {
-    fn next(&mut self) -> std::io::Result<Option<(u64, Result<&str, String>)>> {
+    fn next(&mut self) -> std::io::Result<Option<(u64, Result<&str, LineError>)>> {
         loop {
             self.buf.clear();
             if self.reader.read_until(b'\n', &mut self.buf)? == 0 {
@@ -233,7 +255,7 @@ impl<R: BufRead> Lines<R> {
         }
         let text = std::str::from_utf8(&self.buf)
             .map(|s| s.trim_end_matches(['\n', '\r']))
-            .map_err(|e| format!("not UTF-8 text ({e})"));
+            .map_err(LineError::NotUtf8);
         Ok(Some((self.line_no, text)))
     }
 }
@@ -317,7 +339,7 @@ impl TimedTrace {
     fn take(
         &mut self,
         line: u64,
-        parsed: Result<Row, String>,
+        parsed: Result<Row, LineError>,
         opts: &TraceOptions,
     ) -> Result<bool, TraceError> {
         let index = self.report.data_lines;
