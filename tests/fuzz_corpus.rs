@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 mod harness;
 
 /// The corpus stays small enough to commit and to replay in a moment.
-const MAX_FILES_PER_TARGET: usize = 64;
+const MAX_FILES_PER_TARGET: usize = 48;
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus")
