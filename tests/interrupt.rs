@@ -115,32 +115,10 @@ fn run_and_signal_all(
     let pid = child.id() as libc::pid_t;
     let (started_tx, started_rx) = mpsc::channel();
     let stdout = child.stdout.take().expect("stdout");
-    let out = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.starts_with("Starting main benchmark run") {
-                let _ = started_tx.send(());
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
+    let out = collect_lines(stdout, "Starting main benchmark run", started_tx);
     let (notice_tx, notice_rx) = mpsc::channel();
     let stderr = child.stderr.take().expect("stderr");
-    let err = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if line.starts_with("Interrupted: no new requests are sent") {
-                let _ = notice_tx.send(());
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
+    let err = collect_lines(stderr, "Interrupted: no new requests are sent", notice_tx);
     let started = started_rx.recv_timeout(STEP_TIMEOUT).is_ok();
     if started {
         wait_until(STEP_TIMEOUT, || under_way(&server.stats()));
@@ -170,6 +148,27 @@ fn run_and_signal_all(
         stderr,
         result,
     }
+}
+
+/// Reads `stream` to its end on a thread, signalling `seen` when a line starts with
+/// `marker`; the thread returns everything read.
+fn collect_lines(
+    stream: impl std::io::Read + Send + 'static,
+    marker: &'static str,
+    seen: mpsc::Sender<()>,
+) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with(marker) {
+                let _ = seen.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    })
 }
 
 /// Polls `cond` every 10 ms until it holds; panics after `limit`.

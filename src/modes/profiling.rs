@@ -125,6 +125,26 @@ mod tests {
         assert_eq!(calls, [("start".to_string(), 3), ("stop".to_string(), 3)]);
     }
 
+    /// With the threshold met at once and no duration, the trigger stops the profiler by
+    /// itself, before the run ends.
+    #[test]
+    fn stops_after_the_duration_without_waiting_for_the_end() {
+        let fake = Arc::new(Fake::default());
+        let t = Trigger::start(fake.clone(), 0, Duration::ZERO);
+        while fake.calls.lock().unwrap().len() < 2 {
+            std::thread::yield_now();
+        }
+        t.finish();
+        let actions: Vec<String> = fake
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.0.clone())
+            .collect();
+        assert_eq!(actions, ["start", "stop"]);
+    }
+
     #[test]
     fn a_threshold_never_reached_starts_nothing() {
         let fake = Arc::new(Fake::default());
