@@ -221,6 +221,9 @@ const ENGINE_FLAGS: &[&str] = &[
     "--request-timeout-sec",
 ];
 
+/// Sharded runs across processes and machines (docs/distributed.md).
+const SHARD_FLAGS: &[&str] = &["--shard", "--start-at"];
+
 fn python_flags() -> Vec<String> {
     read_shared(PYTHON_FLAGS)
         .lines()
@@ -257,6 +260,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .iter()
         .chain(ENGINE_FLAGS)
         .chain(TRACE_FLAGS)
+        .chain(SHARD_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();
