@@ -12,5 +12,6 @@ pub mod extras;
 pub mod json;
 pub mod localtime;
 pub mod result_file;
+pub mod shard_file;
 pub mod steady_state;
 pub mod summary;
