@@ -13,6 +13,7 @@ mod mock_server;
 mod module_graph;
 mod multi_turn;
 mod runs;
+mod shards;
 mod steady_state;
 mod timed_trace;
 mod trace_replay;
