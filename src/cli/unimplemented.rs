@@ -22,7 +22,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     // Datasets.
     "--dataset-name random-mm",
     "--dataset-name random-rerank",
-    "--dataset-name hf",
     "--dataset-name custom_audio",
     "--dataset-name custom_image",
     // Dataset features and the options of the datasets above.
@@ -35,11 +34,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--random-mm-num-mm-items-range-ratio",
     "--random-mm-limit-mm-per-prompt",
     "--random-mm-bucket-config",
-    "--hf-subset",
-    "--hf-split",
-    "--hf-name",
-    "--hf-output-len",
-    "--hf-text-column",
     "--blazedit-min-distance",
     "--blazedit-max-distance",
     "--asr-min-audio-len-sec",

@@ -16,6 +16,7 @@ pub mod chat_format;
 pub mod conversations;
 pub mod custom;
 pub mod error;
+pub mod hf;
 pub mod hub_file;
 pub mod max_model_len;
 pub mod np_random;

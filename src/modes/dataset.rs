@@ -16,8 +16,8 @@ use clap::ValueEnum;
 
 use crate::cli::{Backend, DatasetName};
 use crate::config::{
-    Config, CustomParams, DatasetParams, MultiTurnConfig, PrefixRepetitionParams, RandomParams,
-    SonnetParams, SpeedBenchParams,
+    Config, CustomParams, DatasetParams, HfParams, MultiTurnConfig, PrefixRepetitionParams,
+    RandomParams, SonnetParams, SpeedBenchParams,
 };
 use crate::datasets::align::align_to_server;
 use crate::datasets::burstgpt::BurstGpt;
@@ -26,6 +26,7 @@ use crate::datasets::conversations::{
     self, Conversations, ShareGptConversationOptions, SyntheticOptions,
 };
 use crate::datasets::custom::{Custom, CustomOptions};
+use crate::datasets::hf::{self, HfOptions};
 use crate::datasets::hub_file::{dataset_file, HubAccess};
 use crate::datasets::max_model_len::retain_within;
 use crate::datasets::prefix_repetition::{self, PrefixRepetitionOptions};
@@ -111,6 +112,7 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
             category,
         } => cx.spec_bench(*output_len, category.as_deref())?,
         DatasetParams::SpeedBench(p) => cx.speed_bench(p)?,
+        DatasetParams::Hf(p) => cx.hf(p)?,
         other => anyhow::bail!(
             "--dataset-name {}: not implemented yet ({other:?})",
             ds.name.name()
@@ -254,6 +256,28 @@ impl Cx<'_> {
         let format = self.chat_format(what)?;
         let opts = CustomOptions { output_len };
         Ok(data.sample(sampling, opts, &format, self.tokenizer)?)
+    }
+
+    fn hf(&self, p: &HfParams) -> Result<Vec<SampleRequest>> {
+        let tok = self.tok("the hf dataset")?;
+        let path = self.config.dataset.path.as_deref().with_context(|| {
+            "--dataset-name hf needs --dataset-path ORG/NAME (a Hub dataset) or a local \
+             file or directory"
+        })?;
+        let opts = HfOptions {
+            subset: p.subset.clone(),
+            split: p.split.clone(),
+            name: p.name.clone(),
+            output_len: p.output_len,
+            text_column: p.text_column.clone(),
+        };
+        let data = hf::load(path, &opts, &HubAccess::from_env())?;
+        let format = if data.is_templated() {
+            self.chat_format("the hf dataset")?
+        } else {
+            ChatFormat::raw()
+        };
+        Ok(data.sample(&self.sampling, p.output_len, &format, tok)?)
     }
 
     fn sonnet(&self, p: &SonnetParams) -> Result<Vec<SampleRequest>> {
