@@ -197,5 +197,13 @@ fn check_dataset_backend(dataset: DatasetName, backend: Backend) -> Result<(), C
             ),
         ));
     }
+    if dataset == DatasetName::RandomRerank && !backend.is_pooling() {
+        return Err(ConfigError::flag(
+            "--dataset-name random-rerank",
+            format!(
+                "builds scoring requests (a query and documents) for --backend vllm-rerank or                  an embeddings/pooling backend, not {backend}"
+            ),
+        ));
+    }
     Ok(())
 }

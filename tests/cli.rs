@@ -1382,9 +1382,9 @@ fn engine_flags_resolve() {
 fn unimplemented_features_are_accepted_then_refused_by_name() {
     for (args, what) in [
         (&["--backend", "openai-audio"][..], "--backend openai-audio"),
-        (&["--dataset-name", "hf"][..], "--dataset-name hf"),
+        (&["--dataset-name", "custom_audio"][..], "--dataset-name custom_audio"),
         (&["--lora-modules", "a"][..], "--lora-modules"),
-        (&["--hf-subset", "x"][..], "--hf-subset"),
+        (&["--bfcl-categories", "x"][..], "--bfcl-categories"),
     ] {
         let err = config_error(args);
         assert_eq!(err.kind(), ConfigErrorKind::NotImplemented, "{args:?}");

@@ -256,6 +256,8 @@ fn to_output(rec: &Record, itl_arena: &[u64], text_arena: &[u8]) -> RequestOutpu
         error: String::new(),
         start_time,
         client_queue_time,
+        // The caller knows what each request carried (`Prepared::input_sequences`).
+        input_sequences: 1,
     }
 }
 

@@ -20,6 +20,7 @@ use crate::config::{
     RandomParams, SonnetParams, SpeedBenchParams,
 };
 use crate::datasets::align::align_to_server;
+use crate::datasets::batched;
 use crate::datasets::burstgpt::BurstGpt;
 use crate::datasets::chat_format::ChatFormat;
 use crate::datasets::conversations::{
@@ -102,6 +103,10 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
     let requests = match &ds.params {
         // The random dataset applies --max-model-len while it generates.
         DatasetParams::Random(p) => return cx.random(p),
+        DatasetParams::RandomRerank {
+            random,
+            no_reranker,
+        } => return cx.random_rerank(random, !no_reranker),
         DatasetParams::ShareGpt { output_len } => cx.sharegpt(*output_len)?,
         DatasetParams::Custom(p) if ds.name == DatasetName::Custom => cx.custom(p)?,
         DatasetParams::Sonnet(p) => cx.sonnet(p)?,
@@ -216,8 +221,28 @@ impl Cx<'_> {
     }
 
     fn random(&self, p: &RandomParams) -> Result<Vec<SampleRequest>> {
+        let cfg = self.random_config(p);
+        let sampled = random::sample(&cfg, self.tok("the random dataset")?)?;
+        note_dropped(sampled.filtered);
+        if p.batch_size > 1 {
+            return batched::batch(
+                &sampled.requests,
+                p.batch_size,
+                &self.sampling.request_id_prefix,
+            );
+        }
+        Ok(sampled.requests)
+    }
+
+    /// `--dataset-name random-rerank`: a query and documents per request.
+    fn random_rerank(&self, p: &RandomParams, reranker: bool) -> Result<Vec<SampleRequest>> {
+        let tok = self.tok("the random-rerank dataset")?;
+        batched::random_rerank(&self.random_config(p), p.batch_size, reranker, tok)
+    }
+
+    fn random_config(&self, p: &RandomParams) -> RandomConfig {
         let ds = &self.config.dataset;
-        let cfg = RandomConfig {
+        RandomConfig {
             num_prompts: ds.num_prompts,
             input_len: p.input_len,
             output_len: p.output_len,
@@ -228,10 +253,7 @@ impl Cx<'_> {
             max_model_len: ds.max_model_len,
             request_id_prefix: Some(self.sampling.request_id_prefix.clone()),
             ..RandomConfig::default()
-        };
-        let sampled = random::sample(&cfg, self.tok("the random dataset")?)?;
-        note_dropped(sampled.filtered);
-        Ok(sampled.requests)
+        }
     }
 
     fn sharegpt(&self, output_len: Option<usize>) -> Result<Vec<SampleRequest>> {

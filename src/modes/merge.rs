@@ -477,6 +477,7 @@ mod tests {
             prompt_len: 10 + i as u64,
             start_time: f * 0.05,
             client_queue_time: 0.0001 * f,
+            input_sequences: 1 + (i % 3) as u64,
             generated_text: String::new(),
         }
     }

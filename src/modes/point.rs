@@ -126,6 +126,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     if let Some(map) = &shard {
         map.globalize(&mut report);
     }
+    plan.prepared.mark_input_sequences(&mut report.merged);
     if let Some(t) = trigger {
         t.finish();
     }
@@ -423,6 +424,7 @@ mod tests {
             parents: parents.map(Into::into),
             conversations: None,
             probe: None,
+            input_sequences: None,
         }
     }
 

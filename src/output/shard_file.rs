@@ -94,6 +94,9 @@ pub struct Requests {
     pub success: Vec<bool>,
     pub error: Vec<String>,
     pub queue_time: Vec<f64>,
+    /// Inputs per request; empty when every request carried one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_sequences: Vec<u64>,
     /// Only with `--save-detailed`.
     pub generated_text: Option<Vec<String>>,
 }
@@ -115,6 +118,12 @@ impl Requests {
         self.success.push(o.success);
         self.error.push(o.error.clone());
         self.queue_time.push(o.client_queue_time);
+        if o.input_sequences != 1 && self.input_sequences.is_empty() {
+            self.input_sequences = vec![1; self.index.len() - 1];
+        }
+        if !self.input_sequences.is_empty() {
+            self.input_sequences.push(o.input_sequences);
+        }
         if let Some(texts) = &mut self.generated_text {
             texts.push(o.generated_text.clone());
         }
@@ -146,6 +155,7 @@ impl Requests {
             error: self.error[i].clone(),
             start_time: self.start_time[i],
             client_queue_time: self.queue_time[i],
+            input_sequences: self.input_sequences.get(i).copied().unwrap_or(1),
         }
     }
 
@@ -165,6 +175,11 @@ impl Requests {
             self.error.len(),
             self.queue_time.len(),
             self.generated_text.as_ref().map_or(n, Vec::len),
+            if self.input_sequences.is_empty() {
+                n
+            } else {
+                self.input_sequences.len()
+            },
         ]
         .iter()
         .all(|&len| len == n)
