@@ -1382,7 +1382,10 @@ fn engine_flags_resolve() {
 fn unimplemented_features_are_accepted_then_refused_by_name() {
     for (args, what) in [
         (&["--backend", "openai-audio"][..], "--backend openai-audio"),
-        (&["--dataset-name", "custom_audio"][..], "--dataset-name custom_audio"),
+        (
+            &["--dataset-name", "custom_audio"][..],
+            "--dataset-name custom_audio",
+        ),
         (&["--lora-modules", "a"][..], "--lora-modules"),
         (&["--bfcl-categories", "x"][..], "--bfcl-categories"),
     ] {

@@ -275,3 +275,53 @@ fn chat_logs_take_the_first_user_turn_and_its_answer() {
         "{bodies:?}"
     );
 }
+
+#[test]
+fn blazedit_keeps_the_rows_within_its_distance_bounds() {
+    let server = mock(|c| c.request_log_bodies = true);
+    let url = server.base_url();
+    let dir = TempDir::new("hf-blazedit");
+    let data = dir.path().join("edit");
+    std::fs::create_dir_all(&data).unwrap();
+    let rows: String = [0.1, 0.5, 0.9]
+        .iter()
+        .map(|d| {
+            serde_json::json!({"code": format!("print({d})"), "change_request": "rename it",
+                "norm_distance": d})
+            .to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(data.join("train.jsonl"), rows).unwrap();
+    let out = run(
+        &dir,
+        dir.path(),
+        &[
+            "--base-url",
+            &url,
+            "--dataset-path",
+            data.to_str().unwrap(),
+            "--hf-name",
+            "vdaita/edit_5k_char",
+            "--blazedit-min-distance",
+            "0.3",
+            "--blazedit-max-distance",
+            "0.6",
+            "--skip-chat-template",
+            "--no-oversample",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let r = result(&dir);
+    assert_eq!(r["completed"], 1, "only the 0.5 row");
+    assert_eq!(r["output_lens"][0], 4000);
+    let body = server
+        .request_log()
+        .into_iter()
+        .find_map(|q| q.body)
+        .unwrap();
+    assert!(
+        body.contains("print(0.5)") && body.contains("Change request:\\nrename it"),
+        "{body}"
+    );
+}

@@ -31,8 +31,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--random-mm-num-mm-items-range-ratio",
     "--random-mm-limit-mm-per-prompt",
     "--random-mm-bucket-config",
-    "--blazedit-min-distance",
-    "--blazedit-max-distance",
     "--asr-min-audio-len-sec",
     "--asr-max-audio-len-sec",
     "--bfcl-categories",

@@ -292,6 +292,7 @@ impl Cx<'_> {
             name: p.name.clone(),
             output_len: p.output_len,
             text_column: p.text_column.clone(),
+            blazedit_distance: p.blazedit_distance,
         };
         let data = hf::load(path, &opts, &HubAccess::from_env())?;
         let format = if data.is_templated() {

@@ -4,7 +4,8 @@
 //!
 //! The dataset IDs Python knows map to their loaders ([`Loader::for_id`]): ShareGPT-style
 //! `conversations`, InstructCoder, MT-Bench, HumanEval, GSM8K, the AIMO/NuminaMath sets,
-//! Zeta (next-edit prediction) and the MLPerf sets; LongBench (context and question, which
+//! Zeta (next-edit prediction), BlazEdit (`--blazedit-min/max-distance`) and the MLPerf
+//! sets; LongBench (context and question, which
 //! Python refuses) too. Any other dataset is read by column (`--hf-text-column`, else the
 //! first of `conversations`, `messages`, `conversation`, `prompt`, `text`, `question`,
 //! `instruction`, `problem` it has), where Python refuses it. The multimodal and
@@ -43,6 +44,8 @@ pub struct HfOptions {
     /// `--hf-output-len` (or `--output-len`).
     pub output_len: Option<usize>,
     pub text_column: Option<String>,
+    /// `--blazedit-min-distance`, `--blazedit-max-distance`.
+    pub blazedit_distance: (f64, f64),
 }
 
 /// How a dataset's rows become prompts: one per dataset family Python knows, and by column.
@@ -68,12 +71,18 @@ pub enum Loader {
     NextEdit,
     /// `system_prompt`, `question`, `output`.
     MlPerf,
+    /// `code`, `change_request`, `norm_distance` (BlazEdit), rows kept within the distance
+    /// bounds.
+    Blazedit {
+        min: f64,
+        max: f64,
+    },
     /// One text column, sent as a user message.
     Column(String),
 }
 
 /// Python's multimodal, audio and tool-call sets: refused, with what they need.
-const NOT_YET: [(&str, &str); 14] = [
+const NOT_YET: [(&str, &str); 13] = [
     ("lmarena-ai/VisionArena-Chat", "images"),
     ("lmarena-ai/vision-arena-bench-v0.1", "images"),
     ("yale-nlp/MMVU", "images and videos"),
@@ -86,7 +95,6 @@ const NOT_YET: [(&str, &str); 14] = [
     ("edinburghcstr/ami", "audio"),
     ("speechcolab/gigaspeech", "audio"),
     ("kensho/spgispeech", "audio"),
-    ("vdaita/edit_5k_char", "the blazedit options"),
     (
         "gorilla-llm/Berkeley-Function-Calling-Leaderboard",
         "tool schemas",
@@ -147,6 +155,7 @@ impl Loader {
     fn default_output_len(&self) -> Option<usize> {
         match self {
             Loader::InstructCoder => Some(200),
+            Loader::Blazedit { .. } => Some(4000),
             Loader::MtBench
             | Loader::HumanEval
             | Loader::Gsm8k
@@ -183,7 +192,13 @@ pub fn load(
              support yet; pick a text dataset"
         )));
     }
-    let known = Loader::for_id(id);
+    let known = match id {
+        "vdaita/edit_5k_char" | "vdaita/edit_10k_char" => {
+            let (min, max) = opts.blazedit_distance;
+            Some((Loader::Blazedit { min, max }, "train", None))
+        }
+        _ => Loader::for_id(id),
+    };
     let split = opts
         .split
         .as_deref()
@@ -227,6 +242,15 @@ fn zeta_prompt(events: &str, input: &str) -> String {
          user edits and then rewrite an excerpt that the user provides, suggesting the \
          appropriate edits within the excerpt, taking into account the cursor location.\n\n\
          ### User Edits:\n\n{events}\n\n### User Excerpt:\n\n{input}\n\n### Response:\n\n"
+    )
+}
+
+/// BlazEdit's prompt (Python's template, from the BlazEdit repo).
+fn blazedit_prompt(code: &str, change_request: &str) -> String {
+    format!(
+        "Given a code file, please apply the change requests and generate the new file.\n\n\
+         Original file:\n```python\n{code}\n```\n\nChange request:\n{change_request}\n\n\
+         Please generate the new code file in the \"New file\" section below."
     )
 }
 
@@ -425,6 +449,24 @@ impl HfData {
                 templated(first).map(Some)
             }
             Loader::HumanEval => templated(self.text(i, row, "prompt")?).map(Some),
+            Loader::Blazedit { min, max } => {
+                let distance = match row.get("norm_distance") {
+                    Some(Value::Number(n)) => n.as_f64(),
+                    Some(Value::String(s)) => s.trim().parse().ok(),
+                    _ => None,
+                }
+                .ok_or_else(|| {
+                    DatasetError::entry(&self.first_file, i, "has no number \"norm_distance\"")
+                })?;
+                if distance < *min || distance > *max {
+                    return Ok(None);
+                }
+                let prompt = blazedit_prompt(
+                    self.text(i, row, "code")?,
+                    self.text(i, row, "change_request")?,
+                );
+                templated(&prompt).map(Some)
+            }
             Loader::Gsm8k => templated(self.text(i, row, "question")?).map(Some),
             Loader::Column(c) => templated(self.text(i, row, c)?).map(Some),
             Loader::NextEdit => {
