@@ -6,6 +6,7 @@
 //! on [`crate::cli::Backend`]; this module only maps them to an [`Api`].
 
 pub mod conversation;
+pub mod responses_event;
 pub mod stream_chunk;
 
 use bytes::Bytes;
@@ -33,6 +34,8 @@ pub enum Api {
     Completions,
     /// `openai-chat`: `/v1/chat/completions`, streamed.
     Chat,
+    /// `openai-responses`: `/v1/responses`, streamed as typed events.
+    Responses,
     /// `openai-embeddings`: `/v1/embeddings` with `input`.
     Embeddings,
     /// `openai-embeddings-chat`: `/v1/embeddings` with `messages`.
@@ -49,12 +52,12 @@ impl Api {
         match backend {
             Backend::Vllm | Backend::Openai => Some(Api::Completions),
             Backend::OpenaiChat => Some(Api::Chat),
+            Backend::OpenaiResponses => Some(Api::Responses),
             Backend::OpenaiEmbeddings => Some(Api::Embeddings),
             Backend::OpenaiEmbeddingsChat => Some(Api::EmbeddingsChat),
             Backend::VllmPooling => Some(Api::Pooling),
             Backend::VllmRerank => Some(Api::Rerank),
-            Backend::OpenaiResponses
-            | Backend::OpenaiAudio
+            Backend::OpenaiAudio
             | Backend::OpenaiEmbeddingsClip
             | Backend::OpenaiEmbeddingsVlm2vec
             | Backend::InfinityEmbeddings
@@ -72,6 +75,7 @@ impl Api {
         match self {
             Api::Completions => ResponseMode::Stream(StreamApi::Completions),
             Api::Chat => ResponseMode::Stream(StreamApi::Chat),
+            Api::Responses => ResponseMode::Stream(StreamApi::Responses),
             Api::Embeddings | Api::EmbeddingsChat | Api::Pooling | Api::Rerank => {
                 ResponseMode::Whole
             }
@@ -122,6 +126,13 @@ fn body_fields(api: Api, prompt: Value, output_len: usize, opts: &BodyOptions) -
             body.insert("max_completion_tokens".into(), json!(output_len));
             body.insert("stream".into(), json!(true));
             body.insert("stream_options".into(), json!({ "include_usage": true }));
+        }
+        Api::Responses => {
+            body.insert("input".into(), prompt);
+            body.insert("max_output_tokens".into(), json!(output_len));
+            body.insert("stream".into(), json!(true));
+            // Python: a server keeping stored responses would grow its heap over a run.
+            body.insert("store".into(), json!(false));
         }
         Api::Embeddings => {
             body.insert("input".into(), prompt);
@@ -272,13 +283,28 @@ mod tests {
     }
 
     #[test]
+    fn responses_body_matches_python_fields_and_order() {
+        // async_request_openai_responses: model, input, max_output_tokens, stream, store,
+        // then ignore_eos and the extra body (`_update_payload_common`).
+        let b = build_body(Api::Responses, &Prompt::Text(Arc::from("hi")), 9, &opts()).unwrap();
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            r#"{"model":"m","input":"hi","max_output_tokens":9,"stream":true,"store":false,"ignore_eos":true,"temperature":0.0}"#
+        );
+        assert_eq!(
+            Api::Responses.response_mode(),
+            ResponseMode::Stream(StreamApi::Responses)
+        );
+    }
+
+    #[test]
     fn fragment_bodies_equal_whole_bodies() {
         let ids = Prompt::TokenIds(Arc::from(vec![7u32, 8, 9]));
         let parts: Vec<Bytes> = ["[", "7,8", ",9", "]"]
             .iter()
             .map(|s| Bytes::from_static(s.as_bytes()))
             .collect();
-        for api in [Api::Completions, Api::Chat, Api::Embeddings] {
+        for api in [Api::Completions, Api::Chat, Api::Responses, Api::Embeddings] {
             let t = BodyTemplate::new(api, 5, &opts()).unwrap();
             let joined: Vec<u8> = t.parts(parts.clone()).concat();
             assert_eq!(

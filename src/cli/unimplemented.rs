@@ -12,7 +12,6 @@ use super::{Backend, DatasetName};
 /// Everything accepted for compatibility but not implemented yet.
 pub const UNIMPLEMENTED: &[&str] = &[
     // Backends.
-    "--backend openai-responses",
     "--backend openai-audio",
     "--backend openai-embeddings-chat",
     "--backend openai-embeddings-clip",
@@ -123,6 +122,7 @@ mod tests {
                 "vllm",
                 "openai",
                 "openai-chat",
+                "openai-responses",
                 "openai-embeddings",
                 "vllm-pooling",
                 "vllm-rerank"

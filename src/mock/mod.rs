@@ -44,6 +44,7 @@ mod model;
 mod prefix_cache;
 mod request;
 mod response;
+mod responses;
 mod routes;
 mod server;
 mod stats;

@@ -16,6 +16,8 @@ pub enum Route {
     Completions,
     /// `POST /v1/chat/completions`
     ChatCompletions,
+    /// `POST /v1/responses`
+    Responses,
     /// `POST /v1/embeddings`
     Embeddings,
     /// `POST /pooling`
@@ -39,7 +41,7 @@ pub enum Route {
 }
 
 /// Every route with its method and path; the index is the route's statistics slot.
-pub const ROUTES: [(Route, Method, &str); 15] = [
+pub const ROUTES: [(Route, Method, &str); 16] = [
     (Route::Models, Method::Get, "/v1/models"),
     (Route::Health, Method::Get, "/health"),
     (Route::Metrics, Method::Get, "/metrics"),
@@ -55,6 +57,8 @@ pub const ROUTES: [(Route, Method, &str); 15] = [
     (Route::StartProfile, Method::Post, "/start_profile"),
     (Route::StopProfile, Method::Post, "/stop_profile"),
     (Route::ResetPrefixCache, Method::Post, "/reset_prefix_cache"),
+    // Last, so the statistics slots of the older routes keep their places.
+    (Route::Responses, Method::Post, "/v1/responses"),
 ];
 
 /// Number of routes (statistics slots).
@@ -73,6 +77,7 @@ impl Route {
             self,
             Route::Completions
                 | Route::ChatCompletions
+                | Route::Responses
                 | Route::Embeddings
                 | Route::Pooling
                 | Route::PoolingV1
