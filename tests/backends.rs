@@ -66,3 +66,22 @@ fn responses_faults_are_failures_and_every_request_is_accounted_for() {
     );
     assert_eq!(run.code, 0, "some requests succeeded:\n{}", run.stderr);
 }
+
+#[test]
+fn beam_search_and_no_stream_are_accepted_and_change_nothing() {
+    // Python 0.33's serve parses both and sends nothing for them: the run is the same.
+    let server = mock(|_| {});
+    let dir = TempDir::new("beam");
+    let mut args = base_args(&server, &dir, 4);
+    args.extend(["--use-beam-search", "--no-stream"].map(String::from));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = vllm_bench(&argv, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let doc = saved(&dir);
+    assert_eq!(count(&doc, "completed"), 4);
+    assert_eq!(
+        count(&doc, "total_output_tokens"),
+        16,
+        "still streamed, 4 tokens each"
+    );
+}

@@ -25,7 +25,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--dataset-name custom_audio",
     "--dataset-name custom_image",
     // Dataset features and the options of the datasets above.
-    "--no-stream",
     "--enable-multimodal-chat",
     "--plot-dataset-stats",
     "--random-batch-size",
@@ -48,7 +47,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     // Rate control, output and request features.
     "--plot-timeline",
     "--timeline-itl-thresholds",
-    "--use-beam-search",
     // LoRA.
     "--lora-modules",
     "--lora-assignment",

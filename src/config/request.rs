@@ -62,6 +62,7 @@ pub struct RequestOptions {
     pub headers: Vec<(String, String)>,
     /// Sampling parameters overlaid with `--extra-body`: the fields added to every body.
     pub extra_body: Map<String, Value>,
+    /// Parsed and unused, as in Python 0.33's serve (no request function sends it).
     pub use_beam_search: bool,
 }
 
