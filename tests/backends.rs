@@ -85,3 +85,165 @@ fn beam_search_and_no_stream_are_accepted_and_change_nothing() {
         "still streamed, 4 tokens each"
     );
 }
+
+/// The JSON bodies the mock received on `path`, with their `x-request-id` and session.
+/// In arrival order.
+fn bodies(server: &vllm_bench::mock::MockServer, path: &str) -> Vec<(String, String, Value)> {
+    let mut log = server.request_log();
+    log.sort_by_key(|r| r.arrival);
+    log.into_iter()
+        .filter(|r| r.path == path)
+        .map(|r| {
+            let body = serde_json::from_str(r.body.as_deref().expect("request_log_bodies"))
+                .expect("a JSON body");
+            (
+                r.request_id.unwrap_or_default(),
+                r.session_id.unwrap_or_default(),
+                body,
+            )
+        })
+        .collect()
+}
+
+fn run(server: &vllm_bench::mock::MockServer, dir: &TempDir, n: usize, extra: &[&str]) -> String {
+    let mut args = base_args(server, dir, n);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = vllm_bench(&argv, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout
+}
+
+#[test]
+fn responses_body_is_pythons_field_by_field() {
+    let server = mock(|c| c.request_log_bodies = true);
+    let dir = TempDir::new("responses-body");
+    run(
+        &server,
+        &dir,
+        2,
+        &[
+            "--backend",
+            "openai-responses",
+            "--extra-body",
+            r#"{"temperature": 0.5}"#,
+        ],
+    );
+    let (_, _, body) = bodies(&server, "/v1/responses").pop().expect("a request");
+    let keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    // Python: model, input, max_output_tokens, stream, store, then ignore_eos (forced for
+    // random, as for every OpenAI-compatible backend) and the extra body.
+    assert_eq!(
+        keys,
+        [
+            "model",
+            "input",
+            "max_output_tokens",
+            "stream",
+            "store",
+            "ignore_eos",
+            "temperature"
+        ]
+    );
+    assert_eq!(body["model"], "mock-model");
+    assert!(body["input"].is_string());
+    assert_eq!(
+        (&body["max_output_tokens"], &body["stream"], &body["store"]),
+        (&Value::from(4), &Value::Bool(true), &Value::Bool(false))
+    );
+}
+
+#[test]
+fn lora_round_robin_names_adapter_i_mod_n_and_the_base_model_elsewhere() {
+    let server = mock(|c| c.request_log_bodies = true);
+    let dir = TempDir::new("lora");
+    let out = run(
+        &server,
+        &dir,
+        6,
+        &[
+            "--lora-modules",
+            "sql",
+            "chat",
+            "--lora-assignment",
+            "round-robin",
+            "--request-id-prefix",
+            "r-",
+            "--num-warmups",
+            "2",
+        ],
+    );
+    let sent = bodies(&server, "/v1/completions");
+    // The two warm-ups (and the ready check, when on) come first and name the base model.
+    let (warm, measured) = sent.split_at(sent.len() - 6);
+    assert!(warm.len() >= 2, "{} before the run", warm.len());
+    assert!(warm.iter().all(|(_, _, b)| b["model"] == "mock-model"));
+    for (id, _, body) in measured {
+        let i: usize = id.trim_start_matches("r-").parse().unwrap();
+        assert_eq!(body["model"], ["sql", "chat"][i % 2], "request {id}");
+    }
+    let doc = saved(&dir);
+    let adapters: Vec<&str> = doc["vllm_bench_lora_adapters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(adapters, ["sql", "chat", "sql", "chat", "sql", "chat"]);
+    assert_eq!(doc["vllm_bench_lora_summary"]["sql"]["requests"], 3);
+    assert!(
+        out.contains("------------------LoRA adapters-------------------\nsql:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nchat:                                    3 requests (3 ok), mean TTFT ")
+    );
+}
+
+#[test]
+fn lora_random_is_seeded_and_multi_turn_keeps_one_adapter_per_conversation() {
+    let server = mock(|c| c.request_log_bodies = true);
+    let dir = TempDir::new("lora-mt");
+    run(
+        &server,
+        &dir,
+        8,
+        &[
+            "--backend",
+            "openai-chat",
+            "--multi-turn",
+            "--multi-turn-num-turns",
+            "3",
+            "--lora-modules",
+            "a",
+            "b",
+            "c",
+        ],
+    );
+    let mut by_session = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for (_, session, body) in bodies(&server, "/v1/chat/completions") {
+        if !session.is_empty() {
+            let model = body["model"].as_str().unwrap().to_string();
+            by_session.entry(session).or_default().push(model);
+        }
+    }
+    assert_eq!(by_session.len(), 8);
+    for (session, models) in &by_session {
+        assert_eq!(models.len(), 3, "{session}");
+        assert!(
+            models.iter().all(|m| m == &models[0]),
+            "{session}: {models:?}"
+        );
+        assert!(["a", "b", "c"].contains(&models[0].as_str()));
+    }
+    let doc = saved(&dir);
+    assert_eq!(
+        doc["vllm_bench_lora_adapters"].as_array().unwrap().len(),
+        24
+    );
+}

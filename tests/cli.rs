@@ -687,12 +687,12 @@ fn help_is_grouped_and_marks_unimplemented_flags() {
         assert!(at > last, "{g} out of order");
         last = at;
     }
-    let lora = text
+    let marked = text
         .lines()
-        .skip_while(|l| !l.contains("--lora-assignment"))
+        .skip_while(|l| !l.contains("--hf-subset"))
         .take(3)
         .collect::<String>();
-    assert!(lora.contains("[not implemented yet]"), "{lora}");
+    assert!(marked.contains("[not implemented yet]"), "{marked}");
     assert!(text.contains("[env: VLLM_BENCH_CORES=]"));
     assert!(text.contains("[default: inf]"));
 }
@@ -1379,7 +1379,7 @@ fn unimplemented_features_are_accepted_then_refused_by_name() {
     for (args, what) in [
         (&["--backend", "openai-audio"][..], "--backend openai-audio"),
         (&["--dataset-name", "hf"][..], "--dataset-name hf"),
-        (&["--lora-modules", "a"][..], "--lora-modules"),
+        (&["--bfcl-categories", "simple"][..], "--bfcl-categories"),
         (&["--hf-subset", "x"][..], "--hf-subset"),
     ] {
         let err = config_error(args);

@@ -84,9 +84,9 @@ fn no_refused_flag_is_documented_as_working() {
 
 #[test]
 fn the_check_sees_a_refused_flag_and_its_refusal() {
-    let block = "vllm-bench --mock-server \\\n  --lora-assignment random\n";
+    let block = "vllm-bench --mock-server \\\n  --bfcl-categories simple\n";
     let cmds = commands(block);
-    assert_eq!(refused_in(&cmds[0]), ["--lora-assignment"]);
+    assert_eq!(refused_in(&cmds[0]), ["--bfcl-categories"]);
     assert!(refused_in(&commands("vllm-bench --dataset-name random\n")[0]).is_empty());
     assert_eq!(
         refused_in(&commands("vllm-bench --dataset-name hf # hf\n")[0]),

@@ -47,9 +47,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     // Rate control, output and request features.
     "--plot-timeline",
     "--timeline-itl-thresholds",
-    // LoRA.
-    "--lora-modules",
-    "--lora-assignment",
 ];
 
 /// True if `flag` (`--num-runs`) is refused whenever it is given.

@@ -37,10 +37,10 @@ mod tests {
 
     #[test]
     fn check_refuses_the_first_given_flag() {
-        let cli = parse(&["--lora-modules", "x", "--compare", "a", "b"]).unwrap();
+        let cli = parse(&["--random-batch-size", "2", "--compare", "a", "b"]).unwrap();
         assert_eq!(
             check(&cli).unwrap_err().message(),
-            ConfigError::not_implemented("--lora-modules").message()
+            ConfigError::not_implemented("--random-batch-size").message()
         );
         let cli = parse(&["--backend", "openai-audio"]).unwrap();
         assert!(check(&cli)

@@ -23,7 +23,7 @@ use crate::output::json::{
     RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
-use crate::output::{extras, steady_state};
+use crate::output::{extras, lora, steady_state};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -286,6 +286,13 @@ pub fn finish(
             super::multi_turn::request_turns(c, records, &turn_of),
         )
     });
+    let adapters = plan.prepared.lora.as_ref().map(|l| {
+        let summaries = l.summaries(outputs, &run.merged.records, &settings);
+        if !how.quiet {
+            print!("{}", lora::render(&summaries));
+        }
+        (l.names_of(&run.merged.records), summaries)
+    });
     let mut extra = extras::Extras::from_run(run, &plan.engine_opts);
     extra.prefix_cache = measured.prefix_cache;
     extra.interrupted = measured.interrupted;
@@ -331,6 +338,9 @@ pub fn finish(
                 .collect();
             doc.set("vllm_bench_conversation_ids", Json::List(ids));
             doc.set("vllm_bench_turns", Json::UInts(turn_numbers.into()));
+        }
+        if let Some((per_request, summaries)) = &adapters {
+            append_extras(&mut doc, lora::to_json(per_request, summaries));
         }
         append_extras(&mut doc, extra.to_json());
         append_extras(&mut doc, steady_state::to_json(steady.as_ref()));
@@ -388,6 +398,8 @@ mod tests {
             parents: parents.map(Into::into),
             conversations: None,
             probe: None,
+            lora: None,
+            warm: None,
         }
     }
 

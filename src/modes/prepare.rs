@@ -17,6 +17,7 @@ use crate::engine::{Probe, Workload};
 use crate::http::request::{HeadTemplate, Method, PreparedRequest};
 use crate::tokenizer::Tokenizer;
 
+use super::lora::{AdapterOptions, LoraPlan};
 use super::multi_turn::ConversationPlan;
 use super::target::Target;
 use super::trace::TraceReplay;
@@ -35,6 +36,11 @@ pub struct Prepared {
     pub conversations: Option<Arc<ConversationPlan>>,
     /// `--probe-request-rate`: the probe request and its interval.
     pub probe: Option<Probe>,
+    /// `--lora-modules`: the adapter of every record.
+    pub lora: Option<Arc<LoraPlan>>,
+    /// With LoRA, the first requests with the base model's `model` field: the ready check
+    /// and the warm-ups use them, as Python's test request names `--model`.
+    pub warm: Option<Arc<[PreparedRequest]>>,
 }
 
 impl Prepared {
@@ -45,9 +51,10 @@ impl Prepared {
 
     /// The first `n` requests (cycled), all at once, for warmups and the ready check.
     pub fn subset(&self, n: usize, max_concurrency: Option<usize>) -> Workload {
-        let pick = |i: usize| i % self.requests.len().max(1);
+        let from = self.warm.as_ref().unwrap_or(&self.requests);
+        let pick = |i: usize| i % from.len().max(1);
         Workload {
-            requests: (0..n).map(|i| self.requests[pick(i)].clone()).collect(),
+            requests: (0..n).map(|i| from[pick(i)].clone()).collect(),
             client_prompt_lens: (0..n).map(|i| self.prompt_lens[pick(i)]).collect(),
             arrivals: None,
             max_concurrency,
@@ -79,6 +86,29 @@ fn body_options(config: &Config, model_name: &str) -> BodyOptions {
     }
 }
 
+/// The body options of each of `n` requests (or conversations): with `--lora-modules`,
+/// the adapter each one names.
+fn adapter_options(config: &Config, model_name: &str, n: usize) -> AdapterOptions {
+    let base = body_options(config, model_name);
+    AdapterOptions::new(base, config.lora.as_ref(), n, config.dataset.seed)
+}
+
+/// With LoRA, the first requests (as many as the warm-ups use, at least one for the ready
+/// check) built again with the base model.
+fn warm_requests(
+    config: &Config,
+    opts: &AdapterOptions,
+    build: impl Fn(usize, &BodyOptions) -> Result<PreparedRequest, BodyError>,
+    total: usize,
+) -> Result<Option<Arc<[PreparedRequest]>>, BodyError> {
+    if !opts.is_lora() {
+        return Ok(None);
+    }
+    let n = config.request.num_warmups.max(1).min(total);
+    let built: Result<Vec<_>, _> = (0..n).map(|i| build(i, opts.base())).collect();
+    Ok(Some(built?.into()))
+}
+
 pub fn prepare(
     config: &Config,
     target: &Target,
@@ -87,13 +117,15 @@ pub fn prepare(
     requests: &[SampleRequest],
 ) -> Result<Prepared> {
     let head = head_template(config, target);
-    let opts = body_options(config, model_name);
-    let built: Result<Vec<_>, BodyError> = requests
-        .par_iter()
-        .map(|r| {
-            let body = build_body(api, &r.prompt, r.expected_output_len, &opts)?;
-            Ok(head.build(r.request_id.as_deref(), Some("application/json"), &body))
-        })
+    let opts = adapter_options(config, model_name, requests.len());
+    let build = |i: usize, o: &BodyOptions| -> Result<PreparedRequest, BodyError> {
+        let r = &requests[i];
+        let body = build_body(api, &r.prompt, r.expected_output_len, o)?;
+        Ok(head.build(r.request_id.as_deref(), Some("application/json"), &body))
+    };
+    let built: Result<Vec<_>, BodyError> = (0..requests.len())
+        .into_par_iter()
+        .map(|i| build(i, opts.of(i)))
         .collect();
     Ok(Prepared {
         requests: built?.into(),
@@ -103,6 +135,8 @@ pub fn prepare(
         parents: None,
         conversations: None,
         probe: None,
+        lora: opts.plan(|r| r, requests.len()).map(Arc::new),
+        warm: warm_requests(config, &opts, build, requests.len())?,
     })
 }
 
@@ -133,13 +167,31 @@ pub fn prepare_conversations(
     model_name: &str,
     conversations: &Conversations,
 ) -> Result<Prepared> {
-    let opts = body_options(config, model_name);
+    // One adapter per conversation: every turn of it names the same one (sticky).
+    let opts = adapter_options(config, model_name, conversations.list.len());
     // Synthetic answers get their planned length without --ignore-eos.
     let min_tokens = matches!(config.dataset.params, DatasetParams::Random(_));
-    let body = ChatBody::new(&opts, min_tokens)?;
+    let base = ChatBody::new(opts.base(), min_tokens)?;
+    let per_adapter = opts
+        .adapters()
+        .iter()
+        .map(|o| ChatBody::new(o, min_tokens))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bodies = (0..conversations.list.len())
+        .map(|c| {
+            opts.adapter_index(c)
+                .map_or(&base, |a| &per_adapter[a])
+                .clone()
+        })
+        .collect();
     let think = Duration::from_millis(config.multi_turn.as_ref().map_or(0, |m| m.delay_ms));
-    let plan = ConversationPlan::new(conversations, head_template(config, target), body, think);
+    let plan = ConversationPlan::new(conversations, head_template(config, target), bodies, think);
     let (requests, prompt_lens) = plan.first_requests();
+    let turn_of = plan.turn_of_records();
+    let lora = opts.plan(|r| turn_of[r].conversation as usize, turn_of.len());
+    let warm = opts
+        .is_lora()
+        .then(|| plan.first_requests_with(&base).into());
     Ok(Prepared {
         requests: requests.into(),
         prompt_lens: prompt_lens.into(),
@@ -148,6 +200,8 @@ pub fn prepare_conversations(
         parents: None,
         conversations: Some(Arc::new(plan)),
         probe: None,
+        lora: lora.map(Arc::new),
+        warm,
     })
 }
 
@@ -160,13 +214,19 @@ pub fn prepare_trace(
     trace: &TraceReplay,
     tokenizer: Option<&Tokenizer>,
 ) -> Result<Prepared> {
-    let requests = trace.prepare(
-        api,
-        &head_template(config, target),
-        &body_options(config, model_name),
-        &config.request.request_id_prefix,
-        tokenizer,
-    )?;
+    let n = trace.prompt_lens().len();
+    let opts = adapter_options(config, model_name, n);
+    let head = head_template(config, target);
+    let id_prefix = &config.request.request_id_prefix;
+    let requests = trace.prepare(api, &head, &|i| opts.of(i), id_prefix, tokenizer)?;
+    let warm = match opts.is_lora() {
+        true => {
+            let base = trace.prepare(api, &head, &|_| opts.base(), id_prefix, tokenizer)?;
+            let k = config.request.num_warmups.max(1).min(base.len());
+            Some(base.into_iter().take(k).collect())
+        }
+        false => None,
+    };
     Ok(Prepared {
         requests: requests.into(),
         prompt_lens: trace.prompt_lens().into(),
@@ -175,6 +235,8 @@ pub fn prepare_trace(
         parents: trace.parents().map(Into::into),
         conversations: None,
         probe: None,
+        lora: opts.plan(|r| r, n).map(Arc::new),
+        warm,
     })
 }
 
@@ -195,6 +257,8 @@ mod tests {
             parents: Some(vec![None, Some(0), None].into()),
             conversations: None,
             probe: None,
+            lora: None,
+            warm: None,
         };
         let w = p.subset(5, Some(2));
         assert_eq!(&*w.client_prompt_lens, &[10, 11, 12, 10, 11]);
