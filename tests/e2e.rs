@@ -164,7 +164,7 @@ pub(crate) fn assert_accounted(doc: &Map<String, Value>, n: u64) {
 
 #[test]
 fn every_backend_sends_each_request_once_and_saves_pythons_keys() {
-    let cases: [(&str, &str, &[&str], &str); 7] = [
+    let cases: [(&str, &str, &[&str], &str); 12] = [
         ("vllm", "/v1/completions", &GEN_PERCENTILES, GOLDEN_01),
         ("openai", "/v1/completions", &GEN_PERCENTILES, GOLDEN_01),
         (
@@ -182,6 +182,36 @@ fn every_backend_sends_each_request_once_and_saves_pythons_keys() {
         (
             "openai-embeddings",
             "/v1/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "openai-embeddings-chat",
+            "/v1/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "openai-embeddings-clip",
+            "/v1/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "openai-embeddings-vlm2vec",
+            "/v1/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "infinity-embeddings",
+            "/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "infinity-embeddings-clip",
+            "/embeddings",
             &POOL_PERCENTILES,
             GOLDEN_06,
         ),

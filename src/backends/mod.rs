@@ -40,6 +40,15 @@ pub enum Api {
     Embeddings,
     /// `openai-embeddings-chat`: `/v1/embeddings` with `messages`.
     EmbeddingsChat,
+    /// `openai-embeddings-clip`: `/v1/embeddings` with `messages` (Python empties the text
+    /// of a request that carries an image).
+    EmbeddingsClip,
+    /// `openai-embeddings-vlm2vec`: `/v1/embeddings` with `messages` (Python rewrites the
+    /// text of a request that carries an image, and puts the image first).
+    EmbeddingsVlm2vec,
+    /// `infinity-embeddings` / `infinity-embeddings-clip`: Infinity's `/embeddings` with
+    /// `input` (and `modality` for an image-only request).
+    Infinity,
     /// `vllm-pooling`: `/pooling`.
     Pooling,
     /// `vllm-rerank`: `/rerank`.
@@ -55,13 +64,12 @@ impl Api {
             Backend::OpenaiResponses => Some(Api::Responses),
             Backend::OpenaiEmbeddings => Some(Api::Embeddings),
             Backend::OpenaiEmbeddingsChat => Some(Api::EmbeddingsChat),
+            Backend::OpenaiEmbeddingsClip => Some(Api::EmbeddingsClip),
+            Backend::OpenaiEmbeddingsVlm2vec => Some(Api::EmbeddingsVlm2vec),
+            Backend::InfinityEmbeddings | Backend::InfinityEmbeddingsClip => Some(Api::Infinity),
             Backend::VllmPooling => Some(Api::Pooling),
             Backend::VllmRerank => Some(Api::Rerank),
-            Backend::OpenaiAudio
-            | Backend::OpenaiEmbeddingsClip
-            | Backend::OpenaiEmbeddingsVlm2vec
-            | Backend::InfinityEmbeddings
-            | Backend::InfinityEmbeddingsClip => None,
+            Backend::OpenaiAudio => None,
         }
     }
 
@@ -76,9 +84,13 @@ impl Api {
             Api::Completions => ResponseMode::Stream(StreamApi::Completions),
             Api::Chat => ResponseMode::Stream(StreamApi::Chat),
             Api::Responses => ResponseMode::Stream(StreamApi::Responses),
-            Api::Embeddings | Api::EmbeddingsChat | Api::Pooling | Api::Rerank => {
-                ResponseMode::Whole
-            }
+            Api::Embeddings
+            | Api::EmbeddingsChat
+            | Api::EmbeddingsClip
+            | Api::EmbeddingsVlm2vec
+            | Api::Infinity
+            | Api::Pooling
+            | Api::Rerank => ResponseMode::Whole,
         }
     }
 }
@@ -138,9 +150,15 @@ fn body_fields(api: Api, prompt: Value, output_len: usize, opts: &BodyOptions) -
             body.insert("input".into(), prompt);
             body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
-        Api::EmbeddingsChat => {
+        // A text-only request: Python's clip and vlm2vec preprocessing only touch requests
+        // with multimodal content, so all three send the embeddings-chat body.
+        Api::EmbeddingsChat | Api::EmbeddingsClip | Api::EmbeddingsVlm2vec => {
             body.insert("messages".into(), chat_messages(prompt));
             body.insert("truncate_prompt_tokens".into(), json!(-1));
+        }
+        // Infinity has no truncate_prompt_tokens.
+        Api::Infinity => {
+            body.insert("input".into(), prompt);
         }
         Api::Pooling => {
             body.insert("truncate_prompt_tokens".into(), json!(-1));
@@ -298,6 +316,28 @@ mod tests {
     }
 
     #[test]
+    fn embedding_variant_bodies_match_python() {
+        // async_request_openai_embeddings_chat (clip and vlm2vec without an image are it):
+        // model, messages, truncate_prompt_tokens, then ignore_eos and the extra body.
+        let chat = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"truncate_prompt_tokens":-1,"ignore_eos":true,"temperature":0.0}"#;
+        for api in [
+            Api::EmbeddingsChat,
+            Api::EmbeddingsClip,
+            Api::EmbeddingsVlm2vec,
+        ] {
+            let b = build_body(api, &Prompt::Text(Arc::from("hi")), 1, &opts()).unwrap();
+            assert_eq!(String::from_utf8(b).unwrap(), chat, "{api:?}");
+            assert_eq!(api.response_mode(), ResponseMode::Whole);
+        }
+        // async_request_infinity_embeddings: model, input, then the common fields.
+        let b = build_body(Api::Infinity, &Prompt::Text(Arc::from("hi")), 1, &opts()).unwrap();
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            r#"{"model":"m","input":"hi","ignore_eos":true,"temperature":0.0}"#
+        );
+    }
+
+    #[test]
     fn fragment_bodies_equal_whole_bodies() {
         let ids = Prompt::TokenIds(Arc::from(vec![7u32, 8, 9]));
         let parts: Vec<Bytes> = ["[", "7,8", ",9", "]"]
@@ -361,6 +401,10 @@ mod tests {
         );
         assert!(Backend::from_str("tgi", false).is_err());
         assert!(Api::for_backend(Backend::OpenaiAudio).is_none());
+        assert_eq!(
+            Api::for_backend(Backend::InfinityEmbeddingsClip),
+            Some(Api::Infinity)
+        );
         assert!(!Api::Embeddings.is_generation());
         assert!(Api::Chat.is_generation());
     }

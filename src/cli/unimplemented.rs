@@ -13,11 +13,6 @@ use super::{Backend, DatasetName};
 pub const UNIMPLEMENTED: &[&str] = &[
     // Backends.
     "--backend openai-audio",
-    "--backend openai-embeddings-chat",
-    "--backend openai-embeddings-clip",
-    "--backend openai-embeddings-vlm2vec",
-    "--backend infinity-embeddings",
-    "--backend infinity-embeddings-clip",
     // Datasets.
     "--dataset-name random-mm",
     "--dataset-name random-rerank",
@@ -119,6 +114,11 @@ mod tests {
                 "openai-chat",
                 "openai-responses",
                 "openai-embeddings",
+                "openai-embeddings-chat",
+                "openai-embeddings-clip",
+                "openai-embeddings-vlm2vec",
+                "infinity-embeddings",
+                "infinity-embeddings-clip",
                 "vllm-pooling",
                 "vllm-rerank"
             ]

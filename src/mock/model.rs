@@ -237,7 +237,7 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
             };
             generation_job(ctx, seq, Shape::Responses, prompt, wanted)
         }
-        Route::Embeddings | Route::Pooling | Route::PoolingV1 => {
+        Route::Embeddings | Route::EmbeddingsInfinity | Route::Pooling | Route::PoolingV1 => {
             let b: PoolingBody = body::parse(body)?;
             let prompt = match (b.input, b.messages) {
                 (Some(t), _) => t.0,
@@ -250,7 +250,7 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
                 prompt,
                 max_tokens: None,
                 kind: Kind::Pool {
-                    embeddings: route == Route::Embeddings,
+                    embeddings: matches!(route, Route::Embeddings | Route::EmbeddingsInfinity),
                 },
             })
         }

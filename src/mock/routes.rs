@@ -20,6 +20,8 @@ pub enum Route {
     Responses,
     /// `POST /v1/embeddings`
     Embeddings,
+    /// `POST /embeddings` (Infinity's path; answered like `/v1/embeddings`)
+    EmbeddingsInfinity,
     /// `POST /pooling`
     Pooling,
     /// `POST /v1/pooling`
@@ -41,7 +43,7 @@ pub enum Route {
 }
 
 /// Every route with its method and path; the index is the route's statistics slot.
-pub const ROUTES: [(Route, Method, &str); 16] = [
+pub const ROUTES: [(Route, Method, &str); 17] = [
     (Route::Models, Method::Get, "/v1/models"),
     (Route::Health, Method::Get, "/health"),
     (Route::Metrics, Method::Get, "/metrics"),
@@ -59,6 +61,7 @@ pub const ROUTES: [(Route, Method, &str); 16] = [
     (Route::ResetPrefixCache, Method::Post, "/reset_prefix_cache"),
     // Last, so the statistics slots of the older routes keep their places.
     (Route::Responses, Method::Post, "/v1/responses"),
+    (Route::EmbeddingsInfinity, Method::Post, "/embeddings"),
 ];
 
 /// Number of routes (statistics slots).
@@ -79,6 +82,7 @@ impl Route {
                 | Route::ChatCompletions
                 | Route::Responses
                 | Route::Embeddings
+                | Route::EmbeddingsInfinity
                 | Route::Pooling
                 | Route::PoolingV1
                 | Route::Rerank
