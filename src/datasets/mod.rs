@@ -29,6 +29,7 @@ pub mod sonnet;
 pub mod spec_bench;
 pub mod speed_bench;
 pub mod stats;
+pub mod synthetic_image;
 pub mod timed_trace;
 pub mod token_fit;
 pub mod walk_corpus;
