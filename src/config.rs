@@ -192,5 +192,22 @@ fn check_dataset_backend(dataset: DatasetName, backend: Backend) -> Result<(), C
             ),
         ));
     }
+    // Python's openai-audio raises on anything but a custom_audio sample, and its chat
+    // backends cannot serialize custom_audio's decoded audio: every request would fail.
+    if backend == Backend::OpenaiAudio && dataset != DatasetName::CustomAudio {
+        return Err(ConfigError::flag(
+            "--backend openai-audio",
+            format!(
+                "needs --dataset-name custom_audio (it uploads each row's audio file), not {}",
+                dataset.name()
+            ),
+        ));
+    }
+    if dataset == DatasetName::CustomAudio && backend != Backend::OpenaiAudio {
+        return Err(ConfigError::flag(
+            "--dataset-name custom_audio",
+            format!("needs --backend openai-audio, not {backend}"),
+        ));
+    }
     Ok(())
 }

@@ -247,3 +247,216 @@ fn lora_random_is_seeded_and_multi_turn_keeps_one_adapter_per_conversation() {
         24
     );
 }
+
+/// The JPEG files of a chat body's image parts, and its text parts.
+fn images_of(body: &Value) -> (Vec<Vec<u8>>, Vec<String>) {
+    use base64::Engine as _;
+    let content = body["messages"][0]["content"]
+        .as_array()
+        .expect("list content");
+    let (mut images, mut texts) = (Vec::new(), Vec::new());
+    for part in content {
+        match part["type"].as_str() {
+            Some("image_url") => {
+                let url = part["image_url"]["url"].as_str().unwrap();
+                let data = url
+                    .strip_prefix("data:image/jpeg;base64,")
+                    .expect("a JPEG data URL");
+                images.push(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(data)
+                        .unwrap(),
+                );
+            }
+            Some("text") => texts.push(part["text"].as_str().unwrap().to_string()),
+            other => panic!("unexpected part {other:?}"),
+        }
+    }
+    (images, texts)
+}
+
+#[test]
+fn random_mm_sends_jpeg_images_after_the_text_within_the_item_limits() {
+    let server = mock(|c| c.request_log_bodies = true);
+    let dir = TempDir::new("random-mm");
+    let run_out = run(
+        &server,
+        &dir,
+        10,
+        &[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "random-mm",
+            "--random-mm-base-items-per-request",
+            "2",
+            "--random-mm-num-mm-items-range-ratio",
+            "0.5",
+            "--random-mm-limit-mm-per-prompt",
+            r#"{"image": 2, "video": 0}"#,
+            "--random-mm-bucket-config",
+            "{(64, 48, 1): 0.5, (32, 40, 1): 0.5, (720, 1280, 16): 0.0}",
+        ],
+    );
+    let doc = saved(&dir);
+    assert_eq!(count(&doc, "completed"), 10, "{run_out}");
+    let sent = bodies(&server, "/v1/chat/completions");
+    let measured = &sent[sent.len() - 10..];
+    let mut sizes = std::collections::BTreeSet::new();
+    for (id, _, body) in measured {
+        let content = &body["messages"][0]["content"];
+        assert_eq!(
+            content[0]["type"], "text",
+            "{id}: text first, as Python's openai-chat"
+        );
+        let (images, texts) = images_of(body);
+        assert_eq!(texts.len(), 1);
+        // floor(2·0.5) = 1 to min(limit 2, ceil(2·1.5) = 3) = 2 items.
+        assert!(
+            (1..=2).contains(&images.len()),
+            "{id}: {} images",
+            images.len()
+        );
+        for jpeg in &images {
+            let mut d = jpeg_decoder::Decoder::new(&jpeg[..]);
+            d.decode().expect("a JPEG");
+            let info = d.info().unwrap();
+            sizes.insert((info.height, info.width));
+        }
+    }
+    assert!(
+        sizes.iter().all(|s| [(64, 48), (32, 40)].contains(s)),
+        "{sizes:?}"
+    );
+    assert_eq!(sizes.len(), 2, "both buckets drawn");
+}
+
+#[test]
+fn random_mm_video_buckets_and_bad_bucket_literals_are_one_line_errors() {
+    let dir = TempDir::new("random-mm-bad");
+    for (bucket, needle) in [
+        ("{(64, 48, 8): 1.0}", "video buckets"),
+        ("{(64, 48): 1.0}", "--random-mm-bucket-config"),
+        ("{(64, 48, 1): 0.0}", "positive probability"),
+    ] {
+        let run = vllm_bench(
+            &[
+                "--mock-server",
+                "--dataset-name",
+                "random-mm",
+                "--num-prompts",
+                "2",
+                "--random-mm-bucket-config",
+                bucket,
+            ],
+            dir.path(),
+        );
+        assert_eq!(run.code, 2, "{bucket}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{bucket}: {}", run.stderr);
+        assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    }
+}
+
+/// A mono 16-bit PCM WAV of `secs` seconds at 16 kHz (a saw tone), written by the test.
+fn write_wav(path: &std::path::Path, secs: f64) {
+    let rate = 16_000u32;
+    let frames = (secs * f64::from(rate)) as usize;
+    let pcm: Vec<u8> = (0..frames)
+        .flat_map(|i| (((i % 80) as i16 - 40) * 400).to_le_bytes())
+        .collect();
+    std::fs::write(path, vllm_bench::datasets::wav::pcm16_wav(1, rate, &pcm)).unwrap();
+}
+
+#[test]
+fn openai_audio_uploads_each_rows_wav_and_reports_rtfx() {
+    let server = mock(|c| c.request_log_bodies = true);
+    let dir = TempDir::new("audio");
+    let mut lines = String::new();
+    for (i, secs) in [0.5, 1.0, 1.5].iter().enumerate() {
+        let wav = dir.path().join(format!("a{i}.wav"));
+        write_wav(&wav, *secs);
+        lines.push_str(&format!(
+            "{{\"prompt\": \"Transcribe.\", \"audio\": \"{}\", \"output_tokens\": 6}}\n",
+            wav.display()
+        ));
+    }
+    let jsonl = dir.path().join("audio.jsonl");
+    std::fs::write(&jsonl, lines).unwrap();
+    let out = run(
+        &server,
+        &dir,
+        3,
+        &[
+            "--backend",
+            "openai-audio",
+            "--dataset-name",
+            "custom_audio",
+            "--dataset-path",
+            jsonl.to_str().unwrap(),
+            "--custom-output-len",
+            "-1",
+            "--skip-chat-template",
+            "--asr-max-audio-len-sec",
+            "30",
+        ],
+    );
+    let doc = saved(&dir);
+    assert_accounted(&doc, 3);
+    assert_eq!(count(&doc, "completed"), 3, "{out}");
+    assert_eq!(count(&doc, "total_output_tokens"), 18);
+    let duration = doc["duration"].as_f64().unwrap();
+    let rtfx = doc["rtfx"].as_f64().unwrap();
+    assert!(
+        (rtfx - 3.0 / duration).abs() < 1e-9,
+        "rtfx {rtfx}, duration {duration}"
+    );
+    assert!(out.contains("RTFx (Inverse Real-Time Factor):"), "{out}");
+    let log = server.request_log();
+    let forms: Vec<&String> = log
+        .iter()
+        .filter(|r| r.path == "/v1/audio/transcriptions")
+        .filter_map(|r| r.body.as_ref())
+        .collect();
+    assert!(forms.len() >= 3);
+    for form in forms {
+        assert!(
+            form.contains("name=\"file\"; filename=\"audio.wav\"\r\n\r\nRIFF"),
+            "{form:.200}"
+        );
+        for field in [
+            "name=\"model\"\r\n\r\nmock-model\r\n",
+            "name=\"max_completion_tokens\"\r\n\r\n6\r\n",
+            "name=\"stream\"\r\n\r\nTrue\r\n",
+            "name=\"language\"\r\n\r\nen\r\n",
+            "name=\"stream_include_usage\"\r\n\r\nTrue\r\n",
+        ] {
+            assert!(form.contains(field), "{field}");
+        }
+    }
+}
+
+#[test]
+fn openai_audio_and_custom_audio_go_together() {
+    let dir = TempDir::new("audio-pair");
+    for (args, needle) in [
+        (
+            &["--backend", "openai-audio"][..],
+            "--backend openai-audio: needs --dataset-name custom_audio",
+        ),
+        (
+            &[
+                "--dataset-name",
+                "custom_audio",
+                "--dataset-path",
+                "x.jsonl",
+            ][..],
+            "--dataset-name custom_audio: needs --backend openai-audio",
+        ),
+    ] {
+        let mut argv = vec!["--mock-server", "--num-prompts", "2"];
+        argv.extend_from_slice(args);
+        let run = vllm_bench(&argv, dir.path());
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(run.stderr.contains(needle), "{}", run.stderr);
+    }
+}

@@ -986,9 +986,16 @@ fn sampling_flags_are_for_generation_backends() {
         ["sampling parameters are ignored by the openai-embeddings backend"]
     );
     assert_eq!(
-        invalid(&["--backend", "openai-audio", "--top-p", "0.5"]),
+        invalid(&[
+            "--backend",
+            "openai-audio",
+            "--dataset-name",
+            "custom_audio",
+            "--top-p",
+            "0.5"
+        ]),
         "--top-p: sampling parameters are only supported by the openai-compatible backends \
-         (vllm, openai, openai-chat), not openai-audio"
+         (vllm, openai, openai-chat, openai-responses), not openai-audio"
     );
     assert_eq!(
         invalid(&["--temperature", "nan"]),
@@ -1377,7 +1384,10 @@ fn engine_flags_resolve() {
 #[test]
 fn unimplemented_features_are_accepted_then_refused_by_name() {
     for (args, what) in [
-        (&["--backend", "openai-audio"][..], "--backend openai-audio"),
+        (
+            &["--dataset-name", "random-rerank"][..],
+            "--dataset-name random-rerank",
+        ),
         (&["--dataset-name", "hf"][..], "--dataset-name hf"),
         (&["--bfcl-categories", "simple"][..], "--bfcl-categories"),
         (&["--hf-subset", "x"][..], "--hf-subset"),

@@ -32,6 +32,9 @@ pub enum StreamApi {
     Chat,
     /// `/v1/responses`: events typed by their `type` (see [`super::responses_event`]).
     Responses,
+    /// `/v1/audio/transcriptions`: chat-shaped chunks (`choices[0].delta.content`), and
+    /// Python counts every chunk with choices as a token.
+    Audio,
 }
 
 /// Token counts of a `usage` object; a missing or `null` count is `None`.
@@ -67,7 +70,8 @@ impl ChunkFields<'_> {
     /// Whether Python 0.33 counts this chunk as a token event (first one sets TTFT, each
     /// later one adds an ITL entry).
     ///
-    /// Completions: any chunk with non-empty `choices`, even with empty or `null` text.
+    /// Completions and audio: any chunk with non-empty `choices`, even with empty or `null`
+    /// text (the audio role chunk too).
     /// Chat: non-empty `choices` whose delta has non-empty content or reasoning, or tool
     /// calls; the opening `{"role":"assistant","content":""}` chunk and an empty finish delta
     /// are not tokens.
@@ -76,7 +80,7 @@ impl ChunkFields<'_> {
             return false;
         }
         match api {
-            StreamApi::Completions => true,
+            StreamApi::Completions | StreamApi::Audio => true,
             StreamApi::Responses => false,
             StreamApi::Chat => {
                 let non_empty =
@@ -316,7 +320,7 @@ fn read_choices<'a>(
             ("text", StreamApi::Completions) => {
                 fields.text = opt_str(value, "choices[0].text")?;
             }
-            ("delta", StreamApi::Chat) => read_delta(value, fields)?,
+            ("delta", StreamApi::Chat | StreamApi::Audio) => read_delta(value, fields)?,
             ("finish_reason", _) => {
                 fields.finish_reason = opt_str(value, "choices[0].finish_reason")?;
             }

@@ -12,22 +12,15 @@ use super::{Backend, DatasetName};
 /// Everything accepted for compatibility but not implemented yet.
 pub const UNIMPLEMENTED: &[&str] = &[
     // Backends.
-    "--backend openai-audio",
     // Datasets.
-    "--dataset-name random-mm",
     "--dataset-name random-rerank",
     "--dataset-name hf",
-    "--dataset-name custom_audio",
     "--dataset-name custom_image",
     // Dataset features and the options of the datasets above.
     "--enable-multimodal-chat",
     "--plot-dataset-stats",
     "--random-batch-size",
     "--no-reranker",
-    "--random-mm-base-items-per-request",
-    "--random-mm-num-mm-items-range-ratio",
-    "--random-mm-limit-mm-per-prompt",
-    "--random-mm-bucket-config",
     "--hf-subset",
     "--hf-split",
     "--hf-name",
@@ -35,8 +28,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--hf-text-column",
     "--blazedit-min-distance",
     "--blazedit-max-distance",
-    "--asr-min-audio-len-sec",
-    "--asr-max-audio-len-sec",
     "--bfcl-categories",
     "--custom-ensure-client-side-data",
     // Rate control, output and request features.
@@ -113,6 +104,7 @@ mod tests {
                 "openai",
                 "openai-chat",
                 "openai-responses",
+                "openai-audio",
                 "openai-embeddings",
                 "openai-embeddings-chat",
                 "openai-embeddings-clip",
@@ -134,7 +126,9 @@ mod tests {
                 "sharegpt",
                 "burstgpt",
                 "random",
+                "random-mm",
                 "custom",
+                "custom_audio",
                 "prefix_repetition",
                 "spec_bench",
                 "speed_bench",

@@ -115,7 +115,7 @@ pub(super) fn sampling(
         first,
         format!(
             "sampling parameters are only supported by the openai-compatible backends \
-             (vllm, openai, openai-chat), not {backend}"
+             (vllm, openai, openai-chat, openai-responses), not {backend}"
         ),
     ))
 }

@@ -51,28 +51,35 @@ pub fn maybe_oversample(
     s: &Sampling,
     what: &str,
 ) -> Result<(), DatasetError> {
-    if !s.oversample || samples.len() >= s.num_requests {
-        return Ok(());
+    let have = samples.len();
+    let extra: Vec<SampleRequest> = oversample_picks(have, s, what)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, pick)| SampleRequest {
+            request_id: Some(s.request_id(have + i)),
+            ..samples[pick].clone()
+        })
+        .collect();
+    samples.extend(extra);
+    Ok(())
+}
+
+/// Which of `have` samples each oversampled request repeats (Python's
+/// `random.choice(requests)` per missing request, seeded), none when no oversampling is due.
+pub fn oversample_picks(have: usize, s: &Sampling, what: &str) -> Result<Vec<usize>, DatasetError> {
+    if !s.oversample || have >= s.num_requests {
+        return Ok(Vec::new());
     }
-    if samples.is_empty() {
+    if have == 0 {
         return Err(DatasetError::Unusable(format!(
             "{what}: no sample passed the selection, nothing to oversample from; check the \
              file and the length options"
         )));
     }
     let mut rng = PyRandom::new(s.seed);
-    let have = samples.len();
-    let extra: Vec<SampleRequest> = (0..s.num_requests - have)
-        .map(|i| {
-            let pick = rng.choice_index(have).expect("samples is not empty");
-            SampleRequest {
-                request_id: Some(s.request_id(have + i)),
-                ..samples[pick].clone()
-            }
-        })
-        .collect();
-    samples.extend(extra);
-    Ok(())
+    Ok((0..s.num_requests - have)
+        .map(|_| rng.choice_index(have).expect("have is not zero"))
+        .collect())
 }
 
 #[cfg(test)]

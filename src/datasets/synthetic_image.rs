@@ -25,6 +25,8 @@ use jpeg_encoder::{ColorType, Encoder, SamplingFactor};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
+use super::media::ContentPart;
+
 /// PIL's default JPEG quality (`Image.save(format="JPEG")`).
 pub const QUALITY: u8 = 75;
 /// Pixel rows of one MCU row at 4:2:0.
@@ -42,19 +44,6 @@ pub enum ImageError {
     Encode(#[from] jpeg_encoder::EncodingError),
     #[error("the JPEG encoder wrote no {0}; cannot splice images")]
     Layout(&'static str),
-}
-
-/// One chat content part, as the shared byte strings whose concatenation is its JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImagePart {
-    pub parts: Vec<Bytes>,
-}
-
-impl ImagePart {
-    /// The JSON of the part (tests, and the rare caller that needs it whole).
-    pub fn to_vec(&self) -> Vec<u8> {
-        self.parts.concat()
-    }
 }
 
 fn noise(rng: &mut StdRng, width: u16, height: u16) -> Vec<u8> {
@@ -147,7 +136,7 @@ impl ImageFamily {
     }
 
     /// The image drawn from `seed` as a content part.
-    pub fn image(&self, seed: u64) -> Result<ImagePart, ImageError> {
+    pub fn image(&self, seed: u64) -> Result<ContentPart, ImageError> {
         let mut rng = StdRng::seed_from_u64(seed);
         let (head, tail) = match &self.kind {
             Family::Small => {
@@ -177,7 +166,7 @@ impl ImageFamily {
                 (b64(&head), tails_b64[k].clone())
             }
         };
-        Ok(ImagePart {
+        Ok(ContentPart {
             parts: vec![
                 Bytes::from_static(PART_HEAD),
                 head,
@@ -193,7 +182,7 @@ mod tests {
     use super::*;
 
     /// The JPEG file inside a part.
-    fn jpeg_of(part: &ImagePart) -> Vec<u8> {
+    fn jpeg_of(part: &ContentPart) -> Vec<u8> {
         let json: serde_json::Value = serde_json::from_slice(&part.to_vec()).unwrap();
         assert_eq!(json["type"], "image_url");
         let url = json["image_url"]["url"].as_str().unwrap();
@@ -242,7 +231,7 @@ mod tests {
     #[test]
     fn the_tail_is_shared_not_copied() {
         let family = ImageFamily::new(48, 48, 0).unwrap();
-        let parts: Vec<ImagePart> = (0..6).map(|s| family.image(s).unwrap()).collect();
+        let parts: Vec<ContentPart> = (0..6).map(|s| family.image(s).unwrap()).collect();
         let Family::Spliced { tails_b64, .. } = &family.kind else {
             panic!("spliced");
         };

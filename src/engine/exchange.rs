@@ -438,7 +438,8 @@ impl Recording<'_> {
             }
         } else if let Some(u) = &chunk.usage {
             m.usage_completion_tokens = u.completion_tokens;
-            if u.prompt_tokens.is_some() {
+            // Python's audio loop reads only the completion count.
+            if u.prompt_tokens.is_some() && api != StreamApi::Audio {
                 m.usage_prompt_tokens = u.prompt_tokens;
             }
         }

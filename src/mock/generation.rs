@@ -38,6 +38,8 @@ pub enum Shape {
     Chat,
     /// `/v1/responses`: typed `response.*` events.
     Responses,
+    /// `/v1/audio/transcriptions`: `transcription.chunk` deltas, no opening role chunk.
+    Transcription,
 }
 
 /// One generation request, resolved.
@@ -64,9 +66,9 @@ pub struct Generation {
 }
 
 impl Generation {
-    /// Chat (`chat.completion.chunk`, `delta`) rather than completions (`text`).
+    /// Chat-shaped (`delta`) rather than completions (`text`).
     fn chat(&self) -> bool {
-        self.shape == Shape::Chat
+        matches!(self.shape, Shape::Chat | Shape::Transcription)
     }
 
     /// What a Responses event needs to know of this request.
@@ -93,6 +95,7 @@ impl Generation {
 
     fn object(&self, stream: bool) -> &'static str {
         match (self.chat(), stream) {
+            _ if self.shape == Shape::Transcription => "transcription.chunk",
             (true, true) => "chat.completion.chunk",
             (true, false) => "chat.completion",
             (false, _) => "text_completion",
@@ -189,7 +192,7 @@ impl Script {
             return self.build_responses(g, model_json);
         }
         self.role = self.event(|tmp| {
-            if g.chat() {
+            if g.shape == Shape::Chat {
                 g.open(tmp, model_json, true);
                 tmp.extend_from_slice(
                     b"\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}",

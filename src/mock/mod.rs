@@ -36,6 +36,7 @@ mod emission;
 mod endpoints;
 mod exchange;
 mod faults;
+mod form;
 mod generation;
 mod hash;
 mod io;

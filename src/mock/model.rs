@@ -13,6 +13,7 @@ use super::body::{self, Digest, GenerationBody, PoolingBody, RerankBody, Respons
 use super::ctx::{unix_now, WorkerCtx};
 use super::exchange::{self, Exchange, Request, Served};
 use super::faults::{self, FaultKind};
+use super::form;
 use super::generation::{self, End, Generation, Shape};
 use super::hash::SplitMix64;
 use super::response::{self, HeadOpts};
@@ -178,6 +179,8 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
 enum BadRequest {
     #[error(transparent)]
     Body(#[from] body::InvalidBody),
+    #[error(transparent)]
+    Form(#[from] form::FormError),
     #[error("{0} request without {1}")]
     Missing(&'static str, &'static str),
     #[error("max_tokens must be at least 1")]
@@ -236,6 +239,29 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
                 usage: true,
             };
             generation_job(ctx, seq, Shape::Responses, prompt, wanted)
+        }
+        Route::Transcriptions => {
+            let form = form::parse(body)?;
+            let number = |name| form.field(name).and_then(|v| v.trim().parse::<u64>().ok());
+            // The uploaded audio stands for the prompt: one token per KiB, at least one.
+            let file_len = form
+                .file_len
+                .ok_or(BadRequest::Missing("transcription", "a file"))?;
+            let prompt = Digest {
+                tokens: (file_len as u64 / 1024).max(1),
+                hash: file_len as u64,
+                items: vec![file_len as u64],
+                blocks: Vec::new(),
+            };
+            let stream =
+                form.field("stream") == Some("True") || form.field("stream") == Some("true");
+            let usage = matches!(form.field("stream_include_usage"), Some("True" | "true"));
+            let wanted = Wanted {
+                asked: number("max_completion_tokens"),
+                stream,
+                usage: usage || !stream,
+            };
+            generation_job(ctx, seq, Shape::Transcription, prompt, wanted)
         }
         Route::Embeddings | Route::EmbeddingsInfinity | Route::Pooling | Route::PoolingV1 => {
             let b: PoolingBody = body::parse(body)?;

@@ -22,6 +22,8 @@ pub enum Route {
     Embeddings,
     /// `POST /embeddings` (Infinity's path; answered like `/v1/embeddings`)
     EmbeddingsInfinity,
+    /// `POST /v1/audio/transcriptions` (a multipart form with the audio file)
+    Transcriptions,
     /// `POST /pooling`
     Pooling,
     /// `POST /v1/pooling`
@@ -43,7 +45,7 @@ pub enum Route {
 }
 
 /// Every route with its method and path; the index is the route's statistics slot.
-pub const ROUTES: [(Route, Method, &str); 17] = [
+pub const ROUTES: [(Route, Method, &str); 18] = [
     (Route::Models, Method::Get, "/v1/models"),
     (Route::Health, Method::Get, "/health"),
     (Route::Metrics, Method::Get, "/metrics"),
@@ -62,6 +64,11 @@ pub const ROUTES: [(Route, Method, &str); 17] = [
     // Last, so the statistics slots of the older routes keep their places.
     (Route::Responses, Method::Post, "/v1/responses"),
     (Route::EmbeddingsInfinity, Method::Post, "/embeddings"),
+    (
+        Route::Transcriptions,
+        Method::Post,
+        "/v1/audio/transcriptions",
+    ),
 ];
 
 /// Number of routes (statistics slots).
@@ -81,6 +88,7 @@ impl Route {
             Route::Completions
                 | Route::ChatCompletions
                 | Route::Responses
+                | Route::Transcriptions
                 | Route::Embeddings
                 | Route::EmbeddingsInfinity
                 | Route::Pooling

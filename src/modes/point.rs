@@ -9,12 +9,14 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 
 use crate::config::Config;
+use crate::engine::recorder::Record;
 use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
 use crate::engine::session::Chains;
 use crate::engine::{RunReport, Workload};
 use crate::metrics::probe::ProbeStats;
-use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
+use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetrics};
 use crate::metrics::steady_state::SteadyStateOutcome;
+use crate::metrics::RequestOutput;
 use crate::output::console::{
     render_block, render_notices, render_preamble, render_turn_block, Preamble,
 };
@@ -238,6 +240,17 @@ fn with_suffix(name: &str, suffix: &str) -> String {
     }
 }
 
+/// Python's `rtfx`: the audio seconds of the successful requests per second of the run.
+fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f64) -> f64 {
+    let secs: f64 = outputs
+        .iter()
+        .zip(records)
+        .filter(|(o, _)| o.success)
+        .filter_map(|(_, r)| audio_s.get(r.index as usize))
+        .sum();
+    secs / dur_s
+}
+
 /// Metrics, the console block, the steady-state block, our extras, and the result file.
 pub fn finish(
     config: &Config,
@@ -263,6 +276,11 @@ pub fn finish(
     };
     let mut report = BenchmarkReport::compute(outputs, &settings);
     report.probe = ProbeStats::of(&run.probes);
+    if let (Some(audio), TaskMetrics::Generation { metrics, .. }) =
+        (&plan.prepared.audio_s, &mut report.metrics)
+    {
+        metrics.rtfx = rtfx(outputs, &run.merged.records, audio, settings.duration_s);
+    }
     let steady = super::steady_state::measure(
         config,
         point.max_concurrency,
@@ -400,6 +418,7 @@ mod tests {
             probe: None,
             lora: None,
             warm: None,
+            audio_s: None,
         }
     }
 

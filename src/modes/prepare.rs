@@ -9,7 +9,10 @@ use anyhow::Result;
 use rayon::prelude::*;
 
 use crate::backends::conversation::ChatBody;
-use crate::backends::{build_body, Api, BodyError, BodyOptions, ResponseMode};
+use crate::backends::multipart;
+use crate::backends::{build_body, build_body_parts, Api, BodyError, BodyOptions, ResponseMode};
+
+use super::dataset::Media;
 use crate::config::{Config, DatasetParams};
 use crate::datasets::conversations::Conversations;
 use crate::datasets::SampleRequest;
@@ -41,6 +44,9 @@ pub struct Prepared {
     /// With LoRA, the first requests with the base model's `model` field: the ready check
     /// and the warm-ups use them, as Python's test request names `--model`.
     pub warm: Option<Arc<[PreparedRequest]>>,
+    /// `custom_audio`: each request's audio duration in seconds (Python's
+    /// `input_audio_duration`, for `rtfx`).
+    pub audio_s: Option<Arc<[f64]>>,
 }
 
 impl Prepared {
@@ -109,19 +115,40 @@ fn warm_requests(
     Ok(Some(built?.into()))
 }
 
+/// One request per sample; `media` gives each sample's images (`random-mm`: chat content
+/// parts) or audio file (`custom_audio`: a multipart upload), which the body references
+/// without copying.
 pub fn prepare(
     config: &Config,
     target: &Target,
     api: Api,
     model_name: &str,
     requests: &[SampleRequest],
+    media: Option<&Media>,
 ) -> Result<Prepared> {
     let head = head_template(config, target);
     let opts = adapter_options(config, model_name, requests.len());
+    // aiohttp draws a uuid4 boundary per form; one per run serves as well.
+    let boundary = format!("{:032x}", rand::random::<u128>());
+    let form_type = multipart::content_type(&boundary);
     let build = |i: usize, o: &BodyOptions| -> Result<PreparedRequest, BodyError> {
         let r = &requests[i];
-        let body = build_body(api, &r.prompt, r.expected_output_len, o)?;
-        Ok(head.build(r.request_id.as_deref(), Some("application/json"), &body))
+        let id = r.request_id.as_deref();
+        let json = Some("application/json");
+        match media {
+            Some(Media::Chat(mm)) if mm.get(i).is_some_and(|m| !m.parts.is_empty()) => {
+                let body = build_body_parts(api, &r.prompt, r.expected_output_len, o, &mm[i], id)?;
+                Ok(head.build_parts(id, json, body))
+            }
+            Some(Media::Audio(clips)) if api == Api::Audio => {
+                let body = multipart::audio_body(r.expected_output_len, o, &clips[i], &boundary);
+                Ok(head.build_parts(id, Some(&form_type), body))
+            }
+            _ => {
+                let body = build_body(api, &r.prompt, r.expected_output_len, o)?;
+                Ok(head.build(id, json, &body))
+            }
+        }
     };
     let built: Result<Vec<_>, BodyError> = (0..requests.len())
         .into_par_iter()
@@ -137,6 +164,10 @@ pub fn prepare(
         probe: None,
         lora: opts.plan(|r| r, requests.len()).map(Arc::new),
         warm: warm_requests(config, &opts, build, requests.len())?,
+        audio_s: match media {
+            Some(Media::Audio(clips)) => Some(clips.iter().map(|c| c.duration_s).collect()),
+            _ => None,
+        },
     })
 }
 
@@ -202,6 +233,7 @@ pub fn prepare_conversations(
         probe: None,
         lora: lora.map(Arc::new),
         warm,
+        audio_s: None,
     })
 }
 
@@ -237,6 +269,7 @@ pub fn prepare_trace(
         probe: None,
         lora: opts.plan(|r| r, n).map(Arc::new),
         warm,
+        audio_s: None,
     })
 }
 
@@ -259,6 +292,7 @@ mod tests {
             probe: None,
             lora: None,
             warm: None,
+            audio_s: None,
         };
         let w = p.subset(5, Some(2));
         assert_eq!(&*w.client_prompt_lens, &[10, 11, 12, 10, 11]);
