@@ -460,3 +460,54 @@ fn openai_audio_and_custom_audio_go_together() {
         assert!(run.stderr.contains(needle), "{}", run.stderr);
     }
 }
+
+#[test]
+fn custom_image_sends_image_urls_and_interleaved_content_as_python() {
+    let server = mock(|c| c.request_log_bodies = true);
+    let dir = TempDir::new("custom-image");
+    let jsonl = dir.path().join("images.jsonl");
+    std::fs::write(
+        &jsonl,
+        concat!(
+            r#"{"prompt": "How many blocks?", "image_files": ["img/a.png", "https://h/b.jpg"]}"#,
+            "\n",
+            r#"{"content": [{"type": "text", "text": "Compare "}, {"type": "image", "image": "c.png"}]}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    run(
+        &server,
+        &dir,
+        2,
+        &[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "custom_image",
+            "--dataset-path",
+            jsonl.to_str().unwrap(),
+            "--custom-output-len",
+            "3",
+            "--disable-shuffle",
+        ],
+    );
+    let doc = saved(&dir);
+    assert_eq!(count(&doc, "completed"), 2);
+    let sent = bodies(&server, "/v1/chat/completions");
+    let contents: Vec<&Value> = sent[sent.len() - 2..]
+        .iter()
+        .map(|(_, _, b)| &b["messages"][0]["content"])
+        .collect();
+    let want_legacy = serde_json::json!([
+        {"type": "text", "text": "How many blocks?"},
+        {"type": "image_url", "image_url": {"url": "file://img/a.png"}},
+        {"type": "image_url", "image_url": {"url": "https://h/b.jpg"}}
+    ]);
+    let want_content = serde_json::json!([
+        {"type": "text", "text": "Compare "},
+        {"type": "image_url", "image_url": {"url": "file://c.png"}}
+    ]);
+    assert!(contents.contains(&&want_legacy), "{contents:?}");
+    assert!(contents.contains(&&want_content), "{contents:?}");
+}

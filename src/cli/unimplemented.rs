@@ -15,7 +15,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     // Datasets.
     "--dataset-name random-rerank",
     "--dataset-name hf",
-    "--dataset-name custom_image",
     // Dataset features and the options of the datasets above.
     "--enable-multimodal-chat",
     "--plot-dataset-stats",
@@ -129,6 +128,7 @@ mod tests {
                 "random-mm",
                 "custom",
                 "custom_audio",
+                "custom_image",
                 "prefix_repetition",
                 "spec_bench",
                 "speed_bench",

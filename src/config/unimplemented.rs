@@ -42,11 +42,11 @@ mod tests {
             check(&cli).unwrap_err().message(),
             ConfigError::not_implemented("--random-batch-size").message()
         );
-        let cli = parse(&["--dataset-name", "custom_image"]).unwrap();
+        let cli = parse(&["--dataset-name", "random-rerank"]).unwrap();
         assert!(check(&cli)
             .unwrap_err()
             .message()
-            .starts_with("--dataset-name custom_image: not implemented yet"));
+            .starts_with("--dataset-name random-rerank: not implemented yet"));
         let cli = parse(&["--dataset-name", "hf"]).unwrap();
         assert!(check(&cli)
             .unwrap_err()

@@ -15,6 +15,7 @@ pub mod burstgpt;
 pub mod chat_format;
 pub mod conversations;
 pub mod custom;
+pub mod custom_image;
 pub mod error;
 pub mod hub_file;
 pub mod max_model_len;

@@ -27,6 +27,7 @@ use crate::datasets::conversations::{
     self, Conversations, ShareGptConversationOptions, SyntheticOptions,
 };
 use crate::datasets::custom::{Custom, CustomOptions};
+use crate::datasets::custom_image::CustomImage;
 use crate::datasets::hub_file::{dataset_file, HubAccess};
 use crate::datasets::max_model_len::retain_within;
 use crate::datasets::media::ChatMedia;
@@ -109,6 +110,12 @@ pub fn for_run(
     {
         let (requests, clips) = Cx::new(config, tokenizer).custom_audio(p)?;
         return Ok(RunDataset::Multimodal(requests, Media::Audio(clips)));
+    }
+    if let (DatasetParams::Custom(p), DatasetName::CustomImage) =
+        (&config.dataset.params, config.dataset.name)
+    {
+        let (requests, media) = Cx::new(config, tokenizer).custom_image(p)?;
+        return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
     }
     let mut requests = build(config, tokenizer)?;
     if let Some(endpoint) = align {
@@ -303,6 +310,20 @@ impl<'a> Cx<'a> {
             .map(|(_, f)| clips[f.as_str()].clone())
             .collect();
         Ok((pairs.into_iter().map(|(r, _)| r).collect(), per_request))
+    }
+
+    /// `custom_image`: the rows' prompts and their image (or interleaved) content parts.
+    fn custom_image(&self, p: &CustomParams) -> Result<(Vec<SampleRequest>, Vec<ChatMedia>)> {
+        let data = CustomImage::load(self.path("FILE.jsonl")?)?;
+        // Python sends `output_len or 0`: -1 would be sent as is, and rejected.
+        let output_len = p.output_len.context(
+            "--dataset-name custom_image: rows carry no output length; give \
+             --custom-output-len N (N > 0)",
+        )?;
+        Ok(data
+            .sample(&self.sampling, output_len, self.tokenizer)?
+            .into_iter()
+            .unzip())
     }
 
     fn custom(&self, p: &CustomParams) -> Result<Vec<SampleRequest>> {
