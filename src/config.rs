@@ -115,6 +115,7 @@ impl Config {
         let model = model(&cli)?;
         let dataset = dataset::resolve(&cli, server.backend)?;
         check_dataset_backend(dataset.name, server.backend)?;
+        check_multimodal_chat(&dataset)?;
         let rate = rate::resolve(&cli)?;
         let sampling = request::sampling(&cli, &mut warnings)?;
         let request = request::options(&cli, &sampling)?;
@@ -173,6 +174,20 @@ fn model(cli: &Cli) -> Result<ModelConfig, ConfigError> {
         trust_remote_code: m.trust_remote_code,
         skip_tokenizer_init: m.skip_tokenizer_init,
     })
+}
+
+/// `--enable-multimodal-chat` is implemented for ShareGPT's `image`/`video` entries only.
+fn check_multimodal_chat(dataset: &DatasetConfig) -> Result<(), ConfigError> {
+    if dataset.enable_multimodal_chat && dataset.name != DatasetName::Sharegpt {
+        return Err(ConfigError::flag(
+            "--enable-multimodal-chat",
+            format!(
+                "implemented for --dataset-name sharegpt only (not yet for {}); remove it",
+                dataset.name.name()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Python: timed_trace sends token-id prompts and needs a completions backend. We also

@@ -511,3 +511,83 @@ fn custom_image_sends_image_urls_and_interleaved_content_as_python() {
     assert!(contents.contains(&&want_legacy), "{contents:?}");
     assert!(contents.contains(&&want_content), "{contents:?}");
 }
+
+#[test]
+fn sharegpt_image_and_video_entries_follow_the_text_or_become_the_chat_content() {
+    let dir = TempDir::new("sharegpt-mm");
+    let entry = |q: &str, key: &str, path: &str| {
+        serde_json::json!({
+            "conversations": [
+                {"from": "human", "value": q},
+                {"from": "gpt", "value": "an answer long enough to be kept by the filter"}
+            ],
+            key: path
+        })
+    };
+    let file = dir.path().join("mm.json");
+    let list = serde_json::json!([
+        entry("What is in this picture, please?", "image", "pics/cat.png"),
+        entry(
+            "What happens in this video, please?",
+            "video",
+            "https://h/v.mp4"
+        ),
+    ]);
+    std::fs::write(&file, list.to_string()).unwrap();
+    for chat in [false, true] {
+        let server = mock(|c| c.request_log_bodies = true);
+        let mut extra = vec![
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            file.to_str().unwrap(),
+            "--sharegpt-output-len",
+            "4",
+            "--disable-shuffle",
+        ];
+        if chat {
+            extra.push("--enable-multimodal-chat");
+        }
+        run(&server, &dir, 2, &extra);
+        let sent = bodies(&server, "/v1/chat/completions");
+        let contents: Vec<String> = sent[sent.len() - 2..]
+            .iter()
+            .map(|(_, _, b)| b["messages"][0]["content"].to_string())
+            .collect();
+        let text_key = if chat {
+            r#"{"text":"What is in this picture, please?","type":"text"}"#
+        } else {
+            r#"{"type":"text","text":"What is in this picture, please?"}"#
+        };
+        let image = format!(
+            r#"[{text_key},{{"type":"image_url","image_url":{{"url":"file://pics/cat.png"}}}}]"#
+        );
+        assert!(contents.contains(&image), "{chat}: {contents:?}");
+        assert!(
+            contents
+                .iter()
+                .any(|c| c
+                    .ends_with(r#"{"type":"video_url","video_url":{"url":"https://h/v.mp4"}}]"#)),
+            "{contents:?}"
+        );
+    }
+    let refused = vllm_bench(
+        &[
+            "--mock-server",
+            "--num-prompts",
+            "2",
+            "--enable-multimodal-chat",
+        ],
+        dir.path(),
+    );
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused
+            .stderr
+            .contains("--enable-multimodal-chat: implemented for --dataset-name sharegpt only"),
+        "{}",
+        refused.stderr
+    );
+}

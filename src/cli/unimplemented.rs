@@ -16,7 +16,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--dataset-name random-rerank",
     "--dataset-name hf",
     // Dataset features and the options of the datasets above.
-    "--enable-multimodal-chat",
     "--plot-dataset-stats",
     "--random-batch-size",
     "--no-reranker",

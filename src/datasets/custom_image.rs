@@ -39,7 +39,7 @@ pub struct CustomImage {
 }
 
 /// Python's `process_image` of a string: the URL sent.
-fn image_url(image: &str) -> String {
+pub(super) fn image_url(image: &str) -> String {
     const AS_IS: [&str; 4] = ["http://", "https://", "file://", "data:image/"];
     if AS_IS.iter().any(|p| image.starts_with(p)) {
         image.to_string()

@@ -29,7 +29,7 @@ use crate::datasets::conversations::{
 use crate::datasets::custom::{Custom, CustomOptions};
 use crate::datasets::custom_image::CustomImage;
 use crate::datasets::hub_file::{dataset_file, HubAccess};
-use crate::datasets::max_model_len::retain_within;
+use crate::datasets::max_model_len::{fits, retain_within};
 use crate::datasets::media::ChatMedia;
 use crate::datasets::prefix_repetition::{self, PrefixRepetitionOptions};
 use crate::datasets::random::{self, RandomConfig};
@@ -117,6 +117,16 @@ pub fn for_run(
         let (requests, media) = Cx::new(config, tokenizer).custom_image(p)?;
         return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
     }
+    if let DatasetParams::ShareGpt { output_len } = &config.dataset.params {
+        let cx = Cx::new(config, tokenizer);
+        let data = ShareGpt::load(&sharegpt_path(config.dataset.path.as_deref())?)?;
+        if data.has_media() {
+            let (requests, media) = cx.sharegpt_media(&data, *output_len)?;
+            return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
+        }
+        let requests = cx.sharegpt_from(&data, *output_len)?;
+        return Ok(RunDataset::Requests(within_max_model_len(config, requests)));
+    }
     let mut requests = build(config, tokenizer)?;
     if let Some(endpoint) = align {
         if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
@@ -148,14 +158,19 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
             ds.name.name()
         ),
     };
-    Ok(match ds.max_model_len {
+    Ok(within_max_model_len(config, requests))
+}
+
+/// `--max-model-len`: the requests that fit (the dropped ones are noted).
+fn within_max_model_len(config: &Config, requests: Vec<SampleRequest>) -> Vec<SampleRequest> {
+    match config.dataset.max_model_len {
         Some(max) => {
             let (kept, dropped) = retain_within(requests, max);
             note_dropped(dropped);
             kept
         }
         None => requests,
-    })
+    }
 }
 
 /// `--multi-turn`: synthetic conversations from the random dataset's flags, or ShareGPT's
@@ -280,9 +295,37 @@ impl<'a> Cx<'a> {
     }
 
     fn sharegpt(&self, output_len: Option<usize>) -> Result<Vec<SampleRequest>> {
-        let tok = self.tok("the sharegpt dataset")?;
         let data = ShareGpt::load(&sharegpt_path(self.config.dataset.path.as_deref())?)?;
+        self.sharegpt_from(&data, output_len)
+    }
+
+    fn sharegpt_from(
+        &self,
+        data: &ShareGpt,
+        output_len: Option<usize>,
+    ) -> Result<Vec<SampleRequest>> {
+        let tok = self.tok("the sharegpt dataset")?;
         Ok(data.sample(&self.sampling, ShareGptOptions { output_len }, tok)?)
+    }
+
+    /// ShareGPT entries with `image`/`video` keys: each request and its content parts,
+    /// `--max-model-len` applied to the pairs.
+    fn sharegpt_media(
+        &self,
+        data: &ShareGpt,
+        output_len: Option<usize>,
+    ) -> Result<(Vec<SampleRequest>, Vec<ChatMedia>)> {
+        let tok = self.tok("the sharegpt dataset")?;
+        let opts = ShareGptOptions { output_len };
+        let chat = self.config.dataset.enable_multimodal_chat;
+        let pairs = data.sample_with_media(&self.sampling, opts, tok, chat)?;
+        let before = pairs.len();
+        let kept: Vec<_> = match self.config.dataset.max_model_len {
+            Some(max) => pairs.into_iter().filter(|(r, _)| fits(r, max)).collect(),
+            None => pairs,
+        };
+        note_dropped(before - kept.len());
+        Ok(kept.into_iter().unzip())
     }
 
     /// `custom_audio`: the custom samples and each one's WAV, every distinct file read and
