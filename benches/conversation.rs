@@ -58,7 +58,7 @@ fn plan(turns: usize) -> ConversationPlan {
         ..BodyOptions::default()
     };
     let body = ChatBody::new(&opts, true).expect("chat body");
-    ConversationPlan::new(&conversations, head, body, Duration::ZERO)
+    ConversationPlan::new(&conversations, head, vec![body], Duration::ZERO)
 }
 
 fn multi_turn(c: &mut Criterion) {

@@ -118,6 +118,7 @@ impl Config {
         let model = model(&cli)?;
         let dataset = dataset::resolve(&cli, server.backend)?;
         check_dataset_backend(dataset.name, server.backend)?;
+        check_multimodal_chat(&dataset)?;
         let rate = rate::resolve(&cli)?;
         let sampling = request::sampling(&cli, &mut warnings)?;
         let request = request::options(&cli, &sampling)?;
@@ -180,6 +181,20 @@ fn model(cli: &Cli) -> Result<ModelConfig, ConfigError> {
     })
 }
 
+/// `--enable-multimodal-chat` is implemented for ShareGPT's `image`/`video` entries only.
+fn check_multimodal_chat(dataset: &DatasetConfig) -> Result<(), ConfigError> {
+    if dataset.enable_multimodal_chat && dataset.name != DatasetName::Sharegpt {
+        return Err(ConfigError::flag(
+            "--enable-multimodal-chat",
+            format!(
+                "implemented for --dataset-name sharegpt only (not yet for {}); remove it",
+                dataset.name.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Python: timed_trace sends token-id prompts and needs a completions backend. We also
 /// replay to chat, whose messages carry the prompt decoded to text.
 fn check_dataset_backend(dataset: DatasetName, backend: Backend) -> Result<(), ConfigError> {
@@ -201,8 +216,26 @@ fn check_dataset_backend(dataset: DatasetName, backend: Backend) -> Result<(), C
         return Err(ConfigError::flag(
             "--dataset-name random-rerank",
             format!(
-                "builds scoring requests (a query and documents) for --backend vllm-rerank or                  an embeddings/pooling backend, not {backend}"
+                "builds scoring requests (a query and documents) for --backend vllm-rerank or \
+                 an embeddings/pooling backend, not {backend}"
             ),
+        ));
+    }
+    // Python's openai-audio raises on anything but a custom_audio sample, and its chat
+    // backends cannot serialize custom_audio's decoded audio: every request would fail.
+    if backend == Backend::OpenaiAudio && dataset != DatasetName::CustomAudio {
+        return Err(ConfigError::flag(
+            "--backend openai-audio",
+            format!(
+                "needs --dataset-name custom_audio (it uploads each row's audio file), not {}",
+                dataset.name()
+            ),
+        ));
+    }
+    if dataset == DatasetName::CustomAudio && backend != Backend::OpenaiAudio {
+        return Err(ConfigError::flag(
+            "--dataset-name custom_audio",
+            format!("needs --backend openai-audio, not {backend}"),
         ));
     }
     Ok(())

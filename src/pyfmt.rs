@@ -1,4 +1,5 @@
-//! Python's text forms of numbers: `repr(float)` / `str(float)` and `format(x, ".2f")`.
+//! Python's text forms of numbers: `repr(float)` / `str(float)` and `format(x, ".2f")`, and
+//! of the JSON documents Python's client puts in error messages (`json.dumps`).
 //! (Reading numbers the way `float()` does is `cli::pyvalue::py_float`.)
 //!
 //! The console block, the result JSON, the result file name and several messages embed
@@ -108,9 +109,97 @@ pub fn fixed2(x: f64) -> String {
     format!("{x:.2}")
 }
 
+/// Python's `json.dumps(value)` with its defaults: `", "` and `": "` separators, keys in
+/// document order, non-ASCII escaped (`ensure_ascii=True`), floats as `repr`. Used for the
+/// error text of a failed request, which Python builds this way (so results compare equal).
+pub fn json_dumps(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    push_json(&mut out, value);
+    out
+}
+
+fn push_json(out: &mut String, value: &serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => {
+                let _ = write!(out, "{i}");
+            }
+            (None, Some(u), _) => {
+                let _ = write!(out, "{u}");
+            }
+            (_, _, Some(f)) => push_float_repr(out, f),
+            _ => out.push_str("null"),
+        },
+        Value::String(s) => push_json_str(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                push_json(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            out.push('{');
+            for (i, (k, v)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                push_json_str(out, k);
+                out.push_str(": ");
+                push_json(out, v);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// A JSON string literal as Python's `json` writes it with `ensure_ascii=True`.
+fn push_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            ' '..='~' => out.push(c),
+            _ => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+        }
+    }
+    out.push('"');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_dumps_matches_python() {
+        // Expected texts from CPython 3.12 `json.dumps`.
+        let v: serde_json::Value = serde_json::from_str(
+            r#"{"type":"error","code":"server_error","message":"caf\u00e9 \"x\"\n\ud83d\ude00","param":null,"n":[1,2.5,1e-05,true,-3]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            json_dumps(&v),
+            r#"{"type": "error", "code": "server_error", "message": "caf\u00e9 \"x\"\n\ud83d\ude00", "param": null, "n": [1, 2.5, 1e-05, true, -3]}"#
+        );
+        assert_eq!(json_dumps(&serde_json::json!({})), "{}");
+    }
 
     #[test]
     fn repr_matches_python() {

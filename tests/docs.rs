@@ -84,13 +84,13 @@ fn no_refused_flag_is_documented_as_working() {
 
 #[test]
 fn the_check_sees_a_refused_flag_and_its_refusal() {
-    let block = "vllm-bench --mock-server \\\n  --lora-assignment random\n";
+    let block = "vllm-bench --mock-server \\\n  --bfcl-categories simple\n";
     let cmds = commands(block);
-    assert_eq!(refused_in(&cmds[0]), ["--lora-assignment"]);
+    assert_eq!(refused_in(&cmds[0]), ["--bfcl-categories"]);
     assert!(refused_in(&commands("vllm-bench --dataset-name random\n")[0]).is_empty());
     assert_eq!(
-        refused_in(&commands("vllm-bench --dataset-name custom_audio # a\n")[0]),
-        ["--dataset-name custom_audio"]
+        refused_in(&commands("vllm-bench --custom-ensure-client-side-data # a\n")[0]),
+        ["--custom-ensure-client-side-data"]
     );
     assert_eq!(code_blocks("a\n```sh\nx\n```\nb\n"), ["x\n"]);
 }

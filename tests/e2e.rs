@@ -45,7 +45,7 @@ fn path_arg(p: PathBuf) -> String {
 
 /// `--base-url` at `server`, its model, a local tokenizer, a small random dataset, and the
 /// result file in `dir`.
-fn base_args(server: &MockServer, dir: &TempDir, num_prompts: usize) -> Vec<String> {
+pub(crate) fn base_args(server: &MockServer, dir: &TempDir, num_prompts: usize) -> Vec<String> {
     [
         "--base-url",
         &server.base_url(),
@@ -76,7 +76,7 @@ fn base_args(server: &MockServer, dir: &TempDir, num_prompts: usize) -> Vec<Stri
     .collect()
 }
 
-fn run_with(args: &[String], extra: &[&str], dir: &TempDir) -> Run {
+pub(crate) fn run_with(args: &[String], extra: &[&str], dir: &TempDir) -> Run {
     let all: Vec<&str> = args
         .iter()
         .map(String::as_str)
@@ -88,7 +88,7 @@ fn run_with(args: &[String], extra: &[&str], dir: &TempDir) -> Run {
 }
 
 /// The saved result file (one JSON object) with its key order.
-fn saved(dir: &TempDir) -> Map<String, Value> {
+pub(crate) fn saved(dir: &TempDir) -> Map<String, Value> {
     let text = std::fs::read_to_string(dir.path().join(RESULT)).expect("result file saved");
     serde_json::from_str(&text).expect("result file is one JSON object")
 }
@@ -131,14 +131,14 @@ const GEN_PERCENTILES: [&str; 4] = [
 ];
 const POOL_PERCENTILES: [&str; 2] = ["--metric-percentiles", "50,90,99"];
 
-fn count(doc: &Map<String, Value>, key: &str) -> u64 {
+pub(crate) fn count(doc: &Map<String, Value>, key: &str) -> u64 {
     doc.get(key)
         .and_then(Value::as_u64)
         .unwrap_or_else(|| panic!("{key} is not a count in {doc:?}"))
 }
 
 /// Requests the mock logged on `path`, arrival offsets in seconds, sorted.
-fn arrivals(server: &MockServer, path: &str) -> Vec<f64> {
+pub(crate) fn arrivals(server: &MockServer, path: &str) -> Vec<f64> {
     let mut a: Vec<f64> = server
         .request_log()
         .iter()
@@ -150,7 +150,7 @@ fn arrivals(server: &MockServer, path: &str) -> Vec<f64> {
 }
 
 /// completed + failed = num_prompts, with failures equal to the non-empty `errors`.
-fn assert_accounted(doc: &Map<String, Value>, n: u64) {
+pub(crate) fn assert_accounted(doc: &Map<String, Value>, n: u64) {
     let errors = doc["errors"].as_array().expect("errors list");
     let failed = errors
         .iter()
@@ -164,7 +164,7 @@ fn assert_accounted(doc: &Map<String, Value>, n: u64) {
 
 #[test]
 fn every_backend_sends_each_request_once_and_saves_pythons_keys() {
-    let cases: [(&str, &str, &[&str], &str); 6] = [
+    let cases: [(&str, &str, &[&str], &str); 12] = [
         ("vllm", "/v1/completions", &GEN_PERCENTILES, GOLDEN_01),
         ("openai", "/v1/completions", &GEN_PERCENTILES, GOLDEN_01),
         (
@@ -174,8 +174,44 @@ fn every_backend_sends_each_request_once_and_saves_pythons_keys() {
             GOLDEN_01,
         ),
         (
+            "openai-responses",
+            "/v1/responses",
+            &GEN_PERCENTILES,
+            GOLDEN_01,
+        ),
+        (
             "openai-embeddings",
             "/v1/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "openai-embeddings-chat",
+            "/v1/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "openai-embeddings-clip",
+            "/v1/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "openai-embeddings-vlm2vec",
+            "/v1/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "infinity-embeddings",
+            "/embeddings",
+            &POOL_PERCENTILES,
+            GOLDEN_06,
+        ),
+        (
+            "infinity-embeddings-clip",
+            "/embeddings",
             &POOL_PERCENTILES,
             GOLDEN_06,
         ),

@@ -320,7 +320,7 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
         .build()
         .unwrap();
     let requests = pool
-        .install(|| replay.prepare(api, &head, &opts, "trace-", Some(&tok)))
+        .install(|| replay.prepare(api, &head, &|_| &opts, "trace-", Some(&tok)))
         .unwrap();
     assert_eq!(requests.len(), 6);
 
@@ -576,7 +576,7 @@ fn full_trace_requests_build_from_shared_blocks() {
     };
     let before = peak_rss_mib();
     let requests = replay
-        .prepare(Api::Completions, &head, &opts, "r-", Some(&tok))
+        .prepare(Api::Completions, &head, &|_| &opts, "r-", Some(&tok))
         .unwrap();
     let wire: usize = requests.iter().map(|r| r.len()).sum();
     let parts: usize = requests.iter().map(|r| r.parts.len()).sum();

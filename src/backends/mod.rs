@@ -6,12 +6,15 @@
 //! on [`crate::cli::Backend`]; this module only maps them to an [`Api`].
 
 pub mod conversation;
+pub mod multipart;
+pub mod responses_event;
 pub mod stream_chunk;
 
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::cli::Backend;
+use crate::datasets::media::ChatMedia;
 use crate::datasets::Prompt;
 use stream_chunk::StreamApi;
 
@@ -33,10 +36,26 @@ pub enum Api {
     Completions,
     /// `openai-chat`: `/v1/chat/completions`, streamed.
     Chat,
+    /// `openai-responses`: `/v1/responses`, streamed as typed events.
+    Responses,
     /// `openai-embeddings`: `/v1/embeddings` with `input`.
     Embeddings,
     /// `openai-embeddings-chat`: `/v1/embeddings` with `messages`.
     EmbeddingsChat,
+    /// `openai-embeddings-clip`: `/v1/embeddings` with `messages` (Python empties the text
+    /// of a request that carries an image).
+    EmbeddingsClip,
+    /// `openai-embeddings-vlm2vec`: `/v1/embeddings` with `messages` (Python rewrites the
+    /// text of a request that carries an image, and puts the image first).
+    EmbeddingsVlm2vec,
+    /// `openai-audio`: `/v1/audio/transcriptions`, a multipart form with the audio file,
+    /// streamed (see [`multipart`]).
+    Audio,
+    /// `infinity-embeddings`: Infinity's `/embeddings` with `input`.
+    Infinity,
+    /// `infinity-embeddings-clip`: the same for text; Python's client fails a request that
+    /// carries a list of images (it asserts one image dict), so those are refused.
+    InfinityClip,
     /// `vllm-pooling`: `/pooling`.
     Pooling,
     /// `vllm-rerank`: `/rerank`.
@@ -49,16 +68,16 @@ impl Api {
         match backend {
             Backend::Vllm | Backend::Openai => Some(Api::Completions),
             Backend::OpenaiChat => Some(Api::Chat),
+            Backend::OpenaiResponses => Some(Api::Responses),
             Backend::OpenaiEmbeddings => Some(Api::Embeddings),
             Backend::OpenaiEmbeddingsChat => Some(Api::EmbeddingsChat),
+            Backend::OpenaiEmbeddingsClip => Some(Api::EmbeddingsClip),
+            Backend::OpenaiEmbeddingsVlm2vec => Some(Api::EmbeddingsVlm2vec),
+            Backend::InfinityEmbeddings => Some(Api::Infinity),
+            Backend::InfinityEmbeddingsClip => Some(Api::InfinityClip),
             Backend::VllmPooling => Some(Api::Pooling),
             Backend::VllmRerank => Some(Api::Rerank),
-            Backend::OpenaiResponses
-            | Backend::OpenaiAudio
-            | Backend::OpenaiEmbeddingsClip
-            | Backend::OpenaiEmbeddingsVlm2vec
-            | Backend::InfinityEmbeddings
-            | Backend::InfinityEmbeddingsClip => None,
+            Backend::OpenaiAudio => Some(Api::Audio),
         }
     }
 
@@ -72,9 +91,16 @@ impl Api {
         match self {
             Api::Completions => ResponseMode::Stream(StreamApi::Completions),
             Api::Chat => ResponseMode::Stream(StreamApi::Chat),
-            Api::Embeddings | Api::EmbeddingsChat | Api::Pooling | Api::Rerank => {
-                ResponseMode::Whole
-            }
+            Api::Responses => ResponseMode::Stream(StreamApi::Responses),
+            Api::Audio => ResponseMode::Stream(StreamApi::Audio),
+            Api::Embeddings
+            | Api::EmbeddingsChat
+            | Api::EmbeddingsClip
+            | Api::EmbeddingsVlm2vec
+            | Api::Infinity
+            | Api::InfinityClip
+            | Api::Pooling
+            | Api::Rerank => ResponseMode::Whole,
         }
     }
 }
@@ -137,13 +163,36 @@ fn body_fields(api: Api, prompt: Value, output_len: usize, opts: &BodyOptions) -
             body.insert("stream".into(), json!(true));
             body.insert("stream_options".into(), json!({ "include_usage": true }));
         }
+        // Sent as a form by `multipart`; as JSON (a probe, a body without its audio) it is
+        // the same payload.
+        Api::Audio => {
+            body.insert("max_completion_tokens".into(), json!(output_len));
+            body.insert("stream".into(), json!(true));
+            body.insert("language".into(), json!("en"));
+            body.insert("stream_include_usage".into(), json!(true));
+            body.insert("stream_continuous_usage_stats".into(), json!(true));
+            let _ = prompt;
+        }
+        Api::Responses => {
+            body.insert("input".into(), prompt);
+            body.insert("max_output_tokens".into(), json!(output_len));
+            body.insert("stream".into(), json!(true));
+            // Python: a server keeping stored responses would grow its heap over a run.
+            body.insert("store".into(), json!(false));
+        }
         Api::Embeddings => {
             body.insert("input".into(), prompt);
             body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
-        Api::EmbeddingsChat => {
+        // A text-only request: Python's clip and vlm2vec preprocessing only touch requests
+        // with multimodal content, so all three send the embeddings-chat body.
+        Api::EmbeddingsChat | Api::EmbeddingsClip | Api::EmbeddingsVlm2vec => {
             body.insert("messages".into(), chat_messages(prompt));
             body.insert("truncate_prompt_tokens".into(), json!(-1));
+        }
+        // Infinity has no truncate_prompt_tokens.
+        Api::Infinity | Api::InfinityClip => {
+            body.insert("input".into(), prompt);
         }
         Api::Pooling => {
             body.insert("truncate_prompt_tokens".into(), json!(-1));
@@ -190,6 +239,18 @@ pub enum BodyError {
          from --extra-body"
     )]
     ExtraBodyMessages,
+    #[error(
+        "--backend infinity-embeddings-clip cannot send a list of images: Python's client \
+         asserts a single image and fails every such request; use infinity-embeddings or \
+         openai-embeddings-clip"
+    )]
+    InfinityImages,
+    #[error(
+        "custom_image rows with \"content\" need a chat backend (openai-chat or an \
+         openai-embeddings-chat variant): Python sends the part list as the prompt, which \
+         only chat servers read"
+    )]
+    ContentNeedsChat,
 }
 
 fn serialize(body: &Value) -> Result<Vec<u8>, BodyError> {
@@ -204,6 +265,115 @@ pub fn build_body(
     opts: &BodyOptions,
 ) -> Result<Vec<u8>, BodyError> {
     serialize(&body_fields(api, prompt_value(prompt), output_len, opts))
+}
+
+/// Stands for the multimodal items in a chat content list while the body is serialized.
+const MM_SLOT: &str = "\0vllm-bench-mm\0";
+
+/// Where the multimodal items go in a chat `content` list (Python's `mm_position`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MmPosition {
+    First,
+    Last,
+    /// The items are the whole content.
+    Only,
+}
+
+/// The text part and the item position of a request with multimodal content, as Python's
+/// request functions arrange them; `None` when the API does not send the items (Python
+/// drops them for completions, responses, embeddings, pooling and rerank, and infinity
+/// sends the text when there is one).
+fn mm_layout(
+    api: Api,
+    prompt: &Prompt,
+    request_id: Option<&str>,
+) -> Result<Option<(Value, MmPosition)>, BodyError> {
+    Ok(match api {
+        Api::Chat | Api::EmbeddingsChat => Some((prompt_value(prompt), MmPosition::Last)),
+        // _preprocess_clip: an image request's text is empty.
+        Api::EmbeddingsClip => Some((Value::String(String::new()), MmPosition::Last)),
+        // _preprocess_vlm2vec: even request numbers (or none) send the image-only prompt.
+        Api::EmbeddingsVlm2vec => {
+            let idx = request_id.and_then(trailing_number);
+            let text = match idx {
+                Some(i) if i % 2 == 1 => {
+                    let prompt = match prompt {
+                        Prompt::Text(t) => t.to_string(),
+                        Prompt::TokenIds(_) | Prompt::Texts(_) => prompt_value(prompt).to_string(),
+                    };
+                    format!("Represent the given image with the following question: {prompt}")
+                }
+                _ => "Represent the given image.".to_string(),
+            };
+            Some((Value::String(text), MmPosition::First))
+        }
+        Api::InfinityClip => return Err(BodyError::InfinityImages),
+        Api::Completions
+        | Api::Responses
+        | Api::Audio
+        | Api::Embeddings
+        | Api::Infinity
+        | Api::Pooling
+        | Api::Rerank => None,
+    })
+}
+
+/// The number a request id ends with (Python's `_try_extract_request_idx`).
+fn trailing_number(id: &str) -> Option<u64> {
+    let digits = id.len() - id.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    id[id.len() - digits..].parse().ok()
+}
+
+/// The body of a request with multimodal content `mm` (chat content parts, each a JSON
+/// object as shared byte strings), as parts: the items are never copied into the body.
+/// Without items, or for an API that does not send them, it is [`build_body`]'s body.
+pub fn build_body_parts(
+    api: Api,
+    prompt: &Prompt,
+    output_len: usize,
+    opts: &BodyOptions,
+    media: &ChatMedia,
+    request_id: Option<&str>,
+) -> Result<Vec<Bytes>, BodyError> {
+    let mm = &media.parts[..];
+    let layout = match (mm.is_empty(), media.replaces_text) {
+        (true, _) => None,
+        // Python's prompt is the part list: chat-like APIs send it as the content.
+        (false, true) => match api {
+            Api::Chat | Api::EmbeddingsChat | Api::EmbeddingsClip | Api::EmbeddingsVlm2vec => {
+                Some((Value::Null, MmPosition::Only))
+            }
+            _ => return Err(BodyError::ContentNeedsChat),
+        },
+        (false, false) => mm_layout(api, prompt, request_id)?,
+    };
+    let Some((text, position)) = layout.filter(|_| !opts.extra_body.contains_key("messages"))
+    else {
+        return Ok(vec![Bytes::from(build_body(
+            api, prompt, output_len, opts,
+        )?)]);
+    };
+    let text = json!({ "type": "text", "text": text });
+    let content = match position {
+        MmPosition::First => json!([MM_SLOT, text]),
+        MmPosition::Last => json!([text, MM_SLOT]),
+        MmPosition::Only => json!([MM_SLOT]),
+    };
+    let mut fields = body_fields(api, prompt_value(prompt), output_len, opts);
+    fields["messages"] = json!([{ "role": "user", "content": content }]);
+    let body = Bytes::from(serialize(&fields)?);
+    let slot = serialize(&json!(MM_SLOT))?;
+    let at = memchr::memmem::find(&body, &slot).ok_or(BodyError::ExtraBodyMessages)?;
+    let mut out = Vec::with_capacity(mm.len() * 5 + 2);
+    out.push(body.slice(..at));
+    for (i, item) in mm.iter().enumerate() {
+        if i > 0 {
+            out.push(Bytes::from_static(b","));
+        }
+        out.extend(item.parts.iter().cloned());
+    }
+    out.push(body.slice(at + slot.len()..));
+    Ok(out)
 }
 
 /// Stands for the prompt while the rest of a fragment-built body is serialized. The NUL
@@ -251,6 +421,7 @@ impl BodyTemplate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::datasets::media::ContentPart;
     use std::sync::Arc;
 
     #[test]
@@ -322,13 +493,161 @@ mod tests {
     }
 
     #[test]
+    fn responses_body_matches_python_fields_and_order() {
+        // async_request_openai_responses: model, input, max_output_tokens, stream, store,
+        // then ignore_eos and the extra body (`_update_payload_common`).
+        let b = build_body(Api::Responses, &Prompt::Text(Arc::from("hi")), 9, &opts()).unwrap();
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            r#"{"model":"m","input":"hi","max_output_tokens":9,"stream":true,"store":false,"ignore_eos":true,"temperature":0.0}"#
+        );
+        assert_eq!(
+            Api::Responses.response_mode(),
+            ResponseMode::Stream(StreamApi::Responses)
+        );
+    }
+
+    #[test]
+    fn embedding_variant_bodies_match_python() {
+        // async_request_openai_embeddings_chat (clip and vlm2vec without an image are it):
+        // model, messages, truncate_prompt_tokens, then ignore_eos and the extra body.
+        let chat = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"truncate_prompt_tokens":-1,"ignore_eos":true,"temperature":0.0}"#;
+        for api in [
+            Api::EmbeddingsChat,
+            Api::EmbeddingsClip,
+            Api::EmbeddingsVlm2vec,
+        ] {
+            let b = build_body(api, &Prompt::Text(Arc::from("hi")), 1, &opts()).unwrap();
+            assert_eq!(String::from_utf8(b).unwrap(), chat, "{api:?}");
+            assert_eq!(api.response_mode(), ResponseMode::Whole);
+        }
+        // async_request_infinity_embeddings: model, input, then the common fields.
+        let b = build_body(Api::Infinity, &Prompt::Text(Arc::from("hi")), 1, &opts()).unwrap();
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            r#"{"model":"m","input":"hi","ignore_eos":true,"temperature":0.0}"#
+        );
+    }
+
+    fn image(tag: &'static str) -> ContentPart {
+        ContentPart {
+            parts: vec![
+                Bytes::from_static(
+                    br#"{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,"#,
+                ),
+                Bytes::from_static(tag.as_bytes()),
+                Bytes::from_static(br#""}}"#),
+            ],
+        }
+    }
+
+    fn mm_body(api: Api, id: Option<&str>) -> Value {
+        let mm = ChatMedia::beside_text(vec![image("AAAA"), image("BBBB")]);
+        let parts =
+            build_body_parts(api, &Prompt::Text(Arc::from("q")), 3, &opts(), &mm, id).unwrap();
+        serde_json::from_slice(&parts.concat()).unwrap()
+    }
+
+    fn img(tag: &str) -> Value {
+        json!({"type": "image_url", "image_url": {"url": format!("data:image/jpeg;base64,{tag}")}})
+    }
+
+    #[test]
+    fn multimodal_content_follows_python_per_backend() {
+        // openai-chat / embeddings-chat: text first, images after (_get_chat_content "last").
+        let chat = mm_body(Api::Chat, Some("r-3"));
+        assert_eq!(
+            chat["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "q"}, img("AAAA"), img("BBBB")]}])
+        );
+        assert_eq!(chat["max_completion_tokens"], json!(3));
+        // clip: the text of an image request is empty.
+        let clip = mm_body(Api::EmbeddingsClip, None);
+        assert_eq!(
+            clip["messages"][0]["content"][0],
+            json!({"type": "text", "text": ""})
+        );
+        // vlm2vec: images first; even (or no) request number → image-only prompt.
+        let even = mm_body(Api::EmbeddingsVlm2vec, Some("bench-12"));
+        assert_eq!(even["messages"][0]["content"][0], img("AAAA"));
+        assert_eq!(
+            even["messages"][0]["content"][2],
+            json!({"type": "text", "text": "Represent the given image."})
+        );
+        let odd = mm_body(Api::EmbeddingsVlm2vec, Some("bench-7"));
+        assert_eq!(
+            odd["messages"][0]["content"][2]["text"],
+            "Represent the given image with the following question: q"
+        );
+        // Completions drop the items, as Python's payload has no place for them.
+        let plain = mm_body(Api::Completions, None);
+        assert_eq!(plain["prompt"], "q");
+        let err = build_body_parts(
+            Api::InfinityClip,
+            &Prompt::Text(Arc::from("q")),
+            1,
+            &opts(),
+            &ChatMedia::beside_text(vec![image("A")]),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("infinity-embeddings-clip"),
+            "{err}"
+        );
+        // custom_image's interleaved content is the whole content list.
+        let content = ChatMedia {
+            parts: vec![image("A"), image("B")],
+            replaces_text: true,
+        };
+        let parts = build_body_parts(
+            Api::Chat,
+            &Prompt::Text(Arc::from("ab")),
+            2,
+            &opts(),
+            &content,
+            None,
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&parts.concat()).unwrap();
+        assert_eq!(v["messages"][0]["content"], json!([img("A"), img("B")]));
+        let err = build_body_parts(
+            Api::Completions,
+            &Prompt::Text(Arc::from("ab")),
+            2,
+            &opts(),
+            &content,
+            None,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("chat backend"), "{err}");
+    }
+
+    #[test]
+    fn multimodal_items_are_shared_not_copied() {
+        let mm = ChatMedia::beside_text(vec![image("AAAA")]);
+        let parts = build_body_parts(
+            Api::Chat,
+            &Prompt::Text(Arc::from("q")),
+            3,
+            &opts(),
+            &mm,
+            None,
+        )
+        .unwrap();
+        assert!(parts
+            .iter()
+            .any(|p| p.as_ptr() == mm.parts[0].parts[1].as_ptr()));
+    }
+
+    #[test]
     fn fragment_bodies_equal_whole_bodies() {
         let ids = Prompt::TokenIds(Arc::from(vec![7u32, 8, 9]));
         let parts: Vec<Bytes> = ["[", "7,8", ",9", "]"]
             .iter()
             .map(|s| Bytes::from_static(s.as_bytes()))
             .collect();
-        for api in [Api::Completions, Api::Chat, Api::Embeddings] {
+        for api in [Api::Completions, Api::Chat, Api::Responses, Api::Embeddings] {
             let t = BodyTemplate::new(api, 5, &opts()).unwrap();
             let joined: Vec<u8> = t.parts(parts.clone()).concat();
             assert_eq!(
@@ -384,7 +703,11 @@ mod tests {
             "/pooling"
         );
         assert!(Backend::from_str("tgi", false).is_err());
-        assert!(Api::for_backend(Backend::OpenaiAudio).is_none());
+        assert_eq!(Api::for_backend(Backend::OpenaiAudio), Some(Api::Audio));
+        assert_eq!(
+            Api::for_backend(Backend::InfinityEmbeddingsClip),
+            Some(Api::InfinityClip)
+        );
         assert!(!Api::Embeddings.is_generation());
         assert!(Api::Chat.is_generation());
     }

@@ -30,6 +30,11 @@ pub enum StreamApi {
     Completions,
     /// `/v1/chat/completions`: text in `choices[0].delta.content`.
     Chat,
+    /// `/v1/responses`: events typed by their `type` (see [`super::responses_event`]).
+    Responses,
+    /// `/v1/audio/transcriptions`: chat-shaped chunks (`choices[0].delta.content`), and
+    /// Python counts every chunk with choices as a token.
+    Audio,
 }
 
 /// Token counts of a `usage` object; a missing or `null` count is `None`.
@@ -65,7 +70,8 @@ impl ChunkFields<'_> {
     /// Whether Python 0.33 counts this chunk as a token event (first one sets TTFT, each
     /// later one adds an ITL entry).
     ///
-    /// Completions: any chunk with non-empty `choices`, even with empty or `null` text.
+    /// Completions and audio: any chunk with non-empty `choices`, even with empty or `null`
+    /// text (the audio role chunk too).
     /// Chat: non-empty `choices` whose delta has non-empty content or reasoning, or tool
     /// calls; the opening `{"role":"assistant","content":""}` chunk and an empty finish delta
     /// are not tokens.
@@ -74,7 +80,8 @@ impl ChunkFields<'_> {
             return false;
         }
         match api {
-            StreamApi::Completions => true,
+            StreamApi::Completions | StreamApi::Audio => true,
+            StreamApi::Responses => false,
             StreamApi::Chat => {
                 let non_empty =
                     |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
@@ -152,9 +159,19 @@ impl ChunkDecoder {
         api: StreamApi,
         data: &'a mut [u8],
     ) -> Result<ChunkFields<'a>, ChunkError> {
+        self.decode_with(data, |root| read_chunk(api, root))
+    }
+
+    /// Decode one payload in place and hand its root value to `read` (the one place the
+    /// reused tape and buffers are managed; each response shape brings its own reader).
+    pub(super) fn decode_with<'a, T>(
+        &mut self,
+        data: &'a mut [u8],
+        read: impl FnOnce(Json<'_, 'a>) -> Result<T, ChunkError>,
+    ) -> Result<T, ChunkError> {
         let mut tape: Tape<'a> = std::mem::replace(&mut self.tape, Tape(Vec::new())).reset();
         let fields = match simd_json::fill_tape(data, &mut self.buffers, &mut tape) {
-            Ok(()) => read_chunk(api, Json(&tape.0)),
+            Ok(()) => read(Json(&tape.0)),
             Err(e) => Err(ChunkError::Json(e)),
         };
         self.tape = tape.reset();
@@ -164,18 +181,18 @@ impl ChunkDecoder {
 
 /// One JSON value on the tape: its head node followed by the nodes of its subtree.
 #[derive(Clone, Copy)]
-struct Json<'t, 'a>(&'t [Node<'a>]);
+pub(super) struct Json<'t, 'a>(pub(super) &'t [Node<'a>]);
 
 impl<'t, 'a> Json<'t, 'a> {
-    fn head(self) -> Option<Node<'a>> {
+    pub(super) fn head(self) -> Option<Node<'a>> {
         self.0.first().copied()
     }
 
-    fn is_null(self) -> bool {
+    pub(super) fn is_null(self) -> bool {
         matches!(self.head(), Some(Node::Static(StaticNode::Null)))
     }
 
-    fn as_str(self) -> Option<&'a str> {
+    pub(super) fn as_str(self) -> Option<&'a str> {
         match self.head() {
             Some(Node::String(s)) => Some(s),
             _ => None,
@@ -183,7 +200,7 @@ impl<'t, 'a> Json<'t, 'a> {
     }
 
     /// `(key, value)` pairs of an object; `None` if this is not an object.
-    fn members(self) -> Option<Members<'t, 'a>> {
+    pub(super) fn members(self) -> Option<Members<'t, 'a>> {
         match self.head() {
             Some(Node::Object { len, .. }) => Some(Members {
                 rest: self.0.get(1..).unwrap_or(&[]),
@@ -191,6 +208,19 @@ impl<'t, 'a> Json<'t, 'a> {
             }),
             _ => None,
         }
+    }
+
+    /// The elements of an array (none if this is not an array).
+    pub(super) fn elements(self) -> impl Iterator<Item = Json<'t, 'a>> {
+        let (mut rest, len) = match self.head() {
+            Some(Node::Array { len, .. }) => (self.0.get(1..).unwrap_or(&[]), len),
+            _ => (&[][..], 0),
+        };
+        (0..len).map_while(move |_| {
+            let (value, after) = take_value(rest);
+            rest = after;
+            value
+        })
     }
 
     /// Number of elements and the first one, if this is an array; `None` otherwise.
@@ -219,7 +249,7 @@ fn take_value<'t, 'a>(nodes: &'t [Node<'a>]) -> (Option<Json<'t, 'a>>, &'t [Node
 }
 
 /// Iterator over an object's members, jumping over each value's subtree.
-struct Members<'t, 'a> {
+pub(super) struct Members<'t, 'a> {
     rest: &'t [Node<'a>],
     left: usize,
 }
@@ -290,7 +320,7 @@ fn read_choices<'a>(
             ("text", StreamApi::Completions) => {
                 fields.text = opt_str(value, "choices[0].text")?;
             }
-            ("delta", StreamApi::Chat) => read_delta(value, fields)?,
+            ("delta", StreamApi::Chat | StreamApi::Audio) => read_delta(value, fields)?,
             ("finish_reason", _) => {
                 fields.finish_reason = opt_str(value, "choices[0].finish_reason")?;
             }
@@ -335,7 +365,7 @@ fn read_delta<'a>(value: Json<'_, 'a>, fields: &mut ChunkFields<'a>) -> Result<(
 }
 
 /// A string or `null`.
-fn opt_str<'a>(
+pub(super) fn opt_str<'a>(
     value: Json<'_, 'a>,
     field: &'static str,
 ) -> Result<Option<Cow<'a, str>>, ChunkError> {
@@ -373,7 +403,10 @@ fn read_usage(value: Json<'_, '_>) -> Result<Option<Usage>, ChunkError> {
 
 /// A non-negative integer count; an integral float (`12.0`) is accepted, as some servers
 /// send counts as floats.
-fn token_count(value: Json<'_, '_>, field: &'static str) -> Result<Option<u64>, ChunkError> {
+pub(super) fn token_count(
+    value: Json<'_, '_>,
+    field: &'static str,
+) -> Result<Option<u64>, ChunkError> {
     let bad = ChunkError::BadField {
         field,
         expected: "a non-negative integer or null",

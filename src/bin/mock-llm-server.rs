@@ -18,8 +18,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Deterministic, thread-per-core, OpenAI-compatible mock LLM server (vLLM-shaped streams).
 ///
-/// Serves /v1/completions, /v1/chat/completions (SSE or JSON), /v1/embeddings, /pooling,
-/// /rerank, /tokenize, /detokenize, /metrics, /v1/models and /health on loopback by default.
+/// Serves /v1/completions, /v1/chat/completions, /v1/responses (SSE or JSON), /v1/embeddings
+/// (and Infinity's /embeddings), /pooling, /rerank, /tokenize, /detokenize, /metrics, /v1/models and /health on loopback by default.
 /// A stream sends ceil(n/k) content chunks of " tok" tokens: the first after
 /// --first-token-delay-ms, then one every --token-interval-ms.
 #[derive(Debug, Parser)]

@@ -96,7 +96,8 @@ pub struct DatasetArgs {
     /// Keep the dataset's order
     #[arg(long)]
     pub disable_shuffle: bool,
-    /// Do not load the dataset in streaming mode
+    /// Do not load the dataset in streaming mode (Python: Hugging Face datasets only; no
+    /// effect on the requests, which always stream)
     #[arg(long)]
     pub no_stream: bool,
     /// Do not apply the chat template for datasets that support it
@@ -492,7 +493,7 @@ pub struct RequestArgs {
     /// Extra JSON body fields; --extra-body.KEY VALUE sets one field
     #[arg(long, value_name = "JSON")]
     pub extra_body: Option<String>,
-    /// Request beam search
+    /// Accepted for compatibility: Python's serve parses it and sends nothing for it
     #[arg(long)]
     pub use_beam_search: bool,
     /// Generate the dataset and print its statistics; send nothing

@@ -80,10 +80,14 @@ impl Backend {
         )
     }
 
-    /// Python's `OPENAI_COMPATIBLE_BACKENDS`: the completions and chat backends, the only ones
-    /// that take sampling parameters and get `ignore_eos` forced on for random datasets.
+    /// Python's `OPENAI_COMPATIBLE_BACKENDS`: the completions, chat and responses backends,
+    /// the only ones that take sampling parameters and get `ignore_eos` forced on for random
+    /// datasets.
     pub fn is_openai_compatible(self) -> bool {
-        matches!(self, Backend::Vllm | Backend::Openai | Backend::OpenaiChat)
+        matches!(
+            self,
+            Backend::Vllm | Backend::Openai | Backend::OpenaiChat | Backend::OpenaiResponses
+        )
     }
 
     /// The endpoint used when `--endpoint` is not given. Python always defaults to

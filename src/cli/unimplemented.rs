@@ -11,37 +11,13 @@ use super::{Backend, DatasetName};
 
 /// Everything accepted for compatibility but not implemented yet.
 pub const UNIMPLEMENTED: &[&str] = &[
-    // Backends.
-    "--backend openai-responses",
-    "--backend openai-audio",
-    "--backend openai-embeddings-chat",
-    "--backend openai-embeddings-clip",
-    "--backend openai-embeddings-vlm2vec",
-    "--backend infinity-embeddings",
-    "--backend infinity-embeddings-clip",
-    // Datasets.
-    "--dataset-name random-mm",
-    "--dataset-name custom_audio",
-    "--dataset-name custom_image",
-    // Dataset features and the options of the datasets above.
-    "--no-stream",
-    "--enable-multimodal-chat",
+    // Dataset features.
     "--plot-dataset-stats",
-    "--random-mm-base-items-per-request",
-    "--random-mm-num-mm-items-range-ratio",
-    "--random-mm-limit-mm-per-prompt",
-    "--random-mm-bucket-config",
-    "--asr-min-audio-len-sec",
-    "--asr-max-audio-len-sec",
     "--bfcl-categories",
     "--custom-ensure-client-side-data",
-    // Rate control, output and request features.
+    // Output.
     "--plot-timeline",
     "--timeline-itl-thresholds",
-    "--use-beam-search",
-    // LoRA.
-    "--lora-modules",
-    "--lora-assignment",
 ];
 
 /// True if `flag` (`--num-runs`) is refused whenever it is given.
@@ -100,43 +76,10 @@ mod tests {
     }
 
     #[test]
-    fn implemented_set_is_the_briefed_one() {
-        let implemented: Vec<_> = Backend::all()
-            .iter()
-            .map(|b| b.name())
-            .filter(|n| !backends().contains(n))
-            .collect();
-        assert_eq!(
-            implemented,
-            [
-                "vllm",
-                "openai",
-                "openai-chat",
-                "openai-embeddings",
-                "vllm-pooling",
-                "vllm-rerank"
-            ]
-        );
-        let implemented: Vec<_> = DatasetName::all()
-            .iter()
-            .map(|d| d.name())
-            .filter(|n| !datasets().contains(n))
-            .collect();
-        assert_eq!(
-            implemented,
-            [
-                "sharegpt",
-                "burstgpt",
-                "random",
-                "random-rerank",
-                "hf",
-                "custom",
-                "prefix_repetition",
-                "spec_bench",
-                "speed_bench",
-                "timed_trace",
-                "sonnet"
-            ]
-        );
+    fn every_backend_and_dataset_of_python_runs() {
+        assert!(backends().is_empty(), "{:?}", backends());
+        assert!(datasets().is_empty(), "{:?}", datasets());
+        assert!(is_flag("--bfcl-categories"));
+        assert!(!is_choice("--backend", "openai-audio"));
     }
 }

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::literal::{parse_bucket_config, BucketKey};
+use super::literal::parse_bucket_config;
 use super::parse::{comma_list, json_object};
 use super::ConfigError;
 use crate::cli::{
@@ -80,16 +80,8 @@ pub struct RandomParams {
     pub prompt_token_ids: bool,
 }
 
-/// The random multimodal dataset's item sampling.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RandomMmParams {
-    pub base_items_per_request: usize,
-    pub num_mm_items_range_ratio: f64,
-    /// Per-modality caps, in the order given.
-    pub limit_mm_per_prompt: Vec<(String, u64)>,
-    /// `(height, width, frames)` → probability, in the order given.
-    pub bucket_config: Vec<(BucketKey, f64)>,
-}
+/// The random multimodal dataset's item sampling (the dataset's own type).
+pub use crate::datasets::random_mm::RandomMmParams;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SonnetParams {

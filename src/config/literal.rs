@@ -4,7 +4,7 @@
 //! (`{"(256, 256, 1)": 0.5}`, the JSON form), which Python normalises the same way.
 
 /// A `(height, width, frames)` bucket key; `frames == 1` is an image, more is a video.
-pub type BucketKey = (u32, u32, u32);
+pub use crate::datasets::random_mm::BucketKey;
 
 /// Why a bucket dict does not parse; positions are 1-based byte offsets.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -62,6 +62,7 @@ pub struct RequestOptions {
     pub headers: Vec<(String, String)>,
     /// Sampling parameters overlaid with `--extra-body`: the fields added to every body.
     pub extra_body: Map<String, Value>,
+    /// Parsed and unused, as in Python 0.33's serve (no request function sends it).
     pub use_beam_search: bool,
 }
 
@@ -114,7 +115,7 @@ pub(super) fn sampling(
         first,
         format!(
             "sampling parameters are only supported by the openai-compatible backends \
-             (vllm, openai, openai-chat), not {backend}"
+             (vllm, openai, openai-chat, openai-responses), not {backend}"
         ),
     ))
 }

@@ -37,21 +37,16 @@ mod tests {
 
     #[test]
     fn check_refuses_the_first_given_flag() {
-        let cli = parse(&["--lora-modules", "x", "--compare", "a", "b"]).unwrap();
+        let cli = parse(&["--bfcl-categories", "simple", "--compare", "a", "b"]).unwrap();
         assert_eq!(
             check(&cli).unwrap_err().message(),
-            ConfigError::not_implemented("--lora-modules").message()
+            ConfigError::not_implemented("--bfcl-categories").message()
         );
-        let cli = parse(&["--backend", "openai-audio"]).unwrap();
+        let cli = parse(&["--custom-ensure-client-side-data", "--bfcl-categories", "a"]).unwrap();
         assert!(check(&cli)
             .unwrap_err()
             .message()
-            .starts_with("--backend openai-audio: not implemented yet"));
-        let cli = parse(&["--dataset-name", "custom_audio"]).unwrap();
-        assert!(check(&cli)
-            .unwrap_err()
-            .message()
-            .starts_with("--dataset-name custom_audio: not implemented yet"));
+            .starts_with("--custom-ensure-client-side-data: not implemented yet"));
         let trace = parse(&["--dataset-name", "timed-trace", "--no-self-timed"]).unwrap();
         assert!(check(&trace).is_ok());
         assert!(check(&parse(&["--seed", "1"]).unwrap()).is_ok());

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::chat_format::ChatFormat;
 use super::error::DatasetError;
 use super::pyrandom::PyRandom;
-use super::sampling::{maybe_oversample, Sampling};
+use super::sampling::{maybe_oversample, oversample_picks, Sampling};
 use super::{Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
 
@@ -27,6 +27,8 @@ struct Row {
     line: usize,
     prompt: String,
     output_tokens: Option<Value>,
+    /// `custom_audio`: the row's `audio` file path.
+    audio: Option<String>,
 }
 
 /// The loaded JSONL file.
@@ -80,6 +82,7 @@ impl Custom {
                     line,
                     prompt,
                     output_tokens: None,
+                    audio: None,
                 })
                 .collect(),
         }
@@ -121,18 +124,70 @@ impl Custom {
         format: &ChatFormat,
         tokenizer: Option<&Tokenizer>,
     ) -> Result<Vec<SampleRequest>, DatasetError> {
+        let order = self.order(s);
+        let mut samples = self.requests(&order, s, opts, format, tokenizer)?;
+        maybe_oversample(&mut samples, s, "custom")?;
+        Ok(samples)
+    }
+
+    /// Python's `CustomAudioDataset.sample`: the custom samples, each with its row's `audio`
+    /// path (oversampled samples keep theirs).
+    pub fn sample_audio(
+        &self,
+        s: &Sampling,
+        opts: CustomOptions,
+        format: &ChatFormat,
+        tokenizer: Option<&Tokenizer>,
+    ) -> Result<Vec<(SampleRequest, String)>, DatasetError> {
+        let order = self.order(s);
+        let samples = self.requests(&order, s, opts, format, tokenizer)?;
+        let paths = order
+            .iter()
+            .map(|row| {
+                row.audio.clone().ok_or_else(|| {
+                    DatasetError::line(&self.path, row.line, "no \"audio\" file path")
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut pairs: Vec<_> = samples.into_iter().zip(paths).collect();
+        let have = pairs.len();
+        for (i, pick) in oversample_picks(have, s, "custom_audio")?
+            .into_iter()
+            .enumerate()
+        {
+            let (req, path) = pairs[pick].clone();
+            let req = SampleRequest {
+                request_id: Some(s.request_id(have + i)),
+                ..req
+            };
+            pairs.push((req, path));
+        }
+        Ok(pairs)
+    }
+
+    /// The rows in Python's order (`random.seed(seed); random.shuffle`), cut to the run.
+    fn order(&self, s: &Sampling) -> Vec<&Row> {
         let mut order: Vec<&Row> = self.rows.iter().collect();
         if s.shuffle {
             PyRandom::new(s.seed).shuffle(&mut order);
         }
         order.truncate(s.num_requests);
-        let mut samples = order
+        order
+    }
+
+    fn requests(
+        &self,
+        order: &[&Row],
+        s: &Sampling,
+        opts: CustomOptions,
+        format: &ChatFormat,
+        tokenizer: Option<&Tokenizer>,
+    ) -> Result<Vec<SampleRequest>, DatasetError> {
+        order
             .par_iter()
             .enumerate()
             .map(|(i, row)| self.request(s, i, row, opts, format, tokenizer))
-            .collect::<Result<Vec<_>, _>>()?;
-        maybe_oversample(&mut samples, s, "custom")?;
-        Ok(samples)
+            .collect()
     }
 
     fn request(
@@ -204,10 +259,16 @@ fn parse_row(path: &Path, line: usize, text: &str) -> Result<Row, DatasetError> 
         Some(other) => return Err(at(format!("\"prompt\" must be a string, not {other}"))),
         None => return Err(at("no \"prompt\" key".to_string())),
     };
+    let audio = match obj.remove("audio") {
+        Some(Value::String(a)) => Some(a),
+        None | Some(Value::Null) => None,
+        Some(other) => return Err(at(format!("\"audio\" must be a file path, not {other}"))),
+    };
     Ok(Row {
         line,
         prompt,
         output_tokens: obj.remove("output_tokens").filter(|v| !v.is_null()),
+        audio,
     })
 }
 

@@ -4,6 +4,11 @@ use super::SampleRequest;
 
 /// Keeps the requests with `prompt_len + expected_output_len <= max_model_len`, in order;
 /// returns them and how many were dropped.
+/// Whether a request fits `--max-model-len`.
+pub fn fits(r: &SampleRequest, max_model_len: usize) -> bool {
+    r.prompt_len + r.expected_output_len <= max_model_len
+}
+
 pub fn retain_within(
     requests: Vec<SampleRequest>,
     max_model_len: usize,
@@ -11,7 +16,7 @@ pub fn retain_within(
     let before = requests.len();
     let kept: Vec<SampleRequest> = requests
         .into_iter()
-        .filter(|r| r.prompt_len + r.expected_output_len <= max_model_len)
+        .filter(|r| fits(r, max_model_len))
         .collect();
     let dropped = before - kept.len();
     (kept, dropped)

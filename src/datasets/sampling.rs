@@ -53,34 +53,27 @@ pub fn is_valid_sequence_within(
         && prompt_len + output_len <= max_total_len
 }
 
-/// Python's "take the rows in order until `num_requests` pass": `candidate` turns a row into
-/// a sample or drops it (`None`); ids are `prefix + i` in the order taken. Rows are done in
-/// parallel a chunk at a time, a chunk a little larger than what is still needed, so rows
-/// past the last one taken are mostly never tokenized; an error is the first one in order.
-pub fn take_in_order<T, F>(
-    order: &[T],
-    s: &Sampling,
-    candidate: F,
-) -> Result<Vec<SampleRequest>, DatasetError>
+/// Python's "take the rows in order until `num` pass": `candidate` turns a row into a
+/// sample or drops it (`None`). Rows are done in parallel a chunk at a time, a chunk a
+/// little larger than what is still needed, so rows past the last one taken are mostly
+/// never tokenized; an error is the first one in order. The caller numbers the samples.
+pub fn take_in_order<T, X, F>(order: &[T], num: usize, candidate: F) -> Result<Vec<X>, DatasetError>
 where
     T: Sync,
-    F: Fn(&T) -> Result<Option<SampleRequest>, DatasetError> + Sync,
+    X: Send,
+    F: Fn(&T) -> Result<Option<X>, DatasetError> + Sync,
 {
-    let mut samples = Vec::with_capacity(s.num_requests);
+    let mut samples = Vec::with_capacity(num);
     let mut next = 0;
-    while samples.len() < s.num_requests && next < order.len() {
-        let need = s.num_requests - samples.len();
-        let end = (next + chunk_len(need)).min(order.len());
+    while samples.len() < num && next < order.len() {
+        let end = (next + chunk_len(num - samples.len())).min(order.len());
         let made: Vec<_> = order[next..end].par_iter().map(&candidate).collect();
         next = end;
         for m in made {
-            if samples.len() >= s.num_requests {
+            if samples.len() >= num {
                 break;
             }
-            if let Some(mut r) = m? {
-                r.request_id = Some(s.request_id(samples.len()));
-                samples.push(r);
-            }
+            samples.extend(m?);
         }
     }
     Ok(samples)
@@ -101,28 +94,35 @@ pub fn maybe_oversample(
     s: &Sampling,
     what: &str,
 ) -> Result<(), DatasetError> {
-    if !s.oversample || samples.len() >= s.num_requests {
-        return Ok(());
+    let have = samples.len();
+    let extra: Vec<SampleRequest> = oversample_picks(have, s, what)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, pick)| SampleRequest {
+            request_id: Some(s.request_id(have + i)),
+            ..samples[pick].clone()
+        })
+        .collect();
+    samples.extend(extra);
+    Ok(())
+}
+
+/// Which of `have` samples each oversampled request repeats (Python's
+/// `random.choice(requests)` per missing request, seeded), none when no oversampling is due.
+pub fn oversample_picks(have: usize, s: &Sampling, what: &str) -> Result<Vec<usize>, DatasetError> {
+    if !s.oversample || have >= s.num_requests {
+        return Ok(Vec::new());
     }
-    if samples.is_empty() {
+    if have == 0 {
         return Err(DatasetError::Unusable(format!(
             "{what}: no sample passed the selection, nothing to oversample from; check the \
              file and the length options"
         )));
     }
     let mut rng = PyRandom::new(s.seed);
-    let have = samples.len();
-    let extra: Vec<SampleRequest> = (0..s.num_requests - have)
-        .map(|i| {
-            let pick = rng.choice_index(have).expect("samples is not empty");
-            SampleRequest {
-                request_id: Some(s.request_id(have + i)),
-                ..samples[pick].clone()
-            }
-        })
-        .collect();
-    samples.extend(extra);
-    Ok(())
+    Ok((0..s.num_requests - have)
+        .map(|_| rng.choice_index(have).expect("have is not zero"))
+        .collect())
 }
 
 #[cfg(test)]

@@ -23,10 +23,15 @@ use std::sync::Arc;
 
 use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde_json::{json, Value};
 
+use super::custom_image::image_url;
 use super::error::DatasetError;
+use super::media::{ChatMedia, ContentPart};
 use super::pyrandom::PyRandom;
-use super::sampling::{is_valid_sequence, maybe_oversample, take_in_order, Sampling};
+use super::sampling::{
+    is_valid_sequence, maybe_oversample, oversample_picks, take_in_order, Sampling,
+};
 use super::{Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
 
@@ -48,8 +53,58 @@ struct Conversation {
     index: usize,
     prompt: Option<String>,
     completion: Option<String>,
-    /// An `image` or `video` key (multimodal ShareGPT), which is not supported yet.
-    media: bool,
+    /// An `image` or `video` key (multimodal ShareGPT).
+    media: Option<MediaKey>,
+}
+
+/// A conversation's `image` or `video` value, as Python's `entry.get(...)` sees it.
+#[derive(Debug, Clone)]
+enum MediaKey {
+    Image(String),
+    Video(String),
+    /// A truthy value that is not a path or URL (raw bytes): not supported.
+    Other,
+}
+
+impl MediaKey {
+    /// Python: `if image_path := entry.get("image")` first, then `video`.
+    fn of(image: Option<Value>, video: Option<Value>) -> Option<MediaKey> {
+        let truthy = |v: &Value| match v {
+            Value::Null | Value::Bool(false) => false,
+            Value::String(s) => !s.is_empty(),
+            Value::Array(a) => !a.is_empty(),
+            Value::Object(o) => !o.is_empty(),
+            _ => true,
+        };
+        match (image.filter(truthy), video.filter(truthy)) {
+            (Some(Value::String(p)), _) => Some(MediaKey::Image(p)),
+            (Some(_), _) => Some(MediaKey::Other),
+            (None, Some(Value::String(p))) => Some(MediaKey::Video(p)),
+            (None, Some(_)) => Some(MediaKey::Other),
+            (None, None) => None,
+        }
+    }
+
+    /// The content part Python's `process_image` / `process_video` make of it.
+    fn part(&self) -> Option<ContentPart> {
+        Some(match self {
+            MediaKey::Image(p) => ContentPart::from_json(
+                &json!({"type": "image_url", "image_url": {"url": image_url(p)}}),
+            ),
+            MediaKey::Video(p) => {
+                let url = if ["http://", "https://", "file://"]
+                    .iter()
+                    .any(|s| p.starts_with(s))
+                {
+                    p.clone()
+                } else {
+                    format!("file://{p}")
+                };
+                ContentPart::from_json(&json!({"type": "video_url", "video_url": {"url": url}}))
+            }
+            MediaKey::Other => return None,
+        })
+    }
 }
 
 /// The loaded file: the conversations with two or more turns, in file order.
@@ -63,9 +118,9 @@ struct RawEntry {
     #[serde(default)]
     conversations: Option<FirstTwo>,
     #[serde(default)]
-    image: Option<IgnoredAny>,
+    image: Option<Value>,
     #[serde(default)]
-    video: Option<IgnoredAny>,
+    video: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -134,7 +189,7 @@ impl ShareGpt {
                     index,
                     prompt: c.first.and_then(|t| t.value),
                     completion: c.second.and_then(|t| t.value),
-                    media: e.image.is_some() || e.video.is_some(),
+                    media: MediaKey::of(e.image, e.video),
                 })
             })
             .collect();
@@ -153,6 +208,12 @@ impl ShareGpt {
         self.conversations.is_empty()
     }
 
+    /// Whether some conversation has an `image` or `video` key (then the run goes through
+    /// [`Self::sample_with_media`]).
+    pub fn has_media(&self) -> bool {
+        self.conversations.iter().any(|c| c.media.is_some())
+    }
+
     /// Python's `ShareGPTDataset(...).sample(...)`: the selected requests, in order.
     pub fn sample(
         &self,
@@ -160,31 +221,99 @@ impl ShareGpt {
         opts: ShareGptOptions,
         tokenizer: &Tokenizer,
     ) -> Result<Vec<SampleRequest>, DatasetError> {
+        let mut samples: Vec<SampleRequest> = self
+            .select(s, opts, tokenizer)?
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+        maybe_oversample(&mut samples, s, "sharegpt")?;
+        Ok(samples)
+    }
+
+    /// The same selection, each request with its entry's image or video part (Python's
+    /// `multi_modal_data`, sent after the text by the chat backends); `--enable-multimodal-chat`
+    /// makes the text part and the item the whole content, as Python's
+    /// `apply_multimodal_chat_transformation` does (its text part lists `text` first).
+    pub fn sample_with_media(
+        &self,
+        s: &Sampling,
+        opts: ShareGptOptions,
+        tokenizer: &Tokenizer,
+        multimodal_chat: bool,
+    ) -> Result<Vec<(SampleRequest, ChatMedia)>, DatasetError> {
+        let mut pairs = self
+            .select(s, opts, tokenizer)?
+            .into_iter()
+            .map(|(req, c)| {
+                let item = match &c.media {
+                    None => None,
+                    Some(m) => Some(m.part().ok_or_else(|| {
+                        DatasetError::entry(
+                            &self.path,
+                            c.index,
+                            "has an \"image\" or \"video\" that is not a path or URL; only \
+                             paths and URLs are supported",
+                        )
+                    })?),
+                };
+                let media = if multimodal_chat {
+                    let text = c.prompt.as_deref().unwrap_or_default();
+                    let mut parts = vec![ContentPart::from_json(
+                        &json!({"text": text, "type": "text"}),
+                    )];
+                    parts.extend(item);
+                    ChatMedia {
+                        parts,
+                        replaces_text: true,
+                    }
+                } else {
+                    ChatMedia::beside_text(item.into_iter().collect())
+                };
+                Ok((req, media))
+            })
+            .collect::<Result<Vec<_>, DatasetError>>()?;
+        let have = pairs.len();
+        for (i, pick) in oversample_picks(have, s, "sharegpt")?
+            .into_iter()
+            .enumerate()
+        {
+            let (req, media) = pairs[pick].clone();
+            let req = SampleRequest {
+                request_id: Some(s.request_id(have + i)),
+                ..req
+            };
+            pairs.push((req, media));
+        }
+        Ok(pairs)
+    }
+
+    /// Python's selection loop, before oversampling: each request and its conversation.
+    fn select(
+        &self,
+        s: &Sampling,
+        opts: ShareGptOptions,
+        tokenizer: &Tokenizer,
+    ) -> Result<Vec<(SampleRequest, &Conversation)>, DatasetError> {
         let mut order: Vec<&Conversation> = self.conversations.iter().collect();
         if s.shuffle {
             PyRandom::new(s.seed).shuffle(&mut order);
         }
-        let mut samples = take_in_order(&order, s, |c| {
+        let mut samples = take_in_order(&order, s.num_requests, |c| {
             let (prompt_len, output_len) = self.count(c, opts, tokenizer)?;
             if !is_valid_sequence(prompt_len, output_len, opts.output_len.is_some()) {
                 return Ok(None);
             }
-            if c.media {
-                return Err(DatasetError::entry(
-                    &self.path,
-                    c.index,
-                    "has an \"image\" or \"video\" key; multimodal ShareGPT is not \
-                     implemented yet (remove those entries)",
-                ));
-            }
-            Ok(Some(SampleRequest {
+            let req = SampleRequest {
                 prompt: Prompt::Text(Arc::from(c.prompt.as_deref().unwrap_or_default())),
                 prompt_len,
                 expected_output_len: output_len,
                 request_id: None,
-            }))
+            };
+            Ok(Some((req, *c)))
         })?;
-        maybe_oversample(&mut samples, s, "sharegpt")?;
+        for (i, (req, _)) in samples.iter_mut().enumerate() {
+            req.request_id = Some(s.request_id(i));
+        }
         Ok(samples)
     }
 

@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use std::io;
 use std::time::Instant;
 
+use crate::backends::responses_event;
 use crate::backends::stream_chunk::{ChunkDecoder, StreamApi};
 use crate::backends::ResponseMode;
 use crate::http::conn::{Connection, Endpoint};
@@ -77,6 +78,10 @@ pub struct Measured {
     pub done: bool,
     /// The last finish reason a chunk named.
     pub finish_reason: Option<FinishReason>,
+    /// Responses API: a terminal event (`response.completed` / `incomplete`) arrived.
+    pub terminal: bool,
+    /// Responses API: the last error event's text (Python's `stream_error`).
+    pub stream_error: Option<String>,
 }
 
 /// Where decoded events are recorded: the worker's arenas, the request's numbers, and the
@@ -384,6 +389,9 @@ impl BodySink {
         while let Some(ev) = self.sse.finish() {
             rec.event(ev.is_done(), ev.data, api)?;
         }
+        if api == StreamApi::Responses {
+            return responses_verdict(rec.m);
+        }
         let m = &mut *rec.m;
         if m.usage_completion_tokens.is_none() && m.usage_prompt_tokens.is_none() {
             if let Some((p, c)) = m.fallback_usage.take() {
@@ -405,32 +413,24 @@ impl BodySink {
 impl Recording<'_> {
     /// Applies one SSE event (Python's `async_request_openai_*` loop body).
     fn event(&mut self, done: bool, data: &mut [u8], api: StreamApi) -> Result<(), Failure> {
-        let m = &mut *self.m;
         if done {
-            m.done = true;
+            self.m.done = true;
             return Ok(());
+        }
+        if api == StreamApi::Responses {
+            return self.responses_event(data);
         }
         let chunk = CHUNK_DECODER
             .with(|json| json.borrow_mut().decode(api, data))
-            .map_err(|e| {
-                let msg = format!("malformed SSE event: {e}");
-                failure("malformed_event", msg.clone(), msg)
-            })?;
-        if chunk.has_choices {
-            if chunk.is_token(api) {
-                match m.last_token {
-                    None => m.first_token = Some(self.now),
-                    Some(prev) => self
-                        .log
-                        .itl_ns
-                        .push(self.now.duration_since(prev).as_nanos() as u64),
-                }
-                m.last_token = Some(self.now);
-                m.chunks += 1;
-                if let Some(text) = &chunk.text {
-                    self.log.text.extend_from_slice(text.as_bytes());
-                }
+            .map_err(malformed_event)?;
+        if chunk.has_choices && chunk.is_token(api) {
+            self.token_at_now();
+            if let Some(text) = &chunk.text {
+                self.log.text.extend_from_slice(text.as_bytes());
             }
+        }
+        let m = &mut *self.m;
+        if chunk.has_choices {
             if let Some(reason) = chunk.finish_reason.as_deref().and_then(FinishReason::parse) {
                 m.finish_reason = Some(reason);
             }
@@ -439,12 +439,96 @@ impl Recording<'_> {
             }
         } else if let Some(u) = &chunk.usage {
             m.usage_completion_tokens = u.completion_tokens;
-            if u.prompt_tokens.is_some() {
+            // Python's audio loop reads only the completion count.
+            if u.prompt_tokens.is_some() && api != StreamApi::Audio {
                 m.usage_prompt_tokens = u.prompt_tokens;
             }
         }
         Ok(())
     }
+}
+
+impl Recording<'_> {
+    /// Applies one Responses API event (Python's `async_request_openai_responses` loop).
+    fn responses_event(&mut self, data: &mut [u8]) -> Result<(), Failure> {
+        // Python skips an event whose data is empty (`if not chunk`).
+        if data.is_empty() {
+            return Ok(());
+        }
+        let event = CHUNK_DECODER
+            .with(|json| responses_event::decode(&mut json.borrow_mut(), data))
+            .map_err(malformed_event)?;
+        if event.is_token() {
+            self.token_at_now();
+            if let Some(text) = &event.delta {
+                self.log.text.extend_from_slice(text.as_bytes());
+            }
+            return Ok(());
+        }
+        let m = &mut *self.m;
+        if event.kind == responses_event::EventKind::Terminal {
+            m.terminal = true;
+            if let Some(u) = event.usage {
+                m.usage_completion_tokens = u.completion_tokens.or(m.usage_completion_tokens);
+                m.usage_prompt_tokens = u.prompt_tokens.or(m.usage_prompt_tokens);
+            }
+            m.finish_reason = match event.status.as_deref() {
+                Some("incomplete") => Some(FinishReason::Length),
+                Some("completed") => Some(FinishReason::Stop),
+                Some(_) => Some(FinishReason::Other),
+                None => m.finish_reason,
+            };
+        } else if let Some(error) = event.error {
+            m.stream_error = Some(error);
+        }
+        Ok(())
+    }
+
+    /// One token event at the current read's time: the first sets TTFT, later ones add a gap.
+    fn token_at_now(&mut self) {
+        let m = &mut *self.m;
+        match m.last_token {
+            None => m.first_token = Some(self.now),
+            Some(prev) => self
+                .log
+                .itl_ns
+                .push(self.now.duration_since(prev).as_nanos() as u64),
+        }
+        m.last_token = Some(self.now);
+        m.chunks += 1;
+    }
+}
+
+fn malformed_event(e: crate::backends::stream_chunk::ChunkError) -> Failure {
+    let msg = format!("malformed SSE event: {e}");
+    failure("malformed_event", msg.clone(), msg)
+}
+
+/// Python's verdict on a finished Responses stream, in its order: an error event, then no
+/// token delta, then no terminal event.
+fn responses_verdict(m: &mut Measured) -> Result<(), Failure> {
+    if let Some(error) = m.stream_error.take() {
+        return Err(failure(
+            "stream_error",
+            error.clone(),
+            format!("the stream reported an error: {error}"),
+        ));
+    }
+    if m.first_token.is_none() {
+        return Err(failure(
+            "no_token",
+            "Never received a token delta to calculate TTFT.This response will be marked as failed!",
+            "the stream ended without an output or reasoning text delta",
+        ));
+    }
+    if !m.terminal {
+        return Err(failure(
+            "no_terminal_event",
+            "Stream ended without a terminal event.This response will be marked as failed!",
+            "the stream ended without response.completed or response.incomplete",
+        ));
+    }
+    Ok(())
 }
 
 /// `usage.prompt_tokens` of a non-streaming JSON body, if present. A body that is not JSON
@@ -464,4 +548,142 @@ fn whole_body_prompt_tokens(body: &mut [u8]) -> Result<Option<u64>, Failure> {
         failure("malformed_body", msg.clone(), msg)
     })?;
     Ok(parsed.usage.and_then(|u| u.prompt_tokens))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A vLLM-shaped Responses stream (events as vLLM 0.33 sends them, trimmed), one SSE
+    /// event per HTTP chunk.
+    const RESPONSES_EVENTS: &[&str] = &[
+        "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"status\":\"in_progress\",\"usage\":null}}\n\n",
+        "event: response.reasoning_text.delta\ndata: {\"type\":\"response.reasoning_text.delta\",\"sequence_number\":1,\"item_id\":\"rs_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"hmm\"}\n\n",
+        ": keep-alive\n\n",
+        "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":2,\"item_id\":\"msg_1\",\"output_index\":1,\"content_index\":0,\"delta\":\" Hel\\u00e9\",\"logprobs\":[]}\n\n",
+        "event: response.output_text.delta\r\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":3,\"item_id\":\"msg_1\",\"output_index\":1,\"content_index\":0,\"delta\":\"lo\",\"logprobs\":[]}\r\n\r\n",
+        "event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"sequence_number\":4,\"text\":\" Hel\\u00e9lo\"}\n\n",
+        "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":5,\"response\":{\"id\":\"resp_1\",\"status\":\"incomplete\",\"usage\":{\"input_tokens\":12,\"output_tokens\":3,\"total_tokens\":15}}}\n\n",
+    ];
+
+    fn http_response(events: &[&str]) -> Vec<u8> {
+        let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+        for e in events {
+            out.extend_from_slice(format!("{:x}\r\n{e}\r\n", e.len()).as_bytes());
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        out
+    }
+
+    struct Outcome {
+        result: Option<Result<(), Failure>>,
+        m: Measured,
+        log: WorkerLog,
+    }
+
+    /// Feeds `reads` as successive reads, the k-th completing at `base + k ms`.
+    fn feed(mode: ResponseMode, reads: &[&[u8]]) -> Outcome {
+        let base = Instant::now();
+        let mut state = ResponseState {
+            mode,
+            head: None,
+            body: None,
+        };
+        let mut bufs = ExchangeBuffers::default();
+        let (mut log, mut m) = (WorkerLog::default(), Measured::default());
+        let mut result = None;
+        for (k, read) in reads.iter().enumerate() {
+            let mut rec = Recording {
+                log: &mut log,
+                m: &mut m,
+                now: base + Duration::from_millis(k as u64),
+            };
+            if let Some((r, _)) = state.on_bytes(read, &mut bufs, &mut rec) {
+                result = Some(r);
+                break;
+            }
+        }
+        Outcome { result, m, log }
+    }
+
+    fn responses() -> ResponseMode {
+        ResponseMode::Stream(StreamApi::Responses)
+    }
+
+    #[test]
+    fn responses_stream_split_at_every_byte_gives_the_same_events() {
+        let bytes = http_response(RESPONSES_EVENTS);
+        for at in 0..=bytes.len() {
+            let o = feed(responses(), &[&bytes[..at], &bytes[at..]]);
+            assert_eq!(o.result, Some(Ok(())), "split at {at}");
+            assert_eq!(o.m.chunks, 3, "split at {at}: reasoning + 2 output deltas");
+            assert_eq!(o.log.text, " Hel\u{e9}lo".as_bytes(), "split at {at}");
+            assert_eq!(
+                (o.m.usage_prompt_tokens, o.m.usage_completion_tokens),
+                (Some(12), Some(3)),
+                "split at {at}"
+            );
+            assert!(o.m.terminal && !o.m.done, "split at {at}");
+            assert_eq!(o.m.finish_reason, Some(FinishReason::Length));
+        }
+    }
+
+    #[test]
+    fn responses_timings_follow_python() {
+        // Head, then one event per read, 1 ms apart: TTFT at the reasoning delta (read 2),
+        // ITL gaps between token events only, the end at the last token.
+        let bytes = http_response(RESPONSES_EVENTS);
+        let head_end = memchr::memmem::find(&bytes, b"\r\n\r\n").unwrap() + 4;
+        let mut reads: Vec<&[u8]> = vec![&bytes[..head_end]];
+        let mut at = head_end;
+        for e in RESPONSES_EVENTS {
+            let framed = format!("{:x}\r\n{e}\r\n", e.len()).len();
+            reads.push(&bytes[at..at + framed]);
+            at += framed;
+        }
+        reads.push(&bytes[at..]);
+        let o = feed(responses(), &reads);
+        assert_eq!(o.result, Some(Ok(())));
+        let first = o.m.first_token.unwrap();
+        let last = o.m.last_token.unwrap();
+        // Reads: 0 head, 1 created, 2 reasoning, 3 comment, 4 delta, 5 delta.
+        assert_eq!(last.duration_since(first), Duration::from_millis(3));
+        assert_eq!(o.log.itl_ns, [2_000_000, 1_000_000]);
+    }
+
+    #[test]
+    fn responses_failures_carry_python_reasons() {
+        let no_terminal = http_response(&RESPONSES_EVENTS[..RESPONSES_EVENTS.len() - 1]);
+        let o = feed(responses(), &[&no_terminal]);
+        let f = o.result.unwrap().unwrap_err();
+        assert_eq!(f.kind, "no_terminal_event");
+        assert_eq!(
+            f.error,
+            "Stream ended without a terminal event.This response will be marked as failed!"
+        );
+        let no_token = http_response(&[RESPONSES_EVENTS[0], RESPONSES_EVENTS[6]]);
+        let f = feed(responses(), &[&no_token]).result.unwrap().unwrap_err();
+        assert_eq!(f.kind, "no_token");
+        assert!(
+            f.error.starts_with("Never received a token delta"),
+            "{}",
+            f.error
+        );
+        let error = "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"boom\",\"param\":null}\n\n";
+        let with_error = http_response(&[RESPONSES_EVENTS[3], error, RESPONSES_EVENTS[6]]);
+        let f = feed(responses(), &[&with_error])
+            .result
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(f.kind, "stream_error");
+        assert_eq!(
+            f.error,
+            r#"{"type": "error", "code": "server_error", "message": "boom", "param": null}"#
+        );
+        let bad =
+            http_response(&["data: {\"type\":\"response.output_text.delta\",\"delta\":5}\n\n"]);
+        let f = feed(responses(), &[&bad]).result.unwrap().unwrap_err();
+        assert_eq!(f.kind, "malformed_event");
+    }
 }

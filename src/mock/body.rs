@@ -591,6 +591,18 @@ pub struct GenerationBody {
     pub stream_options: Option<StreamOptions>,
 }
 
+/// `POST /v1/responses`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ResponsesBody {
+    /// The input (a string, like Python's client sends).
+    pub input: Option<Text>,
+    /// Output tokens.
+    pub max_output_tokens: Option<u64>,
+    /// SSE stream of typed events or one JSON body.
+    pub stream: Option<bool>,
+}
+
 /// `POST /v1/embeddings`, `/pooling`, `/v1/pooling`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]

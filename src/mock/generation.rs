@@ -1,5 +1,6 @@
-//! Completions and chat completions: the shape of every event (as vLLM sends them), the
-//! per-request event bytes built once before the first one is due, and the timed writer.
+//! Completions, chat completions and responses: the shape of every event (as vLLM sends
+//! them; the Responses events are [`super::responses`]'), the per-request event bytes built
+//! once before the first one is due, and the timed writer.
 //!
 //! A stream is: the response head (and, for chat, the opening
 //! `{"delta":{"role":"assistant","content":""}}` chunk) at arrival; `ceil(n/k)` content
@@ -21,19 +22,31 @@ use std::time::{Duration, Instant};
 use super::faults::FaultKind;
 use super::io::Io;
 use super::response::{self, Framing, HeadOpts};
+use super::responses;
 use super::timing::Schedule;
 use crate::engine::timer::Timers;
 
 /// Write-buffer size at which due events are flushed even if more are due.
 pub const FLUSH_AT: usize = 64 << 10;
-/// Text of one generated token.
-const TOKEN_TEXT: &str = " tok";
+
+/// The generation APIs the mock streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `/v1/completions`: `text_completion`, `choices[0].text`.
+    Completions,
+    /// `/v1/chat/completions`: `chat.completion.chunk`, `choices[0].delta`.
+    Chat,
+    /// `/v1/responses`: typed `response.*` events.
+    Responses,
+    /// `/v1/audio/transcriptions`: `transcription.chunk` deltas, no opening role chunk.
+    Transcription,
+}
 
 /// One generation request, resolved.
 #[derive(Debug, Clone)]
 pub struct Generation {
-    /// Chat (`chat.completion.chunk`, `delta`) or completions (`text_completion`, `text`).
-    pub chat: bool,
+    /// Which API's events: completions, chat or responses.
+    pub shape: Shape,
     /// Output tokens `n`.
     pub tokens: u64,
     /// Tokens per content chunk `k`.
@@ -53,6 +66,23 @@ pub struct Generation {
 }
 
 impl Generation {
+    /// Chat-shaped (`delta`) rather than completions (`text`).
+    fn chat(&self) -> bool {
+        matches!(self.shape, Shape::Chat | Shape::Transcription)
+    }
+
+    /// What a Responses event needs to know of this request.
+    fn responses(&self) -> responses::Response {
+        responses::Response {
+            id: self.id,
+            created: self.created,
+            prompt_tokens: self.prompt_tokens,
+            tokens: self.tokens,
+            usage: self.usage,
+            padding: self.padding,
+        }
+    }
+
     /// Number of content chunks: `ceil(n / k)`.
     pub fn chunks(&self) -> u64 {
         self.tokens.div_ceil(self.per_chunk)
@@ -64,7 +94,8 @@ impl Generation {
     }
 
     fn object(&self, stream: bool) -> &'static str {
-        match (self.chat, stream) {
+        match (self.chat(), stream) {
+            _ if self.shape == Shape::Transcription => "transcription.chunk",
             (true, true) => "chat.completion.chunk",
             (true, false) => "chat.completion",
             (false, _) => "text_completion",
@@ -74,7 +105,7 @@ impl Generation {
     /// `{"id":…,"object":…,"created":…,"model":…,` (the shared start of every body), then
     /// the padding member when padding is asked for.
     fn open(&self, out: &mut Vec<u8>, model_json: &str, stream: bool) {
-        let prefix = if self.chat { "chatcmpl-" } else { "cmpl-" };
+        let prefix = if self.chat() { "chatcmpl-" } else { "cmpl-" };
         let _ = write!(
             out,
             "{{\"id\":\"{prefix}{:032x}\",\"object\":\"{}\",\"created\":{},\"model\":{model_json},",
@@ -99,16 +130,16 @@ impl Generation {
     fn content_event(&self, out: &mut Vec<u8>, model_json: &str, tokens: u64, last: bool) {
         self.open(out, model_json, true);
         out.extend_from_slice(b"\"choices\":[{\"index\":0,");
-        out.extend_from_slice(if self.chat {
+        out.extend_from_slice(if self.chat() {
             b"\"delta\":{\"content\":\""
         } else {
             b"\"text\":\""
         });
         push_tokens(out, tokens);
-        out.extend_from_slice(if self.chat { b"\"}," } else { b"\"," });
+        out.extend_from_slice(if self.chat() { b"\"}," } else { b"\"," });
         out.extend_from_slice(b"\"logprobs\":null,\"finish_reason\":");
         out.extend_from_slice(if last { b"\"length\"" } else { b"null" });
-        if !self.chat {
+        if !self.chat() {
             out.extend_from_slice(b",\"stop_reason\":null");
         }
         out.extend_from_slice(b"}]}");
@@ -116,15 +147,18 @@ impl Generation {
 
     /// The whole non-streaming response body.
     pub fn body(&self, out: &mut Vec<u8>, model_json: &str) {
+        if self.shape == Shape::Responses {
+            return responses::body(&self.responses(), out, model_json);
+        }
         self.open(out, model_json, false);
         out.extend_from_slice(b"\"choices\":[{\"index\":0,");
-        out.extend_from_slice(if self.chat {
+        out.extend_from_slice(if self.chat() {
             b"\"message\":{\"role\":\"assistant\",\"content\":\""
         } else {
             b"\"text\":\""
         });
         push_tokens(out, self.tokens);
-        out.extend_from_slice(if self.chat { b"\"}," } else { b"\"," });
+        out.extend_from_slice(if self.chat() { b"\"}," } else { b"\"," });
         out.extend_from_slice(
             b"\"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}]",
         );
@@ -136,11 +170,7 @@ impl Generation {
     }
 }
 
-fn push_tokens(out: &mut Vec<u8>, n: u64) {
-    for _ in 0..n {
-        out.extend_from_slice(TOKEN_TEXT.as_bytes());
-    }
-}
+use response::push_tokens;
 
 /// The distinct events of one stream, each already framed as an HTTP chunk.
 #[derive(Debug, Default)]
@@ -158,8 +188,11 @@ impl Script {
     /// Serializes the events of `g` (reusing this script's buffers).
     pub fn build(&mut self, g: &Generation, model_json: &str) {
         self.buf.clear();
+        if g.shape == Shape::Responses {
+            return self.build_responses(g, model_json);
+        }
         self.role = self.event(|tmp| {
-            if g.chat {
+            if g.shape == Shape::Chat {
                 g.open(tmp, model_json, true);
                 tmp.extend_from_slice(
                     b"\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}",
@@ -187,6 +220,24 @@ impl Script {
         self.tail = start..self.buf.len();
     }
 
+    /// The Responses events: `response.created` at the head, output-text deltas, the
+    /// terminal `response.completed` (vLLM's, `status: "incomplete"` at the length limit)
+    /// and no `[DONE]`, each with its `event:` line.
+    fn build_responses(&mut self, g: &Generation, model_json: &str) {
+        use responses::Event;
+        let r = g.responses();
+        self.role = self.named(Event::Created, |tmp| r.created(tmp, model_json));
+        self.mid = self.named(Event::Delta, |tmp| r.delta(tmp, g.per_chunk));
+        self.last = self.named(Event::Delta, |tmp| r.delta(tmp, g.last_tokens()));
+        self.malformed = self.named(Event::Delta, |tmp| {
+            tmp.extend_from_slice(b"{\"type\":\"response.output_text.delta\",\"delta\": tok");
+        });
+        let start = self.buf.len();
+        self.named(Event::Completed, |tmp| r.completed(tmp, model_json));
+        self.buf.extend_from_slice(response::LAST_CHUNK);
+        self.tail = start..self.buf.len();
+    }
+
     /// Frames the payload written by `fill` as one event; empty payload → empty range.
     fn event(&mut self, fill: impl FnOnce(&mut Vec<u8>)) -> Range<usize> {
         self.tmp.clear();
@@ -195,6 +246,15 @@ impl Script {
         if !self.tmp.is_empty() {
             response::sse_chunk(&mut self.buf, &self.tmp);
         }
+        start..self.buf.len()
+    }
+
+    /// Frames the payload written by `fill` as one event named `event`.
+    fn named(&mut self, event: responses::Event, fill: impl FnOnce(&mut Vec<u8>)) -> Range<usize> {
+        self.tmp.clear();
+        fill(&mut self.tmp);
+        let start = self.buf.len();
+        response::sse_named_chunk(&mut self.buf, event.name(), &self.tmp);
         start..self.buf.len()
     }
 
@@ -275,7 +335,11 @@ mod tests {
 
     fn gen(chat: bool, tokens: u64, per_chunk: u64, usage: bool) -> Generation {
         Generation {
-            chat,
+            shape: if chat {
+                Shape::Chat
+            } else {
+                Shape::Completions
+            },
             tokens,
             per_chunk,
             prompt_tokens: 7,

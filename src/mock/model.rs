@@ -1,4 +1,4 @@
-//! Model requests — completions, chat, embeddings, pooling, rerank — from parsed body to
+//! Model requests — completions, chat, responses, embeddings, pooling, rerank — from parsed body to
 //! timed response: sequence number, in-flight gauge, toy prefix cache, fault decision,
 //! schedule, and the response itself.
 //!
@@ -9,11 +9,12 @@ use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::body::{self, Digest, GenerationBody, PoolingBody, RerankBody};
+use super::body::{self, Digest, GenerationBody, PoolingBody, RerankBody, ResponsesBody};
 use super::ctx::{unix_now, WorkerCtx};
 use super::exchange::{self, Exchange, Request, Served};
 use super::faults::{self, FaultKind};
-use super::generation::{self, End, Generation};
+use super::form;
+use super::generation::{self, End, Generation, Shape};
 use super::hash::SplitMix64;
 use super::response::{self, HeadOpts};
 use super::routes::Route;
@@ -178,6 +179,8 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
 enum BadRequest {
     #[error(transparent)]
     Body(#[from] body::InvalidBody),
+    #[error(transparent)]
+    Form(#[from] form::FormError),
     #[error("{0} request without {1}")]
     Missing(&'static str, &'static str),
     #[error("max_tokens must be at least 1")]
@@ -188,7 +191,6 @@ enum BadRequest {
 
 /// Reads the body of a model request, or says in one line what is wrong with it.
 fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, BadRequest> {
-    let cfg = &ctx.shared.cfg;
     match route {
         Route::Completions | Route::ChatCompletions => {
             let chat = route == Route::ChatCompletions;
@@ -207,39 +209,61 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
             } else {
                 b.max_tokens.or(b.max_completion_tokens)
             };
-            let tokens = asked.unwrap_or(cfg.num_tokens as u64);
-            if tokens == 0 {
-                return Err(BadRequest::NoTokens);
-            }
-            if tokens > cfg.max_model_len as u64 {
-                return Err(BadRequest::TooManyTokens {
-                    tokens,
-                    max: cfg.max_model_len,
-                });
-            }
             let stream = b.stream.unwrap_or(false);
             let include_usage = b
                 .stream_options
                 .and_then(|o| o.include_usage)
                 .unwrap_or(false);
-            let gen = Generation {
-                chat,
-                tokens,
-                per_chunk: cfg.tokens_per_chunk as u64,
-                prompt_tokens: prompt.tokens,
-                usage: cfg.usage && (include_usage || !stream),
-                fault: None,
-                id: response_id(cfg.seed, seq),
-                created: unix_now(),
-                padding: cfg.padding,
+            let shape = if chat {
+                Shape::Chat
+            } else {
+                Shape::Completions
             };
-            Ok(Job {
-                prompt,
-                max_tokens: asked,
-                kind: Kind::Generate { gen, stream },
-            })
+            let wanted = Wanted {
+                asked,
+                stream,
+                usage: include_usage || !stream,
+            };
+            generation_job(ctx, seq, shape, prompt, wanted)
         }
-        Route::Embeddings | Route::Pooling | Route::PoolingV1 => {
+        Route::Responses => {
+            let b: ResponsesBody = body::parse(body)?;
+            let prompt = b
+                .input
+                .ok_or(BadRequest::Missing("responses", "\"input\""))?
+                .0;
+            let wanted = Wanted {
+                asked: b.max_output_tokens,
+                stream: b.stream.unwrap_or(false),
+                // The Responses API always reports usage (in the terminal event).
+                usage: true,
+            };
+            generation_job(ctx, seq, Shape::Responses, prompt, wanted)
+        }
+        Route::Transcriptions => {
+            let form = form::parse(body)?;
+            let number = |name| form.field(name).and_then(|v| v.trim().parse::<u64>().ok());
+            // The uploaded audio stands for the prompt: one token per KiB, at least one.
+            let file_len = form
+                .file_len
+                .ok_or(BadRequest::Missing("transcription", "a file"))?;
+            let prompt = Digest {
+                tokens: (file_len as u64 / 1024).max(1),
+                hash: file_len as u64,
+                items: vec![file_len as u64],
+                blocks: Vec::new(),
+            };
+            let stream =
+                form.field("stream") == Some("True") || form.field("stream") == Some("true");
+            let usage = matches!(form.field("stream_include_usage"), Some("True" | "true"));
+            let wanted = Wanted {
+                asked: number("max_completion_tokens"),
+                stream,
+                usage: usage || !stream,
+            };
+            generation_job(ctx, seq, Shape::Transcription, prompt, wanted)
+        }
+        Route::Embeddings | Route::EmbeddingsInfinity | Route::Pooling | Route::PoolingV1 => {
             let b: PoolingBody = body::parse(body)?;
             let prompt = match (b.input, b.messages) {
                 (Some(t), _) => t.0,
@@ -252,7 +276,7 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
                 prompt,
                 max_tokens: None,
                 kind: Kind::Pool {
-                    embeddings: route == Route::Embeddings,
+                    embeddings: matches!(route, Route::Embeddings | Route::EmbeddingsInfinity),
                 },
             })
         }
@@ -274,6 +298,55 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
             })
         }
     }
+}
+
+/// What a generation request asks for.
+struct Wanted {
+    /// Output tokens asked for (`None`: the mock's default).
+    asked: Option<u64>,
+    stream: bool,
+    /// The client asked for usage (the mock's `usage` switch still applies).
+    usage: bool,
+}
+
+/// A generation job, or why its output length is refused.
+fn generation_job(
+    ctx: &WorkerCtx,
+    seq: u64,
+    shape: Shape,
+    prompt: Digest,
+    wanted: Wanted,
+) -> Result<Job, BadRequest> {
+    let cfg = &ctx.shared.cfg;
+    let tokens = wanted.asked.unwrap_or(cfg.num_tokens as u64);
+    if tokens == 0 {
+        return Err(BadRequest::NoTokens);
+    }
+    if tokens > cfg.max_model_len as u64 {
+        return Err(BadRequest::TooManyTokens {
+            tokens,
+            max: cfg.max_model_len,
+        });
+    }
+    let gen = Generation {
+        shape,
+        tokens,
+        per_chunk: cfg.tokens_per_chunk as u64,
+        prompt_tokens: prompt.tokens,
+        usage: cfg.usage && wanted.usage,
+        fault: None,
+        id: response_id(cfg.seed, seq),
+        created: unix_now(),
+        padding: cfg.padding,
+    };
+    Ok(Job {
+        prompt,
+        max_tokens: wanted.asked,
+        kind: Kind::Generate {
+            gen,
+            stream: wanted.stream,
+        },
+    })
 }
 
 /// The 128-bit response id of request `seq`.

@@ -112,6 +112,16 @@ pub fn error_body(out: &mut Vec<u8>, status: u16, message: &str) {
     );
 }
 
+/// Text of one generated token.
+const TOKEN_TEXT: &str = " tok";
+
+/// Appends the text of `n` generated tokens (inside a JSON string).
+pub fn push_tokens(out: &mut Vec<u8>, n: u64) {
+    for _ in 0..n {
+        out.extend_from_slice(TOKEN_TEXT.as_bytes());
+    }
+}
+
 /// Appends one SSE event (`data: <payload>\n\n`) as one HTTP chunk.
 pub fn sse_chunk(out: &mut Vec<u8>, payload: &[u8]) {
     const PREFIX: &[u8] = b"data: ";
@@ -121,6 +131,18 @@ pub fn sse_chunk(out: &mut Vec<u8>, payload: &[u8]) {
     out.extend_from_slice(payload);
     out.extend_from_slice(SUFFIX);
     out.extend_from_slice(b"\r\n");
+}
+
+/// Appends one named SSE event (`event: <name>\ndata: <payload>\n\n`) as one HTTP chunk, as
+/// the Responses API frames its events.
+pub fn sse_named_chunk(out: &mut Vec<u8>, name: &str, payload: &[u8]) {
+    let _ = write!(
+        out,
+        "{:x}\r\nevent: {name}\ndata: ",
+        "event: \ndata: ".len() + name.len() + payload.len() + 2
+    );
+    out.extend_from_slice(payload);
+    out.extend_from_slice(b"\n\n\r\n");
 }
 
 /// Appends `"padding":"xx…x",` (`n` filler bytes; nothing for 0): a JSON member that makes an

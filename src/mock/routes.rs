@@ -16,8 +16,14 @@ pub enum Route {
     Completions,
     /// `POST /v1/chat/completions`
     ChatCompletions,
+    /// `POST /v1/responses`
+    Responses,
     /// `POST /v1/embeddings`
     Embeddings,
+    /// `POST /embeddings` (Infinity's path; answered like `/v1/embeddings`)
+    EmbeddingsInfinity,
+    /// `POST /v1/audio/transcriptions` (a multipart form with the audio file)
+    Transcriptions,
     /// `POST /pooling`
     Pooling,
     /// `POST /v1/pooling`
@@ -39,7 +45,7 @@ pub enum Route {
 }
 
 /// Every route with its method and path; the index is the route's statistics slot.
-pub const ROUTES: [(Route, Method, &str); 15] = [
+pub const ROUTES: [(Route, Method, &str); 18] = [
     (Route::Models, Method::Get, "/v1/models"),
     (Route::Health, Method::Get, "/health"),
     (Route::Metrics, Method::Get, "/metrics"),
@@ -55,6 +61,14 @@ pub const ROUTES: [(Route, Method, &str); 15] = [
     (Route::StartProfile, Method::Post, "/start_profile"),
     (Route::StopProfile, Method::Post, "/stop_profile"),
     (Route::ResetPrefixCache, Method::Post, "/reset_prefix_cache"),
+    // Last, so the statistics slots of the older routes keep their places.
+    (Route::Responses, Method::Post, "/v1/responses"),
+    (Route::EmbeddingsInfinity, Method::Post, "/embeddings"),
+    (
+        Route::Transcriptions,
+        Method::Post,
+        "/v1/audio/transcriptions",
+    ),
 ];
 
 /// Number of routes (statistics slots).
@@ -73,7 +87,10 @@ impl Route {
             self,
             Route::Completions
                 | Route::ChatCompletions
+                | Route::Responses
+                | Route::Transcriptions
                 | Route::Embeddings
+                | Route::EmbeddingsInfinity
                 | Route::Pooling
                 | Route::PoolingV1
                 | Route::Rerank

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use rayon::prelude::*;
 
 use crate::cli::{Backend, DatasetName};
 use crate::config::{
@@ -27,13 +28,17 @@ use crate::datasets::conversations::{
     self, Conversations, ShareGptConversationOptions, SyntheticOptions,
 };
 use crate::datasets::custom::{Custom, CustomOptions};
+use crate::datasets::custom_image::CustomImage;
 use crate::datasets::hf::{self, HfOptions};
 use crate::datasets::hub_file::{dataset_file, HubAccess};
-use crate::datasets::max_model_len::retain_within;
+use crate::datasets::max_model_len::{fits, retain_within};
+use crate::datasets::media::ChatMedia;
 use crate::datasets::prefix_repetition::{self, PrefixRepetitionOptions};
 use crate::datasets::random::{self, RandomConfig};
+use crate::datasets::random_mm;
 use crate::datasets::sharegpt::{self, ShareGpt, ShareGptOptions};
 use crate::datasets::sonnet::{Sonnet, SonnetOptions};
+use crate::datasets::wav::{self, AudioClip};
 use crate::datasets::{spec_bench, speed_bench};
 use crate::datasets::{DatasetStats, SampleRequest, Sampling};
 use crate::tokenizer::{self, TokenizeEndpoint, Tokenizer};
@@ -48,6 +53,16 @@ pub enum RunDataset {
     Trace(Box<TraceReplay>),
     /// `--multi-turn`: conversations, each one session.
     Conversations(Conversations),
+    /// `random-mm` and `custom_audio`: the requests and each one's media.
+    Multimodal(Vec<SampleRequest>, Media),
+}
+
+/// The media of each request of a multimodal dataset.
+pub enum Media {
+    /// `random-mm`, `custom_image`: chat content parts.
+    Chat(Vec<ChatMedia>),
+    /// `custom_audio`: the audio file each request uploads.
+    Audio(Vec<AudioClip>),
 }
 
 impl RunDataset {
@@ -57,6 +72,14 @@ impl RunDataset {
             RunDataset::Requests(r) => DatasetStats::from_requests(r).to_string(),
             RunDataset::Trace(t) => t.stats().to_string(),
             RunDataset::Conversations(c) => super::multi_turn::describe(c),
+            RunDataset::Multimodal(r, Media::Chat(mm)) => {
+                let items: usize = mm.iter().map(|m| m.parts.len()).sum();
+                format!("{}\nContent parts: {items}", DatasetStats::from_requests(r))
+            }
+            RunDataset::Multimodal(r, Media::Audio(clips)) => {
+                let secs: f64 = clips.iter().map(|c| c.duration_s).sum();
+                format!("{}\nAudio: {secs:.2} s", DatasetStats::from_requests(r))
+            }
         }
     }
 }
@@ -77,6 +100,35 @@ pub fn for_run(
     if let DatasetParams::TimedTrace(p) = &config.dataset.params {
         return Ok(RunDataset::Trace(Box::new(TraceReplay::load(config, p)?)));
     }
+    if let DatasetParams::RandomMm { random, mm } = &config.dataset.params {
+        // Python does not re-align random-mm's text to the server's tokenizer.
+        let requests = Cx::new(config, tokenizer).random(random)?;
+        let images = random_mm::items(mm, requests.len(), config.dataset.seed)?;
+        let media = images.into_iter().map(ChatMedia::beside_text).collect();
+        return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
+    }
+    if let (DatasetParams::Custom(p), DatasetName::CustomAudio) =
+        (&config.dataset.params, config.dataset.name)
+    {
+        let (requests, clips) = Cx::new(config, tokenizer).custom_audio(p)?;
+        return Ok(RunDataset::Multimodal(requests, Media::Audio(clips)));
+    }
+    if let (DatasetParams::Custom(p), DatasetName::CustomImage) =
+        (&config.dataset.params, config.dataset.name)
+    {
+        let (requests, media) = Cx::new(config, tokenizer).custom_image(p)?;
+        return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
+    }
+    if let DatasetParams::ShareGpt { output_len } = &config.dataset.params {
+        let cx = Cx::new(config, tokenizer);
+        let data = ShareGpt::load(&sharegpt_path(config.dataset.path.as_deref())?)?;
+        if data.has_media() {
+            let (requests, media) = cx.sharegpt_media(&data, *output_len)?;
+            return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
+        }
+        let requests = cx.sharegpt_from(&data, *output_len)?;
+        return Ok(RunDataset::Requests(within_max_model_len(config, requests)));
+    }
     let mut requests = build(config, tokenizer)?;
     if let Some(endpoint) = align {
         if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
@@ -89,17 +141,7 @@ pub fn for_run(
 /// The requests of every dataset but `timed_trace`, `--max-model-len` applied.
 pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<SampleRequest>> {
     let ds = &config.dataset;
-    let cx = Cx {
-        config,
-        tokenizer,
-        sampling: Sampling {
-            num_requests: ds.num_prompts,
-            seed: ds.seed,
-            shuffle: !ds.disable_shuffle,
-            oversample: !ds.no_oversample,
-            request_id_prefix: config.request.request_id_prefix.clone(),
-        },
-    };
+    let cx = Cx::new(config, tokenizer);
     let requests = match &ds.params {
         // The random dataset applies --max-model-len while it generates.
         DatasetParams::Random(p) => return cx.random(p),
@@ -123,14 +165,19 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
             ds.name.name()
         ),
     };
-    Ok(match ds.max_model_len {
+    Ok(within_max_model_len(config, requests))
+}
+
+/// `--max-model-len`: the requests that fit (the dropped ones are noted).
+fn within_max_model_len(config: &Config, requests: Vec<SampleRequest>) -> Vec<SampleRequest> {
+    match config.dataset.max_model_len {
         Some(max) => {
             let (kept, dropped) = retain_within(requests, max);
             note_dropped(dropped);
             kept
         }
         None => requests,
-    })
+    }
 }
 
 /// `--multi-turn`: synthetic conversations from the random dataset's flags, or ShareGPT's
@@ -186,7 +233,22 @@ struct Cx<'a> {
     sampling: Sampling,
 }
 
-impl Cx<'_> {
+impl<'a> Cx<'a> {
+    fn new(config: &'a Config, tokenizer: Option<&'a Tokenizer>) -> Self {
+        let ds = &config.dataset;
+        Cx {
+            config,
+            tokenizer,
+            sampling: Sampling {
+                num_requests: ds.num_prompts,
+                seed: ds.seed,
+                shuffle: !ds.disable_shuffle,
+                oversample: !ds.no_oversample,
+                request_id_prefix: config.request.request_id_prefix.clone(),
+            },
+        }
+    }
+
     fn tok(&self, what: &str) -> Result<&Tokenizer> {
         tokenizer::required(self.tokenizer, what)
     }
@@ -257,9 +319,78 @@ impl Cx<'_> {
     }
 
     fn sharegpt(&self, output_len: Option<usize>) -> Result<Vec<SampleRequest>> {
-        let tok = self.tok("the sharegpt dataset")?;
         let data = ShareGpt::load(&sharegpt_path(self.config.dataset.path.as_deref())?)?;
+        self.sharegpt_from(&data, output_len)
+    }
+
+    fn sharegpt_from(
+        &self,
+        data: &ShareGpt,
+        output_len: Option<usize>,
+    ) -> Result<Vec<SampleRequest>> {
+        let tok = self.tok("the sharegpt dataset")?;
         Ok(data.sample(&self.sampling, ShareGptOptions { output_len }, tok)?)
+    }
+
+    /// ShareGPT entries with `image`/`video` keys: each request and its content parts,
+    /// `--max-model-len` applied to the pairs.
+    fn sharegpt_media(
+        &self,
+        data: &ShareGpt,
+        output_len: Option<usize>,
+    ) -> Result<(Vec<SampleRequest>, Vec<ChatMedia>)> {
+        let tok = self.tok("the sharegpt dataset")?;
+        let opts = ShareGptOptions { output_len };
+        let chat = self.config.dataset.enable_multimodal_chat;
+        let pairs = data.sample_with_media(&self.sampling, opts, tok, chat)?;
+        let before = pairs.len();
+        let kept: Vec<_> = match self.config.dataset.max_model_len {
+            Some(max) => pairs.into_iter().filter(|(r, _)| fits(r, max)).collect(),
+            None => pairs,
+        };
+        note_dropped(before - kept.len());
+        Ok(kept.into_iter().unzip())
+    }
+
+    /// `custom_audio`: the custom samples and each one's WAV, every distinct file read and
+    /// checked once (Python reads them before the run too).
+    fn custom_audio(&self, p: &CustomParams) -> Result<(Vec<SampleRequest>, Vec<AudioClip>)> {
+        let data = Custom::load(self.path("FILE.jsonl")?)?;
+        let format = self.chat_format("the custom_audio dataset")?;
+        let opts = CustomOptions {
+            output_len: p.output_len,
+        };
+        let pairs = data.sample_audio(&self.sampling, opts, &format, self.tokenizer)?;
+        let mut files: Vec<&str> = pairs.iter().map(|(_, f)| f.as_str()).collect();
+        files.sort_unstable();
+        files.dedup();
+        let clips: std::collections::HashMap<&str, AudioClip> = files
+            .par_iter()
+            .map(|f| {
+                let bytes = std::fs::read(f).with_context(|| format!("custom_audio: {f}"))?;
+                let clip = wav::parse(&bytes).with_context(|| format!("custom_audio: {f}"))?;
+                Ok((*f, clip))
+            })
+            .collect::<Result<_>>()?;
+        let per_request = pairs
+            .iter()
+            .map(|(_, f)| clips[f.as_str()].clone())
+            .collect();
+        Ok((pairs.into_iter().map(|(r, _)| r).collect(), per_request))
+    }
+
+    /// `custom_image`: the rows' prompts and their image (or interleaved) content parts.
+    fn custom_image(&self, p: &CustomParams) -> Result<(Vec<SampleRequest>, Vec<ChatMedia>)> {
+        let data = CustomImage::load(self.path("FILE.jsonl")?)?;
+        // Python sends `output_len or 0`: -1 would be sent as is, and rejected.
+        let output_len = p.output_len.context(
+            "--dataset-name custom_image: rows carry no output length; give \
+             --custom-output-len N (N > 0)",
+        )?;
+        Ok(data
+            .sample(&self.sampling, output_len, self.tokenizer)?
+            .into_iter()
+            .unzip())
     }
 
     fn custom(&self, p: &CustomParams) -> Result<Vec<SampleRequest>> {

@@ -4,6 +4,7 @@
 pub mod benchmark;
 pub mod compare;
 pub mod dataset;
+pub mod lora;
 pub mod merge;
 pub mod multi_turn;
 pub mod outcome;

@@ -35,7 +35,8 @@ pub struct ConversationPlan {
     starts: Vec<usize>,
     history: History,
     head: HeadTemplate,
-    body: ChatBody,
+    /// The chat body of each conversation (they differ only by a LoRA adapter's `model`).
+    bodies: Vec<ChatBody>,
     think_time: Duration,
 }
 
@@ -48,10 +49,11 @@ pub struct TurnOf {
 }
 
 impl ConversationPlan {
+    /// `bodies` has one chat body per conversation.
     pub fn new(
         conversations: &Conversations,
         head: HeadTemplate,
-        body: ChatBody,
+        bodies: Vec<ChatBody>,
         think_time: Duration,
     ) -> ConversationPlan {
         let planned: Vec<Planned> = conversations
@@ -76,7 +78,7 @@ impl ConversationPlan {
             starts,
             history: conversations.history,
             head,
-            body,
+            bodies,
             think_time,
         }
     }
@@ -94,11 +96,21 @@ impl ConversationPlan {
     pub fn first_requests(&self) -> (Vec<PreparedRequest>, Vec<u32>) {
         self.conversations
             .iter()
-            .map(|c| {
-                let req = self.request(c, 0, &c.users[..1]);
+            .zip(&self.bodies)
+            .map(|(c, body)| {
+                let req = self.request(c, body, 0, &c.users[..1]);
                 (req, c.prompt_lens[0])
             })
             .unzip()
+    }
+
+    /// The first request of every conversation with `body` instead of its own (the base
+    /// model's, for the ready check and warm-ups of a LoRA run).
+    pub fn first_requests_with(&self, body: &ChatBody) -> Vec<PreparedRequest> {
+        self.conversations
+            .iter()
+            .map(|c| self.request(c, body, 0, &c.users[..1]))
+            .collect()
     }
 
     /// The output-token limit of every planned request (for sizing the arenas).
@@ -124,13 +136,19 @@ impl ConversationPlan {
             .collect()
     }
 
-    fn request(&self, c: &Planned, turn: usize, messages: &[Bytes]) -> PreparedRequest {
+    fn request(
+        &self,
+        c: &Planned,
+        body: &ChatBody,
+        turn: usize,
+        messages: &[Bytes],
+    ) -> PreparedRequest {
         let request_id = format!("{}-turn-{turn}", c.id);
         let ids = Ids {
             request: Some(&request_id),
             session: Some(&c.id),
         };
-        let body = self.body.parts(messages, c.output_lens[turn]);
+        let body = body.parts(messages, c.output_lens[turn]);
         self.head
             .build_parts_with(ids, Some("application/json"), body)
     }
@@ -154,6 +172,7 @@ impl SessionSource for ConversationPlan {
         Box::new(Turns {
             plan: self,
             conversation: c,
+            body: &self.bodies[session],
             turn: 0,
             messages: vec![c.users[0].clone()],
             history_tokens: u64::from(c.prompt_lens[0]),
@@ -165,6 +184,8 @@ impl SessionSource for ConversationPlan {
 struct Turns<'a> {
     plan: &'a ConversationPlan,
     conversation: &'a Planned,
+    /// The conversation's chat body (its adapter's, with LoRA).
+    body: &'a ChatBody,
     /// The turn whose answer comes next.
     turn: usize,
     /// The messages sent so far (full history mode).
@@ -195,7 +216,7 @@ impl FollowUps for Turns<'_> {
             }
         };
         Some(NextRequest {
-            request: self.plan.request(c, self.turn, &self.messages),
+            request: self.plan.request(c, self.body, self.turn, &self.messages),
             client_prompt_len: u32::try_from(prompt_len).unwrap_or(u32::MAX),
             delay: self.plan.think_time,
             not_before: Duration::ZERO,

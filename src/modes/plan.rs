@@ -75,7 +75,10 @@ impl Plan {
         let prepared = match &dataset {
             RunDataset::Trace(t) => prepare_trace(config, &target, api, &model_name, t, tok),
             RunDataset::Conversations(c) => prepare_conversations(config, &target, &model_name, c),
-            RunDataset::Requests(r) => prepare(config, &target, api, &model_name, r),
+            RunDataset::Requests(r) => prepare(config, &target, api, &model_name, r, None),
+            RunDataset::Multimodal(r, media) => {
+                prepare(config, &target, api, &model_name, r, Some(media))
+            }
         }?
         .with_probe(probe(config, &target, api, &model_name)?);
         let engine_opts = EngineOptions {

@@ -9,12 +9,14 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 
 use crate::config::Config;
+use crate::engine::recorder::Record;
 use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
 use crate::engine::session::Chains;
 use crate::engine::{RunReport, Workload};
 use crate::metrics::probe::ProbeStats;
-use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
+use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetrics};
 use crate::metrics::steady_state::SteadyStateOutcome;
+use crate::metrics::RequestOutput;
 use crate::output::console::{
     render_block, render_notices, render_preamble, render_turn_block, Preamble,
 };
@@ -23,7 +25,7 @@ use crate::output::json::{
     RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
-use crate::output::{extras, steady_state};
+use crate::output::{extras, lora, steady_state};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -258,6 +260,17 @@ fn with_suffix(name: &str, suffix: &str) -> String {
     }
 }
 
+/// Python's `rtfx`: the audio seconds of the successful requests per second of the run.
+fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f64) -> f64 {
+    let secs: f64 = outputs
+        .iter()
+        .zip(records)
+        .filter(|(o, _)| o.success)
+        .filter_map(|(_, r)| audio_s.get(r.index as usize))
+        .sum();
+    secs / dur_s
+}
+
 /// Metrics, the console block, the steady-state block, our extras, and the result file.
 pub fn finish(
     config: &Config,
@@ -288,6 +301,11 @@ pub fn finish(
     };
     let mut report = BenchmarkReport::compute(outputs, &settings);
     report.probe = ProbeStats::of(&run.probes);
+    if let (Some(audio), TaskMetrics::Generation { metrics, .. }) =
+        (&plan.prepared.audio_s, &mut report.metrics)
+    {
+        metrics.rtfx = rtfx(outputs, &run.merged.records, audio, settings.duration_s);
+    }
     let steady =
         super::steady_state::measure(config, max_concurrency, point.request_rate, run, &report);
     if !how.quiet {
@@ -305,6 +323,13 @@ pub fn finish(
             per_turn,
             super::multi_turn::request_turns(c, records, &turn_of),
         )
+    });
+    let adapters = plan.prepared.lora.as_ref().map(|l| {
+        let summaries = l.summaries(outputs, &run.merged.records, &settings);
+        if !how.quiet {
+            print!("{}", lora::render(&summaries));
+        }
+        (l.names_of(&run.merged.records), summaries)
     });
     let mut extra = extras::Extras::from_run(run, &plan.engine_opts);
     extra.prefix_cache = measured.prefix_cache;
@@ -351,6 +376,9 @@ pub fn finish(
                 .collect();
             doc.set("vllm_bench_conversation_ids", Json::List(ids));
             doc.set("vllm_bench_turns", Json::UInts(turn_numbers.into()));
+        }
+        if let Some((per_request, summaries)) = &adapters {
+            append_extras(&mut doc, lora::to_json(per_request, summaries));
         }
         append_extras(&mut doc, extra.to_json());
         append_extras(&mut doc, steady_state::to_json(steady.as_ref()));
@@ -428,6 +456,9 @@ mod tests {
             conversations: None,
             probe: None,
             input_sequences: None,
+            lora: None,
+            warm: None,
+            audio_s: None,
         }
     }
 

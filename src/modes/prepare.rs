@@ -9,7 +9,12 @@ use anyhow::Result;
 use rayon::prelude::*;
 
 use crate::backends::conversation::ChatBody;
-use crate::backends::{build_body, input_sequences, Api, BodyError, BodyOptions, ResponseMode};
+use crate::backends::multipart;
+use crate::backends::{
+    build_body, build_body_parts, input_sequences, Api, BodyError, BodyOptions, ResponseMode,
+};
+
+use super::dataset::Media;
 use crate::config::{Config, DatasetParams};
 use crate::datasets::conversations::Conversations;
 use crate::datasets::SampleRequest;
@@ -18,6 +23,7 @@ use crate::engine::{Probe, Workload};
 use crate::http::request::{HeadTemplate, Method, PreparedRequest};
 use crate::tokenizer::Tokenizer;
 
+use super::lora::{AdapterOptions, LoraPlan};
 use super::multi_turn::ConversationPlan;
 use super::target::Target;
 use super::trace::TraceReplay;
@@ -38,6 +44,14 @@ pub struct Prepared {
     pub probe: Option<Probe>,
     /// Inputs per request when some carry more than one (batched pooling, rerank).
     pub input_sequences: Option<Arc<[u32]>>,
+    /// `--lora-modules`: the adapter of every record.
+    pub lora: Option<Arc<LoraPlan>>,
+    /// With LoRA, the first requests with the base model's `model` field: the ready check
+    /// and the warm-ups use them, as Python's test request names `--model`.
+    pub warm: Option<Arc<[PreparedRequest]>>,
+    /// `custom_audio`: each request's audio duration in seconds (Python's
+    /// `input_audio_duration`, for `rtfx`).
+    pub audio_s: Option<Arc<[f64]>>,
 }
 
 impl Prepared {
@@ -61,9 +75,10 @@ impl Prepared {
 
     /// The first `n` requests (cycled), all at once, for warmups and the ready check.
     pub fn subset(&self, n: usize, max_concurrency: Option<usize>) -> Workload {
-        let pick = |i: usize| i % self.requests.len().max(1);
+        let from = self.warm.as_ref().unwrap_or(&self.requests);
+        let pick = |i: usize| i % from.len().max(1);
         Workload {
-            requests: (0..n).map(|i| self.requests[pick(i)].clone()).collect(),
+            requests: (0..n).map(|i| from[pick(i)].clone()).collect(),
             client_prompt_lens: (0..n).map(|i| self.prompt_lens[pick(i)]).collect(),
             arrivals: None,
             max_concurrency,
@@ -95,21 +110,67 @@ fn body_options(config: &Config, model_name: &str) -> BodyOptions {
     }
 }
 
+/// The body options of each of `n` requests (or conversations): with `--lora-modules`,
+/// the adapter each one names.
+fn adapter_options(config: &Config, model_name: &str, n: usize) -> AdapterOptions {
+    let base = body_options(config, model_name);
+    AdapterOptions::new(base, config.lora.as_ref(), n, config.dataset.seed)
+}
+
+/// With LoRA, the first requests (as many as the warm-ups use, at least one for the ready
+/// check) built again with the base model.
+fn warm_requests(
+    config: &Config,
+    opts: &AdapterOptions,
+    build: impl Fn(usize, &BodyOptions) -> Result<PreparedRequest, BodyError>,
+    total: usize,
+) -> Result<Option<Arc<[PreparedRequest]>>, BodyError> {
+    if !opts.is_lora() {
+        return Ok(None);
+    }
+    let n = config.request.num_warmups.max(1).min(total);
+    let built: Result<Vec<_>, _> = (0..n).map(|i| build(i, opts.base())).collect();
+    Ok(Some(built?.into()))
+}
+
+/// One request per sample; `media` gives each sample's images (`random-mm`: chat content
+/// parts) or audio file (`custom_audio`: a multipart upload), which the body references
+/// without copying.
 pub fn prepare(
     config: &Config,
     target: &Target,
     api: Api,
     model_name: &str,
     requests: &[SampleRequest],
+    media: Option<&Media>,
 ) -> Result<Prepared> {
     let head = head_template(config, target);
-    let opts = body_options(config, model_name);
-    let built: Result<Vec<_>, BodyError> = requests
-        .par_iter()
-        .map(|r| {
-            let body = build_body(api, &r.prompt, r.expected_output_len, &opts)?;
-            Ok(head.build(r.request_id.as_deref(), Some("application/json"), &body))
-        })
+    let opts = adapter_options(config, model_name, requests.len());
+    // aiohttp draws a uuid4 boundary per form; one per run serves as well.
+    let boundary = format!("{:032x}", rand::random::<u128>());
+    let form_type = multipart::content_type(&boundary);
+    let build = |i: usize, o: &BodyOptions| -> Result<PreparedRequest, BodyError> {
+        let r = &requests[i];
+        let id = r.request_id.as_deref();
+        let json = Some("application/json");
+        match media {
+            Some(Media::Chat(mm)) if mm.get(i).is_some_and(|m| !m.parts.is_empty()) => {
+                let body = build_body_parts(api, &r.prompt, r.expected_output_len, o, &mm[i], id)?;
+                Ok(head.build_parts(id, json, body))
+            }
+            Some(Media::Audio(clips)) if api == Api::Audio => {
+                let body = multipart::audio_body(r.expected_output_len, o, &clips[i], &boundary);
+                Ok(head.build_parts(id, Some(&form_type), body))
+            }
+            _ => {
+                let body = build_body(api, &r.prompt, r.expected_output_len, o)?;
+                Ok(head.build(id, json, &body))
+            }
+        }
+    };
+    let built: Result<Vec<_>, BodyError> = (0..requests.len())
+        .into_par_iter()
+        .map(|i| build(i, opts.of(i)))
         .collect();
     let seqs: Vec<u32> = requests
         .iter()
@@ -124,6 +185,12 @@ pub fn prepare(
         conversations: None,
         probe: None,
         input_sequences: seqs.iter().any(|&n| n != 1).then(|| seqs.into()),
+        lora: opts.plan(|r| r, requests.len()).map(Arc::new),
+        warm: warm_requests(config, &opts, build, requests.len())?,
+        audio_s: match media {
+            Some(Media::Audio(clips)) => Some(clips.iter().map(|c| c.duration_s).collect()),
+            _ => None,
+        },
     })
 }
 
@@ -154,13 +221,31 @@ pub fn prepare_conversations(
     model_name: &str,
     conversations: &Conversations,
 ) -> Result<Prepared> {
-    let opts = body_options(config, model_name);
+    // One adapter per conversation: every turn of it names the same one (sticky).
+    let opts = adapter_options(config, model_name, conversations.list.len());
     // Synthetic answers get their planned length without --ignore-eos.
     let min_tokens = matches!(config.dataset.params, DatasetParams::Random(_));
-    let body = ChatBody::new(&opts, min_tokens)?;
+    let base = ChatBody::new(opts.base(), min_tokens)?;
+    let per_adapter = opts
+        .adapters()
+        .iter()
+        .map(|o| ChatBody::new(o, min_tokens))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bodies = (0..conversations.list.len())
+        .map(|c| {
+            opts.adapter_index(c)
+                .map_or(&base, |a| &per_adapter[a])
+                .clone()
+        })
+        .collect();
     let think = Duration::from_millis(config.multi_turn.as_ref().map_or(0, |m| m.delay_ms));
-    let plan = ConversationPlan::new(conversations, head_template(config, target), body, think);
+    let plan = ConversationPlan::new(conversations, head_template(config, target), bodies, think);
     let (requests, prompt_lens) = plan.first_requests();
+    let turn_of = plan.turn_of_records();
+    let lora = opts.plan(|r| turn_of[r].conversation as usize, turn_of.len());
+    let warm = opts
+        .is_lora()
+        .then(|| plan.first_requests_with(&base).into());
     Ok(Prepared {
         requests: requests.into(),
         prompt_lens: prompt_lens.into(),
@@ -170,6 +255,9 @@ pub fn prepare_conversations(
         conversations: Some(Arc::new(plan)),
         probe: None,
         input_sequences: None,
+        lora: lora.map(Arc::new),
+        warm,
+        audio_s: None,
     })
 }
 
@@ -182,13 +270,19 @@ pub fn prepare_trace(
     trace: &TraceReplay,
     tokenizer: Option<&Tokenizer>,
 ) -> Result<Prepared> {
-    let requests = trace.prepare(
-        api,
-        &head_template(config, target),
-        &body_options(config, model_name),
-        &config.request.request_id_prefix,
-        tokenizer,
-    )?;
+    let n = trace.prompt_lens().len();
+    let opts = adapter_options(config, model_name, n);
+    let head = head_template(config, target);
+    let id_prefix = &config.request.request_id_prefix;
+    let requests = trace.prepare(api, &head, &|i| opts.of(i), id_prefix, tokenizer)?;
+    let warm = match opts.is_lora() {
+        true => {
+            let base = trace.prepare(api, &head, &|_| opts.base(), id_prefix, tokenizer)?;
+            let k = config.request.num_warmups.max(1).min(base.len());
+            Some(base.into_iter().take(k).collect())
+        }
+        false => None,
+    };
     Ok(Prepared {
         requests: requests.into(),
         prompt_lens: trace.prompt_lens().into(),
@@ -198,6 +292,9 @@ pub fn prepare_trace(
         conversations: None,
         probe: None,
         input_sequences: None,
+        lora: opts.plan(|r| r, n).map(Arc::new),
+        warm,
+        audio_s: None,
     })
 }
 
@@ -219,6 +316,9 @@ mod tests {
             conversations: None,
             probe: None,
             input_sequences: None,
+            lora: None,
+            warm: None,
+            audio_s: None,
         };
         let w = p.subset(5, Some(2));
         assert_eq!(&*w.client_prompt_lens, &[10, 11, 12, 10, 11]);

@@ -94,11 +94,12 @@ impl TraceReplay {
     /// Every request's bytes, built in parallel before the clock: the prompt as shared
     /// token-id fragments, or with `prompt_text` as shared decoded blocks. Request ids are
     /// Python's (`--request-id-prefix` + the record's index in the file).
-    pub fn prepare(
+    /// `opts(i)` gives the body options of record `i` (its LoRA adapter's `model`).
+    pub fn prepare<'o>(
         &self,
         api: Api,
         head: &HeadTemplate,
-        opts: &BodyOptions,
+        opts: &(dyn Fn(usize) -> &'o BodyOptions + Sync),
         request_id_prefix: &str,
         tokenizer: Option<&Tokenizer>,
     ) -> Result<Vec<PreparedRequest>> {
@@ -115,16 +116,22 @@ impl TraceReplay {
                 String::new()
             })
         };
-        let build = |rec: &TraceRecord| -> Result<PreparedRequest, BodyError> {
+        let build = |(i, rec): (usize, &TraceRecord)| -> Result<PreparedRequest, BodyError> {
             let prompt = match &text {
                 Some(t) => t.text_json_parts(&builder, rec, &decode),
                 None => builder.prompt_json_parts(rec),
             };
-            let body = BodyTemplate::new(api, rec.output_len as usize, opts)?.parts(prompt);
+            let body = BodyTemplate::new(api, rec.output_len as usize, opts(i))?.parts(prompt);
             let id = format!("{request_id_prefix}{}", rec.index);
             Ok(head.build_parts(Some(&id), Some("application/json"), body))
         };
-        let built: Result<Vec<_>, BodyError> = self.trace.records.par_iter().map(build).collect();
+        let built: Result<Vec<_>, BodyError> = self
+            .trace
+            .records
+            .par_iter()
+            .enumerate()
+            .map(build)
+            .collect();
         let built = built?;
         if let Some(e) = decode_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
             anyhow::bail!("--timed-trace-prompt-text: cannot decode a prompt block: {e}");

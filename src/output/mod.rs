@@ -11,6 +11,7 @@ pub mod console;
 pub mod extras;
 pub mod json;
 pub mod localtime;
+pub mod lora;
 pub mod result_file;
 pub mod shard_file;
 pub mod steady_state;

@@ -296,7 +296,7 @@ impl HfData {
         if s.shuffle {
             PyRandom::new(s.seed).shuffle(&mut order);
         }
-        let mut samples = take_in_order(&order, s, |&i| {
+        let mut samples = take_in_order(&order, s.num_requests, |&i| {
             let c = self.candidate(i, output_len, format, tok)?;
             Ok(c.map(|c| SampleRequest {
                 prompt: Prompt::Text(Arc::from(c.prompt)),
@@ -305,6 +305,9 @@ impl HfData {
                 request_id: None,
             }))
         })?;
+        for (i, r) in samples.iter_mut().enumerate() {
+            r.request_id = Some(s.request_id(i));
+        }
         maybe_oversample(&mut samples, s, &self.what)?;
         Ok(samples)
     }

@@ -1,0 +1,313 @@
+//! Decoding of one `/v1/responses` stream event, as Python's `async_request_openai_responses`
+//! (vLLM 0.33) reads it.
+//!
+//! Every event names itself in its JSON `type` (the SSE `event:` line carries the same name,
+//! and Python ignores it, so do we). What matters:
+//! - `response.output_text.delta` and `response.reasoning_text.delta` are token events (the
+//!   first sets TTFT, each later one adds an ITL gap); reasoning deltas count because the
+//!   server is already decoding, but only output text is kept as the generated text;
+//! - `response.completed` / `response.incomplete` end the request, with `response.usage`
+//!   (`input_tokens`, `output_tokens`);
+//! - `error` / `response.failed`, or any other event with a truthy `error`, fail the request
+//!   with Python's error text, `json.dumps(data.get("error") or data)`.
+//!
+//! The same tape walk as [`super::stream_chunk`]: strings borrow the payload, unused
+//! subtrees are jumped over, and only the error path (rare) allocates.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+use simd_json::{Node, StaticNode};
+
+use super::stream_chunk::{opt_str, token_count, ChunkDecoder, ChunkError, Json, Usage};
+use crate::pyfmt::json_dumps;
+
+/// What an event means to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// `response.output_text.delta`: a token; its `delta` is generated text.
+    OutputText,
+    /// `response.reasoning_text.delta`: a token whose text is not kept.
+    ReasoningText,
+    /// `response.completed` / `response.incomplete`: the end, with usage.
+    Terminal,
+    /// Anything else (`response.created`, `response.output_item.added`, …): ignored.
+    Other,
+}
+
+/// What the client needs from one event. `delta` borrows the payload buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponsesEvent<'a> {
+    pub kind: EventKind,
+    /// `delta` of an output-text event.
+    pub delta: Option<Cow<'a, str>>,
+    /// `response.usage` of a terminal event (`input_tokens` as the prompt count,
+    /// `output_tokens` as the completion count).
+    pub usage: Option<Usage>,
+    /// `response.status` of a terminal event (`completed`, `incomplete`).
+    pub status: Option<Cow<'a, str>>,
+    /// Python's error text when the event is an error (only for non-token, non-terminal
+    /// events, as Python's `elif` chain reads them).
+    pub error: Option<String>,
+}
+
+impl ResponsesEvent<'_> {
+    /// Whether Python counts this event as a token (TTFT, then ITL).
+    pub fn is_token(&self) -> bool {
+        matches!(self.kind, EventKind::OutputText | EventKind::ReasoningText)
+    }
+}
+
+/// Decode one event payload in place.
+pub fn decode<'a>(
+    decoder: &mut ChunkDecoder,
+    data: &'a mut [u8],
+) -> Result<ResponsesEvent<'a>, ChunkError> {
+    decoder.decode_with(data, read_event)
+}
+
+fn kind_of(event_type: Option<&str>) -> EventKind {
+    match event_type {
+        Some("response.output_text.delta") => EventKind::OutputText,
+        Some("response.reasoning_text.delta") => EventKind::ReasoningText,
+        Some("response.completed" | "response.incomplete") => EventKind::Terminal,
+        _ => EventKind::Other,
+    }
+}
+
+fn read_event<'a>(root: Json<'_, 'a>) -> Result<ResponsesEvent<'a>, ChunkError> {
+    let members = root.members().ok_or(ChunkError::NotAnObject)?;
+    let mut event_type = None;
+    let (mut delta, mut response, mut error) = (None, None, None);
+    for (key, value) in members {
+        match key {
+            "type" => event_type = value.as_str(),
+            "delta" => delta = Some(value),
+            "response" => response = Some(value),
+            "error" => error = Some(value),
+            _ => {}
+        }
+    }
+    let kind = kind_of(event_type);
+    let mut event = ResponsesEvent {
+        kind,
+        delta: None,
+        usage: None,
+        status: None,
+        error: None,
+    };
+    match kind {
+        EventKind::OutputText => {
+            event.delta = delta.map(|d| opt_str(d, "delta")).transpose()?.flatten();
+        }
+        EventKind::ReasoningText => {}
+        EventKind::Terminal => {
+            if let Some(r) = response {
+                read_response(r, &mut event)?;
+            }
+        }
+        EventKind::Other => {
+            let named_error = matches!(event_type, Some("error" | "response.failed"));
+            let error = error.filter(|e| truthy(*e));
+            if named_error || error.is_some() {
+                event.error = Some(json_dumps(&to_value(error.unwrap_or(root))));
+            }
+        }
+    }
+    Ok(event)
+}
+
+/// A terminal event's `response`: its `status` and `usage` (`null` or absent = none).
+fn read_response<'a>(
+    value: Json<'_, 'a>,
+    event: &mut ResponsesEvent<'a>,
+) -> Result<(), ChunkError> {
+    if value.is_null() {
+        return Ok(());
+    }
+    let members = value.members().ok_or(ChunkError::BadField {
+        field: "response",
+        expected: "an object or null",
+    })?;
+    for (key, value) in members {
+        match key {
+            "status" => event.status = opt_str(value, "response.status")?,
+            "usage" if !value.is_null() => event.usage = Some(read_usage(value)?),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn read_usage(value: Json<'_, '_>) -> Result<Usage, ChunkError> {
+    let members = value.members().ok_or(ChunkError::BadField {
+        field: "response.usage",
+        expected: "an object or null",
+    })?;
+    let mut usage = Usage::default();
+    for (key, value) in members {
+        match key {
+            "input_tokens" => {
+                usage.prompt_tokens = token_count(value, "response.usage.input_tokens")?;
+            }
+            "output_tokens" => {
+                usage.completion_tokens = token_count(value, "response.usage.output_tokens")?;
+            }
+            _ => {}
+        }
+    }
+    Ok(usage)
+}
+
+/// Python's truthiness of a JSON value.
+fn truthy(value: Json<'_, '_>) -> bool {
+    match value.head() {
+        None | Some(Node::Static(StaticNode::Null | StaticNode::Bool(false))) => false,
+        Some(Node::Static(StaticNode::I64(n))) => n != 0,
+        Some(Node::Static(StaticNode::U64(n))) => n != 0,
+        Some(Node::Static(StaticNode::F64(f))) => f != 0.0,
+        Some(Node::String(s)) => !s.is_empty(),
+        Some(Node::Object { len, .. } | Node::Array { len, .. }) => len > 0,
+        Some(Node::Static(StaticNode::Bool(true))) => true,
+    }
+}
+
+/// The JSON value on the tape, materialized (error path only).
+fn to_value(value: Json<'_, '_>) -> Value {
+    match value.head() {
+        None | Some(Node::Static(StaticNode::Null)) => Value::Null,
+        Some(Node::Static(StaticNode::Bool(b))) => Value::Bool(b),
+        Some(Node::Static(StaticNode::I64(n))) => Value::from(n),
+        Some(Node::Static(StaticNode::U64(n))) => Value::from(n),
+        Some(Node::Static(StaticNode::F64(f))) => Value::from(f),
+        Some(Node::String(s)) => Value::String(s.to_string()),
+        Some(Node::Object { .. }) => Value::Object(
+            value
+                .members()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.to_string(), to_value(v)))
+                .collect::<Map<_, _>>(),
+        ),
+        Some(Node::Array { .. }) => Value::Array(value.elements().map(to_value).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(json: &str) -> ResponsesEvent<'static> {
+        let mut data = json.as_bytes().to_vec();
+        let e = decode(&mut ChunkDecoder::new(), &mut data).expect("valid event");
+        ResponsesEvent {
+            delta: e.delta.map(|d| Cow::Owned(d.into_owned())),
+            status: e.status.map(|d| Cow::Owned(d.into_owned())),
+            ..e
+        }
+    }
+
+    #[test]
+    fn deltas_are_tokens_and_only_output_text_is_kept() {
+        let e = event(
+            r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":" Hello","logprobs":[]}"#,
+        );
+        assert_eq!(e.kind, EventKind::OutputText);
+        assert!(e.is_token());
+        assert_eq!(e.delta.as_deref(), Some(" Hello"));
+        let r = event(
+            r#"{"type":"response.reasoning_text.delta","item_id":"rs_1","output_index":0,"content_index":0,"delta":"think","sequence_number":2}"#,
+        );
+        assert!(r.is_token());
+        assert_eq!(r.delta, None, "reasoning text is timed, not kept");
+        for other in [
+            r#"{"type":"response.created","response":{"id":"resp_1","status":"in_progress","usage":null}}"#,
+            r#"{"type":"response.output_text.done","text":"Hello"}"#,
+            r#"{"type":"response.content_part.added","part":{"type":"output_text","text":""}}"#,
+            r#"{"delta":"x"}"#,
+        ] {
+            let e = event(other);
+            assert!(
+                !e.is_token() && e.error.is_none() && e.usage.is_none(),
+                "{other}"
+            );
+        }
+    }
+
+    #[test]
+    fn terminal_events_carry_usage_and_status() {
+        let e = event(
+            r#"{"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"type":"message","content":[{"type":"output_text","text":"a b"}]}],"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":0},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":17}}}"#,
+        );
+        assert_eq!(e.kind, EventKind::Terminal);
+        assert_eq!(
+            e.usage,
+            Some(Usage {
+                prompt_tokens: Some(12),
+                completion_tokens: Some(5)
+            })
+        );
+        assert_eq!(e.status.as_deref(), Some("incomplete"));
+        let e = event(r#"{"type":"response.incomplete","response":{"usage":null}}"#);
+        assert_eq!((e.kind, e.usage), (EventKind::Terminal, None));
+        let e = event(r#"{"type":"response.completed"}"#);
+        assert_eq!((e.kind, e.usage), (EventKind::Terminal, None));
+    }
+
+    #[test]
+    fn errors_carry_python_json_dumps() {
+        let e = event(
+            r#"{"type":"error","code":"server_error","message":"boom","param":null,"sequence_number":3}"#,
+        );
+        assert_eq!(
+            e.error.as_deref(),
+            Some(
+                r#"{"type": "error", "code": "server_error", "message": "boom", "param": null, "sequence_number": 3}"#
+            ),
+            "no `error` member: the whole event is dumped"
+        );
+        let e = event(
+            r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"x","message":"y"}}}"#,
+        );
+        assert!(e
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with(r#"{"type": "response.failed", "response": {"status": "failed""#));
+        let e = event(r#"{"type":"whatever","error":{"message":"caf\u00e9"}}"#);
+        assert_eq!(e.error.as_deref(), Some(r#"{"message": "caf\u00e9"}"#));
+        for not_error in [
+            r#"{"type":"whatever","error":null}"#,
+            r#"{"type":"whatever","error":{}}"#,
+            r#"{"type":"whatever","error":""}"#,
+            r#"{"type":"response.output_text.delta","delta":"a","error":"x"}"#,
+        ] {
+            assert_eq!(event(not_error).error, None, "{not_error}");
+        }
+    }
+
+    #[test]
+    fn bad_events_are_errors() {
+        let mut dec = ChunkDecoder::new();
+        for (bad, kind) in [
+            (&b"[1]"[..], "chunk_not_an_object"),
+            (b"{\"type\":", "chunk_invalid_json"),
+            (
+                br#"{"type":"response.output_text.delta","delta":5}"#,
+                "chunk_bad_field",
+            ),
+            (
+                br#"{"type":"response.completed","response":{"usage":{"output_tokens":"5"}}}"#,
+                "chunk_bad_field",
+            ),
+            (
+                br#"{"type":"response.completed","response":[]}"#,
+                "chunk_bad_field",
+            ),
+        ] {
+            let mut data = bad.to_vec();
+            let err = decode(&mut dec, &mut data).expect_err(&String::from_utf8_lossy(bad));
+            assert_eq!(err.kind(), kind, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}
