@@ -84,9 +84,9 @@ fn no_refused_flag_is_documented_as_working() {
 
 #[test]
 fn the_check_sees_a_refused_flag_and_its_refusal() {
-    let block = "vllm-bench --mock-server \\\n  --bfcl-categories simple\n";
+    let block = "vllm-bench --mock-server \\\n  --custom-ensure-client-side-data\n";
     let cmds = commands(block);
-    assert_eq!(refused_in(&cmds[0]), ["--bfcl-categories"]);
+    assert_eq!(refused_in(&cmds[0]), ["--custom-ensure-client-side-data"]);
     assert!(refused_in(&commands("vllm-bench --dataset-name random\n")[0]).is_empty());
     assert_eq!(
         refused_in(&commands("vllm-bench --custom-ensure-client-side-data # a\n")[0]),

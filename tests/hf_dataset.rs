@@ -321,3 +321,72 @@ fn blazedit_keeps_the_rows_within_its_distance_bounds() {
         "{body}"
     );
 }
+
+#[test]
+fn bfcl_rows_are_chat_requests_with_their_tools() {
+    let server = mock(|c| c.request_log_bodies = true);
+    let url = server.base_url();
+    let dir = TempDir::new("hf-bfcl");
+    let data = dir.path().join("bfcl");
+    std::fs::create_dir_all(&data).unwrap();
+    let row = |category: &str, i: usize| {
+        serde_json::json!({
+            "id": format!("{category}_{i}"),
+            "question": [[{"role": "user", "content": format!("{category} question {i}")}]],
+            "function": [{"name": "f", "description": "d",
+                "parameters": {"type": "dict", "properties": {"x": {"type": "float"}}}}],
+        })
+        .to_string()
+            + "\n"
+    };
+    for category in ["simple", "multiple"] {
+        let text: String = (0..3).map(|i| row(category, i)).collect();
+        std::fs::write(data.join(format!("BFCL_v3_{category}.json")), text).unwrap();
+    }
+    let mut args = vec![
+        "--base-url",
+        url.as_str(),
+        "--backend",
+        "openai-chat",
+        "--dataset-path",
+        data.to_str().unwrap(),
+        "--hf-name",
+        "gorilla-llm/Berkeley-Function-Calling-Leaderboard",
+        "--bfcl-categories",
+        "simple,multiple",
+        "--disable-shuffle",
+    ];
+    let r = run_ok(&dir, dir.path(), &args);
+    assert_eq!(r["completed"], 6);
+    assert!(r["output_lens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n == 512));
+    let bodies: Vec<Value> = server
+        .request_log()
+        .into_iter()
+        .filter(|q| q.path == "/v1/chat/completions")
+        .filter_map(|q| q.body)
+        .map(|b| serde_json::from_str(&b).unwrap())
+        .collect();
+    // Interleaved by category, the question as the messages, the functions as tools.
+    let asked: Vec<&str> = bodies
+        .iter()
+        .map(|b| b["messages"][0]["content"].as_str().unwrap())
+        .collect();
+    assert!(asked.contains(&"simple question 0") && asked.contains(&"multiple question 2"));
+    for b in &bodies {
+        assert_eq!(b["tool_choice"], "auto");
+        assert_eq!(b["tools"][0]["type"], "function");
+        assert_eq!(b["tools"][0]["function"]["parameters"]["type"], "object");
+        assert_eq!(b["messages"].as_array().unwrap().len(), 1);
+    }
+    args.extend(["--bfcl-categories", "nope"]);
+    let missing = run(&dir, dir.path(), &args);
+    assert!(
+        missing.code == 2 && missing.stderr.contains("BFCL category 'nope' not found"),
+        "{}",
+        missing.stderr
+    );
+}

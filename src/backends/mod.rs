@@ -124,6 +124,7 @@ fn prompt_value(prompt: &Prompt) -> Value {
         Prompt::Texts(texts) => {
             Value::Array(texts.iter().map(|t| Value::String(t.to_string())).collect())
         }
+        Prompt::Chat(c) => c.messages.clone(),
     }
 }
 
@@ -264,7 +265,17 @@ pub fn build_body(
     output_len: usize,
     opts: &BodyOptions,
 ) -> Result<Vec<u8>, BodyError> {
-    serialize(&body_fields(api, prompt_value(prompt), output_len, opts))
+    let mut fields = body_fields(api, prompt_value(prompt), output_len, opts);
+    if let (Prompt::Chat(c), Value::Object(body)) = (prompt, &mut fields) {
+        // Python: the request's own messages, then `{**extra_body, **request_overrides}`.
+        if body.contains_key("messages") && !opts.extra_body.contains_key("messages") {
+            body.insert("messages".into(), c.messages.clone());
+        }
+        for (k, v) in &c.overrides {
+            body.insert(k.clone(), v.clone());
+        }
+    }
+    serialize(&fields)
 }
 
 /// Stands for the multimodal items in a chat content list while the body is serialized.
@@ -299,7 +310,9 @@ fn mm_layout(
                 Some(i) if i % 2 == 1 => {
                     let prompt = match prompt {
                         Prompt::Text(t) => t.to_string(),
-                        Prompt::TokenIds(_) | Prompt::Texts(_) => prompt_value(prompt).to_string(),
+                        Prompt::TokenIds(_) | Prompt::Texts(_) | Prompt::Chat(_) => {
+                            prompt_value(prompt).to_string()
+                        }
                     };
                     format!("Represent the given image with the following question: {prompt}")
                 }

@@ -13,7 +13,6 @@ use super::{Backend, DatasetName};
 pub const UNIMPLEMENTED: &[&str] = &[
     // Dataset features.
     "--plot-dataset-stats",
-    "--bfcl-categories",
     "--custom-ensure-client-side-data",
     // Output.
     "--plot-timeline",
@@ -79,7 +78,7 @@ mod tests {
     fn every_backend_and_dataset_of_python_runs() {
         assert!(backends().is_empty(), "{:?}", backends());
         assert!(datasets().is_empty(), "{:?}", datasets());
-        assert!(is_flag("--bfcl-categories"));
+        assert!(is_flag("--custom-ensure-client-side-data"));
         assert!(!is_choice("--backend", "openai-audio"));
     }
 }

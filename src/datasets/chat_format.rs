@@ -70,6 +70,22 @@ impl ChatFormat {
         }
     }
 
+    /// `messages` rendered with the generation prompt and `extra` template variables over
+    /// `--chat-template-kwargs` (BFCL's `tools`); `None` without a template.
+    pub fn render_with(
+        &self,
+        messages: &Value,
+        extra: &Map<String, Value>,
+    ) -> Option<Result<String, DatasetError>> {
+        let t = self.template.as_ref()?;
+        let mut kwargs = self.kwargs.clone().unwrap_or_default();
+        kwargs.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Some(
+            t.render(messages, true, Some(&kwargs))
+                .map_err(|e| DatasetError::Unusable(e.to_string())),
+        )
+    }
+
     /// `prompt` as a rendered single-user-message chat (or unchanged).
     pub fn apply(&self, prompt: &str) -> Result<String, DatasetError> {
         match &self.template {

@@ -150,7 +150,7 @@ fn prompts(
 fn text(r: &SampleRequest) -> Arc<str> {
     match &r.prompt {
         Prompt::Text(t) => t.clone(),
-        Prompt::TokenIds(_) | Prompt::Texts(_) => {
+        Prompt::TokenIds(_) | Prompt::Texts(_) | Prompt::Chat(_) => {
             unreachable!("conversations are generated as text")
         }
     }

@@ -55,6 +55,18 @@ pub enum Prompt {
     /// Several inputs in one request: `--random-batch-size` for pooling backends, and the
     /// reranking datasets' query followed by its documents.
     Texts(Arc<[Arc<str>]>),
+    /// A chat request given whole (the hf BFCL set): its messages and body fields of its own.
+    Chat(Arc<ChatPrompt>),
+}
+
+/// A request's own chat messages and the body fields that go with them (Python's
+/// `chat_messages` and `request_overrides`: BFCL's `tools` and `tool_choice`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatPrompt {
+    /// `[{"role", "content"}, ...]`, sent as they are.
+    pub messages: serde_json::Value,
+    /// Merged over `--extra-body` (the request's own win, as in Python).
+    pub overrides: serde_json::Map<String, serde_json::Value>,
 }
 
 /// One request of the benchmark, as Python's `SampleRequest`.

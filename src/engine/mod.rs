@@ -283,15 +283,16 @@ impl Engine {
             replies.push(core.run(shared.clone(), per_core, t == 0)?);
         }
         shared.ready.wait();
-        if let Some(hook) = on_progress.take() {
-            hook(Progress(shared.clone()));
-        }
         let epoch = match start {
             Some(at) => wait_until(at, &shared.stop),
             None => Instant::now(),
         };
         let _ = shared.epoch.set(epoch);
         shared.go.wait();
+        // Without a set start, once the cores run (the hook starts threads: not before go).
+        if let Some(hook) = on_progress.take() {
+            hook(Progress(shared.clone()));
+        }
         let mut logs = Vec::with_capacity(workers);
         let mut hists = Vec::with_capacity(threads);
         let mut probes = Vec::new();

@@ -424,9 +424,21 @@ impl<'a> Cx<'a> {
             output_len: p.output_len,
             text_column: p.text_column.clone(),
             blazedit_distance: p.blazedit_distance,
+            bfcl_categories: p.bfcl_categories.clone(),
         };
         let data = hf::load(path, &opts, &HubAccess::from_env())?;
-        let format = if data.is_templated() {
+        let format = if data.is_bfcl() {
+            let backend = self.config.server.backend;
+            if backend != Backend::OpenaiChat {
+                anyhow::bail!(
+                    "--dataset-path {path}: the BFCL set sends each request's tool schemas \
+                     with chat completions; it needs --backend openai-chat, not {backend}"
+                );
+            }
+            // Python counts with the template when there is one, --skip-chat-template or not.
+            let (tok, kwargs) = (tok, self.config.dataset.chat_template_kwargs.clone());
+            ChatFormat::of_tokenizer(tok, kwargs, "BFCL").unwrap_or_else(|_| ChatFormat::raw())
+        } else if data.is_templated() {
             self.chat_format("the hf dataset")?
         } else {
             ChatFormat::raw()

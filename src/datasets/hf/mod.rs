@@ -16,6 +16,7 @@
 //! picked differ from Python's for the same seed. Then, as in Python, rows are taken in order
 //! until `--num-prompts` pass the loader's filter, and oversampled if too few did.
 
+pub mod bfcl;
 pub mod files;
 pub mod rows;
 
@@ -29,7 +30,7 @@ use super::error::DatasetError;
 use super::hub_file::HubAccess;
 use super::pyrandom::PyRandom;
 use super::sampling::{is_valid_sequence_within, maybe_oversample, take_in_order, Sampling};
-use super::{Prompt, SampleRequest};
+use super::{ChatPrompt, Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
 use rows::Row;
 
@@ -45,6 +46,8 @@ pub struct HfOptions {
     pub text_column: Option<String>,
     /// `--blazedit-min-distance`, `--blazedit-max-distance`.
     pub blazedit_distance: (f64, f64),
+    /// `--bfcl-categories`.
+    pub bfcl_categories: Vec<String>,
 }
 
 /// How a dataset's rows become prompts: one per dataset family Python knows, and by column.
@@ -76,12 +79,14 @@ pub enum Loader {
         min: f64,
         max: f64,
     },
+    /// BFCL: each row's first turn and functions, a chat request of its own ([`bfcl`]).
+    Bfcl,
     /// One text column, sent as a user message.
     Column(String),
 }
 
 /// Python's multimodal, audio and tool-call sets: refused, with what they need.
-const NOT_YET: [(&str, &str); 13] = [
+const NOT_YET: [(&str, &str); 12] = [
     ("lmarena-ai/VisionArena-Chat", "images"),
     ("lmarena-ai/vision-arena-bench-v0.1", "images"),
     ("yale-nlp/MMVU", "images and videos"),
@@ -94,10 +99,6 @@ const NOT_YET: [(&str, &str); 13] = [
     ("edinburghcstr/ami", "audio"),
     ("speechcolab/gigaspeech", "audio"),
     ("kensho/spgispeech", "audio"),
-    (
-        "gorilla-llm/Berkeley-Function-Calling-Leaderboard",
-        "tool schemas",
-    ),
 ];
 
 impl Loader {
@@ -155,6 +156,7 @@ impl Loader {
         match self {
             Loader::InstructCoder => Some(200),
             Loader::Blazedit { .. } => Some(4000),
+            Loader::Bfcl => Some(bfcl::DEFAULT_OUTPUT_LEN),
             Loader::MtBench
             | Loader::HumanEval
             | Loader::Gsm8k
@@ -190,6 +192,15 @@ pub fn load(
             "--dataset-path {id}: this dataset needs {needs}, which the hf dataset does not \
              support yet; pick a text dataset"
         )));
+    }
+    if id == bfcl::ID {
+        let (first_file, rows) = bfcl::rows(dataset_path, &opts.bfcl_categories, access)?;
+        return Ok(HfData {
+            what: id.to_string(),
+            first_file,
+            rows,
+            loader: Loader::Bfcl,
+        });
     }
     let known = match id {
         "vdaita/edit_5k_char" | "vdaita/edit_10k_char" => {
@@ -258,6 +269,8 @@ struct Candidate {
     prompt: String,
     prompt_len: usize,
     output_len: usize,
+    /// A chat request given whole (BFCL).
+    chat: Option<ChatPrompt>,
 }
 
 impl HfData {
@@ -272,6 +285,12 @@ impl HfData {
     /// The loader in use.
     pub fn loader(&self) -> &Loader {
         &self.loader
+    }
+
+    /// True for BFCL: requests for the openai-chat backend only (their messages and tools
+    /// are the request), counted with the chat template when the tokenizer has one.
+    pub fn is_bfcl(&self) -> bool {
+        self.loader == Loader::Bfcl
     }
 
     /// True when the loader renders prompts with the chat template (Python's loaders for
@@ -299,7 +318,10 @@ impl HfData {
         let mut samples = take_in_order(&order, s.num_requests, |&i| {
             let c = self.candidate(i, output_len, format, tok)?;
             Ok(c.map(|c| SampleRequest {
-                prompt: Prompt::Text(Arc::from(c.prompt)),
+                prompt: match c.chat {
+                    Some(chat) => Prompt::Chat(Arc::new(chat)),
+                    None => Prompt::Text(Arc::from(c.prompt)),
+                },
                 prompt_len: c.prompt_len,
                 expected_output_len: c.output_len,
                 request_id: None,
@@ -355,6 +377,7 @@ impl HfData {
                 prompt_len: len(&prompt, true)?,
                 prompt,
                 output_len,
+                chat: None,
             })
         };
         // A prompt and a reference completion: the completion's length unless fixed, and
@@ -371,6 +394,7 @@ impl HfData {
                 prompt: prompt.to_string(),
                 prompt_len,
                 output_len,
+                chat: None,
             }))
         };
         match &self.loader {
@@ -436,6 +460,33 @@ impl HfData {
                 templated(first).map(Some)
             }
             Loader::HumanEval => templated(self.text(i, row, "prompt")?).map(Some),
+            Loader::Bfcl => {
+                let Some(r) = bfcl::Request::of(row) else {
+                    return Ok(None);
+                };
+                // Python renders with the tools, then without them if the template refuses
+                // the argument, and counts the plain text if both fail.
+                let mut with_tools = serde_json::Map::new();
+                with_tools.insert("tools".into(), r.tools.clone());
+                let rendered = format
+                    .render_with(&r.messages, &with_tools)
+                    .and_then(|t| t.ok())
+                    .or_else(|| {
+                        format
+                            .render_with(&r.messages, &serde_json::Map::new())
+                            .and_then(|t| t.ok())
+                    });
+                let counted = rendered.unwrap_or_else(|| r.plain_text());
+                Ok(Some(Candidate {
+                    prompt_len: len(&counted, true)?,
+                    prompt: r.last_content(),
+                    output_len: fixed.unwrap_or(bfcl::DEFAULT_OUTPUT_LEN),
+                    chat: Some(ChatPrompt {
+                        overrides: r.overrides(),
+                        messages: r.messages,
+                    }),
+                }))
+            }
             Loader::Blazedit { min, max } => {
                 let distance = match row.get("norm_distance") {
                     Some(Value::Number(n)) => n.as_f64(),
@@ -464,6 +515,7 @@ impl HfData {
                     prompt_len: len(&prompt, true)?,
                     output_len: len(&output[start..], true)?,
                     prompt,
+                    chat: None,
                 }))
             }
             Loader::MlPerf => {
@@ -484,6 +536,7 @@ impl HfData {
                     prompt,
                     prompt_len,
                     output_len,
+                    chat: None,
                 }))
             }
         }

@@ -61,7 +61,7 @@ fn object(v: Value) -> Option<Row> {
     }
 }
 
-fn jsonl_rows(path: &Path, text: &str) -> Result<Vec<Row>, DatasetError> {
+pub(super) fn jsonl_rows(path: &Path, text: &str) -> Result<Vec<Row>, DatasetError> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
