@@ -98,6 +98,10 @@ struct RunShared {
     /// The next session to claim.
     cursor: AtomicUsize,
     completed: AtomicUsize,
+    /// Requests sent (for the progress bar's in-flight count: sent − completed).
+    sent: AtomicUsize,
+    /// Requests that failed so far (for the progress bar).
+    failed: AtomicUsize,
     /// The workload's workers still running (the probe lane ends when none is).
     workers_left: AtomicUsize,
     stop: AtomicBool,
@@ -119,6 +123,16 @@ impl Progress {
     }
     pub fn total(&self) -> usize {
         self.0.workload.total()
+    }
+    /// Requests sent and not finished yet.
+    pub fn in_flight(&self) -> usize {
+        // Read `completed` first: a request counted there was counted as sent before.
+        let completed = self.completed();
+        self.0.sent.load(Ordering::Relaxed).saturating_sub(completed)
+    }
+    /// Requests that failed so far.
+    pub fn failed(&self) -> usize {
+        self.0.failed.load(Ordering::Relaxed)
     }
     /// Stops the run (Ctrl-C) at once: no request is claimed or sent any more, workers
     /// waiting for an arrival time give up their request (counted as not sent), and requests
@@ -241,6 +255,8 @@ impl Engine {
             options: self.options.clone(),
             cursor: AtomicUsize::new(0),
             completed: AtomicUsize::new(0),
+            sent: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
             workers_left: AtomicUsize::new(workers),
             stop: AtomicBool::new(false),
             wires: self.wires.clone(),
