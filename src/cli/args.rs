@@ -453,6 +453,10 @@ pub struct OutputArgs {
     /// Disable the progress bar
     #[arg(long)]
     pub disable_tqdm: bool,
+    /// Draw output tokens/s and requests in flight per second under the result block even
+    /// when stdout is not a terminal (on a terminal it is always drawn)
+    #[arg(long)]
+    pub terminal_chart: bool,
     /// Label (result file prefix) [default: --backend]
     #[arg(long)]
     pub label: Option<String>,

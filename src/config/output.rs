@@ -30,6 +30,8 @@ pub struct OutputConfig {
     pub goodput: GoodputConfig,
     pub sweep_summary_percentiles: Vec<f64>,
     pub disable_tqdm: bool,
+    /// `--terminal-chart`: draw the chart even when stdout is not a terminal.
+    pub terminal_chart: bool,
     /// `None`: Python writes `"label": null` and names files after the backend.
     pub label: Option<String>,
     /// `--metadata` pairs, in order.
@@ -75,6 +77,7 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
             None => Vec::new(),
         },
         disable_tqdm: o.disable_tqdm,
+        terminal_chart: o.terminal_chart,
         label: o.label.clone(),
         metadata: o
             .metadata

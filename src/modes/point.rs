@@ -23,7 +23,8 @@ use crate::output::json::{
     RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
-use crate::output::{extras, steady_state};
+use crate::metrics::peaks::per_second;
+use crate::output::{extras, steady_state, terminal_chart};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -238,6 +239,12 @@ fn with_suffix(name: &str, suffix: &str) -> String {
     }
 }
 
+/// The terminal chart is drawn on a terminal, or anywhere with `--terminal-chart`.
+fn show_chart(config: &Config) -> bool {
+    use std::io::IsTerminal;
+    config.output.terminal_chart || std::io::stdout().is_terminal()
+}
+
 /// Metrics, the console block, the steady-state block, our extras, and the result file.
 pub fn finish(
     config: &Config,
@@ -273,6 +280,9 @@ pub fn finish(
     if !how.quiet {
         print!("{}", render_notices(outputs, task));
         print!("{}", render_block(&report));
+        if task == TaskKind::Generation && show_chart(config) {
+            print!("{}", terminal_chart::render(per_second(outputs).as_ref()));
+        }
     }
     let turns = plan.prepared.conversations.as_ref().map(|c| {
         let turn_of = c.turn_of_records();

@@ -14,3 +14,4 @@ pub mod localtime;
 pub mod result_file;
 pub mod steady_state;
 pub mod summary;
+pub mod terminal_chart;
