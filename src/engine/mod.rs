@@ -144,6 +144,20 @@ impl Progress {
     }
 }
 
+/// What one core's thread did during a run's measured window (client health).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CoreLoad {
+    /// The CPU the core thread runs on.
+    pub core: usize,
+    /// CPU time the thread used (user + system) from the run's start to its workers' end.
+    pub busy: Duration,
+    /// That window's wall-clock length.
+    pub window: Duration,
+    /// The longest any of the core's timers fired after its deadline: how long its event
+    /// loop was held up at worst (heartbeat every 10 ms, so a stall is always seen).
+    pub longest_stall: Duration,
+}
+
 /// What a run measured.
 pub struct RunReport {
     pub merged: Merged,
@@ -159,6 +173,8 @@ pub struct RunReport {
     pub not_sent_session_ended: usize,
     /// The probe requests (`Workload::probe`), in the order they were sent.
     pub probes: Vec<crate::metrics::RequestOutput>,
+    /// Each core's load, in core order.
+    pub loads: Vec<CoreLoad>,
 }
 
 /// Errors that prevent an engine from starting or a run from happening at all.
@@ -278,10 +294,15 @@ impl Engine {
         let mut logs = Vec::with_capacity(workers);
         let mut hists = Vec::with_capacity(threads);
         let mut probes = Vec::new();
+        let mut loads = Vec::with_capacity(threads);
         let mut first_error = None;
-        for reply in replies {
+        for (reply, handle) in replies.into_iter().zip(&self.cores) {
             match reply.recv() {
                 Ok(r) => {
+                    loads.push(CoreLoad {
+                        core: handle.core,
+                        ..r.load
+                    });
                     logs.extend(r.logs);
                     hists.push(r.histograms);
                     probes.extend(r.probe.map(recorder::outputs_of));
@@ -305,6 +326,7 @@ impl Engine {
             not_sent,
             not_sent_session_ended,
             probes: probes.into_iter().flatten().collect(),
+            loads,
         })
     }
 

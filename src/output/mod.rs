@@ -9,6 +9,7 @@
 pub mod compare;
 pub mod console;
 pub mod extras;
+pub mod health;
 pub mod json;
 pub mod localtime;
 pub mod result_file;
