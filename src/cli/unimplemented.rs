@@ -28,7 +28,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     // Dataset features and the options of the datasets above.
     "--no-stream",
     "--enable-multimodal-chat",
-    "--plot-dataset-stats",
     "--random-batch-size",
     "--no-reranker",
     "--random-mm-base-items-per-request",
@@ -47,8 +46,6 @@ pub const UNIMPLEMENTED: &[&str] = &[
     "--bfcl-categories",
     "--custom-ensure-client-side-data",
     // Rate control, output and request features.
-    "--plot-timeline",
-    "--timeline-itl-thresholds",
     "--use-beam-search",
     // LoRA.
     "--lora-modules",

@@ -3,6 +3,7 @@
 //! with the progress bar and Ctrl-C, and its report (Python's block, our extras, the result
 //! file).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -24,7 +25,7 @@ use crate::output::json::{
 };
 use crate::output::localtime::LocalDateTime;
 use crate::metrics::peaks::per_second;
-use crate::output::{extras, steady_state, terminal_chart};
+use crate::output::{extras, plot, steady_state, terminal_chart};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -218,6 +219,8 @@ pub struct Reporting {
     /// Appended to the stem of `--result-filename` (sweep points, which would otherwise
     /// overwrite one file).
     pub file_suffix: Option<String>,
+    /// Appended to the plots' stem only (repeated runs share one result file, not plots).
+    pub plot_suffix: Option<String>,
 }
 
 /// What reporting a point produced.
@@ -236,6 +239,23 @@ fn with_suffix(name: &str, suffix: &str) -> String {
     match name.rsplit_once('.') {
         Some((stem, ext)) if !stem.is_empty() => format!("{stem}{suffix}.{ext}"),
         _ => format!("{name}{suffix}"),
+    }
+}
+
+/// `--plot-timeline` and `--plot-dataset-stats`: HTML files beside the result file, named
+/// as Python names them (`.timeline.html`; `.dataset_stats.html` where Python writes a PNG).
+fn write_plots(config: &Config, outputs: &[crate::metrics::RequestOutput], result: &Path) {
+    let title = result
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    if config.output.plot_timeline {
+        let html = plot::timeline::render(outputs, config.output.timeline_itl_thresholds, &title);
+        plot::write(&plot::beside(result, "timeline.html"), &html, "Timeline plot");
+    }
+    if config.dataset.plot_dataset_stats {
+        let html = plot::dataset_stats::render(outputs, &title);
+        let path = plot::beside(result, "dataset_stats.html");
+        plot::write(&path, &html, "Dataset statistics plot");
     }
 }
 
@@ -308,20 +328,29 @@ pub fn finish(
         plan.profiler("stop");
     }
     let (mut document, mut file) = (None, None);
+    let info = RunInfo {
+        date: LocalDateTime::now().result_date(),
+        backend: config.server.backend.name().to_string(),
+        label: config.output.label.clone(),
+        model_id: plan.model_id.clone(),
+        tokenizer_id: tokenizer.map(|t| t.id().to_string()),
+        num_prompts: point.num_prompts as u64,
+        metadata: config.output.metadata.clone(),
+        request_rate: point.request_rate,
+        burstiness: config.rate.burstiness,
+        max_concurrency: point.max_concurrency.map(|c| c as u64),
+        ramp_up: config.rate.ramp_up,
+    };
+    let name = config
+        .output
+        .result_filename
+        .as_deref()
+        .map(|n| match &how.file_suffix {
+            Some(s) => with_suffix(n, s),
+            None => n.to_string(),
+        });
+    let path = result_path(&info, name.as_deref(), config.output.result_dir.as_deref());
     if config.output.save_result || config.output.append_result {
-        let info = RunInfo {
-            date: LocalDateTime::now().result_date(),
-            backend: config.server.backend.name().to_string(),
-            label: config.output.label.clone(),
-            model_id: plan.model_id.clone(),
-            tokenizer_id: tokenizer.map(|t| t.id().to_string()),
-            num_prompts: point.num_prompts as u64,
-            metadata: config.output.metadata.clone(),
-            request_rate: point.request_rate,
-            burstiness: config.rate.burstiness,
-            max_concurrency: point.max_concurrency.map(|c| c as u64),
-            ramp_up: config.rate.ramp_up,
-        };
         let mut doc = build_result(
             &info,
             &report,
@@ -345,15 +374,6 @@ pub fn finish(
         append_extras(&mut doc, extra.to_json());
         append_extras(&mut doc, steady_state::to_json(steady.as_ref()));
         let text = doc.to_json_string();
-        let name = config
-            .output
-            .result_filename
-            .as_deref()
-            .map(|n| match &how.file_suffix {
-                Some(s) => with_suffix(n, s),
-                None => n.to_string(),
-            });
-        let path = result_path(&info, name.as_deref(), config.output.result_dir.as_deref());
         if !how.collect {
             save_result(
                 &path,
@@ -363,8 +383,15 @@ pub fn finish(
             )?;
             eprintln!("Saved the result to {}", path.display());
         }
-        file = Some(path);
+        file = Some(path.clone());
         document = Some(text);
+    }
+    if task == TaskKind::Generation {
+        let plots = match (&how.plot_suffix, path.file_name()) {
+            (Some(s), Some(f)) => path.with_file_name(with_suffix(&f.to_string_lossy(), s)),
+            _ => path.clone(),
+        };
+        write_plots(config, outputs, &plots);
     }
     Ok(Finished {
         report,

@@ -230,12 +230,17 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         quiet: true,
         collect: true,
         file_suffix: None,
+        plot_suffix: None,
     };
     let (mut reports, mut documents, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
     let mut path = None;
     for i in 0..runs {
         let m = point::measure(plan, config, p)?;
-        let f = point::finish(config, plan, p, &m, &how)?;
+        let run_how = Reporting {
+            plot_suffix: Some(format!("-run{}", i + 1)),
+            ..how.clone()
+        };
+        let f = point::finish(config, plan, p, &m, &run_how)?;
         print!("{}", render_run_line(i + 1, runs, &f.report));
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);

@@ -12,6 +12,7 @@ pub mod extras;
 pub mod health;
 pub mod json;
 pub mod localtime;
+pub mod plot;
 pub mod result_file;
 pub mod steady_state;
 pub mod summary;
