@@ -8,6 +8,7 @@ mod e2e;
 mod engine;
 mod fuzz_corpus;
 mod golden;
+mod reports;
 mod interrupt;
 mod mock_server;
 mod module_graph;

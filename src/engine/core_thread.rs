@@ -193,6 +193,7 @@ async fn run_workers(
         .expect("epoch is set before the go barrier");
     // The measured window starts here: CPU time and the event loop's lateness from now on.
     let cpu_at_start = thread_cpu_time();
+    let waited_at_start = run_queue_wait();
     let _ = timers.take_longest_lateness();
     let histograms = Rc::new(RefCell::new(Histograms::default()));
     // The probe lane's slot, when it runs here, is the last one.
@@ -261,6 +262,9 @@ async fn run_workers(
     let load = CoreLoad {
         core: 0,
         busy: thread_cpu_time().saturating_sub(cpu_at_start),
+        waited: run_queue_wait()
+            .zip(waited_at_start)
+            .map(|(end, start)| end.saturating_sub(start)),
         window: epoch.elapsed(),
         longest_stall: timers.take_longest_lateness(),
     };
@@ -283,6 +287,15 @@ async fn heartbeat(timers: &Timers) {
     loop {
         timers.sleep(HEARTBEAT).await;
     }
+}
+
+/// How long this thread has been runnable but waiting for a CPU (the second figure of
+/// `/proc/thread-self/schedstat`, ns): time another process held the client's core. `None`
+/// where the kernel does not export it.
+fn run_queue_wait() -> Option<std::time::Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(std::time::Duration::from_nanos(ns))
 }
 
 /// CPU time this thread has used (user + system), from the kernel's per-thread clock.

@@ -153,6 +153,9 @@ pub struct CoreLoad {
     pub busy: Duration,
     /// That window's wall-clock length.
     pub window: Duration,
+    /// Time in that window the thread was ready to run but waited for the CPU (another
+    /// process had the core); `None` without `/proc/thread-self/schedstat`.
+    pub waited: Option<Duration>,
     /// The longest any of the core's timers fired after its deadline: how long its event
     /// loop was held up at worst (heartbeat every 10 ms, so a stall is always seen).
     pub longest_stall: Duration,

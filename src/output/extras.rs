@@ -165,6 +165,10 @@ impl Extras {
         if !h.cores.is_empty() {
             let busy = per_core(&|c| format!("{:.1}", c.busy_fraction * 100.0));
             let _ = writeln!(out, "{:<40} {busy}", "Client core busy (%):");
+            if h.cores.iter().all(|c| c.wait_fraction.is_some()) {
+                let wait = per_core(&|c| format!("{:.1}", c.wait_fraction.unwrap_or(0.0) * 100.0));
+                let _ = writeln!(out, "{:<40} {wait}", "Client core waiting for CPU (%):");
+            }
             let stall = per_core(&|c| format!("{:.3}", c.longest_stall.as_secs_f64() * 1e3));
             let _ = writeln!(out, "{:<40} {stall}", "Longest event-loop stall (ms):");
         }
@@ -230,6 +234,7 @@ impl Extras {
                 let mut o = JsonObject::new();
                 o.set("core", Json::UInt(c.core as u64));
                 o.set("busy_fraction", Json::Float(c.busy_fraction));
+                o.set("cpu_wait_fraction", Json::opt(c.wait_fraction, Json::Float));
                 o.set(
                     "longest_stall_ms",
                     Json::Float(c.longest_stall.as_secs_f64() * 1e3),

@@ -3,6 +3,8 @@
 //! Three figures, all measured without work on the hot path (see `engine::CoreLoad`):
 //! - each core's **busy fraction**: the core thread's CPU time (user + system, the kernel's
 //!   per-thread clock read at the run's start and its workers' end) over that window;
+//! - each core's **CPU wait**: how long its thread was ready to run but another process had
+//!   the core (the kernel's run-queue delay, `/proc/thread-self/schedstat`), over the window;
 //! - each core's **longest stall**: the longest any of its timers fired after its deadline
 //!   (a heartbeat keeps one due every 10 ms), i.e. how long its event loop was held up;
 //! - **late arrivals**: requests whose worker was waiting for their arrival time and that
@@ -10,8 +12,9 @@
 //!   queued behind `--max-concurrency` are the workload's queueing, not the client's lag.
 //!
 //! The verdict warns, naming the cause, when a core was busy at least 90% of the window
-//! (it had no headroom: its events were handled late), when more than 1% of the arrivals
-//! were late, or when an event loop stalled for more than 5 ms.
+//! (it had no headroom: its events were handled late), when a core waited for the CPU 10%
+//! of the window or more, when more than 1% of the arrivals were late, or when an event
+//! loop stalled for more than 5 ms.
 
 use std::time::Duration;
 
@@ -22,6 +25,8 @@ use crate::engine::CoreLoad;
 pub const BUSY_LIMIT: f64 = 0.9;
 /// An arrival sent later than this after its time is late.
 pub const LATE_AFTER: Duration = Duration::from_millis(1);
+/// Waiting for the CPU this much of the window or more: the core was shared.
+pub const WAIT_LIMIT: f64 = 0.1;
 /// More than this share of late arrivals is a warning.
 pub const LATE_SHARE_LIMIT: f64 = 0.01;
 /// An event-loop stall longer than this is a warning.
@@ -34,6 +39,8 @@ pub struct CoreHealth {
     /// CPU time over wall time of the measured window, 0 to 1 (a little above 1 is clock
     /// granularity).
     pub busy_fraction: f64,
+    /// Share of the window spent waiting for the CPU (`None`: not measured here).
+    pub wait_fraction: Option<f64>,
     pub longest_stall: Duration,
 }
 
@@ -51,6 +58,7 @@ pub struct ClientHealth {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cause {
     BusyCore { core: usize, busy_fraction: f64 },
+    SharedCore { core: usize, wait_fraction: f64 },
     LateArrivals { late: usize, arrivals: usize },
     Stall { core: usize, longest: Duration },
 }
@@ -65,6 +73,14 @@ impl std::fmt::Display for Cause {
                 f,
                 "core {core} was busy {:.0}% of the run",
                 busy_fraction * 100.0
+            ),
+            Cause::SharedCore {
+                core,
+                wait_fraction,
+            } => write!(
+                f,
+                "core {core} waited for the CPU {:.0}% of the run (another process on it)",
+                wait_fraction * 100.0
             ),
             Cause::LateArrivals { late, arrivals } => {
                 write!(f, "{late} of {arrivals} arrivals were sent more than 1 ms late")
@@ -83,14 +99,20 @@ impl ClientHealth {
     pub fn of(loads: &[CoreLoad], records: &[Record]) -> ClientHealth {
         let cores = loads
             .iter()
-            .map(|l| CoreHealth {
-                core: l.core,
-                busy_fraction: if l.window.is_zero() {
-                    0.0
-                } else {
-                    l.busy.as_secs_f64() / l.window.as_secs_f64()
-                },
-                longest_stall: l.longest_stall,
+            .map(|l| {
+                let share = |d: Duration| {
+                    if l.window.is_zero() {
+                        0.0
+                    } else {
+                        d.as_secs_f64() / l.window.as_secs_f64()
+                    }
+                };
+                CoreHealth {
+                    core: l.core,
+                    busy_fraction: share(l.busy),
+                    wait_fraction: l.waited.map(share),
+                    longest_stall: l.longest_stall,
+                }
             })
             .collect();
         let late_ns = LATE_AFTER.as_nanos() as u64;
@@ -121,6 +143,13 @@ impl ClientHealth {
                 busy_fraction: c.busy_fraction,
             })
             .collect();
+        causes.extend(self.cores.iter().filter_map(|c| {
+            let wait = c.wait_fraction.filter(|w| *w >= WAIT_LIMIT)?;
+            Some(Cause::SharedCore {
+                core: c.core,
+                wait_fraction: wait,
+            })
+        }));
         if self.late_arrivals as f64 > self.arrivals as f64 * LATE_SHARE_LIMIT {
             causes.push(Cause::LateArrivals {
                 late: self.late_arrivals,
@@ -178,12 +207,14 @@ mod tests {
                 core: 2,
                 busy: ms(250),
                 window: ms(1000),
+                waited: Some(ms(125)),
                 longest_stall: Duration::from_micros(300),
             },
             CoreLoad {
                 core: 5,
                 busy: ms(950),
                 window: ms(1000),
+                waited: None,
                 longest_stall: ms(12),
             },
         ];
@@ -198,6 +229,8 @@ mod tests {
         assert_eq!(h.arrivals, 4);
         assert_eq!(h.late_arrivals, 2);
         assert_eq!(h.cores[0].busy_fraction, 0.25);
+        assert_eq!(h.cores[0].wait_fraction, Some(0.125));
+        assert_eq!(h.cores[1].wait_fraction, None);
         assert_eq!(h.cores[1].busy_fraction, 0.95);
         assert_eq!(h.cores[1].longest_stall, ms(12));
         assert_eq!(
@@ -206,6 +239,10 @@ mod tests {
                 Cause::BusyCore {
                     core: 5,
                     busy_fraction: 0.95
+                },
+                Cause::SharedCore {
+                    core: 2,
+                    wait_fraction: 0.125
                 },
                 Cause::LateArrivals {
                     late: 2,
@@ -219,7 +256,8 @@ mod tests {
         );
         assert!(h.verdict().starts_with(
             "client: WARNING: the client may have limited this run: core 5 was busy 95% of \
-             the run; 2 of 4 arrivals were sent more than 1 ms late; core 5's event loop \
+             the run; core 2 waited for the CPU 12% of the run (another process on it); 2 of 4 \
+             arrivals were sent more than 1 ms late; core 5's event loop \
              stalled for 12.0 ms ("
         ));
     }
@@ -230,6 +268,7 @@ mod tests {
             core: 0,
             busy: ms(100),
             window: ms(1000),
+            waited: Some(ms(20)),
             longest_stall: ms(1),
         }];
         let records: Vec<Record> = (0..200).map(|i| arrival(i, 20, true)).collect();

@@ -48,8 +48,10 @@ pub struct TimelineData {
     /// Per request: arrival, send, first token, end, prompt tokens, output tokens, ok (1/0),
     /// first segment index (8 numbers each).
     pub requests: Vec<i64>,
-    /// ITL segments: end time, class (pairs); request `i`'s run from its first segment index
-    /// to the next request's.
+    /// ITL segments, one number each: `3 × (end − previous end) + class`, the previous end
+    /// being the request's first token for its first segment (deltas keep the numbers short;
+    /// each end is rounded on its own, so the boundaries do not drift). Request `i`'s run
+    /// from its first segment index to the next request's.
     pub segments: Vec<i64>,
 }
 
@@ -79,21 +81,23 @@ impl TimelineData {
                 o.prompt_len as i64,
                 o.output_tokens as i64,
                 i64::from(o.success),
-                (data.segments.len() / 2) as i64,
+                data.segments.len() as i64,
             ]);
             // Python's arithmetic: each gap added to the previous token's time.
             let mut t = first;
-            let mut run: Option<u8> = None;
+            let mut ends: Vec<(i64, u8)> = Vec::new();
             for &gap in &o.itl {
                 t += gap;
                 let class = class_of(gap, thresholds);
-                if run == Some(class) {
-                    let n = data.segments.len();
-                    data.segments[n - 2] = us(t);
-                } else {
-                    data.segments.extend([us(t), i64::from(class)]);
-                    run = Some(class);
+                match ends.last_mut() {
+                    Some((end, c)) if *c == class => *end = us(t),
+                    _ => ends.push((us(t), class)),
                 }
+            }
+            let mut previous = us(first);
+            for (end, class) in ends {
+                data.segments.push(3 * (end - previous) + i64::from(class));
+                previous = end;
             }
         }
         data
@@ -192,7 +196,7 @@ mod tests {
             [0, 500_000, 600_000, 730_000, 10, 6, 1, 0, 1_000_000, 1_000_000, 1_200_000, 1_200_000, 10, 1, 0, 4]
         );
         // 10 ms + 20 ms (class 0, merged), 30 ms (class 1), 60 ms (class 2), 10 ms (class 0).
-        assert_eq!(d.segments, [630_000, 0, 660_000, 1, 720_000, 2, 730_000, 0]);
+        assert_eq!(d.segments, [90_000, 90_001, 180_002, 30_000]);
     }
 
     #[test]
