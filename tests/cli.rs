@@ -210,7 +210,7 @@ const TRACE_FLAGS: &[&str] = &[
 ];
 
 /// Our report flags (issue 15).
-const REPORT_FLAGS: &[&str] = &["--terminal-chart"];
+const REPORT_FLAGS: &[&str] = &["--plot", "--plot-summary", "--terminal-chart"];
 
 /// Our engine flags.
 const ENGINE_FLAGS: &[&str] = &[

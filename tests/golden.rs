@@ -499,8 +499,10 @@ fn console_block_matches_python_byte_for_byte() {
         );
         // Python's "tip: install termplotlib" line is the one deliberate difference: it means
         // nothing for this binary, which draws its own chart (issue 15).
-        let python = read(&sc.dir.join("stdout_tail.txt"))
-            .replace("tip: install termplotlib and gnuplot to plot the metrics\n", "");
+        let python = read(&sc.dir.join("stdout_tail.txt")).replace(
+            "tip: install termplotlib and gnuplot to plot the metrics\n",
+            "",
+        );
         assert_text_eq("stdout tail", &tail, &python);
     });
 }

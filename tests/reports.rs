@@ -72,13 +72,20 @@ fn browse(browser: &Path, page: &Path, args: &[String]) -> String {
     let deadline = Instant::now() + BROWSER_TIMEOUT;
     loop {
         if let Some(status) = child.try_wait().expect("wait for chromium") {
-            assert!(status.success(), "chromium failed on {}: {status}", page.display());
+            assert!(
+                status.success(),
+                "chromium failed on {}: {status}",
+                page.display()
+            );
             break;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("chromium did not finish {} within {BROWSER_TIMEOUT:?}", page.display());
+            panic!(
+                "chromium did not finish {} within {BROWSER_TIMEOUT:?}",
+                page.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -168,7 +175,12 @@ fn only_file(dir: &Path, suffix: &str) -> PathBuf {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().ends_with(suffix))
         .collect();
-    assert_eq!(found.len(), 1, "one {suffix} in {}: {found:?}", dir.display());
+    assert_eq!(
+        found.len(),
+        1,
+        "one {suffix} in {}: {found:?}",
+        dir.display()
+    );
     found.into_iter().next().expect("one file")
 }
 
@@ -198,7 +210,10 @@ fn run_with_plots(dir: &TempDir, prompts: &str) {
         ],
     );
     assert!(stdout.contains("Timeline plot saved to: "), "{stdout}");
-    assert!(stdout.contains("Dataset statistics plot saved to: "), "{stdout}");
+    assert!(
+        stdout.contains("Dataset statistics plot saved to: "),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -215,7 +230,13 @@ fn the_timeline_opens_offline_with_one_row_per_request_and_the_legend() {
     let dom = dom(&browser, &page);
     assert_eq!(attr(&dom, "data-ready"), Some("1"), "the script ran");
     assert_eq!(attr(&dom, "data-rows"), Some("60"), "one row per request");
-    for label in ["TTFT", "ITL &lt; 4ms", "4ms ≤ ITL &lt; 7ms", "ITL ≥ 7ms", "Client queue"] {
+    for label in [
+        "TTFT",
+        "ITL &lt; 4ms",
+        "4ms ≤ ITL &lt; 7ms",
+        "ITL ≥ 7ms",
+        "Client queue",
+    ] {
         assert!(dom.contains(label), "legend {label:?}");
     }
     screenshot(&browser, &page, (1200, 700), "timeline.png");
@@ -233,7 +254,11 @@ fn the_dataset_stats_open_offline_with_every_request_counted() {
     // Three histograms of 30 bins, one stacked bar per request.
     assert_eq!(dom.matches("class=\"bin\"").count(), 90);
     assert_eq!(dom.matches("class=\"bar\"").count(), 40);
-    for legend in ["Prompt Tokens", "Output Tokens", "Total Tokens Distribution"] {
+    for legend in [
+        "Prompt Tokens",
+        "Output Tokens",
+        "Total Tokens Distribution",
+    ] {
         assert!(dom.contains(legend), "{legend:?}");
     }
     screenshot(&browser, &page, (1200, 820), "dataset_stats.png");
@@ -281,4 +306,68 @@ fn a_timeline_of_ten_thousand_requests_stays_usable() {
         attr(&dom, "data-load-ms").unwrap_or("?"),
         wall.as_secs_f64()
     );
+}
+
+#[test]
+fn sweep_and_repeated_run_plots_open_offline_with_every_point() {
+    let server = mock(|c| {
+        c.first_token_delay = Duration::from_millis(5);
+        c.token_interval = Duration::from_millis(1);
+    });
+    let dir = TempDir::new("summary-plots");
+    let percentiles = ["--percentile-metrics", "ttft,tpot,itl,e2el"];
+    let mut sweep = vec![
+        "--num-prompts",
+        "12",
+        "--sweep-max-concurrency",
+        "1,2,4",
+        "--plot",
+    ];
+    sweep.extend(percentiles);
+    run_against_mock(&server.base_url(), &dir, &sweep);
+    let sweep_page = only_file(dir.path(), ".html");
+    let html = std::fs::read_to_string(&sweep_page).expect("read the sweep plot");
+    assert_self_contained(&html);
+    let runs_dir = TempDir::new("runs-plot");
+    let mut runs = vec![
+        "--num-prompts",
+        "8",
+        "--max-concurrency",
+        "2",
+        "--num-runs",
+        "3",
+        "--plot",
+        "--result-filename",
+        "runs.json",
+    ];
+    runs.extend(percentiles);
+    run_against_mock(&server.base_url(), &runs_dir, &runs);
+    let runs_page = runs_dir.path().join("runs.html");
+    assert_self_contained(&std::fs::read_to_string(&runs_page).expect("read the runs plot"));
+    // The saved summary plots again, without a benchmark.
+    let again = crate::util::vllm_bench(
+        &[
+            "--plot-summary",
+            runs_dir.path().join("runs.json").to_str().expect("utf-8"),
+        ],
+        runs_dir.path(),
+    );
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(
+        again.stdout.contains("Summary plot saved to: "),
+        "{}",
+        again.stdout
+    );
+    let Some(browser) = chromium() else { return };
+    let dom = dom(&browser, &sweep_page);
+    // Three points in each of three throughput-vs-latency and four metric-vs-value charts.
+    let points = dom.matches("<g class=\"point").count();
+    assert_eq!(points, 3 * 7, "{dom}");
+    assert_eq!(dom.matches("class=\"pareto\"").count(), 3);
+    assert!(dom.contains("Pareto front (lower latency, higher throughput)"));
+    screenshot(&browser, &sweep_page, (1200, 1200), "sweep.png");
+    let dom = crate::reports::dom(&browser, &runs_page);
+    // Nine figures, three runs each.
+    assert_eq!(dom.matches("<g class=\"run\">").count(), 27);
+    screenshot(&browser, &runs_page, (1200, 1000), "runs.png");
 }

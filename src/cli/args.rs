@@ -469,6 +469,14 @@ pub struct OutputArgs {
     /// Two ITL thresholds (ms) colouring the timeline
     #[arg(long, default_value = "25,50", value_name = "LOW,HIGH")]
     pub timeline_itl_thresholds: String,
+    /// Plot a sweep's or --num-runs' summary as HTML (throughput vs latency with the Pareto
+    /// front, metrics vs the swept value, run-to-run spread)
+    #[arg(long)]
+    pub plot: bool,
+    /// Plot a saved sweep summary or --num-runs result file as HTML beside it; no benchmark
+    /// is run
+    #[arg(long, value_name = "FILE")]
+    pub plot_summary: Option<String>,
 }
 
 /// Request options.

@@ -39,6 +39,10 @@ pub struct OutputConfig {
     pub plot_timeline: bool,
     /// Two ITL thresholds (ms) for the timeline colours.
     pub timeline_itl_thresholds: (f64, f64),
+    /// `--plot`: an HTML plot of a sweep's or repeated runs' summary.
+    pub plot: bool,
+    /// `--plot-summary FILE`: plot a saved summary and run nothing.
+    pub plot_summary: Option<PathBuf>,
 }
 
 pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputConfig, ConfigError> {
@@ -58,6 +62,15 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
                 ignored.join(",")
             ));
         }
+    }
+    let sweeping =
+        cli.sweep.sweep_max_concurrency.is_some() || cli.sweep.sweep_request_rate.is_some();
+    if o.plot && !sweeping && cli.multi_run.num_runs < 2 {
+        warnings.push(
+            "--plot draws the summary of a sweep or of --num-runs, and this is one run; \
+             --plot-timeline and --plot-dataset-stats draw one run"
+                .to_owned(),
+        );
     }
     let goodput = goodput(&o.goodput)?;
     if pooling && !goodput.is_empty() {
@@ -86,6 +99,8 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
             .collect::<Result<_, _>>()?,
         plot_timeline: o.plot_timeline,
         timeline_itl_thresholds: itl_thresholds(&o.timeline_itl_thresholds)?,
+        plot: o.plot,
+        plot_summary: o.plot_summary.as_ref().map(PathBuf::from),
     })
 }
 

@@ -128,7 +128,10 @@ impl Progress {
     pub fn in_flight(&self) -> usize {
         // Read `completed` first: a request counted there was counted as sent before.
         let completed = self.completed();
-        self.0.sent.load(Ordering::Relaxed).saturating_sub(completed)
+        self.0
+            .sent
+            .load(Ordering::Relaxed)
+            .saturating_sub(completed)
     }
     /// Requests that failed so far.
     pub fn failed(&self) -> usize {

@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
 use crate::engine::session::Chains;
 use crate::engine::{RunReport, Workload};
+use crate::metrics::peaks::per_second;
 use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::metrics::steady_state::SteadyStateOutcome;
@@ -24,7 +25,6 @@ use crate::output::json::{
     RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
-use crate::metrics::peaks::per_second;
 use crate::output::{extras, plot, steady_state, terminal_chart};
 
 use super::outcome::nothing_ran;
@@ -250,7 +250,11 @@ fn write_plots(config: &Config, outputs: &[crate::metrics::RequestOutput], resul
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     if config.output.plot_timeline {
         let html = plot::timeline::render(outputs, config.output.timeline_itl_thresholds, &title);
-        plot::write(&plot::beside(result, "timeline.html"), &html, "Timeline plot");
+        plot::write(
+            &plot::beside(result, "timeline.html"),
+            &html,
+            "Timeline plot",
+        );
     }
     if config.dataset.plot_dataset_stats {
         let html = plot::dataset_stats::render(outputs, &title);

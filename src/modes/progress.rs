@@ -7,10 +7,10 @@
 //! the watcher thread sleeps on that pipe between bar redraws, so it stops the engine the
 //! moment the signal comes, not at its next redraw.
 
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -88,9 +88,9 @@ const TICK: Duration = Duration::from_millis(100);
 fn new_bar(total: u64) -> ProgressBar {
     let bar = ProgressBar::new(total);
     bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(10));
-    if let Ok(style) = ProgressStyle::with_template(
-        "{bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}",
-    ) {
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}")
+    {
         bar.set_style(style);
     }
     bar
@@ -189,6 +189,9 @@ mod tests {
     fn the_status_has_one_decimal_in_flight_and_failures() {
         let s = status(25, 7, 2, Duration::from_secs(2));
         assert_eq!(s, "12.5 req/s, 7 in flight, 2 failed");
-        assert_eq!(status(0, 0, 0, Duration::ZERO), "0.0 req/s, 0 in flight, 0 failed");
+        assert_eq!(
+            status(0, 0, 0, Duration::ZERO),
+            "0.0 req/s, 0 in flight, 0 failed"
+        );
     }
 }

@@ -356,7 +356,10 @@ mod tests {
             ..Default::default()
         });
         let text = render_notices(&outs, TaskKind::Generation);
-        assert!(text.ends_with("Error 9: boom 9\n"), "no termplotlib tip: {text}");
+        assert!(
+            text.ends_with("Error 9: boom 9\n"),
+            "no termplotlib tip: {text}"
+        );
         assert_eq!(render_notices(&outs, TaskKind::Pooling), "");
     }
 

@@ -83,7 +83,10 @@ impl std::fmt::Display for Cause {
                 wait_fraction * 100.0
             ),
             Cause::LateArrivals { late, arrivals } => {
-                write!(f, "{late} of {arrivals} arrivals were sent more than 1 ms late")
+                write!(
+                    f,
+                    "{late} of {arrivals} arrivals were sent more than 1 ms late"
+                )
             }
             Cause::Stall { core, longest } => write!(
                 f,
@@ -220,9 +223,9 @@ mod tests {
         ];
         let records = [
             arrival(0, 50, true),
-            arrival(10, 1_000, true), // exactly 1 ms: not late
-            arrival(20, 1_001, true), // late
-            arrival(30, 7_000, true), // late
+            arrival(10, 1_000, true),  // exactly 1 ms: not late
+            arrival(20, 1_001, true),  // late
+            arrival(30, 7_000, true),  // late
             arrival(40, 9_000, false), // queued behind the limit: not an arrival
         ];
         let h = ClientHealth::of(&loads, &records);

@@ -24,7 +24,11 @@ const H: f64 = 360.0;
 pub fn histogram(values: &[u64], bins: usize) -> (Vec<f64>, Vec<u64>) {
     let lo = values.iter().copied().min().unwrap_or(0) as f64;
     let hi = values.iter().copied().max().unwrap_or(0) as f64;
-    let (lo, hi) = if lo == hi { (lo - 0.5, hi + 0.5) } else { (lo, hi) };
+    let (lo, hi) = if lo == hi {
+        (lo - 0.5, hi + 0.5)
+    } else {
+        (lo, hi)
+    };
     let width = (hi - lo) / bins as f64;
     let edges: Vec<f64> = (0..=bins).map(|i| lo + width * i as f64).collect();
     let mut counts = vec![0u64; bins];
@@ -68,7 +72,10 @@ fn stacked_svg(out: &mut String, prompt: &[u64], output: &[u64]) {
     let mean = |v: &[u64], a: usize, b: usize| v[a..b].iter().sum::<u64>() as f64 / (b - a) as f64;
     let bars: Vec<(usize, usize, f64, f64)> = (0..groups)
         .map(|g| {
-            let (a, b) = (g * n / groups, ((g + 1) * n / groups).max(g * n / groups + 1));
+            let (a, b) = (
+                g * n / groups,
+                ((g + 1) * n / groups).max(g * n / groups + 1),
+            );
             let b = b.min(n);
             (a, b, mean(prompt, a, b), mean(output, a, b))
         })
@@ -125,8 +132,18 @@ pub fn render(outputs: &[RequestOutput], title: &str) -> String {
         body.push_str("<p>No data available for dataset statistics plot</p>");
     } else {
         let panels: [(&str, &str, &[u64], &str); 3] = [
-            ("Prompt Tokens Distribution", "Prompt Tokens", &prompt, PROMPT_COLOUR),
-            ("Output Tokens Distribution", "Output Tokens", &output, OUTPUT_COLOUR),
+            (
+                "Prompt Tokens Distribution",
+                "Prompt Tokens",
+                &prompt,
+                PROMPT_COLOUR,
+            ),
+            (
+                "Output Tokens Distribution",
+                "Output Tokens",
+                &output,
+                OUTPUT_COLOUR,
+            ),
             (
                 "Total Tokens Distribution",
                 "Total Tokens (Prompt + Output)",

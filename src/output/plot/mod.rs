@@ -8,6 +8,7 @@
 //! runs during a measurement.
 
 pub mod dataset_stats;
+pub mod summary;
 pub mod svg;
 pub mod timeline;
 

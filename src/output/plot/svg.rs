@@ -92,6 +92,29 @@ impl Axes {
     /// Opens the `<svg>` and draws the title, grid, ticks and axis labels; close it with
     /// `</svg>` after the data.
     pub fn open(&self, out: &mut String, title: &str, x_label: &str, y_label: &str) {
+        self.frame(out, title, x_label, y_label, (true, true));
+    }
+
+    /// [`Axes::open`] for a chart whose x positions are categories: no numeric x ticks (the
+    /// caller labels its positions).
+    pub fn open_categorical(&self, out: &mut String, title: &str, x_label: &str, y_label: &str) {
+        self.frame(out, title, x_label, y_label, (false, true));
+    }
+
+    /// [`Axes::open`] for a strip of values along x: no y ticks (y is only room).
+    pub fn open_strip(&self, out: &mut String, title: &str, x_label: &str) {
+        self.frame(out, title, x_label, "", (true, false));
+    }
+
+    /// The frame, with numeric tick labels on the axes `(x, y)` asked for.
+    fn frame(
+        &self,
+        out: &mut String,
+        title: &str,
+        x_label: &str,
+        y_label: &str,
+        (x_ticks, y_ticks): (bool, bool),
+    ) {
         let (w, h) = (self.width, self.height);
         let _ = write!(
             out,
@@ -106,7 +129,11 @@ impl Axes {
         );
         let (x0, x1) = (self.px(self.x.0), self.px(self.x.1));
         let (y0, y1) = (self.py(self.y.0), self.py(self.y.1));
-        let y_ticks = ticks(self.y.0, self.y.1, 5);
+        let y_ticks = if y_ticks {
+            ticks(self.y.0, self.y.1, 5)
+        } else {
+            Vec::new()
+        };
         let y_step = step_of(&y_ticks);
         for &t in &y_ticks {
             let y = self.py(t);
@@ -119,7 +146,11 @@ impl Axes {
                 label(t, y_step)
             );
         }
-        let x_ticks = ticks(self.x.0, self.x.1, 6);
+        let x_ticks = if x_ticks {
+            ticks(self.x.0, self.x.1, 6)
+        } else {
+            Vec::new()
+        };
         let x_step = step_of(&x_ticks);
         for &t in &x_ticks {
             let x = self.px(t);
@@ -174,7 +205,10 @@ mod tests {
 
     #[test]
     fn escaping_covers_markup_and_quotes() {
-        assert_eq!(escape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(
+            escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
     }
 
     #[test]
