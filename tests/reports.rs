@@ -371,3 +371,86 @@ fn sweep_and_repeated_run_plots_open_offline_with_every_point() {
     assert_eq!(dom.matches("<g class=\"run\">").count(), 27);
     screenshot(&browser, &runs_page, (1200, 1000), "runs.png");
 }
+
+/// Every result says whether the client stayed out of the way: the figures in the block, the
+/// verdict after it, `vllm_bench_client_health` in the JSON. The chart comes with
+/// `--terminal-chart` (stdout here is a pipe, so not without it), and the progress bar stays
+/// off stderr when stderr is not a terminal.
+#[test]
+fn every_result_has_client_health_and_the_chart_follows_its_flag() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("health");
+    let url = server.base_url();
+    let tokenizer = crate::util::shared_dir().join("fixtures/tokenizers/smollm2");
+    let args = [
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer.to_str().expect("utf-8 path"),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "30",
+        "--request-rate",
+        "200",
+        "--save-result",
+        "--result-filename",
+        "r.json",
+    ];
+    let run = crate::util::vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("in flight"),
+        "no bar off a terminal: {}",
+        run.stderr
+    );
+    assert!(!run.stdout.contains("termplotlib"));
+    assert!(
+        !run.stdout.contains("Output tokens per second"),
+        "no chart into a pipe"
+    );
+    for line in [
+        "Client core busy (%):",
+        "Longest event-loop stall (ms):",
+        "Arrivals sent >1 ms late:",
+    ] {
+        assert!(run.stdout.contains(line), "{line}\n{}", run.stdout);
+    }
+    let verdict = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("client: "))
+        .expect("a verdict line");
+    assert!(
+        verdict == "client: not a bottleneck" || verdict.starts_with("client: WARNING: "),
+        "{verdict}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).expect("result"))
+            .expect("JSON");
+    let health = &doc["vllm_bench_client_health"];
+    assert_eq!(health["arrivals"].as_u64().map(|a| a <= 30), Some(true));
+    assert_eq!(health["verdict"].as_str(), Some(verdict));
+    let cores = health["cores"].as_array().expect("cores");
+    assert!(!cores.is_empty());
+    let busy = cores[0]["busy_fraction"].as_f64().expect("busy_fraction");
+    assert!((0.0..=1.5).contains(&busy), "{busy}");
+
+    let mut with_chart = args.to_vec();
+    with_chart.push("--terminal-chart");
+    let run = crate::util::vllm_bench(&with_chart, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let block_end = run.stdout.find("P99 ITL (ms):").expect("the block");
+    let chart = run
+        .stdout
+        .find("Output tokens per second (peak ")
+        .expect("the chart");
+    assert!(chart > block_end, "the chart comes under the block");
+    assert!(run.stdout.contains("Requests in flight per second (peak "));
+}

@@ -68,7 +68,7 @@ fn histogram_svg(out: &mut String, title: &str, x_label: &str, values: &[u64], c
 /// The stacked per-request panel (or per group of requests above [`MAX_BARS`]).
 fn stacked_svg(out: &mut String, prompt: &[u64], output: &[u64]) {
     let n = prompt.len();
-    let groups = n.min(MAX_BARS).max(1);
+    let groups = n.clamp(1, MAX_BARS);
     let mean = |v: &[u64], a: usize, b: usize| v[a..b].iter().sum::<u64>() as f64 / (b - a) as f64;
     let bars: Vec<(usize, usize, f64, f64)> = (0..groups)
         .map(|g| {
