@@ -301,8 +301,29 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
         "dispatch_lag_p50_ms": r.get("vllm_bench_dispatch_lag_p50_ms"),
         "dispatch_lag_p99_ms": r.get("vllm_bench_dispatch_lag_p99_ms"),
     }
+    out.update(client_health(r))
     out.update(errors(out, mock.timing, firehose, shape))
     return out
+
+
+def client_health(r):
+    """vllm-bench's own verdict on itself (`vllm_bench_client_health`), when the result has
+    it: its first core's busy and CPU-wait shares, longest stall, late arrivals, verdict."""
+    h = r.get("vllm_bench_client_health")
+    if not h:
+        return {}
+    core = (h.get("cores") or [{}])[0]
+    return {"client_busy_fraction": core.get("busy_fraction"),
+            "client_cpu_wait_fraction": core.get("cpu_wait_fraction"),
+            "client_longest_stall_ms": core.get("longest_stall_ms"),
+            "client_late_arrivals": h.get("late_arrivals_over_1ms"),
+            "client_arrivals": h.get("arrivals"),
+            "client_verdict": h.get("verdict")}
+
+
+def busy_loop(core):
+    """A process spinning on `core` (to saturate the client's core); kill it when done."""
+    return subprocess.Popen(pinned(["sh", "-c", "while :; do :; done"], core))
 
 
 def errors(out, timing, firehose, shape):
@@ -595,6 +616,23 @@ def markdown(doc):
         else:
             lines.append(f"| {name} | {d['wall_s']:.2f} | {d['cpu_s']:.2f} | "
                          f"{d['rss_mib']:.0f} |")
+    if doc.get("health"):
+        lines += ["", f"## Client-health verdict (vllm-bench, accuracy workload, "
+                  f"{doc['health'][0]['streams']} streams)", "",
+                  "| client core | busy | waiting for CPU | longest stall ms | late arrivals | "
+                  "verdict |", "|---|---:|---:|---:|---:|---|"]
+        for h in doc["health"]:
+            r = h["run"]
+            if "error" in r:
+                lines.append(f"| {h['condition']} | {r['error'][:80]} | | | | |")
+                continue
+            pct = lambda v: "n/a" if v is None else f"{100 * v:.1f}%"
+            stall = r.get("client_longest_stall_ms")
+            lines.append(f"| {h['condition']} | {pct(r.get('client_busy_fraction'))} | "
+                         f"{pct(r.get('client_cpu_wait_fraction'))} | "
+                         f"{'n/a' if stall is None else f'{stall:.2f}'} | "
+                         f"{r.get('client_late_arrivals')} of {r.get('client_arrivals')} | "
+                         f"{r.get('client_verdict')} |")
     if doc.get("scale"):
         lines += ["", "## Scale", ""]
         for s in doc["scale"]:
@@ -637,6 +675,9 @@ def main():
     ap.add_argument("--accuracy-streams", default="1000",
                     help="concurrency levels of the accuracy workload (100 ms between tokens, "
                          f"20 tokens, Poisson arrivals at {ACCURACY_RATE} req/s); empty: none")
+    ap.add_argument("--health-streams", type=int, default=100,
+                    help="vllm-bench's client-health verdict on the accuracy workload at this "
+                         "concurrency, alone and with a busy loop pinned on its core; 0: none")
     ap.add_argument("--scale-streams", default="50000",
                     help="extra vllm-bench-only levels that may hit OS limits")
     ap.add_argument("--clients", default="", help="comma-separated subset of clients")
@@ -654,7 +695,7 @@ def main():
            "client_core": client_core, "repeats": args.repeats,
            "sharing": args.sharing or "Other processes may have shared the machine.",
            "skipped": missing, "points": [], "ratios": [], "firehose": [], "lag": {},
-           "startup": {}, "dataset": {}, "scale": [], "accuracy": []}
+           "startup": {}, "dataset": {}, "scale": [], "accuracy": [], "health": []}
 
     levels = [int(x) for x in args.streams.split(",") if x]
     def max_streams(name):
@@ -697,6 +738,20 @@ def main():
                 doc["accuracy"].append(repeated(name, prefix, "accuracy ", 2 * streams,
                                                 streams, rate=ACCURACY_RATE,
                                                 shape=ACCURACY))
+    if "vllm-bench" in found and args.health_streams > 0 and client_core is not None:
+        prefix = found["vllm-bench"][0]
+        streams = args.health_streams
+        for condition, spin in (("alone", False), ("busy loop pinned on it", True)):
+            log(f"vllm-bench: client health, {condition}")
+            spinner = busy_loop(client_core) if spin else None
+            try:
+                run = one_run(prefix, args.mock, server_core, client_core, 2 * streams,
+                              streams, rate=ACCURACY_RATE, shape=ACCURACY)
+            finally:
+                if spinner:
+                    spinner.kill()
+                    spinner.wait()
+            doc["health"].append({"condition": condition, "streams": streams, "run": run})
     # Rate-driven: 200 req/s Poisson, 1000 requests, unlimited concurrency.
     for name, (prefix, _) in found.items():
         log(f"{name}: rate-driven (200 req/s) for dispatch lag")

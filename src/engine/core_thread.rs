@@ -260,6 +260,7 @@ async fn run_workers(
         }
     }
     let load = CoreLoad {
+        // Filled in by the engine, which knows which CPU this thread is on.
         core: 0,
         busy: thread_cpu_time().saturating_sub(cpu_at_start),
         waited: run_queue_wait()
