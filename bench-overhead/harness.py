@@ -321,9 +321,11 @@ def client_health(r):
             "client_verdict": h.get("verdict")}
 
 
-def busy_loop(core):
-    """A process spinning on `core` (to saturate the client's core); kill it when done."""
-    return subprocess.Popen(pinned(["sh", "-c", "while :; do :; done"], core))
+def busy_loop(core, niceness):
+    """A process spinning on `core` at `niceness` (negative: ahead of the client, which needs
+    root); kill it when done."""
+    return subprocess.Popen(pinned(["nice", "-n", str(niceness), "sh", "-c",
+                                    "while :; do :; done"], core))
 
 
 def errors(out, timing, firehose, shape):
@@ -617,9 +619,9 @@ def markdown(doc):
             lines.append(f"| {name} | {d['wall_s']:.2f} | {d['cpu_s']:.2f} | "
                          f"{d['rss_mib']:.0f} |")
     if doc.get("health"):
-        lines += ["", f"## Client-health verdict (vllm-bench, accuracy workload, "
-                  f"{doc['health'][0]['streams']} streams)", "",
-                  "| client core | busy | waiting for CPU | longest stall ms | late arrivals | "
+        lines += ["", f"## Client-health verdict (vllm-bench, {doc['health'][0]['streams']} "
+                  "streams)", "",
+                  "| run | busy | waiting for CPU | longest stall ms | late arrivals | "
                   "verdict |", "|---|---:|---:|---:|---:|---|"]
         for h in doc["health"]:
             r = h["run"]
@@ -741,12 +743,23 @@ def main():
     if "vllm-bench" in found and args.health_streams > 0 and client_core is not None:
         prefix = found["vllm-bench"][0]
         streams = args.health_streams
-        for condition, spin in (("alone", False), ("busy loop pinned on it", True)):
+        # (condition, busy loop's niceness or None, firehose): the accuracy workload alone,
+        # beside a busy loop at the client's priority and at a higher one, and the firehose
+        # (all delays zero), where the client itself is the busy one.
+        conditions = [("accuracy, alone", None, False),
+                      ("accuracy, busy loop pinned on it (nice 0)", 0, False),
+                      ("accuracy, busy loop pinned on it (nice -10)", -10, False),
+                      ("firehose (the client saturates its core)", None, True)]
+        for condition, niceness, firehose in conditions:
             log(f"vllm-bench: client health, {condition}")
-            spinner = busy_loop(client_core) if spin else None
+            spinner = busy_loop(client_core, niceness) if niceness is not None else None
             try:
-                run = one_run(prefix, args.mock, server_core, client_core, 2 * streams,
-                              streams, rate=ACCURACY_RATE, shape=ACCURACY)
+                if firehose:
+                    run = one_run(prefix, args.mock, server_core, client_core, 20 * streams,
+                                  streams, firehose=True)
+                else:
+                    run = one_run(prefix, args.mock, server_core, client_core, 2 * streams,
+                                  streams, rate=ACCURACY_RATE, shape=ACCURACY)
             finally:
                 if spinner:
                     spinner.kill()
