@@ -20,6 +20,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             return 0;
         }
     }
+    if args.get(1).is_some_and(|a| a == "merge") {
+        return merge(&args[2..]);
+    }
     let parsed = match cli::parse_from(args) {
         Ok(c) => c,
         Err(e) if e.is_info() => {
@@ -123,6 +126,79 @@ fn compare(warnings: &[String], files: &[std::path::PathBuf]) -> i32 {
         Err(e) => {
             eprintln!("error: {e}");
             1
+        }
+    }
+}
+
+/// The `merge` subcommand's command line.
+fn merge_command() -> clap::Command {
+    use clap::{Arg, ArgAction};
+    clap::Command::new("vllm-bench merge")
+        .about(
+            "Merge the results of the shards of one run (--shard K/N --save-result) into the \
+             result one process would have written",
+        )
+        .arg(
+            Arg::new("files")
+                .value_name("SHARD_RESULT")
+                .num_args(1..)
+                .required(true)
+                .value_parser(clap::value_parser!(std::path::PathBuf))
+                .help("Every shard's result file, in any order"),
+        )
+        .arg(
+            Arg::new("result-dir")
+                .long("result-dir")
+                .value_name("DIR")
+                .value_parser(clap::value_parser!(std::path::PathBuf))
+                .help("Directory of the merged result [default: the current directory]"),
+        )
+        .arg(
+            Arg::new("result-filename")
+                .long("result-filename")
+                .value_name("NAME")
+                .action(ArgAction::Set)
+                .help("File name of the merged result [default: Python's naming]"),
+        )
+}
+
+/// `vllm-bench merge`: 0 when the merged result was written, 2 for input that cannot be
+/// merged, 1 when it cannot be written.
+fn merge(args: &[OsString]) -> i32 {
+    let argv = std::iter::once(OsString::from("vllm-bench merge")).chain(args.iter().cloned());
+    let m = match merge_command().try_get_matches_from(argv) {
+        Ok(m) => m,
+        Err(e) if !e.use_stderr() => {
+            print!("{e}");
+            return 0;
+        }
+        Err(e) => {
+            eprint!("{e}");
+            return 2;
+        }
+    };
+    let args = modes::merge::MergeArgs {
+        files: m
+            .get_many::<std::path::PathBuf>("files")
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect(),
+        result_dir: m.get_one::<std::path::PathBuf>("result-dir").cloned(),
+        result_filename: m.get_one::<String>("result-filename").cloned(),
+    };
+    match modes::merge::run(&args) {
+        Ok(path) => {
+            eprintln!("Saved the merged result to {}", path.display());
+            0
+        }
+        Err(e @ modes::merge::MergeError::Save(_)) => {
+            eprintln!("error: {e}");
+            1
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
         }
     }
 }

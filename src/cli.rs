@@ -23,8 +23,8 @@ use clap::{ArgAction, ArgMatches, Args, Command, FromArgMatches};
 pub use args::{
     CustomArgs, DatasetArgs, EngineArgs, HfArgs, LoraArgs, ModelArgs, MultiRunArgs, MultiTurnArgs,
     OutputArgs, PrefixRepetitionArgs, ProfilingArgs, RandomArgs, RandomMmArgs, RateArgs,
-    RequestArgs, SamplingArgs, ServerArgs, ShareGptArgs, SonnetArgs, SpecBenchArgs, SpeedBenchArgs,
-    SteadyStateArgs, SweepArgs, TimedTraceArgs,
+    RequestArgs, SamplingArgs, ServerArgs, ShardArgs, ShareGptArgs, SonnetArgs, SpecBenchArgs,
+    SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
 };
 pub use choices::{
     Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, SpeedBenchSubset,
@@ -70,6 +70,8 @@ pub struct Cli {
     pub lora: LoraArgs,
     #[command(flatten)]
     pub multi_run: MultiRunArgs,
+    #[command(flatten)]
+    pub shard: ShardArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 

@@ -17,6 +17,7 @@ mod parse;
 mod rate;
 mod request;
 mod server;
+pub mod shard;
 pub mod unimplemented;
 
 pub use dataset::{
@@ -90,6 +91,8 @@ pub struct Config {
     pub lora: Option<LoraConfig>,
     pub multi_run: MultiRunConfig,
     pub engine: EngineConfig,
+    /// `--shard`, `--start-at`: this process's share of a run split over several.
+    pub shard: shard::ShardConfig,
     /// `--dry-run`: build the dataset, print its statistics, send nothing.
     pub dry_run: bool,
     /// Notes for the user that do not stop the run (print them before starting).
@@ -125,6 +128,7 @@ impl Config {
         let multi_turn = modes::multi_turn(&cli)?;
         let lora = modes::lora(&cli)?;
         let engine = engine::resolve(&cli)?;
+        let shard = shard::resolve(&cli)?;
         let dry_run = cli.request.dry_run;
         if dry_run && model.model.is_none() && model.tokenizer.is_none() {
             return Err(ConfigError::flag(
@@ -148,6 +152,7 @@ impl Config {
             lora,
             multi_run,
             engine,
+            shard,
             dry_run,
             warnings,
         })
@@ -189,6 +194,14 @@ fn check_dataset_backend(dataset: DatasetName, backend: Backend) -> Result<(), C
             format!(
                 "needs --backend vllm, openai or openai-chat (its prompts are token ids or \
                  their decoded text), not {backend}"
+            ),
+        ));
+    }
+    if dataset == DatasetName::RandomRerank && !backend.is_pooling() {
+        return Err(ConfigError::flag(
+            "--dataset-name random-rerank",
+            format!(
+                "builds scoring requests (a query and documents) for --backend vllm-rerank or                  an embeddings/pooling backend, not {backend}"
             ),
         ));
     }

@@ -224,6 +224,9 @@ const ENGINE_FLAGS: &[&str] = &[
     "--request-timeout-sec",
 ];
 
+/// Sharded runs across processes and machines (docs/distributed.md).
+const SHARD_FLAGS: &[&str] = &["--shard", "--start-at"];
+
 fn python_flags() -> Vec<String> {
     read_shared(PYTHON_FLAGS)
         .lines()
@@ -261,6 +264,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .chain(ENGINE_FLAGS)
         .chain(TRACE_FLAGS)
         .chain(REPORT_FLAGS)
+        .chain(SHARD_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();
@@ -1382,9 +1386,12 @@ fn engine_flags_resolve() {
 fn unimplemented_features_are_accepted_then_refused_by_name() {
     for (args, what) in [
         (&["--backend", "openai-audio"][..], "--backend openai-audio"),
-        (&["--dataset-name", "hf"][..], "--dataset-name hf"),
+        (
+            &["--dataset-name", "custom_audio"][..],
+            "--dataset-name custom_audio",
+        ),
         (&["--lora-modules", "a"][..], "--lora-modules"),
-        (&["--hf-subset", "x"][..], "--hf-subset"),
+        (&["--bfcl-categories", "x"][..], "--bfcl-categories"),
     ] {
         let err = config_error(args);
         assert_eq!(err.kind(), ConfigErrorKind::NotImplemented, "{args:?}");

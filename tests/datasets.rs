@@ -55,7 +55,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 fn text(req: &SampleRequest) -> &str {
     match &req.prompt {
         Prompt::Text(t) => t,
-        Prompt::TokenIds(_) => panic!("expected a text prompt"),
+        _ => panic!("expected a text prompt"),
     }
 }
 
@@ -768,7 +768,7 @@ fn prompt_token_ids_are_exact_by_construction() {
     let control: HashSet<u32> = tok.control_token_ids().iter().copied().collect();
     let prefix = match &reqs[0].prompt {
         Prompt::TokenIds(ids) => ids[..10].to_vec(),
-        Prompt::Text(_) => panic!("expected ids"),
+        _ => panic!("expected ids"),
     };
     for r in &reqs {
         let Prompt::TokenIds(ids) = &r.prompt else {

@@ -89,8 +89,8 @@ fn the_check_sees_a_refused_flag_and_its_refusal() {
     assert_eq!(refused_in(&cmds[0]), ["--lora-assignment"]);
     assert!(refused_in(&commands("vllm-bench --dataset-name random\n")[0]).is_empty());
     assert_eq!(
-        refused_in(&commands("vllm-bench --dataset-name hf # hf\n")[0]),
-        ["--dataset-name hf"]
+        refused_in(&commands("vllm-bench --dataset-name custom_audio # a\n")[0]),
+        ["--dataset-name custom_audio"]
     );
     assert_eq!(code_blocks("a\n```sh\nx\n```\nb\n"), ["x\n"]);
 }

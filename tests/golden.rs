@@ -201,6 +201,7 @@ impl Scenario {
                 error: errors[i].clone(),
                 start_time: starts[i],
                 client_queue_time: queues[i],
+                input_sequences: 1,
             })
             .collect()
     }

@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per area (see STYLE.md, ripgrep's layout).
 
+mod batched;
 mod cli;
 mod compare;
 mod datasets;
@@ -8,12 +9,14 @@ mod e2e;
 mod engine;
 mod fuzz_corpus;
 mod golden;
+mod hf_dataset;
 mod interrupt;
 mod mock_server;
 mod module_graph;
 mod multi_turn;
 mod reports;
 mod runs;
+mod shards;
 mod steady_state;
 mod timed_trace;
 mod trace_replay;

@@ -631,7 +631,7 @@ fn first_40_records_match_the_python_golden_run() {
         .iter()
         .map(|s| match &s.prompt {
             Prompt::TokenIds(ids) => ids.len(),
-            Prompt::Text(_) => unreachable!(),
+            _ => unreachable!(),
         })
         .collect();
     assert_eq!(ids_len, lens("input_lens"));

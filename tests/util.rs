@@ -205,17 +205,37 @@ pub fn vllm_bench(args: &[&str], cwd: &Path) -> Run {
 
 /// [`vllm_bench`] with extra environment variables.
 pub fn vllm_bench_env(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
-        .args(args)
+    vllm_bench_via(&[], args, cwd, env)
+}
+
+/// [`vllm_bench_env`] started through `wrapper` (e.g. `ip netns exec NAME`), when given.
+pub fn vllm_bench_via(wrapper: &[&str], args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Run {
+    let bin = env!("CARGO_BIN_EXE_vllm-bench");
+    let mut cmd = match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    cmd.args(args)
         .envs(env.iter().copied())
         .current_dir(cwd)
         .env("HF_HUB_OFFLINE", "1")
-        .env_remove("VLLM_BENCH_CORES")
+        .env_remove("VLLM_BENCH_CORES");
+    run_command(cmd, &format!("vllm-bench {args:?}"))
+}
+
+/// Runs `cmd` (stdin closed, both streams collected), killing it after [`RUN_TIMEOUT`].
+/// Panic text in either stream fails the test whatever the exit code.
+pub fn run_command(mut cmd: Command, what: &str) -> Run {
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn vllm-bench");
+        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
     // Drain both pipes on threads so a chatty run cannot block on a full pipe.
     let drain = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
@@ -228,13 +248,13 @@ pub fn vllm_bench_env(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Run {
     let err = drain(Box::new(child.stderr.take().expect("stderr")));
     let deadline = Instant::now() + RUN_TIMEOUT;
     let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for vllm-bench") {
+        if let Some(s) = child.try_wait().expect("wait for the child") {
             break s;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("vllm-bench {args:?} did not finish within {RUN_TIMEOUT:?}");
+            panic!("{what} did not finish within {RUN_TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -245,7 +265,7 @@ pub fn vllm_bench_env(args: &[&str], cwd: &Path, env: &[(&str, &Path)]) -> Run {
     };
     assert!(
         !run.stdout.contains("panicked at") && !run.stderr.contains("panicked at"),
-        "vllm-bench {args:?} panicked:\n{}",
+        "{what} panicked:\n{}",
         run.stderr
     );
     run

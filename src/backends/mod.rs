@@ -95,6 +95,20 @@ fn prompt_value(prompt: &Prompt) -> Value {
     match prompt {
         Prompt::Text(t) => Value::String(t.to_string()),
         Prompt::TokenIds(ids) => Value::Array(ids.iter().map(|&i| Value::from(i)).collect()),
+        Prompt::Texts(texts) => {
+            Value::Array(texts.iter().map(|t| Value::String(t.to_string())).collect())
+        }
+    }
+}
+
+/// Inputs a request carries, as Python counts them for `total_input_sequences`: the
+/// documents of a rerank request (its prompt is the query and the documents), the texts of
+/// a batched pooling request, else 1.
+pub fn input_sequences(api: Api, prompt: &Prompt) -> u32 {
+    match (api, prompt) {
+        (Api::Rerank, Prompt::Texts(t)) => t.len().saturating_sub(1) as u32,
+        (_, Prompt::Texts(t)) => t.len() as u32,
+        _ => 1,
     }
 }
 
@@ -138,7 +152,16 @@ fn body_fields(api: Api, prompt: Value, output_len: usize, opts: &BodyOptions) -
         Api::Rerank => {
             // Python sends prompt[0] as the query and the rest as documents; a single text
             // prompt is the query and `--extra-body '{"documents": [...]}'` supplies documents.
-            body.insert("query".into(), prompt);
+            match prompt {
+                Value::Array(mut items) if !items.is_empty() => {
+                    let query = items.remove(0);
+                    body.insert("query".into(), query);
+                    body.insert("documents".into(), Value::Array(items));
+                }
+                query => {
+                    body.insert("query".into(), query);
+                }
+            }
             body.insert("truncate_prompt_tokens".into(), json!(-1));
         }
     }
@@ -229,6 +252,33 @@ impl BodyTemplate {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn several_inputs_are_python_lists_and_a_rerank_query_with_documents() {
+        let texts = Prompt::Texts(Arc::from(vec![
+            Arc::from("q"),
+            Arc::from("d1"),
+            Arc::from("d2"),
+        ]));
+        let plain = BodyOptions {
+            extra_body: Map::new(),
+            ..opts()
+        };
+        let rerank: Value =
+            serde_json::from_slice(&build_body(Api::Rerank, &texts, 0, &plain).unwrap()).unwrap();
+        assert_eq!(rerank["query"], "q");
+        assert_eq!(rerank["documents"], json!(["d1", "d2"]));
+        let emb: Value =
+            serde_json::from_slice(&build_body(Api::Embeddings, &texts, 0, &plain).unwrap())
+                .unwrap();
+        assert_eq!(emb["input"], json!(["q", "d1", "d2"]));
+        assert_eq!(input_sequences(Api::Rerank, &texts), 2);
+        assert_eq!(input_sequences(Api::Embeddings, &texts), 3);
+        assert_eq!(
+            input_sequences(Api::Embeddings, &Prompt::Text("x".into())),
+            1
+        );
+    }
 
     fn opts() -> BodyOptions {
         let mut extra = Map::new();

@@ -617,6 +617,21 @@ pub struct MultiRunArgs {
     pub compare: Vec<String>,
 }
 
+/// Sharded runs: one benchmark split over several processes or machines (vllm-bench only).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Sharded runs")]
+pub struct ShardArgs {
+    /// Run shard K of N (0 <= K < N): the requests i = K mod N of the one-process run, or
+    /// `auto` (K and N from SLURM_PROCID/SLURM_NTASKS, or JOB_COMPLETION_INDEX and
+    /// VLLM_BENCH_SHARDS); merge the results with `vllm-bench merge`
+    #[arg(long, value_name = "K/N|auto")]
+    pub shard: Option<String>,
+    /// Start the measured run at this Unix time (seconds, fractions allowed), so every
+    /// shard shares one time axis; the ready check and warm-ups happen before it
+    #[arg(long, value_parser = parse_float, value_name = "UNIX_TIME")]
+    pub start_at: Option<f64>,
+}
+
 /// The engine (vllm-bench only).
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Engine")]

@@ -303,6 +303,16 @@ fn random(cli: &Cli) -> Result<RandomParams, ConfigError> {
             "must be at least 1",
         ));
     }
+    if r.random_batch_size > 1 && !cli.server.backend.is_pooling() {
+        return Err(ConfigError::value(
+            "--random-batch-size",
+            r.random_batch_size,
+            format!(
+                "batches inputs for pooling backends (embeddings, pooling, rerank), not                  --backend {}",
+                cli.server.backend
+            ),
+        ));
+    }
     Ok(RandomParams {
         input_len: d.input_len.unwrap_or(r.random_input_len),
         output_len,

@@ -132,7 +132,7 @@ pub(super) fn options(cli: &Cli, sampling: &SamplingParams) -> Result<RequestOpt
         ready_check_timeout_sec: r.ready_check_timeout_sec,
         request_id_prefix: match &r.request_id_prefix {
             Some(p) => p.clone(),
-            None => format!("bench-{:08x}-", rand::random::<u32>()),
+            None => default_request_id_prefix(cli),
         },
         headers: r
             .header
@@ -187,6 +187,22 @@ fn header(item: &str) -> Result<(String, String), ConfigError> {
         ));
     }
     Ok((name, value))
+}
+
+/// `bench-<8 hex>-`: random per run, except for the shards of one run (`--shard`), which
+/// must send one run's request ids and so derive the digits from what they share (the
+/// seed and `--start-at`).
+fn default_request_id_prefix(cli: &Cli) -> String {
+    let digits = match &cli.shard.shard {
+        None => rand::random::<u32>(),
+        Some(_) => {
+            let mut h = crate::mix::Fnv64::new();
+            h.write_u64(cli.dataset.seed);
+            h.write_u64(cli.shard.start_at.map_or(0, f64::to_bits));
+            h.finish() as u32
+        }
+    };
+    format!("bench-{digits:08x}-")
 }
 
 #[cfg(test)]

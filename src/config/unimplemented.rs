@@ -47,11 +47,11 @@ mod tests {
             .unwrap_err()
             .message()
             .starts_with("--backend openai-audio: not implemented yet"));
-        let cli = parse(&["--dataset-name", "hf"]).unwrap();
+        let cli = parse(&["--dataset-name", "custom_audio"]).unwrap();
         assert!(check(&cli)
             .unwrap_err()
             .message()
-            .starts_with("--dataset-name hf: not implemented yet"));
+            .starts_with("--dataset-name custom_audio: not implemented yet"));
         let trace = parse(&["--dataset-name", "timed-trace", "--no-self-timed"]).unwrap();
         assert!(check(&trace).is_ok());
         assert!(check(&parse(&["--seed", "1"]).unwrap()).is_ok());

@@ -53,6 +53,23 @@ impl ChatFormat {
         self.template.is_some()
     }
 
+    /// `messages` (`[{"role", "content"}, ...]`) rendered with the generation prompt; raw,
+    /// their contents one after the other, a blank line apart.
+    pub fn apply_messages(&self, messages: &Value) -> Result<String, DatasetError> {
+        match &self.template {
+            Some(t) => t
+                .render(messages, true, self.kwargs.as_ref())
+                .map_err(|e| DatasetError::Unusable(e.to_string())),
+            None => Ok(messages
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.get("content").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n\n")),
+        }
+    }
+
     /// `prompt` as a rendered single-user-message chat (or unchanged).
     pub fn apply(&self, prompt: &str) -> Result<String, DatasetError> {
         match &self.template {

@@ -150,7 +150,9 @@ fn prompts(
 fn text(r: &SampleRequest) -> Arc<str> {
     match &r.prompt {
         Prompt::Text(t) => t.clone(),
-        Prompt::TokenIds(_) => unreachable!("conversations are generated as text"),
+        Prompt::TokenIds(_) | Prompt::Texts(_) => {
+            unreachable!("conversations are generated as text")
+        }
     }
 }
 

@@ -11,11 +11,13 @@
 use std::sync::Arc;
 
 pub mod align;
+pub mod batched;
 pub mod burstgpt;
 pub mod chat_format;
 pub mod conversations;
 pub mod custom;
 pub mod error;
+pub mod hf;
 pub mod hub_file;
 pub mod max_model_len;
 pub mod np_random;
@@ -45,6 +47,9 @@ pub use stats::DatasetStats;
 pub enum Prompt {
     Text(Arc<str>),
     TokenIds(Arc<[u32]>),
+    /// Several inputs in one request: `--random-batch-size` for pooling backends, and the
+    /// reranking datasets' query followed by its documents.
+    Texts(Arc<[Arc<str>]>),
 }
 
 /// One request of the benchmark, as Python's `SampleRequest`.

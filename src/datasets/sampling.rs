@@ -33,13 +33,22 @@ impl Sampling {
 /// scripts. `fixed_output` skips the minimum-output check (Python does when the output
 /// length is given by a flag) but the total still counts it.
 pub fn is_valid_sequence(prompt_len: usize, output_len: usize, fixed_output: bool) -> bool {
+    is_valid_sequence_within(prompt_len, output_len, fixed_output, (1024, 2048))
+}
+
+/// [`is_valid_sequence`] with other `(max_prompt_len, max_total_len)` (Python's AIMO loader
+/// allows 2048 and 32000).
+pub fn is_valid_sequence_within(
+    prompt_len: usize,
+    output_len: usize,
+    fixed_output: bool,
+    (max_prompt_len, max_total_len): (usize, usize),
+) -> bool {
     const MIN_LEN: usize = 4;
-    const MAX_PROMPT_LEN: usize = 1024;
-    const MAX_TOTAL_LEN: usize = 2048;
     prompt_len >= MIN_LEN
         && (fixed_output || output_len >= MIN_LEN)
-        && prompt_len <= MAX_PROMPT_LEN
-        && prompt_len + output_len <= MAX_TOTAL_LEN
+        && prompt_len <= max_prompt_len
+        && prompt_len + output_len <= max_total_len
 }
 
 /// Python's `maybe_oversample_requests`: below `num_requests`, re-seed `random` and append

@@ -256,6 +256,20 @@ impl Engine {
         workload: Workload,
         on_progress: impl FnOnce(Progress),
     ) -> Result<RunReport, EngineError> {
+        self.run_at(workload, None, on_progress)
+    }
+
+    /// [`Engine::run`] with its epoch at `start` (`--start-at`) when given: the cores are
+    /// ready (connections open, arenas sized) and wait until then; every arrival offset and
+    /// time of the run counts from `start`, so runs in other processes started at the same
+    /// instant share one time axis. `on_progress` is called before the wait, so a Ctrl-C
+    /// during it stops the run (every request counted as not sent).
+    pub fn run_at(
+        &self,
+        workload: Workload,
+        start: Option<Instant>,
+        on_progress: impl FnOnce(Progress),
+    ) -> Result<RunReport, EngineError> {
         let workers = worker_count(&workload);
         // One socket per worker: fail now, clearly, rather than with EMFILE mid-run.
         limits::ensure_capacity(workers, self.endpoint.source.len())
@@ -293,10 +307,13 @@ impl Engine {
             replies.push(core.run(shared.clone(), per_core, t == 0)?);
         }
         shared.ready.wait();
-        let epoch = Instant::now();
+        on_progress(Progress(shared.clone()));
+        let epoch = match start {
+            Some(at) => wait_until(at, &shared.stop),
+            None => Instant::now(),
+        };
         let _ = shared.epoch.set(epoch);
         shared.go.wait();
-        on_progress(Progress(shared.clone()));
         let mut logs = Vec::with_capacity(workers);
         let mut hists = Vec::with_capacity(threads);
         let mut probes = Vec::new();
@@ -345,6 +362,19 @@ impl Drop for Engine {
         for c in self.cores.drain(..) {
             c.stop_and_join();
         }
+    }
+}
+
+/// Sleeps until `at` (in slices, so a stop is seen within one) and returns `at`; a stop
+/// ends the wait early.
+fn wait_until(at: Instant, stop: &AtomicBool) -> Instant {
+    const SLICE: Duration = Duration::from_millis(20);
+    loop {
+        let now = Instant::now();
+        if now >= at || stop.load(Ordering::Acquire) {
+            return at.min(now);
+        }
+        std::thread::sleep((at - now).min(SLICE));
     }
 }
 

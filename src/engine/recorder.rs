@@ -86,7 +86,7 @@ impl Default for Histograms {
 }
 
 impl Histograms {
-    fn add(&mut self, other: &Histograms) {
+    pub fn add(&mut self, other: &Histograms) {
         // Same bounds on both sides, so `add` cannot fail.
         let _ = self.ttft.add(&other.ttft);
         let _ = self.itl.add(&other.itl);
@@ -155,6 +155,8 @@ pub struct Merged {
     pub outputs: Vec<RequestOutput>,
     pub records: Vec<Record>,
     pub histograms: Histograms,
+    /// Each core's own histograms (`histograms` is their sum), for a sharded run's result.
+    pub per_core: Vec<Histograms>,
     /// Failure counts by kind (oha's `ResultData` idea), for the failure summary.
     pub failures_by_kind: BTreeMap<String, usize>,
     /// Latest end of any request, ns since the epoch.
@@ -198,6 +200,7 @@ pub fn merge(logs: Vec<WorkerLog>, core_histograms: Vec<Histograms>, total: usiz
         outputs,
         records,
         histograms,
+        per_core: core_histograms,
         failures_by_kind,
         last_end_ns,
     }
@@ -253,6 +256,8 @@ fn to_output(rec: &Record, itl_arena: &[u64], text_arena: &[u8]) -> RequestOutpu
         error: String::new(),
         start_time,
         client_queue_time,
+        // The caller knows what each request carried (`Prepared::input_sequences`).
+        input_sequences: 1,
     }
 }
 

@@ -150,13 +150,14 @@ pub fn calculate_metrics_for_embeddings(
 ) -> EmbedBenchmarkMetrics {
     let mut completed = 0u64;
     let mut total_input = 0u64;
+    let mut total_input_sequences = 0u64;
     let mut e2els = Vec::with_capacity(outputs.len());
     for o in outputs.iter().filter(|o| o.success) {
         completed += 1;
         total_input += o.prompt_len;
+        total_input_sequences += o.input_sequences;
         e2els.push(o.latency);
     }
-    let total_input_sequences = completed;
     EmbedBenchmarkMetrics {
         completed,
         failed: outputs.len() as u64 - completed,

@@ -20,7 +20,7 @@ pub mod summary;
 /// Times are seconds (`f64`) because that is what Python's arithmetic runs on, and exact
 /// parity with `vllm bench serve` needs the same inputs in the same representation.
 /// `start_time` is seconds since the run's monotonic epoch (Python: raw `perf_counter()`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RequestOutput {
     pub generated_text: String,
     pub success: bool,
@@ -34,4 +34,25 @@ pub struct RequestOutput {
     pub start_time: f64,
     /// Time from the request's arrival (its scheduled release) to its send, seconds.
     pub client_queue_time: f64,
+    /// Inputs the request carried (Python's `num_input_sequences`: the texts of a batched
+    /// pooling request, the documents of a rerank request; 1 otherwise).
+    pub input_sequences: u64,
+}
+
+impl Default for RequestOutput {
+    fn default() -> Self {
+        RequestOutput {
+            generated_text: String::new(),
+            success: false,
+            latency: 0.0,
+            output_tokens: 0,
+            ttft: 0.0,
+            itl: Vec::new(),
+            prompt_len: 0,
+            error: String::new(),
+            start_time: 0.0,
+            client_queue_time: 0.0,
+            input_sequences: 1,
+        }
+    }
 }

@@ -8,63 +8,8 @@
 //! - [`Fnv64`]: FNV-1a 64-bit, used for prompt hashes, toy token ids and prefix blocks;
 //! - [`SplitMix64`]: the splitmix64 generator, used for every seeded random draw.
 
+pub use crate::mix::{fnv64, Fnv64};
 use crate::mix::{mix64, GAMMA};
-
-/// FNV-1a 64-bit hasher: stable forever, byte-at-a-time, no setup cost.
-#[derive(Debug, Clone, Copy)]
-pub struct Fnv64(u64);
-
-impl Fnv64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-    /// A hasher in its initial state.
-    pub const fn new() -> Self {
-        Fnv64(Self::OFFSET)
-    }
-
-    /// Feeds `bytes`.
-    #[inline]
-    pub fn write(&mut self, bytes: &[u8]) {
-        let mut h = self.0;
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(Self::PRIME);
-        }
-        self.0 = h;
-    }
-
-    /// Feeds one byte (used as a type tag so `"1"` and `1` hash differently).
-    #[inline]
-    pub fn write_u8(&mut self, b: u8) {
-        self.write(&[b]);
-    }
-
-    /// Feeds a `u64` in little-endian byte order.
-    #[inline]
-    pub fn write_u64(&mut self, v: u64) {
-        self.write(&v.to_le_bytes());
-    }
-
-    /// The hash of everything fed so far.
-    #[inline]
-    pub const fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl Default for Fnv64 {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// FNV-1a 64 of one byte string.
-pub fn fnv64(bytes: &[u8]) -> u64 {
-    let mut h = Fnv64::new();
-    h.write(bytes);
-    h.finish()
-}
 
 /// splitmix64: a tiny, well-mixed generator whose output is fixed by its seed.
 #[derive(Debug, Clone)]

@@ -16,16 +16,18 @@ use clap::ValueEnum;
 
 use crate::cli::{Backend, DatasetName};
 use crate::config::{
-    Config, CustomParams, DatasetParams, MultiTurnConfig, PrefixRepetitionParams, RandomParams,
-    SonnetParams, SpeedBenchParams,
+    Config, CustomParams, DatasetParams, HfParams, MultiTurnConfig, PrefixRepetitionParams,
+    RandomParams, SonnetParams, SpeedBenchParams,
 };
 use crate::datasets::align::align_to_server;
+use crate::datasets::batched;
 use crate::datasets::burstgpt::BurstGpt;
 use crate::datasets::chat_format::ChatFormat;
 use crate::datasets::conversations::{
     self, Conversations, ShareGptConversationOptions, SyntheticOptions,
 };
 use crate::datasets::custom::{Custom, CustomOptions};
+use crate::datasets::hf::{self, HfOptions};
 use crate::datasets::hub_file::{dataset_file, HubAccess};
 use crate::datasets::max_model_len::retain_within;
 use crate::datasets::prefix_repetition::{self, PrefixRepetitionOptions};
@@ -101,6 +103,10 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
     let requests = match &ds.params {
         // The random dataset applies --max-model-len while it generates.
         DatasetParams::Random(p) => return cx.random(p),
+        DatasetParams::RandomRerank {
+            random,
+            no_reranker,
+        } => return cx.random_rerank(random, !no_reranker),
         DatasetParams::ShareGpt { output_len } => cx.sharegpt(*output_len)?,
         DatasetParams::Custom(p) if ds.name == DatasetName::Custom => cx.custom(p)?,
         DatasetParams::Sonnet(p) => cx.sonnet(p)?,
@@ -111,6 +117,7 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
             category,
         } => cx.spec_bench(*output_len, category.as_deref())?,
         DatasetParams::SpeedBench(p) => cx.speed_bench(p)?,
+        DatasetParams::Hf(p) => cx.hf(p)?,
         other => anyhow::bail!(
             "--dataset-name {}: not implemented yet ({other:?})",
             ds.name.name()
@@ -214,8 +221,28 @@ impl Cx<'_> {
     }
 
     fn random(&self, p: &RandomParams) -> Result<Vec<SampleRequest>> {
+        let cfg = self.random_config(p);
+        let sampled = random::sample(&cfg, self.tok("the random dataset")?)?;
+        note_dropped(sampled.filtered);
+        if p.batch_size > 1 {
+            return batched::batch(
+                &sampled.requests,
+                p.batch_size,
+                &self.sampling.request_id_prefix,
+            );
+        }
+        Ok(sampled.requests)
+    }
+
+    /// `--dataset-name random-rerank`: a query and documents per request.
+    fn random_rerank(&self, p: &RandomParams, reranker: bool) -> Result<Vec<SampleRequest>> {
+        let tok = self.tok("the random-rerank dataset")?;
+        batched::random_rerank(&self.random_config(p), p.batch_size, reranker, tok)
+    }
+
+    fn random_config(&self, p: &RandomParams) -> RandomConfig {
         let ds = &self.config.dataset;
-        let cfg = RandomConfig {
+        RandomConfig {
             num_prompts: ds.num_prompts,
             input_len: p.input_len,
             output_len: p.output_len,
@@ -226,10 +253,7 @@ impl Cx<'_> {
             max_model_len: ds.max_model_len,
             request_id_prefix: Some(self.sampling.request_id_prefix.clone()),
             ..RandomConfig::default()
-        };
-        let sampled = random::sample(&cfg, self.tok("the random dataset")?)?;
-        note_dropped(sampled.filtered);
-        Ok(sampled.requests)
+        }
     }
 
     fn sharegpt(&self, output_len: Option<usize>) -> Result<Vec<SampleRequest>> {
@@ -254,6 +278,29 @@ impl Cx<'_> {
         let format = self.chat_format(what)?;
         let opts = CustomOptions { output_len };
         Ok(data.sample(sampling, opts, &format, self.tokenizer)?)
+    }
+
+    fn hf(&self, p: &HfParams) -> Result<Vec<SampleRequest>> {
+        let tok = self.tok("the hf dataset")?;
+        let path = self.config.dataset.path.as_deref().with_context(|| {
+            "--dataset-name hf needs --dataset-path ORG/NAME (a Hub dataset) or a local \
+             file or directory"
+        })?;
+        let opts = HfOptions {
+            subset: p.subset.clone(),
+            split: p.split.clone(),
+            name: p.name.clone(),
+            output_len: p.output_len,
+            text_column: p.text_column.clone(),
+            blazedit_distance: p.blazedit_distance,
+        };
+        let data = hf::load(path, &opts, &HubAccess::from_env())?;
+        let format = if data.is_templated() {
+            self.chat_format("the hf dataset")?
+        } else {
+            ChatFormat::raw()
+        };
+        Ok(data.sample(&self.sampling, p.output_len, &format, tok)?)
     }
 
     fn sonnet(&self, p: &SonnetParams) -> Result<Vec<SampleRequest>> {

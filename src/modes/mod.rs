@@ -4,6 +4,7 @@
 pub mod benchmark;
 pub mod compare;
 pub mod dataset;
+pub mod merge;
 pub mod multi_turn;
 pub mod outcome;
 pub mod plan;
@@ -12,6 +13,7 @@ pub mod prepare;
 pub mod profiling;
 pub mod progress;
 pub mod runs;
+pub mod shard;
 pub mod steady_state;
 pub mod target;
 pub mod trace;

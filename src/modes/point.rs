@@ -32,6 +32,7 @@ use super::plan::Plan;
 use super::prepare::Prepared;
 use super::profiling::Trigger;
 use super::progress::{install_interrupt_handler, interrupted, Watcher};
+use super::shard::ShardMap;
 use super::trace::{measured_hit_ratio, prefix_cache_extras, scrape_prefix_cache, TraceReplay};
 
 /// What one measured run varies; everything else is the plan's.
@@ -63,6 +64,8 @@ pub struct Measured {
     pub prefix_cache: Option<extras::PrefixCache>,
     /// Ctrl-C or SIGTERM stopped the run.
     pub interrupted: bool,
+    /// `--shard`: where this shard's records sit in the one-process run.
+    pub shard: Option<ShardMap>,
 }
 
 /// The measured run of `point`: schedule, preamble, profiling start, progress bar,
@@ -75,6 +78,13 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         .map(TraceReplay::arrival_offsets);
     let (workload, offsets) =
         schedule(config, &plan.prepared, point, trace_offsets).map_err(nothing_ran)?;
+    let (workload, shard) = match config.shard.shard {
+        Some(s) => {
+            let (w, map) = super::shard::select(workload, s);
+            (w, Some(map))
+        }
+        None => (workload, None),
+    };
     let cache_before = plan
         .trace
         .as_ref()
@@ -95,12 +105,17 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         let rate = crate::pyfmt::float_repr(config.rate.probe_request_rate);
         println!("Probe request rate: {rate} req/s");
     }
+    if let Some(map) = &shard {
+        let n = workload.total();
+        println!("Shard {}: {n} of the run's requests", map.shard);
+    }
     crate::http::control::close_idle_connections();
-    let wall_start = SystemTime::now();
+    let start = super::shard::start_instant(&config.shard).map_err(|e| nothing_ran(e.into()))?;
+    let wall_start = start.map_or_else(SystemTime::now, |s| s.1);
     let mut watcher = None;
     let show_bar = !config.output.disable_tqdm;
     let mut trigger = None;
-    let report = plan.engine.run(workload, |p| {
+    let mut report = plan.engine.run_at(workload, start.map(|s| s.0), |p| {
         watcher = Some(Watcher::start(p, show_bar));
         if let (true, Some(n)) = (config.profiling.enabled, config.profiling.batch_threshold) {
             let duration = Duration::from_secs_f64(config.profiling.duration_sec);
@@ -110,6 +125,10 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     if let Some(w) = watcher {
         w.finish();
     }
+    if let Some(map) = &shard {
+        map.globalize(&mut report);
+    }
+    plan.prepared.mark_input_sequences(&mut report.merged);
     if let Some(t) = trigger {
         t.finish();
     }
@@ -131,6 +150,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         rps_events,
         prefix_cache,
         interrupted: interrupted(),
+        shard,
     })
 }
 
@@ -282,6 +302,11 @@ pub fn finish(
     let outputs = &run.merged.outputs;
     let task = TaskKind::for_backend(config.server.backend);
     let count = |text: &str| tokenizer.map_or(0, |t| t.count_tokens(text));
+    // A shard reports its own share of the workers; its section keeps the whole.
+    let max_concurrency = match &measured.shard {
+        Some(map) => point.max_concurrency.map(|c| map.shard.share(c)),
+        None => point.max_concurrency,
+    };
     let settings = ReportSettings {
         duration_s: run.duration.as_secs_f64(),
         task,
@@ -289,18 +314,13 @@ pub fn finish(
         percentiles: config.output.metric_percentiles.clone(),
         percentile_metrics: config.output.percentile_metrics.clone(),
         goodput: config.output.goodput.clone(),
-        max_concurrency: point.max_concurrency.map(|c| c as u64),
+        max_concurrency: max_concurrency.map(|c| c as u64),
         request_rate: point.request_rate,
     };
     let mut report = BenchmarkReport::compute(outputs, &settings);
     report.probe = ProbeStats::of(&run.probes);
-    let steady = super::steady_state::measure(
-        config,
-        point.max_concurrency,
-        point.request_rate,
-        run,
-        &report,
-    );
+    let steady =
+        super::steady_state::measure(config, max_concurrency, point.request_rate, run, &report);
     if !how.quiet {
         print!("{}", render_notices(outputs, task));
         print!("{}", render_block(&report));
@@ -342,7 +362,7 @@ pub fn finish(
         metadata: config.output.metadata.clone(),
         request_rate: point.request_rate,
         burstiness: config.rate.burstiness,
-        max_concurrency: point.max_concurrency.map(|c| c as u64),
+        max_concurrency: max_concurrency.map(|c| c as u64),
         ramp_up: config.rate.ramp_up,
     };
     let name = config
@@ -377,6 +397,22 @@ pub fn finish(
         }
         append_extras(&mut doc, extra.to_json());
         append_extras(&mut doc, steady_state::to_json(steady.as_ref()));
+        if let Some(map) = &measured.shard {
+            let whole = RunInfo {
+                max_concurrency: point.max_concurrency.map(|c| c as u64),
+                ..info.clone()
+            };
+            let section = super::shard::section(&super::shard::SectionInput {
+                config,
+                map,
+                run,
+                report: &report,
+                info: &whole,
+                extras: &extra,
+            });
+            let text = serde_json::to_string(&section)?;
+            doc.set(crate::output::shard_file::KEY, Json::Raw(text));
+        }
         let text = doc.to_json_string();
         if !how.collect {
             save_result(
@@ -429,6 +465,7 @@ mod tests {
             parents: parents.map(Into::into),
             conversations: None,
             probe: None,
+            input_sequences: None,
         }
     }
 

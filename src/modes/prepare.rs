@@ -9,10 +9,11 @@ use anyhow::Result;
 use rayon::prelude::*;
 
 use crate::backends::conversation::ChatBody;
-use crate::backends::{build_body, Api, BodyError, BodyOptions, ResponseMode};
+use crate::backends::{build_body, input_sequences, Api, BodyError, BodyOptions, ResponseMode};
 use crate::config::{Config, DatasetParams};
 use crate::datasets::conversations::Conversations;
 use crate::datasets::SampleRequest;
+use crate::engine::recorder::Merged;
 use crate::engine::{Probe, Workload};
 use crate::http::request::{HeadTemplate, Method, PreparedRequest};
 use crate::tokenizer::Tokenizer;
@@ -35,12 +36,27 @@ pub struct Prepared {
     pub conversations: Option<Arc<ConversationPlan>>,
     /// `--probe-request-rate`: the probe request and its interval.
     pub probe: Option<Probe>,
+    /// Inputs per request when some carry more than one (batched pooling, rerank).
+    pub input_sequences: Option<Arc<[u32]>>,
 }
 
 impl Prepared {
     /// The same requests with `probe` beside them.
     pub fn with_probe(self, probe: Option<Probe>) -> Prepared {
         Prepared { probe, ..self }
+    }
+
+    /// Marks each output of a run with the inputs its request carried (the records hold
+    /// each request's index).
+    pub fn mark_input_sequences(&self, merged: &mut Merged) {
+        let Some(seqs) = &self.input_sequences else {
+            return;
+        };
+        for (o, rec) in merged.outputs.iter_mut().zip(&merged.records) {
+            if let Some(&n) = seqs.get(rec.index as usize) {
+                o.input_sequences = u64::from(n);
+            }
+        }
     }
 
     /// The first `n` requests (cycled), all at once, for warmups and the ready check.
@@ -95,6 +111,10 @@ pub fn prepare(
             Ok(head.build(r.request_id.as_deref(), Some("application/json"), &body))
         })
         .collect();
+    let seqs: Vec<u32> = requests
+        .iter()
+        .map(|r| input_sequences(api, &r.prompt))
+        .collect();
     Ok(Prepared {
         requests: built?.into(),
         prompt_lens: requests.iter().map(|r| r.prompt_len as u32).collect(),
@@ -103,6 +123,7 @@ pub fn prepare(
         parents: None,
         conversations: None,
         probe: None,
+        input_sequences: seqs.iter().any(|&n| n != 1).then(|| seqs.into()),
     })
 }
 
@@ -148,6 +169,7 @@ pub fn prepare_conversations(
         parents: None,
         conversations: Some(Arc::new(plan)),
         probe: None,
+        input_sequences: None,
     })
 }
 
@@ -175,6 +197,7 @@ pub fn prepare_trace(
         parents: trace.parents().map(Into::into),
         conversations: None,
         probe: None,
+        input_sequences: None,
     })
 }
 
@@ -195,6 +218,7 @@ mod tests {
             parents: Some(vec![None, Some(0), None].into()),
             conversations: None,
             probe: None,
+            input_sequences: None,
         };
         let w = p.subset(5, Some(2));
         assert_eq!(&*w.client_prompt_lens, &[10, 11, 12, 10, 11]);

@@ -60,6 +60,8 @@ pub enum Json<'a> {
     UInts(Cow<'a, [u64]>),
     List(Vec<Json<'a>>),
     Object(JsonObject<'a>),
+    /// JSON text written elsewhere (serde), inserted as it is.
+    Raw(String),
 }
 
 impl<'a> Json<'a> {
@@ -99,6 +101,7 @@ impl<'a> Json<'a> {
             }),
             Json::List(v) => write_seq(out, v.iter(), |out, item| item.write_to(out)),
             Json::Object(o) => o.write_to(out),
+            Json::Raw(text) => out.push_str(text),
         }
     }
 }

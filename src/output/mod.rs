@@ -14,6 +14,7 @@ pub mod json;
 pub mod localtime;
 pub mod plot;
 pub mod result_file;
+pub mod shard_file;
 pub mod steady_state;
 pub mod summary;
 pub mod terminal_chart;

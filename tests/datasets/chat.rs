@@ -44,7 +44,7 @@ fn sampling(seed: u64, n: usize) -> Sampling {
 fn text(r: &SampleRequest) -> &str {
     match &r.prompt {
         Prompt::Text(t) => t,
-        Prompt::TokenIds(_) => panic!("text expected"),
+        _ => panic!("text expected"),
     }
 }
 

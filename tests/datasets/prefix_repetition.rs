@@ -28,7 +28,7 @@ fn sampling(n: usize, shuffle: bool) -> Sampling {
 fn text(r: &SampleRequest) -> &str {
     match &r.prompt {
         Prompt::Text(t) => t,
-        Prompt::TokenIds(_) => panic!("text expected"),
+        _ => panic!("text expected"),
     }
 }
 

@@ -63,7 +63,7 @@ fn sampling(case: &Value, num_prompts: usize) -> Sampling {
 fn text(r: &SampleRequest) -> &str {
     match &r.prompt {
         Prompt::Text(t) => t,
-        Prompt::TokenIds(_) => panic!("sharegpt sends text"),
+        _ => panic!("sharegpt sends text"),
     }
 }
 

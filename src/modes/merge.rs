@@ -1,0 +1,613 @@
+//! `vllm-bench merge SHARD.json...`: the results of the shards of one run (`--shard K/N
+//! --save-result`) as the result one process sending every request would have written.
+//!
+//! Exact, not an approximation: every shard saved each of its requests' figures with times
+//! from the shared start (`--start-at`), so the merge puts the requests back in the
+//! one-process run's order and computes every metric with the same calculator over their
+//! union; the duration is the latest shard's (all shards started at the same instant). The
+//! shards' own engine and client figures are kept side by side, and their per-core
+//! histograms (HdrHistogram V2) are added for the run's dispatch lag.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::cli::{Backend, RampUp, RampUpStrategy};
+use crate::engine::recorder::Histograms;
+use crate::metrics::goodput::GoodputConfig;
+use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
+use crate::metrics::summary::MetricKind;
+use crate::metrics::RequestOutput;
+use crate::output::console::{render_block, render_notices};
+use crate::output::json::{
+    append_extras, build_result, result_path, save_result, Json, JsonObject, RpsChangeEvent,
+    RunInfo,
+};
+use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
+
+/// What `vllm-bench merge` was asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeArgs {
+    pub files: Vec<PathBuf>,
+    pub result_dir: Option<PathBuf>,
+    pub result_filename: Option<String>,
+}
+
+/// Why shard results cannot be merged. Every one is the user's input (exit status 2) but
+/// [`MergeError::Save`].
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("{path}: cannot read it: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("{path}: not a JSON result file: {error}")]
+    Json {
+        path: String,
+        error: serde_json::Error,
+    },
+    #[error(
+        "{path}: not a shard result (no {KEY} key); shard results are written by \
+         `vllm-bench ... --shard K/N --save-result`"
+    )]
+    NotShard { path: String },
+    #[error("{path}: its {KEY} section cannot be read: {error}")]
+    Section {
+        path: String,
+        error: serde_json::Error,
+    },
+    #[error("{path}: shard section format {found}; this vllm-bench reads format {FORMAT}")]
+    Format { path: String, found: u32 },
+    #[error("{path}: the per-request columns of its {KEY} section differ in length")]
+    Columns { path: String },
+    #[error(
+        "{path}: a shard of a different workload than {first} (fingerprint {theirs}, not \
+         {ours}); every shard must run the same command with the same --seed, only K of \
+         --shard K/N differing"
+    )]
+    Fingerprint {
+        path: String,
+        first: String,
+        theirs: String,
+        ours: String,
+    },
+    #[error("{path}: shard of {theirs}, {first} is a shard of {ours}")]
+    Count {
+        path: String,
+        first: String,
+        theirs: usize,
+        ours: usize,
+    },
+    #[error(
+        "{path}: started at --start-at {theirs}, {first} at {ours}; the shards of one run \
+         share one --start-at"
+    )]
+    StartAt {
+        path: String,
+        first: String,
+        theirs: String,
+        ours: String,
+    },
+    #[error("{a} and {b} are both shard {shard}; pass each shard's result once")]
+    Duplicate { a: String, b: String, shard: String },
+    #[error("shard {shard} is missing (given: {given}); pass the result of every shard")]
+    Missing { shard: String, given: String },
+    #[error("{path}: {error}")]
+    Histogram { path: String, error: HistogramError },
+    #[error("cannot write the merged result: {0:#}")]
+    Save(anyhow::Error),
+}
+
+/// One shard's result: its section and the rest of its document.
+struct ShardResult {
+    path: String,
+    doc: serde_json::Map<String, Value>,
+    section: ShardSection,
+}
+
+fn read(path: &Path) -> Result<ShardResult, MergeError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|error| MergeError::Read {
+        path: name.clone(),
+        error,
+    })?;
+    let mut doc: serde_json::Map<String, Value> =
+        serde_json::from_str(&text).map_err(|error| MergeError::Json {
+            path: name.clone(),
+            error,
+        })?;
+    let raw = doc
+        .remove(KEY)
+        .ok_or_else(|| MergeError::NotShard { path: name.clone() })?;
+    if let Some(found) = raw.get("format").and_then(Value::as_u64) {
+        if found != u64::from(FORMAT) {
+            return Err(MergeError::Format {
+                path: name,
+                found: found as u32,
+            });
+        }
+    }
+    let section: ShardSection =
+        serde_json::from_value(raw).map_err(|error| MergeError::Section {
+            path: name.clone(),
+            error,
+        })?;
+    if !section.requests.is_consistent() {
+        return Err(MergeError::Columns { path: name });
+    }
+    Ok(ShardResult {
+        path: name,
+        doc,
+        section,
+    })
+}
+
+fn text_of(t: Option<f64>) -> String {
+    t.map_or_else(|| "(none)".into(), crate::pyfmt::float_repr)
+}
+
+/// The shards in order of their index, refused unless they are exactly the shards 0..N of
+/// one workload.
+fn check(mut shards: Vec<ShardResult>) -> Result<Vec<ShardResult>, MergeError> {
+    let first = &shards[0];
+    let (first_path, s0) = (first.path.clone(), first.section.clone());
+    for r in &shards[1..] {
+        let s = &r.section;
+        if s.shards != s0.shards {
+            return Err(MergeError::Count {
+                path: r.path.clone(),
+                first: first_path,
+                theirs: s.shards,
+                ours: s0.shards,
+            });
+        }
+        if s.fingerprint != s0.fingerprint {
+            return Err(MergeError::Fingerprint {
+                path: r.path.clone(),
+                first: first_path,
+                theirs: s.fingerprint.clone(),
+                ours: s0.fingerprint.clone(),
+            });
+        }
+        if s.start_at != s0.start_at {
+            return Err(MergeError::StartAt {
+                path: r.path.clone(),
+                first: first_path,
+                theirs: text_of(s.start_at),
+                ours: text_of(s0.start_at),
+            });
+        }
+    }
+    shards.sort_by_key(|r| r.section.shard);
+    for pair in shards.windows(2) {
+        if pair[0].section.shard == pair[1].section.shard {
+            return Err(MergeError::Duplicate {
+                a: pair[0].path.clone(),
+                b: pair[1].path.clone(),
+                shard: format!("{}/{}", pair[0].section.shard, s0.shards),
+            });
+        }
+    }
+    let given: Vec<usize> = shards.iter().map(|r| r.section.shard).collect();
+    if let Some(missing) = (0..s0.shards).find(|k| !given.contains(k)) {
+        let names: Vec<String> = given.iter().map(|k| format!("{k}/{}", s0.shards)).collect();
+        return Err(MergeError::Missing {
+            shard: format!("{missing}/{}", s0.shards),
+            given: names.join(", "),
+        });
+    }
+    Ok(shards)
+}
+
+/// Every request of every shard, in the one-process run's order.
+fn union(shards: &[ShardResult]) -> Vec<RequestOutput> {
+    let mut rows: Vec<(u32, usize, usize)> = shards
+        .iter()
+        .enumerate()
+        .flat_map(|(s, r)| {
+            r.section
+                .requests
+                .index
+                .iter()
+                .enumerate()
+                .map(move |(j, &i)| (i, s, j))
+        })
+        .collect();
+    rows.sort_unstable();
+    rows.iter()
+        .map(|&(_, s, j)| shards[s].section.requests.output(j))
+        .collect()
+}
+
+fn run_info(s: &ShardSection) -> RunInfo {
+    let r = &s.run;
+    let ramp_up = r.ramp_up.as_ref().map(|(name, start, end)| RampUp {
+        strategy: if name == RampUpStrategy::Exponential.name() {
+            RampUpStrategy::Exponential
+        } else {
+            RampUpStrategy::Linear
+        },
+        start_rps: *start,
+        end_rps: *end,
+    });
+    RunInfo {
+        date: r.date.clone(),
+        backend: r.backend.clone(),
+        label: r.label.clone(),
+        model_id: r.model_id.clone(),
+        tokenizer_id: r.tokenizer_id.clone(),
+        num_prompts: r.num_prompts,
+        metadata: r.metadata.clone(),
+        request_rate: r.request_rate.unwrap_or(f64::INFINITY),
+        burstiness: r.burstiness.unwrap_or(f64::INFINITY),
+        max_concurrency: r.max_concurrency,
+        ramp_up,
+    }
+}
+
+fn task_of(backend: &str) -> TaskKind {
+    Backend::all()
+        .iter()
+        .find(|b| b.name() == backend)
+        .map_or(TaskKind::Generation, |b| TaskKind::for_backend(*b))
+}
+
+/// The sum of every core's histograms of every shard.
+fn histograms(shards: &[ShardResult]) -> Result<Histograms, MergeError> {
+    let mut sum = Histograms::default();
+    for r in shards {
+        for core in &r.section.histograms {
+            let h = shard_file::decode_core(core).map_err(|error| MergeError::Histogram {
+                path: r.path.clone(),
+                error,
+            })?;
+            sum.add(&h);
+        }
+    }
+    Ok(sum)
+}
+
+/// Failures by reason over all shards, with the first shard's example of each.
+fn failures(shards: &[ShardResult]) -> Vec<(String, usize, String)> {
+    let mut all: Vec<(String, usize, String)> = Vec::new();
+    for (kind, n, example) in shards.iter().flat_map(|r| &r.section.failures) {
+        match all.iter_mut().find(|f| &f.0 == kind) {
+            Some(f) => f.1 += n,
+            None => all.push((kind.clone(), *n, example.clone())),
+        }
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
+/// A shard's own `vllm_bench_*` figures (engine, dispatch lag, client health, ...).
+fn shard_figures(r: &ShardResult) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::new();
+    out.insert("shard".into(), Value::from(r.section.shard));
+    out.insert("file".into(), Value::from(r.path.clone()));
+    for key in ["completed", "failed"] {
+        if let Some(v) = r.doc.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    for (k, v) in r.doc.iter().filter(|(k, _)| k.starts_with("vllm_bench_")) {
+        out.insert(k.clone(), v.clone());
+    }
+    out
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The section printed after Python's block: the shards side by side, then the run's.
+fn render_extras(shards: &[ShardResult], lag: &hdrhistogram::Histogram<u64>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{:-^50}", "vllm-bench");
+    let _ = writeln!(out, "{:<40} {}", "Shards merged:", shards.len());
+    for r in shards {
+        let get = |k: &str| r.doc.get(k).cloned().unwrap_or(Value::Null);
+        let lag = get("vllm_bench_dispatch_lag_p99_ms")
+            .as_f64()
+            .map_or(String::new(), |v| format!(", lag p99 {v:.3} ms"));
+        let _ = writeln!(
+            out,
+            "{:<40} {} requests, {} cores, {}, {} workers{lag}",
+            format!("Shard {}/{}:", r.section.shard, r.section.shards),
+            r.section.requests.len(),
+            get("vllm_bench_engine_cores"),
+            get("vllm_bench_io_driver").as_str().unwrap_or("?"),
+            get("vllm_bench_workers"),
+        );
+    }
+    if !lag.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:<40} {:.3} / {:.3} / {:.3}",
+            "Dispatch lag p50/p99/max (ms):",
+            ms(lag.value_at_quantile(0.5)),
+            ms(lag.value_at_quantile(0.99)),
+            ms(lag.max())
+        );
+    }
+    let not_sent: usize = shards.iter().map(|r| r.section.not_sent).sum();
+    if not_sent > 0 {
+        let _ = writeln!(out, "{:<40} {not_sent}", "Not sent:");
+    }
+    for (kind, n, example) in failures(shards) {
+        let line = example.lines().next().unwrap_or("");
+        let _ = writeln!(out, "{:<40} {n}  e.g. {line}", format!("Failed ({kind}):"));
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
+    out
+}
+
+/// Our keys after Python's in the merged result.
+fn extras_json(
+    shards: &[ShardResult],
+    lag: &hdrhistogram::Histogram<u64>,
+) -> Result<JsonObject<'static>, serde_json::Error> {
+    let s0 = &shards[0].section;
+    let mut doc = JsonObject::new();
+    doc.set("vllm_bench_shard_count", Json::UInt(s0.shards as u64));
+    doc.set("vllm_bench_fingerprint", Json::str(s0.fingerprint.clone()));
+    doc.set("vllm_bench_start_at", Json::opt(s0.start_at, Json::Float));
+    if !lag.is_empty() {
+        doc.set(
+            "vllm_bench_dispatch_lag_p50_ms",
+            Json::Float(ms(lag.value_at_quantile(0.5))),
+        );
+        doc.set(
+            "vllm_bench_dispatch_lag_p99_ms",
+            Json::Float(ms(lag.value_at_quantile(0.99))),
+        );
+        doc.set("vllm_bench_dispatch_lag_max_ms", Json::Float(ms(lag.max())));
+    }
+    let mut by_reason = JsonObject::new();
+    for (kind, n, _) in failures(shards) {
+        by_reason.set(kind, Json::UInt(n as u64));
+    }
+    doc.set("vllm_bench_failures_by_reason", Json::Object(by_reason));
+    let not_sent: usize = shards.iter().map(|r| r.section.not_sent).sum();
+    doc.set("vllm_bench_not_sent", Json::UInt(not_sent as u64));
+    let interrupted = shards.iter().any(|r| r.section.interrupted);
+    doc.set("vllm_bench_interrupted", Json::Bool(interrupted));
+    let figures: Vec<Value> = shards.iter().map(|r| shard_figures(r).into()).collect();
+    doc.set(
+        "vllm_bench_shards",
+        Json::Raw(serde_json::to_string(&figures)?),
+    );
+    Ok(doc)
+}
+
+/// The shards' ramp-up events (every shard computed the same from the same schedule).
+fn rps_events(doc: &serde_json::Map<String, Value>) -> Vec<RpsChangeEvent> {
+    let Some(Value::Array(events)) = doc.get("rps_change_events") else {
+        return Vec::new();
+    };
+    events
+        .iter()
+        .filter_map(|e| {
+            Some(RpsChangeEvent {
+                rps: e.get("rps")?.as_u64()?,
+                timestamp: e.get("timestamp")?.as_str()?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Reads, checks and merges the shard results, prints Python's block and our section, and
+/// writes the merged result; returns where it was written.
+pub fn run(args: &MergeArgs) -> Result<PathBuf, MergeError> {
+    let shards = args
+        .files
+        .iter()
+        .map(|p| read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let shards = check(shards)?;
+    let s0 = &shards[0].section;
+    let outputs = union(&shards);
+    let duration_s = shards
+        .iter()
+        .map(|r| r.section.duration)
+        .fold(0.0, f64::max);
+    let info = run_info(s0);
+    let task = task_of(&info.backend);
+    // The shards saved the output lengths their calculators used; counting again must give
+    // those, so a zero stays zero.
+    let zero = |_: &str| 0usize;
+    let settings = ReportSettings {
+        duration_s,
+        task,
+        count_tokens: s0.settings.has_tokenizer.then_some(&zero as _),
+        percentiles: s0.settings.percentiles.clone(),
+        percentile_metrics: MetricKind::parse_list(&s0.settings.percentile_metrics),
+        goodput: GoodputConfig {
+            ttft_ms: s0.settings.goodput[0],
+            tpot_ms: s0.settings.goodput[1],
+            e2el_ms: s0.settings.goodput[2],
+        },
+        max_concurrency: info.max_concurrency,
+        request_rate: info.request_rate,
+    };
+    let report = BenchmarkReport::compute(&outputs, &settings);
+    let merged = histograms(&shards)?;
+    print!("{}", render_notices(&outputs, task));
+    print!("{}", render_block(&report));
+    print!("{}", render_extras(&shards, &merged.dispatch_lag));
+    let events = rps_events(&shards[0].doc);
+    let mut doc = build_result(&info, &report, &outputs, &events, s0.settings.save_detailed);
+    let extras =
+        extras_json(&shards, &merged.dispatch_lag).map_err(|e| MergeError::Save(e.into()))?;
+    append_extras(&mut doc, extras);
+    let path = result_path(
+        &info,
+        args.result_filename.as_deref(),
+        args.result_dir.as_deref(),
+    );
+    save_result(
+        &path,
+        args.result_dir.as_deref(),
+        &doc.to_json_string(),
+        false,
+    )
+    .map_err(MergeError::Save)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::shard_file::{Requests, Row, RunFacts, Settings};
+
+    fn output(i: usize) -> RequestOutput {
+        let f = i as f64;
+        RequestOutput {
+            success: i % 7 != 3,
+            error: if i % 7 == 3 {
+                "HTTP 500".into()
+            } else {
+                String::new()
+            },
+            latency: 0.1 + f * 0.013,
+            output_tokens: (i % 5) as u64 + 1,
+            ttft: 0.02 + f * 0.001,
+            itl: (0..(i % 5))
+                .map(|k| 0.004 + k as f64 * 0.0007 + f * 1e-5)
+                .collect(),
+            prompt_len: 10 + i as u64,
+            start_time: f * 0.05,
+            client_queue_time: 0.0001 * f,
+            input_sequences: 1 + (i % 3) as u64,
+            generated_text: String::new(),
+        }
+    }
+
+    fn section(shard: usize, shards: usize, outputs: &[RequestOutput]) -> ShardSection {
+        let mut requests = Requests::default();
+        for (i, o) in outputs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % shards == shard)
+        {
+            requests.push(Row {
+                index: i as u32,
+                hash: Some(i as u64),
+                scheduled: o.start_time,
+                output: o,
+                output_len: if o.success { o.output_tokens } else { 0 },
+            });
+        }
+        ShardSection {
+            format: FORMAT,
+            shard,
+            shards,
+            fingerprint: "00000000000000aa".into(),
+            start_at: Some(1.5e9),
+            planned: requests.len(),
+            not_sent: 0,
+            not_sent_session_ended: 0,
+            duration: 2.0 + shard as f64 * 0.25,
+            interrupted: false,
+            run: RunFacts {
+                date: "20261201-120000".into(),
+                backend: "vllm".into(),
+                label: None,
+                model_id: "m".into(),
+                tokenizer_id: Some("t".into()),
+                num_prompts: outputs.len() as u64,
+                metadata: Vec::new(),
+                request_rate: Some(20.0),
+                burstiness: Some(1.0),
+                max_concurrency: Some(8),
+                ramp_up: None,
+            },
+            settings: Settings {
+                percentiles: vec![50.0, 99.0],
+                percentile_metrics: "ttft,tpot,itl,e2el".into(),
+                goodput: [Some(30.0), None, None],
+                has_tokenizer: true,
+                save_detailed: true,
+            },
+            failures: vec![("http_500".into(), 1, "HTTP 500".into())],
+            requests,
+            histograms: vec![shard_file::encode_core(&Histograms::default())],
+        }
+    }
+
+    fn write(dir: &Path, name: &str, section: &ShardSection) -> PathBuf {
+        let mut doc = serde_json::Map::new();
+        doc.insert("completed".into(), Value::from(1));
+        doc.insert("vllm_bench_workers".into(), Value::from(4));
+        doc.insert(KEY.into(), serde_json::to_value(section).unwrap());
+        let path = dir.join(name);
+        std::fs::write(&path, Value::Object(doc).to_string()).unwrap();
+        path
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("vllm-bench-merge-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_merge_equals_the_calculator_on_every_request() {
+        let outputs: Vec<RequestOutput> = (0..40).map(output).collect();
+        let dir = temp_dir("exact");
+        let files: Vec<PathBuf> = [2, 0, 1]
+            .iter()
+            .map(|&k| write(&dir, &format!("s{k}.json"), &section(k, 3, &outputs)))
+            .collect();
+        let args = MergeArgs {
+            files,
+            result_dir: Some(dir.clone()),
+            result_filename: Some("m.json".into()),
+        };
+        let path = run(&args).unwrap();
+        let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let zero = |_: &str| 0usize;
+        let s = section(0, 3, &outputs);
+        let settings = ReportSettings {
+            duration_s: 2.5,
+            task: TaskKind::Generation,
+            count_tokens: Some(&zero),
+            percentiles: s.settings.percentiles.clone(),
+            percentile_metrics: MetricKind::parse_list(&s.settings.percentile_metrics),
+            goodput: GoodputConfig {
+                ttft_ms: Some(30.0),
+                ..GoodputConfig::default()
+            },
+            max_concurrency: Some(8),
+            request_rate: 20.0,
+        };
+        let report = BenchmarkReport::compute(&outputs, &settings);
+        let info = run_info(&s);
+        let expected = build_result(&info, &report, &outputs, &[], true).to_json_string();
+        let expected: serde_json::Map<String, Value> = serde_json::from_str(&expected).unwrap();
+        for (k, v) in &expected {
+            assert_eq!(&merged[k], v, "{k}");
+        }
+        assert_eq!(merged["completed"], 34);
+        assert_eq!(merged["vllm_bench_failures_by_reason"]["http_500"], 3);
+        assert_eq!(merged["vllm_bench_shards"][0]["vllm_bench_workers"], 4);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_shard_with_uneven_columns_is_refused() {
+        let outputs: Vec<RequestOutput> = (0..4).map(output).collect();
+        let dir = temp_dir("columns");
+        let mut bad = section(0, 1, &outputs);
+        bad.requests.ttft.pop();
+        let args = MergeArgs {
+            files: vec![write(&dir, "s.json", &bad)],
+            result_dir: Some(dir.clone()),
+            result_filename: None,
+        };
+        let e = run(&args).unwrap_err().to_string();
+        assert!(e.contains("columns"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

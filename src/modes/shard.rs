@@ -1,0 +1,421 @@
+//! A shard's part of a run (`--shard K/N`): every shard builds the same dataset and schedule
+//! from the same seed, then keeps the sessions `i ≡ K (mod N)` of the one-process workload,
+//! with their request bytes (ids included) and arrival offsets unchanged, and its share of
+//! the workers. A session (a conversation, a trace chain) is never split. The records keep
+//! their place in the one-process run (`global_records`), which is what lets `vllm-bench
+//! merge` rebuild that run's request order exactly.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::config::shard::{check_not_past, Shard, ShardConfig};
+use crate::config::{Config, ConfigError};
+use crate::engine::session::{FollowUps, SessionSource};
+use crate::engine::{RunReport, Workload};
+use crate::http::request::PreparedRequest;
+use crate::metrics::report::{BenchmarkReport, TaskMetrics};
+use crate::mix::Fnv64;
+use crate::output::extras::Extras;
+use crate::output::json::RunInfo;
+use crate::output::localtime::LocalDateTime;
+use crate::output::shard_file::{self, Requests, Row, RunFacts, Settings, ShardSection};
+
+/// Where a shard's records sit in the one-process run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardMap {
+    pub shard: Shard,
+    /// Per local record (`0..workload.total()`), its index in the one-process run.
+    pub global_records: Vec<u32>,
+    /// By index in the one-process run, the FNV-1a hash of the request bytes of each
+    /// session's first request (prepared before the clock; later turns are built during
+    /// the run).
+    pub hash_of_global: std::collections::HashMap<u32, u64>,
+    /// The workload all shards share (see [`fingerprint`]).
+    pub fingerprint: u64,
+}
+
+/// FNV-1a over a request's bytes on the wire but its `Host` line: shards may reach one
+/// server through different addresses (several loopback addresses, a node's own name for a
+/// load balancer), and send the same request all the same.
+pub fn request_hash(r: &PreparedRequest) -> u64 {
+    let bytes = r.to_vec();
+    let mut h = Fnv64::new();
+    match host_line(&bytes) {
+        Some(host) => {
+            h.write(&bytes[..host.start]);
+            h.write(&bytes[host.end..]);
+        }
+        None => h.write(&bytes),
+    }
+    h.finish()
+}
+
+/// Where the `Host: ...\r\n` line right after the request line is.
+fn host_line(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
+    let start = memchr::memmem::find(bytes, b"\r\n")? + 2;
+    if !bytes[start..].starts_with(b"Host: ") {
+        return None;
+    }
+    let len = memchr::memmem::find(&bytes[start..], b"\r\n")? + 2;
+    Some(start..start + len)
+}
+
+/// What every shard of one run has in common: every session's first request (bytes, ids
+/// and prompts), the client prompt lengths, the arrival schedule, the number of requests
+/// planned, the concurrency limit and the number of shards. Two shard results merge only
+/// when this is equal.
+pub fn fingerprint(w: &Workload, count: usize) -> u64 {
+    let mut h = Fnv64::new();
+    h.write_u64(count as u64);
+    h.write_u64(w.total() as u64);
+    h.write_u64(w.max_concurrency.map_or(u64::MAX, |c| c as u64));
+    for (r, len) in w.requests.iter().zip(w.client_prompt_lens.iter()) {
+        h.write_u64(request_hash(r));
+        h.write_u64(u64::from(*len));
+    }
+    for a in w.arrivals.iter().flat_map(|a| a.iter()) {
+        h.write_u64(a.as_nanos() as u64);
+    }
+    h.finish()
+}
+
+/// Shard `shard`'s part of the one-process workload `w`.
+pub fn select(w: Workload, shard: Shard) -> (Workload, ShardMap) {
+    let fingerprint = fingerprint(&w, shard.count);
+    let sessions: Vec<usize> = (0..w.requests.len()).filter(|&i| shard.owns(i)).collect();
+    let requests: Arc<[PreparedRequest]> =
+        sessions.iter().map(|&i| w.requests[i].clone()).collect();
+    let (global_records, request_hashes, source) = match &w.sessions {
+        None => (
+            sessions.iter().map(|&i| i as u32).collect(),
+            requests.iter().map(|r| Some(request_hash(r))).collect(),
+            None,
+        ),
+        Some(inner) => {
+            let part = ShardSessions::new(inner.clone(), &sessions);
+            let (records, hashes) = part.global_records(&requests);
+            (
+                records,
+                hashes,
+                Some(Arc::new(part) as Arc<dyn SessionSource>),
+            )
+        }
+    };
+    let workload = Workload {
+        client_prompt_lens: pick(&sessions, &w.client_prompt_lens),
+        arrivals: w.arrivals.as_deref().map(|a| pick(&sessions, a)),
+        max_concurrency: w.max_concurrency.map(|c| shard.share(c)),
+        sessions: source,
+        probe: w.probe.clone().filter(|_| shard.index == 0),
+        requests,
+        ..w
+    };
+    let hash_of_global = global_records
+        .iter()
+        .zip(&request_hashes)
+        .filter_map(|(&g, h)| h.map(|h| (g, h)))
+        .collect();
+    let map = ShardMap {
+        shard,
+        global_records,
+        hash_of_global,
+        fingerprint,
+    };
+    (workload, map)
+}
+
+impl ShardMap {
+    /// Renumbers a shard run's records with their indices in the one-process run, which is
+    /// what everything after the run (per-turn figures, conversation ids, the shard
+    /// section) looks them up by.
+    pub fn globalize(&self, run: &mut RunReport) {
+        for rec in &mut run.merged.records {
+            rec.index = self.global_records[rec.index as usize];
+        }
+    }
+}
+
+/// `--start-at` as the engine's epoch and as wall-clock time, checked again now that the
+/// plan is built (loading a tokenizer or a dataset can take long enough to miss it).
+pub fn start_instant(c: &ShardConfig) -> Result<Option<(Instant, SystemTime)>, ConfigError> {
+    let (Some(t), Some(wall)) = (c.start_at, c.start_time()) else {
+        return Ok(None);
+    };
+    let (now_wall, now) = (SystemTime::now(), Instant::now());
+    check_not_past(t, now_wall)?;
+    let (at, ahead) = match wall.duration_since(now_wall) {
+        Ok(ahead) => (now + ahead, ahead),
+        Err(late) => (
+            now.checked_sub(late.duration()).unwrap_or(now),
+            Duration::ZERO,
+        ),
+    };
+    println!(
+        "Measured run starts at {} (in {:.1} s)",
+        LocalDateTime::at(wall).isoformat(),
+        ahead.as_secs_f64()
+    );
+    Ok(Some((at, wall)))
+}
+
+/// What a shard's result carries for `vllm-bench merge` (see [`shard_file`]). `info` holds
+/// the run's facts as one process would report them (every prompt, the whole concurrency).
+pub struct SectionInput<'a> {
+    pub config: &'a Config,
+    pub map: &'a ShardMap,
+    pub run: &'a RunReport,
+    pub report: &'a BenchmarkReport,
+    pub info: &'a RunInfo,
+    pub extras: &'a Extras,
+}
+
+/// The `vllm_bench_shard` section of this shard's result.
+pub fn section(input: &SectionInput<'_>) -> ShardSection {
+    let SectionInput {
+        config,
+        map,
+        run,
+        report,
+        info,
+        extras,
+    } = *input;
+    let outputs = &run.merged.outputs;
+    let lens = match &report.metrics {
+        TaskMetrics::Generation {
+            actual_output_lens, ..
+        } => actual_output_lens.clone(),
+        TaskMetrics::Pooling(_) => outputs.iter().map(|o| o.output_tokens).collect(),
+    };
+    let mut requests = Requests {
+        generated_text: config.output.save_detailed.then(Vec::new),
+        ..Requests::default()
+    };
+    // The records are already globalized.
+    for ((rec, output), &output_len) in run.merged.records.iter().zip(outputs).zip(&lens) {
+        requests.push(Row {
+            index: rec.index,
+            hash: map.hash_of_global.get(&rec.index).copied(),
+            scheduled: Duration::from_nanos(rec.scheduled_ns).as_secs_f64(),
+            output,
+            output_len,
+        });
+    }
+    let out = &config.output;
+    let finite = |v: f64| v.is_finite().then_some(v);
+    ShardSection {
+        format: shard_file::FORMAT,
+        shard: map.shard.index,
+        shards: map.shard.count,
+        fingerprint: format!("{:016x}", map.fingerprint),
+        start_at: config.shard.start_at,
+        planned: run.merged.outputs.len() + run.not_sent,
+        not_sent: run.not_sent,
+        not_sent_session_ended: run.not_sent_session_ended,
+        duration: run.duration.as_secs_f64(),
+        interrupted: extras.interrupted,
+        run: RunFacts {
+            date: info.date.clone(),
+            backend: info.backend.clone(),
+            label: info.label.clone(),
+            model_id: info.model_id.clone(),
+            tokenizer_id: info.tokenizer_id.clone(),
+            num_prompts: info.num_prompts,
+            metadata: info.metadata.clone(),
+            request_rate: finite(info.request_rate),
+            burstiness: finite(info.burstiness),
+            max_concurrency: info.max_concurrency,
+            ramp_up: info
+                .ramp_up
+                .map(|r| (r.strategy.name().to_string(), r.start_rps, r.end_rps)),
+        },
+        settings: Settings {
+            percentiles: out.metric_percentiles.clone(),
+            percentile_metrics: out
+                .percentile_metrics
+                .iter()
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+                .join(","),
+            goodput: [
+                out.goodput.ttft_ms,
+                out.goodput.tpot_ms,
+                out.goodput.e2el_ms,
+            ],
+            has_tokenizer: report.has_tokenizer,
+            save_detailed: out.save_detailed,
+        },
+        failures: extras.failures.clone(),
+        requests,
+        histograms: run
+            .merged
+            .per_core
+            .iter()
+            .map(shard_file::encode_core)
+            .collect(),
+    }
+}
+
+/// `all[i]` for each `i` of `indices`.
+fn pick<T: Copy>(indices: &[usize], all: &[T]) -> Arc<[T]> {
+    indices.iter().map(|&i| all[i]).collect()
+}
+
+/// Some sessions of a [`SessionSource`], renumbered from 0, their records packed from 0.
+struct ShardSessions {
+    inner: Arc<dyn SessionSource>,
+    /// Per local session, its index in `inner`.
+    sessions: Vec<usize>,
+    /// `starts[s]..starts[s + 1]`: local session `s`'s records.
+    starts: Vec<usize>,
+}
+
+impl ShardSessions {
+    fn new(inner: Arc<dyn SessionSource>, sessions: &[usize]) -> ShardSessions {
+        let mut starts = Vec::with_capacity(sessions.len() + 1);
+        let mut at = 0;
+        for &s in sessions {
+            starts.push(at);
+            at += inner.turns(s);
+        }
+        starts.push(at);
+        ShardSessions {
+            inner,
+            sessions: sessions.to_vec(),
+            starts,
+        }
+    }
+
+    /// Per local record, its record in `inner`, and the hash of the first requests.
+    fn global_records(&self, first: &[PreparedRequest]) -> (Vec<u32>, Vec<Option<u64>>) {
+        let mut records = vec![0u32; self.total()];
+        let mut hashes = vec![None; self.total()];
+        for (s, &global) in self.sessions.iter().enumerate() {
+            for t in 0..self.inner.turns(global) {
+                records[self.starts[s] + t] = self.inner.record(global, t) as u32;
+            }
+            hashes[self.starts[s]] = Some(request_hash(&first[s]));
+        }
+        (records, hashes)
+    }
+}
+
+impl SessionSource for ShardSessions {
+    fn total(&self) -> usize {
+        self.starts[self.sessions.len()]
+    }
+
+    fn turns(&self, session: usize) -> usize {
+        self.starts[session + 1] - self.starts[session]
+    }
+
+    fn record(&self, session: usize, turn: usize) -> usize {
+        self.starts[session] + turn
+    }
+
+    fn follow(&self, session: usize) -> Box<dyn FollowUps + '_> {
+        self.inner.follow(self.sessions[session])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::backends::ResponseMode;
+    use crate::engine::session::Chains;
+    use crate::http::request::{HeadTemplate, Method};
+
+    fn workload(n: usize) -> Workload {
+        let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
+        Workload {
+            requests: (0..n)
+                .map(|i| head.build(Some(&i.to_string()), None, b"body"))
+                .collect(),
+            client_prompt_lens: (0..n as u32).collect(),
+            arrivals: Some((0..n as u64).map(Duration::from_millis).collect()),
+            max_concurrency: Some(5),
+            mode: ResponseMode::Whole,
+            sessions: None,
+            expected_tokens: 0,
+            probe: None,
+        }
+    }
+
+    #[test]
+    fn shards_partition_the_requests_with_their_offsets_and_workers() {
+        let all = workload(10);
+        let parts: Vec<(Workload, ShardMap)> = (0..3)
+            .map(|index| select(all.clone(), Shard { index, count: 3 }))
+            .collect();
+        let mut seen: Vec<u32> = parts
+            .iter()
+            .flat_map(|p| p.1.global_records.clone())
+            .collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..10).collect::<Vec<u32>>());
+        let (one, map) = &parts[1];
+        assert_eq!(map.global_records, vec![1, 4, 7]);
+        assert_eq!(&*one.client_prompt_lens, &[1, 4, 7]);
+        let arrivals = one.arrivals.as_deref().unwrap();
+        assert_eq!(arrivals[2], Duration::from_millis(7));
+        assert_eq!(one.requests[0].to_vec(), all.requests[1].to_vec());
+        assert_eq!(map.hash_of_global[&1], request_hash(&all.requests[1]));
+        let workers: Vec<usize> = parts.iter().map(|p| p.0.max_concurrency.unwrap()).collect();
+        assert_eq!(workers, vec![2, 2, 1]);
+        assert!(parts
+            .iter()
+            .all(|p| p.1.fingerprint == parts[0].1.fingerprint));
+    }
+
+    #[test]
+    fn the_host_a_shard_reaches_the_server_by_does_not_change_a_request() {
+        let build = |host: &str, body: &[u8]| {
+            HeadTemplate::new(Method::Post, "/v1/completions", host, &[]).build(
+                Some("id-1"),
+                None,
+                body,
+            )
+        };
+        let a = request_hash(&build("127.0.0.1:8000", b"x"));
+        assert_eq!(a, request_hash(&build("127.0.0.2:8000", b"x")));
+        assert_ne!(a, request_hash(&build("127.0.0.1:8000", b"y")));
+    }
+
+    #[test]
+    fn the_fingerprint_tells_workloads_and_shard_counts_apart() {
+        let a = fingerprint(&workload(10), 2);
+        assert_ne!(a, fingerprint(&workload(11), 2));
+        assert_ne!(a, fingerprint(&workload(10), 3));
+        let mut slower = workload(10);
+        slower.arrivals = Some((0..10).map(|i| Duration::from_millis(2 * i)).collect());
+        assert_ne!(a, fingerprint(&slower, 2));
+    }
+
+    #[test]
+    fn sessions_stay_whole_and_keep_their_records() {
+        // Chains: 0 <- 2 <- 3, 1 <- 4; sessions {0,2,3} and {1,4}.
+        let w = workload(5);
+        let g = Chains::group(
+            w.requests.clone(),
+            w.client_prompt_lens.clone(),
+            w.arrivals.clone(),
+            &[None, None, Some(0), Some(2), Some(1)],
+        );
+        let grouped = Workload {
+            requests: g.first_requests,
+            client_prompt_lens: g.first_prompt_lens,
+            arrivals: g.first_arrivals,
+            sessions: Some(g.sessions),
+            ..w
+        };
+        let (second, map) = select(grouped.clone(), Shard { index: 1, count: 2 });
+        assert_eq!(second.total(), 2);
+        assert_eq!(map.global_records, vec![1, 4]);
+        assert!(!map.hash_of_global.contains_key(&4), "a later turn");
+        let (first, map) = select(grouped, Shard { index: 0, count: 2 });
+        assert_eq!(map.global_records, vec![0, 2, 3]);
+        let source = first.sessions.unwrap();
+        assert_eq!((source.turns(0), source.record(0, 2)), (3, 2));
+    }
+}

@@ -1,0 +1,295 @@
+//! What a shard's result file carries beyond Python's schema, under `vllm_bench_shard`: the
+//! facts an exact merge needs. Every request's figures (times relative to the shared start,
+//! its place in the one-process run, the hash of its request bytes), the settings the
+//! metrics were computed with, the run's facts as one process would have reported them, and
+//! each core's histograms in HdrHistogram's V2 deflate format (base64, as in HdrHistogram's
+//! interval logs). Written by a shard, read back by `vllm-bench merge`.
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::recorder::Histograms;
+use crate::metrics::RequestOutput;
+
+/// The key of the section in the result document.
+pub const KEY: &str = "vllm_bench_shard";
+
+/// The section's layout version; a merge refuses other versions.
+pub const FORMAT: u32 = 1;
+
+/// Everything `vllm-bench merge` reads from one shard's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardSection {
+    pub format: u32,
+    pub shard: usize,
+    pub shards: usize,
+    /// The workload shared by all shards (`modes::shard::fingerprint`), 16 hex digits.
+    pub fingerprint: String,
+    /// `--start-at`, Unix seconds.
+    pub start_at: Option<f64>,
+    /// Requests this shard planned (completed + failed + not sent).
+    pub planned: usize,
+    pub not_sent: usize,
+    pub not_sent_session_ended: usize,
+    /// From the start to the end of this shard's last response, seconds.
+    pub duration: f64,
+    pub interrupted: bool,
+    pub run: RunFacts,
+    pub settings: Settings,
+    /// Failures by reason, with one example each.
+    pub failures: Vec<(String, usize, String)>,
+    pub requests: Requests,
+    /// Per core: ttft, itl, e2el and dispatch lag (ns).
+    pub histograms: Vec<[String; 4]>,
+}
+
+/// The run's facts as one process running every shard would report them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFacts {
+    pub date: String,
+    pub backend: String,
+    pub label: Option<String>,
+    pub model_id: String,
+    pub tokenizer_id: Option<String>,
+    pub num_prompts: u64,
+    pub metadata: Vec<(String, String)>,
+    /// `None`: infinite (JSON has no infinity).
+    pub request_rate: Option<f64>,
+    pub burstiness: Option<f64>,
+    pub max_concurrency: Option<u64>,
+    /// Strategy name, start and end rate.
+    pub ramp_up: Option<(String, u64, u64)>,
+}
+
+/// What decides the metrics and their display.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub percentiles: Vec<f64>,
+    /// `--percentile-metrics` names, comma-separated.
+    pub percentile_metrics: String,
+    /// `--goodput` SLOs (ms): ttft, tpot, e2el.
+    pub goodput: [Option<f64>; 3],
+    pub has_tokenizer: bool,
+    pub save_detailed: bool,
+}
+
+/// Per request, in this shard's record order (columns of equal length).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Requests {
+    /// The request's index in the one-process run.
+    pub index: Vec<u32>,
+    /// FNV-1a of the request bytes (16 hex digits) for a session's first request.
+    pub request_hash: Vec<Option<String>>,
+    /// Arrival offset from the start, seconds.
+    pub scheduled: Vec<f64>,
+    pub start_time: Vec<f64>,
+    pub ttft: Vec<f64>,
+    pub latency: Vec<f64>,
+    pub itl: Vec<Vec<f64>>,
+    pub prompt_len: Vec<u64>,
+    /// The output length the metrics used (usage, else the tokenizer's count).
+    pub output_len: Vec<u64>,
+    pub success: Vec<bool>,
+    pub error: Vec<String>,
+    pub queue_time: Vec<f64>,
+    /// Inputs per request; empty when every request carried one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_sequences: Vec<u64>,
+    /// Only with `--save-detailed`.
+    pub generated_text: Option<Vec<String>>,
+}
+
+impl Requests {
+    /// Appends one request.
+    pub fn push(&mut self, row: Row<'_>) {
+        let o = row.output;
+        self.index.push(row.index);
+        self.request_hash
+            .push(row.hash.map(|h| format!("{h:016x}")));
+        self.scheduled.push(row.scheduled);
+        self.start_time.push(o.start_time);
+        self.ttft.push(o.ttft);
+        self.latency.push(o.latency);
+        self.itl.push(o.itl.clone());
+        self.prompt_len.push(o.prompt_len);
+        self.output_len.push(row.output_len);
+        self.success.push(o.success);
+        self.error.push(o.error.clone());
+        self.queue_time.push(o.client_queue_time);
+        if o.input_sequences != 1 && self.input_sequences.is_empty() {
+            self.input_sequences = vec![1; self.index.len() - 1];
+        }
+        if !self.input_sequences.is_empty() {
+            self.input_sequences.push(o.input_sequences);
+        }
+        if let Some(texts) = &mut self.generated_text {
+            texts.push(o.generated_text.clone());
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Request `i` as the metrics calculator takes it: its output length is the one the
+    /// shard's calculator used.
+    pub fn output(&self, i: usize) -> RequestOutput {
+        RequestOutput {
+            generated_text: self
+                .generated_text
+                .as_ref()
+                .map(|t| t[i].clone())
+                .unwrap_or_default(),
+            success: self.success[i],
+            latency: self.latency[i],
+            output_tokens: self.output_len[i],
+            ttft: self.ttft[i],
+            itl: self.itl[i].clone(),
+            prompt_len: self.prompt_len[i],
+            error: self.error[i].clone(),
+            start_time: self.start_time[i],
+            client_queue_time: self.queue_time[i],
+            input_sequences: self.input_sequences.get(i).copied().unwrap_or(1),
+        }
+    }
+
+    /// Every column as long as `index` (a file edited by hand may not be).
+    pub fn is_consistent(&self) -> bool {
+        let n = self.index.len();
+        [
+            self.request_hash.len(),
+            self.scheduled.len(),
+            self.start_time.len(),
+            self.ttft.len(),
+            self.latency.len(),
+            self.itl.len(),
+            self.prompt_len.len(),
+            self.output_len.len(),
+            self.success.len(),
+            self.error.len(),
+            self.queue_time.len(),
+            self.generated_text.as_ref().map_or(n, Vec::len),
+            if self.input_sequences.is_empty() {
+                n
+            } else {
+                self.input_sequences.len()
+            },
+        ]
+        .iter()
+        .all(|&len| len == n)
+    }
+}
+
+/// One request of a shard, for [`Requests::push`].
+pub struct Row<'a> {
+    pub index: u32,
+    pub hash: Option<u64>,
+    pub scheduled: f64,
+    pub output: &'a RequestOutput,
+    pub output_len: u64,
+}
+
+/// Why a histogram of a shard file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HistogramError {
+    #[error("a histogram is not base64: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("a histogram is not in HdrHistogram's V2 format: {0}")]
+    Decode(String),
+}
+
+/// One histogram as base64 of its V2 deflate serialization.
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    // Writing into a Vec cannot fail, and the histogram's counts fit its own format.
+    let _ = V2DeflateSerializer::new().serialize(h, &mut bytes);
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The inverse of [`encode_histogram`].
+pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, HistogramError> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(text)?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| HistogramError::Decode(format!("{e:?}")))
+}
+
+/// A core's four histograms, encoded.
+pub fn encode_core(h: &Histograms) -> [String; 4] {
+    [&h.ttft, &h.itl, &h.e2el, &h.dispatch_lag].map(encode_histogram)
+}
+
+/// The inverse of [`encode_core`].
+pub fn decode_core(texts: &[String; 4]) -> Result<Histograms, HistogramError> {
+    Ok(Histograms {
+        ttft: decode_histogram(&texts[0])?,
+        itl: decode_histogram(&texts[1])?,
+        e2el: decode_histogram(&texts[2])?,
+        dispatch_lag: decode_histogram(&texts[3])?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_round_trip_exactly() {
+        let mut h = Histograms::default();
+        for v in [1u64, 999, 1_000_000, 25_000_000, 3_000_000_000] {
+            h.ttft.record(v).unwrap();
+            h.dispatch_lag.record(v / 3 + 1).unwrap();
+        }
+        let back = decode_core(&encode_core(&h)).unwrap();
+        assert_eq!(back.ttft, h.ttft);
+        assert_eq!(back.dispatch_lag, h.dispatch_lag);
+        assert_eq!(back.itl.len(), 0);
+        assert!(decode_histogram("not base64!").is_err());
+        assert!(decode_histogram("AAAA").is_err());
+    }
+
+    #[test]
+    fn requests_come_back_as_the_calculator_took_them() {
+        let o = RequestOutput {
+            success: true,
+            latency: 0.25,
+            output_tokens: 0,
+            ttft: 0.125,
+            itl: vec![0.01, 0.02],
+            prompt_len: 7,
+            start_time: 1.5,
+            client_queue_time: 0.001,
+            generated_text: "hi".into(),
+            ..RequestOutput::default()
+        };
+        let mut r = Requests {
+            generated_text: Some(Vec::new()),
+            ..Requests::default()
+        };
+        r.push(Row {
+            index: 4,
+            hash: Some(0xab),
+            scheduled: 1.25,
+            output: &o,
+            output_len: 3,
+        });
+        assert!(r.is_consistent());
+        let text = serde_json::to_string(&r).unwrap();
+        let back: Requests = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.request_hash[0].as_deref(), Some("00000000000000ab"));
+        let out = back.output(0);
+        assert_eq!(
+            out,
+            RequestOutput {
+                output_tokens: 3,
+                ..o
+            }
+        );
+    }
+}

@@ -1,0 +1,656 @@
+//! Sharded runs (`--shard K/N`, `--start-at`) and `vllm-bench merge`, against the in-process
+//! mock: the shards of a run send exactly the one-process run's requests, and their merge
+//! reports what one process would have.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::e2e::{assert_refused, mock};
+use crate::util::{shared_dir, vllm_bench, vllm_bench_env, vllm_bench_via, Run, TempDir};
+
+/// The workload every shard and the one-process run share: 24 requests at 200 req/s,
+/// 5 in flight at most, fixed ids.
+fn workload_args(url: &str) -> Vec<String> {
+    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    [
+        "--base-url",
+        url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer.to_str().expect("utf-8 path"),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "24",
+        "--request-rate",
+        "200",
+        "--max-concurrency",
+        "5",
+        "--seed",
+        "11",
+        "--request-id-prefix",
+        "shard-test-",
+        "--disable-tqdm",
+        "--save-result",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+}
+
+/// Per request of a shard result: index → (request hash, arrival offset).
+fn requests_of(doc: &Value) -> BTreeMap<u64, (Value, f64)> {
+    let r = &doc["vllm_bench_shard"]["requests"];
+    let column = |k: &str| r[k].as_array().expect("a column").clone();
+    let (index, hash, scheduled) = (column("index"), column("request_hash"), column("scheduled"));
+    index
+        .iter()
+        .zip(hash)
+        .zip(scheduled)
+        .map(|((i, h), s)| (i.as_u64().unwrap(), (h, s.as_f64().unwrap())))
+        .collect()
+}
+
+/// Runs `count` shards at once, `launch(k, start_at)` starting shard k, all with one
+/// `--start-at`. A start time that passed while a busy machine started the processes is
+/// retried with a later one (bounded). Every shard must succeed.
+fn at_one_start(count: usize, launch: impl Fn(usize, &str) -> Run + Sync) -> Vec<Run> {
+    for margin in [6.0, 20.0, 60.0] {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let start_at = format!("{:.3}", now.as_secs_f64() + margin);
+        let runs: Vec<Run> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..count)
+                .map(|k| {
+                    let (launch, start_at) = (&launch, &start_at);
+                    s.spawn(move || launch(k, start_at))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        if runs.iter().any(|r| r.stderr.contains("in the past")) {
+            continue;
+        }
+        for (k, r) in runs.iter().enumerate() {
+            assert_eq!(r.code, 0, "shard {k}:\n{}\n{}", r.stdout, r.stderr);
+        }
+        return runs;
+    }
+    panic!("the shards never started before their --start-at");
+}
+
+/// The flags that make shard k of a run writing `shard{k}.json` into `dir`.
+fn shard_flags(
+    args: &[String],
+    shard: &str,
+    start_at: &str,
+    dir: &TempDir,
+    k: usize,
+) -> Vec<String> {
+    let mut a = args.to_vec();
+    let name = format!("shard{k}.json");
+    for extra in [
+        "--shard",
+        shard,
+        "--start-at",
+        start_at,
+        "--result-dir",
+        dir.arg(),
+    ] {
+        a.push(extra.to_string());
+    }
+    a.extend(["--result-filename".to_string(), name]);
+    a
+}
+
+/// [`at_one_start`] on this machine: shard k with `env(k)` and `--shard spec(k)`.
+fn run_shards(
+    args: &[String],
+    dir: &TempDir,
+    count: usize,
+    spec: impl Fn(usize) -> String + Sync,
+    env: impl Fn(usize) -> Vec<(&'static str, String)> + Sync,
+) -> Vec<Run> {
+    at_one_start(count, |k, start_at| {
+        let a = shard_flags(args, &spec(k), start_at, dir, k);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let vars = env(k);
+        let vars: Vec<(&str, &Path)> = vars
+            .iter()
+            .map(|(n, v)| (*n, Path::new(v.as_str())))
+            .collect();
+        vllm_bench_env(&a, dir.path(), &vars)
+    })
+}
+
+fn merge(dir: &TempDir, files: &[String], out: &str) -> Run {
+    let mut a = vec!["merge"];
+    a.extend(files.iter().map(String::as_str));
+    a.extend(["--result-dir", dir.arg(), "--result-filename", out]);
+    vllm_bench(&a, dir.path())
+}
+
+fn shard_files(count: usize) -> Vec<String> {
+    (0..count).map(|k| format!("shard{k}.json")).collect()
+}
+
+/// N shards (the variables of Slurm or a Kubernetes Indexed Job, `--shard auto`) against
+/// one run of the same workload (`--shard 0/1`, so it records the same per-request facts).
+fn shards_equal_one_run(count: usize, env: impl Fn(usize) -> Vec<(&'static str, String)> + Sync) {
+    let server = mock(|_| {});
+    let url = server.base_url();
+    let dir = TempDir::new("shards");
+    let args = workload_args(&url);
+    let mut single: Vec<&str> = args.iter().map(String::as_str).collect();
+    single.extend(["--shard", "0/1", "--result-dir", dir.arg()]);
+    single.extend(["--result-filename", "single.json"]);
+    let one = vllm_bench(&single, dir.path());
+    assert_eq!(one.code, 0, "{}\n{}", one.stdout, one.stderr);
+    let runs = run_shards(&args, &dir, count, |_| "auto".into(), env);
+    for (k, r) in runs.iter().enumerate() {
+        assert!(
+            r.stdout.contains(&format!("Shard {k}/{count}:")),
+            "{}",
+            r.stdout
+        );
+        assert!(r.stdout.contains("Measured run starts at"), "{}", r.stdout);
+    }
+    let single_doc = read_json(&dir.path().join("single.json"));
+    let expected = requests_of(&single_doc);
+    assert_eq!(expected.len(), 24);
+    let mut union = BTreeMap::new();
+    let mut workers = 0;
+    for k in 0..count {
+        let doc = read_json(&dir.path().join(format!("shard{k}.json")));
+        workers += doc["max_concurrency"].as_u64().unwrap();
+        let section = &doc["vllm_bench_shard"];
+        assert_eq!(section["shard"], k, "{section}");
+        for (i, facts) in requests_of(&doc) {
+            assert_eq!(i % count as u64, k as u64, "request {i} in shard {k}");
+            assert!(union.insert(i, facts).is_none(), "request {i} twice");
+        }
+    }
+    assert_eq!(
+        workers, 5,
+        "the shards' workers add up to --max-concurrency"
+    );
+    // The same requests (ids and prompts: the hash covers the bytes) at the same offsets.
+    assert_eq!(union, expected);
+    let merged = merge(&dir, &shard_files(count), "merged.json");
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+    assert!(
+        merged.stdout.contains("Serving Benchmark Result"),
+        "{}",
+        merged.stdout
+    );
+    assert!(merged
+        .stdout
+        .contains(&format!("Shards merged:                           {count}")));
+    let m = read_json(&dir.path().join("merged.json"));
+    for key in [
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "num_prompts",
+        "max_concurrency",
+    ] {
+        assert_eq!(m[key], single_doc[key], "{key}");
+    }
+    assert_eq!(m["completed"], 24);
+    assert_eq!(m["vllm_bench_shards"].as_array().unwrap().len(), count);
+    assert!(
+        m.get("vllm_bench_shard").is_none(),
+        "a merged result is not a shard"
+    );
+}
+
+#[test]
+fn two_slurm_ranks_send_the_one_process_run() {
+    shards_equal_one_run(2, |k| {
+        vec![
+            ("SLURM_PROCID", k.to_string()),
+            ("SLURM_NTASKS", "2".to_string()),
+        ]
+    });
+}
+
+#[test]
+fn three_indexed_job_pods_send_the_one_process_run() {
+    shards_equal_one_run(3, |k| {
+        vec![
+            ("JOB_COMPLETION_INDEX", k.to_string()),
+            ("VLLM_BENCH_SHARDS", "3".to_string()),
+        ]
+    });
+}
+
+#[test]
+fn merge_refuses_what_is_not_one_run() {
+    let server = mock(|_| {});
+    let url = server.base_url();
+    let dir = TempDir::new("merge-refusals");
+    let args = workload_args(&url);
+    run_shards(&args, &dir, 2, |k| format!("{k}/2"), |_| Vec::new());
+    // Another seed: another workload.
+    let mut other: Vec<&str> = args.iter().map(String::as_str).collect();
+    other.extend(["--seed", "12", "--shard", "1/2", "--result-dir", dir.arg()]);
+    other.extend(["--result-filename", "other.json"]);
+    let r = vllm_bench(&other, dir.path());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["shard0.json", "other.json"],
+            "a shard of a different workload",
+        ),
+        (&["shard0.json"], "shard 1/2 is missing"),
+        (&["shard0.json", "shard0.json"], "are both shard 0/2"),
+        (&["shard0.json", "nope.json"], "nope.json: cannot read it"),
+    ];
+    for (files, needle) in cases {
+        let files: Vec<String> = files.iter().map(|f| f.to_string()).collect();
+        let run = merge(&dir, &files, "m.json");
+        assert_eq!(run.code, 2, "{files:?}: {}", run.stderr);
+        let lines: Vec<&str> = run.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{files:?}: {lines:?}");
+        assert!(lines[0].contains(needle), "{files:?}: {lines:?}");
+    }
+    // A result that is not a shard's.
+    std::fs::write(dir.path().join("plain.json"), "{\"completed\": 1}").unwrap();
+    let run = merge(&dir, &["plain.json".into()], "m.json");
+    assert!(
+        run.code == 2 && run.stderr.contains("not a shard result"),
+        "{}",
+        run.stderr
+    );
+    assert!(!dir.path().join("m.json").exists());
+}
+
+#[test]
+fn bad_shard_flags_are_one_line() {
+    let url = "http://127.0.0.1:9";
+    let base = ["--base-url", url, "--model", "m", "--num-prompts", "10"];
+    let with = |extra: &[&'static str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        a
+    };
+    assert_refused(&with(&["--shard", "3/3"]), "--shard 3/3: K must be below N");
+    assert_refused(&with(&["--shard", "two"]), "expected K/N");
+    assert_refused(&with(&["--start-at", "1000"]), "s in the past");
+    assert_refused(
+        &with(&["--shard", "0/2", "--max-concurrency", "1"]),
+        "--max-concurrency: 1 is fewer than the 2 shards",
+    );
+    assert_refused(
+        &with(&["--shard", "0/2", "--num-runs", "2"]),
+        "cannot be combined with --num-runs",
+    );
+    let dir = TempDir::new("auto");
+    let mut args = with(&["--shard", "auto"]);
+    args.push("--disable-tqdm");
+    let run = vllm_bench_env(&args, dir.path(), &[]);
+    // The test's own environment may be a Slurm job; only judge a clean one.
+    if std::env::var_os("SLURM_PROCID").is_none()
+        && std::env::var_os("JOB_COMPLETION_INDEX").is_none()
+    {
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("--shard auto") && run.stderr.contains("SLURM_PROCID"),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn conversations_stay_whole_within_a_shard() {
+    let server = mock(|_| {});
+    let url = server.base_url();
+    let dir = TempDir::new("shard-conversations");
+    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let args: Vec<String> = [
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer.to_str().unwrap(),
+        "--backend",
+        "openai-chat",
+        "--multi-turn",
+        "--multi-turn-num-turns",
+        "3",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "5",
+        "--disable-tqdm",
+        "--save-result",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    run_shards(&args, &dir, 2, |k| format!("{k}/2"), |_| Vec::new());
+    let mut all = Vec::new();
+    for k in 0..2 {
+        let doc = read_json(&dir.path().join(format!("shard{k}.json")));
+        let ids = doc["vllm_bench_conversation_ids"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let index = doc["vllm_bench_shard"]["requests"]["index"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(ids.len(), index.len());
+        all.extend(ids.iter().map(|c| (c.as_str().unwrap().to_string(), k)));
+    }
+    assert_eq!(all.len(), 15, "5 conversations of 3 turns");
+    let mut owner = BTreeMap::new();
+    for (conversation, k) in all {
+        assert_eq!(
+            *owner.entry(conversation.clone()).or_insert(k),
+            k,
+            "{conversation} split"
+        );
+    }
+    assert_eq!(owner.len(), 5);
+    let merged = merge(&dir, &shard_files(2), "merged.json");
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    assert_eq!(read_json(&dir.path().join("merged.json"))["completed"], 15);
+}
+
+/// Network namespaces this test made itself, deleted (with their veth pairs) on drop.
+struct Namespaces(Vec<String>);
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A server namespace and `shards` client namespaces, client k joined to the server by a
+/// veth pair on 10.213.k.0/24 (the server at .1, the client at .2).
+fn make_namespaces(shards: usize) -> Result<Namespaces, String> {
+    let tag = std::process::id() % 100_000;
+    let server = format!("vbs{tag}");
+    let mut made = Namespaces(vec![server.clone()]);
+    ip(&["netns", "add", &server])?;
+    ip(&["-n", &server, "link", "set", "lo", "up"])?;
+    for k in 0..shards {
+        let client = format!("vbc{tag}-{k}");
+        ip(&["netns", "add", &client])?;
+        made.0.push(client.clone());
+        let (a, b) = (format!("vbs{tag}x{k}"), format!("vbc{tag}x{k}"));
+        ip(&[
+            "link", "add", &a, "netns", &server, "type", "veth", "peer", "name", &b, "netns",
+            &client,
+        ])?;
+        ip(&[
+            "-n",
+            &server,
+            "addr",
+            "add",
+            &format!("10.213.{k}.1/24"),
+            "dev",
+            &a,
+        ])?;
+        ip(&[
+            "-n",
+            &client,
+            "addr",
+            "add",
+            &format!("10.213.{k}.2/24"),
+            "dev",
+            &b,
+        ])?;
+        ip(&["-n", &server, "link", "set", &a, "up"])?;
+        ip(&["-n", &client, "link", "set", &b, "up"])?;
+        ip(&["-n", &client, "link", "set", "lo", "up"])?;
+    }
+    Ok(made)
+}
+
+/// `mock-llm-server` inside namespace `ns`, killed on drop.
+struct NsServer(Child);
+
+impl Drop for NsServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the mock in `ns` on every address of the namespace and waits (bounded) for its
+/// listening line.
+fn start_ns_server(ns: &str, port: u16) -> NsServer {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_mock-llm-server")])
+        .args(["--host", "0.0.0.0", "--port", &port.to_string()])
+        .args(["--first-token-delay-ms", "5", "--token-interval-ms", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn mock-llm-server in its namespace");
+    let stderr = child.stderr.take().expect("stderr");
+    let server = NsServer(child);
+    let mut lines = BufReader::new(stderr).lines();
+    // Bounded by the server: it prints the line or exits (and the pipe closes).
+    let listening = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.starts_with("listening on"));
+    assert!(listening, "mock-llm-server in {ns} did not start");
+    // Keep draining so the server never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    server
+}
+
+#[test]
+fn shards_in_their_own_network_namespaces_merge_to_one_run() {
+    let shards = 2;
+    let ns = match make_namespaces(shards) {
+        Ok(ns) => ns,
+        Err(why) => {
+            eprintln!("SKIP: network namespaces: {why}");
+            return;
+        }
+    };
+    let port = 8000;
+    let _server = start_ns_server(&ns.0[0], port);
+    let dir = TempDir::new("shard-netns");
+    at_one_start(shards, |k, start_at| {
+        let args = workload_args(&format!("http://10.213.{k}.1:{port}"));
+        let a = shard_flags(&args, &format!("{k}/{shards}"), start_at, &dir, k);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let client = ns.0[k + 1].as_str();
+        vllm_bench_via(&["ip", "netns", "exec", client], &a, dir.path(), &[])
+    });
+    let merged = merge(&dir, &shard_files(shards), "merged.json");
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let m = read_json(&dir.path().join("merged.json"));
+    assert_eq!(
+        (m["completed"].as_u64(), m["failed"].as_u64()),
+        (Some(24), Some(0))
+    );
+    let seen: Vec<u64> = (0..shards)
+        .flat_map(|k| {
+            let doc = read_json(&dir.path().join(format!("shard{k}.json")));
+            requests_of(&doc).into_keys().collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(seen.len(), 24);
+}
+
+/// The code block of docs/distributed.md after the marker `<!-- test: NAME -->`.
+fn doc_block(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/distributed.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/distributed.md");
+    let marker = format!("<!-- test: {name} -->");
+    let after = &doc[doc.find(&marker).unwrap_or_else(|| panic!("no {marker}")) + marker.len()..];
+    let body = &after[after.find("```").expect("a code block") + 3..];
+    let body = &body[body.find('\n').expect("a fence line") + 1..];
+    body[..body.find("```").expect("a closing fence")].to_string()
+}
+
+/// The shell script of a manifest's `args: - |` block, dedented.
+fn container_script(manifest: &str) -> String {
+    let lines: Vec<&str> = manifest.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.trim() == "- |")
+        .expect("an args: - | block");
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let base = indent(lines[start]);
+    lines[start + 1..]
+        .iter()
+        .take_while(|l| l.trim().is_empty() || indent(l) > base)
+        .map(|l| l.trim_start())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The variables the documented scripts read, for a small run against `url` into `results`.
+fn doc_env(cmd: &mut Command, url: &str, results: &Path) {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_vllm-bench"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    cmd.env("PATH", path)
+        .env("VLLM_URL", url)
+        .env("MODEL", "mock-model")
+        .env("PROMPTS", "24")
+        .env("CONCURRENCY", "4")
+        .env("RESULTS", results)
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("VLLM_BENCH_CORES");
+}
+
+fn merged_count(results: &Path) -> u64 {
+    let m = read_json(&results.join("merged.json"));
+    assert_eq!(m["vllm_bench_shard_count"], 2, "{m}");
+    m["completed"].as_u64().unwrap()
+}
+
+#[test]
+fn the_documented_slurm_script_runs_as_written() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("slurm");
+    let script = dir.path().join("job.sbatch");
+    std::fs::write(&script, doc_block("slurm")).unwrap();
+    // `srun` as Slurm runs it on one node: each rank a process with its SLURM_PROCID.
+    let fake = dir.path().join("bin");
+    std::fs::create_dir_all(&fake).unwrap();
+    let srun = fake.join("srun");
+    std::fs::write(
+        &srun,
+        "#!/bin/bash\nrc=0; pids=()\nfor ((k = 0; k < SLURM_NTASKS; k++)); do\n  \
+         SLURM_PROCID=$k \"$@\" & pids+=($!)\ndone\nfor p in \"${pids[@]}\"; do wait \"$p\" || rc=1; \
+         done\nexit $rc\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&srun)
+        .status()
+        .unwrap();
+    let results = dir.path().join("results");
+    let run = (0..3)
+        .map(|attempt| {
+            let mut cmd = Command::new("bash");
+            cmd.arg(&script).current_dir(dir.path());
+            doc_env(&mut cmd, &server.base_url(), &results);
+            let path = format!(
+                "{}:{}",
+                fake.display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            let bin_dir = Path::new(env!("CARGO_BIN_EXE_vllm-bench"))
+                .parent()
+                .unwrap();
+            cmd.env("PATH", format!("{}:{path}", bin_dir.display()))
+                .env("SLURM_NTASKS", "2")
+                .env("START_DELAY", ["6", "20", "60"][attempt]);
+            crate::util::run_command(cmd, "the Slurm script")
+        })
+        .find(|r| !r.stderr.contains("in the past"))
+        .expect("the ranks started before their --start-at");
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("Shards merged:"), "{}", run.stdout);
+    assert_eq!(merged_count(&results), 24);
+}
+
+#[test]
+fn the_documented_indexed_job_runs_as_written() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("indexed-job");
+    let manifest = doc_block("kubernetes-shard");
+    // The manifest's own consistency: N pods, N shards.
+    for key in [
+        "completions: 4",
+        "parallelism: 4",
+        "completionMode: Indexed",
+    ] {
+        assert!(manifest.contains(key), "{key}");
+    }
+    assert!(manifest.contains("name: VLLM_BENCH_SHARDS\n              value: \"4\""));
+    let shard = container_script(&manifest);
+    let merge_script = container_script(&doc_block("kubernetes-merge"));
+    let results = dir.path().join("results");
+    std::fs::create_dir_all(&results).unwrap();
+    at_one_start(2, |k, start_at| {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", &shard]).current_dir(dir.path());
+        doc_env(&mut cmd, &server.base_url(), &results);
+        cmd.env("JOB_COMPLETION_INDEX", k.to_string())
+            .env("VLLM_BENCH_SHARDS", "2")
+            .env("START_AT", start_at);
+        crate::util::run_command(cmd, "an Indexed Job pod")
+    });
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &merge_script]).current_dir(dir.path());
+    doc_env(&mut cmd, &server.base_url(), &results);
+    let merged = crate::util::run_command(cmd, "the merge Job");
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+    assert_eq!(merged_count(&results), 24);
+}
