@@ -216,10 +216,42 @@ def clients(args):
         found["python"] = ([py, "bench", "serve"], [])
     else:
         missing["python"] = "no vllm install (install-peers.sh --python; several GB)"
+    if args.floor and os.access(args.floor, os.X_OK):
+        for mode in FLOOR_MODES:
+            found[f"floor-{mode}"] = ([args.floor, "--floor-mode", mode], [])
+    elif args.floor:
+        missing["floor"] = f"{args.floor} is not built (run.sh builds it)"
     wanted = set(args.clients.split(",")) if args.clients else None
     if wanted:
         found = {k: v for k, v in found.items() if k in wanted}
     return found, missing
+
+
+# The floor clients (bench-overhead/floor): the least work a client can do per event on this
+# machine and kernel, one per receive path; closed loops only.
+FLOOR_MODES = ("epoll", "uring", "uring-defer")
+
+
+def is_floor(name):
+    return name.startswith("floor-")
+
+
+def floor_ratios(points, streams):
+    """Each client's CPU per event over the lowest floor client's at `streams`."""
+    here = [p for p in points if p["streams"] == streams]
+    floors = [p["summary"] for p in here if is_floor(p["client"])
+              and p["summary"].get("cpu_us_per_event")]
+    if not floors:
+        return []
+    floor = min(floors, key=lambda s: s["cpu_us_per_event"]["median"])
+    out = []
+    for p in here:
+        r = ratio(p["summary"], floor, "cpu_us_per_event")
+        if r is not None and not is_floor(p["client"]):
+            out.append({"streams": streams, "client": p["client"], "ratio": r,
+                        "user_ratio": ratio(p["summary"], floor, "cpu_user_s_per_100k_events"),
+                        "floor": floor["cpu_us_per_event"]["median"]})
+    return out
 
 
 def bench_args(port, num_prompts, concurrency, result_dir, result_file, rate="inf",
@@ -571,6 +603,15 @@ def markdown(doc):
             user = f"; user-space CPU only: {user:.3f}" if user is not None else ""
             lines.append(f"- {r['streams']} streams: vllm-bench/{r['peer']} = "
                          f"{r['ratio']:.3f}{user}")
+    if doc.get("floor_ratios"):
+        lines += ["", "CPU per event, client / the floor (the lowest of the floor-* clients "
+                  "in the same run: a minimal client with no JSON, one timestamp per read; "
+                  "target ≤ 1.1):", ""]
+        for r in doc["floor_ratios"]:
+            user = r.get("user_ratio")
+            user = f"; user space: {user:.2f}" if user is not None else ""
+            lines.append(f"- {r['streams']} streams: {r['client']} = {r['ratio']:.2f}× "
+                         f"the floor's {r['floor']:.2f} µs{user}")
     if doc["accuracy"]:
         lines += ["", f"## Accuracy where the server keeps up ({ACCURACY.tokens} tokens, "
                   f"first after {ACCURACY.first_ms:g} ms, then every {ACCURACY.interval_ms:g} "
@@ -683,6 +724,9 @@ def main():
     ap.add_argument("--scale-streams", default="50000",
                     help="extra vllm-bench-only levels that may hit OS limits")
     ap.add_argument("--clients", default="", help="comma-separated subset of clients")
+    ap.add_argument("--floor", default="",
+                    help="the floor client binary (bench-overhead/floor); its three modes run "
+                         "beside the clients in the streaming and firehose tables")
     ap.add_argument("--sharing", default="", help="how the machine was shared, for the report")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     args = ap.parse_args()
@@ -697,7 +741,8 @@ def main():
            "client_core": client_core, "repeats": args.repeats,
            "sharing": args.sharing or "Other processes may have shared the machine.",
            "skipped": missing, "points": [], "ratios": [], "firehose": [], "lag": {},
-           "startup": {}, "dataset": {}, "scale": [], "accuracy": [], "health": []}
+           "startup": {}, "dataset": {}, "scale": [], "accuracy": [], "health": [],
+           "floor_ratios": []}
 
     levels = [int(x) for x in args.streams.split(",") if x]
     def max_streams(name):
@@ -725,10 +770,12 @@ def main():
         for name, (prefix, _) in found.items():
             if streams <= max_streams(name):
                 doc["points"].append(repeated(name, prefix, "", n, streams))
+        doc["floor_ratios"] += floor_ratios(doc["points"], streams)
         mine = next((p["summary"] for p in doc["points"]
                      if p["client"] == "vllm-bench" and p["streams"] == streams), None)
         for p in doc["points"]:
-            if p["streams"] == streams and p["client"] != "vllm-bench" and mine:
+            if p["streams"] == streams and p["client"] != "vllm-bench" and mine \
+                    and not is_floor(p["client"]):
                 r = ratio(mine, p["summary"], "cpu_us_per_event")
                 if r is not None:
                     doc["ratios"].append({"streams": streams, "peer": p["client"], "ratio": r,
@@ -736,7 +783,7 @@ def main():
                                                               "cpu_user_s_per_100k_events")})
     for streams in [int(x) for x in args.accuracy_streams.split(",") if x]:
         for name, (prefix, _) in found.items():
-            if streams <= max_streams(name):
+            if streams <= max_streams(name) and not is_floor(name):
                 doc["accuracy"].append(repeated(name, prefix, "accuracy ", 2 * streams,
                                                 streams, rate=ACCURACY_RATE,
                                                 shape=ACCURACY))
@@ -767,6 +814,8 @@ def main():
             doc["health"].append({"condition": condition, "streams": streams, "run": run})
     # Rate-driven: 200 req/s Poisson, 1000 requests, unlimited concurrency.
     for name, (prefix, _) in found.items():
+        if is_floor(name):
+            continue
         log(f"{name}: rate-driven (200 req/s) for dispatch lag")
         runs = [one_run(prefix, args.mock, server_core, client_core, 1000, None, rate=200)]
         doc["lag"][name] = summarize(runs)
@@ -777,6 +826,8 @@ def main():
                                                 max(2000, 10 * streams), streams,
                                                 firehose=True))
     for name, (prefix, _) in found.items():
+        if is_floor(name):
+            continue
         log(f"{name}: start-up")
         # Python's --version alone takes seconds (imports): fewer repeats.
         reps = 3 if name == "python" else 20

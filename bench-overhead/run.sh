@@ -41,7 +41,13 @@ bin="$target/$profile"
 for b in vllm-bench mock-llm-server; do
     [[ -x "$bin/$b" ]] || { echo "run.sh: $bin/$b missing (build without --no-build)" >&2; exit 2; }
 done
+# The floor client: its own small workspace (bench-overhead/floor), release build.
+floor_target="$target/floor"
+if [[ "$build" == 1 ]]; then
+    (cd "$here/floor" && CARGO_TARGET_DIR="$floor_target" cargo build --release)
+fi
+floor="$floor_target/release/floor-client"
 
 sharing="Load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)."
 exec python3 "$here/harness.py" --vllm-bench "$bin/vllm-bench" --mock "$bin/mock-llm-server" \
-    --sharing "$sharing" "${extra[@]}"
+    --floor "$floor" --sharing "$sharing" "${extra[@]}"

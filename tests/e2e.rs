@@ -505,7 +505,7 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_refused(&["--dataset-name", "nope"], "--dataset-name nope");
     assert_refused(
         &["--mock-server", "--dataset-name", "hf"],
-        "not implemented",
+        "--dataset-name hf needs --dataset-path ORG/NAME",
     );
     assert_refused(
         &[

@@ -76,6 +76,23 @@ fn run(dir: &TempDir, hf_home: &Path, extra: &[&str]) -> crate::util::Run {
     vllm_bench_env(&args, dir.path(), &[("HF_HOME", hf_home)])
 }
 
+/// The bodies of the model requests the mock logged.
+fn bodies(server: &vllm_bench::mock::MockServer) -> Vec<String> {
+    server
+        .request_log()
+        .into_iter()
+        .filter(|q| q.path == "/v1/completions")
+        .filter_map(|q| q.body)
+        .collect()
+}
+
+/// [`run`] that must succeed; its result.
+fn run_ok(dir: &TempDir, hf_home: &Path, extra: &[&str]) -> Value {
+    let out = run(dir, hf_home, extra);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    result(dir)
+}
+
 fn result(dir: &TempDir) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap()
 }
@@ -99,7 +116,7 @@ fn a_cached_hub_dataset_runs_offline_with_its_python_loader() {
             ("answer", vec!["x".into(); 3]),
         ],
     );
-    let out = run(
+    let r = run_ok(
         &dir,
         &home,
         &[
@@ -111,15 +128,8 @@ fn a_cached_hub_dataset_runs_offline_with_its_python_loader() {
             "5",
         ],
     );
-    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    let r = result(&dir);
     assert_eq!(r["completed"], 6, "4 rows oversampled to 6");
-    let bodies: Vec<String> = server
-        .request_log()
-        .into_iter()
-        .filter(|q| q.path == "/v1/completions")
-        .filter_map(|q| q.body)
-        .collect();
+    let bodies = bodies(&server);
     assert_eq!(bodies.len(), 6);
     assert!(
         !bodies.iter().any(|b| b.contains("TRAIN")),
@@ -165,9 +175,7 @@ fn a_local_directory_of_an_unknown_dataset_is_read_by_column() {
     );
     let mut args = base.to_vec();
     args.extend(["--hf-text-column", "body"]);
-    let out = run(&dir, dir.path(), &args);
-    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(result(&dir)["completed"], 6);
+    assert_eq!(run_ok(&dir, dir.path(), &args)["completed"], 6);
     let mut test_split = args.clone();
     test_split.extend(["--hf-split", "test", "--num-prompts", "1"]);
     assert_eq!(run(&dir, dir.path(), &test_split).code, 0);
@@ -239,7 +247,7 @@ fn chat_logs_take_the_first_user_turn_and_its_answer() {
     };
     let text: String = (0..5).map(|i| line(i) + "\n").collect();
     std::fs::write(data.join("train.jsonl"), text).unwrap();
-    let out = run(
+    let r = run_ok(
         &dir,
         dir.path(),
         &[
@@ -251,8 +259,6 @@ fn chat_logs_take_the_first_user_turn_and_its_answer() {
             "5",
         ],
     );
-    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    let r = result(&dir);
     let lens: Vec<u64> = r["output_lens"]
         .as_array()
         .unwrap()
@@ -263,11 +269,7 @@ fn chat_logs_take_the_first_user_turn_and_its_answer() {
         lens.iter().all(|&n| n == lens[0] && n > 4),
         "the answer's length: {lens:?}"
     );
-    let bodies: Vec<String> = server
-        .request_log()
-        .into_iter()
-        .filter_map(|q| q.body)
-        .collect();
+    let bodies = bodies(&server);
     assert!(
         bodies
             .iter()
@@ -293,7 +295,7 @@ fn blazedit_keeps_the_rows_within_its_distance_bounds() {
         })
         .collect();
     std::fs::write(data.join("train.jsonl"), rows).unwrap();
-    let out = run(
+    let r = run_ok(
         &dir,
         dir.path(),
         &[
@@ -311,15 +313,9 @@ fn blazedit_keeps_the_rows_within_its_distance_bounds() {
             "--no-oversample",
         ],
     );
-    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    let r = result(&dir);
     assert_eq!(r["completed"], 1, "only the 0.5 row");
     assert_eq!(r["output_lens"][0], 4000);
-    let body = server
-        .request_log()
-        .into_iter()
-        .find_map(|q| q.body)
-        .unwrap();
+    let body = bodies(&server).remove(0);
     assert!(
         body.contains("print(0.5)") && body.contains("Change request:\\nrename it"),
         "{body}"

@@ -221,7 +221,8 @@ pub enum LoraAssignment {
 }
 
 /// `--ramp-up-strategy`: how the request rate grows from the start to the end RPS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RampUpStrategy {
     #[value(name = "linear")]
     Linear,
@@ -231,7 +232,7 @@ pub enum RampUpStrategy {
 
 /// A rate ramp (`--ramp-up-strategy`, `--ramp-up-start-rps`, `--ramp-up-end-rps`): the one
 /// type validation produces, the schedule follows, and the preamble and result JSON show.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RampUp {
     pub strategy: RampUpStrategy,
     pub start_rps: u64,

@@ -2,6 +2,8 @@
 //! (`--num-prompts`, `--seed`, `--disable-shuffle`, `--no-oversample`, `--request-id-prefix`),
 //! the length filter `is_valid_sequence`, and `maybe_oversample_requests`.
 
+use rayon::prelude::*;
+
 use super::error::DatasetError;
 use super::pyrandom::PyRandom;
 use super::SampleRequest;
@@ -51,6 +53,45 @@ pub fn is_valid_sequence_within(
         && prompt_len + output_len <= max_total_len
 }
 
+/// Python's "take the rows in order until `num_requests` pass": `candidate` turns a row into
+/// a sample or drops it (`None`); ids are `prefix + i` in the order taken. Rows are done in
+/// parallel a chunk at a time, a chunk a little larger than what is still needed, so rows
+/// past the last one taken are mostly never tokenized; an error is the first one in order.
+pub fn take_in_order<T, F>(
+    order: &[T],
+    s: &Sampling,
+    candidate: F,
+) -> Result<Vec<SampleRequest>, DatasetError>
+where
+    T: Sync,
+    F: Fn(&T) -> Result<Option<SampleRequest>, DatasetError> + Sync,
+{
+    let mut samples = Vec::with_capacity(s.num_requests);
+    let mut next = 0;
+    while samples.len() < s.num_requests && next < order.len() {
+        let need = s.num_requests - samples.len();
+        let end = (next + chunk_len(need)).min(order.len());
+        let made: Vec<_> = order[next..end].par_iter().map(&candidate).collect();
+        next = end;
+        for m in made {
+            if samples.len() >= s.num_requests {
+                break;
+            }
+            if let Some(mut r) = m? {
+                r.request_id = Some(s.request_id(samples.len()));
+                samples.push(r);
+            }
+        }
+    }
+    Ok(samples)
+}
+
+/// How many rows to do at once when `need` more samples are wanted: a little more than
+/// needed (some are rejected), never so few that the threads idle.
+fn chunk_len(need: usize) -> usize {
+    (need + need / 4).max(256)
+}
+
 /// Python's `maybe_oversample_requests`: below `num_requests`, re-seed `random` and append
 /// `random.choice(samples)` copies (prompts shared, not copied) with fresh ids
 /// `prefix + (len + i)`; `what` names the dataset for the error when nothing is left to
@@ -89,6 +130,12 @@ mod tests {
     use super::*;
     use crate::datasets::Prompt;
     use std::sync::Arc;
+
+    #[test]
+    fn chunks_cover_what_is_needed() {
+        assert_eq!(chunk_len(1), 256);
+        assert_eq!(chunk_len(10_000), 12_500);
+    }
 
     #[test]
     fn validity_follows_python() {

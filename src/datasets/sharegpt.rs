@@ -21,13 +21,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::error::DatasetError;
 use super::pyrandom::PyRandom;
-use super::sampling::{is_valid_sequence, maybe_oversample, Sampling};
+use super::sampling::{is_valid_sequence, maybe_oversample, take_in_order, Sampling};
 use super::{Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
 
@@ -165,41 +164,26 @@ impl ShareGpt {
         if s.shuffle {
             PyRandom::new(s.seed).shuffle(&mut order);
         }
-        let mut samples = Vec::with_capacity(s.num_requests);
-        let mut next = 0;
-        while samples.len() < s.num_requests && next < order.len() {
-            let need = s.num_requests - samples.len();
-            let chunk = &order[next..(next + chunk_len(need)).min(order.len())];
-            next += chunk.len();
-            let counted: Vec<_> = chunk
-                .par_iter()
-                .map(|c| self.count(c, opts, tokenizer))
-                .collect();
-            for (c, lens) in chunk.iter().zip(counted) {
-                if samples.len() >= s.num_requests {
-                    break;
-                }
-                let (prompt_len, output_len) = lens?;
-                if !is_valid_sequence(prompt_len, output_len, opts.output_len.is_some()) {
-                    continue;
-                }
-                if c.media {
-                    return Err(DatasetError::entry(
-                        &self.path,
-                        c.index,
-                        "has an \"image\" or \"video\" key; multimodal ShareGPT is not \
-                         implemented yet (remove those entries)",
-                    ));
-                }
-                let text = c.prompt.as_deref().unwrap_or_default();
-                samples.push(SampleRequest {
-                    prompt: Prompt::Text(Arc::from(text)),
-                    prompt_len,
-                    expected_output_len: output_len,
-                    request_id: Some(s.request_id(samples.len())),
-                });
+        let mut samples = take_in_order(&order, s, |c| {
+            let (prompt_len, output_len) = self.count(c, opts, tokenizer)?;
+            if !is_valid_sequence(prompt_len, output_len, opts.output_len.is_some()) {
+                return Ok(None);
             }
-        }
+            if c.media {
+                return Err(DatasetError::entry(
+                    &self.path,
+                    c.index,
+                    "has an \"image\" or \"video\" key; multimodal ShareGPT is not \
+                     implemented yet (remove those entries)",
+                ));
+            }
+            Ok(Some(SampleRequest {
+                prompt: Prompt::Text(Arc::from(c.prompt.as_deref().unwrap_or_default())),
+                prompt_len,
+                expected_output_len: output_len,
+                request_id: None,
+            }))
+        })?;
         maybe_oversample(&mut samples, s, "sharegpt")?;
         Ok(samples)
     }
@@ -237,12 +221,6 @@ impl ShareGpt {
         };
         Ok((prompt_len, output_len))
     }
-}
-
-/// How many conversations to tokenize at once when `need` more samples are wanted: a little
-/// more than needed (some are rejected), never so few that the threads idle.
-fn chunk_len(need: usize) -> usize {
-    (need + need / 4).max(256)
 }
 
 #[cfg(test)]
@@ -285,11 +263,5 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("invalid type: integer"), "{e}");
-    }
-
-    #[test]
-    fn chunks_cover_what_is_needed() {
-        assert_eq!(chunk_len(1), 256);
-        assert_eq!(chunk_len(10_000), 12_500);
     }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cli::{Backend, RampUp, RampUpStrategy};
+use crate::cli::Backend;
 use crate::engine::recorder::Histograms;
 use crate::metrics::goodput::GoodputConfig;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
@@ -22,7 +22,6 @@ use crate::metrics::RequestOutput;
 use crate::output::console::{render_block, render_notices};
 use crate::output::json::{
     append_extras, build_result, result_path, save_result, Json, JsonObject, RpsChangeEvent,
-    RunInfo,
 };
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
 
@@ -218,32 +217,6 @@ fn union(shards: &[ShardResult]) -> Vec<RequestOutput> {
         .collect()
 }
 
-fn run_info(s: &ShardSection) -> RunInfo {
-    let r = &s.run;
-    let ramp_up = r.ramp_up.as_ref().map(|(name, start, end)| RampUp {
-        strategy: if name == RampUpStrategy::Exponential.name() {
-            RampUpStrategy::Exponential
-        } else {
-            RampUpStrategy::Linear
-        },
-        start_rps: *start,
-        end_rps: *end,
-    });
-    RunInfo {
-        date: r.date.clone(),
-        backend: r.backend.clone(),
-        label: r.label.clone(),
-        model_id: r.model_id.clone(),
-        tokenizer_id: r.tokenizer_id.clone(),
-        num_prompts: r.num_prompts,
-        metadata: r.metadata.clone(),
-        request_rate: r.request_rate.unwrap_or(f64::INFINITY),
-        burstiness: r.burstiness.unwrap_or(f64::INFINITY),
-        max_concurrency: r.max_concurrency,
-        ramp_up,
-    }
-}
-
 fn task_of(backend: &str) -> TaskKind {
     Backend::all()
         .iter()
@@ -410,7 +383,7 @@ pub fn run(args: &MergeArgs) -> Result<PathBuf, MergeError> {
         .iter()
         .map(|r| r.section.duration)
         .fold(0.0, f64::max);
-    let info = run_info(s0);
+    let info = s0.run.clone();
     let task = task_of(&info.backend);
     // The shards saved the output lengths their calculators used; counting again must give
     // those, so a zero stays zero.
@@ -457,7 +430,8 @@ pub fn run(args: &MergeArgs) -> Result<PathBuf, MergeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::shard_file::{Requests, Row, RunFacts, Settings};
+    use crate::output::json::RunInfo;
+    use crate::output::shard_file::{Requests, Row, Settings};
 
     fn output(i: usize) -> RequestOutput {
         let f = i as f64;
@@ -508,7 +482,7 @@ mod tests {
             not_sent_session_ended: 0,
             duration: 2.0 + shard as f64 * 0.25,
             interrupted: false,
-            run: RunFacts {
+            run: RunInfo {
                 date: "20261201-120000".into(),
                 backend: "vllm".into(),
                 label: None,
@@ -516,8 +490,8 @@ mod tests {
                 tokenizer_id: Some("t".into()),
                 num_prompts: outputs.len() as u64,
                 metadata: Vec::new(),
-                request_rate: Some(20.0),
-                burstiness: Some(1.0),
+                request_rate: 20.0,
+                burstiness: 1.0,
                 max_concurrency: Some(8),
                 ramp_up: None,
             },
@@ -583,7 +557,7 @@ mod tests {
             request_rate: 20.0,
         };
         let report = BenchmarkReport::compute(&outputs, &settings);
-        let info = run_info(&s);
+        let info = s.run.clone();
         let expected = build_result(&info, &report, &outputs, &[], true).to_json_string();
         let expected: serde_json::Map<String, Value> = serde_json::from_str(&expected).unwrap();
         for (k, v) in &expected {

@@ -18,7 +18,7 @@ use crate::mix::Fnv64;
 use crate::output::extras::Extras;
 use crate::output::json::RunInfo;
 use crate::output::localtime::LocalDateTime;
-use crate::output::shard_file::{self, Requests, Row, RunFacts, Settings, ShardSection};
+use crate::output::shard_file::{self, Requests, Row, Settings, ShardSection};
 
 /// Where a shard's records sit in the one-process run.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,7 +201,6 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         });
     }
     let out = &config.output;
-    let finite = |v: f64| v.is_finite().then_some(v);
     ShardSection {
         format: shard_file::FORMAT,
         shard: map.shard.index,
@@ -213,21 +212,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         not_sent_session_ended: run.not_sent_session_ended,
         duration: run.duration.as_secs_f64(),
         interrupted: extras.interrupted,
-        run: RunFacts {
-            date: info.date.clone(),
-            backend: info.backend.clone(),
-            label: info.label.clone(),
-            model_id: info.model_id.clone(),
-            tokenizer_id: info.tokenizer_id.clone(),
-            num_prompts: info.num_prompts,
-            metadata: info.metadata.clone(),
-            request_rate: finite(info.request_rate),
-            burstiness: finite(info.burstiness),
-            max_concurrency: info.max_concurrency,
-            ramp_up: info
-                .ramp_up
-                .map(|r| (r.strategy.name().to_string(), r.start_rps, r.end_rps)),
-        },
+        run: info.clone(),
         settings: Settings {
             percentiles: out.metric_percentiles.clone(),
             percentile_metrics: out

@@ -227,7 +227,8 @@ fn write_str(out: &mut String, s: &str) {
 }
 
 /// The run facts saved ahead of the metrics (everything Python takes from its arguments).
-#[derive(Debug, Clone, PartialEq)]
+/// Serde (a shard's result carries them for the merge) writes an infinite rate as `null`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunInfo {
     /// `%Y%m%d-%H%M%S` local time (`LocalDateTime::result_date`).
     pub date: String,
@@ -241,10 +242,28 @@ pub struct RunInfo {
     /// `--metadata KEY=VALUE` pairs, in order (see `parse_metadata`).
     pub metadata: Vec<(String, String)>,
     /// `f64::INFINITY` when unset (saved as the string `"inf"`).
+    #[serde(with = "infinite_as_null")]
     pub request_rate: f64,
+    #[serde(with = "infinite_as_null")]
     pub burstiness: f64,
     pub max_concurrency: Option<u64>,
     pub ramp_up: Option<RampUp>,
+}
+
+/// `f64::INFINITY` as JSON `null` and back (JSON has no infinity).
+mod infinite_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        match v.is_finite() {
+            true => s.serialize_f64(*v),
+            false => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+    }
 }
 
 /// One entry of `rps_change_events`: the ramp-up reached `rps` at `timestamp`

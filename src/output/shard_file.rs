@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::recorder::Histograms;
 use crate::metrics::RequestOutput;
+use crate::output::json::RunInfo;
 
 /// The key of the section in the result document.
 pub const KEY: &str = "vllm_bench_shard";
@@ -36,31 +37,14 @@ pub struct ShardSection {
     /// From the start to the end of this shard's last response, seconds.
     pub duration: f64,
     pub interrupted: bool,
-    pub run: RunFacts,
+    /// The run's facts as one process running every shard would report them.
+    pub run: RunInfo,
     pub settings: Settings,
     /// Failures by reason, with one example each.
     pub failures: Vec<(String, usize, String)>,
     pub requests: Requests,
     /// Per core: ttft, itl, e2el and dispatch lag (ns).
     pub histograms: Vec<[String; 4]>,
-}
-
-/// The run's facts as one process running every shard would report them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunFacts {
-    pub date: String,
-    pub backend: String,
-    pub label: Option<String>,
-    pub model_id: String,
-    pub tokenizer_id: Option<String>,
-    pub num_prompts: u64,
-    pub metadata: Vec<(String, String)>,
-    /// `None`: infinite (JSON has no infinity).
-    pub request_rate: Option<f64>,
-    pub burstiness: Option<f64>,
-    pub max_concurrency: Option<u64>,
-    /// Strategy name, start and end rate.
-    pub ramp_up: Option<(String, u64, u64)>,
 }
 
 /// What decides the metrics and their display.
@@ -252,6 +236,26 @@ mod tests {
         assert_eq!(back.itl.len(), 0);
         assert!(decode_histogram("not base64!").is_err());
         assert!(decode_histogram("AAAA").is_err());
+    }
+
+    #[test]
+    fn an_infinite_rate_travels_as_null() {
+        let info = RunInfo {
+            date: "d".into(),
+            backend: "vllm".into(),
+            label: None,
+            model_id: "m".into(),
+            tokenizer_id: None,
+            num_prompts: 3,
+            metadata: vec![("k".into(), "v".into())],
+            request_rate: f64::INFINITY,
+            burstiness: 0.5,
+            max_concurrency: Some(2),
+            ramp_up: None,
+        };
+        let text = serde_json::to_string(&info).unwrap();
+        assert!(text.contains("\"request_rate\":null"), "{text}");
+        assert_eq!(serde_json::from_str::<RunInfo>(&text).unwrap(), info);
     }
 
     #[test]

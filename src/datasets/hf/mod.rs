@@ -22,14 +22,13 @@ pub mod rows;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use super::chat_format::ChatFormat;
 use super::error::DatasetError;
 use super::hub_file::HubAccess;
 use super::pyrandom::PyRandom;
-use super::sampling::{is_valid_sequence_within, maybe_oversample, Sampling};
+use super::sampling::{is_valid_sequence_within, maybe_oversample, take_in_order, Sampling};
 use super::{Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
 use rows::Row;
@@ -297,30 +296,15 @@ impl HfData {
         if s.shuffle {
             PyRandom::new(s.seed).shuffle(&mut order);
         }
-        let mut samples = Vec::with_capacity(s.num_requests);
-        let mut next = 0;
-        while samples.len() < s.num_requests && next < order.len() {
-            let need = s.num_requests - samples.len();
-            let chunk = &order[next..(next + (need + need / 4).max(256)).min(order.len())];
-            next += chunk.len();
-            let made: Vec<_> = chunk
-                .par_iter()
-                .map(|&i| self.candidate(i, output_len, format, tok))
-                .collect();
-            for c in made {
-                if samples.len() >= s.num_requests {
-                    break;
-                }
-                if let Some(c) = c? {
-                    samples.push(SampleRequest {
-                        prompt: Prompt::Text(Arc::from(c.prompt)),
-                        prompt_len: c.prompt_len,
-                        expected_output_len: c.output_len,
-                        request_id: Some(s.request_id(samples.len())),
-                    });
-                }
-            }
-        }
+        let mut samples = take_in_order(&order, s, |&i| {
+            let c = self.candidate(i, output_len, format, tok)?;
+            Ok(c.map(|c| SampleRequest {
+                prompt: Prompt::Text(Arc::from(c.prompt)),
+                prompt_len: c.prompt_len,
+                expected_output_len: c.output_len,
+                request_id: None,
+            }))
+        })?;
         maybe_oversample(&mut samples, s, &self.what)?;
         Ok(samples)
     }
