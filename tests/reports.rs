@@ -358,6 +358,14 @@ fn sweep_and_repeated_run_plots_open_offline_with_every_point() {
         "{}",
         again.stdout
     );
+    crate::e2e::assert_refused(
+        &["--plot-summary", "s.json", "--num-prompts", "5"],
+        "--plot-summary: plots a saved summary and runs no benchmark; --num-prompts",
+    );
+    crate::e2e::assert_refused(
+        &["--plot-summary", "missing.json"],
+        "--plot-summary missing.json",
+    );
     let Some(browser) = chromium() else { return };
     let dom = dom(&browser, &sweep_page);
     // Three points in each of three throughput-vs-latency and four metric-vs-value charts.

@@ -63,6 +63,21 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
             ));
         }
     }
+    if o.plot_summary.is_some() {
+        // As with --compare: nothing else applies, so no other flag may look as if it did.
+        if let Some(flag) = cli
+            .given()
+            .iter()
+            .find(|f| *f != "--plot-summary" && !cli.is_from_env(f))
+        {
+            return Err(ConfigError::flag(
+                "--plot-summary",
+                format!(
+                    "plots a saved summary and runs no benchmark; {flag} has no effect with it"
+                ),
+            ));
+        }
+    }
     let sweeping =
         cli.sweep.sweep_max_concurrency.is_some() || cli.sweep.sweep_request_rate.is_some();
     if o.plot && !sweeping && cli.multi_run.num_runs < 2 {
