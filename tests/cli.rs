@@ -16,17 +16,9 @@ use vllm_bench::metrics::summary::MetricKind;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// `../shared/<rel>` next to the repository (searched upwards, so a worktree nested one level
-/// deeper finds it too).
+/// `<rel>` in the shared data (`crate::util::shared_dir`).
 fn shared(rel: &str) -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .ancestors()
-        .skip(1)
-        .map(|dir| dir.join("shared"))
-        .find(|dir| dir.join("reference").is_dir())
-        .unwrap_or_else(|| manifest.join("../shared"))
-        .join(rel)
+    crate::util::shared_dir().join(rel)
 }
 
 fn read_shared(rel: &str) -> String {

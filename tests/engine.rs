@@ -855,3 +855,61 @@ mod sessions {
         }
     }
 }
+
+/// A server that closes its first connection at once (a keep-alive timeout that passed while
+/// a pre-opened connection idled) and answers one streamed completion on the next.
+fn close_first_then_answer() -> (std::thread::JoinHandle<usize>, BaseUrl) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = BaseUrl::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut accepted = 0;
+        while accepted < 2 && std::time::Instant::now() < deadline {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            accepted += 1;
+            if accepted == 1 {
+                drop(s);
+                continue;
+            }
+            s.set_nonblocking(false).unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap_or(0);
+                if n == 0 {
+                    return accepted;
+                }
+                req.extend_from_slice(&buf[..n]);
+            }
+            let body = "data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n\
+                        data: {\"choices\":[{\"index\":0,\"text\":\" b\",\"finish_reason\":\"length\"}],\
+                        \"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n\
+                        data: [DONE]\n\n";
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(body.as_bytes());
+        }
+        accepted
+    });
+    (server, url)
+}
+
+#[test]
+fn a_pre_opened_connection_the_server_closed_is_retried_once() {
+    let (server, url) = close_first_then_answer();
+    let mut opts = options(1, auto_driver());
+    opts.preconnect = true;
+    let w = workload(&url, Backend::Vllm, "m", 1, 2);
+    let r = run(&url, w, opts);
+    assert_eq!(completed(&r), 1, "{:?}", r.merged.failures_by_kind);
+    assert_eq!(r.merged.outputs[0].output_tokens, 2);
+    assert_eq!(server.join().unwrap(), 2, "one closed, one answered");
+}

@@ -374,7 +374,22 @@ fn conversations_stay_whole_within_a_shard() {
     assert_eq!(owner.len(), 5);
     let merged = merge(&dir, &shard_files(2), "merged.json");
     assert_eq!(merged.code, 0, "{}", merged.stderr);
-    assert_eq!(read_json(&dir.path().join("merged.json"))["completed"], 15);
+    assert!(
+        merged.stdout.contains("===== Turn 3 ====="),
+        "{}",
+        merged.stdout
+    );
+    let m = read_json(&dir.path().join("merged.json"));
+    assert_eq!(m["completed"], 15);
+    let turns = m["per_turn_metrics"].as_array().expect("per-turn figures");
+    assert_eq!(turns.len(), 3);
+    assert!(turns.iter().all(|t| t["completed"] == 5), "{turns:?}");
+    let numbers = m["vllm_bench_turns"].as_array().unwrap();
+    assert_eq!(numbers.iter().filter(|n| **n == 1).count(), 5);
+    assert_eq!(
+        m["vllm_bench_conversation_ids"].as_array().unwrap().len(),
+        15
+    );
 }
 
 /// Network namespaces this test made itself, deleted (with their veth pairs) on drop.

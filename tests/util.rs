@@ -31,12 +31,19 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `../shared` (or `$VLLM_BENCH_SHARED`).
+/// `$VLLM_BENCH_SHARED`, else the `shared` directory beside the repository (searched
+/// upwards, so a worktree nested one level deeper finds it too).
 pub fn shared_dir() -> PathBuf {
     if let Ok(p) = std::env::var("VLLM_BENCH_SHARED") {
         return PathBuf::from(p);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared")
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .skip(1)
+        .map(|dir| dir.join("shared"))
+        .find(|dir| dir.join("reference").is_dir())
+        .unwrap_or_else(|| manifest.join("../shared"))
 }
 
 /// The io_uring driver when available, else epoll.

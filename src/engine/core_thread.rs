@@ -176,11 +176,19 @@ async fn run_workers(
     pool: &mut Vec<Connection>,
 ) -> CoreResult {
     let workers = lanes.workers;
+    if shared.fresh_connections {
+        // The run starts at a set instant: connections kept since the warm-ups have idled
+        // and may be past the server's keep-alive timeout; open new ones now, just before.
+        pool.clear();
+    }
     let mut conns: Vec<Option<Connection>> = Vec::with_capacity(workers);
     for _ in 0..workers {
         let c = match pool.pop() {
             Some(c) => Some(c),
-            None if shared.options.preconnect => Connection::open(&shared.endpoint).await.ok(),
+            None if shared.options.preconnect => Connection::open(&shared.endpoint)
+                .await
+                .ok()
+                .map(Connection::ahead),
             None => None,
         };
         conns.push(c);

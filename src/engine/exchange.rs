@@ -158,9 +158,10 @@ async fn attempt(
     log: &mut WorkerLog,
     m: &mut Measured,
 ) -> Attempt {
-    // A kept-alive connection that fails before any response byte was closed by the server
-    // while idle: the request never reached it, so it is retried on a fresh connection.
-    let reused = c.responses > 0;
+    // A kept-alive (or opened-ahead) connection that fails before any response byte was
+    // closed by the server while idle: the request never reached it, so it is retried on a
+    // fresh connection.
+    let reused = c.may_be_stale();
     if let Err(e) = c.write_parts(&req.parts).await {
         if reused {
             return Attempt::StaleConnection;

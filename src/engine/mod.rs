@@ -111,6 +111,8 @@ struct RunShared {
     epoch: OnceLock<Instant>,
     ready: Barrier,
     go: Barrier,
+    /// The run starts at a set instant (`run_at`): cores open fresh connections for it.
+    fresh_connections: bool,
 }
 
 /// A handle to a running engine: progress and stop, readable from another thread.
@@ -259,11 +261,12 @@ impl Engine {
         self.run_at(workload, None, on_progress)
     }
 
-    /// [`Engine::run`] with its epoch at `start` (`--start-at`) when given: the cores are
-    /// ready (connections open, arenas sized) and wait until then; every arrival offset and
-    /// time of the run counts from `start`, so runs in other processes started at the same
-    /// instant share one time axis. `on_progress` is called before the wait, so a Ctrl-C
-    /// during it stops the run (every request counted as not sent).
+    /// [`Engine::run`] with its epoch at `start` (`--start-at`) when given: shortly before
+    /// it the cores open fresh connections (kept ones may have idled past the server's
+    /// keep-alive timeout), get ready and wait; every arrival offset and time of the run
+    /// counts from `start`, so runs in other processes started at the same instant share one
+    /// time axis. `on_progress` is called before any wait, so a Ctrl-C during one stops the
+    /// run (every request counted as not sent).
     pub fn run_at(
         &self,
         workload: Workload,
@@ -299,7 +302,18 @@ impl Engine {
             epoch: OnceLock::new(),
             ready: Barrier::new(threads + 1),
             go: Barrier::new(threads + 1),
+            fresh_connections: start.is_some(),
         });
+        let mut on_progress = Some(on_progress);
+        if let Some(at) = start {
+            // The progress hook first, so a Ctrl-C during the wait stops the run; the cores
+            // open their connections only PRECONNECT_LEAD before the start, well inside the
+            // keep-alive timeouts of servers (uvicorn, vLLM's server: 5 s).
+            if let Some(hook) = on_progress.take() {
+                hook(Progress(shared.clone()));
+            }
+            wait_until(at.checked_sub(PRECONNECT_LEAD).unwrap_or(at), &shared.stop);
+        }
         let mut replies = Vec::with_capacity(threads);
         for (t, core) in self.cores.iter().take(threads).enumerate() {
             let per_core = workers / threads + usize::from(t < workers % threads);
@@ -307,7 +321,9 @@ impl Engine {
             replies.push(core.run(shared.clone(), per_core, t == 0)?);
         }
         shared.ready.wait();
-        on_progress(Progress(shared.clone()));
+        if let Some(hook) = on_progress.take() {
+            hook(Progress(shared.clone()));
+        }
         let epoch = match start {
             Some(at) => wait_until(at, &shared.stop),
             None => Instant::now(),
@@ -364,6 +380,9 @@ impl Drop for Engine {
         }
     }
 }
+
+/// How long before a set start (`run_at`) the cores open their connections.
+const PRECONNECT_LEAD: Duration = Duration::from_secs(2);
 
 /// Sleeps until `at` (in slices, so a stop is seen within one) and returns `at`; a stop
 /// ends the wait early.

@@ -49,6 +49,9 @@ pub struct Connection {
     /// Responses completed on this connection; a reused connection that fails before any
     /// response byte is retried once on a fresh one (the server closed it while idle).
     pub responses: u32,
+    /// Opened ahead of its first request (before the clock): it may have idled past the
+    /// server's keep-alive timeout, so it is retried like a reused one.
+    pub opened_ahead: bool,
     /// The iovec buffers of the last vectored write, kept for the next (no allocation per
     /// request once they have grown).
     spare_iov: Option<IoParts>,
@@ -186,8 +189,22 @@ impl Connection {
             transport,
             fd,
             responses: 0,
+            opened_ahead: false,
             spare_iov: None,
         })
+    }
+
+    /// A connection that may idle before its first request (see [`Connection::opened_ahead`]).
+    pub fn ahead(mut self) -> Connection {
+        self.opened_ahead = true;
+        self
+    }
+
+    /// True when a failure before any response byte means the server closed this connection
+    /// while it idled (it carried responses before, or was opened ahead of its first use):
+    /// the request never reached the server and is retried once on a fresh connection.
+    pub fn may_be_stale(&self) -> bool {
+        self.responses > 0 || self.opened_ahead
     }
 
     /// True when the peer has already closed (or reset) this idle connection, so it must not

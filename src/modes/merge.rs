@@ -19,9 +19,11 @@ use crate::metrics::goodput::GoodputConfig;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::metrics::summary::MetricKind;
 use crate::metrics::RequestOutput;
-use crate::output::console::{render_block, render_notices};
+use crate::modes::multi_turn::{per_turn, TurnRequest};
+use crate::output::console::{render_block, render_notices, render_turn_block};
 use crate::output::json::{
-    append_extras, build_result, result_path, save_result, Json, JsonObject, RpsChangeEvent,
+    append_extras, build_result, result_path, save_result, turn_metrics, Json, JsonObject,
+    RpsChangeEvent,
 };
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
 
@@ -197,8 +199,8 @@ fn check(mut shards: Vec<ShardResult>) -> Result<Vec<ShardResult>, MergeError> {
     Ok(shards)
 }
 
-/// Every request of every shard, in the one-process run's order.
-fn union(shards: &[ShardResult]) -> Vec<RequestOutput> {
+/// Every request of every shard, in the one-process run's order: (shard, row) pairs.
+fn union_rows(shards: &[ShardResult]) -> Vec<(usize, usize)> {
     let mut rows: Vec<(u32, usize, usize)> = shards
         .iter()
         .enumerate()
@@ -212,9 +214,42 @@ fn union(shards: &[ShardResult]) -> Vec<RequestOutput> {
         })
         .collect();
     rows.sort_unstable();
-    rows.iter()
-        .map(|&(_, s, j)| shards[s].section.requests.output(j))
-        .collect()
+    rows.into_iter().map(|(_, s, j)| (s, j)).collect()
+}
+
+/// `--multi-turn` shards: each turn's figures over the union, and every request's
+/// conversation and turn.
+struct Turns {
+    reports: Vec<(usize, BenchmarkReport)>,
+    conversations: Vec<String>,
+    numbers: Vec<u64>,
+}
+
+/// `None` when the shards recorded no turns.
+fn turns(
+    shards: &[ShardResult],
+    rows: &[(usize, usize)],
+    outputs: &[RequestOutput],
+    settings: &ReportSettings<'_>,
+) -> Option<Turns> {
+    if shards.iter().any(|r| r.section.requests.turn.is_empty()) {
+        return None;
+    }
+    let req = |&(s, _): &(usize, usize)| &shards[s].section.requests;
+    let requests = rows.iter().zip(outputs).map(|(row, output)| TurnRequest {
+        output,
+        turn: req(row).turn[row.1].saturating_sub(1) as u32,
+        start_ns: req(row).start_ns[row.1],
+        end_ns: req(row).end_ns[row.1],
+    });
+    Some(Turns {
+        reports: per_turn(requests, settings),
+        conversations: rows
+            .iter()
+            .map(|row| req(row).conversation[row.1].clone())
+            .collect(),
+        numbers: rows.iter().map(|row| req(row).turn[row.1]).collect(),
+    })
 }
 
 fn task_of(backend: &str) -> TaskKind {
@@ -378,7 +413,11 @@ pub fn run(args: &MergeArgs) -> Result<PathBuf, MergeError> {
         .collect::<Result<Vec<_>, _>>()?;
     let shards = check(shards)?;
     let s0 = &shards[0].section;
-    let outputs = union(&shards);
+    let rows = union_rows(&shards);
+    let outputs: Vec<RequestOutput> = rows
+        .iter()
+        .map(|&(s, j)| shards[s].section.requests.output(j))
+        .collect();
     let duration_s = shards
         .iter()
         .map(|r| r.section.duration)
@@ -404,11 +443,30 @@ pub fn run(args: &MergeArgs) -> Result<PathBuf, MergeError> {
     };
     let report = BenchmarkReport::compute(&outputs, &settings);
     let merged = histograms(&shards)?;
+    let turns = turns(&shards, &rows, &outputs, &settings);
     print!("{}", render_notices(&outputs, task));
     print!("{}", render_block(&report));
+    for (turn, r) in turns.iter().flat_map(|t| &t.reports) {
+        print!("{}", render_turn_block(*turn, r));
+    }
     print!("{}", render_extras(&shards, &merged.dispatch_lag));
     let events = rps_events(&shards[0].doc);
     let mut doc = build_result(&info, &report, &outputs, &events, s0.settings.save_detailed);
+    if let Some(t) = &turns {
+        let list = t
+            .reports
+            .iter()
+            .map(|(n, r)| Json::Object(turn_metrics(*n, r)))
+            .collect();
+        doc.set("per_turn_metrics", Json::List(list));
+        let ids = t
+            .conversations
+            .iter()
+            .map(|c| Json::str(c.as_str()))
+            .collect();
+        doc.set("vllm_bench_conversation_ids", Json::List(ids));
+        doc.set("vllm_bench_turns", Json::UInts(t.numbers.as_slice().into()));
+    }
     let extras =
         extras_json(&shards, &merged.dispatch_lag).map_err(|e| MergeError::Save(e.into()))?;
     append_extras(&mut doc, extras);
@@ -467,8 +525,11 @@ mod tests {
                 index: i as u32,
                 hash: Some(i as u64),
                 scheduled: o.start_time,
+                start_ns: (o.start_time * 1e9) as u64,
+                end_ns: ((o.start_time + o.latency) * 1e9) as u64,
                 output: o,
                 output_len: if o.success { o.output_tokens } else { 0 },
+                turn: None,
             });
         }
         ShardSection {

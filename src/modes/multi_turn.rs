@@ -235,17 +235,41 @@ pub fn per_turn_reports(
     turn_of: &[TurnOf],
     settings: &ReportSettings<'_>,
 ) -> Vec<(usize, BenchmarkReport)> {
+    let requests = outputs.iter().zip(records).filter_map(|(output, rec)| {
+        turn_of.get(rec.index as usize).map(|t| TurnRequest {
+            output,
+            turn: t.turn,
+            start_ns: rec.start_ns,
+            end_ns: rec.end_ns,
+        })
+    });
+    per_turn(requests, settings)
+}
+
+/// One request as the per-turn figures take it.
+pub struct TurnRequest<'a> {
+    pub output: &'a RequestOutput,
+    /// 0-based.
+    pub turn: u32,
+    /// Send and end, ns since the epoch.
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// [`per_turn_reports`] of requests however they were recorded (a merge of shards reads
+/// them from files).
+pub fn per_turn<'a>(
+    requests: impl IntoIterator<Item = TurnRequest<'a>>,
+    settings: &ReportSettings<'_>,
+) -> Vec<(usize, BenchmarkReport)> {
     let mut by_turn: BTreeMap<u32, (Vec<RequestOutput>, u64, u64)> = BTreeMap::new();
-    for (out, rec) in outputs.iter().zip(records) {
-        let Some(t) = turn_of.get(rec.index as usize) else {
-            continue;
-        };
+    for r in requests {
         let entry = by_turn
-            .entry(t.turn)
+            .entry(r.turn)
             .or_insert_with(|| (Vec::new(), u64::MAX, 0));
-        entry.0.push(out.clone());
-        entry.1 = entry.1.min(rec.start_ns);
-        entry.2 = entry.2.max(rec.end_ns);
+        entry.0.push(r.output.clone());
+        entry.1 = entry.1.min(r.start_ns);
+        entry.2 = entry.2.max(r.end_ns);
     }
     by_turn
         .into_iter()

@@ -409,6 +409,9 @@ pub fn finish(
                 report: &report,
                 info: &whole,
                 extras: &extra,
+                turns: turns
+                    .as_ref()
+                    .map(|(_, (ids, numbers))| (ids.as_slice(), numbers.as_slice())),
             });
             let text = serde_json::to_string(&section)?;
             doc.set(crate::output::shard_file::KEY, Json::Raw(text));

@@ -167,6 +167,8 @@ pub struct SectionInput<'a> {
     pub report: &'a BenchmarkReport,
     pub info: &'a RunInfo,
     pub extras: &'a Extras,
+    /// `--multi-turn`: per record, its conversation and turn (1-based).
+    pub turns: Option<(&'a [String], &'a [u64])>,
 }
 
 /// The `vllm_bench_shard` section of this shard's result.
@@ -178,6 +180,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         report,
         info,
         extras,
+        turns,
     } = *input;
     let outputs = &run.merged.outputs;
     let lens = match &report.metrics {
@@ -191,13 +194,17 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         ..Requests::default()
     };
     // The records are already globalized.
-    for ((rec, output), &output_len) in run.merged.records.iter().zip(outputs).zip(&lens) {
+    let records = run.merged.records.iter().zip(outputs).zip(&lens);
+    for (j, ((rec, output), &output_len)) in records.enumerate() {
         requests.push(Row {
             index: rec.index,
             hash: map.hash_of_global.get(&rec.index).copied(),
             scheduled: Duration::from_nanos(rec.scheduled_ns).as_secs_f64(),
+            start_ns: rec.start_ns,
+            end_ns: rec.end_ns,
             output,
             output_len,
+            turn: turns.map(|(ids, numbers)| (ids[j].as_str(), numbers[j])),
         });
     }
     let out = &config.output;

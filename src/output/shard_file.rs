@@ -78,6 +78,16 @@ pub struct Requests {
     pub success: Vec<bool>,
     pub error: Vec<String>,
     pub queue_time: Vec<f64>,
+    /// Send and end of each request, ns since the start (for the per-turn spans).
+    #[serde(default)]
+    pub start_ns: Vec<u64>,
+    #[serde(default)]
+    pub end_ns: Vec<u64>,
+    /// `--multi-turn`: each request's conversation and turn (1-based); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversation: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turn: Vec<u64>,
     /// Inputs per request; empty when every request carried one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input_sequences: Vec<u64>,
@@ -102,6 +112,12 @@ impl Requests {
         self.success.push(o.success);
         self.error.push(o.error.clone());
         self.queue_time.push(o.client_queue_time);
+        self.start_ns.push(row.start_ns);
+        self.end_ns.push(row.end_ns);
+        if let Some((conversation, turn)) = row.turn {
+            self.conversation.push(conversation.to_string());
+            self.turn.push(turn);
+        }
         if o.input_sequences != 1 && self.input_sequences.is_empty() {
             self.input_sequences = vec![1; self.index.len() - 1];
         }
@@ -164,6 +180,18 @@ impl Requests {
             } else {
                 self.input_sequences.len()
             },
+            self.start_ns.len(),
+            self.end_ns.len(),
+            if self.turn.is_empty() {
+                n
+            } else {
+                self.turn.len()
+            },
+            if self.turn.is_empty() {
+                n
+            } else {
+                self.conversation.len()
+            },
         ]
         .iter()
         .all(|&len| len == n)
@@ -175,8 +203,12 @@ pub struct Row<'a> {
     pub index: u32,
     pub hash: Option<u64>,
     pub scheduled: f64,
+    pub start_ns: u64,
+    pub end_ns: u64,
     pub output: &'a RequestOutput,
     pub output_len: u64,
+    /// `--multi-turn`: the conversation and the turn (1-based).
+    pub turn: Option<(&'a str, u64)>,
 }
 
 /// Why a histogram of a shard file cannot be read.
@@ -280,8 +312,11 @@ mod tests {
             index: 4,
             hash: Some(0xab),
             scheduled: 1.25,
+            start_ns: 1_500_000_000,
+            end_ns: 1_750_000_000,
             output: &o,
             output_len: 3,
+            turn: None,
         });
         assert!(r.is_consistent());
         let text = serde_json::to_string(&r).unwrap();
