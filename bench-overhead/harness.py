@@ -333,8 +333,31 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
         "dispatch_lag_p50_ms": r.get("vllm_bench_dispatch_lag_p50_ms"),
         "dispatch_lag_p99_ms": r.get("vllm_bench_dispatch_lag_p99_ms"),
     }
+    out.update(client_health(r))
     out.update(errors(out, mock.timing, firehose, shape))
     return out
+
+
+def client_health(r):
+    """vllm-bench's own verdict on itself (`vllm_bench_client_health`), when the result has
+    it: its first core's busy and CPU-wait shares, longest stall, late arrivals, verdict."""
+    h = r.get("vllm_bench_client_health")
+    if not h:
+        return {}
+    core = (h.get("cores") or [{}])[0]
+    return {"client_busy_fraction": core.get("busy_fraction"),
+            "client_cpu_wait_fraction": core.get("cpu_wait_fraction"),
+            "client_longest_stall_ms": core.get("longest_stall_ms"),
+            "client_late_arrivals": h.get("late_arrivals_over_1ms"),
+            "client_arrivals": h.get("arrivals"),
+            "client_verdict": h.get("verdict")}
+
+
+def busy_loop(core, niceness):
+    """A process spinning on `core` at `niceness` (negative: ahead of the client, which needs
+    root); kill it when done."""
+    return subprocess.Popen(pinned(["nice", "-n", str(niceness), "sh", "-c",
+                                    "while :; do :; done"], core))
 
 
 def errors(out, timing, firehose, shape):
@@ -636,6 +659,23 @@ def markdown(doc):
         else:
             lines.append(f"| {name} | {d['wall_s']:.2f} | {d['cpu_s']:.2f} | "
                          f"{d['rss_mib']:.0f} |")
+    if doc.get("health"):
+        lines += ["", f"## Client-health verdict (vllm-bench, {doc['health'][0]['streams']} "
+                  "streams)", "",
+                  "| run | busy | waiting for CPU | longest stall ms | late arrivals | "
+                  "verdict |", "|---|---:|---:|---:|---:|---|"]
+        for h in doc["health"]:
+            r = h["run"]
+            if "error" in r:
+                lines.append(f"| {h['condition']} | {r['error'][:80]} | | | | |")
+                continue
+            pct = lambda v: "n/a" if v is None else f"{100 * v:.1f}%"
+            stall = r.get("client_longest_stall_ms")
+            lines.append(f"| {h['condition']} | {pct(r.get('client_busy_fraction'))} | "
+                         f"{pct(r.get('client_cpu_wait_fraction'))} | "
+                         f"{'n/a' if stall is None else f'{stall:.2f}'} | "
+                         f"{r.get('client_late_arrivals')} of {r.get('client_arrivals')} | "
+                         f"{r.get('client_verdict')} |")
     if doc.get("scale"):
         lines += ["", "## Scale", ""]
         for s in doc["scale"]:
@@ -678,6 +718,9 @@ def main():
     ap.add_argument("--accuracy-streams", default="1000",
                     help="concurrency levels of the accuracy workload (100 ms between tokens, "
                          f"20 tokens, Poisson arrivals at {ACCURACY_RATE} req/s); empty: none")
+    ap.add_argument("--health-streams", type=int, default=100,
+                    help="vllm-bench's client-health verdict on the accuracy workload at this "
+                         "concurrency, alone and with a busy loop pinned on its core; 0: none")
     ap.add_argument("--scale-streams", default="50000",
                     help="extra vllm-bench-only levels that may hit OS limits")
     ap.add_argument("--clients", default="", help="comma-separated subset of clients")
@@ -698,7 +741,8 @@ def main():
            "client_core": client_core, "repeats": args.repeats,
            "sharing": args.sharing or "Other processes may have shared the machine.",
            "skipped": missing, "points": [], "ratios": [], "firehose": [], "lag": {},
-           "startup": {}, "dataset": {}, "scale": [], "accuracy": [], "floor_ratios": []}
+           "startup": {}, "dataset": {}, "scale": [], "accuracy": [], "health": [],
+           "floor_ratios": []}
 
     levels = [int(x) for x in args.streams.split(",") if x]
     def max_streams(name):
@@ -743,6 +787,31 @@ def main():
                 doc["accuracy"].append(repeated(name, prefix, "accuracy ", 2 * streams,
                                                 streams, rate=ACCURACY_RATE,
                                                 shape=ACCURACY))
+    if "vllm-bench" in found and args.health_streams > 0 and client_core is not None:
+        prefix = found["vllm-bench"][0]
+        streams = args.health_streams
+        # (condition, busy loop's niceness or None, firehose): the accuracy workload alone,
+        # beside a busy loop at the client's priority and at a higher one, and the firehose
+        # (all delays zero), where the client itself is the busy one.
+        conditions = [("accuracy, alone", None, False),
+                      ("accuracy, busy loop pinned on it (nice 0)", 0, False),
+                      ("accuracy, busy loop pinned on it (nice -10)", -10, False),
+                      ("firehose (the client saturates its core)", None, True)]
+        for condition, niceness, firehose in conditions:
+            log(f"vllm-bench: client health, {condition}")
+            spinner = busy_loop(client_core, niceness) if niceness is not None else None
+            try:
+                if firehose:
+                    run = one_run(prefix, args.mock, server_core, client_core, 20 * streams,
+                                  streams, firehose=True)
+                else:
+                    run = one_run(prefix, args.mock, server_core, client_core, 2 * streams,
+                                  streams, rate=ACCURACY_RATE, shape=ACCURACY)
+            finally:
+                if spinner:
+                    spinner.kill()
+                    spinner.wait()
+            doc["health"].append({"condition": condition, "streams": streams, "run": run})
     # Rate-driven: 200 req/s Poisson, 1000 requests, unlimited concurrency.
     for name, (prefix, _) in found.items():
         if is_floor(name):

@@ -44,6 +44,9 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     if let Some(files) = &config.multi_run.compare {
         return compare(&config.warnings, files);
     }
+    if let Some(file) = &config.output.plot_summary {
+        return plot_summary(file);
+    }
     match modes::benchmark::run(&config) {
         Ok(modes::benchmark::Outcome::Completed) => 0,
         Ok(modes::benchmark::Outcome::Interrupted) => modes::progress::INTERRUPTED_EXIT,
@@ -62,6 +65,48 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         }
         Err(e) => {
             eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+/// `--plot-summary FILE`: its page beside it (`.html`); 0 when written, 2 for a file that
+/// is not a summary.
+fn plot_summary(file: &std::path::Path) -> i32 {
+    use crate::output::plot;
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "error: --plot-summary {}: cannot read it: {e}",
+                file.display()
+            );
+            return 2;
+        }
+    };
+    let summary = match plot::summary::Summary::from_json(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "error: --plot-summary {}: {e}; give a sweep-summary-*.json or a --num-runs \
+                 result file",
+                file.display()
+            );
+            return 2;
+        }
+    };
+    let path = file.with_extension("html");
+    let title = path
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let html = plot::summary::render(&summary, &title);
+    match std::fs::write(&path, html) {
+        Ok(()) => {
+            println!("Summary plot saved to: {}", path.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("error: cannot write {}: {e}", path.display());
             1
         }
     }

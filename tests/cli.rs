@@ -201,6 +201,9 @@ const TRACE_FLAGS: &[&str] = &[
     "--timed-trace-wait-parent",
 ];
 
+/// Our report flags (issue 15).
+const REPORT_FLAGS: &[&str] = &["--plot", "--plot-summary", "--terminal-chart"];
+
 /// Our engine flags.
 const ENGINE_FLAGS: &[&str] = &[
     "--connect-timeout-sec",
@@ -252,6 +255,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .iter()
         .chain(ENGINE_FLAGS)
         .chain(TRACE_FLAGS)
+        .chain(REPORT_FLAGS)
         .chain(SHARD_FLAGS)
         .map(|s| s.to_string())
         .collect();

@@ -498,7 +498,13 @@ fn console_block_matches_python_byte_for_byte() {
             render_notices(outputs, sc.task),
             block
         );
-        assert_text_eq("stdout tail", &tail, &read(&sc.dir.join("stdout_tail.txt")));
+        // Python's "tip: install termplotlib" line is the one deliberate difference: it means
+        // nothing for this binary, which draws its own chart (issue 15).
+        let python = read(&sc.dir.join("stdout_tail.txt")).replace(
+            "tip: install termplotlib and gnuplot to plot the metrics\n",
+            "",
+        );
+        assert_text_eq("stdout tail", &tail, &python);
     });
 }
 
@@ -550,5 +556,23 @@ fn result_json_matches_python_byte_for_byte() {
                 expected_goodput
             );
         }
+    });
+}
+
+/// The terminal chart of each recorded Python run equals its committed rendering
+/// (`tests/data/terminal_chart/<scenario>.txt`; `VLLM_BENCH_WRITE_EXPECTED=1` rewrites them).
+#[test]
+fn terminal_chart_of_recorded_runs_matches_the_committed_rendering() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/terminal_chart");
+    for_each_scenario(|sc, _, outputs| {
+        let chart = vllm_bench::output::terminal_chart::render(
+            vllm_bench::metrics::peaks::per_second(outputs).as_ref(),
+        );
+        let path = dir.join(format!("{}.txt", sc.name));
+        if std::env::var("VLLM_BENCH_WRITE_EXPECTED").is_ok_and(|v| v == "1") {
+            std::fs::create_dir_all(&dir).expect("create tests/data/terminal_chart");
+            std::fs::write(&path, &chart).expect("write the expected chart");
+        }
+        assert_text_eq("terminal chart", &chart, &read(&path));
     });
 }

@@ -240,9 +240,14 @@ fn seed_run_mode_examples_run_against_the_mock() {
         ),
         (with(&["--profile"]), "Profiler stopped"),
         (
+            // Requests of 0.7 s each keep one running at every moment of the run, so the
+            // profiler's poll (every 500 ms, from before the first request) sees one;
+            // 4-token requests ended before its second poll.
             with(&[
                 "--max-concurrency",
                 "4",
+                "--random-output-len",
+                "700",
                 "--profile",
                 "--profile-batch-threshold",
                 "1",

@@ -15,6 +15,7 @@ mod interrupt;
 mod mock_server;
 mod module_graph;
 mod multi_turn;
+mod reports;
 mod runs;
 mod shards;
 mod steady_state;

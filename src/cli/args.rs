@@ -454,6 +454,10 @@ pub struct OutputArgs {
     /// Disable the progress bar
     #[arg(long)]
     pub disable_tqdm: bool,
+    /// Draw output tokens/s and requests in flight per second under the result block even
+    /// when stdout is not a terminal (on a terminal it is always drawn)
+    #[arg(long)]
+    pub terminal_chart: bool,
     /// Label (result file prefix) [default: --backend]
     #[arg(long)]
     pub label: Option<String>,
@@ -466,6 +470,14 @@ pub struct OutputArgs {
     /// Two ITL thresholds (ms) colouring the timeline
     #[arg(long, default_value = "25,50", value_name = "LOW,HIGH")]
     pub timeline_itl_thresholds: String,
+    /// Plot a sweep's or --num-runs' summary as HTML (throughput vs latency with the Pareto
+    /// front, metrics vs the swept value, run-to-run spread)
+    #[arg(long)]
+    pub plot: bool,
+    /// Plot a saved sweep summary or --num-runs result file as HTML beside it; no benchmark
+    /// is run
+    #[arg(long, value_name = "FILE")]
+    pub plot_summary: Option<String>,
 }
 
 /// Request options.

@@ -10,14 +10,7 @@
 use super::{Backend, DatasetName};
 
 /// Everything accepted for compatibility but not implemented yet.
-pub const UNIMPLEMENTED: &[&str] = &[
-    // Dataset features.
-    "--plot-dataset-stats",
-    "--custom-ensure-client-side-data",
-    // Output.
-    "--plot-timeline",
-    "--timeline-itl-thresholds",
-];
+pub const UNIMPLEMENTED: &[&str] = &["--custom-ensure-client-side-data"];
 
 /// True if `flag` (`--num-runs`) is refused whenever it is given.
 pub fn is_flag(flag: &str) -> bool {

@@ -30,6 +30,8 @@ pub struct OutputConfig {
     pub goodput: GoodputConfig,
     pub sweep_summary_percentiles: Vec<f64>,
     pub disable_tqdm: bool,
+    /// `--terminal-chart`: draw the chart even when stdout is not a terminal.
+    pub terminal_chart: bool,
     /// `None`: Python writes `"label": null` and names files after the backend.
     pub label: Option<String>,
     /// `--metadata` pairs, in order.
@@ -37,6 +39,10 @@ pub struct OutputConfig {
     pub plot_timeline: bool,
     /// Two ITL thresholds (ms) for the timeline colours.
     pub timeline_itl_thresholds: (f64, f64),
+    /// `--plot`: an HTML plot of a sweep's or repeated runs' summary.
+    pub plot: bool,
+    /// `--plot-summary FILE`: plot a saved summary and run nothing.
+    pub plot_summary: Option<PathBuf>,
 }
 
 pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputConfig, ConfigError> {
@@ -57,6 +63,30 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
             ));
         }
     }
+    if o.plot_summary.is_some() {
+        // As with --compare: nothing else applies, so no other flag may look as if it did.
+        if let Some(flag) = cli
+            .given()
+            .iter()
+            .find(|f| *f != "--plot-summary" && !cli.is_from_env(f))
+        {
+            return Err(ConfigError::flag(
+                "--plot-summary",
+                format!(
+                    "plots a saved summary and runs no benchmark; {flag} has no effect with it"
+                ),
+            ));
+        }
+    }
+    let sweeping =
+        cli.sweep.sweep_max_concurrency.is_some() || cli.sweep.sweep_request_rate.is_some();
+    if o.plot && !sweeping && cli.multi_run.num_runs < 2 {
+        warnings.push(
+            "--plot draws the summary of a sweep or of --num-runs, and this is one run; \
+             --plot-timeline and --plot-dataset-stats draw one run"
+                .to_owned(),
+        );
+    }
     let goodput = goodput(&o.goodput)?;
     if pooling && !goodput.is_empty() {
         warnings.push("pooling backends compute no goodput; ignoring --goodput".to_owned());
@@ -75,6 +105,7 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
             None => Vec::new(),
         },
         disable_tqdm: o.disable_tqdm,
+        terminal_chart: o.terminal_chart,
         label: o.label.clone(),
         metadata: o
             .metadata
@@ -83,6 +114,8 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
             .collect::<Result<_, _>>()?,
         plot_timeline: o.plot_timeline,
         timeline_itl_thresholds: itl_thresholds(&o.timeline_itl_thresholds)?,
+        plot: o.plot,
+        plot_summary: o.plot_summary.as_ref().map(PathBuf::from),
     })
 }
 

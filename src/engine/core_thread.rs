@@ -20,7 +20,7 @@ use super::recorder::{Histograms, WorkerLog};
 use super::stop::{CoreStop, StopReceiver};
 use super::timer::Timers;
 use super::worker::{self, CoreHandles};
-use super::{EngineError, EngineOptions, RunShared};
+use super::{CoreLoad, EngineError, EngineOptions, RunShared};
 use crate::runtime::{self, Runtime};
 
 /// What one core hands back after a run: its workers' logs and its histograms, and the
@@ -29,6 +29,7 @@ pub struct CoreResult {
     pub logs: Vec<WorkerLog>,
     pub histograms: Histograms,
     pub probe: Option<WorkerLog>,
+    pub load: CoreLoad,
 }
 
 /// A run for this core: the shared state, how many workers it runs here, and whether the
@@ -44,6 +45,8 @@ struct Command {
 pub struct CoreHandle {
     /// The thread's OS id.
     pub tid: i32,
+    /// The CPU the thread was started for.
+    pub core: usize,
     commands: Option<mpsc::Sender<Command>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -80,6 +83,7 @@ impl CoreHandle {
         match up_rx.recv() {
             Ok(Ok(tid)) => Ok(CoreHandle {
                 tid,
+                core,
                 commands: Some(commands),
                 thread: Some(thread),
             }),
@@ -195,6 +199,10 @@ async fn run_workers(
         .epoch
         .get()
         .expect("epoch is set before the go barrier");
+    // The measured window starts here: CPU time and the event loop's lateness from now on.
+    let cpu_at_start = thread_cpu_time();
+    let waited_at_start = run_queue_wait();
+    let _ = timers.take_longest_lateness();
     let histograms = Rc::new(RefCell::new(Histograms::default()));
     // The probe lane's slot, when it runs here, is the last one.
     let slots = workers + usize::from(lanes.probe);
@@ -244,6 +252,12 @@ async fn run_workers(
             }
         };
         let watch = stop.watch(receiver, || shared.stop.load(Ordering::Acquire));
+        let work = async {
+            monoio::select! {
+                () = work => {},
+                () = heartbeat(timers) => {},
+            }
+        };
         let mut work = std::pin::pin!(work);
         let mut watch = std::pin::pin!(watch);
         monoio::select! {
@@ -253,10 +267,55 @@ async fn run_workers(
             () = &mut watch => work.as_mut().await,
         }
     }
+    let load = CoreLoad {
+        // Filled in by the engine, which knows which CPU this thread is on.
+        core: 0,
+        busy: thread_cpu_time().saturating_sub(cpu_at_start),
+        waited: run_queue_wait()
+            .zip(waited_at_start)
+            .map(|(end, start)| end.saturating_sub(start)),
+        window: epoch.elapsed(),
+        longest_stall: timers.take_longest_lateness(),
+    };
     let histograms = histograms.borrow().clone();
     CoreResult {
         logs,
         histograms,
         probe: probe_log,
+        load,
     }
+}
+
+/// How often the heartbeat sleeps: the event loop's stalls are measured as its timers'
+/// lateness, and this keeps one timer due at least every 10 ms even in a run that sets none
+/// (all at once, no arrival times), for 100 cheap wake-ups a second.
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Sleeps again and again on the core's timers (never returns; dropped with the run).
+async fn heartbeat(timers: &Timers) {
+    loop {
+        timers.sleep(HEARTBEAT).await;
+    }
+}
+
+/// How long this thread has been runnable but waiting for a CPU (the second figure of
+/// `/proc/thread-self/schedstat`, ns): time another process held the client's core. `None`
+/// where the kernel does not export it.
+fn run_queue_wait() -> Option<std::time::Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(std::time::Duration::from_nanos(ns))
+}
+
+/// CPU time this thread has used (user + system), from the kernel's per-thread clock.
+fn thread_cpu_time() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec on the stack; the clock id is a constant.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }

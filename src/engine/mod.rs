@@ -98,6 +98,10 @@ struct RunShared {
     /// The next session to claim.
     cursor: AtomicUsize,
     completed: AtomicUsize,
+    /// Requests sent (for the progress bar's in-flight count: sent − completed).
+    sent: AtomicUsize,
+    /// Requests that failed so far (for the progress bar).
+    failed: AtomicUsize,
     /// The workload's workers still running (the probe lane ends when none is).
     workers_left: AtomicUsize,
     stop: AtomicBool,
@@ -122,6 +126,19 @@ impl Progress {
     pub fn total(&self) -> usize {
         self.0.workload.total()
     }
+    /// Requests sent and not finished yet.
+    pub fn in_flight(&self) -> usize {
+        // Read `completed` first: a request counted there was counted as sent before.
+        let completed = self.completed();
+        self.0
+            .sent
+            .load(Ordering::Relaxed)
+            .saturating_sub(completed)
+    }
+    /// Requests that failed so far.
+    pub fn failed(&self) -> usize {
+        self.0.failed.load(Ordering::Relaxed)
+    }
     /// Stops the run (Ctrl-C) at once: no request is claimed or sent any more, workers
     /// waiting for an arrival time give up their request (counted as not sent), and requests
     /// in flight get [`EngineOptions::interrupt_grace`] to finish before they are cancelled
@@ -130,6 +147,23 @@ impl Progress {
         self.0.stop.store(true, Ordering::Release);
         self.0.wires.pull();
     }
+}
+
+/// What one core's thread did during a run's measured window (client health).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CoreLoad {
+    /// The CPU the core thread runs on.
+    pub core: usize,
+    /// CPU time the thread used (user + system) from the run's start to its workers' end.
+    pub busy: Duration,
+    /// That window's wall-clock length.
+    pub window: Duration,
+    /// Time in that window the thread was ready to run but waited for the CPU (another
+    /// process had the core); `None` without `/proc/thread-self/schedstat`.
+    pub waited: Option<Duration>,
+    /// The longest any of the core's timers fired after its deadline: how long its event
+    /// loop was held up at worst (heartbeat every 10 ms, so a stall is always seen).
+    pub longest_stall: Duration,
 }
 
 /// What a run measured.
@@ -147,6 +181,8 @@ pub struct RunReport {
     pub not_sent_session_ended: usize,
     /// The probe requests (`Workload::probe`), in the order they were sent.
     pub probes: Vec<crate::metrics::RequestOutput>,
+    /// Each core's load, in core order.
+    pub loads: Vec<CoreLoad>,
 }
 
 /// Errors that prevent an engine from starting or a run from happening at all.
@@ -258,6 +294,8 @@ impl Engine {
             options: self.options.clone(),
             cursor: AtomicUsize::new(0),
             completed: AtomicUsize::new(0),
+            sent: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
             workers_left: AtomicUsize::new(workers),
             stop: AtomicBool::new(false),
             wires: self.wires.clone(),
@@ -296,10 +334,15 @@ impl Engine {
         let mut logs = Vec::with_capacity(workers);
         let mut hists = Vec::with_capacity(threads);
         let mut probes = Vec::new();
+        let mut loads = Vec::with_capacity(threads);
         let mut first_error = None;
-        for reply in replies {
+        for (reply, handle) in replies.into_iter().zip(&self.cores) {
             match reply.recv() {
                 Ok(r) => {
+                    loads.push(CoreLoad {
+                        core: handle.core,
+                        ..r.load
+                    });
                     logs.extend(r.logs);
                     hists.push(r.histograms);
                     probes.extend(r.probe.map(recorder::outputs_of));
@@ -323,6 +366,7 @@ impl Engine {
             not_sent,
             not_sent_session_ended,
             probes: probes.into_iter().flatten().collect(),
+            loads,
         })
     }
 

@@ -36,6 +36,10 @@ pub struct Timers {
     wakers: RefCell<HashMap<u64, Waker>>,
     next_id: Cell<u64>,
     armed: Cell<Option<Instant>>,
+    /// The latest any sleeper was woken after its deadline since the last
+    /// [`Timers::take_longest_lateness`]: how long the runtime's event loop was held up (the
+    /// client-health "longest stall"). One subtraction per fired deadline.
+    longest_lateness: Cell<Duration>,
 }
 
 impl Timers {
@@ -90,6 +94,11 @@ impl Timers {
         }
     }
 
+    /// The longest a due sleeper waited past its deadline since the last call; resets it.
+    pub fn take_longest_lateness(&self) -> Duration {
+        self.longest_lateness.replace(Duration::ZERO)
+    }
+
     /// Waits for `d`.
     pub async fn sleep(&self, d: Duration) {
         self.sleep_until(Instant::now() + d).await;
@@ -124,6 +133,10 @@ impl Timers {
             if deadline <= now {
                 heap.pop();
                 if let Some(w) = wakers.remove(&id) {
+                    let late = now - deadline;
+                    if late > self.longest_lateness.get() {
+                        self.longest_lateness.set(late);
+                    }
                     w.wake();
                 }
             } else if !wakers.contains_key(&id) {
@@ -384,6 +397,34 @@ mod tests {
         if monoio::utils::detect_uring() {
             sleepers_wake_in_order_never_early(ResolvedDriver::IoUring);
         }
+    }
+
+    #[test]
+    fn a_blocked_loop_shows_as_lateness_and_taking_it_resets_it() {
+        let mut rt = build_runtime(ResolvedDriver::Epoll).expect("runtime");
+        rt.block_on(async {
+            let timers = Rc::new(Timers::new());
+            let sleeper = Rc::clone(&timers);
+            let work = async move {
+                // Tasks start in spawn order: the sleep is in the heap before the other task
+                // holds the loop up for 20 ms, so the timer loop wakes it at least that late.
+                let asleep = monoio::spawn(async move {
+                    sleeper.sleep(Duration::from_millis(1)).await;
+                });
+                let blocker = monoio::spawn(async {
+                    std::thread::sleep(Duration::from_millis(20));
+                });
+                blocker.await;
+                asleep.await;
+            };
+            monoio::select! {
+                () = timers.run() => unreachable!("the timer loop never returns"),
+                () = work => {},
+            }
+            let late = timers.take_longest_lateness();
+            assert!(late >= Duration::from_millis(19), "{late:?}");
+            assert_eq!(timers.take_longest_lateness(), Duration::ZERO);
+        });
     }
 
     #[test]

@@ -239,6 +239,10 @@ impl Worker {
         let start = Instant::now();
         let (itl0, text0) = self.log.arena_marks();
         let mut m = Measured::default();
+        if !self.probe {
+            // One relaxed add per request, read by the progress bar's ticker thread.
+            shared.sent.fetch_add(1, Ordering::Relaxed);
+        }
         let deadline = start.checked_add(shared.options.request_timeout);
         // The exchange is built inside the deadline future, not bound to a local first: a
         // local would be a second ~1.5 KB slot in every worker's future.
@@ -296,6 +300,9 @@ impl Worker {
     /// Keeps a finished record: drops the data it does not need, feeds the histograms.
     fn keep(&mut self, mut rec: Record) {
         let log = &mut self.log;
+        if rec.failure.is_some() && !self.probe {
+            self.shared.failed.fetch_add(1, Ordering::Relaxed);
+        }
         if rec.failure.is_some() {
             // A failed request keeps no partial data (Python: itl [] and text "").
             log.itl_ns.truncate(rec.itl.start as usize);

@@ -27,12 +27,21 @@ pub struct Peaks {
     pub max_concurrent_requests: u64,
 }
 
-/// Computes both peaks over the successful requests (all zero when there are none).
-pub fn peaks(outputs: &[RequestOutput]) -> Peaks {
+/// Python's one-second grid of a run: content chunks and active requests per second from
+/// the earliest successful start. Also drawn by the terminal chart.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PerSecond {
+    /// Content chunks received in each second.
+    pub chunks: Vec<u64>,
+    /// Requests active at some point of each second.
+    pub active: Vec<u64>,
+}
+
+/// Builds the grid over the successful requests (`None` when there are none, or the span is
+/// absurd).
+pub fn per_second(outputs: &[RequestOutput]) -> Option<PerSecond> {
     let mut ok = outputs.iter().filter(|o| o.success).peekable();
-    if ok.peek().is_none() {
-        return Peaks::default();
-    }
+    ok.peek()?;
     let t0 = outputs
         .iter()
         .filter(|o| o.success)
@@ -46,7 +55,7 @@ pub fn peaks(outputs: &[RequestOutput]) -> Peaks {
     // Python: int(np.ceil(max_end - min_start)) + 1 buckets.
     let span = (t_end - t0).ceil();
     if !(0.0..MAX_BUCKETS as f64).contains(&span) {
-        return Peaks::default();
+        return None;
     }
     let buckets = span as usize + 1;
     let mut chunks = vec![0u64; buckets];
@@ -73,9 +82,17 @@ pub fn peaks(outputs: &[RequestOutput]) -> Peaks {
             active[second as usize] += 1;
         }
     }
+    Some(PerSecond { chunks, active })
+}
+
+/// Computes both peaks over the successful requests (all zero when there are none).
+pub fn peaks(outputs: &[RequestOutput]) -> Peaks {
+    let Some(grid) = per_second(outputs) else {
+        return Peaks::default();
+    };
     Peaks {
-        max_output_tokens_per_s: chunks.iter().copied().max().unwrap_or(0) as f64,
-        max_concurrent_requests: active.iter().copied().max().unwrap_or(0),
+        max_output_tokens_per_s: grid.chunks.iter().copied().max().unwrap_or(0) as f64,
+        max_concurrent_requests: grid.active.iter().copied().max().unwrap_or(0),
     }
 }
 

@@ -3,6 +3,7 @@
 //! with the progress bar and Ctrl-C, and its report (Python's block, our extras, the result
 //! file).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -13,6 +14,7 @@ use crate::engine::recorder::Record;
 use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
 use crate::engine::session::Chains;
 use crate::engine::{RunReport, Workload};
+use crate::metrics::peaks::per_second;
 use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetrics};
 use crate::metrics::steady_state::SteadyStateOutcome;
@@ -25,7 +27,7 @@ use crate::output::json::{
     RunInfo,
 };
 use crate::output::localtime::LocalDateTime;
-use crate::output::{extras, lora, steady_state};
+use crate::output::{extras, lora, plot, steady_state, terminal_chart};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -239,6 +241,8 @@ pub struct Reporting {
     /// Appended to the stem of `--result-filename` (sweep points, which would otherwise
     /// overwrite one file).
     pub file_suffix: Option<String>,
+    /// Appended to the plots' stem only (repeated runs share one result file, not plots).
+    pub plot_suffix: Option<String>,
 }
 
 /// What reporting a point produced.
@@ -269,6 +273,33 @@ fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f
         .filter_map(|(_, r)| audio_s.get(r.index as usize))
         .sum();
     secs / dur_s
+}
+
+/// `--plot-timeline` and `--plot-dataset-stats`: HTML files beside the result file, named
+/// as Python names them (`.timeline.html`; `.dataset_stats.html` where Python writes a PNG).
+fn write_plots(config: &Config, outputs: &[crate::metrics::RequestOutput], result: &Path) {
+    let title = result
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    if config.output.plot_timeline {
+        let html = plot::timeline::render(outputs, config.output.timeline_itl_thresholds, &title);
+        plot::write(
+            &plot::beside(result, "timeline.html"),
+            &html,
+            "Timeline plot",
+        );
+    }
+    if config.dataset.plot_dataset_stats {
+        let html = plot::dataset_stats::render(outputs, &title);
+        let path = plot::beside(result, "dataset_stats.html");
+        plot::write(&path, &html, "Dataset statistics plot");
+    }
+}
+
+/// The terminal chart is drawn on a terminal, or anywhere with `--terminal-chart`.
+fn show_chart(config: &Config) -> bool {
+    use std::io::IsTerminal;
+    config.output.terminal_chart || std::io::stdout().is_terminal()
 }
 
 /// Metrics, the console block, the steady-state block, our extras, and the result file.
@@ -311,6 +342,9 @@ pub fn finish(
     if !how.quiet {
         print!("{}", render_notices(outputs, task));
         print!("{}", render_block(&report));
+        if task == TaskKind::Generation && show_chart(config) {
+            print!("{}", terminal_chart::render(per_second(outputs).as_ref()));
+        }
     }
     let turns = plan.prepared.conversations.as_ref().map(|c| {
         let turn_of = c.turn_of_records();
@@ -343,20 +377,29 @@ pub fn finish(
         plan.profiler("stop");
     }
     let (mut document, mut file) = (None, None);
+    let info = RunInfo {
+        date: LocalDateTime::now().result_date(),
+        backend: config.server.backend.name().to_string(),
+        label: config.output.label.clone(),
+        model_id: plan.model_id.clone(),
+        tokenizer_id: tokenizer.map(|t| t.id().to_string()),
+        num_prompts: point.num_prompts as u64,
+        metadata: config.output.metadata.clone(),
+        request_rate: point.request_rate,
+        burstiness: config.rate.burstiness,
+        max_concurrency: max_concurrency.map(|c| c as u64),
+        ramp_up: config.rate.ramp_up,
+    };
+    let name = config
+        .output
+        .result_filename
+        .as_deref()
+        .map(|n| match &how.file_suffix {
+            Some(s) => with_suffix(n, s),
+            None => n.to_string(),
+        });
+    let path = result_path(&info, name.as_deref(), config.output.result_dir.as_deref());
     if config.output.save_result || config.output.append_result {
-        let info = RunInfo {
-            date: LocalDateTime::now().result_date(),
-            backend: config.server.backend.name().to_string(),
-            label: config.output.label.clone(),
-            model_id: plan.model_id.clone(),
-            tokenizer_id: tokenizer.map(|t| t.id().to_string()),
-            num_prompts: point.num_prompts as u64,
-            metadata: config.output.metadata.clone(),
-            request_rate: point.request_rate,
-            burstiness: config.rate.burstiness,
-            max_concurrency: max_concurrency.map(|c| c as u64),
-            ramp_up: config.rate.ramp_up,
-        };
         let mut doc = build_result(
             &info,
             &report,
@@ -402,15 +445,6 @@ pub fn finish(
             doc.set(crate::output::shard_file::KEY, Json::Raw(text));
         }
         let text = doc.to_json_string();
-        let name = config
-            .output
-            .result_filename
-            .as_deref()
-            .map(|n| match &how.file_suffix {
-                Some(s) => with_suffix(n, s),
-                None => n.to_string(),
-            });
-        let path = result_path(&info, name.as_deref(), config.output.result_dir.as_deref());
         if !how.collect {
             save_result(
                 &path,
@@ -420,8 +454,15 @@ pub fn finish(
             )?;
             eprintln!("Saved the result to {}", path.display());
         }
-        file = Some(path);
+        file = Some(path.clone());
         document = Some(text);
+    }
+    if task == TaskKind::Generation {
+        let plots = match (&how.plot_suffix, path.file_name()) {
+            (Some(s), Some(f)) => path.with_file_name(with_suffix(&f.to_string_lossy(), s)),
+            _ => path.clone(),
+        };
+        write_plots(config, outputs, &plots);
     }
     Ok(Finished {
         report,

@@ -7,10 +7,11 @@
 //! the watcher thread sleeps on that pipe between bar redraws, so it stops the engine the
 //! moment the signal comes, not at its next redraw.
 
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -79,6 +80,49 @@ fn sleep_or_signal(timeout: Duration) {
     }
 }
 
+/// How often the bar reads the engine's counters and redraws.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The bar: position per finished request, our own rate/in-flight/failure message (indicatif's
+/// `{per_sec}` has no fixed precision), and its ETA.
+fn new_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(10));
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// One redraw from the engine's counters (atomics only: nothing on the engine's side).
+fn tick(bar: &ProgressBar, progress: &Progress, elapsed: Duration) {
+    let completed = progress.completed();
+    if !bar.is_hidden() {
+        // The message first: setting the position may redraw, and should show this tick's.
+        bar.set_message(status(
+            completed,
+            progress.in_flight(),
+            progress.failed(),
+            elapsed,
+        ));
+    }
+    bar.set_position(completed as u64);
+}
+
+/// The bar's message: finished requests per second (one decimal), requests in flight,
+/// failures so far.
+fn status(completed: usize, in_flight: usize, failed: usize, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.0 {
+        completed as f64 / secs
+    } else {
+        0.0
+    };
+    format!("{rate:.1} req/s, {in_flight} in flight, {failed} failed")
+}
+
 /// The notice printed when a run is stopped.
 const NOTICE: &str = "Interrupted: no new requests are sent; requests in flight get the grace \
                       period (--interrupt-grace-sec), then are cancelled (Ctrl-C again to quit).";
@@ -95,35 +139,31 @@ pub struct Watcher {
 }
 
 impl Watcher {
+    /// Starts the watcher thread; the bar is drawn only when `show_bar` and stderr is a
+    /// terminal (a log file gets no redraw escapes).
     pub fn start(progress: Progress, show_bar: bool) -> Watcher {
         let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();
+        let show_bar = show_bar && std::io::stderr().is_terminal();
         let thread = std::thread::spawn(move || {
             let bar = if show_bar {
-                ProgressBar::new(progress.total() as u64)
+                new_bar(progress.total() as u64)
             } else {
                 ProgressBar::hidden()
             };
-            if show_bar {
-                bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
-                if let Ok(style) = ProgressStyle::with_template(
-                    "{bar:40} {pos}/{len} [{elapsed_precise}<{eta_precise}, {per_sec}]",
-                ) {
-                    bar.set_style(style);
-                }
-            }
+            let started = Instant::now();
             let mut stopped = false;
             while !flag.load(Ordering::Relaxed) {
-                bar.set_position(progress.completed() as u64);
+                tick(&bar, &progress, started.elapsed());
                 if !stopped && interrupted() {
                     stopped = true;
                     progress.stop();
                     // On stderr with or without the bar (a hidden bar prints nothing).
                     bar.suspend(|| eprintln!("{NOTICE}"));
                 }
-                sleep_or_signal(Duration::from_millis(100));
+                sleep_or_signal(TICK);
             }
-            bar.set_position(progress.completed() as u64);
+            tick(&bar, &progress, started.elapsed());
             bar.finish_and_clear();
         });
         Watcher {
@@ -138,5 +178,20 @@ impl Watcher {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_has_one_decimal_in_flight_and_failures() {
+        let s = status(25, 7, 2, Duration::from_secs(2));
+        assert_eq!(s, "12.5 req/s, 7 in flight, 2 failed");
+        assert_eq!(
+            status(0, 0, 0, Duration::ZERO),
+            "0.0 req/s, 0 in flight, 0 failed"
+        );
     }
 }

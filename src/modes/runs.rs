@@ -13,8 +13,9 @@ use crate::config::{Config, SweepAxis};
 use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
 use crate::output::json::save_result;
 use crate::output::localtime::LocalDateTime;
+use crate::output::plot;
 use crate::output::summary::{
-    render_run_line, render_spreads, render_sweep, runs_json, spreads, sweep_json,
+    figures, render_run_line, render_spreads, render_sweep, runs_json, spreads, sweep_json,
 };
 
 use super::outcome::{nothing_ran, outcome, Outcome};
@@ -176,6 +177,23 @@ fn summary_path(config: &Config, kind: &str) -> std::path::PathBuf {
     }
 }
 
+/// A report's figures as the summary plots take them.
+fn figure_pairs(r: &crate::metrics::report::BenchmarkReport) -> plot::summary::Figures {
+    figures(r).into_iter().map(|f| (f.key, f.value)).collect()
+}
+
+/// `--plot`: the summary's page at `path` (the summary document's, with `.html`).
+fn write_summary_plot(path: &std::path::Path, summary: &plot::summary::Summary) {
+    let title = path
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    plot::write(
+        path,
+        &plot::summary::render(summary, &title),
+        "Summary plot",
+    );
+}
+
 fn sweep(
     plan: &Plan,
     config: &Config,
@@ -216,6 +234,19 @@ fn sweep(
         })
         .collect();
     print!("{}", render_sweep(axis, shown, &reports, &steady));
+    if config.output.plot {
+        let points = shown
+            .iter()
+            .zip(&reports)
+            .map(|(v, r)| (v.clone(), figure_pairs(r)))
+            .collect();
+        let summary = plot::summary::Summary::Sweep {
+            axis: axis.to_string(),
+            points,
+        };
+        let path = summary_path(config, "sweep-summary").with_extension("html");
+        write_summary_plot(&path, &summary);
+    }
     if saves(config) {
         let path = summary_path(config, "sweep-summary");
         let doc = sweep_json(axis, shown, &reports, &steady, &files);
@@ -230,12 +261,17 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         quiet: true,
         collect: true,
         file_suffix: None,
+        plot_suffix: None,
     };
     let (mut reports, mut documents, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
     let mut path = None;
     for i in 0..runs {
         let m = point::measure(plan, config, p)?;
-        let f = point::finish(config, plan, p, &m, &how)?;
+        let run_how = Reporting {
+            plot_suffix: Some(format!("-run{}", i + 1)),
+            ..how.clone()
+        };
+        let f = point::finish(config, plan, p, &m, &run_how)?;
         print!("{}", render_run_line(i + 1, runs, &f.report));
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);
@@ -247,6 +283,17 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
     }
     let stats = spreads(&reports);
     print!("{}", render_spreads(&stats, reports.len()));
+    if config.output.plot {
+        let runs = reports.iter().map(figure_pairs).collect();
+        // Beside the file holding the runs, else where a summary would go.
+        let file = path
+            .clone()
+            .unwrap_or_else(|| summary_path(config, "runs-summary"));
+        write_summary_plot(
+            &file.with_extension("html"),
+            &plot::summary::Summary::Runs { runs },
+        );
+    }
     if let Some(path) = path.filter(|_| saves(config)) {
         let doc = runs_json(&documents, &stats);
         save_result(

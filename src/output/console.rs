@@ -78,8 +78,9 @@ pub fn render_preamble(p: &Preamble<'_>) -> String {
 }
 
 /// What Python's `calculate_metrics` prints for generation tasks: up to ten errors of failed
-/// requests, then (when any request succeeded) the tip Python shows because it has no
-/// terminal plot. Pooling tasks print nothing here.
+/// requests. Python's "tip: install termplotlib and gnuplot" line is not printed: it means
+/// nothing for this binary, which draws its own chart ([`super::terminal_chart`]). Pooling
+/// tasks print nothing here.
 pub fn render_notices(outputs: &[RequestOutput], task: TaskKind) -> String {
     let mut out = String::new();
     if task == TaskKind::Pooling {
@@ -91,9 +92,6 @@ pub fn render_notices(outputs: &[RequestOutput], task: TaskKind) -> String {
         for (i, o) in failed.take(MAX_ERRORS_SHOWN).enumerate() {
             let _ = writeln!(out, "Error {i}: {}", o.error);
         }
-    }
-    if outputs.iter().any(|o| o.success) {
-        out.push_str("tip: install termplotlib and gnuplot to plot the metrics\n");
     }
     out
 }
@@ -357,8 +355,11 @@ mod tests {
             success: true,
             ..Default::default()
         });
-        assert!(render_notices(&outs, TaskKind::Generation)
-            .ends_with("tip: install termplotlib and gnuplot to plot the metrics\n"));
+        let text = render_notices(&outs, TaskKind::Generation);
+        assert!(
+            text.ends_with("Error 9: boom 9\n"),
+            "no termplotlib tip: {text}"
+        );
         assert_eq!(render_notices(&outs, TaskKind::Pooling), "");
     }
 

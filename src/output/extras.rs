@@ -1,10 +1,12 @@
 //! What vllm-bench adds after Python's closing line, and as extra result-JSON keys: the
 //! engine that measured, dispatch lag (how faithfully arrivals were honoured), failures
-//! counted by reason, and for a trace replay the prefix-cache hit ratio (ideal vs measured).
+//! counted by reason, for a trace replay the prefix-cache hit ratio (ideal vs measured), and
+//! the client's health ([`super::health`]) with its verdict after the block.
 
 use std::fmt::Write;
 
 use crate::engine::{EngineOptions, RunReport};
+use crate::output::health::ClientHealth;
 use crate::output::json::{Json, JsonObject};
 
 /// Lag percentiles, ms.
@@ -43,6 +45,7 @@ pub struct Extras {
     pub interrupted: bool,
     /// Set by the caller for a trace replay.
     pub prefix_cache: Option<PrefixCache>,
+    pub health: ClientHealth,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -87,6 +90,7 @@ impl Extras {
             not_sent_session_ended: run.not_sent_session_ended,
             interrupted: false,
             prefix_cache: None,
+            health: ClientHealth::of(&run.loads, &run.merged.records),
         }
     }
 
@@ -106,6 +110,7 @@ impl Extras {
                 "Dispatch lag p50/p99/max (ms):", l.p50_ms, l.p99_ms, l.max_ms
             );
         }
+        self.render_health(&mut out);
         if let Some(p) = &self.prefix_cache {
             let _ = writeln!(
                 out,
@@ -143,7 +148,35 @@ impl Extras {
             );
         }
         let _ = writeln!(out, "{}", "=".repeat(50));
+        let _ = writeln!(out, "{}", self.health.verdict());
         out
+    }
+
+    /// The health lines of the block: busy share and longest stall per core, late arrivals.
+    fn render_health(&self, out: &mut String) {
+        let h = &self.health;
+        let per_core = |f: &dyn Fn(&crate::output::health::CoreHealth) -> String| {
+            h.cores
+                .iter()
+                .map(|c| format!("{} (core {})", f(c), c.core))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !h.cores.is_empty() {
+            let busy = per_core(&|c| format!("{:.1}", c.busy_fraction * 100.0));
+            let _ = writeln!(out, "{:<40} {busy}", "Client core busy (%):");
+            if h.cores.iter().all(|c| c.wait_fraction.is_some()) {
+                let wait = per_core(&|c| format!("{:.1}", c.wait_fraction.unwrap_or(0.0) * 100.0));
+                let _ = writeln!(out, "{:<40} {wait}", "Client core waiting for CPU (%):");
+            }
+            let stall = per_core(&|c| format!("{:.3}", c.longest_stall.as_secs_f64() * 1e3));
+            let _ = writeln!(out, "{:<40} {stall}", "Longest event-loop stall (ms):");
+        }
+        let _ = writeln!(
+            out,
+            "{:<40} {} of {}",
+            "Arrivals sent >1 ms late:", h.late_arrivals, h.arrivals
+        );
     }
 
     /// Extra result-JSON keys (after Python's).
@@ -170,6 +203,7 @@ impl Extras {
             );
         }
         doc.set("vllm_bench_interrupted", Json::Bool(self.interrupted));
+        doc.set("vllm_bench_client_health", Json::Object(self.health_json()));
         if let Some(p) = &self.prefix_cache {
             doc.set(
                 "vllm_bench_trace_ideal_prefix_hit_ratio",
@@ -183,6 +217,44 @@ impl Extras {
                 doc.set("vllm_bench_server_prefix_hit_ratio", Json::Float(m));
             }
         }
+        doc
+    }
+}
+
+impl Extras {
+    /// `vllm_bench_client_health`: per-core busy fraction and longest stall, the dispatch
+    /// lag, late arrivals, the verdict and its causes.
+    fn health_json(&self) -> JsonObject<'static> {
+        let h = &self.health;
+        let mut doc = JsonObject::new();
+        let cores = h
+            .cores
+            .iter()
+            .map(|c| {
+                let mut o = JsonObject::new();
+                o.set("core", Json::UInt(c.core as u64));
+                o.set("busy_fraction", Json::Float(c.busy_fraction));
+                o.set("cpu_wait_fraction", Json::opt(c.wait_fraction, Json::Float));
+                o.set(
+                    "longest_stall_ms",
+                    Json::Float(c.longest_stall.as_secs_f64() * 1e3),
+                );
+                Json::Object(o)
+            })
+            .collect();
+        doc.set("cores", Json::List(cores));
+        if let Some(l) = &self.dispatch_lag {
+            doc.set("dispatch_lag_p50_ms", Json::Float(l.p50_ms));
+            doc.set("dispatch_lag_p99_ms", Json::Float(l.p99_ms));
+            doc.set("dispatch_lag_max_ms", Json::Float(l.max_ms));
+        }
+        doc.set("arrivals", Json::UInt(h.arrivals as u64));
+        doc.set("late_arrivals_over_1ms", Json::UInt(h.late_arrivals as u64));
+        let causes = h.causes();
+        doc.set("bottleneck", Json::Bool(!causes.is_empty()));
+        let causes = causes.iter().map(|c| Json::str(c.to_string())).collect();
+        doc.set("causes", Json::List(causes));
+        doc.set("verdict", Json::str(h.verdict()));
         doc
     }
 }

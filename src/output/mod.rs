@@ -9,10 +9,13 @@
 pub mod compare;
 pub mod console;
 pub mod extras;
+pub mod health;
 pub mod json;
 pub mod localtime;
 pub mod lora;
+pub mod plot;
 pub mod result_file;
 pub mod shard_file;
 pub mod steady_state;
 pub mod summary;
+pub mod terminal_chart;

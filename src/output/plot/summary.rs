@@ -1,0 +1,422 @@
+//! Sweep and repeated-run plots (`--plot`, `--plot-summary FILE`), from the figures the
+//! summaries hold (the keys of the result JSON: `output_throughput`, `p99_ttft_ms`, ...):
+//!
+//! - a sweep: output throughput against the p99 TTFT, TPOT and E2EL of each point, with the
+//!   Pareto front (no other point has both lower latency and higher throughput) joined and
+//!   marked; then throughput and those latencies against the swept value;
+//! - `--num-runs`: each figure's runs as dots on one line, with their min–max range and mean.
+//!
+//! The data comes either from the finished reports (right after the runs) or from a saved
+//! summary file ([`Summary::from_json`]), so a summary can be plotted again later.
+
+use std::fmt::Write;
+
+use super::page;
+use super::svg::{escape, Axes};
+
+/// The figures of one run or sweep point, by result key.
+pub type Figures = Vec<(String, f64)>;
+
+/// What a summary plot draws.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Summary {
+    /// A sweep over `axis` (`max_concurrency`, `request_rate`): each point's value and
+    /// figures.
+    Sweep {
+        axis: String,
+        points: Vec<(String, Figures)>,
+    },
+    /// Repeated runs of one point.
+    Runs { runs: Vec<Figures> },
+}
+
+/// Why a saved summary cannot be plotted.
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryError {
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error(
+        "neither a sweep summary (\"axis\" and \"points\") nor a --num-runs result (\"runs\")"
+    )]
+    Shape,
+}
+
+const W: f64 = 560.0;
+const H: f64 = 360.0;
+const POINT_COLOUR: &str = "#1f77b4";
+const FRONT_COLOUR: &str = "#D62728";
+
+/// The latency figures plotted against throughput.
+const LATENCIES: [(&str, &str); 3] = [
+    ("p99_ttft_ms", "P99 TTFT (ms)"),
+    ("p99_tpot_ms", "P99 TPOT (ms)"),
+    ("p99_e2el_ms", "P99 E2EL (ms)"),
+];
+
+/// The figures a repeated-run plot shows, when present.
+const RUN_FIGURES: [(&str, &str); 9] = [
+    ("request_throughput", "Request throughput (req/s)"),
+    ("output_throughput", "Output token throughput (tok/s)"),
+    ("total_token_throughput", "Total token throughput (tok/s)"),
+    ("mean_ttft_ms", "Mean TTFT (ms)"),
+    ("p99_ttft_ms", "P99 TTFT (ms)"),
+    ("mean_tpot_ms", "Mean TPOT (ms)"),
+    ("p99_tpot_ms", "P99 TPOT (ms)"),
+    ("mean_e2el_ms", "Mean E2EL (ms)"),
+    ("p99_e2el_ms", "P99 E2EL (ms)"),
+];
+
+fn get(figures: &Figures, key: &str) -> Option<f64> {
+    figures
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| *v)
+        .filter(|v| v.is_finite())
+}
+
+/// The throughput a point is judged by: output tokens/s, else requests/s (pooling).
+fn throughput(figures: &Figures) -> Option<(f64, &'static str)> {
+    get(figures, "output_throughput")
+        .map(|v| (v, "Output token throughput (tok/s)"))
+        .or_else(|| get(figures, "request_throughput").map(|v| (v, "Request throughput (req/s)")))
+}
+
+/// The numeric top-level entries of a JSON object.
+fn numbers(o: &serde_json::Map<String, serde_json::Value>) -> Figures {
+    o.iter()
+        .filter_map(|(k, v)| v.as_f64().map(|f| (k.clone(), f)))
+        .collect()
+}
+
+impl Summary {
+    /// Reads a sweep summary (`sweep-summary-*.json`) or a `--num-runs` result file.
+    pub fn from_json(text: &str) -> Result<Summary, SummaryError> {
+        let doc: serde_json::Value = serde_json::from_str(text)?;
+        if let (Some(axis), Some(points)) = (
+            doc.get("axis").and_then(|a| a.as_str()),
+            doc.get("points").and_then(|p| p.as_array()),
+        ) {
+            let points = points
+                .iter()
+                .filter_map(|p| p.as_object())
+                .map(|p| {
+                    let value = match p.get(axis) {
+                        Some(serde_json::Value::String(s)) => s.clone(),
+                        Some(v) => v.to_string(),
+                        None => String::new(),
+                    };
+                    (value, numbers(p))
+                })
+                .collect();
+            return Ok(Summary::Sweep {
+                axis: axis.to_string(),
+                points,
+            });
+        }
+        if let Some(runs) = doc.get("runs").and_then(|r| r.as_array()) {
+            let runs = runs
+                .iter()
+                .filter_map(|r| r.as_object())
+                .map(numbers)
+                .collect();
+            return Ok(Summary::Runs { runs });
+        }
+        Err(SummaryError::Shape)
+    }
+}
+
+/// For points `(latency, throughput)`: whether each is on the Pareto front (no other point
+/// has a latency at most as high and a throughput at least as high, one of them strictly).
+pub fn pareto_front(points: &[(f64, f64)]) -> Vec<bool> {
+    points
+        .iter()
+        .map(|&(l, t)| {
+            !points
+                .iter()
+                .any(|&(l2, t2)| l2 <= l && t2 >= t && (l2 < l || t2 > t))
+        })
+        .collect()
+}
+
+/// The page for `summary`.
+pub fn render(summary: &Summary, title: &str) -> String {
+    let mut body = String::new();
+    match summary {
+        Summary::Sweep { axis, points } => sweep(&mut body, axis, points),
+        Summary::Runs { runs } => repeated(&mut body, runs),
+    }
+    page(title, &body, None)
+}
+
+fn sweep(out: &mut String, axis: &str, points: &[(String, Figures)]) {
+    let _ = write!(
+        out,
+        "<p class=\"note\">{} points of a sweep over {}; hover a point for its figures.</p>\
+         <ul class=\"legend\"><li><span class=\"swatch\" style=\"background:{POINT_COLOUR}\">\
+         </span>sweep point</li><li><span class=\"swatch\" style=\"background:{FRONT_COLOUR}\">\
+         </span>Pareto front (lower latency, higher throughput)</li></ul>\n<div class=\"grid\">",
+        points.len(),
+        escape(axis)
+    );
+    for (key, label) in LATENCIES {
+        against_throughput(out, axis, points, key, label);
+    }
+    let mut metrics: Vec<(&str, &str)> =
+        vec![("output_throughput", "Output token throughput (tok/s)")];
+    metrics.extend(LATENCIES);
+    for (key, label) in metrics {
+        against_axis(out, axis, points, key, label);
+    }
+    out.push_str("</div>\n");
+}
+
+/// Throughput against one latency figure, the front joined.
+fn against_throughput(
+    out: &mut String,
+    axis: &str,
+    points: &[(String, Figures)],
+    key: &str,
+    label: &str,
+) {
+    let data: Vec<(&str, f64, f64, &str)> = points
+        .iter()
+        .filter_map(|(v, f)| {
+            let (t, t_label) = throughput(f)?;
+            Some((v.as_str(), get(f, key)?, t, t_label))
+        })
+        .collect();
+    let title = format!("Throughput vs {label}");
+    if data.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"note\">{}: no {key} in this summary (run with --metric-percentiles \
+             including 99).</p>",
+            escape(&title)
+        );
+        return;
+    }
+    let lat: Vec<(f64, f64)> = data.iter().map(|d| (d.1, d.2)).collect();
+    let front = pareto_front(&lat);
+    let range = |f: &dyn Fn(&(f64, f64)) -> f64| {
+        lat.iter()
+            .map(f)
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(v), b.max(v))
+            })
+    };
+    let axes = Axes::fit(range(&|p| p.0), range(&|p| p.1), W, H);
+    axes.open(out, &title, label, data[0].3);
+    let mut on_front: Vec<(f64, f64)> = lat
+        .iter()
+        .zip(&front)
+        .filter(|(_, f)| **f)
+        .map(|(p, _)| *p)
+        .collect();
+    on_front.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let line: Vec<String> = on_front
+        .iter()
+        .map(|&(l, t)| format!("{:.1},{:.1}", axes.px(l), axes.py(t)))
+        .collect();
+    let _ = write!(
+        out,
+        "<polyline class=\"pareto\" points=\"{}\" fill=\"none\" stroke=\"{FRONT_COLOUR}\" \
+         stroke-width=\"1.5\" stroke-dasharray=\"4 3\"/>",
+        line.join(" ")
+    );
+    for (&(value, l, t, _), f) in data.iter().zip(&front) {
+        let (x, y) = (axes.px(l), axes.py(t));
+        let (class, colour) = if *f {
+            ("point front", FRONT_COLOUR)
+        } else {
+            ("point", POINT_COLOUR)
+        };
+        let _ = write!(
+            out,
+            "<g class=\"{class}\"><title>{axis}={value}: throughput {t:.2}, {label} {l:.2}{}\
+             </title><circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"{colour}\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\">{value}</text></g>",
+            if *f { " (Pareto front)" } else { "" },
+            x + 7.0,
+            y - 6.0,
+            axis = escape(axis),
+            value = escape(value),
+            label = escape(label),
+        );
+    }
+    out.push_str("</svg>");
+}
+
+/// One figure against the swept value (in sweep order, evenly spaced: `inf` is a value too).
+fn against_axis(
+    out: &mut String,
+    axis: &str,
+    points: &[(String, Figures)],
+    key: &str,
+    label: &str,
+) {
+    let data: Vec<(usize, &str, f64)> = points
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (v, f))| Some((i, v.as_str(), get(f, key)?)))
+        .collect();
+    if data.is_empty() {
+        return;
+    }
+    let (lo, hi) = data
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), d| {
+            (a.min(d.2), b.max(d.2))
+        });
+    let axes = Axes {
+        x: (-0.5, points.len() as f64 - 0.5),
+        ..Axes::fit((0.0, 1.0), (lo.min(0.0), hi), W, H)
+    };
+    let title = format!("{label} vs {axis}");
+    // The x ticks are the swept values, not numbers.
+    axes.open_categorical(out, &title, axis, label);
+    for (i, v, _) in &data {
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            axes.px(*i as f64),
+            H - 28.0,
+            escape(v)
+        );
+    }
+    let line: Vec<String> = data
+        .iter()
+        .map(|(i, _, y)| format!("{:.1},{:.1}", axes.px(*i as f64), axes.py(*y)))
+        .collect();
+    let _ = write!(
+        out,
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{POINT_COLOUR}\" stroke-width=\"1.5\"/>",
+        line.join(" ")
+    );
+    for (i, v, y) in &data {
+        let _ = write!(
+            out,
+            "<g class=\"point\"><title>{}={}: {} {y:.2}</title><circle cx=\"{:.1}\" \
+             cy=\"{:.1}\" r=\"4\" fill=\"{POINT_COLOUR}\"/></g>",
+            escape(axis),
+            escape(v),
+            escape(label),
+            axes.px(*i as f64),
+            axes.py(*y)
+        );
+    }
+    out.push_str("</svg>");
+}
+
+fn repeated(out: &mut String, runs: &[Figures]) {
+    let _ = write!(
+        out,
+        "<p class=\"note\">{} runs of one point: each dot is a run, the bar its min–max \
+         range, the tick the mean. Hover a dot for its value.</p>\n<div class=\"grid\">",
+        runs.len()
+    );
+    for (key, label) in RUN_FIGURES {
+        let values: Vec<(usize, f64)> = runs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| Some((i + 1, get(f, key)?)))
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        spread_svg(out, label, &values);
+    }
+    out.push_str("</div>\n");
+}
+
+/// One figure's runs on one line.
+fn spread_svg(out: &mut String, label: &str, values: &[(usize, f64)]) {
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v.1), b.max(v.1))
+        });
+    let mean = values.iter().map(|v| v.1).sum::<f64>() / values.len() as f64;
+    let spread = if mean != 0.0 {
+        (hi - lo) / mean * 100.0
+    } else {
+        0.0
+    };
+    let axes = Axes::fit((lo, hi), (0.0, 1.0), W, 150.0);
+    let title = format!("{label}: mean {mean:.2}, range {spread:.1}% of the mean");
+    axes.open_strip(out, &title, label);
+    let y = axes.py(0.5);
+    let _ = write!(
+        out,
+        "<line class=\"range\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" \
+         stroke=\"#999\" stroke-width=\"6\" stroke-linecap=\"round\"/>\
+         <line class=\"mean\" x1=\"{m:.1}\" x2=\"{m:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" \
+         stroke=\"{FRONT_COLOUR}\" stroke-width=\"2\"><title>mean {mean:.2}</title></line>",
+        axes.px(lo),
+        axes.px(hi),
+        y - 16.0,
+        y + 16.0,
+        m = axes.px(mean),
+    );
+    for &(run, v) in values {
+        let _ = write!(
+            out,
+            "<g class=\"run\"><title>run {run}: {v:.2}</title><circle cx=\"{:.1}\" cy=\"{y:.1}\" \
+             r=\"5\" fill=\"{POINT_COLOUR}\" fill-opacity=\"0.8\"/></g>",
+            axes.px(v)
+        );
+    }
+    out.push_str("</svg>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figs(pairs: &[(&str, f64)]) -> Figures {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn the_front_keeps_the_undominated_points() {
+        // (latency, throughput): b dominates d; a, b, c trade off.
+        let pts = [(10.0, 100.0), (20.0, 300.0), (40.0, 400.0), (30.0, 250.0)];
+        assert_eq!(pareto_front(&pts), [true, true, true, false]);
+        // Equal points are both on the front.
+        assert_eq!(pareto_front(&[(1.0, 1.0), (1.0, 1.0)]), [true, true]);
+    }
+
+    #[test]
+    fn a_saved_sweep_summary_reads_back() {
+        let text = r#"{"axis": "max_concurrency", "points": [
+            {"max_concurrency": "1", "output_throughput": 100.0, "p99_ttft_ms": 10.0},
+            {"max_concurrency": "4", "output_throughput": 350.5, "p99_ttft_ms": null}],
+            "best_max_concurrency": "4"}"#;
+        let s = Summary::from_json(text).unwrap();
+        let Summary::Sweep { axis, points } = &s else {
+            panic!("a sweep: {s:?}")
+        };
+        assert_eq!(axis, "max_concurrency");
+        assert_eq!(points[1].0, "4");
+        assert_eq!(get(&points[1].1, "output_throughput"), Some(350.5));
+        assert_eq!(get(&points[1].1, "p99_ttft_ms"), None);
+        let html = render(&s, "sweep");
+        assert_eq!(html.matches("<g class=\"point front\">").count(), 1);
+        assert!(html.contains("class=\"pareto\""));
+        assert!(matches!(
+            Summary::from_json("{\"x\": 1}"),
+            Err(SummaryError::Shape)
+        ));
+    }
+
+    #[test]
+    fn repeated_runs_draw_one_dot_per_run_and_figure() {
+        let runs = vec![
+            figs(&[("request_throughput", 10.0), ("p99_ttft_ms", 5.0)]),
+            figs(&[("request_throughput", 12.0), ("p99_ttft_ms", 6.0)]),
+            figs(&[("request_throughput", 11.0), ("p99_ttft_ms", 4.0)]),
+        ];
+        let html = render(&Summary::Runs { runs }, "runs");
+        assert_eq!(html.matches("<g class=\"run\">").count(), 6);
+        assert!(html.contains("mean 11.00, range 18.2% of the mean"));
+    }
+}

@@ -1,0 +1,215 @@
+//! `--plot-timeline`: one row per request — its client queue, its TTFT, then its inter-token
+//! gaps coloured by `--timeline-itl-thresholds` (Python's three classes, labels and colours)
+//! — drawn on a canvas by our own script, with hover text, zoom and pan.
+//!
+//! Python (plotly) makes one SVG shape per token, which a browser cannot hold at 10,000
+//! requests of hundreds of tokens. Here consecutive gaps of the same class are merged into
+//! one segment (their boundaries kept exact), the data is embedded as flat integer arrays in
+//! microseconds, and a canvas draws only what is in view. The page reports what it drew in
+//! the DOM: `data-rows` on the canvas is the number of request rows (one per request), and
+//! `data-segments` the segments drawn.
+
+use std::fmt::Write;
+
+use super::{page, svg::escape};
+use crate::metrics::RequestOutput;
+
+/// Python's colours: TTFT, then the three ITL classes; ours: queue and failed.
+const TTFT_COLOUR: &str = "#636EFA";
+const ITL_COLOURS: [&str; 3] = ["#109618", "#FF7F0E", "#D62728"];
+const QUEUE_COLOUR: &str = "#C8C8C8";
+const FAILED_COLOUR: &str = "#555555";
+
+const SCRIPT: &str = include_str!("assets/timeline.js");
+
+/// Python's legend labels for thresholds `low` and `high` (ms).
+pub fn itl_labels(low: f64, high: f64) -> [String; 3] {
+    [
+        format!("ITL < {low:.0}ms"),
+        format!("{low:.0}ms ≤ ITL < {high:.0}ms"),
+        format!("ITL ≥ {high:.0}ms"),
+    ]
+}
+
+/// Python's class of one gap (seconds) for thresholds in ms.
+fn class_of(itl: f64, (low, high): (f64, f64)) -> u8 {
+    if itl < low / 1000.0 {
+        0
+    } else if itl < high / 1000.0 {
+        1
+    } else {
+        2
+    }
+}
+
+/// What the page draws, in microseconds from the earliest arrival.
+#[derive(Debug, Default, PartialEq)]
+pub struct TimelineData {
+    /// Per request: arrival, send, first token, end, prompt tokens, output tokens, ok (1/0),
+    /// first segment index (8 numbers each).
+    pub requests: Vec<i64>,
+    /// ITL segments, one number each: `3 × (end − previous end) + class`, the previous end
+    /// being the request's first token for its first segment (deltas keep the numbers short;
+    /// each end is rounded on its own, so the boundaries do not drift). Request `i`'s run
+    /// from its first segment index to the next request's.
+    pub segments: Vec<i64>,
+}
+
+fn us(seconds: f64) -> i64 {
+    (seconds * 1e6).round() as i64
+}
+
+impl TimelineData {
+    /// The timeline of `outputs` (in request order).
+    pub fn of(outputs: &[RequestOutput], thresholds: (f64, f64)) -> TimelineData {
+        let t0 = outputs
+            .iter()
+            .map(|o| o.start_time - o.client_queue_time)
+            .fold(f64::INFINITY, f64::min);
+        let mut data = TimelineData {
+            requests: Vec::with_capacity(outputs.len() * 8),
+            segments: Vec::new(),
+        };
+        for o in outputs {
+            let start = o.start_time - t0;
+            let first = start + o.ttft;
+            data.requests.extend([
+                us(start - o.client_queue_time),
+                us(start),
+                us(first),
+                us(start + o.latency),
+                o.prompt_len as i64,
+                o.output_tokens as i64,
+                i64::from(o.success),
+                data.segments.len() as i64,
+            ]);
+            // Python's arithmetic: each gap added to the previous token's time.
+            let mut t = first;
+            let mut ends: Vec<(i64, u8)> = Vec::new();
+            for &gap in &o.itl {
+                t += gap;
+                let class = class_of(gap, thresholds);
+                match ends.last_mut() {
+                    Some((end, c)) if *c == class => *end = us(t),
+                    _ => ends.push((us(t), class)),
+                }
+            }
+            let mut previous = us(first);
+            for (end, class) in ends {
+                data.segments.push(3 * (end - previous) + i64::from(class));
+                previous = end;
+            }
+        }
+        data
+    }
+}
+
+/// The page for `outputs` with ITL thresholds `(low, high)` in ms.
+pub fn render(outputs: &[RequestOutput], thresholds: (f64, f64), title: &str) -> String {
+    let data = TimelineData::of(outputs, thresholds);
+    let labels = itl_labels(thresholds.0, thresholds.1);
+    let mut body = String::new();
+    body.push_str("<ul class=\"legend\" id=\"legend\">");
+    let mut item = |colour: &str, label: &str, class: &str| {
+        let _ = write!(
+            body,
+            "<li data-class=\"{class}\"><span class=\"swatch\" style=\"background:{colour}\">\
+             </span>{}</li>",
+            escape(label)
+        );
+    };
+    item(QUEUE_COLOUR, "Client queue", "queue");
+    item(TTFT_COLOUR, "TTFT", "ttft");
+    for (i, (colour, label)) in ITL_COLOURS.iter().zip(&labels).enumerate() {
+        item(colour, label, &format!("itl{i}"));
+    }
+    item(FAILED_COLOUR, "Failed", "failed");
+    body.push_str("</ul>\n");
+    let _ = writeln!(
+        body,
+        "<p class=\"note\">{} requests. Wheel: zoom time · Shift+wheel: zoom rows · drag: pan · \
+         double-click or <button id=\"reset\">reset</button> · hover a row for its figures.</p>",
+        outputs.len()
+    );
+    body.push_str(
+        "<div id=\"timeline-wrap\"><canvas id=\"timeline\"></canvas><div id=\"tip\"></div></div>\n",
+    );
+    let mut script = String::with_capacity(data.requests.len() * 8 + data.segments.len() * 7);
+    script.push_str("const DATA = {\"requests\":");
+    push_ints(&mut script, &data.requests);
+    script.push_str(",\"segments\":");
+    push_ints(&mut script, &data.segments);
+    let _ = write!(
+        script,
+        ",\"colours\":{{\"queue\":\"{QUEUE_COLOUR}\",\"ttft\":\"{TTFT_COLOUR}\",\
+         \"failed\":\"{FAILED_COLOUR}\",\"itl\":[\"{}\",\"{}\",\"{}\"]}},\"labels\":[",
+        ITL_COLOURS[0], ITL_COLOURS[1], ITL_COLOURS[2]
+    );
+    for (i, l) in labels.iter().enumerate() {
+        let sep = if i > 0 { "," } else { "" };
+        let _ = write!(script, "{sep}\"{l}\"");
+    }
+    script.push_str("]};\n");
+    script.push_str(SCRIPT);
+    page(title, &body, Some(&script))
+}
+
+fn push_ints(out: &mut String, values: &[i64]) {
+    out.push('[');
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{v}");
+    }
+    out.push(']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(start: f64, queue: f64, ttft: f64, itl: &[f64], ok: bool) -> RequestOutput {
+        RequestOutput {
+            success: ok,
+            start_time: start,
+            client_queue_time: queue,
+            ttft,
+            itl: itl.to_vec(),
+            latency: ttft + itl.iter().sum::<f64>(),
+            prompt_len: 10,
+            output_tokens: itl.len() as u64 + 1,
+            ..RequestOutput::default()
+        }
+    }
+
+    #[test]
+    fn gaps_of_one_class_merge_and_boundaries_stay_exact() {
+        let outputs = [
+            req(100.5, 0.5, 0.1, &[0.01, 0.02, 0.03, 0.06, 0.01], true),
+            req(101.0, 0.0, 0.2, &[], false),
+        ];
+        let d = TimelineData::of(&outputs, (25.0, 50.0));
+        // t0 = the first request's arrival (100.0).
+        assert_eq!(
+            d.requests,
+            [
+                0, 500_000, 600_000, 730_000, 10, 6, 1, 0, 1_000_000, 1_000_000, 1_200_000,
+                1_200_000, 10, 1, 0, 4
+            ]
+        );
+        // 10 ms + 20 ms (class 0, merged), 30 ms (class 1), 60 ms (class 2), 10 ms (class 0).
+        assert_eq!(d.segments, [90_000, 90_001, 180_002, 30_000]);
+    }
+
+    #[test]
+    fn the_legend_has_pythons_labels() {
+        assert_eq!(
+            itl_labels(25.0, 50.0),
+            ["ITL < 25ms", "25ms ≤ ITL < 50ms", "ITL ≥ 50ms"]
+        );
+        let html = render(&[req(0.0, 0.0, 0.1, &[0.03], true)], (25.0, 50.0), "t");
+        assert!(html.contains("25ms ≤ ITL &lt; 50ms"));
+        assert!(!html.contains("http://") && !html.contains("https://"));
+    }
+}
