@@ -159,8 +159,10 @@ fn push_json(out: &mut String, value: &serde_json::Value) {
     }
 }
 
-/// A JSON string literal as Python's `json` writes it with `ensure_ascii=True`.
-fn push_json_str(out: &mut String, s: &str) {
+/// A JSON string literal as Python's `json` writes it with `ensure_ascii=True`: printable
+/// ASCII as is, the usual short escapes, everything else as `\uXXXX` (lowercase hex,
+/// surrogate pairs above U+FFFF).
+pub fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

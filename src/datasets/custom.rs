@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::chat_format::ChatFormat;
 use super::error::DatasetError;
 use super::pyrandom::PyRandom;
-use super::sampling::{maybe_oversample, oversample_picks, Sampling};
+use super::sampling::{maybe_oversample, oversample_pairs, Sampling};
 use super::{Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
 
@@ -150,18 +150,7 @@ impl Custom {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut pairs: Vec<_> = samples.into_iter().zip(paths).collect();
-        let have = pairs.len();
-        for (i, pick) in oversample_picks(have, s, "custom_audio")?
-            .into_iter()
-            .enumerate()
-        {
-            let (req, path) = pairs[pick].clone();
-            let req = SampleRequest {
-                request_id: Some(s.request_id(have + i)),
-                ..req
-            };
-            pairs.push((req, path));
-        }
+        oversample_pairs(&mut pairs, s, "custom_audio")?;
         Ok(pairs)
     }
 

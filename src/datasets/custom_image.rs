@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use super::error::DatasetError;
 use super::media::{ChatMedia, ContentPart};
 use super::pyrandom::PyRandom;
-use super::sampling::{oversample_picks, Sampling};
+use super::sampling::{oversample_pairs, Sampling};
 use super::{Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
 
@@ -112,18 +112,7 @@ impl CustomImage {
                 Ok((req, row.media.clone()))
             })
             .collect::<Result<Vec<_>, DatasetError>>()?;
-        let have = pairs.len();
-        for (i, pick) in oversample_picks(have, s, "custom_image")?
-            .into_iter()
-            .enumerate()
-        {
-            let (req, media) = pairs[pick].clone();
-            let req = SampleRequest {
-                request_id: Some(s.request_id(have + i)),
-                ..req
-            };
-            pairs.push((req, media));
-        }
+        oversample_pairs(&mut pairs, s, "custom_image")?;
         Ok(pairs)
     }
 }

@@ -125,6 +125,25 @@ pub fn oversample_picks(have: usize, s: &Sampling, what: &str) -> Result<Vec<usi
         .collect())
 }
 
+/// [`maybe_oversample`] for samples that carry something beside their request (their
+/// multimodal parts): each copy takes its pick's extra along.
+pub fn oversample_pairs<T: Clone>(
+    pairs: &mut Vec<(SampleRequest, T)>,
+    s: &Sampling,
+    what: &str,
+) -> Result<(), DatasetError> {
+    let have = pairs.len();
+    for (i, pick) in oversample_picks(have, s, what)?.into_iter().enumerate() {
+        let (req, extra) = pairs[pick].clone();
+        let req = SampleRequest {
+            request_id: Some(s.request_id(have + i)),
+            ..req
+        };
+        pairs.push((req, extra));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

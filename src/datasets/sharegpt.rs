@@ -30,7 +30,7 @@ use super::error::DatasetError;
 use super::media::{ChatMedia, ContentPart};
 use super::pyrandom::PyRandom;
 use super::sampling::{
-    is_valid_sequence, maybe_oversample, oversample_picks, take_in_order, Sampling,
+    is_valid_sequence, maybe_oversample, oversample_pairs, take_in_order, Sampling,
 };
 use super::{Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
@@ -272,18 +272,7 @@ impl ShareGpt {
                 Ok((req, media))
             })
             .collect::<Result<Vec<_>, DatasetError>>()?;
-        let have = pairs.len();
-        for (i, pick) in oversample_picks(have, s, "sharegpt")?
-            .into_iter()
-            .enumerate()
-        {
-            let (req, media) = pairs[pick].clone();
-            let req = SampleRequest {
-                request_id: Some(s.request_id(have + i)),
-                ..req
-            };
-            pairs.push((req, media));
-        }
+        oversample_pairs(&mut pairs, s, "sharegpt")?;
         Ok(pairs)
     }
 

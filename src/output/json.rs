@@ -201,29 +201,9 @@ fn write_float(out: &mut String, f: f64) {
     }
 }
 
-/// A string with `ensure_ascii=True` escaping: printable ASCII as is, the usual short
-/// escapes, everything else as `\uXXXX` (lowercase hex, surrogate pairs above U+FFFF).
+/// A string with `ensure_ascii=True` escaping (one implementation, Python's `json`).
 fn write_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-        }
-    }
-    out.push('"');
+    crate::pyfmt::push_json_str(out, s);
 }
 
 /// The run facts saved ahead of the metrics (everything Python takes from its arguments).
