@@ -111,11 +111,23 @@ fn uring_usable() -> bool {
     })
 }
 
+/// The ring's setup flags. `VLLM_BENCH_URING_SETUP=defer` asks for
+/// `SINGLE_ISSUER | DEFER_TASKRUN` (completions posted only when the thread waits for them;
+/// the ring never leaves the thread that built it), for measuring; the default is none.
+fn uring_setup() -> io_uring::Builder {
+    let mut b = io_uring::IoUring::builder();
+    if std::env::var("VLLM_BENCH_URING_SETUP").is_ok_and(|v| v == "defer") {
+        b.setup_single_issuer().setup_defer_taskrun();
+    }
+    b
+}
+
 /// Builds a runtime with the given driver for the calling thread.
 pub fn build_runtime(driver: ResolvedDriver) -> std::io::Result<Runtime> {
     match driver {
         ResolvedDriver::IoUring => Ok(RuntimeBuilder::<IoUringDriver>::new()
             .with_entries(URING_ENTRIES)
+            .uring_builder(uring_setup())
             .enable_timer()
             .build()?
             .into()),
