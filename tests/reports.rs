@@ -401,20 +401,9 @@ fn every_result_has_client_health_and_the_chart_follows_its_flag() {
     let server = mock(|_| {});
     let dir = TempDir::new("health");
     let url = server.base_url();
-    let tokenizer = crate::util::shared_dir().join("fixtures/tokenizers/smollm2");
-    let args = [
-        "--base-url",
-        &url,
-        "--model",
-        "mock-model",
-        "--tokenizer",
-        tokenizer.to_str().expect("utf-8 path"),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "4",
+    let base = crate::util::mock_random_args(&url);
+    let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+    args.extend([
         "--num-prompts",
         "30",
         "--request-rate",
@@ -422,7 +411,7 @@ fn every_result_has_client_health_and_the_chart_follows_its_flag() {
         "--save-result",
         "--result-filename",
         "r.json",
-    ];
+    ]);
     let run = crate::util::vllm_bench(&args, dir.path());
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(

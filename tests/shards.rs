@@ -16,20 +16,8 @@ use crate::util::{shared_dir, vllm_bench, vllm_bench_env, vllm_bench_via, Run, T
 /// The workload every shard and the one-process run share: 24 requests at 200 req/s,
 /// 5 in flight at most, fixed ids.
 fn workload_args(url: &str) -> Vec<String> {
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
-    [
-        "--base-url",
-        url,
-        "--model",
-        "mock-model",
-        "--tokenizer",
-        tokenizer.to_str().expect("utf-8 path"),
-        "--dataset-name",
-        "random",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "4",
+    let mut args = crate::util::mock_random_args(url);
+    for a in [
         "--num-prompts",
         "24",
         "--request-rate",
@@ -42,10 +30,10 @@ fn workload_args(url: &str) -> Vec<String> {
         "shard-test-",
         "--disable-tqdm",
         "--save-result",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ] {
+        args.push(a.to_string());
+    }
+    args
 }
 
 fn read_json(path: &Path) -> Value {

@@ -307,12 +307,11 @@ impl Drop for TempDir {
     }
 }
 
-/// A small random-dataset run of the binary against the in-process mock `url`, with the
-/// SmolLM2 fixture as tokenizer and `--save-result` into `dir`, then `extra`; its stdout
-/// (the run must exit 0).
-pub fn run_against_mock(url: &str, dir: &TempDir, extra: &[&str]) -> String {
+/// The flags of a small random-dataset run against the mock at `url`: model `mock-model`,
+/// the SmolLM2 fixture as tokenizer, 16 → 4 tokens.
+pub fn mock_random_args(url: &str) -> Vec<String> {
     let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
-    let mut args = vec![
+    [
         "--base-url",
         url,
         "--model",
@@ -325,11 +324,17 @@ pub fn run_against_mock(url: &str, dir: &TempDir, extra: &[&str]) -> String {
         "16",
         "--random-output-len",
         "4",
-        "--disable-tqdm",
-        "--save-result",
-        "--result-dir",
-        dir.arg(),
-    ];
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// A [`mock_random_args`] run of the binary with `--save-result` into `dir`, then `extra`;
+/// its stdout (the run must exit 0).
+pub fn run_against_mock(url: &str, dir: &TempDir, extra: &[&str]) -> String {
+    let base = mock_random_args(url);
+    let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+    args.extend(["--disable-tqdm", "--save-result", "--result-dir", dir.arg()]);
     args.extend(extra);
     let out = vllm_bench(&args, dir.path());
     assert_eq!(out.code, 0, "{args:?}:\n{}\n{}", out.stdout, out.stderr);

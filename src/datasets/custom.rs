@@ -31,6 +31,21 @@ struct Row {
     audio: Option<String>,
 }
 
+/// The text of a custom-style dataset file: JSONL only (a file ending in `.jsonl`), as
+/// Python reads the custom datasets.
+pub(super) fn jsonl_text(path: &Path, dataset: &str) -> Result<String, DatasetError> {
+    if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+        return Err(DatasetError::file(
+            path,
+            format!(
+                "the {dataset} dataset reads JSONL only (a file ending in .jsonl, one \
+                 {{\"prompt\": ...}} object per line)"
+            ),
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| DatasetError::file(path, e))
+}
+
 /// The loaded JSONL file.
 pub struct Custom {
     path: PathBuf,
@@ -46,15 +61,7 @@ pub struct CustomOptions {
 impl Custom {
     /// Reads `path`; only `.jsonl` files, as Python.
     pub fn load(path: &Path) -> Result<Self, DatasetError> {
-        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
-            return Err(DatasetError::file(
-                path,
-                "the custom dataset reads JSONL only (a file ending in .jsonl, one \
-                 {\"prompt\": ...} object per line)",
-            ));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| DatasetError::file(path, e))?;
-        Self::parse(path, &text)
+        Self::parse(path, &jsonl_text(path, "custom")?)
     }
 
     /// Parses JSONL text (`path` names it in errors).

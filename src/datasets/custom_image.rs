@@ -60,14 +60,7 @@ fn image_part(url: &str, extra: Option<&Map<String, Value>>) -> ContentPart {
 impl CustomImage {
     /// Reads `path` (JSONL only, as Python).
     pub fn load(path: &Path) -> Result<Self, DatasetError> {
-        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
-            return Err(DatasetError::file(
-                path,
-                "the custom_image dataset reads JSONL only (a file ending in .jsonl)",
-            ));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| DatasetError::file(path, e))?;
-        Self::parse(path, &text)
+        Self::parse(path, &super::custom::jsonl_text(path, "custom_image")?)
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<Self, DatasetError> {
