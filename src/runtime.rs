@@ -107,19 +107,83 @@ pub fn resolve_driver(
 fn uring_usable() -> bool {
     static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *USABLE.get_or_init(|| {
-        monoio::utils::detect_uring() && build_runtime(ResolvedDriver::IoUring).is_ok()
+        monoio::utils::detect_uring()
+            && uring_setup().is_some()
+            && build_runtime(ResolvedDriver::IoUring).is_ok()
     })
 }
 
-/// The ring's setup flags. `VLLM_BENCH_URING_SETUP=defer` asks for
-/// `SINGLE_ISSUER | DEFER_TASKRUN` (completions posted only when the thread waits for them;
-/// the ring never leaves the thread that built it), for measuring; the default is none.
-fn uring_setup() -> io_uring::Builder {
-    let mut b = io_uring::IoUring::builder();
-    if std::env::var("VLLM_BENCH_URING_SETUP").is_ok_and(|v| v == "defer") {
-        b.setup_single_issuer().setup_defer_taskrun();
+/// How a ring delivers completions: the setup flags, newest kernel first.
+///
+/// By default the kernel runs a completion's task work (the recv itself, once the socket is
+/// readable) by interrupting the thread with an IPI wherever it is, which on a busy
+/// streaming core is one interrupt per event (10 % of the client's CPU in a profile at 1000
+/// streams). `COOP_TASKRUN` (5.19) defers that work to the thread's next system call;
+/// `SINGLE_ISSUER | DEFER_TASKRUN` (6.1) runs it only when the thread waits for completions,
+/// all at once — which is when monoio parks (`submit_and_wait` / `submit_with_args`, both
+/// with `GETEVENTS`). Every runtime here lives on the one thread that built it (monoio
+/// runtimes are `!Send`), which is what `SINGLE_ISSUER` requires. A completion's time stamp
+/// is unchanged by either: user space sees a completion only when it reaps the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UringSetup {
+    /// `SINGLE_ISSUER | DEFER_TASKRUN` (Linux 6.1+).
+    Defer,
+    /// `COOP_TASKRUN | TASKRUN_FLAG` (Linux 5.19+).
+    Coop,
+    /// No flags: task work by interrupt (any kernel with io_uring).
+    Interrupt,
+}
+
+impl UringSetup {
+    /// Best first: the order in which [`uring_setup`] tries them.
+    const LADDER: [UringSetup; 3] = [UringSetup::Defer, UringSetup::Coop, UringSetup::Interrupt];
+
+    /// The name `VLLM_BENCH_URING_SETUP` and the report use.
+    pub fn name(self) -> &'static str {
+        match self {
+            UringSetup::Defer => "defer",
+            UringSetup::Coop => "coop",
+            UringSetup::Interrupt => "interrupt",
+        }
     }
-    b
+
+    fn builder(self) -> io_uring::Builder {
+        let mut b = io_uring::IoUring::builder();
+        match self {
+            UringSetup::Defer => {
+                b.setup_single_issuer().setup_defer_taskrun();
+            }
+            UringSetup::Coop => {
+                b.setup_coop_taskrun().setup_taskrun_flag();
+            }
+            UringSetup::Interrupt => {}
+        }
+        b
+    }
+}
+
+/// The setup every ring of this process uses: the first of [`UringSetup::LADDER`] this
+/// kernel accepts, decided once. `VLLM_BENCH_URING_SETUP=defer|coop|interrupt` pins one (to
+/// measure them against each other); a pinned setup the kernel refuses makes io_uring
+/// unavailable, as if the kernel had none.
+pub fn uring_setup() -> Option<UringSetup> {
+    static SETUP: std::sync::OnceLock<Option<UringSetup>> = std::sync::OnceLock::new();
+    *SETUP.get_or_init(|| {
+        let pinned = std::env::var("VLLM_BENCH_URING_SETUP").ok().filter(|p| {
+            let known = UringSetup::LADDER.iter().any(|s| s.name() == p);
+            if !known {
+                eprintln!(
+                    "warning: VLLM_BENCH_URING_SETUP={p} is not one of defer, coop, \
+                         interrupt; ignored"
+                );
+            }
+            known
+        });
+        UringSetup::LADDER
+            .into_iter()
+            .filter(|s| pinned.as_deref().is_none_or(|p| p == s.name()))
+            .find(|s| s.builder().build(URING_ENTRIES).is_ok())
+    })
 }
 
 /// Builds a runtime with the given driver for the calling thread.
@@ -127,7 +191,7 @@ pub fn build_runtime(driver: ResolvedDriver) -> std::io::Result<Runtime> {
     match driver {
         ResolvedDriver::IoUring => Ok(RuntimeBuilder::<IoUringDriver>::new()
             .with_entries(URING_ENTRIES)
-            .uring_builder(uring_setup())
+            .uring_builder(uring_setup().unwrap_or(UringSetup::Interrupt).builder())
             .enable_timer()
             .build()?
             .into()),

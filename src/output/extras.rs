@@ -8,6 +8,7 @@ use std::fmt::Write;
 use crate::engine::{EngineOptions, RunReport};
 use crate::output::health::ClientHealth;
 use crate::output::json::{Json, JsonObject};
+use crate::runtime::{uring_setup, ResolvedDriver, UringSetup};
 
 /// Lag percentiles, ms.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +36,9 @@ pub struct PrefixCache {
 pub struct Extras {
     pub cores: usize,
     pub driver: String,
+    /// How the io_uring rings deliver completions (`defer`, `coop`, `interrupt`); `None`
+    /// on epoll. It changes the client's CPU per event, so a result says which it had.
+    pub uring_setup: Option<&'static str>,
     pub workers: usize,
     pub dispatch_lag: Option<Lag>,
     pub failures: Vec<(String, usize, String)>,
@@ -83,6 +87,10 @@ impl Extras {
         Extras {
             cores: opts.cores.len(),
             driver: opts.driver.to_string(),
+            uring_setup: (opts.driver == ResolvedDriver::IoUring)
+                .then(uring_setup)
+                .flatten()
+                .map(UringSetup::name),
             workers: run.workers,
             dispatch_lag,
             failures,
@@ -98,9 +106,13 @@ impl Extras {
     pub fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "{:-^50}", "vllm-bench");
+        let setup = self
+            .uring_setup
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{:<40} {} cores, {}, {} workers",
+            "{:<40} {} cores, {}{setup}, {} workers",
             "Engine:", self.cores, self.driver, self.workers
         );
         if let Some(l) = &self.dispatch_lag {
@@ -184,6 +196,9 @@ impl Extras {
         let mut doc = JsonObject::new();
         doc.set("vllm_bench_engine_cores", Json::UInt(self.cores as u64));
         doc.set("vllm_bench_io_driver", Json::str(self.driver.clone()));
+        if let Some(setup) = self.uring_setup {
+            doc.set("vllm_bench_uring_setup", Json::str(setup));
+        }
         doc.set("vllm_bench_workers", Json::UInt(self.workers as u64));
         if let Some(l) = &self.dispatch_lag {
             doc.set("vllm_bench_dispatch_lag_p50_ms", Json::Float(l.p50_ms));
