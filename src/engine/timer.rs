@@ -18,7 +18,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -32,9 +32,11 @@ use std::time::{Duration, Instant};
 pub struct Timers {
     /// The timerfd, as a monoio stream only to wait for its readiness.
     source: Option<monoio::net::UnixStream>,
-    heap: RefCell<BinaryHeap<Reverse<(Instant, u64)>>>,
-    wakers: RefCell<HashMap<u64, Waker>>,
-    next_id: Cell<u64>,
+    /// Deadlines in firing order; ties fire in registration order (the sequence number).
+    /// Entries of sleeps dropped early stay until they reach the top or a compaction.
+    heap: RefCell<BinaryHeap<Reverse<(Instant, u64, SleepId)>>>,
+    wakers: RefCell<Sleepers>,
+    next_seq: Cell<u64>,
     armed: Cell<Option<Instant>>,
     /// The latest any sleeper was woken after its deadline since the last
     /// [`Timers::take_longest_lateness`]: how long the runtime's event loop was held up (the
@@ -129,17 +131,17 @@ impl Timers {
         let now = Instant::now();
         let mut heap = self.heap.borrow_mut();
         let mut wakers = self.wakers.borrow_mut();
-        while let Some(&Reverse((deadline, id))) = heap.peek() {
+        while let Some(&Reverse((deadline, _, id))) = heap.peek() {
             if deadline <= now {
                 heap.pop();
-                if let Some(w) = wakers.remove(&id) {
+                if let Some(w) = wakers.remove(id) {
                     let late = now - deadline;
                     if late > self.longest_lateness.get() {
                         self.longest_lateness.set(late);
                     }
                     w.wake();
                 }
-            } else if !wakers.contains_key(&id) {
+            } else if wakers.get_mut(id).is_none() {
                 // A sleep dropped before its deadline.
                 heap.pop();
             } else {
@@ -177,15 +179,100 @@ impl Timers {
         }
     }
 
-    fn register(&self, deadline: Instant, waker: &Waker) -> u64 {
-        let id = self.next_id.get();
-        self.next_id.set(id + 1);
-        self.wakers.borrow_mut().insert(id, waker.clone());
-        self.heap.borrow_mut().push(Reverse((deadline, id)));
+    fn register(&self, deadline: Instant, waker: &Waker) -> SleepId {
+        let seq = self.next_seq.get();
+        self.next_seq.set(seq + 1);
+        let mut wakers = self.wakers.borrow_mut();
+        let id = wakers.insert(waker.clone());
+        let mut heap = self.heap.borrow_mut();
+        heap.push(Reverse((deadline, seq, id)));
+        // Every request leaves a timeout entry that is almost never due (hours away): drop
+        // the dead ones once they outnumber the live, so a long run's heap stays the size of
+        // what is waiting (amortised O(1) per registration).
+        if heap.len() > 2 * wakers.len() + COMPACT_SLACK {
+            heap.retain(|Reverse((_, _, id))| wakers.is_live(*id));
+        }
+        drop((heap, wakers));
         if self.armed.get().is_none_or(|a| deadline < a) {
             self.arm(deadline);
         }
         id
+    }
+}
+
+/// Dead heap entries tolerated beyond twice the live ones before a compaction.
+const COMPACT_SLACK: usize = 1024;
+
+/// A registered sleep: its slot in [`Sleepers`] and the slot's generation when it was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SleepId {
+    slot: u32,
+    generation: u32,
+}
+
+/// The wakers of registered sleeps, in reusable slots. Firing or dropping a sleep frees its
+/// slot and bumps the slot's generation, so a heap entry or a [`Sleep`] holding an older
+/// [`SleepId`] finds nothing. Lookups are an index, not a hash: a worker's request timeout
+/// is polled on every read of its response.
+#[derive(Debug, Default)]
+struct Sleepers {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    generation: u32,
+    waker: Option<Waker>,
+}
+
+impl Sleepers {
+    fn insert(&mut self, waker: Waker) -> SleepId {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(Slot::default());
+            (self.slots.len() - 1) as u32
+        });
+        let entry = &mut self.slots[slot as usize];
+        entry.waker = Some(waker);
+        self.live += 1;
+        SleepId {
+            slot,
+            generation: entry.generation,
+        }
+    }
+
+    /// The waker of a sleep still waiting; `None` once it fired or was dropped.
+    fn get_mut(&mut self, id: SleepId) -> Option<&mut Waker> {
+        let entry = self.slots.get_mut(id.slot as usize)?;
+        match entry.generation == id.generation {
+            true => entry.waker.as_mut(),
+            false => None,
+        }
+    }
+
+    fn is_live(&self, id: SleepId) -> bool {
+        self.slots
+            .get(id.slot as usize)
+            .is_some_and(|e| e.generation == id.generation && e.waker.is_some())
+    }
+
+    /// Frees the sleep's slot, returning its waker if it was still waiting.
+    fn remove(&mut self, id: SleepId) -> Option<Waker> {
+        let entry = self.slots.get_mut(id.slot as usize)?;
+        if entry.generation != id.generation {
+            return None;
+        }
+        let waker = entry.waker.take()?;
+        entry.generation = entry.generation.wrapping_add(1);
+        self.free.push(id.slot);
+        self.live -= 1;
+        Some(waker)
+    }
+
+    /// Sleeps still waiting.
+    fn len(&self) -> usize {
+        self.live
     }
 }
 
@@ -264,33 +351,37 @@ impl Alarm<'_> {
 }
 
 /// Future of one precise sleep.
+///
+/// Once registered it ends when the timer loop fires it (the loop frees its slot), so a poll
+/// while it waits — every read of a response polls the request's timeout — is one slot
+/// lookup, without reading the clock.
 struct Sleep<'a> {
     timers: &'a Timers,
     deadline: Instant,
-    id: Option<u64>,
+    id: Option<SleepId>,
 }
 
 impl Future for Sleep<'_> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.deadline {
-            if let Some(id) = self.id.take() {
-                self.timers.wakers.borrow_mut().remove(&id);
+        let Some(id) = self.id else {
+            if Instant::now() >= self.deadline {
+                return Poll::Ready(());
             }
-            return Poll::Ready(());
-        }
-        match self.id {
-            None => {
-                let id = self.timers.register(self.deadline, cx.waker());
-                self.id = Some(id);
-            }
-            Some(id) => {
-                if let Some(w) = self.timers.wakers.borrow_mut().get_mut(&id) {
-                    if !w.will_wake(cx.waker()) {
-                        w.clone_from(cx.waker());
-                    }
+            let id = self.timers.register(self.deadline, cx.waker());
+            self.id = Some(id);
+            return Poll::Pending;
+        };
+        match self.timers.wakers.borrow_mut().get_mut(id) {
+            Some(w) => {
+                if !w.will_wake(cx.waker()) {
+                    w.clone_from(cx.waker());
                 }
+            }
+            None => {
+                self.id = None;
+                return Poll::Ready(());
             }
         }
         Poll::Pending
@@ -300,7 +391,7 @@ impl Future for Sleep<'_> {
 impl Drop for Sleep<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            self.timers.wakers.borrow_mut().remove(&id);
+            self.timers.wakers.borrow_mut().remove(id);
         }
     }
 }
@@ -375,7 +466,7 @@ mod tests {
             assert!(at >= due, "sleeper {i} woke early");
         }
         // The dropped sleep left nothing behind.
-        assert!(timers.wakers.borrow().is_empty());
+        assert_eq!(timers.wakers.borrow().len(), 0);
         if registered < 5 {
             return false;
         }
@@ -446,12 +537,50 @@ mod tests {
                 assert_eq!(timers.timeout_at(Some(deadline), never).await, None);
                 assert!(Instant::now() >= deadline, "timed out early");
                 // The expired and the finished deadlines left no sleeper behind.
-                assert!(timers.wakers.borrow().is_empty());
+                assert_eq!(timers.wakers.borrow().len(), 0);
             };
             monoio::select! {
                 () = timers.run() => unreachable!("the timer loop never returns"),
                 () = work => {},
             }
+        });
+    }
+
+    #[test]
+    fn a_freed_slot_answers_only_its_new_sleep() {
+        let mut sleepers = Sleepers::default();
+        let old = sleepers.insert(Waker::noop().clone());
+        assert!(sleepers.remove(old).is_some());
+        let new = sleepers.insert(Waker::noop().clone());
+        assert_eq!(new.slot, old.slot, "the slot is reused");
+        assert!(sleepers.get_mut(old).is_none() && !sleepers.is_live(old));
+        assert!(sleepers.remove(old).is_none(), "an old id frees nothing");
+        assert!(sleepers.get_mut(new).is_some());
+        assert_eq!(sleepers.len(), 1);
+    }
+
+    #[test]
+    fn timeouts_that_never_fire_do_not_pile_up_in_the_heap() {
+        let mut rt = build_runtime(ResolvedDriver::Epoll).expect("runtime");
+        rt.block_on(async {
+            let timers = Timers::new();
+            let far = Some(Instant::now() + Duration::from_secs(3600));
+            let mut waiting = Vec::new();
+            for i in 0..10_000u32 {
+                // Every tenth stays registered; the rest finish and drop their timeout.
+                let mut t = Box::pin(timers.timeout_at(far, std::future::pending::<()>()));
+                let _ = poll_once(t.as_mut());
+                if i % 10 == 0 {
+                    waiting.push(t);
+                }
+            }
+            let live = timers.wakers.borrow().len();
+            assert_eq!(live, 1_000);
+            let heap = timers.heap.borrow().len();
+            assert!(
+                heap <= 2 * live + COMPACT_SLACK + 1,
+                "{heap} entries for {live}"
+            );
         });
     }
 
