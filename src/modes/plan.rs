@@ -54,33 +54,11 @@ impl Plan {
             return Ok(None);
         }
         let tokenizer = load_tokenizer(config, &target, &model_id)?;
-        let align = needs_alignment(config).then(|| target.tokenize_endpoint(&model_id));
-        let dataset = super::dataset::for_run(config, tokenizer.as_ref(), align)?;
-        if config.dry_run {
-            println!("{}", dataset.describe());
+        let Some((dataset, prepared)) =
+            on_scratch_threads(|| build_requests(config, &target, &model_id, tokenizer.as_ref()))?
+        else {
             return Ok(None);
-        }
-        let api = Api::for_backend(config.server.backend).with_context(|| {
-            format!(
-                "--backend {}: not implemented yet",
-                config.server.backend.name()
-            )
-        })?;
-        let model_name = config
-            .model
-            .served_model_name
-            .clone()
-            .unwrap_or_else(|| model_id.clone());
-        let tok = tokenizer.as_ref();
-        let prepared = match &dataset {
-            RunDataset::Trace(t) => prepare_trace(config, &target, api, &model_name, t, tok),
-            RunDataset::Conversations(c) => prepare_conversations(config, &target, &model_name, c),
-            RunDataset::Requests(r) => prepare(config, &target, api, &model_name, r, None),
-            RunDataset::Multimodal(r, media) => {
-                prepare(config, &target, api, &model_name, r, Some(media))
-            }
-        }?
-        .with_probe(probe(config, &target, api, &model_name)?);
+        };
         let engine_opts = EngineOptions {
             cores: client_cores,
             pin: true,
@@ -196,6 +174,59 @@ fn load_tokenizer(
 fn needs_alignment(config: &Config) -> bool {
     matches!(&config.dataset.params, DatasetParams::Random(p) if !p.prompt_token_ids)
         && Api::for_backend(config.server.backend).is_some_and(|a| a.is_generation())
+}
+
+/// The dataset and every request's bytes (`None` after `--dry-run` printed its summary).
+fn build_requests(
+    config: &Config,
+    target: &Arc<Target>,
+    model_id: &str,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Option<(RunDataset, Prepared)>> {
+    let align = needs_alignment(config).then(|| target.tokenize_endpoint(model_id));
+    let dataset = super::dataset::for_run(config, tokenizer, align)?;
+    if config.dry_run {
+        println!("{}", dataset.describe());
+        return Ok(None);
+    }
+    let api = Api::for_backend(config.server.backend).with_context(|| {
+        format!(
+            "--backend {}: not implemented yet",
+            config.server.backend.name()
+        )
+    })?;
+    let model_name = config
+        .model
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| model_id.to_string());
+    let prepared = match &dataset {
+        RunDataset::Trace(t) => prepare_trace(config, target, api, &model_name, t, tokenizer),
+        RunDataset::Conversations(c) => prepare_conversations(config, target, &model_name, c),
+        RunDataset::Requests(r) => prepare(config, target, api, &model_name, r, None),
+        RunDataset::Multimodal(r, media) => {
+            prepare(config, target, api, &model_name, r, Some(media))
+        }
+    }?
+    .with_probe(probe(config, target, api, &model_name)?);
+    Ok(Some((dataset, prepared)))
+}
+
+/// Runs `work` on a thread pool of its own that ends with it.
+///
+/// Dataset generation tokenizes on every thread it runs on, and the tokenizer crate keeps a
+/// BPE word cache per thread that only the thread's exit frees (tens of MB each with a
+/// 150k-token vocabulary). On rayon's global pool those caches would live through the run;
+/// on this pool they go with its threads, before the engine starts.
+fn on_scratch_threads<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    match rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("vllm-bench-prep-{i}"))
+        .build()
+    {
+        Ok(pool) => pool.install(work),
+        // No threads to spare: the global pool does the same work.
+        Err(_) => work(),
+    }
 }
 
 /// One request through the engine (the ready check).
