@@ -221,10 +221,20 @@ struct ResponseState {
 
 impl ResponseState {
     fn on_bytes(&mut self, data: &[u8], bufs: &mut ExchangeBuffers, rec: &mut Recording) -> Step {
-        if self.head.is_some() && bufs.carry.is_empty() {
-            return self.on_body(data, bufs, rec);
+        if bufs.carry.is_empty() {
+            if self.head.is_some() {
+                return self.on_body(data, bufs, rec);
+            }
+            // The common first read: the whole head and the body's start, parsed where they
+            // are (no copy, and no carry buffer kept per worker).
+            if let Ok(Some(head)) = parse_head(data) {
+                let start = head.head_len;
+                self.body = Some(BodyDecoder::new(head.body));
+                self.head = Some(head);
+                return self.on_body(&data[start..], bufs, rec);
+            }
         }
-        // Rare path: an incomplete head, or body framing split across reads.
+        // Rare path: an incomplete (or bad) head, or body framing split across reads.
         let mut joined = std::mem::take(&mut bufs.carry);
         joined.extend_from_slice(data);
         if self.head.is_none() {
