@@ -100,46 +100,55 @@ enum Attempt {
     StaleConnection,
 }
 
-/// Sends `req` and reads its response, reusing `conn` when possible and reconnecting once,
-/// transparently, when a kept-alive connection turns out to be closed.
-/// Returns the connection for reuse (None when it must not be reused).
+/// Sends `req` and reads its response on the connection in `slot`, opening one when the
+/// slot is empty and reconnecting once, transparently, when a kept-alive connection turns
+/// out to be closed. The slot keeps the connection for reuse when the response allows it,
+/// and is empty otherwise.
+///
+/// The connection is used in place (an `&mut` slot, not taken by value and handed back): a
+/// by-value `Option<Connection>` is held two or three times over in this future's state
+/// (argument, local, the attempt's binding: ~430 bytes per worker). A caller that drops this
+/// future mid-exchange (a timeout, a stop) must empty the slot itself: the connection is then
+/// in the middle of a response.
 pub async fn exchange(
-    mut conn: Option<Connection>,
+    slot: &mut Option<Connection>,
     ep: &Endpoint,
     req: &PreparedRequest,
     mode: ResponseMode,
     bufs: &mut ExchangeBuffers,
     log: &mut WorkerLog,
     m: &mut Measured,
-) -> (Option<Connection>, Result<(), Failure>) {
-    if conn.as_ref().is_some_and(Connection::peer_closed) {
-        conn = None;
+) -> Result<(), Failure> {
+    if slot.as_ref().is_some_and(Connection::peer_closed) {
+        *slot = None;
     }
     for _ in 0..2 {
-        let mut c = match conn.take() {
+        let c = match slot {
             Some(c) => c,
             // Boxed: the connect (and TLS handshake) state is large and needed only while
             // connecting; inline, every idle worker future would carry it.
             None => match Box::pin(Connection::open(ep)).await {
-                Ok(c) => c,
-                Err(e) => return (None, Err(io_failure("connect", &e))),
+                Ok(c) => slot.insert(c),
+                Err(e) => return Err(io_failure("connect", &e)),
             },
         };
-        match attempt(&mut c, req, mode, bufs, log, m).await {
-            Attempt::StaleConnection => continue,
+        match attempt(c, req, mode, bufs, log, m).await {
+            Attempt::StaleConnection => *slot = None,
             Attempt::Finished(result, keep_alive) => {
                 c.responses += 1;
-                let back = (keep_alive && result.is_ok()).then_some(c);
-                return (back, result);
+                if !(keep_alive && result.is_ok()) {
+                    *slot = None;
+                }
+                return result;
             }
         }
     }
-    let closed = failure(
+    *slot = None;
+    Err(failure(
         "connection_closed",
         "Server disconnected",
         "the server closed the connection before responding, twice",
-    );
-    (None, Err(closed))
+    ))
 }
 
 fn io_failure(kind: &str, e: &io::Error) -> Failure {

@@ -52,42 +52,58 @@ struct Worker {
 
 /// Runs sessions until the schedule is exhausted (or the run is stopped); returns its log and
 /// its connection (kept alive for the next run when the server keeps it).
-pub async fn run_worker(
+///
+/// A plain function that builds the worker and returns an `async move` block that owns it
+/// and drives [`Worker::run_sessions`] by reference: an `async fn` taking the worker (or its
+/// parts) by value would hold it twice in its state, as argument and as local (~460 bytes
+/// per worker).
+pub fn run_worker(
     shared: Arc<RunShared>,
     epoch: Instant,
     conn: Option<Connection>,
     histograms: Rc<RefCell<Histograms>>,
     core: CoreHandles,
     log: WorkerLog,
-) -> (WorkerLog, Option<Connection>) {
+) -> impl std::future::Future<Output = (WorkerLog, Option<Connection>)> {
     let mut w = Worker::new(shared, epoch, conn, histograms, core, log);
-    let sessions = w.shared.workload.requests.len();
-    loop {
-        if w.stopped() {
-            break;
-        }
-        let session = w.shared.cursor.fetch_add(1, Ordering::Relaxed);
-        if session >= sessions {
-            break;
-        }
-        let offset = w
-            .shared
-            .workload
-            .arrivals
-            .as_ref()
-            .map_or(Duration::ZERO, |a| a[session]);
-        let scheduled = epoch + offset;
-        let was_waiting = w.wait_until(scheduled).await;
-        if w.stopped() {
-            // Claimed but never sent: the run counts it as not sent.
-            break;
-        }
-        if !w.run_session(session, scheduled, was_waiting).await {
-            break;
+    async move {
+        w.run_sessions().await;
+        w.shared.workers_left.fetch_sub(1, Ordering::AcqRel);
+        (w.log, w.conn)
+    }
+}
+
+impl Worker {
+    /// Claims sessions from the cursor and runs them until the schedule is exhausted, a
+    /// session's failure ends the worker, or the run is stopped.
+    async fn run_sessions(&mut self) {
+        let epoch = self.epoch;
+        let sessions = self.shared.workload.requests.len();
+        loop {
+            if self.stopped() {
+                break;
+            }
+            let session = self.shared.cursor.fetch_add(1, Ordering::Relaxed);
+            if session >= sessions {
+                break;
+            }
+            let offset = self
+                .shared
+                .workload
+                .arrivals
+                .as_ref()
+                .map_or(Duration::ZERO, |a| a[session]);
+            let scheduled = epoch + offset;
+            let was_waiting = self.wait_until(scheduled).await;
+            if self.stopped() {
+                // Claimed but never sent: the run counts it as not sent.
+                break;
+            }
+            if !self.run_session(session, scheduled, was_waiting).await {
+                break;
+            }
         }
     }
-    w.shared.workers_left.fetch_sub(1, Ordering::AcqRel);
-    (w.log, w.conn)
 }
 
 /// The probe lane (`Workload::probe`): its request, then its interval, again and again
@@ -250,7 +266,7 @@ impl Worker {
             done = timers.timeout_at(
                 deadline,
                 exchange(
-                    self.conn.take(),
+                    &mut self.conn,
                     &shared.endpoint,
                     turn.request,
                     shared.workload.mode,
@@ -262,15 +278,16 @@ impl Worker {
             () = stop.grace_over(*slot, timers) => None,
         };
         let result = match outcome {
-            Some(Some((back, result))) => {
-                self.conn = back;
-                result
-            }
+            Some(Some(result)) => result,
+            // The exchange was dropped mid-response: its connection and buffers (which a
+            // cancelled read may still have lent to the kernel) are not reused.
             Some(None) => {
+                self.conn = None;
                 self.bufs = ExchangeBuffers::default();
                 Err(timeout_failure(shared.options.request_timeout))
             }
             None => {
+                self.conn = None;
                 self.bufs = ExchangeBuffers::default();
                 Err(interrupted_failure(shared.options.interrupt_grace))
             }
