@@ -22,10 +22,13 @@ use crate::sse::SseDecoder;
 use super::recorder::{Failure, WorkerLog};
 use super::session::FinishReason;
 
-/// Read buffer size per connection. Small on purpose: at 10,000 streams every byte here is
+/// A connection's first read buffer. Small on purpose: at 10,000 streams every byte here is
 /// multiplied by 10,000 (io_uring owns each in-flight read's buffer, so buffers cannot be
-/// shared), and SSE events are a few hundred bytes.
-const READ_BUF: usize = 2048;
+/// shared), and an SSE event is a few hundred bytes, read as it arrives.
+const READ_BUF: usize = 512;
+/// A read that fills its buffer means bytes are waiting (a fast server, a large body): the
+/// buffer doubles, up to this, so a backlog is drained in few reads.
+const READ_BUF_MAX: usize = 16 << 10;
 /// Initial room for a partial SSE event; it grows to the largest event once.
 const SSE_BUF: usize = 512;
 
@@ -208,8 +211,11 @@ async fn attempt(
             Err(e) => return Attempt::Finished(Err(io_failure("read", &e)), false),
         };
         received_any = true;
-        let data = std::mem::take(&mut bufs.read);
+        let mut data = std::mem::take(&mut bufs.read);
         let step = state.on_bytes(&data[..n], bufs, &mut rec);
+        if n == data.capacity() && n < READ_BUF_MAX {
+            data.reserve(n);
+        }
         bufs.read = data;
         if let Some((outcome, keep_alive)) = step {
             return Attempt::Finished(outcome, keep_alive);
