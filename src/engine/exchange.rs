@@ -26,9 +26,10 @@ use super::session::FinishReason;
 /// multiplied by 10,000 (io_uring owns each in-flight read's buffer, so buffers cannot be
 /// shared), and an SSE event is a few hundred bytes, read as it arrives.
 const READ_BUF: usize = 512;
-/// A read that fills its buffer means bytes are waiting (a fast server, a large body): the
-/// buffer doubles, up to this, so a backlog is drained in few reads.
-const READ_BUF_MAX: usize = 16 << 10;
+/// A read that fills its buffer means bytes are waiting (a fast server, a large body, a
+/// client that fell behind): the buffer doubles, up to this. Buffers never shrink, so the
+/// cap is also every connection's worst case (at 10,000 streams that fell behind: 20 MB).
+const READ_BUF_MAX: usize = 2 << 10;
 /// Initial room for a partial SSE event; it grows to the largest event once.
 const SSE_BUF: usize = 512;
 
