@@ -46,6 +46,20 @@ pub(super) fn jsonl_text(path: &Path, dataset: &str) -> Result<String, DatasetEr
     std::fs::read_to_string(path).map_err(|e| DatasetError::file(path, e))
 }
 
+/// Each non-blank line of a JSONL `text` through `parse_row(path, line number, line)`
+/// (numbers count blank lines too, so errors name the line an editor shows).
+pub(super) fn jsonl_rows<T>(
+    path: &Path,
+    text: &str,
+    parse_row: impl Fn(&Path, usize, &str) -> Result<T, DatasetError>,
+) -> Result<Vec<T>, DatasetError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| parse_row(path, i + 1, l))
+        .collect()
+}
+
 /// The loaded JSONL file.
 pub struct Custom {
     path: PathBuf,
@@ -66,15 +80,9 @@ impl Custom {
 
     /// Parses JSONL text (`path` names it in errors).
     pub fn parse(path: &Path, text: &str) -> Result<Self, DatasetError> {
-        let rows = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| parse_row(path, i + 1, l))
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             path: path.to_owned(),
-            rows,
+            rows: jsonl_rows(path, text, parse_row)?,
         })
     }
 

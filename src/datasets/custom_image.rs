@@ -64,13 +64,9 @@ impl CustomImage {
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<Self, DatasetError> {
-        let rows = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-            .map(|(i, l)| parse_row(path, i + 1, l))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { rows })
+        Ok(Self {
+            rows: super::custom::jsonl_rows(path, text, parse_row)?,
+        })
     }
 
     /// Python's `CustomImageDataset.sample`: each request and its content parts.
