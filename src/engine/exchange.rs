@@ -238,39 +238,33 @@ struct ResponseState {
 impl ResponseState {
     fn on_bytes(&mut self, data: &[u8], bufs: &mut ExchangeBuffers, rec: &mut Recording) -> Step {
         if bufs.carry.is_empty() {
-            if self.head.is_some() {
-                return self.on_body(data, bufs, rec);
+            if self.head.is_none() {
+                // The common first read: the whole head and the body's start, parsed where
+                // they are (no copy, and no carry buffer kept per worker).
+                match self.take_head(data) {
+                    Ok(Some(start)) => return self.on_body(&data[start..], bufs, rec),
+                    Ok(None) => {
+                        bufs.carry.extend_from_slice(data);
+                        return None;
+                    }
+                    Err(step) => return step,
+                }
             }
-            // The common first read: the whole head and the body's start, parsed where they
-            // are (no copy, and no carry buffer kept per worker).
-            if let Ok(Some(head)) = parse_head(data) {
-                let start = head.head_len;
-                self.body = Some(BodyDecoder::new(head.body));
-                self.head = Some(head);
-                return self.on_body(&data[start..], bufs, rec);
-            }
+            return self.on_body(data, bufs, rec);
         }
-        // Rare path: an incomplete (or bad) head, or body framing split across reads.
+        // Rare path: a head or body framing split across reads.
         let mut joined = std::mem::take(&mut bufs.carry);
         joined.extend_from_slice(data);
         if self.head.is_none() {
-            match parse_head(&joined) {
+            match self.take_head(&joined) {
+                Ok(Some(start)) => {
+                    joined.drain(..start);
+                }
                 Ok(None) => {
                     bufs.carry = joined;
                     return None;
                 }
-                Err(e) => {
-                    return Some((
-                        Err(failure("bad_response", e.to_string(), e.to_string())),
-                        false,
-                    ))
-                }
-                Ok(Some(head)) => {
-                    let start = head.head_len;
-                    self.body = Some(BodyDecoder::new(head.body));
-                    self.head = Some(head);
-                    joined.drain(..start);
-                }
+                Err(step) => return step,
             }
         }
         let step = self.on_body(&joined, bufs, rec);
@@ -279,6 +273,24 @@ impl ResponseState {
             bufs.carry = joined; // keep the capacity
         }
         step
+    }
+
+    /// Parses the response head at the start of `buf` once it is complete: where the body
+    /// starts in `buf`, `Ok(None)` while the head is incomplete, or the failed step.
+    fn take_head(&mut self, buf: &[u8]) -> Result<Option<usize>, Step> {
+        match parse_head(buf) {
+            Ok(None) => Ok(None),
+            Err(e) => Err(Some((
+                Err(failure("bad_response", e.to_string(), e.to_string())),
+                false,
+            ))),
+            Ok(Some(head)) => {
+                let start = head.head_len;
+                self.body = Some(BodyDecoder::new(head.body));
+                self.head = Some(head);
+                Ok(Some(start))
+            }
+        }
     }
 
     /// Feeds body bytes through the framing decoder into the body sink.
