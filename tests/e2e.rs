@@ -440,6 +440,48 @@ fn max_concurrency_caps_requests_in_flight() {
     }
 }
 
+/// The engine line and the result name the driver and, on io_uring, the ring setup; a setup
+/// pinned with `VLLM_BENCH_URING_SETUP` is the one that ran.
+#[test]
+fn the_result_names_the_driver_and_the_ring_setup() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("ring-setup");
+    let args = base_args(&server, &dir, 4);
+    let epoll = run_with(&args, &["--io-driver", "epoll"], &dir);
+    let doc = saved(&dir);
+    assert_eq!(doc["vllm_bench_io_driver"], "epoll");
+    assert!(!doc.contains_key("vllm_bench_uring_setup"), "{doc:?}");
+    assert!(epoll.stdout.contains(" cores, epoll, "), "{}", epoll.stdout);
+
+    let all: Vec<&str> = args.iter().map(String::as_str).collect();
+    let pinned = vllm_bench_env(
+        &all,
+        dir.path(),
+        &[("VLLM_BENCH_URING_SETUP", Path::new("coop"))],
+    );
+    assert_eq!(pinned.code, 0, "{}", pinned.stderr);
+    let doc = saved(&dir);
+    match doc["vllm_bench_io_driver"].as_str() {
+        Some("io_uring") => {
+            assert_eq!(doc["vllm_bench_uring_setup"], "coop");
+            assert!(
+                pinned.stdout.contains(" cores, io_uring (coop), "),
+                "{}",
+                pinned.stdout
+            );
+        }
+        // A kernel without io_uring (or without COOP_TASKRUN) falls back, and says so.
+        other => {
+            assert_eq!(other, Some("epoll"));
+            assert!(
+                pinned.stderr.contains("using the epoll driver"),
+                "{}",
+                pinned.stderr
+            );
+        }
+    }
+}
+
 #[test]
 fn append_label_metadata_and_default_file_name() {
     let server = mock(|_| {});
