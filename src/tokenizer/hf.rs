@@ -12,11 +12,23 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use tokenizers::PostProcessor;
 
+use super::hf_json::Loaded;
 use super::special::SpecialTokensConfig;
+
+/// Runs `$body` with `$t` bound to the loaded tokenizer, whichever model type it has (the
+/// two are different `TokenizerImpl` types with the same methods).
+macro_rules! with_loaded {
+    ($loaded:expr, $t:ident => $body:expr) => {
+        match $loaded {
+            Loaded::Bpe($t) => $body,
+            Loaded::Other($t) => $body,
+        }
+    };
+}
 
 /// A loaded `tokenizer.json` plus its sibling config.
 pub struct HfTokenizer {
-    inner: tokenizers::Tokenizer,
+    inner: Loaded,
     vocab_size: usize,
     all_special_ids: Vec<u32>,
     added_ids: Vec<u32>,
@@ -31,17 +43,19 @@ impl HfTokenizer {
     /// Loads `path` (a `tokenizer.json`) and the config files in its directory.
     pub fn from_file(path: &Path) -> Result<Self> {
         let mut inner = super::hf_json::load(path)?;
-        inner.with_padding(None);
-        inner
-            .with_truncation(None)
-            .map_err(|e| anyhow!("{}: cannot disable truncation: {e}", path.display()))?;
+        with_loaded!(&mut inner, t => {
+            t.with_padding(None);
+            t.with_truncation(None).map(drop)
+        })
+        .map_err(|e| anyhow!("{}: cannot disable truncation: {e}", path.display()))?;
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
         let config = SpecialTokensConfig::from_dir(dir)?;
         Ok(Self::new(inner, &config))
     }
 
-    fn new(inner: tokenizers::Tokenizer, config: &SpecialTokensConfig) -> Self {
-        let added = inner.get_added_tokens_decoder();
+    fn new(inner: Loaded, config: &SpecialTokensConfig) -> Self {
+        let token_to_id = |token: &str| with_loaded!(&inner, t => t.token_to_id(token));
+        let added = with_loaded!(&inner, t => t.get_added_tokens_decoder());
         let mut added_ids: Vec<u32> = added.keys().copied().collect();
         added_ids.sort_unstable();
         let all_special_ids = if config.missing {
@@ -55,24 +69,24 @@ impl HfTokenizer {
             config
                 .all_special_tokens()
                 .into_iter()
-                .filter_map(|t| inner.token_to_id(t))
+                .filter_map(token_to_id)
                 .collect()
         };
-        let post_processor_added = inner
-            .get_post_processor()
+        let post_processor_added = with_loaded!(&inner, t => t.get_post_processor())
             .map(|pp| pp.added_tokens(false))
             .unwrap_or(0);
         // A config-only add_bos_token/add_eos_token applies when the json's post-processor
         // adds nothing itself (otherwise the json already encodes the rule).
         let config_token = |flag: Option<bool>, attr: &str| {
             (post_processor_added == 0 && flag == Some(true))
-                .then(|| config.named(attr).and_then(|t| inner.token_to_id(t)))
+                .then(|| config.named(attr).and_then(token_to_id))
                 .flatten()
         };
         let extra_bos = config_token(config.add_bos_token, "bos_token");
         let extra_eos = config_token(config.add_eos_token, "eos_token");
+        let vocab_size = with_loaded!(&inner, t => t.get_vocab_size(false));
         Self {
-            vocab_size: inner.get_vocab_size(false),
+            vocab_size,
             inner,
             all_special_ids,
             added_ids,
@@ -85,9 +99,7 @@ impl HfTokenizer {
 
     /// Token ids of `text`.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        let enc = self
-            .inner
-            .encode_fast(text, add_special_tokens)
+        let enc = with_loaded!(&self.inner, t => t.encode_fast(text, add_special_tokens))
             .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))?;
         let ids = enc.get_ids();
         if !add_special_tokens || (self.extra_bos.is_none() && self.extra_eos.is_none()) {
@@ -102,9 +114,7 @@ impl HfTokenizer {
 
     /// Ids of `text` (no special tokens) with their byte offsets.
     pub fn encode_with_offsets(&self, text: &str) -> Result<super::TokenSpans> {
-        let enc = self
-            .inner
-            .encode(text, false)
+        let enc = with_loaded!(&self.inner, t => t.encode(text, false))
             .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))?;
         Ok(super::TokenSpans {
             ids: enc.get_ids().to_vec(),
@@ -114,17 +124,14 @@ impl HfTokenizer {
 
     /// Number of tokens of `text` without special tokens.
     pub fn count(&self, text: &str) -> Result<usize> {
-        self.inner
-            .encode_fast(text, false)
+        with_loaded!(&self.inner, t => t.encode_fast(text, false))
             .map(|e| e.len())
             .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))
     }
 
     /// Text of `ids` (unknown ids are skipped, as the Rust and Python fast tokenizers do).
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
-        let text = self
-            .inner
-            .decode(ids, skip_special_tokens)
+        let text = with_loaded!(&self.inner, t => t.decode(ids, skip_special_tokens))
             .map_err(|e| anyhow!("tokenizer cannot decode the ids: {e}"))?;
         Ok(if self.clean_up_spaces {
             clean_up_tokenization(&text)

@@ -9,31 +9,47 @@
 //!
 //! Every tokenizer this benchmark meets in practice has a BPE model, so the file is first
 //! streamed (never held whole in memory) into a `TokenizerImpl` whose model type is our
-//! [`CachedBpe`]: the crate's own `Tokenizer` deserializer (added tokens and their ids,
+//! [`WordCachedBpe`]: the crate's own `Tokenizer` deserializer (added tokens and their ids,
 //! normalizer, pre-tokenizer, post-processor, decoder) runs unchanged, and only the model's
 //! fields are read here, straight into the crate's `BpeBuilder`, which builds the same
 //! model. Any other model (WordPiece, Unigram, WordLevel), or an invalid file, takes the
 //! crate's generic path, which also gives the error message.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::io::{BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer};
-use tokenizers::models::bpe::{BpeTrainer, Merges, Vocab, BPE};
+use tokenizers::models::bpe::{Merges, Vocab, BPE};
 use tokenizers::{
-    DecoderWrapper, Model, ModelWrapper, NormalizerWrapper, PostProcessorWrapper,
-    PreTokenizerWrapper, Token, Tokenizer, TokenizerImpl,
+    DecoderWrapper, NormalizerWrapper, PostProcessorWrapper, PreTokenizerWrapper, Tokenizer,
+    TokenizerImpl,
 };
 
-/// Loads the `tokenizer.json` at `path`; a BPE model gets a per-thread word cache of
-/// [`WORD_CACHE_CAPACITY`] entries.
-pub(super) fn load(path: &Path) -> Result<Tokenizer> {
+use super::word_cache::WordCachedBpe;
+
+/// A tokenizer with a BPE model behind our compact word cache.
+pub(super) type BpeTokenizer = TokenizerImpl<
+    WordCachedBpe,
+    NormalizerWrapper,
+    PreTokenizerWrapper,
+    PostProcessorWrapper,
+    DecoderWrapper,
+>;
+
+/// A loaded `tokenizer.json`: BPE (every tokenizer met in practice) or any other model.
+pub(super) enum Loaded {
+    Bpe(BpeTokenizer),
+    Other(Tokenizer),
+}
+
+/// Loads the `tokenizer.json` at `path`; a BPE model gets the compact per-thread word cache
+/// of [`super::word_cache`].
+pub(super) fn load(path: &Path) -> Result<Loaded> {
     let cannot_read = || {
         format!(
             "cannot read tokenizer file {}; check the --tokenizer path",
@@ -42,47 +58,30 @@ pub(super) fn load(path: &Path) -> Result<Tokenizer> {
     };
     let file = File::open(path).with_context(cannot_read)?;
     if let Ok(tokenizer) = parse_bpe(BufReader::with_capacity(1 << 16, file)) {
-        return Ok(tokenizer);
+        return Ok(Loaded::Bpe(tokenizer));
     }
     // Not a BPE model (or not valid): the crate's generic path decides and explains.
     let bytes = std::fs::read(path).with_context(cannot_read)?;
-    Tokenizer::from_bytes(&bytes).map_err(|e| {
-        anyhow!(
+    Tokenizer::from_bytes(&bytes)
+        .map(Loaded::Other)
+        .map_err(|e| {
+            anyhow!(
             "{} is not a valid tokenizer.json ({e}); re-download it or point --tokenizer elsewhere",
             path.display()
         )
-    })
+        })
 }
 
 /// Parses a `tokenizer.json` read from `json` if its model is BPE.
-fn parse_bpe(json: impl Read) -> serde_json::Result<Tokenizer> {
-    type BpeTokenizer = TokenizerImpl<
-        CachedBpe,
-        NormalizerWrapper,
-        PreTokenizerWrapper,
-        PostProcessorWrapper,
-        DecoderWrapper,
-    >;
+fn parse_bpe(json: impl Read) -> serde_json::Result<BpeTokenizer> {
     let mut de = serde_json::Deserializer::from_reader(json);
     let tokenizer = BpeTokenizer::deserialize(&mut de)?;
     de.end()?;
-    Ok(tokenizer.into())
+    Ok(tokenizer)
 }
 
-/// Words (pre-tokens) each thread's BPE cache may hold; the crate's default is 10,000.
-///
-/// The random dataset's text is the whole vocabulary walked in order, so it has about one
-/// distinct word per vocabulary entry (~150k for Qwen3); with the default most lookups miss
-/// and re-run the merges, which then dominate generation time. Entries are added only for
-/// words a thread actually meets (~100 bytes each).
-const WORD_CACHE_CAPACITY: usize = 262_144;
-
-/// A BPE model read by [`BpeVisitor`]. It is built with its word-cache capacity, so it never
-/// has to be cloned to resize it (the crate offers no `&mut` access to a tokenizer's model).
-/// It exists only while the json is parsed; the tokenizer then holds the plain [`BPE`].
-struct CachedBpe(BPE);
-
-impl<'de> Deserialize<'de> for CachedBpe {
+/// Read by [`BpeVisitor`] straight from the json.
+impl<'de> Deserialize<'de> for WordCachedBpe {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_map(BpeVisitor)
     }
@@ -94,14 +93,15 @@ impl<'de> Deserialize<'de> for CachedBpe {
 struct BpeVisitor;
 
 impl<'de> Visitor<'de> for BpeVisitor {
-    type Value = CachedBpe;
+    type Value = WordCachedBpe;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a BPE model")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CachedBpe, A::Error> {
-        let mut builder = BPE::builder().cache_capacity(WORD_CACHE_CAPACITY);
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WordCachedBpe, A::Error> {
+        // The crate's own word cache is off: ours replaces it.
+        let mut builder = BPE::builder().cache_capacity(0);
         let mut vocab: Option<Vocab> = None;
         let mut merges: Option<Merges> = None;
         while let Some(key) = map.next_key::<Cow<str>>()? {
@@ -167,7 +167,7 @@ impl<'de> Visitor<'de> for BpeVisitor {
             .vocab_and_merges(vocab, merges)
             .build()
             .map_err(de::Error::custom)?;
-        Ok(CachedBpe(bpe))
+        Ok(WordCachedBpe::new(bpe))
     }
 }
 
@@ -245,48 +245,11 @@ impl<'de> Visitor<'de> for MergeVisitor {
     }
 }
 
-impl From<CachedBpe> for ModelWrapper {
-    fn from(model: CachedBpe) -> Self {
-        ModelWrapper::BPE(model.0)
-    }
-}
-
-/// Plain delegation: the `Tokenizer` deserializer asks the model for ids of the added tokens.
-impl Model for CachedBpe {
-    type Trainer = BpeTrainer;
-
-    fn tokenize(&self, sequence: &str) -> tokenizers::Result<Vec<Token>> {
-        self.0.tokenize(sequence)
-    }
-
-    fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.0.token_to_id(token)
-    }
-
-    fn id_to_token(&self, id: u32) -> Option<String> {
-        self.0.id_to_token(id)
-    }
-
-    fn get_vocab(&self) -> HashMap<String, u32> {
-        self.0.get_vocab()
-    }
-
-    fn get_vocab_size(&self) -> usize {
-        self.0.get_vocab_size()
-    }
-
-    fn save(&self, folder: &Path, prefix: Option<&str>) -> tokenizers::Result<Vec<PathBuf>> {
-        self.0.save(folder, prefix)
-    }
-
-    fn get_trainer(&self) -> BpeTrainer {
-        self.0.get_trainer()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+    use tokenizers::{Model, ModelWrapper};
 
     /// A small BPE tokenizer.json with a normalizer and added tokens, one of them also in
     /// the vocabulary and one not (its id comes from the model's size as the json is read).
@@ -308,11 +271,20 @@ mod tests {
         "merges": [["a", "b"], ["ab", "c"]]}
     }"#;
 
-    fn ids(tokenizer: &Tokenizer, text: &str) -> Vec<u32> {
+    fn ids<M: Model, N, PT, PP, D>(
+        tokenizer: &TokenizerImpl<M, N, PT, PP, D>,
+        text: &str,
+    ) -> Vec<u32>
+    where
+        N: tokenizers::Normalizer,
+        PT: tokenizers::PreTokenizer,
+        PP: tokenizers::PostProcessor,
+        D: tokenizers::Decoder,
+    {
         tokenizer.encode(text, false).unwrap().get_ids().to_vec()
     }
 
-    fn serialized(tokenizer: &Tokenizer) -> String {
+    fn serialized(tokenizer: &impl serde::Serialize) -> String {
         serde_json::to_string(tokenizer).unwrap()
     }
 
@@ -328,7 +300,6 @@ mod tests {
     fn bpe_json_loads_directly_and_exactly_as_the_crate_loads_it() {
         let ours = parse_bpe(BPE_JSON.as_bytes()).unwrap();
         let crates = Tokenizer::from_bytes(BPE_JSON).unwrap();
-        assert!(matches!(ours.get_model(), ModelWrapper::BPE(_)));
         // Same model, added tokens, normalizer, … (the serialization holds all of them).
         assert_eq!(serialized(&ours), serialized(&crates));
         let text = "ABC ab<|end|>c ba x";
@@ -382,7 +353,9 @@ mod tests {
                     "unk_token": "[UNK]"}}"#;
         assert!(parse_bpe(json.as_bytes()).is_err());
         let path = temp_json("wordlevel", json);
-        let tokenizer = load(&path).unwrap();
+        let Loaded::Other(tokenizer) = load(&path).unwrap() else {
+            panic!("a WordLevel model loaded as BPE");
+        };
         std::fs::remove_file(&path).unwrap();
         assert!(matches!(tokenizer.get_model(), ModelWrapper::WordLevel(_)));
         assert_eq!(ids(&tokenizer, "hi there you"), vec![1, 2, 0]);
@@ -391,14 +364,14 @@ mod tests {
     #[test]
     fn bad_files_are_clear_errors() {
         let missing = std::env::temp_dir().join("vb-hfjson-no-such-file.json");
-        let err = format!("{:#}", load(&missing).unwrap_err());
+        let err = format!("{:#}", load(&missing).err().expect("an error"));
         assert!(err.contains("cannot read tokenizer file"), "{err}");
 
         // A merge whose parts are not in the vocabulary.
         let bad = BPE_JSON.replace(r#"["ab", "c"]"#, r#"["ab", "z"]"#);
         assert!(parse_bpe(bad.as_bytes()).is_err());
         let path = temp_json("bad-merge", &bad);
-        let err = format!("{:#}", load(&path).unwrap_err());
+        let err = format!("{:#}", load(&path).err().expect("an error"));
         std::fs::remove_file(&path).unwrap();
         assert!(err.contains("is not a valid tokenizer.json"), "{err}");
 

@@ -37,6 +37,7 @@ pub mod pat_str;
 pub mod server;
 pub mod special;
 pub mod tiktoken;
+mod word_cache;
 
 pub use chat_template::{ChatTemplate, ChatTemplateError};
 pub use server::{ServerTokenizer, TokenizeEndpoint};
