@@ -214,10 +214,11 @@ fn build_requests(
 
 /// Runs `work` on a thread pool of its own that ends with it.
 ///
-/// Dataset generation tokenizes on every thread it runs on, and the tokenizer crate keeps a
-/// BPE word cache per thread that only the thread's exit frees (tens of MB each with a
-/// 150k-token vocabulary). On rayon's global pool those caches would live through the run;
-/// on this pool they go with its threads, before the engine starts.
+/// Dataset generation tokenizes on every thread it runs on, and the BPE word cache
+/// ([`crate::tokenizer`]'s, like the crate's before it) is per thread, freed only when
+/// the thread exits (~10 MB each with a 150k-token vocabulary). On rayon's global pool those
+/// caches would live through the run; on this pool they go with its threads, before the
+/// engine starts.
 fn on_scratch_threads<T: Send>(work: impl FnOnce() -> T + Send) -> T {
     match rayon::ThreadPoolBuilder::new()
         .thread_name(|i| format!("vllm-bench-prep-{i}"))
