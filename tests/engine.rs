@@ -913,3 +913,66 @@ fn a_pre_opened_connection_the_server_closed_is_retried_once() {
     assert_eq!(r.merged.outputs[0].output_tokens, 2);
     assert_eq!(server.join().unwrap(), 2, "one closed, one answered");
 }
+
+/// A server that answers one streamed completion of `events` tokens with the whole response
+/// in a single write, so the client finds far more bytes waiting than a read buffer holds.
+fn answer_at_once(events: usize) -> (std::thread::JoinHandle<bool>, BaseUrl) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = BaseUrl::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+    let server = std::thread::spawn(move || {
+        let Ok((mut s, _)) = listener.accept() else {
+            return false;
+        };
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => req.extend_from_slice(&buf[..n]),
+            }
+        }
+        let mut body = String::new();
+        for i in 0..events {
+            body.push_str(&format!(
+                "data: {{\"choices\":[{{\"index\":0,\"text\":\" t{i}\"}}]}}\n\n"
+            ));
+        }
+        body.push_str(&format!(
+            "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":{events}}}}}\n\n\
+             data: [DONE]\n\n"
+        ));
+        let mut response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        response.extend_from_slice(body.as_bytes());
+        let written = s.write_all(&response).is_ok();
+        // Hold the connection until the client is done with it (or the timeout above).
+        while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+        written
+    });
+    (server, url)
+}
+
+/// Bytes waiting beyond a read buffer are drained without waiting (several drain rounds and
+/// ring reads here: ~110 KB at once), and every event in them is counted, in order.
+#[test]
+fn a_response_that_arrives_at_once_is_read_whole() {
+    const EVENTS: usize = 2000;
+    let (server, url) = answer_at_once(EVENTS);
+    let w = workload(&url, Backend::Vllm, "m", 1, EVENTS);
+    let r = run(&url, w, options(1, auto_driver()));
+    assert_eq!(completed(&r), 1, "{:?}", r.merged.failures_by_kind);
+    let o = &r.merged.outputs[0];
+    assert_eq!(o.output_tokens, EVENTS as u64);
+    assert_eq!(o.itl.len(), EVENTS - 1);
+    let expected: String = (0..EVENTS).map(|i| format!(" t{i}")).collect();
+    assert_eq!(o.generated_text, expected);
+    assert!(
+        server.join().unwrap(),
+        "the server wrote the whole response"
+    );
+}

@@ -236,6 +236,45 @@ impl Connection {
         }
     }
 
+    /// Plain TCP, not TLS.
+    pub fn is_plain(&self) -> bool {
+        matches!(self.transport, Transport::Plain(_))
+    }
+
+    /// Reads bytes that have already arrived, without waiting: one non-blocking `recv` into
+    /// `buf`. `None` when nothing is waiting, or over TLS (whose records are read through
+    /// the TLS stream only); `Some(Ok(0))` at end of stream.
+    ///
+    /// For draining a socket that a full [`read`](Self::read) showed to hold more: the bytes
+    /// are there, so a direct `recv` into a buffer the core shares is cheaper than another
+    /// ring round trip into a per-connection buffer that would have to grow.
+    pub fn read_ready(&mut self, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        if !self.is_plain() {
+            return None;
+        }
+        // SAFETY: `fd` is the open socket owned by `self.transport` (it lives as long as
+        // `self`); `buf` is valid and writable for `buf.len()` bytes; no ring read is in
+        // flight on it (the caller's last read completed), so nothing else writes there.
+        let n = unsafe {
+            libc::recv(
+                self.fd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        match usize::try_from(n) {
+            Ok(n) => Some(Ok(n)),
+            Err(_) => {
+                let err = io::Error::last_os_error();
+                match err.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => None,
+                    _ => Some(Err(err)),
+                }
+            }
+        }
+    }
+
     /// Writes all request parts (shared `Bytes`, never copied): one `write` for a single
     /// part, else `writev` over batches of at most [`IOV_MAX`] parts; over TLS one record
     /// write per part.
