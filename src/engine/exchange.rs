@@ -222,15 +222,16 @@ async fn attempt(
             Err(e) => return Attempt::Finished(Err(io_failure("read", &e)), false),
         };
         received_any = true;
-        let mut data = std::mem::take(&mut bufs.read);
+        let data = std::mem::take(&mut bufs.read);
         let mut step = state.on_bytes(&data[..n], bufs, &mut rec);
         let full = n == data.capacity();
-        if full && !c.is_plain() && n < TLS_READ_BUF_MAX {
-            data.reserve(n);
-        }
         bufs.read = data;
-        if step.is_none() && full && c.is_plain() {
-            step = drain_ready(c, &mut state, bufs, &mut rec);
+        if step.is_none() && full {
+            if c.is_plain() {
+                step = drain_ready(c, &mut state, bufs, &mut rec);
+            } else if n < TLS_READ_BUF_MAX {
+                bufs.read.reserve(n);
+            }
         }
         if let Some((outcome, keep_alive)) = step {
             return Attempt::Finished(outcome, keep_alive);

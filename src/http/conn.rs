@@ -212,26 +212,35 @@ impl Connection {
     /// every streamed response, and finding that out here keeps the reconnect outside the
     /// measured request.
     pub fn peer_closed(&self) -> bool {
-        let mut byte = 0u8;
+        let mut byte = [0u8];
+        match self.recv_now(&mut byte, libc::MSG_PEEK) {
+            Some(Ok(0)) | Some(Err(_)) => true,
+            // Unread bytes (e.g. a TLS alert): let the exchange see them.
+            Some(Ok(_)) | None => false,
+        }
+    }
+
+    /// One non-blocking `recv` with `flags` into `buf`: `None` when nothing is waiting.
+    fn recv_now(&self, buf: &mut [u8], flags: libc::c_int) -> Option<io::Result<usize>> {
         // SAFETY: `fd` is the open socket owned by `self.transport` (it lives as long as
-        // `self`); the buffer is one valid, writable byte; MSG_PEEK leaves the data in place.
+        // `self`); `buf` is valid and writable for `buf.len()` bytes; callers have no ring
+        // read in flight on this socket, so nothing else writes into it.
         let n = unsafe {
             libc::recv(
                 self.fd,
-                (&mut byte as *mut u8).cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                flags | libc::MSG_DONTWAIT,
             )
         };
-        match n {
-            0 => true,
-            n if n > 0 => false, // unread bytes (e.g. a TLS alert): let the exchange see them
-            _ => {
+        match usize::try_from(n) {
+            Ok(n) => Some(Ok(n)),
+            Err(_) => {
                 let err = io::Error::last_os_error();
-                !matches!(
-                    err.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                )
+                match err.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => None,
+                    _ => Some(Err(err)),
+                }
             }
         }
     }
@@ -252,27 +261,7 @@ impl Connection {
         if !self.is_plain() {
             return None;
         }
-        // SAFETY: `fd` is the open socket owned by `self.transport` (it lives as long as
-        // `self`); `buf` is valid and writable for `buf.len()` bytes; no ring read is in
-        // flight on it (the caller's last read completed), so nothing else writes there.
-        let n = unsafe {
-            libc::recv(
-                self.fd,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        match usize::try_from(n) {
-            Ok(n) => Some(Ok(n)),
-            Err(_) => {
-                let err = io::Error::last_os_error();
-                match err.kind() {
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => None,
-                    _ => Some(Err(err)),
-                }
-            }
-        }
+        self.recv_now(buf, 0)
     }
 
     /// Writes all request parts (shared `Bytes`, never copied): one `write` for a single
