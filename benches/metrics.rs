@@ -148,7 +148,11 @@ fn bench_merge(c: &mut Criterion) {
     group.bench_function("worker_logs_100k", |b| {
         b.iter_batched(
             || (clone_logs(&logs), hists.clone()),
-            |(l, h)| recorder::merge(l, h, REQUESTS).outputs.len(),
+            |(l, h)| {
+                recorder::merge(vec![recorder::outputs(l)], h, REQUESTS)
+                    .outputs
+                    .len()
+            },
             criterion::BatchSize::LargeInput,
         )
     });

@@ -15,20 +15,21 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
 use crate::http::conn::Connection;
+use crate::metrics::RequestOutput;
 
-use super::recorder::{Histograms, WorkerLog};
+use super::recorder::{self, CoreOutputs, Histograms, WorkerLog};
 use super::stop::{CoreStop, StopReceiver};
 use super::timer::Timers;
 use super::worker::{self, CoreHandles};
 use super::{CoreLoad, EngineError, EngineOptions, RunShared};
 use crate::runtime::{self, Runtime};
 
-/// What one core hands back after a run: its workers' logs and its histograms, and the
-/// probe lane's log when it ran here.
+/// What one core hands back after a run: its workers' requests as outputs and its
+/// histograms, and the probe lane's outputs when it ran here.
 pub struct CoreResult {
-    pub logs: Vec<WorkerLog>,
+    pub outputs: CoreOutputs,
     pub histograms: Histograms,
-    pub probe: Option<WorkerLog>,
+    pub probe: Option<Vec<RequestOutput>>,
     pub load: CoreLoad,
 }
 
@@ -293,9 +294,9 @@ async fn run_workers(
     };
     let histograms = histograms.borrow().clone();
     CoreResult {
-        logs,
+        outputs: recorder::outputs(logs),
         histograms,
-        probe: probe_log,
+        probe: probe_log.map(recorder::outputs_of),
         load,
     }
 }

@@ -331,7 +331,7 @@ impl Engine {
         if let Some(hook) = on_progress.take() {
             hook(Progress(shared.clone()));
         }
-        let mut logs = Vec::with_capacity(workers);
+        let mut outputs = Vec::with_capacity(threads);
         let mut hists = Vec::with_capacity(threads);
         let mut probes = Vec::new();
         let mut loads = Vec::with_capacity(threads);
@@ -343,9 +343,9 @@ impl Engine {
                         core: handle.core,
                         ..r.load
                     });
-                    logs.extend(r.logs);
+                    outputs.push(r.outputs);
                     hists.push(r.histograms);
-                    probes.extend(r.probe.map(recorder::outputs_of));
+                    probes.extend(r.probe);
                 }
                 Err(_) => first_error = first_error.or(Some(EngineError::Panicked)),
             }
@@ -354,8 +354,8 @@ impl Engine {
             return Err(e);
         }
         let total = shared.workload.total();
-        let not_sent_session_ended = logs.iter().map(|l| l.session_ended as usize).sum();
-        let merged = recorder::merge(logs, hists, total);
+        let not_sent_session_ended = outputs.iter().map(|c| c.session_ended).sum();
+        let merged = recorder::merge(outputs, hists, total);
         let duration = Duration::from_nanos(merged.last_end_ns);
         let not_sent = total - merged.outputs.len();
         Ok(RunReport {

@@ -238,32 +238,61 @@ fn secs(ns: u64) -> f64 {
     Duration::from_nanos(ns).as_secs_f64()
 }
 
-/// Merges worker logs and per-core histograms into request order and builds Python-shaped
-/// outputs.
-pub fn merge(logs: Vec<WorkerLog>, core_histograms: Vec<Histograms>, total: usize) -> Merged {
+/// One core's requests as Python-shaped outputs, converted on the core that recorded them.
+#[derive(Debug, Default)]
+pub struct CoreOutputs {
+    /// In the order the core's workers finished, not request order.
+    pub requests: Vec<(Record, RequestOutput)>,
+    /// Requests never sent because an earlier request of their session failed.
+    pub session_ended: usize,
+}
+
+/// Converts a core's worker logs into outputs, dropping each log as soon as it is read.
+///
+/// Why on the core: the logs were allocated by the core thread, and mimalloc reuses a freed
+/// block at once only on the thread that owns its page. Freed here, the logs' memory takes
+/// the outputs; freed by the main thread, it stayed out of use while the main thread built
+/// the outputs in fresh memory (+8 MB peak RSS at 10,000 streams × 20,000 requests).
+pub fn outputs(logs: Vec<WorkerLog>) -> CoreOutputs {
+    let mut out = CoreOutputs {
+        requests: Vec::with_capacity(logs.iter().map(|l| l.records.len()).sum()),
+        session_ended: 0,
+    };
+    for log in logs {
+        out.session_ended += log.session_ended as usize;
+        for rec in log.records {
+            let output = to_output(&rec, &log.itl_ns, &log.text);
+            out.requests.push((rec, output));
+        }
+    }
+    out
+}
+
+/// Merges the cores' outputs and histograms into request order (requests outside the
+/// workload's `total` are dropped).
+pub fn merge(cores: Vec<CoreOutputs>, core_histograms: Vec<Histograms>, total: usize) -> Merged {
     let mut histograms = Histograms::default();
     for h in &core_histograms {
         histograms.add(h);
     }
-    let mut slots: Vec<Option<(Record, RequestOutput)>> = (0..total).map(|_| None).collect();
-    let mut failures_by_kind = BTreeMap::new();
     let mut last_end_ns = 0;
-    for core in logs {
-        for rec in core.records {
+    let mut all = Vec::with_capacity(cores.iter().map(|c| c.requests.len()).sum());
+    for core in cores {
+        for (rec, out) in core.requests {
             last_end_ns = last_end_ns.max(rec.end_ns);
-            if let Some(f) = &rec.failure {
-                *failures_by_kind.entry(f.kind.clone()).or_insert(0) += 1;
-            }
-            let out = to_output(&rec, &core.itl_ns, &core.text);
-            let i = rec.index as usize;
-            if i < total {
-                slots[i] = Some((rec, out));
+            if (rec.index as usize) < total {
+                all.push((rec, out));
             }
         }
     }
-    let mut outputs = Vec::with_capacity(total);
-    let mut records = Vec::with_capacity(total);
-    for (rec, out) in slots.into_iter().flatten() {
+    all.sort_unstable_by_key(|(r, _)| r.index);
+    let mut failures_by_kind = BTreeMap::new();
+    let mut outputs = Vec::with_capacity(all.len());
+    let mut records = Vec::with_capacity(all.len());
+    for (rec, out) in all {
+        if let Some(f) = &rec.failure {
+            *failures_by_kind.entry(f.kind.clone()).or_insert(0) += 1;
+        }
         records.push(rec);
         outputs.push(out);
     }
@@ -396,7 +425,7 @@ mod tests {
         let mut b = WorkerLog::default();
         let r0 = record(0, 0, &[2_000_000, 2_500_000], &mut b);
         b.push(r0, &mut h);
-        let m = merge(vec![a, b], vec![h], 2);
+        let m = merge(vec![outputs(vec![a, b])], vec![h], 2);
         assert_eq!(m.outputs.len(), 2);
         assert_eq!(m.outputs[0].ttft, 0.002);
         assert_eq!(m.outputs[0].itl, vec![0.0005]);
@@ -425,7 +454,7 @@ mod tests {
             },
             &mut h,
         );
-        let m = merge(vec![a], vec![h], 1);
+        let m = merge(vec![outputs(vec![a])], vec![h], 1);
         assert!(!m.outputs[0].success);
         assert_eq!(m.outputs[0].error, "Internal Server Error");
         assert_eq!(m.failures_by_kind["http_500"], 1);
