@@ -24,12 +24,13 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer};
-use tokenizers::models::bpe::{Merges, Vocab, BPE};
+use tokenizers::models::bpe::{Merges, Vocab};
 use tokenizers::{
     DecoderWrapper, NormalizerWrapper, PostProcessorWrapper, PreTokenizerWrapper, Tokenizer,
     TokenizerImpl,
 };
 
+use super::compact_bpe::{BpeOptions, CompactBpe};
 use super::word_cache::WordCachedBpe;
 
 /// A tokenizer with a BPE model behind our compact word cache.
@@ -100,8 +101,7 @@ impl<'de> Visitor<'de> for BpeVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WordCachedBpe, A::Error> {
-        // The crate's own word cache is off: ours replaces it.
-        let mut builder = BPE::builder().cache_capacity(0);
+        let mut options = BpeOptions::default();
         let mut vocab: Option<Vocab> = None;
         let mut merges: Option<Merges> = None;
         while let Some(key) = map.next_key::<Cow<str>>()? {
@@ -112,40 +112,18 @@ impl<'de> Visitor<'de> for BpeVisitor {
                         return Err(de::Error::invalid_value(Unexpected::Str(&kind), &"BPE"));
                     }
                 }
-                "dropout" => {
-                    if let Some(p) = map.next_value()? {
-                        builder = builder.dropout(p);
-                    }
-                }
-                "unk_token" => {
-                    if let Some(t) = map.next_value()? {
-                        builder = builder.unk_token(t);
-                    }
-                }
+                "dropout" => options.dropout = map.next_value()?,
+                "unk_token" => options.unk_token = map.next_value()?,
                 "continuing_subword_prefix" => {
-                    if let Some(p) = map.next_value()? {
-                        builder = builder.continuing_subword_prefix(p);
-                    }
+                    options.continuing_subword_prefix = map.next_value()?;
                 }
-                "end_of_word_suffix" => {
-                    if let Some(s) = map.next_value()? {
-                        builder = builder.end_of_word_suffix(s);
-                    }
-                }
-                "fuse_unk" => {
-                    if let Some(b) = map.next_value()? {
-                        builder = builder.fuse_unk(b);
-                    }
-                }
+                "end_of_word_suffix" => options.end_of_word_suffix = map.next_value()?,
+                "fuse_unk" => options.fuse_unk = map.next_value::<Option<bool>>()?.unwrap_or(false),
                 "byte_fallback" => {
-                    if let Some(b) = map.next_value()? {
-                        builder = builder.byte_fallback(b);
-                    }
+                    options.byte_fallback = map.next_value::<Option<bool>>()?.unwrap_or(false);
                 }
                 "ignore_merges" => {
-                    if let Some(b) = map.next_value()? {
-                        builder = builder.ignore_merges(b);
-                    }
+                    options.ignore_merges = map.next_value::<Option<bool>>()?.unwrap_or(false);
                 }
                 "vocab" => vocab = Some(map.next_value()?),
                 // A BPE has about one merge per vocabulary entry, and the json lists the
@@ -163,9 +141,11 @@ impl<'de> Visitor<'de> for BpeVisitor {
         let (Some(vocab), Some(merges)) = (vocab, merges) else {
             return Err(de::Error::custom("Missing vocab/merges"));
         };
-        let bpe = builder
-            .vocab_and_merges(vocab, merges)
-            .build()
+        if let Some(compact) = CompactBpe::build(&vocab, &merges, &options) {
+            return Ok(WordCachedBpe::compact(compact));
+        }
+        let bpe = options
+            .build_crate(vocab, merges)
             .map_err(de::Error::custom)?;
         Ok(WordCachedBpe::new(bpe))
     }
@@ -359,6 +339,77 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert!(matches!(tokenizer.get_model(), ModelWrapper::WordLevel(_)));
         assert_eq!(ids(&tokenizer, "hi there you"), vec![1, 2, 0]);
+    }
+
+    /// The shared data directory (`VLLM_BENCH_SHARED`, else `shared/` beside the checkout).
+    fn shared_dir() -> PathBuf {
+        if let Ok(p) = std::env::var("VLLM_BENCH_SHARED") {
+            return PathBuf::from(p);
+        }
+        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        manifest
+            .ancestors()
+            .skip(1)
+            .map(|dir| dir.join("shared"))
+            .find(|dir| dir.join("reference").is_dir())
+            .unwrap_or_else(|| manifest.join("../shared"))
+    }
+
+    /// Texts of the first ShareGPT conversations, and strings that stress the merge loop.
+    fn sample_texts() -> Vec<String> {
+        let path =
+            shared_dir().join("data/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json");
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("the ShareGPT sample")).unwrap();
+        let mut texts: Vec<String> = json
+            .as_array()
+            .unwrap()
+            .iter()
+            .take(80)
+            .flat_map(|c| c["conversations"].as_array().cloned().unwrap_or_default())
+            .filter_map(|turn| turn["value"].as_str().map(str::to_owned))
+            .collect();
+        texts.extend(
+            [
+                "-".repeat(700),
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa bbbbbbbbbbb".into(),
+                "emoji 🤖🧪 and 中文字符 and ąčęėįšųūž \u{0} \t\r\n".into(),
+                "x".repeat(300) + &"🙂".repeat(80),
+            ]
+            .into_iter()
+            .map(|s| s.replace("\\u{0}", "\0")),
+        );
+        texts
+    }
+
+    #[test]
+    fn real_tokenizers_load_compact_and_encode_as_the_crate_does() {
+        let texts = sample_texts();
+        for name in ["qwen3", "smollm2"] {
+            let path = shared_dir().join(format!("fixtures/tokenizers/{name}/tokenizer.json"));
+            let Loaded::Bpe(ours) = load(&path).unwrap() else {
+                panic!("{name} did not load as BPE");
+            };
+            assert!(
+                ours.get_model().is_compact(),
+                "{name} took the crate's model"
+            );
+            let crates = Tokenizer::from_file(&path).unwrap();
+            assert_eq!(
+                ours.get_vocab_size(true),
+                crates.get_vocab_size(true),
+                "{name}"
+            );
+            for text in &texts {
+                // Twice: the second encode takes the word cache.
+                for _ in 0..2 {
+                    let a = ours.encode(text.as_str(), false).unwrap();
+                    let b = crates.encode(text.as_str(), false).unwrap();
+                    assert_eq!(a.get_ids(), b.get_ids(), "{name}: {text:?}");
+                    assert_eq!(a.get_offsets(), b.get_offsets(), "{name}: {text:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@ use anyhow::{bail, Result};
 use rayon::prelude::*;
 
 pub mod chat_template;
+mod compact_bpe;
 pub mod hf;
 mod hf_json;
 pub mod hub;

@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokenizers::models::bpe::{BpeTrainer, BPE};
 use tokenizers::{Model, Token};
 
+use super::compact_bpe::{self, CompactBpe};
+
 /// Words each thread's cache may hold. The random dataset's text walks the whole vocabulary,
 /// so with fewer entries than vocabulary words most lookups miss (~150k words for Qwen3).
 const CAPACITY: usize = 262_144;
@@ -47,24 +49,69 @@ thread_local! {
 /// Source of model ids, so two models never share cached words.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
-/// The crate's BPE (built without its own cache) behind the compact word cache.
+/// The merging model behind the cache: ours in flat tables, or the crate's for the options
+/// ours does not build (see [`super::compact_bpe`]).
+enum Bpe {
+    Compact(CompactBpe),
+    Crate(BPE),
+}
+
+/// A BPE model (built without the crate's own cache) behind the compact word cache.
 pub(super) struct WordCachedBpe {
-    bpe: BPE,
+    bpe: Bpe,
     id: u64,
 }
 
 impl WordCachedBpe {
-    /// Wraps `bpe`, which should be built with a cache capacity of 0 (this one replaces it).
+    /// Wraps the crate's `bpe`, which should be built with a cache capacity of 0 (this one
+    /// replaces it).
     pub(super) fn new(bpe: BPE) -> Self {
+        Self::with(Bpe::Crate(bpe))
+    }
+
+    /// Wraps our compact model.
+    pub(super) fn compact(bpe: CompactBpe) -> Self {
+        Self::with(Bpe::Compact(bpe))
+    }
+
+    fn with(bpe: Bpe) -> Self {
         WordCachedBpe {
             bpe,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
     }
 
-    /// Whether words of this model may be cached: BPE with dropout is not deterministic.
+    /// Whether words of this model may be cached: BPE with dropout is not deterministic
+    /// (the compact model has none).
     fn cacheable(&self, word: &str) -> bool {
-        word.len() <= MAX_WORD_LEN && self.bpe.dropout.is_none_or(|p| p == 0.0)
+        word.len() <= MAX_WORD_LEN
+            && match &self.bpe {
+                Bpe::Compact(_) => true,
+                Bpe::Crate(b) => b.dropout.is_none_or(|p| p == 0.0),
+            }
+    }
+
+    /// Whether our compact model merges (not the crate's).
+    #[cfg(test)]
+    pub(super) fn is_compact(&self) -> bool {
+        matches!(self.bpe, Bpe::Compact(_))
+    }
+
+    /// The merged tokens of one word, uncached.
+    fn merge(&self, word: &str) -> tokenizers::Result<Vec<Token>> {
+        match &self.bpe {
+            Bpe::Compact(b) => Ok(b.tokenize(word)),
+            Bpe::Crate(b) => b.tokenize(word),
+        }
+    }
+
+    /// The crate's model of this one, for the rarely used parts of `Model` (saving,
+    /// training).
+    fn as_crate(&self) -> std::borrow::Cow<'_, BPE> {
+        match &self.bpe {
+            Bpe::Compact(b) => std::borrow::Cow::Owned(b.to_crate()),
+            Bpe::Crate(b) => std::borrow::Cow::Borrowed(b),
+        }
     }
 
     /// The tokens of a cached word, rebuilt with their strings; `None` if an id has no
@@ -73,7 +120,7 @@ impl WordCachedBpe {
         pieces
             .iter()
             .map(|p| {
-                let value = self.bpe.id_to_token(p.id)?;
+                let value = self.id_to_token(p.id)?;
                 Some(Token::new(
                     p.id,
                     value,
@@ -103,7 +150,7 @@ impl Model for WordCachedBpe {
 
     fn tokenize(&self, sequence: &str) -> tokenizers::Result<Vec<Token>> {
         if sequence.is_empty() || !self.cacheable(sequence) {
-            return self.bpe.tokenize(sequence);
+            return self.merge(sequence);
         }
         WORDS.with(|cell| {
             let mut by_model = cell.borrow_mut();
@@ -111,7 +158,7 @@ impl Model for WordCachedBpe {
             if let Some(tokens) = words.get(sequence).and_then(|p| self.rebuild(p)) {
                 return Ok(tokens);
             }
-            let tokens = self.bpe.tokenize(sequence)?;
+            let tokens = self.merge(sequence)?;
             if words.len() < CAPACITY {
                 if let Some(pieces) = pieces_of(&tokens) {
                     words.insert(sequence.into(), pieces);
@@ -122,34 +169,46 @@ impl Model for WordCachedBpe {
     }
 
     fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.bpe.token_to_id(token)
+        match &self.bpe {
+            Bpe::Compact(b) => b.token_to_id(token),
+            Bpe::Crate(b) => b.token_to_id(token),
+        }
     }
 
     fn id_to_token(&self, id: u32) -> Option<String> {
-        self.bpe.id_to_token(id)
+        match &self.bpe {
+            Bpe::Compact(b) => b.id_to_token(id),
+            Bpe::Crate(b) => b.id_to_token(id),
+        }
     }
 
     fn get_vocab(&self) -> std::collections::HashMap<String, u32> {
-        self.bpe.get_vocab()
+        match &self.bpe {
+            Bpe::Compact(b) => compact_bpe::std_vocab(b.vocab()),
+            Bpe::Crate(b) => b.get_vocab(),
+        }
     }
 
     fn get_vocab_size(&self) -> usize {
-        self.bpe.get_vocab_size()
+        match &self.bpe {
+            Bpe::Compact(b) => b.vocab_len(),
+            Bpe::Crate(b) => b.get_vocab_size(),
+        }
     }
 
     fn save(&self, folder: &Path, prefix: Option<&str>) -> tokenizers::Result<Vec<PathBuf>> {
-        self.bpe.save(folder, prefix)
+        self.as_crate().save(folder, prefix)
     }
 
     fn get_trainer(&self) -> BpeTrainer {
-        self.bpe.get_trainer()
+        self.as_crate().get_trainer()
     }
 }
 
 /// Serialized as the crate's BPE (the cache is not part of the model).
 impl serde::Serialize for WordCachedBpe {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.bpe.serialize(serializer)
+        self.as_crate().serialize(serializer)
     }
 }
 
