@@ -162,6 +162,31 @@ impl ChunkDecoder {
         self.decode_with(data, |root| read_chunk(api, root))
     }
 
+    /// [`ChunkDecoder::decode`] for one stream's chunks: a plain token chunk that matches
+    /// the stream's `template` is read without parsing, any other is parsed (and may become
+    /// the template).
+    pub fn decode_stream<'a>(
+        &mut self,
+        api: StreamApi,
+        data: &'a mut [u8],
+        template: &mut ChunkTemplate,
+    ) -> Result<ChunkFields<'a>, ChunkError> {
+        if let Some(range) = template.matched(data) {
+            let data: &'a [u8] = data;
+            let text = std::str::from_utf8(&data[range]).expect("checked by the match");
+            return Ok(ChunkFields {
+                has_choices: true,
+                text: Some(Cow::Borrowed(text)),
+                ..ChunkFields::default()
+            });
+        }
+        template.stage(data);
+        let base = data.as_ptr();
+        let fields = self.decode(api, data)?;
+        template.arm(base, &fields);
+        Ok(fields)
+    }
+
     /// Decode one payload in place and hand its root value to `read` (the one place the
     /// reused tape and buffers are managed; each response shape brings its own reader).
     pub(super) fn decode_with<'a, T>(
@@ -177,6 +202,98 @@ impl ChunkDecoder {
         self.tape = tape.reset();
         fields
     }
+}
+
+/// Longest chunk a [`ChunkTemplate`] keeps (an OpenAI-style token chunk is ~200 bytes).
+const TEMPLATE_MAX: usize = 1024;
+
+/// The last plain token chunk of one stream, to recognise the next ones without parsing.
+///
+/// Why: a server streams a response as chunks that differ only in their text (the `id`,
+/// `created`, `model` and every other field repeat), and parsing each one whole was about
+/// half of the client's user time per event. A chunk that is byte for byte the template
+/// outside the text string, with a text free of quotes, backslashes and control bytes and
+/// valid UTF-8, is that same JSON document with another string in that one place: it is
+/// valid, and decodes to the template's fields with that text. Only templates whose other
+/// fields are empty are kept (no finish reason, usage, error, reasoning or tool calls), so a
+/// match is a plain token chunk. Anything else (the first and last chunks, a text with an
+/// escape) is parsed, and a plain token chunk parsed becomes the next template.
+#[derive(Debug, Default)]
+pub struct ChunkTemplate {
+    /// The template chunk as received (before simd-json unescaped it in place).
+    bytes: Vec<u8>,
+    /// The text string's content is `bytes[prefix..bytes.len() - suffix]`.
+    prefix: usize,
+    suffix: usize,
+    armed: bool,
+}
+
+impl ChunkTemplate {
+    /// The range of `data`'s text when `data` is the template with a plain text.
+    fn matched(&self, data: &[u8]) -> Option<std::ops::Range<usize>> {
+        let (t, p, s) = (&self.bytes, self.prefix, self.suffix);
+        if !self.armed || data.len() < p + s || data[..p] != t[..p] {
+            return None;
+        }
+        let end = data.len() - s;
+        if data[end..] != t[t.len() - s..] {
+            return None;
+        }
+        let text = &data[p..end];
+        let plain = text.iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\');
+        (plain && std::str::from_utf8(text).is_ok()).then_some(p..end)
+    }
+
+    /// Keeps a copy of `data` before it is parsed (parsing rewrites it), disarmed until
+    /// [`ChunkTemplate::arm`] finds it a plain token chunk.
+    fn stage(&mut self, data: &[u8]) {
+        self.armed = false;
+        self.bytes.clear();
+        if data.len() <= TEMPLATE_MAX {
+            self.bytes.extend_from_slice(data);
+        }
+    }
+
+    /// Arms the staged chunk as the template if its parsed `fields` are a plain token's and
+    /// its text borrows the payload that started at `base`.
+    fn arm(&mut self, base: *const u8, fields: &ChunkFields<'_>) {
+        let plain = fields.has_choices
+            && fields.reasoning.is_none()
+            && !fields.has_tool_calls
+            && fields.finish_reason.is_none()
+            && fields.usage.is_none()
+            && fields.error.is_none();
+        let Some(Cow::Borrowed(text)) = &fields.text else {
+            return;
+        };
+        if !plain || self.bytes.is_empty() {
+            return;
+        }
+        // simd-json leaves (or unescapes) a string right after its opening quote.
+        let start = (text.as_ptr() as usize).wrapping_sub(base as usize);
+        if start == 0 || start >= self.bytes.len() || self.bytes[start - 1] != b'"' {
+            return;
+        }
+        let Some(end) = string_end(&self.bytes, start) else {
+            return;
+        };
+        self.prefix = start;
+        self.suffix = self.bytes.len() - end;
+        self.armed = true;
+    }
+}
+
+/// Index of the quote closing the JSON string whose content starts at `start`.
+fn string_end(json: &[u8], start: usize) -> Option<usize> {
+    let mut i = start;
+    while i < json.len() {
+        match json[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// One JSON value on the tape: its head node followed by the nodes of its subtree.
@@ -815,6 +932,160 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             let mut data = bytes;
             let _ = ChunkDecoder::new().decode(StreamApi::Chat, &mut data);
+        }
+    }
+
+    /// The fields of a decode, or its error, as owned values for comparing.
+    fn outcome(r: Result<ChunkFields<'_>, ChunkError>) -> Result<ChunkFields<'static>, String> {
+        r.map(|f| ChunkFields {
+            text: owned(f.text),
+            reasoning: owned(f.reasoning),
+            finish_reason: owned(f.finish_reason),
+            error: owned(f.error),
+            ..f
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    /// Decodes `chunks` in order as one stream (template path) and each alone (full parse),
+    /// asserts both agree on every chunk, and returns how many the template matched.
+    fn stream_agrees(api: StreamApi, chunks: &[Vec<u8>]) -> usize {
+        let mut dec = ChunkDecoder::new();
+        let mut template = ChunkTemplate::default();
+        let mut matched = 0;
+        for chunk in chunks {
+            matched += usize::from(template.matched(chunk).is_some());
+            let mut a = chunk.clone();
+            let mut b = chunk.clone();
+            let streamed = outcome(dec.decode_stream(api, &mut a, &mut template));
+            let alone = outcome(ChunkDecoder::new().decode(api, &mut b));
+            assert_eq!(streamed, alone, "{}", String::from_utf8_lossy(chunk));
+        }
+        matched
+    }
+
+    fn completion(id: &str, text: &str, finish: &str) -> Vec<u8> {
+        format!(
+            r#"{{"id":"{id}","object":"text_completion","created":1,"model":"m","choices":[{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{finish}}}]}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn token_chunks_after_the_first_are_matched_and_read_as_parsed() {
+        let mut chunks: Vec<Vec<u8>> = [" a", " bb", "", " ccc", "é中🙂", " d"]
+            .iter()
+            .map(|t| completion("c1", t, "null"))
+            .collect();
+        chunks.push(completion("c1", " e", r#""length""#));
+        chunks.push(VLLM_USAGE.as_bytes().to_vec());
+        // Only the first parses whole; the finish and usage chunks differ outside the text.
+        assert_eq!(stream_agrees(StreamApi::Completions, &chunks), 5);
+
+        let chat: Vec<Vec<u8>> = [VLLM_CHAT_ROLE, VLLM_CHAT_LAST]
+            .iter()
+            .map(|c| c.as_bytes().to_vec())
+            .chain([" x", " y", ""].iter().map(|t| {
+                format!(
+                    r#"{{"id":"k","choices":[{{"index":0,"delta":{{"content":"{t}"}},"finish_reason":null}}]}}"#
+                )
+                .into_bytes()
+            }))
+            .collect();
+        assert_eq!(stream_agrees(StreamApi::Chat, &chat), 2);
+    }
+
+    #[test]
+    fn anything_but_a_plain_text_in_the_same_place_is_parsed() {
+        let base = completion("c1", " a", "null");
+        let cases: Vec<Vec<u8>> = vec![
+            completion("c1", r#"a\"b"#, "null"),
+            completion("c1", r"a\\b", "null"),
+            completion("c1", r"\u00e9", "null"),
+            completion("c1", r"\ud800", "null"),
+            completion("c1", "tab\there", "null"),
+            completion("c2", " a", "null"),
+            // Invalid UTF-8 in the text: an error, as the full parse says.
+            completion("c1", "@@", "null")
+                .iter()
+                .map(|&b| if b == b'@' { 0xff } else { b })
+                .collect(),
+            // A quote in the text makes it a different document (here, invalid JSON).
+            completion("c1", r#"a","x":"b"#, "null"),
+            completion("c1", r#"a"#, "null")[..40].to_vec(),
+        ];
+        for case in cases {
+            let mut template = ChunkTemplate::default();
+            let mut first = base.clone();
+            ChunkDecoder::new()
+                .decode_stream(StreamApi::Completions, &mut first, &mut template)
+                .unwrap();
+            assert!(template.matched(&base).is_some());
+            assert!(
+                template.matched(&case).is_none(),
+                "{}",
+                String::from_utf8_lossy(&case)
+            );
+            stream_agrees(StreamApi::Completions, &[base.clone(), case, base.clone()]);
+        }
+    }
+
+    #[test]
+    fn a_template_is_only_the_chunk_text_and_never_another_string() {
+        // `text` inside logprobs comes first; the template's text is the choice's own.
+        let chunk = |inner: &str, text: &str| {
+            format!(
+                r#"{{"choices":[{{"logprobs":{{"text":"{inner}"}},"text":"{text}","finish_reason":null}}]}}"#
+            )
+            .into_bytes()
+        };
+        let chunks = [
+            chunk("a", "a"),
+            chunk("b", "a"),
+            chunk("b", "b"),
+            chunk("a", "c"),
+        ];
+        // Only the third: the first two differ in the inner string, the last in it too.
+        assert_eq!(stream_agrees(StreamApi::Completions, &chunks), 1);
+        // Repeated keys: the last one is the text, for the parse and for the template.
+        let dup = |first: &str, last: &str| {
+            format!(r#"{{"choices":[{{"text":"{first}","text":"{last}"}}]}}"#).into_bytes()
+        };
+        let chunks = [dup("a", "b"), dup("a", "c"), dup("x", "c")];
+        assert_eq!(stream_agrees(StreamApi::Completions, &chunks), 1);
+        // Chunks with reasoning, tool calls or an error never become templates.
+        let reasoning = br#"{"choices":[{"delta":{"reasoning":"r","content":"x"}}]}"#.to_vec();
+        let tools =
+            br#"{"choices":[{"delta":{"tool_calls":[{"id":"t"}],"content":"x"}}]}"#.to_vec();
+        let error =
+            br#"{"object":"error","message":"m","choices":[{"delta":{"content":"x"}}]}"#.to_vec();
+        for c in [reasoning, tools, error] {
+            assert_eq!(
+                stream_agrees(StreamApi::Chat, &[c.clone(), c.clone(), c]),
+                0
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_stream_decodes_as_each_chunk_alone(
+            texts in proptest::collection::vec(
+                proptest::string::string_regex(r#"([ -~]|é|中|\\n|\\"|\\u00e9){0,6}"#).unwrap(),
+                1..12,
+            ),
+            ids in proptest::collection::vec(0u8..3, 12),
+            finishes in proptest::collection::vec(0u8..6, 12),
+        ) {
+            let chunks: Vec<Vec<u8>> = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let finish = if finishes[i] == 0 { r#""stop""# } else { "null" };
+                    completion(&format!("c{}", ids[i]), t, finish)
+                })
+                .collect();
+            stream_agrees(StreamApi::Completions, &chunks);
         }
     }
 }

@@ -12,7 +12,7 @@ use std::io;
 use std::time::Instant;
 
 use crate::backends::responses_event;
-use crate::backends::stream_chunk::{ChunkDecoder, StreamApi};
+use crate::backends::stream_chunk::{ChunkDecoder, ChunkTemplate, StreamApi};
 use crate::backends::ResponseMode;
 use crate::http::conn::{Connection, Endpoint};
 use crate::http::request::PreparedRequest;
@@ -71,6 +71,7 @@ impl Default for ExchangeBuffers {
             body: BodySink {
                 sse: SseDecoder::with_capacity(SSE_BUF),
                 kept: Vec::new(),
+                template: ChunkTemplate::default(),
             },
         }
     }
@@ -422,6 +423,9 @@ impl ResponseState {
 struct BodySink {
     sse: SseDecoder,
     kept: Vec<u8>,
+    /// The stream's last plain token chunk (kept across requests: a match is valid whatever
+    /// stream the template came from).
+    template: ChunkTemplate,
 }
 
 impl BodySink {
@@ -460,7 +464,7 @@ impl BodySink {
                     .push(payload)
                     .map_err(|e| failure("sse_too_large", e.to_string(), e.to_string()))?;
                 while let Some(ev) = self.sse.next_event() {
-                    rec.event(ev.is_done(), ev.data, api)?;
+                    rec.event(ev.is_done(), ev.data, api, &mut self.template)?;
                 }
                 Ok(())
             }
@@ -471,7 +475,7 @@ impl BodySink {
     /// Python's verdict on a stream that never produced a token.
     fn finish_stream(&mut self, api: StreamApi, rec: &mut Recording) -> Result<(), Failure> {
         while let Some(ev) = self.sse.finish() {
-            rec.event(ev.is_done(), ev.data, api)?;
+            rec.event(ev.is_done(), ev.data, api, &mut self.template)?;
         }
         if api == StreamApi::Responses {
             return responses_verdict(rec.m);
@@ -496,7 +500,13 @@ impl BodySink {
 
 impl Recording<'_> {
     /// Applies one SSE event (Python's `async_request_openai_*` loop body).
-    fn event(&mut self, done: bool, data: &mut [u8], api: StreamApi) -> Result<(), Failure> {
+    fn event(
+        &mut self,
+        done: bool,
+        data: &mut [u8],
+        api: StreamApi,
+        template: &mut ChunkTemplate,
+    ) -> Result<(), Failure> {
         if done {
             self.m.done = true;
             return Ok(());
@@ -505,7 +515,7 @@ impl Recording<'_> {
             return self.responses_event(data);
         }
         let chunk = CHUNK_DECODER
-            .with(|json| json.borrow_mut().decode(api, data))
+            .with(|json| json.borrow_mut().decode_stream(api, data, template))
             .map_err(malformed_event)?;
         if chunk.has_choices && chunk.is_token(api) {
             self.token_at_now();

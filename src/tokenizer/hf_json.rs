@@ -11,8 +11,9 @@
 //! streamed (never held whole in memory) into a `TokenizerImpl` whose model type is our
 //! [`WordCachedBpe`]: the crate's own `Tokenizer` deserializer (added tokens and their ids,
 //! normalizer, pre-tokenizer, post-processor, decoder) runs unchanged, and only the model's
-//! fields are read here, straight into the crate's `BpeBuilder`, which builds the same
-//! model. Any other model (WordPiece, Unigram, WordLevel), or an invalid file, takes the
+//! fields are read here, into our [`super::compact_bpe::CompactBpe`] (the crate's tokens in
+//! a third of its memory) or, for options it does not build, the crate's `BpeBuilder`.
+//! Any other model (WordPiece, Unigram, WordLevel), or an invalid file, takes the
 //! crate's generic path, which also gives the error message.
 
 use std::borrow::Cow;
