@@ -7,6 +7,7 @@
 //! `cli` → `config` → `datasets` (+ `tokenizer`) → `backends` (request bytes) → `engine`
 //! (pinned monoio runtimes, `http`, `sse`) → `metrics` → `output`.
 
+pub mod allocator;
 pub mod app;
 pub mod backends;
 pub mod cli;

@@ -156,22 +156,9 @@ fn serve(mut rt: Runtime, wire: OwnedFd, inbox: mpsc::Receiver<Command>) {
             receiver.as_ref(),
             &mut pool,
         ));
-        release_freed_pages();
+        crate::allocator::release_freed_pages();
         let _ = cmd.reply.send(result);
     }
-}
-
-/// Hands the memory this thread's run freed (worker tasks, read and SSE buffers: ~45 MB at
-/// 10,000 streams) back to the allocator's shared arena and the OS.
-///
-/// Why: the core thread then sits idle until the next run, and mimalloc retires a page
-/// whose blocks were all freed only when its own thread allocates or collects again, so
-/// without this the main thread's merge of the results took fresh memory beside the freed
-/// pages (peak RSS +30 MB at the end of the run). With another global allocator this collects
-/// mimalloc's own, empty, heap: a no-op.
-fn release_freed_pages() {
-    // SAFETY: `mi_collect` takes no pointers; it walks only this thread's own heap.
-    unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
 /// One run's workers on this core: connections from the pool (or new ones before the clock
