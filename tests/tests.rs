@@ -20,5 +20,6 @@ mod runs;
 mod shards;
 mod steady_state;
 mod timed_trace;
+mod tokenizer_files;
 mod trace_replay;
 mod util;
