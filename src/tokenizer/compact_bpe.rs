@@ -10,8 +10,8 @@
 //!
 //! The merge loop is the crate's (`Word::merge_all`): a min-heap of candidate merges ordered
 //! by rank, then position, and the same test for stale entries, so the tokens are the crate's
-//! for every word (a proptest below and, with the real Qwen3 and SmolLM2 files, a test in
-//! `hf_json` check that).
+//! for every word (a proptest below and, with the real Qwen3 and SmolLM2 files,
+//! `tests/tokenizer_files.rs` check that).
 //! Only the options met in practice are built here (unknown token, its fusing, byte
 //! fallback, ignoring merges); a model with dropout, a continuing-subword prefix or an
 //! end-of-word suffix stays the crate's.
