@@ -8,8 +8,9 @@
 //! was 59 MB of the 116 MB heap peak at 10,000 streams (docs/performance.md). An entry here
 //! is the word and 8 bytes per token, about 70 bytes.
 //!
-//! The tokens are exactly what the crate's BPE returned for the word (BPE without dropout is
-//! a pure function of the word), so cached and uncached encodes agree. Like the crate's cache,
+//! The tokens are exactly what the model behind it (our [`super::compact_bpe`], or the
+//! crate's BPE) returned for the word (BPE without dropout is a pure function of the word),
+//! so cached and uncached encodes agree. Like the crate's cache,
 //! it lives in a thread local: no lock on the hot path, and it is freed when the thread
 //! exits (which is why generation runs on a pool of its own, `modes::plan`).
 
