@@ -206,8 +206,11 @@ impl ChunkDecoder {
 
 /// Longest chunk a [`ChunkTemplate`] keeps (an OpenAI-style token chunk is ~200 bytes).
 const TEMPLATE_MAX: usize = 1024;
-/// Room a template takes beyond the chunk it first holds.
+/// Room a template takes beyond a chunk that outgrows it.
 const TEMPLATE_SLACK: usize = 24;
+/// A template's first room, reserved with the stream's other buffers before its first
+/// request, so that a typical chunk (~200 bytes) is kept without allocating mid-response.
+const TEMPLATE_INITIAL: usize = 256;
 
 /// The last plain token chunk of one stream, to recognise the next ones without parsing.
 ///
@@ -220,7 +223,7 @@ const TEMPLATE_SLACK: usize = 24;
 /// fields are empty are kept (no finish reason, usage, error, reasoning or tool calls), so a
 /// match is a plain token chunk. Anything else (the first and last chunks, a text with an
 /// escape) is parsed, and a plain token chunk parsed becomes the next template.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ChunkTemplate {
     /// The template chunk as received (before simd-json unescaped it in place).
     bytes: Vec<u8>,
@@ -228,6 +231,17 @@ pub struct ChunkTemplate {
     prefix: usize,
     suffix: usize,
     armed: bool,
+}
+
+impl Default for ChunkTemplate {
+    fn default() -> Self {
+        ChunkTemplate {
+            bytes: Vec::with_capacity(TEMPLATE_INITIAL),
+            prefix: 0,
+            suffix: 0,
+            armed: false,
+        }
+    }
 }
 
 impl ChunkTemplate {
@@ -252,7 +266,7 @@ impl ChunkTemplate {
         self.armed = false;
         self.bytes.clear();
         if data.len() <= TEMPLATE_MAX {
-            // Sized to the chunks seen, not doubled: at 10,000 streams each spare byte is
+            // Grown to the chunks seen, not doubled: at 10,000 streams each spare byte is
             // 10 kB (the slack covers the text's length varying between chunks).
             if self.bytes.capacity() < data.len() {
                 self.bytes.reserve_exact(data.len() + TEMPLATE_SLACK);

@@ -17,7 +17,6 @@
 //! end-of-word suffix stays the crate's.
 
 use std::collections::BinaryHeap;
-use std::collections::HashMap;
 
 use tokenizers::models::bpe::{Merges, Vocab, BPE};
 use tokenizers::Token;
@@ -473,11 +472,6 @@ impl CompactBpe {
     }
 }
 
-/// The vocabulary the crate's `Model::get_vocab` returns.
-pub(super) fn std_vocab(vocab: Vocab) -> HashMap<String, u32> {
-    vocab.into_iter().collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,7 +574,13 @@ mod tests {
             assert_eq!(compact.token_to_id(t), crates.token_to_id(t), "{t:?}");
         }
         assert_eq!(compact.vocab_len(), crates.get_vocab_size());
-        assert_eq!(std_vocab(compact.vocab()), crates.get_vocab());
+        assert_eq!(
+            compact
+                .vocab()
+                .into_iter()
+                .collect::<std::collections::HashMap<_, _>>(),
+            crates.get_vocab()
+        );
         assert_eq!(
             serde_json::to_string(&compact.to_crate()).unwrap(),
             serde_json::to_string(&crates).unwrap()

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokenizers::models::bpe::{BpeTrainer, BPE};
 use tokenizers::{Model, Token};
 
-use super::compact_bpe::{self, CompactBpe};
+use super::compact_bpe::CompactBpe;
 
 /// Words each thread's cache may hold. The random dataset's text walks the whole vocabulary,
 /// so with fewer entries than vocabulary words most lookups miss (~150k words for Qwen3).
@@ -185,7 +185,7 @@ impl Model for WordCachedBpe {
 
     fn get_vocab(&self) -> std::collections::HashMap<String, u32> {
         match &self.bpe {
-            Bpe::Compact(b) => compact_bpe::std_vocab(b.vocab()),
+            Bpe::Compact(b) => b.vocab().into_iter().collect(),
             Bpe::Crate(b) => b.get_vocab(),
         }
     }
