@@ -9,62 +9,87 @@ use std::ffi::OsString;
 use crate::cli;
 use crate::config::Config;
 use crate::modes;
+use crate::output::stdio::Console;
 
-/// Runs the program on `args` (program name first); returns the exit code.
+/// Runs the program on `args` (program name first) with the process's stdout and stderr;
+/// returns the exit code.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let args: Vec<OsString> = args.into_iter().collect();
+    run(args, &Console::stdio())
+}
+
+/// Runs the program on `args`, writing to `console`; returns the exit code. A failed write
+/// to stdout never stops the run (its result is saved first): a closed pipe (`| head`) then
+/// keeps the run's exit code and says nothing, any other write error is one line and exit 1.
+pub fn run(args: impl IntoIterator<Item = OsString>, console: &Console) -> i32 {
+    let code = dispatch(args.into_iter().collect(), console);
+    match console.take_stdout_error() {
+        None => code,
+        Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => code,
+        Some(e) => {
+            console.err_line(format_args!("error: cannot write to standard output: {e}"));
+            if code == 0 {
+                1
+            } else {
+                code
+            }
+        }
+    }
+}
+
+/// The mode the command line asks for, and its exit code.
+fn dispatch(args: Vec<OsString>, console: &Console) -> i32 {
     if let [_, flag] = args.as_slice() {
         if flag == "--version" || flag == "-V" {
             // Answered before the (large) flag table is built: start-up time is a target.
-            println!("vllm-bench {}", env!("CARGO_PKG_VERSION"));
+            console.line(format_args!("vllm-bench {}", env!("CARGO_PKG_VERSION")));
             return 0;
         }
     }
     if args.get(1).is_some_and(|a| a == "merge") {
-        return merge(&args[2..]);
+        return merge(&args[2..], console);
     }
     let parsed = match cli::parse_from(args) {
         Ok(c) => c,
         Err(e) if e.is_info() => {
-            print!("{e}");
+            console.out(&e);
             return 0;
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            console.err_line(format_args!("error: {e}"));
             return i32::from(e.exit_code());
         }
     };
     let config = match Config::from_cli(parsed) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
+            console.err_line(format_args!("error: {e}"));
             return i32::from(e.exit_code());
         }
     };
     if let Some(files) = &config.multi_run.compare {
-        return compare(&config.warnings, files);
+        return compare(&config.warnings, files, console);
     }
     if let Some(file) = &config.output.plot_summary {
-        return plot_summary(file);
+        return plot_summary(file, console);
     }
-    match modes::benchmark::run(&config) {
+    match modes::benchmark::run(&config, console) {
         Ok(modes::benchmark::Outcome::Completed) => 0,
         Ok(modes::benchmark::Outcome::Interrupted) => modes::progress::INTERRUPTED_EXIT,
         Ok(modes::benchmark::Outcome::NoneSucceeded { failed, example }) => {
-            eprintln!(
+            console.err_line(format_args!(
                 "error: no request succeeded ({failed} failed, e.g. {}); the result above \
                  says why",
                 example.lines().next().unwrap_or("no reason given")
-            );
+            ));
             1
         }
         Err(e) if is_broken_pipe(&e) => 0,
         Err(e) if e.is::<modes::benchmark::NothingRan>() => {
-            eprintln!("error: {e:#}");
+            console.err_line(format_args!("error: {e:#}"));
             2
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            console.err_line(format_args!("error: {e:#}"));
             1
         }
     }
@@ -72,26 +97,26 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
 
 /// `--plot-summary FILE`: its page beside it (`.html`); 0 when written, 2 for a file that
 /// is not a summary.
-fn plot_summary(file: &std::path::Path) -> i32 {
+fn plot_summary(file: &std::path::Path, console: &Console) -> i32 {
     use crate::output::plot;
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!(
+            console.err_line(format_args!(
                 "error: --plot-summary {}: cannot read it: {e}",
                 file.display()
-            );
+            ));
             return 2;
         }
     };
     let summary = match plot::summary::Summary::from_json(&text) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!(
+            console.err_line(format_args!(
                 "error: --plot-summary {}: {e}; give a sweep-summary-*.json or a --num-runs \
                  result file",
                 file.display()
-            );
+            ));
             return 2;
         }
     };
@@ -102,30 +127,26 @@ fn plot_summary(file: &std::path::Path) -> i32 {
     let html = plot::summary::render(&summary, &title);
     match std::fs::write(&path, html) {
         Ok(()) => {
-            println!("Summary plot saved to: {}", path.display());
+            console.line(format_args!("Summary plot saved to: {}", path.display()));
             0
         }
         Err(e) => {
-            eprintln!("error: cannot write {}: {e}", path.display());
+            console.err_line(format_args!("error: cannot write {}: {e}", path.display()));
             1
         }
     }
 }
 
 /// `--compare`: 0 when the table was printed, 2 for a file that is not a result.
-fn compare(warnings: &[String], files: &[std::path::PathBuf]) -> i32 {
+fn compare(warnings: &[String], files: &[std::path::PathBuf], console: &Console) -> i32 {
     for w in warnings {
-        eprintln!("warning: {w}");
+        console.warning(w);
     }
-    match modes::compare::run(files) {
+    match modes::compare::run(files, console) {
         Ok(()) => 0,
-        Err(e @ modes::compare::CompareError::File(_)) => {
-            eprintln!("error: {e}");
-            2
-        }
         Err(e) => {
-            eprintln!("error: {e}");
-            1
+            console.err_line(format_args!("error: {e}"));
+            2
         }
     }
 }
@@ -164,16 +185,16 @@ fn merge_command() -> clap::Command {
 
 /// `vllm-bench merge`: 0 when the merged result was written, 2 for input that cannot be
 /// merged, 1 when it cannot be written.
-fn merge(args: &[OsString]) -> i32 {
+fn merge(args: &[OsString], console: &Console) -> i32 {
     let argv = std::iter::once(OsString::from("vllm-bench merge")).chain(args.iter().cloned());
     let m = match merge_command().try_get_matches_from(argv) {
         Ok(m) => m,
         Err(e) if !e.use_stderr() => {
-            print!("{e}");
+            console.out(&e);
             return 0;
         }
         Err(e) => {
-            eprint!("{e}");
+            console.err_line(e.to_string().trim_end());
             return 2;
         }
     };
@@ -187,17 +208,20 @@ fn merge(args: &[OsString]) -> i32 {
         result_dir: m.get_one::<std::path::PathBuf>("result-dir").cloned(),
         result_filename: m.get_one::<String>("result-filename").cloned(),
     };
-    match modes::merge::run(&args) {
+    match modes::merge::run(&args, console) {
         Ok(path) => {
-            eprintln!("Saved the merged result to {}", path.display());
+            console.err_line(format_args!(
+                "Saved the merged result to {}",
+                path.display()
+            ));
             0
         }
         Err(e @ modes::merge::MergeError::Save(_)) => {
-            eprintln!("error: {e}");
+            console.err_line(format_args!("error: {e}"));
             1
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            console.err_line(format_args!("error: {e}"));
             2
         }
     }

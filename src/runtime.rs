@@ -162,6 +162,22 @@ impl UringSetup {
     }
 }
 
+/// `VLLM_BENCH_URING_SETUP` when it names a setup (an unknown name is ignored: see
+/// [`uring_setup_env_warning`]).
+fn pinned_uring_setup() -> Option<String> {
+    std::env::var("VLLM_BENCH_URING_SETUP")
+        .ok()
+        .filter(|p| UringSetup::LADDER.iter().any(|s| s.name() == p))
+}
+
+/// The warning for a `VLLM_BENCH_URING_SETUP` that names no setup (the app prints it).
+pub fn uring_setup_env_warning() -> Option<String> {
+    let set = std::env::var("VLLM_BENCH_URING_SETUP").ok()?;
+    pinned_uring_setup().is_none().then(|| {
+        format!("VLLM_BENCH_URING_SETUP={set:?} is not one of defer, coop, interrupt; ignored")
+    })
+}
+
 /// The setup every ring of this process uses: the first of [`UringSetup::LADDER`] this
 /// kernel accepts, decided once. `VLLM_BENCH_URING_SETUP=defer|coop|interrupt` pins one (to
 /// measure them against each other); a pinned setup the kernel refuses makes io_uring
@@ -169,16 +185,7 @@ impl UringSetup {
 pub fn uring_setup() -> Option<UringSetup> {
     static SETUP: std::sync::OnceLock<Option<UringSetup>> = std::sync::OnceLock::new();
     *SETUP.get_or_init(|| {
-        let pinned = std::env::var("VLLM_BENCH_URING_SETUP").ok().filter(|p| {
-            let known = UringSetup::LADDER.iter().any(|s| s.name() == p);
-            if !known {
-                eprintln!(
-                    "warning: VLLM_BENCH_URING_SETUP={p} is not one of defer, coop, \
-                         interrupt; ignored"
-                );
-            }
-            known
-        });
+        let pinned = pinned_uring_setup();
         UringSetup::LADDER
             .into_iter()
             .filter(|s| pinned.as_deref().is_none_or(|p| p == s.name()))

@@ -50,8 +50,9 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// Starts the binary in its own process group against `server`, with `extra` flags and
-/// `--interrupt-grace-sec grace`.
-fn spawn(server: &MockServer, dir: &Path, extra: &[&str], grace: &str) -> Child {
+/// `--interrupt-grace-sec grace`, through `via` (a wrapper command such as `timeout`) when
+/// given.
+fn spawn(server: &MockServer, dir: &Path, extra: &[&str], grace: &str, via: &[&str]) -> Child {
     let mut args: Vec<String> = [
         "--base-url",
         &server.base_url(),
@@ -76,8 +77,16 @@ fn spawn(server: &MockServer, dir: &Path, extra: &[&str], grace: &str) -> Child 
     .map(|s| s.to_string())
     .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
-        .args(&args)
+    let bin = env!("CARGO_BIN_EXE_vllm-bench");
+    let mut cmd = match via.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    cmd.args(&args)
         .env("HF_HUB_OFFLINE", "1")
         .env_remove("VLLM_BENCH_CORES")
         .stdin(Stdio::null())
@@ -97,11 +106,28 @@ fn run_and_signal(
     under_way: impl Fn(&MockStats) -> bool,
     signal: libc::c_int,
 ) -> Signalled {
-    run_and_signal_all(server, name, extra, "1", under_way, &[signal])
+    run_and_signal_all(
+        server,
+        name,
+        extra,
+        "1",
+        under_way,
+        &[signal],
+        Pace::AsAPerson,
+    )
 }
 
-/// [`run_and_signal`] with `--interrupt-grace-sec grace` and several signals, each sent once
-/// the notice of the one before is on stderr.
+/// How several signals follow each other.
+#[derive(Clone, Copy, PartialEq)]
+enum Pace {
+    /// Each once the notice of the one before is on stderr and the window in which a signal
+    /// repeats the first has passed: a person pressing Ctrl-C again.
+    AsAPerson,
+    /// Back to back, as `timeout` or `docker stop` signal a process and its group.
+    AtOnce,
+}
+
+/// [`run_and_signal`] with `--interrupt-grace-sec grace` and several signals at `pace`.
 fn run_and_signal_all(
     server: &MockServer,
     name: &str,
@@ -109,9 +135,26 @@ fn run_and_signal_all(
     grace: &str,
     under_way: impl Fn(&MockStats) -> bool,
     signals: &[libc::c_int],
+    pace: Pace,
+) -> Signalled {
+    run_via(server, name, extra, grace, under_way, signals, pace, &[])
+}
+
+/// [`run_and_signal_all`] with the binary started through `via`, whose process gets the
+/// signals.
+#[allow(clippy::too_many_arguments)]
+fn run_via(
+    server: &MockServer,
+    name: &str,
+    extra: &[&str],
+    grace: &str,
+    under_way: impl Fn(&MockStats) -> bool,
+    signals: &[libc::c_int],
+    pace: Pace,
+    via: &[&str],
 ) -> Signalled {
     let dir = temp_dir(name);
-    let mut child = spawn(server, &dir, extra, grace);
+    let mut child = spawn(server, &dir, extra, grace, via);
     let pid = child.id() as libc::pid_t;
     let (started_tx, started_rx) = mpsc::channel();
     let stdout = child.stdout.take().expect("stdout");
@@ -122,10 +165,14 @@ fn run_and_signal_all(
     let started = started_rx.recv_timeout(STEP_TIMEOUT).is_ok();
     if started {
         wait_until(STEP_TIMEOUT, || under_way(&server.stats()));
+        let first = Instant::now();
         for (i, &signal) in signals.iter().enumerate() {
-            if i > 0 {
-                // The first signal was handled (its notice is out) before the next one.
+            if i > 0 && pace == Pace::AsAPerson {
+                // The first signal was handled (its notice is out) before the next one, and
+                // the next one is no repeat of it.
                 let _ = notice_rx.recv_timeout(STEP_TIMEOUT);
+                let window = vllm_bench::modes::progress::SAME_REQUEST_WINDOW;
+                wait_until(STEP_TIMEOUT, || first.elapsed() > window);
             }
             // SAFETY: plain kill(2) on our own child's pid.
             unsafe { libc::kill(pid, signal) };
@@ -398,6 +445,7 @@ fn a_second_ctrl_c_exits_at_once() {
         "600",
         |s| s.in_flight >= 2,
         &[libc::SIGINT, libc::SIGINT],
+        Pace::AsAPerson,
     );
     assert_eq!(run.code, Some(130), "{}", run.stderr);
     assert!(run.stderr.contains("Interrupted: no new requests are sent"));
@@ -411,6 +459,48 @@ fn a_second_ctrl_c_exits_at_once() {
         Value::Null,
         "no result file after the second Ctrl-C"
     );
+}
+
+/// Two signals back to back (`docker stop`, a process manager signalling a job's processes)
+/// are one request to stop: the block and the result are written, not lost to a "second
+/// Ctrl-C".
+#[test]
+fn two_signals_at_once_are_one_request_to_stop() {
+    let server = slow_mock();
+    let run = run_and_signal_all(
+        &server,
+        "at-once",
+        &closed_loop("8", "2"),
+        "1",
+        |s| s.in_flight >= 2,
+        &[libc::SIGTERM, libc::SIGTERM],
+        Pace::AtOnce,
+    );
+    assert_interrupted(&run, 8);
+}
+
+/// `timeout -s TERM ... vllm-bench`: when `timeout` fires (here: is itself told to stop,
+/// which it handles the same way) it signals the benchmark and then its whole process group,
+/// so the benchmark gets SIGTERM twice. The result must survive, and the exit status is the
+/// benchmark's 130.
+#[test]
+fn coreutils_timeout_keeps_the_result() {
+    if Command::new("timeout").arg("--version").output().is_err() {
+        eprintln!("SKIP: coreutils timeout is not installed");
+        return;
+    }
+    let server = slow_mock();
+    let run = run_via(
+        &server,
+        "timeout",
+        &closed_loop("8", "2"),
+        "1",
+        |s| s.in_flight >= 2,
+        &[libc::SIGTERM],
+        Pace::AtOnce,
+        &["timeout", "-s", "TERM", "600"],
+    );
+    assert_interrupted(&run, 8);
 }
 
 /// Conversations waiting out a minute of think time: Ctrl-C ends the waits at once; the

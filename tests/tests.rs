@@ -3,6 +3,7 @@
 mod backends;
 mod batched;
 mod cli;
+mod closed_output;
 mod compare;
 mod datasets;
 mod docs;

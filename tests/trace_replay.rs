@@ -294,7 +294,8 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
     let DatasetParams::TimedTrace(p) = &cfg.dataset.params else {
         panic!("not a trace replay");
     };
-    let replay = TraceReplay::load(&cfg, p).unwrap();
+    let replay =
+        TraceReplay::load(&cfg, p, &vllm_bench::output::stdio::Console::capture().0).unwrap();
     let tok = Tokenizer::from_hf_file(
         "smollm2",
         shared_dir().join("fixtures/tokenizers/smollm2/tokenizer.json"),
@@ -562,7 +563,8 @@ fn full_trace_requests_build_from_shared_blocks() {
         panic!("not a trace replay");
     };
     let started = std::time::Instant::now();
-    let replay = TraceReplay::load(&cfg, p).unwrap();
+    let replay =
+        TraceReplay::load(&cfg, p, &vllm_bench::output::stdio::Console::capture().0).unwrap();
     let tok = Tokenizer::from_hf_file(
         "smollm2",
         shared_dir().join("fixtures/tokenizers/smollm2/tokenizer.json"),

@@ -108,16 +108,36 @@ pub fn close_idle_connections() {
 /// server that accepts and never answers must not look like a hung client.
 pub const NOTICE_AFTER: Duration = Duration::from_secs(1);
 
-/// Sends one request and reads the whole response, within `timeout`; `what` names it for
-/// the notice printed when it takes longer than [`NOTICE_AFTER`].
+/// How long a control call may take, and who is told when it keeps the run waiting.
+#[derive(Clone, Copy)]
+pub struct Wait<'a> {
+    pub timeout: Duration,
+    /// Gets the one-line notice (no `note:` prefix) after [`NOTICE_AFTER`]; the caller decides
+    /// where it goes (the app's console), so this layer never prints.
+    pub notice: &'a dyn Fn(&str),
+}
+
+impl Wait<'_> {
+    /// Waits up to `timeout` and tells nobody (tests).
+    pub fn quietly(timeout: Duration) -> Wait<'static> {
+        Wait {
+            timeout,
+            notice: &|_| {},
+        }
+    }
+}
+
+/// Sends one request and reads the whole response, within `wait.timeout`; `what` names it
+/// for the notice given to `wait.notice` when it takes longer than [`NOTICE_AFTER`].
 pub fn request(
     driver: ResolvedDriver,
     ep: &Endpoint,
     head: &HeadTemplate,
     body: Option<&[u8]>,
-    timeout: Duration,
+    wait: Wait<'_>,
     what: &str,
 ) -> Result<Response, ControlError> {
+    let Wait { timeout, notice } = wait;
     let cached = CONTROL.with(|c| c.try_borrow_mut().ok().and_then(|mut c| c.take()));
     let mut thread = match cached {
         Some(t) if t.driver == driver => t,
@@ -142,10 +162,10 @@ pub fn request(
         let answered = match answered {
             Some(r) => r,
             None => {
-                eprintln!(
-                    "note: waiting for {what} at {} (no answer after {:?}; giving up after {timeout:?})",
+                notice(&format!(
+                    "waiting for {what} at {} (no answer after {:?}; giving up after {timeout:?})",
                     ep.addr, NOTICE_AFTER
-                );
+                ));
                 call.await
             }
         };
@@ -170,14 +190,14 @@ pub fn get(
     host: &str,
     path: &str,
     headers: &[(String, String)],
-    timeout: Duration,
+    wait: Wait<'_>,
 ) -> Result<Response, ControlError> {
     request(
         driver,
         ep,
         &HeadTemplate::new(Method::Get, path, host, headers),
         None,
-        timeout,
+        wait,
         &format!("GET {path}"),
     )
 }
@@ -190,14 +210,14 @@ pub fn post_json(
     path: &str,
     headers: &[(String, String)],
     body: &[u8],
-    timeout: Duration,
+    wait: Wait<'_>,
 ) -> Result<Response, ControlError> {
     request(
         driver,
         ep,
         &HeadTemplate::new(Method::Post, path, host, headers),
         Some(body),
-        timeout,
+        wait,
         &format!("POST {path}"),
     )
 }
@@ -338,7 +358,14 @@ mod tests {
     }
 
     fn get_ok(ep: &Endpoint) -> Result<Response, ControlError> {
-        get(driver(), ep, "localhost", "/health", &[], TIMEOUT)
+        get(
+            driver(),
+            ep,
+            "localhost",
+            "/health",
+            &[],
+            Wait::quietly(TIMEOUT),
+        )
     }
 
     /// A one-thread HTTP server that answers each connection's requests with `answers` in
@@ -376,7 +403,7 @@ mod tests {
                 "/tokenize",
                 &[],
                 br#"{"prompt":"a b"}"#,
-                TIMEOUT,
+                Wait::quietly(TIMEOUT),
             )
             .unwrap();
             assert!(resp.is_success(), "{}", resp.text());

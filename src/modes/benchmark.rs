@@ -7,6 +7,7 @@ use anyhow::Result;
 
 use crate::config::Config;
 use crate::output::json::check_result_target;
+use crate::output::stdio::Console;
 
 use super::outcome::nothing_ran;
 pub use super::outcome::{NothingRan, Outcome};
@@ -14,9 +15,12 @@ use super::plan::Plan;
 use super::runs::{self, Runs};
 
 /// Runs the benchmark the configuration describes.
-pub fn run(config: &Config) -> Result<Outcome> {
+pub fn run(config: &Config, console: &Console) -> Result<Outcome> {
     for w in &config.warnings {
-        eprintln!("warning: {w}");
+        console.warning(w);
+    }
+    if let Some(w) = crate::runtime::uring_setup_env_warning() {
+        console.warning(w);
     }
     let saves = config.output.save_result || config.output.append_result;
     if saves && !config.dry_run {
@@ -29,7 +33,7 @@ pub fn run(config: &Config) -> Result<Outcome> {
         .map_err(nothing_ran)?;
     }
     let config = &*runs::plan_config(config);
-    let Some(plan) = Plan::build(config).map_err(nothing_ran)? else {
+    let Some(plan) = Plan::build(config, console).map_err(nothing_ran)? else {
         return Ok(Outcome::Completed); // --dry-run: the dataset was described, nothing is sent
     };
     plan.ready_check(config).map_err(nothing_ran)?;

@@ -41,6 +41,7 @@ use crate::datasets::sonnet::{Sonnet, SonnetOptions};
 use crate::datasets::wav::{self, AudioClip};
 use crate::datasets::{spec_bench, speed_bench};
 use crate::datasets::{DatasetStats, SampleRequest, Sampling};
+use crate::output::stdio::Console;
 use crate::tokenizer::{self, TokenizeEndpoint, Tokenizer};
 
 use super::trace::TraceReplay;
@@ -91,6 +92,7 @@ pub fn for_run(
     config: &Config,
     tokenizer: Option<&Tokenizer>,
     align: Option<Arc<dyn TokenizeEndpoint>>,
+    console: &Console,
 ) -> Result<RunDataset> {
     if let Some(m) = &config.multi_turn {
         return Ok(RunDataset::Conversations(conversations(
@@ -98,11 +100,13 @@ pub fn for_run(
         )?));
     }
     if let DatasetParams::TimedTrace(p) = &config.dataset.params {
-        return Ok(RunDataset::Trace(Box::new(TraceReplay::load(config, p)?)));
+        return Ok(RunDataset::Trace(Box::new(TraceReplay::load(
+            config, p, console,
+        )?)));
     }
     if let DatasetParams::RandomMm { random, mm } = &config.dataset.params {
         // Python does not re-align random-mm's text to the server's tokenizer.
-        let requests = Cx::new(config, tokenizer).random(random)?;
+        let requests = Cx::new(config, tokenizer, console).random(random)?;
         let images = random_mm::items(mm, requests.len(), config.dataset.seed)?;
         let media = images.into_iter().map(ChatMedia::beside_text).collect();
         return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
@@ -110,38 +114,44 @@ pub fn for_run(
     if let (DatasetParams::Custom(p), DatasetName::CustomAudio) =
         (&config.dataset.params, config.dataset.name)
     {
-        let (requests, clips) = Cx::new(config, tokenizer).custom_audio(p)?;
+        let (requests, clips) = Cx::new(config, tokenizer, console).custom_audio(p)?;
         return Ok(RunDataset::Multimodal(requests, Media::Audio(clips)));
     }
     if let (DatasetParams::Custom(p), DatasetName::CustomImage) =
         (&config.dataset.params, config.dataset.name)
     {
-        let (requests, media) = Cx::new(config, tokenizer).custom_image(p)?;
+        let (requests, media) = Cx::new(config, tokenizer, console).custom_image(p)?;
         return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
     }
     if let DatasetParams::ShareGpt { output_len } = &config.dataset.params {
-        let cx = Cx::new(config, tokenizer);
+        let cx = Cx::new(config, tokenizer, console);
         let data = ShareGpt::load(&sharegpt_path(config.dataset.path.as_deref())?)?;
         if data.has_media() {
             let (requests, media) = cx.sharegpt_media(&data, *output_len)?;
             return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
         }
         let requests = cx.sharegpt_from(&data, *output_len)?;
-        return Ok(RunDataset::Requests(within_max_model_len(config, requests)));
+        return Ok(RunDataset::Requests(within_max_model_len(
+            config, requests, console,
+        )));
     }
-    let mut requests = build(config, tokenizer)?;
+    let mut requests = build(config, tokenizer, console)?;
     if let Some(endpoint) = align {
         if let Some(msg) = align_to_server(&mut requests, endpoint.as_ref()).message() {
-            println!("{msg}");
+            console.line(msg);
         }
     }
     Ok(RunDataset::Requests(requests))
 }
 
 /// The requests of every dataset but `timed_trace`, `--max-model-len` applied.
-pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<SampleRequest>> {
+pub fn build(
+    config: &Config,
+    tokenizer: Option<&Tokenizer>,
+    console: &Console,
+) -> Result<Vec<SampleRequest>> {
     let ds = &config.dataset;
-    let cx = Cx::new(config, tokenizer);
+    let cx = Cx::new(config, tokenizer, console);
     let requests = match &ds.params {
         // The random dataset applies --max-model-len while it generates.
         DatasetParams::Random(p) => return cx.random(p),
@@ -165,15 +175,19 @@ pub fn build(config: &Config, tokenizer: Option<&Tokenizer>) -> Result<Vec<Sampl
             ds.name.name()
         ),
     };
-    Ok(within_max_model_len(config, requests))
+    Ok(within_max_model_len(config, requests, console))
 }
 
 /// `--max-model-len`: the requests that fit (the dropped ones are noted).
-fn within_max_model_len(config: &Config, requests: Vec<SampleRequest>) -> Vec<SampleRequest> {
+fn within_max_model_len(
+    config: &Config,
+    requests: Vec<SampleRequest>,
+    console: &Console,
+) -> Vec<SampleRequest> {
     match config.dataset.max_model_len {
         Some(max) => {
             let (kept, dropped) = retain_within(requests, max);
-            note_dropped(dropped);
+            note_dropped(dropped, console);
             kept
         }
         None => requests,
@@ -231,10 +245,11 @@ struct Cx<'a> {
     config: &'a Config,
     tokenizer: Option<&'a Tokenizer>,
     sampling: Sampling,
+    console: &'a Console,
 }
 
 impl<'a> Cx<'a> {
-    fn new(config: &'a Config, tokenizer: Option<&'a Tokenizer>) -> Self {
+    fn new(config: &'a Config, tokenizer: Option<&'a Tokenizer>, console: &'a Console) -> Self {
         let ds = &config.dataset;
         Cx {
             config,
@@ -246,6 +261,7 @@ impl<'a> Cx<'a> {
                 oversample: !ds.no_oversample,
                 request_id_prefix: config.request.request_id_prefix.clone(),
             },
+            console,
         }
     }
 
@@ -285,7 +301,7 @@ impl<'a> Cx<'a> {
     fn random(&self, p: &RandomParams) -> Result<Vec<SampleRequest>> {
         let cfg = self.random_config(p);
         let sampled = random::sample(&cfg, self.tok("the random dataset")?)?;
-        note_dropped(sampled.filtered);
+        note_dropped(sampled.filtered, self.console);
         if p.batch_size > 1 {
             return batched::batch(
                 &sampled.requests,
@@ -348,7 +364,7 @@ impl<'a> Cx<'a> {
             Some(max) => pairs.into_iter().filter(|(r, _)| fits(r, max)).collect(),
             None => pairs,
         };
-        note_dropped(before - kept.len());
+        note_dropped(before - kept.len(), self.console);
         Ok(kept.into_iter().unzip())
     }
 
@@ -518,9 +534,9 @@ impl<'a> Cx<'a> {
     }
 }
 
-fn note_dropped(n: usize) {
+fn note_dropped(n: usize, console: &Console) {
     if n > 0 {
-        eprintln!("note: --max-model-len dropped {n} requests");
+        console.note(format_args!("--max-model-len dropped {n} requests"));
     }
 }
 

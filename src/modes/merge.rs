@@ -26,6 +26,7 @@ use crate::output::json::{
     RpsChangeEvent,
 };
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
+use crate::output::stdio::Console;
 
 /// What `vllm-bench merge` was asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -405,7 +406,7 @@ fn rps_events(doc: &serde_json::Map<String, Value>) -> Vec<RpsChangeEvent> {
 
 /// Reads, checks and merges the shard results, prints Python's block and our section, and
 /// writes the merged result; returns where it was written.
-pub fn run(args: &MergeArgs) -> Result<PathBuf, MergeError> {
+pub fn run(args: &MergeArgs, console: &Console) -> Result<PathBuf, MergeError> {
     let shards = args
         .files
         .iter()
@@ -444,12 +445,12 @@ pub fn run(args: &MergeArgs) -> Result<PathBuf, MergeError> {
     let report = BenchmarkReport::compute(&outputs, &settings);
     let merged = histograms(&shards)?;
     let turns = turns(&shards, &rows, &outputs, &settings);
-    print!("{}", render_notices(&outputs, task));
-    print!("{}", render_block(&report));
+    console.out(render_notices(&outputs, task));
+    console.out(render_block(&report));
     for (turn, r) in turns.iter().flat_map(|t| &t.reports) {
-        print!("{}", render_turn_block(*turn, r));
+        console.out(render_turn_block(*turn, r));
     }
-    print!("{}", render_extras(&shards, &merged.dispatch_lag));
+    console.out(render_extras(&shards, &merged.dispatch_lag));
     let events = rps_events(&shards[0].doc);
     let mut doc = build_result(&info, &report, &outputs, &events, s0.settings.save_detailed);
     if let Some(t) = &turns {
@@ -600,7 +601,7 @@ mod tests {
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
         };
-        let path = run(&args).unwrap();
+        let path = run(&args, &Console::capture().0).unwrap();
         let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let zero = |_: &str| 0usize;
         let s = section(0, 3, &outputs);
@@ -641,7 +642,7 @@ mod tests {
             result_dir: Some(dir.clone()),
             result_filename: None,
         };
-        let e = run(&args).unwrap_err().to_string();
+        let e = run(&args, &Console::capture().0).unwrap_err().to_string();
         assert!(e.contains("columns"), "{e}");
         let _ = std::fs::remove_dir_all(dir);
     }

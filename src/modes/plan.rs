@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use crate::backends::Api;
 use crate::config::{Config, DatasetParams};
 use crate::engine::{Engine, EngineOptions};
+use crate::output::stdio::Console;
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
@@ -30,18 +31,20 @@ pub struct Plan {
     /// Started once: the ready check, the warm-ups and the measured run share its threads,
     /// rings and kept-alive connections.
     pub engine: Engine,
+    /// The app's console: every line a run prints goes through it.
+    pub console: Console,
 }
 
 impl Plan {
     /// Resolves the server, model and tokenizer and builds every request. `None` after a
     /// `--dry-run` printed its summary.
-    pub fn build(config: &Config) -> Result<Option<Plan>> {
+    pub fn build(config: &Config, console: &Console) -> Result<Option<Plan>> {
         let (driver, note) = resolve_driver(config.engine.io_driver)?;
         if let Some(note) = note {
-            eprintln!("note: {note}");
+            console.note(note);
         }
         let (client_cores, mock_core) = split_cores(config);
-        let target = Arc::new(Target::resolve(config, driver, mock_core)?);
+        let target = Arc::new(Target::resolve(config, driver, mock_core, console)?);
         let model_id = match (&config.model.model, &config.model.tokenizer) {
             (Some(m), _) => m.clone(),
             // --dry-run sends nothing, so it must not ask the server for its model either.
@@ -50,12 +53,13 @@ impl Plan {
         };
         if let (true, DatasetParams::TimedTrace(p)) = (config.dry_run, &config.dataset.params) {
             // A trace's summary needs no tokenizer: described before one is loaded.
-            println!("{}", TraceReplay::load(config, p)?.stats());
+            console.line(TraceReplay::load(config, p, console)?.stats());
             return Ok(None);
         }
-        let tokenizer = load_tokenizer(config, &target, &model_id)?;
-        let Some((dataset, prepared)) =
-            on_scratch_threads(|| build_requests(config, &target, &model_id, tokenizer.as_ref()))?
+        let tokenizer = load_tokenizer(config, &target, &model_id, console)?;
+        let Some((dataset, prepared)) = on_scratch_threads(|| {
+            build_requests(config, &target, &model_id, tokenizer.as_ref(), console)
+        })?
         else {
             return Ok(None);
         };
@@ -81,6 +85,7 @@ impl Plan {
             prepared,
             engine_opts,
             engine,
+            console: console.clone(),
         }))
     }
 
@@ -90,10 +95,10 @@ impl Plan {
             return Ok(());
         }
         let timeout = Duration::from_secs(config.request.ready_check_timeout_sec);
-        println!(
+        self.console.line(format_args!(
             "Waiting for endpoint to become up in {}s",
             timeout.as_secs()
-        );
+        ));
         wait_until_ready(timeout, || one_request(&self.engine, &self.prepared))
     }
 
@@ -102,12 +107,15 @@ impl Plan {
         if config.request.num_warmups == 0 {
             return Ok(());
         }
-        println!("Warming up with {} requests...", config.request.num_warmups);
+        self.console.line(format_args!(
+            "Warming up with {} requests...",
+            config.request.num_warmups
+        ));
         let warm = self
             .prepared
             .subset(config.request.num_warmups, config.max_in_flight());
         self.engine.run(warm, |_| {})?;
-        println!("Warmup run completed.");
+        self.console.line("Warmup run completed.");
         Ok(())
     }
 
@@ -136,6 +144,7 @@ fn load_tokenizer(
     config: &Config,
     target: &Arc<Target>,
     model_id: &str,
+    console: &Console,
 ) -> Result<Option<Tokenizer>> {
     if config.model.skip_tokenizer_init {
         return Ok(None);
@@ -165,7 +174,7 @@ fn load_tokenizer(
     }
     let (tok, fallback) = Tokenizer::load_or_server(&opts, target.tokenize_endpoint(model_id))?;
     if let Some(why) = fallback {
-        eprintln!("note: {why}");
+        console.note(why);
     }
     Ok(Some(tok))
 }
@@ -182,11 +191,12 @@ fn build_requests(
     target: &Arc<Target>,
     model_id: &str,
     tokenizer: Option<&Tokenizer>,
+    console: &Console,
 ) -> Result<Option<(RunDataset, Prepared)>> {
     let align = needs_alignment(config).then(|| target.tokenize_endpoint(model_id));
-    let dataset = super::dataset::for_run(config, tokenizer, align)?;
+    let dataset = super::dataset::for_run(config, tokenizer, align, console)?;
     if config.dry_run {
-        println!("{}", dataset.describe());
+        console.line(dataset.describe());
         return Ok(None);
     }
     let api = Api::for_backend(config.server.backend).with_context(|| {

@@ -93,35 +93,43 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         .and_then(|_| scrape_prefix_cache(&plan.target));
     // Before the line a user (or a script) sees, so a Ctrl-C right after it is handled.
     install_interrupt_handler();
-    println!("Starting main benchmark run...");
+    plan.console.line("Starting main benchmark run...");
     let whole_run_profile = config.profiling.enabled && config.profiling.batch_threshold.is_none();
     if whole_run_profile {
         plan.profiler("start");
     }
     let ramp = config.rate.ramp_up;
-    print!(
-        "{}",
-        render_preamble(&preamble(config, point, ramp.as_ref()))
-    );
+    plan.console
+        .out(render_preamble(&preamble(config, point, ramp.as_ref())));
     if workload.probe.is_some() {
         let rate = crate::pyfmt::float_repr(config.rate.probe_request_rate);
-        println!("Probe request rate: {rate} req/s");
+        plan.console
+            .line(format_args!("Probe request rate: {rate} req/s"));
     }
     if let Some(map) = &shard {
         let n = workload.total();
-        println!("Shard {}: {n} of the run's requests", map.shard);
+        plan.console.line(format_args!(
+            "Shard {}: {n} of the run's requests",
+            map.shard
+        ));
     }
     crate::http::control::close_idle_connections();
-    let start = super::shard::start_instant(&config.shard).map_err(|e| nothing_ran(e.into()))?;
+    let start = super::shard::start_instant(&config.shard, &plan.console)
+        .map_err(|e| nothing_ran(e.into()))?;
     let wall_start = start.map_or_else(SystemTime::now, |s| s.1);
     let mut watcher = None;
     let show_bar = !config.output.disable_tqdm;
     let mut trigger = None;
     let mut report = plan.engine.run_at(workload, start.map(|s| s.0), |p| {
-        watcher = Some(Watcher::start(p, show_bar));
+        watcher = Some(Watcher::start(p, show_bar, plan.console.clone()));
         if let (true, Some(n)) = (config.profiling.enabled, config.profiling.batch_threshold) {
             let duration = Duration::from_secs_f64(config.profiling.duration_sec);
-            trigger = Some(Trigger::start(plan.target.clone(), n, duration));
+            trigger = Some(Trigger::start(
+                plan.target.clone(),
+                n,
+                duration,
+                plan.console.clone(),
+            ));
         }
     })?;
     if let Some(w) = watcher {
@@ -277,7 +285,12 @@ fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f
 
 /// `--plot-timeline` and `--plot-dataset-stats`: HTML files beside the result file, named
 /// as Python names them (`.timeline.html`; `.dataset_stats.html` where Python writes a PNG).
-fn write_plots(config: &Config, outputs: &[crate::metrics::RequestOutput], result: &Path) {
+fn write_plots(
+    config: &Config,
+    outputs: &[crate::metrics::RequestOutput],
+    result: &Path,
+    console: &crate::output::stdio::Console,
+) {
     let title = result
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
@@ -287,12 +300,13 @@ fn write_plots(config: &Config, outputs: &[crate::metrics::RequestOutput], resul
             &plot::beside(result, "timeline.html"),
             &html,
             "Timeline plot",
+            console,
         );
     }
     if config.dataset.plot_dataset_stats {
         let html = plot::dataset_stats::render(outputs, &title);
         let path = plot::beside(result, "dataset_stats.html");
-        plot::write(&path, &html, "Dataset statistics plot");
+        plot::write(&path, &html, "Dataset statistics plot", console);
     }
 }
 
@@ -340,10 +354,11 @@ pub fn finish(
     let steady =
         super::steady_state::measure(config, max_concurrency, point.request_rate, run, &report);
     if !how.quiet {
-        print!("{}", render_notices(outputs, task));
-        print!("{}", render_block(&report));
+        let console = &plan.console;
+        console.out(render_notices(outputs, task));
+        console.out(render_block(&report));
         if task == TaskKind::Generation && show_chart(config) {
-            print!("{}", terminal_chart::render(per_second(outputs).as_ref()));
+            console.out(terminal_chart::render(per_second(outputs).as_ref()));
         }
     }
     let turns = plan.prepared.conversations.as_ref().map(|c| {
@@ -351,7 +366,7 @@ pub fn finish(
         let records = &run.merged.records;
         let per_turn = super::multi_turn::per_turn_reports(outputs, records, &turn_of, &settings);
         for (turn, r) in per_turn.iter().filter(|_| !how.quiet) {
-            print!("{}", render_turn_block(*turn, r));
+            plan.console.out(render_turn_block(*turn, r));
         }
         (
             per_turn,
@@ -361,7 +376,7 @@ pub fn finish(
     let adapters = plan.prepared.lora.as_ref().map(|l| {
         let summaries = l.summaries(outputs, &run.merged.records, &settings);
         if !how.quiet {
-            print!("{}", lora::render(&summaries));
+            plan.console.out(lora::render(&summaries));
         }
         (l.names_of(&run.merged.records), summaries)
     });
@@ -369,8 +384,8 @@ pub fn finish(
     extra.prefix_cache = measured.prefix_cache;
     extra.interrupted = measured.interrupted;
     if !how.quiet {
-        print!("{}", steady_state::render(steady.as_ref()));
-        print!("{}", extra.render());
+        plan.console.out(steady_state::render(steady.as_ref()));
+        plan.console.out(extra.render());
     }
     if config.profiling.enabled && config.profiling.batch_threshold.is_none() {
         // After the block, before the result is saved (Python's order).
@@ -452,7 +467,8 @@ pub fn finish(
                 &text,
                 config.output.append_result,
             )?;
-            eprintln!("Saved the result to {}", path.display());
+            plan.console
+                .err_line(format_args!("Saved the result to {}", path.display()));
         }
         file = Some(path.clone());
         document = Some(text);
@@ -462,7 +478,7 @@ pub fn finish(
             (Some(s), Some(f)) => path.with_file_name(with_suffix(&f.to_string_lossy(), s)),
             _ => path.clone(),
         };
-        write_plots(config, outputs, &plots);
+        write_plots(config, outputs, &plots, &plan.console);
     }
     Ok(Finished {
         report,

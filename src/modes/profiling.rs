@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::output::stdio::Console;
+
 use super::target::{prometheus_sum, Target, CONTROL_TIMEOUT};
 
 /// How often `/metrics` is read while waiting for the threshold.
@@ -41,19 +43,26 @@ impl Server for Target {
             "start" => ("Starting profiler...", "Profiler started"),
             _ => ("Stopping profiler...", "Profiler stopped"),
         };
-        println!("{doing}");
+        self.console.line(doing);
         match Target::profile(self, action) {
-            Ok(()) => println!("{done}"),
-            Err(e) => eprintln!("warning: --profile: {e:#}"),
+            Ok(()) => self.console.line(done),
+            Err(e) => self.console.warning(format_args!("--profile: {e:#}")),
         }
     }
 }
 
 impl Trigger {
     /// Starts watching `server` for `threshold` running requests.
-    pub fn start(server: Arc<dyn Server>, threshold: usize, duration: Duration) -> Trigger {
+    pub fn start(
+        server: Arc<dyn Server>,
+        threshold: usize,
+        duration: Duration,
+        console: Console,
+    ) -> Trigger {
         let (end, ended) = mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || watch(&*server, threshold, duration, &ended));
+        let thread = std::thread::spawn(move || {
+            watch(&*server, threshold, duration, &ended, &console);
+        });
         Trigger { end, thread }
     }
 
@@ -69,17 +78,23 @@ fn ended_within(ended: &mpsc::Receiver<()>, d: Duration) -> bool {
     !matches!(ended.recv_timeout(d), Err(RecvTimeoutError::Timeout))
 }
 
-fn watch(server: &dyn Server, threshold: usize, duration: Duration, ended: &mpsc::Receiver<()>) {
+fn watch(
+    server: &dyn Server,
+    threshold: usize,
+    duration: Duration,
+    ended: &mpsc::Receiver<()>,
+    console: &Console,
+) {
     loop {
         let running = server.running().unwrap_or(0.0);
         if running >= threshold as f64 {
             break;
         }
         if ended_within(ended, POLL) {
-            eprintln!(
-                "note: --profile-batch-threshold {threshold}: never reached (the server never \
-                 ran that many requests at once); the profiler was not started"
-            );
+            console.note(format_args!(
+                "--profile-batch-threshold {threshold}: never reached (the server never ran \
+                 that many requests at once); the profiler was not started"
+            ));
             return;
         }
     }
@@ -116,7 +131,12 @@ mod tests {
     fn starts_at_the_threshold_and_stops_at_the_end_of_the_run() {
         let fake = Arc::new(Fake::default());
         // Polls see 0, 1, 2: the third reaches the threshold.
-        let t = Trigger::start(fake.clone(), 2, Duration::from_secs(600));
+        let t = Trigger::start(
+            fake.clone(),
+            2,
+            Duration::from_secs(600),
+            Console::capture().0,
+        );
         while fake.calls.lock().unwrap().is_empty() {
             std::thread::yield_now();
         }
@@ -130,7 +150,7 @@ mod tests {
     #[test]
     fn stops_after_the_duration_without_waiting_for_the_end() {
         let fake = Arc::new(Fake::default());
-        let t = Trigger::start(fake.clone(), 0, Duration::ZERO);
+        let t = Trigger::start(fake.clone(), 0, Duration::ZERO, Console::capture().0);
         while fake.calls.lock().unwrap().len() < 2 {
             std::thread::yield_now();
         }
@@ -148,7 +168,12 @@ mod tests {
     #[test]
     fn a_threshold_never_reached_starts_nothing() {
         let fake = Arc::new(Fake::default());
-        let t = Trigger::start(fake.clone(), usize::MAX, Duration::from_secs(1));
+        let t = Trigger::start(
+            fake.clone(),
+            usize::MAX,
+            Duration::from_secs(1),
+            Console::capture().0,
+        );
         t.finish();
         assert!(fake.calls.lock().unwrap().is_empty());
     }

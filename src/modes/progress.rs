@@ -3,12 +3,18 @@
 //! get the grace period (`--interrupt-grace-sec`) — and the run reports what it measured,
 //! marked interrupted; a second one exits at once. Both exit with status 130.
 //!
+//! A second signal within [`SAME_REQUEST_WINDOW`] of the first is the same request to stop,
+//! not "quit now": coreutils `timeout` signals the process and then its whole group, `docker
+//! stop` and process managers signal several processes of one job at once, so one stop
+//! arrives as two signals microseconds apart. A person's second Ctrl-C comes later and still
+//! quits at once.
+//!
 //! The signal handler only counts and writes one byte to a pipe (both async-signal-safe);
 //! the watcher thread sleeps on that pipe between bar redraws, so it stops the engine the
 //! moment the signal comes, not at its next redraw.
 
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -16,19 +22,54 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::engine::Progress;
+use crate::output::stdio::Console;
 
 /// The exit status of an interrupted run (the shell's code for SIGINT).
 pub const INTERRUPTED_EXIT: i32 = 130;
 
 static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
+/// When the first signal came (monotonic clock, nanoseconds; 0 = none yet).
+static FIRST_SIGNAL_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Signals this close to the first one are the same request to stop (see the module doc).
+pub const SAME_REQUEST_WINDOW: Duration = Duration::from_secs(1);
+
+/// The monotonic clock in nanoseconds (`clock_gettime` is async-signal-safe); never 0.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes one timespec into a local; it is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+        .max(1)
+}
+
+/// Whether a signal at `now_ns` quits at once: a second signal, after the window.
+fn quits_now(first_ns: u64, now_ns: u64) -> bool {
+    first_ns != 0 && now_ns.saturating_sub(first_ns) >= SAME_REQUEST_WINDOW.as_nanos() as u64
+}
 /// Read and write ends of the pipe the handler wakes the watcher with (-1 = none).
 static WAKE_READ: AtomicI32 = AtomicI32::new(-1);
 static WAKE_WRITE: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_interrupt(_: libc::c_int) {
-    if INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
+    let now = monotonic_ns();
+    // The first signal stamps the time; a later one reads it.
+    let first = match FIRST_SIGNAL_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => 0,
+        Err(first) => first,
+    };
+    if quits_now(first, now) {
         // SAFETY: `_exit` is async-signal-safe.
         unsafe { libc::_exit(INTERRUPTED_EXIT) };
+    }
+    if INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
+        // The same request to stop, delivered twice: the watcher already has it.
+        return;
     }
     let fd = WAKE_WRITE.load(Ordering::SeqCst);
     if fd >= 0 {
@@ -141,7 +182,7 @@ pub struct Watcher {
 impl Watcher {
     /// Starts the watcher thread; the bar is drawn only when `show_bar` and stderr is a
     /// terminal (a log file gets no redraw escapes).
-    pub fn start(progress: Progress, show_bar: bool) -> Watcher {
+    pub fn start(progress: Progress, show_bar: bool, console: Console) -> Watcher {
         let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();
         let show_bar = show_bar && std::io::stderr().is_terminal();
@@ -159,7 +200,7 @@ impl Watcher {
                     stopped = true;
                     progress.stop();
                     // On stderr with or without the bar (a hidden bar prints nothing).
-                    bar.suspend(|| eprintln!("{NOTICE}"));
+                    bar.suspend(|| console.err_line(NOTICE));
                 }
                 sleep_or_signal(TICK);
             }
@@ -184,6 +225,16 @@ impl Watcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_signal_within_the_window_is_the_same_request_a_later_one_quits() {
+        let first = 5_000_000_000;
+        let window = SAME_REQUEST_WINDOW.as_nanos() as u64;
+        assert!(!quits_now(0, first), "the first signal never quits");
+        assert!(!quits_now(first, first + 1_000), "timeout's group signal");
+        assert!(!quits_now(first, first + window - 1));
+        assert!(quits_now(first, first + window), "a person's second Ctrl-C");
+    }
 
     #[test]
     fn the_status_has_one_decimal_in_flight_and_failures() {

@@ -183,7 +183,11 @@ fn figure_pairs(r: &crate::metrics::report::BenchmarkReport) -> plot::summary::F
 }
 
 /// `--plot`: the summary's page at `path` (the summary document's, with `.html`).
-fn write_summary_plot(path: &std::path::Path, summary: &plot::summary::Summary) {
+fn write_summary_plot(
+    path: &std::path::Path,
+    summary: &plot::summary::Summary,
+    console: &crate::output::stdio::Console,
+) {
     let title = path
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
@@ -191,6 +195,7 @@ fn write_summary_plot(path: &std::path::Path, summary: &plot::summary::Summary) 
         path,
         &plot::summary::render(summary, &title),
         "Summary plot",
+        console,
     );
 }
 
@@ -210,7 +215,11 @@ fn sweep(
             // Refused before the first point: nothing ran.
             done.map_err(|e| if i == 0 { nothing_ran(e) } else { e })?;
         }
-        println!("Sweep point {}/{}: {axis} = {v}", i + 1, points.len());
+        plan.console.line(format_args!(
+            "Sweep point {}/{}: {axis} = {v}",
+            i + 1,
+            points.len()
+        ));
         let m = point::measure(plan, config, p)?;
         let how = Reporting {
             file_suffix: Some(format!("-{axis}{v}")),
@@ -233,7 +242,8 @@ fn sweep(
             _ => None,
         })
         .collect();
-    print!("{}", render_sweep(axis, shown, &reports, &steady));
+    plan.console
+        .out(render_sweep(axis, shown, &reports, &steady));
     if config.output.plot {
         let points = shown
             .iter()
@@ -245,13 +255,16 @@ fn sweep(
             points,
         };
         let path = summary_path(config, "sweep-summary").with_extension("html");
-        write_summary_plot(&path, &summary);
+        write_summary_plot(&path, &summary, &plan.console);
     }
     if saves(config) {
         let path = summary_path(config, "sweep-summary");
         let doc = sweep_json(axis, shown, &reports, &steady, &files);
         save_result(&path, config.output.result_dir.as_deref(), &doc, false)?;
-        eprintln!("Saved the sweep summary to {}", path.display());
+        plan.console.err_line(format_args!(
+            "Saved the sweep summary to {}",
+            path.display()
+        ));
     }
     Ok(combined(outcomes))
 }
@@ -272,7 +285,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
             ..how.clone()
         };
         let f = point::finish(config, plan, p, &m, &run_how)?;
-        print!("{}", render_run_line(i + 1, runs, &f.report));
+        plan.console.out(render_run_line(i + 1, runs, &f.report));
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);
         documents.extend(f.document);
@@ -282,7 +295,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         }
     }
     let stats = spreads(&reports);
-    print!("{}", render_spreads(&stats, reports.len()));
+    plan.console.out(render_spreads(&stats, reports.len()));
     if config.output.plot {
         let runs = reports.iter().map(figure_pairs).collect();
         // Beside the file holding the runs, else where a summary would go.
@@ -292,6 +305,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         write_summary_plot(
             &file.with_extension("html"),
             &plot::summary::Summary::Runs { runs },
+            &plan.console,
         );
     }
     if let Some(path) = path.filter(|_| saves(config)) {
@@ -302,11 +316,11 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
             &doc,
             config.output.append_result,
         )?;
-        eprintln!(
+        plan.console.err_line(format_args!(
             "Saved the {} runs and their statistics to {}",
             reports.len(),
             path.display()
-        );
+        ));
     }
     Ok(combined(outcomes))
 }

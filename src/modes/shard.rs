@@ -19,6 +19,7 @@ use crate::output::extras::Extras;
 use crate::output::json::RunInfo;
 use crate::output::localtime::LocalDateTime;
 use crate::output::shard_file::{self, Requests, Row, Settings, ShardSection};
+use crate::output::stdio::Console;
 
 /// Where a shard's records sit in the one-process run.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,7 +138,10 @@ impl ShardMap {
 
 /// `--start-at` as the engine's epoch and as wall-clock time, checked again now that the
 /// plan is built (loading a tokenizer or a dataset can take long enough to miss it).
-pub fn start_instant(c: &ShardConfig) -> Result<Option<(Instant, SystemTime)>, ConfigError> {
+pub fn start_instant(
+    c: &ShardConfig,
+    console: &Console,
+) -> Result<Option<(Instant, SystemTime)>, ConfigError> {
     let (Some(t), Some(wall)) = (c.start_at, c.start_time()) else {
         return Ok(None);
     };
@@ -150,11 +154,11 @@ pub fn start_instant(c: &ShardConfig) -> Result<Option<(Instant, SystemTime)>, C
             Duration::ZERO,
         ),
     };
-    println!(
+    console.line(format_args!(
         "Measured run starts at {} (in {:.1} s)",
         LocalDateTime::at(wall).isoformat(),
         ahead.as_secs_f64()
-    );
+    ));
     Ok(Some((at, wall)))
 }
 

@@ -14,6 +14,7 @@ use crate::http::control;
 use crate::http::source::SourceAddrs;
 use crate::http::url::{BaseUrl, Scheme};
 use crate::mock::{MockConfig, MockServer};
+use crate::output::stdio::Console;
 use crate::runtime::ResolvedDriver;
 use crate::tokenizer::TokenizeEndpoint;
 
@@ -31,6 +32,8 @@ pub struct Target {
     pub headers: Vec<(String, String)>,
     /// Keeps the embedded mock running for the whole run.
     pub mock: Option<MockServer>,
+    /// Where a control call that keeps the run waiting says so.
+    pub console: Console,
 }
 
 impl Target {
@@ -40,6 +43,7 @@ impl Target {
         config: &Config,
         driver: ResolvedDriver,
         mock_core: Option<usize>,
+        console: &Console,
     ) -> Result<Target> {
         let (base, mock) = match &config.server.location {
             ServerLocation::Url(u) => (u.clone(), None),
@@ -78,6 +82,7 @@ impl Target {
             driver,
             headers: request_headers(config),
             mock,
+            console: console.clone(),
         })
     }
 
@@ -93,7 +98,10 @@ impl Target {
             &self.base.host_header(),
             &self.base.request_path(path),
             &self.headers,
-            timeout,
+            control::Wait {
+                timeout,
+                notice: &|n| self.console.note(n),
+            },
         )
     }
 
@@ -113,7 +121,10 @@ impl Target {
             &self.base.request_path(path),
             &self.headers,
             &bytes,
-            timeout,
+            control::Wait {
+                timeout,
+                notice: &|n| self.console.note(n),
+            },
         )
     }
 

@@ -25,6 +25,7 @@ use crate::datasets::timed_trace::{
 };
 use crate::http::request::{HeadTemplate, PreparedRequest};
 use crate::output::extras::PrefixCache;
+use crate::output::stdio::Console;
 use crate::tokenizer::Tokenizer;
 
 use super::target::{prometheus_sum, Target};
@@ -38,7 +39,11 @@ pub struct TraceReplay {
 impl TraceReplay {
     /// Reads the trace (`--dataset-path`), keeping the first `--num-prompts` records of the
     /// replay window. Skipped malformed lines are reported on stderr.
-    pub fn load(config: &Config, params: &TimedTraceParams) -> Result<TraceReplay> {
+    pub fn load(
+        config: &Config,
+        params: &TimedTraceParams,
+        console: &Console,
+    ) -> Result<TraceReplay> {
         let path = config
             .dataset
             .path
@@ -65,11 +70,11 @@ impl TraceReplay {
         let trace = TimedTrace::load(path, &opts)?;
         let r = &trace.report;
         if r.malformed_skipped > 0 {
-            eprintln!(
-                "note: skipped {} malformed trace lines, e.g. {}",
+            console.note(format_args!(
+                "skipped {} malformed trace lines, e.g. {}",
                 r.malformed_skipped,
                 r.malformed_examples.first().map_or("", String::as_str)
-            );
+            ));
         }
         Ok(TraceReplay {
             trace,

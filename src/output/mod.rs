@@ -16,6 +16,7 @@ pub mod lora;
 pub mod plot;
 pub mod result_file;
 pub mod shard_file;
+pub mod stdio;
 pub mod steady_state;
 pub mod summary;
 pub mod terminal_chart;

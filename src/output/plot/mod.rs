@@ -48,13 +48,16 @@ pub fn beside(result: &Path, suffix: &str) -> PathBuf {
 
 /// Writes a plot, creating its directory; says where on stdout as Python does. A plot
 /// that cannot be written is a warning, not a failed run (the result is already saved).
-pub fn write(path: &Path, html: &str, what: &str) {
+pub fn write(path: &Path, html: &str, what: &str, console: &super::stdio::Console) {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         let _ = std::fs::create_dir_all(dir);
     }
     match std::fs::write(path, html) {
-        Ok(()) => println!("{what} saved to: {}", path.display()),
-        Err(e) => eprintln!("warning: cannot write the {what} {}: {e}", path.display()),
+        Ok(()) => console.line(format_args!("{what} saved to: {}", path.display())),
+        Err(e) => console.warning(format_args!(
+            "cannot write the {what} {}: {e}",
+            path.display()
+        )),
     }
 }
 
