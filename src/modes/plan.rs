@@ -45,6 +45,10 @@ impl Plan {
         }
         let (client_cores, mock_core) = split_cores(config);
         let target = Arc::new(Target::resolve(config, driver, mock_core, console)?);
+        if target.mock.is_none() && config.request.ready_check_timeout_sec == 0 && !config.dry_run {
+            // With a ready check, waiting for the server to come up is what was asked for.
+            target.check_reachable()?;
+        }
         let model_id = match (&config.model.model, &config.model.tokenizer) {
             (Some(m), _) => m.clone(),
             // --dry-run sends nothing, so it must not ask the server for its model either.

@@ -128,12 +128,36 @@ impl Target {
         )
     }
 
+    /// The one line for a server that nothing answers at: what to check, not a flag that
+    /// would not help (`--model` or `--tokenizer` cannot make a missing server answer).
+    fn unreachable(&self, error: impl std::fmt::Display) -> anyhow::Error {
+        anyhow::anyhow!(
+            "no server is reachable at {} ({error}): start it, or point --base-url (or --host \
+             and --port) at it; --mock-server runs a benchmark without one",
+            self.base
+        )
+    }
+
+    /// Fails with [`Target::unreachable`]'s line when nothing accepts a connection at the
+    /// server's address (checked once before the dataset is built, so a missing server is
+    /// said first, not as a hint about --model or a block of failures).
+    pub fn check_reachable(&self) -> Result<()> {
+        let ep = &self.endpoint;
+        match std::net::TcpStream::connect_timeout(&ep.addr, ep.connect_timeout) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.unreachable(format_args!("cannot connect to {}: {e}", ep.addr))),
+        }
+    }
+
     /// The first model the server lists at `/v1/models` (Python's model auto-detection).
     pub fn first_model(&self) -> Result<String> {
         let url = self.base.url_of("/v1/models");
         let resp = self
             .get("/v1/models", CONTROL_TIMEOUT)
-            .map_err(|e| anyhow::anyhow!("cannot list models at {url}: {e}; pass --model"))?;
+            .map_err(|e| match e {
+                control::ControlError::Connect { .. } => self.unreachable(e),
+                e => anyhow::anyhow!("cannot list models at {url}: {e}; pass --model"),
+            })?;
         if !resp.is_success() {
             bail!(
                 "cannot list models at {url}: HTTP {} {}; pass --model",

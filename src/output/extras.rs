@@ -266,7 +266,9 @@ impl Extras {
         doc.set("arrivals", Json::UInt(h.arrivals as u64));
         doc.set("late_arrivals_over_1ms", Json::UInt(h.late_arrivals as u64));
         let causes = h.causes();
-        doc.set("bottleneck", Json::Bool(!causes.is_empty()));
+        // null: the server answered nothing, so the run says nothing about the client.
+        let bottleneck = h.has_verdict().then_some(!causes.is_empty());
+        doc.set("bottleneck", Json::opt(bottleneck, Json::Bool));
         let causes = causes.iter().map(|c| Json::str(c.to_string())).collect();
         doc.set("causes", Json::List(causes));
         doc.set("verdict", Json::str(h.verdict()));
