@@ -28,6 +28,7 @@
 use std::ops::Range;
 
 /// Default cap on buffered, not yet consumed bytes (one partial event plus the current push).
+/// The engine uses it as is: the largest SSE event a run accepts is a fixed 16 MiB.
 pub const DEFAULT_MAX_PENDING: usize = 16 << 20;
 
 /// The UTF-8 byte order mark, which a stream may start with and which is not part of a field.
@@ -38,8 +39,9 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 pub enum SseError {
     /// The stream kept growing without completing an event.
     #[error(
-        "SSE stream buffered {pending} bytes without completing an event (limit {limit}); \
-         the server is not sending blank-line-terminated events, or raise the limit"
+        "SSE stream buffered {pending} bytes without completing an event (limit {limit}, \
+         fixed: no setting raises it); the server is not sending blank-line-terminated \
+         events, or one event is larger than any real answer"
     )]
     TooLarge {
         /// Bytes that would have been buffered.
@@ -53,7 +55,7 @@ impl SseError {
     /// A stable short name for counting failures.
     pub fn kind(&self) -> &'static str {
         match self {
-            SseError::TooLarge { .. } => "sse_event_too_large",
+            SseError::TooLarge { .. } => "sse_too_large",
         }
     }
 }
@@ -789,7 +791,7 @@ mod tests {
                 limit: 16
             }
         );
-        assert_eq!(err.kind(), "sse_event_too_large");
+        assert_eq!(err.kind(), "sse_too_large");
         // Consumed events do not count against the cap.
         let mut dec = SseDecoder::new();
         dec.set_max_pending(16);

@@ -210,6 +210,7 @@ const ENGINE_FLAGS: &[&str] = &[
     "--interrupt-grace-sec",
     "--io-driver",
     "--local-addrs",
+    "--max-response-events",
     "--mock-server",
     "--no-preconnect",
     "--num-cores",

@@ -9,8 +9,9 @@
 //!   by reason add up to the failed count and each failed request has its error text;
 //! - the reasons are the fault's (and, for injected faults, every injected fault is one
 //!   failed request, or one transparent retry the mock saw as an extra request);
-//! - nothing hangs: stalls last 60 s and are cut by a 3 s request timeout, every other cell
-//!   has a 25 s one, and a cell must end within 30 s;
+//! - nothing hangs: stalls last 60 s and are cut by a 3 s request timeout, endless responses
+//!   by `--max-response-events` (streams, `response_too_long`) or the 64 MiB body limit
+//!   (`body_too_large`), every other cell has a 25 s timeout, and a cell must end within 30 s;
 //! - the exit status says whether any request succeeded.
 //!
 //! The cells run a few at a time (their binaries mostly wait on sockets). A crash happens at
@@ -50,6 +51,10 @@ const FRACTION: f64 = 0.3;
 const CRASH_AT: u64 = 2;
 /// Cells run at once per test (two tests run at a time).
 const PARALLEL: usize = 3;
+/// `--max-response-events` of the endless cells: far above the 7 events of an answer here,
+/// reached in about a second at the mock's 1 ms token interval (the default, a million,
+/// would outlast the request timeout).
+const ENDLESS_MAX_EVENTS: u64 = 1000;
 /// Far below the 60 s stall, far above any honest run of eight small requests: a cell slower
 /// than this waited for something it should have cut.
 const NO_HANG: Duration = Duration::from_secs(30);
@@ -185,6 +190,7 @@ fn only(kind: FaultKind, fraction: f64) -> FaultConfig {
         FaultKind::Stall => &mut f.stall,
         FaultKind::Malformed => &mut f.malformed,
         FaultKind::CloseAfterHead => &mut f.close_after_head,
+        FaultKind::Endless => &mut f.endless,
     } = fraction;
     f
 }
@@ -272,6 +278,12 @@ fn args(cell: &Cell, url: &str, dir: &TempDir) -> Vec<String> {
     };
     if cell.schedule != Schedule::Trace {
         a.extend(random.iter().map(|s| s.to_string()));
+    }
+    if let Fault::Injected(FaultKind::Endless) = cell.fault {
+        a.extend([
+            "--max-response-events".into(),
+            ENDLESS_MAX_EVENTS.to_string(),
+        ]);
     }
     a.extend(schedule);
     a
@@ -419,6 +431,8 @@ fn injected_reason(kind: FaultKind, api: Api) -> (&'static str, &'static str) {
         FaultKind::Malformed if api.streams() => ("malformed_event", "malformed SSE event"),
         FaultKind::Malformed => ("malformed_body", "not valid JSON"),
         FaultKind::CloseAfterHead => ("disconnected", "not completed"),
+        FaultKind::Endless if api.streams() => ("response_too_long", "more than 1000 SSE events"),
+        FaultKind::Endless => ("body_too_large", "over 64 MiB"),
     }
 }
 

@@ -17,6 +17,7 @@ mod mock_server;
 mod module_graph;
 mod multi_turn;
 mod reports;
+mod response_limits;
 mod runs;
 mod shards;
 mod steady_state;

@@ -110,6 +110,7 @@ pub fn options(cores: usize, driver: ResolvedDriver) -> EngineOptions {
         request_timeout: Duration::from_secs(120),
         preconnect: false,
         keep_all_text: true,
+        max_response_events: vllm_bench::engine::exchange::DEFAULT_MAX_RESPONSE_EVENTS,
         interrupt_grace: Duration::from_secs(5),
     }
 }

@@ -85,6 +85,10 @@ struct Args {
     /// Fraction of model requests whose 200 head is sent, then the socket closes (no body).
     #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
     fail_close_after_head: f64,
+    /// Fraction of model requests whose response never ends (endless content events, or an
+    /// endless non-streaming body) until the client closes the connection.
+    #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
+    fail_endless: f64,
     /// How long a stalled stream stays silent before the socket closes, in ms.
     #[arg(long, value_name = "MS", default_value = "10000", value_parser = millis)]
     stall_ms: Duration,
@@ -193,6 +197,7 @@ impl Args {
                 stall: self.fail_stall,
                 malformed: self.fail_malformed,
                 close_after_head: self.fail_close_after_head,
+                endless: self.fail_endless,
             },
             stall_for: self.stall_ms,
             seed: self.seed,

@@ -660,4 +660,8 @@ pub struct EngineArgs {
     /// ~28k ephemeral ports; for more than ~28k streams to a loopback server)
     #[arg(long, default_value = "1", value_parser = parse_int::<usize>, value_name = "N")]
     pub local_addrs: usize,
+    /// SSE events one response may send; one more fails the request (reason
+    /// `response_too_long`) and bounds its memory (gaps, and 16 bytes of text per event)
+    #[arg(long, default_value = "1000000", value_parser = parse_int::<u32>, value_name = "N")]
+    pub max_response_events: u32,
 }

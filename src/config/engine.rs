@@ -22,6 +22,8 @@ pub struct EngineConfig {
     pub local_addrs: usize,
     /// How long requests in flight may still run after Ctrl-C (`--interrupt-grace-sec`).
     pub interrupt_grace: Duration,
+    /// SSE events one response may send before it fails (`--max-response-events`).
+    pub max_response_events: u32,
 }
 
 pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
@@ -53,6 +55,7 @@ pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
         preconnect: !e.no_preconnect,
         local_addrs: local_addrs(e.local_addrs)?,
         interrupt_grace: grace(e.interrupt_grace_sec)?,
+        max_response_events: max_response_events(e.max_response_events)?,
     })
 }
 
@@ -62,6 +65,18 @@ fn local_addrs(n: usize) -> Result<usize, ConfigError> {
             "--local-addrs",
             n,
             format!("must be between 1 and {MAX_LOCAL_ADDRS}"),
+        ));
+    }
+    Ok(n)
+}
+
+/// `--max-response-events`: at least one event (a response with none cannot succeed).
+fn max_response_events(n: u32) -> Result<u32, ConfigError> {
+    if n == 0 {
+        return Err(ConfigError::value(
+            "--max-response-events",
+            n,
+            "must be at least 1",
         ));
     }
     Ok(n)
@@ -107,6 +122,24 @@ mod tests {
             "--local-addrs 0: must be between 1 and 250"
         );
         assert!(local_addrs(251).is_err());
+    }
+
+    #[test]
+    fn max_response_events_defaults_to_the_engine_default() {
+        let cli = crate::cli::parse_from(["vllm-bench"]).expect("no flags parse");
+        assert_eq!(
+            cli.engine.max_response_events,
+            crate::engine::exchange::DEFAULT_MAX_RESPONSE_EVENTS
+        );
+    }
+
+    #[test]
+    fn max_response_events_must_be_positive() {
+        assert_eq!(max_response_events(1).unwrap(), 1);
+        assert_eq!(
+            max_response_events(0).unwrap_err().to_string(),
+            "--max-response-events 0: must be at least 1"
+        );
     }
 
     #[test]

@@ -2,6 +2,18 @@
 //! the response, decode head → body → SSE events → JSON chunks, and stamp every event with
 //! the time its read completed.
 //!
+//! Every response is bounded ([`ResponseLimits`]): at most `--max-response-events` SSE events
+//! (an endless stream fails with `response_too_long` instead of growing the worker's gap and
+//! text arenas until the request timeout), at most [`ResponseLimits::max_text_bytes`] of
+//! generated text kept, one SSE event of at most 16 MiB (`sse_too_large`) and a non-streamed
+//! body of at most [`WHOLE_BODY_CAP`] (`body_too_large`). Checking them is a counter compare
+//! per event.
+//!
+//! Generated text is appended while the stream runs, because whether it is needed is known
+//! only at its end: the output length is counted from it when the server sends no usage, and
+//! a conversation's next turn quotes it. The worker drops it after the request unless
+//! `--save-detailed` asks for it or the count needs it (`worker::Worker::keep`).
+//!
 //! The exchange owns its connection and buffers while it runs (monoio's rent I/O moves the
 //! read buffer into the kernel operation), and hands them back when it ends, so a timeout that
 //! drops the exchange also drops the connection: a connection with a cancelled read in flight
@@ -51,8 +63,50 @@ thread_local! {
 }
 /// Error bodies are kept up to this size for the failure detail.
 const ERROR_BODY_CAP: usize = 2048;
-/// A non-streaming body larger than this fails the request instead of growing memory.
-const WHOLE_BODY_CAP: usize = 64 << 20;
+/// A non-streaming body larger than this fails the request (`body_too_large`) instead of
+/// growing memory. Fixed: an embeddings or completions answer is far smaller.
+pub const WHOLE_BODY_CAP: usize = 64 << 20;
+/// A worker's whole-body buffer larger than this after a request is freed, not kept for the
+/// next one: one huge answer must not pin its memory in every worker that saw one.
+const KEPT_RETAIN: usize = 1 << 20;
+
+/// Default of `--max-response-events`: far beyond any real answer (a 128k-token output
+/// streamed one token per event is 128k events), small enough that one response records at
+/// most 4 MB of inter-token gaps.
+pub const DEFAULT_MAX_RESPONSE_EVENTS: u32 = 1_000_000;
+
+/// How much of one response the client takes in: what bounds a worker's memory per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseLimits {
+    /// SSE events per response (every event with data, tokens or not); one more fails the
+    /// request with `response_too_long`.
+    pub max_events: u32,
+    /// Generated-text bytes kept per response: [`Self::TEXT_BYTES_PER_EVENT`] per allowed
+    /// event. Beyond it the text stops growing (whole tokens, so it stays valid UTF-8) and
+    /// tokens are still counted; the request fails only when the text was needed to count
+    /// the output (the server sent no usage).
+    pub max_text_bytes: u32,
+}
+
+impl ResponseLimits {
+    /// Text bytes kept per allowed event: four times a typical token (about 4 bytes), so a
+    /// server sending several tokens per event still fits.
+    pub const TEXT_BYTES_PER_EVENT: u32 = 16;
+
+    /// The limits of `--max-response-events max_events`.
+    pub fn new(max_events: u32) -> ResponseLimits {
+        ResponseLimits {
+            max_events,
+            max_text_bytes: max_events.saturating_mul(Self::TEXT_BYTES_PER_EVENT),
+        }
+    }
+}
+
+impl Default for ResponseLimits {
+    fn default() -> Self {
+        ResponseLimits::new(DEFAULT_MAX_RESPONSE_EVENTS)
+    }
+}
 
 /// Buffers and decoders a worker reuses from one request to the next.
 pub struct ExchangeBuffers {
@@ -61,10 +115,11 @@ pub struct ExchangeBuffers {
     /// consume yet: rare, so the common path never copies.
     carry: Vec<u8>,
     body: BodySink,
+    limits: ResponseLimits,
 }
 
-impl Default for ExchangeBuffers {
-    fn default() -> Self {
+impl ExchangeBuffers {
+    pub fn new(limits: ResponseLimits) -> Self {
         ExchangeBuffers {
             read: Vec::with_capacity(READ_BUF),
             carry: Vec::new(),
@@ -73,7 +128,19 @@ impl Default for ExchangeBuffers {
                 kept: Vec::new(),
                 template: ChunkTemplate::default(),
             },
+            limits,
         }
+    }
+
+    /// The limits these buffers' responses are held to.
+    pub fn limits(&self) -> ResponseLimits {
+        self.limits
+    }
+}
+
+impl Default for ExchangeBuffers {
+    fn default() -> Self {
+        ExchangeBuffers::new(ResponseLimits::default())
     }
 }
 
@@ -97,6 +164,12 @@ pub struct Measured {
     pub terminal: bool,
     /// Responses API: the last error event's text (Python's `stream_error`).
     pub stream_error: Option<String>,
+    /// SSE events seen (held to [`ResponseLimits::max_events`]).
+    events: u32,
+    /// Generated-text bytes kept (held to [`ResponseLimits::max_text_bytes`]).
+    text_len: u32,
+    /// Text was dropped at the cap: what was kept is a prefix of the answer.
+    pub text_truncated: bool,
 }
 
 /// Where decoded events are recorded: the worker's arenas, the request's numbers, and the
@@ -105,6 +178,7 @@ struct Recording<'a> {
     log: &'a mut WorkerLog,
     m: &'a mut Measured,
     now: Instant,
+    limits: ResponseLimits,
 }
 
 /// Result of one attempt to run the exchange on a connection.
@@ -214,6 +288,7 @@ async fn attempt(
             log: &mut *log,
             m: &mut *m,
             now: Instant::now(),
+            limits: bufs.limits,
         };
         bufs.read = buf;
         let n = match res {
@@ -431,6 +506,9 @@ struct BodySink {
 impl BodySink {
     fn reset(&mut self) {
         self.sse.reset();
+        if self.kept.capacity() > KEPT_RETAIN {
+            self.kept = Vec::new();
+        }
         self.kept.clear();
     }
 
@@ -450,11 +528,7 @@ impl BodySink {
         match mode {
             ResponseMode::Whole => {
                 if self.kept.len() + payload.len() > WHOLE_BODY_CAP {
-                    return Err(failure(
-                        "body_too_large",
-                        "response body too large",
-                        format!("over {WHOLE_BODY_CAP} bytes"),
-                    ));
+                    return Err(body_too_large());
                 }
                 self.kept.extend_from_slice(payload);
                 Ok(())
@@ -462,7 +536,7 @@ impl BodySink {
             ResponseMode::Stream(api) => {
                 self.sse
                     .push(payload)
-                    .map_err(|e| failure("sse_too_large", e.to_string(), e.to_string()))?;
+                    .map_err(|e| failure(e.kind(), e.to_string(), e.to_string()))?;
                 while let Some(ev) = self.sse.next_event() {
                     rec.event(ev.is_done(), ev.data, api, &mut self.template)?;
                 }
@@ -478,7 +552,7 @@ impl BodySink {
             rec.event(ev.is_done(), ev.data, api, &mut self.template)?;
         }
         if api == StreamApi::Responses {
-            return responses_verdict(rec.m);
+            return responses_verdict(rec.m, rec.limits);
         }
         let m = &mut *rec.m;
         if m.usage_completion_tokens.is_none() && m.usage_prompt_tokens.is_none() {
@@ -487,6 +561,7 @@ impl BodySink {
                 m.usage_completion_tokens = c;
             }
         }
+        text_verdict(m, rec.limits)?;
         if m.first_token.is_none() {
             return Err(failure(
                 "no_token",
@@ -507,6 +582,10 @@ impl Recording<'_> {
         api: StreamApi,
         template: &mut ChunkTemplate,
     ) -> Result<(), Failure> {
+        self.m.events += 1;
+        if self.m.events > self.limits.max_events {
+            return Err(too_many_events(self.limits.max_events));
+        }
         if done {
             self.m.done = true;
             return Ok(());
@@ -520,7 +599,7 @@ impl Recording<'_> {
         if chunk.has_choices && chunk.is_token(api) {
             self.token_at_now();
             if let Some(text) = &chunk.text {
-                self.log.text.extend_from_slice(text.as_bytes());
+                self.keep_text(text.as_bytes());
             }
         }
         let m = &mut *self.m;
@@ -555,7 +634,7 @@ impl Recording<'_> {
         if event.is_token() {
             self.token_at_now();
             if let Some(text) = &event.delta {
-                self.log.text.extend_from_slice(text.as_bytes());
+                self.keep_text(text.as_bytes());
             }
             return Ok(());
         }
@@ -578,6 +657,20 @@ impl Recording<'_> {
         Ok(())
     }
 
+    /// Appends one token's text unless that takes the response's text past its cap; from the
+    /// first token that does not fit on, nothing more is kept (so the text is a prefix of
+    /// whole tokens, valid UTF-8).
+    fn keep_text(&mut self, text: &[u8]) {
+        let m = &mut *self.m;
+        let len = m.text_len as usize + text.len();
+        if !m.text_truncated && len <= self.limits.max_text_bytes as usize {
+            self.log.text.extend_from_slice(text);
+            m.text_len = len as u32;
+        } else {
+            m.text_truncated = true;
+        }
+    }
+
     /// One token event at the current read's time: the first sets TTFT, later ones add a gap.
     fn token_at_now(&mut self) {
         let m = &mut *self.m;
@@ -593,6 +686,54 @@ impl Recording<'_> {
     }
 }
 
+/// The reason of a response cut at a [`ResponseLimits`] bound.
+const TOO_LONG: &str = "response_too_long";
+
+#[cold]
+fn too_many_events(max: u32) -> Failure {
+    failure(
+        TOO_LONG,
+        format!("response too long: more than {max} SSE events (--max-response-events)"),
+        format!(
+            "the server sent more than {max} SSE events in one response (an endless stream?); \
+             raise --max-response-events if it really answers that long"
+        ),
+    )
+}
+
+#[cold]
+fn body_too_large() -> Failure {
+    let mib = WHOLE_BODY_CAP >> 20;
+    failure(
+        "body_too_large",
+        format!("response body over {mib} MiB"),
+        format!(
+            "a non-streamed response body over {mib} MiB (a fixed limit, not a setting): \
+             the server sent an endless or runaway body"
+        ),
+    )
+}
+
+/// A stream whose text was cut at its cap fails only when the text was still needed: with no
+/// completion count from the server, the output length is counted from the text (Python's
+/// fallback), and a cut text would undercount it silently.
+fn text_verdict(m: &Measured, limits: ResponseLimits) -> Result<(), Failure> {
+    if !m.text_truncated || m.usage_completion_tokens.is_some_and(|c| c > 0) {
+        return Ok(());
+    }
+    let max = limits.max_text_bytes;
+    Err(failure(
+        TOO_LONG,
+        format!("response too long: generated text over {max} bytes and no usage to count it"),
+        format!(
+            "the generated text passed {max} bytes ({} per --max-response-events event) and \
+             the server sent no completion token count, so the output length cannot be \
+             counted; raise --max-response-events or ask the server for usage",
+            ResponseLimits::TEXT_BYTES_PER_EVENT
+        ),
+    ))
+}
+
 fn malformed_event(e: crate::backends::stream_chunk::ChunkError) -> Failure {
     let msg = format!("malformed SSE event: {e}");
     failure("malformed_event", msg.clone(), msg)
@@ -600,7 +741,7 @@ fn malformed_event(e: crate::backends::stream_chunk::ChunkError) -> Failure {
 
 /// Python's verdict on a finished Responses stream, in its order: an error event, then no
 /// token delta, then no terminal event.
-fn responses_verdict(m: &mut Measured) -> Result<(), Failure> {
+fn responses_verdict(m: &mut Measured, limits: ResponseLimits) -> Result<(), Failure> {
     if let Some(error) = m.stream_error.take() {
         return Err(failure(
             "stream_error",
@@ -608,6 +749,7 @@ fn responses_verdict(m: &mut Measured) -> Result<(), Failure> {
             format!("the stream reported an error: {error}"),
         ));
     }
+    text_verdict(m, limits)?;
     if m.first_token.is_none() {
         return Err(failure(
             "no_token",
@@ -678,13 +820,18 @@ mod tests {
 
     /// Feeds `reads` as successive reads, the k-th completing at `base + k ms`.
     fn feed(mode: ResponseMode, reads: &[&[u8]]) -> Outcome {
+        feed_limited(ResponseLimits::default(), mode, reads)
+    }
+
+    /// [`feed`] with `limits`.
+    fn feed_limited(limits: ResponseLimits, mode: ResponseMode, reads: &[&[u8]]) -> Outcome {
         let base = Instant::now();
         let mut state = ResponseState {
             mode,
             head: None,
             body: None,
         };
-        let mut bufs = ExchangeBuffers::default();
+        let mut bufs = ExchangeBuffers::new(limits);
         let (mut log, mut m) = (WorkerLog::default(), Measured::default());
         let mut result = None;
         for (k, read) in reads.iter().enumerate() {
@@ -692,6 +839,7 @@ mod tests {
                 log: &mut log,
                 m: &mut m,
                 now: base + Duration::from_millis(k as u64),
+                limits: bufs.limits,
             };
             if let Some((r, _)) = state.on_bytes(read, &mut bufs, &mut rec) {
                 result = Some(r);
@@ -782,5 +930,78 @@ mod tests {
             http_response(&["data: {\"type\":\"response.output_text.delta\",\"delta\":5}\n\n"]);
         let f = feed(responses(), &[&bad]).result.unwrap().unwrap_err();
         assert_eq!(f.kind, "malformed_event");
+    }
+
+    /// A completions stream of `tokens` events carrying `text` each, then the usage chunk
+    /// (when `usage`) and `[DONE]`.
+    fn completions_stream(tokens: usize, text: &str, usage: bool) -> Vec<u8> {
+        let token = format!("data: {{\"choices\":[{{\"text\":\"{text}\"}}]}}\n\n");
+        let usage_event = format!(
+            "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":3,\"completion_tokens\":{tokens}}}}}\n\n"
+        );
+        let mut events: Vec<&str> = vec![&token; tokens];
+        if usage {
+            events.push(&usage_event);
+        }
+        events.push("data: [DONE]\n\n");
+        http_response(&events)
+    }
+
+    fn completions() -> ResponseMode {
+        ResponseMode::Stream(StreamApi::Completions)
+    }
+
+    #[test]
+    fn a_stream_longer_than_its_event_cap_fails_as_response_too_long() {
+        // 10 tokens + usage + [DONE] = 12 events.
+        let bytes = completions_stream(10, " tok", true);
+        let o = feed_limited(ResponseLimits::new(12), completions(), &[&bytes]);
+        assert_eq!(o.result, Some(Ok(())), "exactly at the cap passes");
+        let o = feed_limited(ResponseLimits::new(11), completions(), &[&bytes]);
+        let f = o.result.unwrap().unwrap_err();
+        assert_eq!(f.kind, "response_too_long");
+        assert!(f.error.contains("more than 11 SSE events"), "{}", f.error);
+        assert!(f.detail.contains("--max-response-events"), "{}", f.detail);
+        // Cut where the cap is reached: the 12th event (`[DONE]`) is never applied.
+        assert!(!o.m.done);
+    }
+
+    #[test]
+    fn text_past_its_cap_stops_at_a_whole_token_and_fails_only_without_usage() {
+        // 64 text bytes kept: of 10 tokens of 10 bytes, the first 6 fit.
+        let limits = ResponseLimits {
+            max_events: 100,
+            max_text_bytes: 64,
+        };
+        let with_usage = completions_stream(10, "0123456789", true);
+        let o = feed_limited(limits, completions(), &[&with_usage]);
+        assert_eq!(o.result, Some(Ok(())));
+        assert_eq!(o.log.text, "0123456789".repeat(6).as_bytes());
+        assert!(o.m.text_truncated);
+        assert_eq!(o.m.chunks, 10, "tokens past the text cap are still counted");
+        assert_eq!(o.log.itl_ns.len(), 9);
+        assert_eq!(o.m.usage_completion_tokens, Some(10));
+
+        let without_usage = completions_stream(10, "0123456789", false);
+        let f = feed_limited(limits, completions(), &[&without_usage])
+            .result
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(f.kind, "response_too_long");
+        assert!(f.error.contains("no usage"), "{}", f.error);
+
+        // Under the cap, no usage is fine: the text is whole and counts the output.
+        let short = completions_stream(6, "0123456789", false);
+        let o = feed_limited(limits, completions(), &[&short]);
+        assert_eq!(o.result, Some(Ok(())));
+        assert!(!o.m.text_truncated);
+    }
+
+    #[test]
+    fn the_default_limits_allow_a_million_events_and_16_mb_of_text() {
+        let l = ResponseLimits::default();
+        assert_eq!(l.max_events, 1_000_000);
+        assert_eq!(l.max_text_bytes, 16_000_000);
+        assert_eq!(ResponseLimits::new(u32::MAX).max_text_bytes, u32::MAX);
     }
 }

@@ -85,6 +85,9 @@ pub struct EngineOptions {
     pub preconnect: bool,
     /// Keep generated text even when the server reported usage (`--save-detailed`).
     pub keep_all_text: bool,
+    /// SSE events one response may send (`--max-response-events`); see
+    /// [`exchange::ResponseLimits`].
+    pub max_response_events: u32,
     /// After a stop (Ctrl-C), how long requests in flight may still finish before they are
     /// cancelled and counted as failed (`interrupted`).
     pub interrupt_grace: Duration,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::http::conn::Connection;
 use crate::http::request::PreparedRequest;
 
-use super::exchange::{exchange, ExchangeBuffers, Measured};
+use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits};
 use super::recorder::{Failure, Histograms, Record, WorkerLog};
 use super::session::{FollowUps, NextRequest, Reply};
 use super::stop::CoreStop;
@@ -148,6 +148,7 @@ impl Worker {
         core: CoreHandles,
         log: WorkerLog,
     ) -> Worker {
+        let limits = ResponseLimits::new(shared.options.max_response_events);
         Worker {
             shared,
             epoch,
@@ -155,7 +156,7 @@ impl Worker {
             histograms,
             core,
             log,
-            bufs: ExchangeBuffers::default(),
+            bufs: ExchangeBuffers::new(limits),
             probe: false,
         }
     }
@@ -283,12 +284,12 @@ impl Worker {
             // cancelled read may still have lent to the kernel) are not reused.
             Some(None) => {
                 self.conn = None;
-                self.bufs = ExchangeBuffers::default();
+                self.bufs = ExchangeBuffers::new(self.bufs.limits());
                 Err(timeout_failure(shared.options.request_timeout))
             }
             None => {
                 self.conn = None;
-                self.bufs = ExchangeBuffers::default();
+                self.bufs = ExchangeBuffers::new(self.bufs.limits());
                 Err(interrupted_failure(shared.options.interrupt_grace))
             }
         };

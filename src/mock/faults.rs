@@ -25,6 +25,10 @@ pub struct FaultConfig {
     /// The `200` response head is sent (for a non-streaming answer, when its body would be),
     /// then the socket closes: no event, no body byte.
     pub close_after_head: f64,
+    /// The response never ends: a stream sends content events (no finish reason, no usage,
+    /// no `[DONE]`) and a non-streaming answer sends body bytes, on and on, until the client
+    /// closes the connection or the server stops. What a client's response limits are for.
+    pub endless: f64,
 }
 
 impl FaultConfig {
@@ -37,6 +41,7 @@ impl FaultConfig {
             ("stall", self.stall),
             ("malformed", self.malformed),
             ("close_after_head", self.close_after_head),
+            ("endless", self.endless),
         ]
     }
 
@@ -64,11 +69,13 @@ pub enum FaultKind {
     Malformed,
     /// The response head, then close.
     CloseAfterHead,
+    /// A response that never ends.
+    Endless,
 }
 
 impl FaultKind {
     /// Number of kinds (the length of [`FaultKind::ALL`] and of the statistics slots).
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 7;
 
     /// All kinds, in decision order (also the order of [`FaultCounts`] slots).
     pub const ALL: [FaultKind; FaultKind::COUNT] = [
@@ -78,6 +85,7 @@ impl FaultKind {
         FaultKind::Stall,
         FaultKind::Malformed,
         FaultKind::CloseAfterHead,
+        FaultKind::Endless,
     ];
 
     /// The kind's statistics slot.
@@ -90,7 +98,8 @@ impl FaultKind {
 const FAULT_STREAM: u64 = 0xfa17;
 
 /// The fault for request number `seq`, if any: one uniform draw in `[0, 1)` falls into the
-/// cumulative fractions in the order 500, 429, disconnect, stall, malformed, close after head.
+/// cumulative fractions in the order 500, 429, disconnect, stall, malformed, close after head,
+/// endless.
 pub fn decide(faults: &FaultConfig, seed: u64, seq: u64) -> Option<FaultKind> {
     if faults.is_none() {
         return None;
@@ -121,6 +130,8 @@ pub struct FaultCounts {
     pub malformed: u64,
     /// Heads followed by a close.
     pub close_after_head: u64,
+    /// Responses that never ended.
+    pub endless: u64,
 }
 
 impl FaultCounts {
@@ -133,6 +144,7 @@ impl FaultCounts {
             stall: s[3],
             malformed: s[4],
             close_after_head: s[5],
+            endless: s[6],
         }
     }
 
@@ -145,6 +157,7 @@ impl FaultCounts {
             FaultKind::Stall => self.stall,
             FaultKind::Malformed => self.malformed,
             FaultKind::CloseAfterHead => self.close_after_head,
+            FaultKind::Endless => self.endless,
         }
     }
 

@@ -295,6 +295,9 @@ pub async fn stream(
         return Ok(End::Close);
     }
     io.out.extend_from_slice(script.get(&script.role));
+    if g.fault == Some(FaultKind::Endless) {
+        return endless(io, timers, script.get(&script.mid), Some(schedule)).await;
+    }
     let chunks = g.chunks();
     for i in 0..chunks {
         let deadline = schedule.next_deadline();
@@ -327,6 +330,31 @@ pub async fn stream(
     // The tail stays buffered: the caller writes it after counting the request.
     io.out.extend_from_slice(script.get(&script.tail));
     Ok(End::KeepAlive)
+}
+
+/// The endless fault: `framed` (one HTTP chunk) again and again, each at the schedule's next
+/// deadline (`None`: back to back), until a write fails because the client closed the
+/// connection; a server that stops drops the connection task at its next await. Nothing
+/// is recorded per chunk, so the mock's memory stays flat however long it runs.
+pub async fn endless(
+    io: &mut Io,
+    timers: &Timers,
+    framed: &[u8],
+    mut schedule: Option<&mut Schedule>,
+) -> io::Result<End> {
+    loop {
+        if let Some(schedule) = schedule.as_deref_mut() {
+            let deadline = schedule.next_deadline();
+            if deadline > Instant::now() {
+                io.flush().await?;
+                timers.sleep_until(deadline).await;
+            }
+        }
+        io.out.extend_from_slice(framed);
+        if io.out.len() >= FLUSH_AT {
+            io.flush().await?;
+        }
+    }
 }
 
 #[cfg(test)]

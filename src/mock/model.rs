@@ -356,8 +356,9 @@ fn response_id(seed: u64, seq: u64) -> u128 {
 }
 
 /// A non-streaming 200 JSON answer at `at.1`; faults act at `at.0` (the first token's
-/// time): disconnect closes, stall waits `stall_for` and closes; or at `at.1`: malformed
-/// truncates the body, close-after-head sends the head (announcing the whole body) alone.
+/// time): disconnect closes, stall waits `stall_for` and closes, endless sends a body that
+/// never ends; or at `at.1`: malformed truncates the body, close-after-head sends the head
+/// (announcing the whole body) alone.
 async fn delayed_json(
     ex: &mut Exchange,
     timers: &Timers,
@@ -370,6 +371,7 @@ async fn delayed_json(
     timers.sleep_until(at.0).await;
     match fault {
         Some(FaultKind::Disconnect) => return End::Close,
+        Some(FaultKind::Endless) => return endless_body(ex, timers, opts).await,
         Some(FaultKind::Stall) => {
             timers.sleep(stall_for).await;
             return End::Close;
@@ -393,6 +395,24 @@ async fn delayed_json(
     } else {
         End::KeepAlive
     }
+}
+
+/// The endless fault of a non-streaming answer: a chunked JSON head, then blank chunks
+/// (16 KiB of spaces each) until the client closes the connection.
+async fn endless_body(ex: &mut Exchange, timers: &Timers, opts: &HeadOpts<'_>) -> End {
+    const FILL: usize = 16 << 10;
+    let opts = HeadOpts {
+        content_type: response::JSON,
+        ..*opts
+    };
+    response::head(&mut ex.io.out, 200, "OK", response::Framing::Chunked, &opts);
+    ex.scratch.clear();
+    ex.scratch
+        .extend_from_slice(format!("{FILL:x}\r\n").as_bytes());
+    ex.scratch.resize(ex.scratch.len() + FILL, b' ');
+    ex.scratch.extend_from_slice(b"\r\n");
+    let _ = generation::endless(&mut ex.io, timers, &ex.scratch, None).await;
+    End::Close
 }
 
 /// A deterministic unit vector for one input.

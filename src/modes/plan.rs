@@ -74,6 +74,7 @@ impl Plan {
             request_timeout: config.engine.request_timeout,
             preconnect: config.engine.preconnect,
             keep_all_text: config.output.save_detailed,
+            max_response_events: config.engine.max_response_events,
             interrupt_grace: config.engine.interrupt_grace,
         };
         let engine = Engine::start(target.endpoint.clone(), engine_opts.clone())?;
