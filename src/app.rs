@@ -188,8 +188,8 @@ fn merge(args: &[OsString]) -> i32 {
         result_filename: m.get_one::<String>("result-filename").cloned(),
     };
     match modes::merge::run(&args) {
-        Ok(path) => {
-            eprintln!("Saved the merged result to {}", path.display());
+        Ok(merged) => {
+            eprintln!("{}", merged.report());
             0
         }
         Err(e @ modes::merge::MergeError::Save(_)) => {
