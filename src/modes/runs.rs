@@ -203,7 +203,7 @@ fn sweep(
     reset: bool,
 ) -> Result<Outcome> {
     let (mut reports, mut files, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
-    let mut steady = Vec::new();
+    let (mut steady, mut interrupted) = (Vec::new(), Vec::new());
     for (i, (p, v)) in points.iter().zip(values).enumerate() {
         if reset {
             let done = plan.target.reset_prefix_cache();
@@ -220,6 +220,7 @@ fn sweep(
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);
         steady.push(f.steady_state);
+        interrupted.push(m.interrupted);
         files.push(f.file.map(|p| p.display().to_string()));
         if m.interrupted {
             break;
@@ -233,7 +234,10 @@ fn sweep(
             _ => None,
         })
         .collect();
-    print!("{}", render_sweep(axis, shown, &reports, &steady));
+    print!(
+        "{}",
+        render_sweep(axis, shown, &reports, &steady, &interrupted)
+    );
     if config.output.plot {
         let points = shown
             .iter()
@@ -249,7 +253,7 @@ fn sweep(
     }
     if saves(config) {
         let path = summary_path(config, "sweep-summary");
-        let doc = sweep_json(axis, shown, &reports, &steady, &files);
+        let doc = sweep_json(axis, shown, &reports, &steady, &interrupted, &files);
         save_result(&path, config.output.result_dir.as_deref(), &doc, false)?;
         eprintln!("Saved the sweep summary to {}", path.display());
     }
@@ -264,7 +268,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         plot_suffix: None,
     };
     let (mut reports, mut documents, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
-    let mut path = None;
+    let (mut path, mut interrupted) = (None, Vec::new());
     for i in 0..runs {
         let m = point::measure(plan, config, p)?;
         let run_how = Reporting {
@@ -272,17 +276,19 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
             ..how.clone()
         };
         let f = point::finish(config, plan, p, &m, &run_how)?;
-        print!("{}", render_run_line(i + 1, runs, &f.report));
+        print!("{}", render_run_line(i + 1, runs, &f.report, m.interrupted));
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);
+        interrupted.push(m.interrupted);
         documents.extend(f.document);
         path = f.file.or(path);
         if m.interrupted {
             break;
         }
     }
-    let stats = spreads(&reports);
-    print!("{}", render_spreads(&stats, reports.len()));
+    // An interrupted run is shown and saved, marked, but left out of the statistics.
+    let stats = spreads(&reports, &interrupted);
+    print!("{}", render_spreads(&stats, reports.len(), &interrupted));
     if config.output.plot {
         let runs = reports.iter().map(figure_pairs).collect();
         // Beside the file holding the runs, else where a summary would go.
@@ -295,7 +301,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         );
     }
     if let Some(path) = path.filter(|_| saves(config)) {
-        let doc = runs_json(&documents, &stats);
+        let doc = runs_json(&documents, &interrupted, &stats);
         save_result(
             &path,
             config.output.result_dir.as_deref(),
