@@ -209,11 +209,8 @@ fn merge(args: &[OsString], console: &Console) -> i32 {
         result_filename: m.get_one::<String>("result-filename").cloned(),
     };
     match modes::merge::run(&args, console) {
-        Ok(path) => {
-            console.err_line(format_args!(
-                "Saved the merged result to {}",
-                path.display()
-            ));
+        Ok(merged) => {
+            console.err_line(merged.report());
             0
         }
         Err(e @ modes::merge::MergeError::Save(_)) => {

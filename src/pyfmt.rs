@@ -112,6 +112,10 @@ pub fn fixed2(x: f64) -> String {
 /// Python's `json.dumps(value)` with its defaults: `", "` and `": "` separators, keys in
 /// document order, non-ASCII escaped (`ensure_ascii=True`), floats as `repr`. Used for the
 /// error text of a failed request, which Python builds this way (so results compare equal).
+///
+/// The text is strict JSON: a `serde_json::Value` cannot hold a non-finite number (its
+/// parser refuses `NaN`), so Python's `NaN`/`Infinity` never arise here; should one appear,
+/// it is written as `null`, the rule of every JSON document we write (`output::json`).
 pub fn json_dumps(value: &serde_json::Value) -> String {
     let mut out = String::new();
     push_json(&mut out, value);
@@ -130,7 +134,7 @@ fn push_json(out: &mut String, value: &serde_json::Value) {
             (None, Some(u), _) => {
                 let _ = write!(out, "{u}");
             }
-            (_, _, Some(f)) => push_float_repr(out, f),
+            (_, _, Some(f)) if f.is_finite() => push_float_repr(out, f),
             _ => out.push_str("null"),
         },
         Value::String(s) => push_json_str(out, s),

@@ -370,3 +370,34 @@ fn a_file_that_is_not_a_result_is_one_line_and_exit_2() {
          effect with it\n"
     );
 }
+
+#[test]
+fn compare_escapes_control_characters_in_model_id() {
+    // A server chose this model id; the result file carries it (JSON-escaped, as we write
+    // it); the table must show the escape, not send it to the terminal.
+    let dir = TempDir::new("compare-escape");
+    let write = |name: &str, model: &str| {
+        let p = dir.path().join(name);
+        let text = format!(
+            "{{\"model_id\": \"{model}\", \"duration\": 1.0, \"completed\": 2, \
+             \"request_throughput\": 2.0, \"mean_ttft_ms\": 5.0}}"
+        );
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let a = write("a.json", "m\\u001b[2J\\u001b]0;owned\\u0007\\u009b1A");
+    let b = write("b.json", "plain");
+    let run = run_compare(&[a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !run.stdout.chars().any(|c| c.is_control() && c != '\n'),
+        "a control character reached the terminal: {:?}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("    model_id m\\x1b[2J\\x1b]0;owned\\x07\\x9b1A\n"),
+        "{}",
+        run.stdout
+    );
+}

@@ -21,7 +21,7 @@ use crate::util::shared_dir;
 
 /// Longest any step here may take (a debug build on two busy cores); the runs themselves
 /// would take minutes if the signal were ignored.
-const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A run of the binary that is signalled part way.
 struct Signalled {
@@ -52,7 +52,13 @@ fn temp_dir(name: &str) -> PathBuf {
 /// Starts the binary in its own process group against `server`, with `extra` flags and
 /// `--interrupt-grace-sec grace`, through `via` (a wrapper command such as `timeout`) when
 /// given.
-fn spawn(server: &MockServer, dir: &Path, extra: &[&str], grace: &str, via: &[&str]) -> Child {
+pub(crate) fn spawn(
+    server: &MockServer,
+    dir: &Path,
+    extra: &[&str],
+    grace: &str,
+    via: &[&str],
+) -> Child {
     let mut args: Vec<String> = [
         "--base-url",
         &server.base_url(),
@@ -199,7 +205,7 @@ fn run_via(
 
 /// Reads `stream` to its end on a thread, signalling `seen` when a line starts with
 /// `marker`; the thread returns everything read.
-fn collect_lines(
+pub(crate) fn collect_lines(
     stream: impl std::io::Read + Send + 'static,
     marker: &'static str,
     seen: mpsc::Sender<()>,
@@ -232,7 +238,7 @@ fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) {
 
 /// The exit code, or `None` if the process had to be killed after `limit` (it ignored the
 /// signal).
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
+pub(crate) fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(s) = child.try_wait().expect("wait for vllm-bench") {

@@ -278,3 +278,57 @@ fn seed_run_mode_examples_run_against_the_mock() {
     assert_eq!(cmp.code, 0, "{}", cmp.stderr);
     assert!(cmp.stdout.contains("request_throughput"), "{}", cmp.stdout);
 }
+
+#[test]
+fn an_interrupted_repetition_is_excluded_from_the_spread() {
+    // Each run sends 30 requests one at a time, ~50 ms each: over a second per run, so the
+    // signal sent once run 1's line is out lands in run 2 (or before it starts: run 2 is
+    // then interrupted at once, the same case).
+    let server = mock(|c| c.first_token_delay = std::time::Duration::from_millis(50));
+    let dir = TempDir::new("runs-interrupted");
+    let flags = [
+        "--num-prompts",
+        "30",
+        "--max-concurrency",
+        "1",
+        "--num-runs",
+        "3",
+    ];
+    let mut child = crate::interrupt::spawn(&server, dir.path(), &flags, "0", &[]);
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    let out = crate::interrupt::collect_lines(child.stdout.take().unwrap(), "Run 1/3:", seen_tx);
+    let (unused_tx, _) = std::sync::mpsc::channel();
+    let err = crate::interrupt::collect_lines(child.stderr.take().unwrap(), "\u{0}", unused_tx);
+    let timeout = crate::interrupt::STEP_TIMEOUT;
+    if seen_rx.recv_timeout(timeout).is_ok() {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    }
+    let code = crate::interrupt::wait_exit(&mut child, timeout);
+    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    assert_eq!(code, Some(130), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("(interrupted: left out of the statistics)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Multi-Run Summary (1 of 2 runs)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Interrupted run 2 left out of mean/std/min/max/CV"),
+        "{stdout}"
+    );
+    let doc = json(&dir.path().join("r.json"));
+    assert_eq!(doc["num_runs"], 2);
+    assert_eq!(doc["interrupted"], true);
+    assert_eq!(doc["interrupted_runs"], serde_json::json!([2]));
+    assert_eq!(doc["aggregated_runs"], 1);
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs[1]["vllm_bench_interrupted"], true);
+    // The statistics are run 1's alone: no spread.
+    let agg = &doc["aggregate"]["request_throughput"];
+    assert_eq!(agg["mean"], runs[0]["request_throughput"], "{agg}");
+    assert_eq!(agg["std"], 0.0, "{agg}");
+    assert_eq!(doc["aggregate"]["completed"]["min"], 30.0);
+}

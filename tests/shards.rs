@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::e2e::{assert_refused, mock};
+use crate::interrupt::{collect_lines, wait_exit, STEP_TIMEOUT};
 use crate::util::{shared_dir, vllm_bench, vllm_bench_env, vllm_bench_via, Run, TempDir};
 
 /// The workload every shard and the one-process run share: 24 requests at 200 req/s,
@@ -656,4 +657,118 @@ fn the_documented_indexed_job_runs_as_written() {
     let merged = crate::util::run_command(cmd, "the merge Job");
     assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
     assert_eq!(merged_count(&results), 24);
+}
+
+/// Starts `args` in its own process group with stdout and stderr read on threads; the
+/// receiver hears when a stdout line starts with `marker`.
+fn spawn_watched(
+    args: &[String],
+    cwd: &Path,
+    marker: &'static str,
+) -> (
+    Child,
+    std::sync::mpsc::Receiver<()>,
+    std::thread::JoinHandle<String>,
+    std::thread::JoinHandle<String>,
+) {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
+        .args(args)
+        .current_dir(cwd)
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("VLLM_BENCH_CORES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("spawn vllm-bench");
+    let (seen_tx, seen_rx) = std::sync::mpsc::channel();
+    let out = collect_lines(child.stdout.take().expect("stdout"), marker, seen_tx);
+    let (unused_tx, _) = std::sync::mpsc::channel();
+    let err = collect_lines(child.stderr.take().expect("stderr"), "\u{0}", unused_tx);
+    (child, seen_rx, out, err)
+}
+
+#[test]
+fn a_shard_interrupted_before_start_at_writes_strict_json_and_merges() {
+    // Both shards wait for a start five minutes away and are interrupted while waiting (a
+    // run that ignored the signal fails on the bounded wait, not by passing late).
+    let dir = TempDir::new("shard-interrupted");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start_at = format!("{:.3}", now.as_secs_f64() + 300.0);
+    let base: Vec<String> = [
+        "--mock-server",
+        "--num-prompts",
+        "8",
+        "--disable-tqdm",
+        "--save-result",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut shards = Vec::new();
+    for k in 0..2 {
+        let args = shard_flags(&base, &format!("{k}/2"), &start_at, &dir, k);
+        shards.push(spawn_watched(&args, dir.path(), "Measured run starts at"));
+    }
+    for (child, waiting, _, _) in &shards {
+        if waiting.recv_timeout(STEP_TIMEOUT).is_ok() {
+            // SAFETY: plain kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        }
+    }
+    for (k, (mut child, _, out, err)) in shards.into_iter().enumerate() {
+        let code = wait_exit(&mut child, STEP_TIMEOUT);
+        let (out, err) = (out.join().unwrap(), err.join().unwrap());
+        assert!(
+            out.contains("Measured run starts at"),
+            "shard {k}:\n{out}\n{err}"
+        );
+        assert_eq!(code, Some(130), "shard {k}:\n{out}\n{err}");
+        let text = std::fs::read_to_string(dir.path().join(format!("shard{k}.json")))
+            .unwrap_or_else(|e| panic!("shard {k} saved no result: {e}\n{err}"));
+        for token in ["NaN", "Infinity"] {
+            assert!(!text.contains(token), "shard {k} wrote {token}: {text}");
+        }
+        let doc: Value = serde_json::from_str(&text).expect("strict JSON");
+        assert_eq!(doc["vllm_bench_interrupted"], true, "shard {k}");
+        assert_eq!(doc["vllm_bench_shard"]["interrupted"], true, "shard {k}");
+        assert_eq!(doc["completed"], 0, "shard {k}: nothing was sent");
+        assert!(
+            doc["request_throughput"].is_null(),
+            "shard {k}: 0 / 0 s is no value"
+        );
+    }
+
+    let run = merge(&dir, &shard_files(2), "merged.json");
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("warning: interrupted shard(s) "))
+        .unwrap_or_else(|| panic!("no warning: {}", run.stderr));
+    assert!(
+        warning.contains("0/2 (shard0.json)") && warning.contains("1/2 (shard1.json)"),
+        "{warning}"
+    );
+    assert!(run.stdout.contains("Interrupted:"), "{}", run.stdout);
+    let text = std::fs::read_to_string(dir.path().join("merged.json")).unwrap();
+    assert!(!text.contains("NaN"), "{text}");
+    let merged: Value = serde_json::from_str(&text).expect("strict JSON");
+    assert_eq!(merged["vllm_bench_interrupted"], true);
+    let count = |k: &str| {
+        merged[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {merged}"))
+    };
+    assert_eq!(
+        count("completed") + count("failed") + count("vllm_bench_not_sent"),
+        8,
+        "every request accounted for"
+    );
+
+    // --compare reads both the shard's and the merged result.
+    let cmp = vllm_bench(&["--compare", "shard0.json", "merged.json"], dir.path());
+    assert_eq!(cmp.code, 0, "{}", cmp.stderr);
+    assert!(cmp.stdout.contains("completed"), "{}", cmp.stdout);
 }

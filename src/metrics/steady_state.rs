@@ -24,6 +24,10 @@
 //!   and ended at or before it closed. TTFT and TPOT are computed over these only, so no
 //!   latency measured during the ramp-up burst or the drain enters. TPOT follows Python's
 //!   rule (`(latency - ttft) / (output_len - 1)`, requests with more than one token).
+//! - **No latency sample**: when no successful request lies wholly inside the window (a
+//!   window shorter than one request), TTFT has no sample, and TPOT none when no request
+//!   inside had more than one token; the figures are then absent (`N/A` in the block, `null`
+//!   in the JSON), not the zeros Python's `values or 0` rule would give.
 //! - **Minimum window**: `--steady-state-min-window`, else `max(10 s, 10 % of the run)`. A
 //!   shorter window is still reported, flagged as short.
 
@@ -138,15 +142,19 @@ pub struct SteadyState {
     /// Successful requests, each counted for the share of its time in flight inside the
     /// window.
     pub requests_in_window: f64,
-    /// Successful requests that started and ended inside the window (the latency samples).
+    /// Successful requests that started and ended inside the window (the TTFT samples).
     pub requests_inside: u64,
+    /// Of those, the ones with more than one output token (the TPOT samples).
+    pub tpot_samples: u64,
     pub request_throughput: f64,
     pub input_throughput: f64,
     pub output_throughput: f64,
     pub total_token_throughput: f64,
-    /// Over the requests inside, with `--metric-percentiles`.
+    /// Over the requests inside, with `--metric-percentiles` (zeros when there are none:
+    /// see `requests_inside`).
     pub ttft: MetricStats,
-    /// Over the requests inside, with [`TPOT_PERCENTILES`].
+    /// Over the requests inside, with [`TPOT_PERCENTILES`] (zeros when there are none: see
+    /// `tpot_samples`).
     pub tpot: MetricStats,
 }
 
@@ -218,6 +226,7 @@ pub fn compute(
             .unwrap_or_else(|| DEFAULT_MIN_WINDOW_S.max(0.1 * settings.duration_s)),
         requests_in_window: served,
         requests_inside: ttfts.len() as u64,
+        tpot_samples: tpots.len() as u64,
         request_throughput: served / w,
         input_throughput: input / w,
         output_throughput: output / w,
@@ -405,6 +414,7 @@ mod tests {
         // Inside [1.0, 6.5]: C, D, E, G (A and B started in the ramp-up, F and H end in the
         // drain). TTFT: 0.125, 0.25, 0.5, 0.375 s.
         assert_eq!(s.requests_inside, 4);
+        assert_eq!(s.tpot_samples, 3);
         assert_eq!(s.ttft.mean_ms, 312.5);
         assert_eq!(s.ttft.median_ms, 312.5);
         assert_eq!(

@@ -7,6 +7,13 @@
 //! union; the duration is the latest shard's (all shards started at the same instant). The
 //! shards' own engine and client figures are kept side by side, and their per-core
 //! histograms (HdrHistogram V2) are added for the run's dispatch lag.
+//!
+//! An interrupted shard (Ctrl-C or SIGTERM, even before `--start-at`) is merged, not
+//! refused: its requests that ran are figures like any other and those it never sent are
+//! counted in `vllm_bench_not_sent`. The merged result is then marked
+//! `vllm_bench_interrupted: true`, our section says which shards were, and
+//! [`Merged::report`] names them in one line for stderr, so a partial run is never taken
+//! for a whole one.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -25,6 +32,7 @@ use crate::output::json::{
     append_extras, build_result, result_path, save_result, turn_metrics, Json, JsonObject,
     RpsChangeEvent,
 };
+use crate::output::printable::printable;
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
 use crate::output::stdio::Console;
 
@@ -97,6 +105,39 @@ pub enum MergeError {
     Histogram { path: String, error: HistogramError },
     #[error("cannot write the merged result: {0:#}")]
     Save(anyhow::Error),
+}
+
+/// What a merge wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merged {
+    pub path: PathBuf,
+    /// The interrupted shards, as `K/N (file)`.
+    pub interrupted: Vec<String>,
+}
+
+impl Merged {
+    /// What to tell the user on stderr: one warning naming the interrupted shards, if any,
+    /// then where the merged result went (no trailing newline).
+    pub fn report(&self) -> String {
+        let saved = format!("Saved the merged result to {}", self.path.display());
+        if self.interrupted.is_empty() {
+            return saved;
+        }
+        format!(
+            "warning: interrupted shard(s) {}: the merged result is marked interrupted and \
+             covers only what ran\n{saved}",
+            self.interrupted.join(", ")
+        )
+    }
+}
+
+/// The interrupted shards of a merge, as `K/N (file)`.
+fn interrupted_shards(shards: &[ShardResult]) -> Vec<String> {
+    shards
+        .iter()
+        .filter(|r| r.section.interrupted)
+        .map(|r| format!("{}/{} ({})", r.section.shard, r.section.shards, r.path))
+        .collect()
 }
 
 /// One shard's result: its section and the rest of its document.
@@ -324,7 +365,7 @@ fn render_extras(shards: &[ShardResult], lag: &hdrhistogram::Histogram<u64>) -> 
             format!("Shard {}/{}:", r.section.shard, r.section.shards),
             r.section.requests.len(),
             get("vllm_bench_engine_cores"),
-            get("vllm_bench_io_driver").as_str().unwrap_or("?"),
+            printable(get("vllm_bench_io_driver").as_str().unwrap_or("?")),
             get("vllm_bench_workers"),
         );
     }
@@ -342,8 +383,19 @@ fn render_extras(shards: &[ShardResult], lag: &hdrhistogram::Histogram<u64>) -> 
     if not_sent > 0 {
         let _ = writeln!(out, "{:<40} {not_sent}", "Not sent:");
     }
+    let interrupted = interrupted_shards(shards);
+    if !interrupted.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:<40} yes, shard {} (the figures cover what ran)",
+            "Interrupted:",
+            interrupted.join(", ")
+        );
+    }
     for (kind, n, example) in failures(shards) {
-        let line = example.lines().next().unwrap_or("");
+        // A server's text, read from a file: printed with its control characters escaped.
+        let line = printable(example.lines().next().unwrap_or(""));
+        let kind = printable(&kind);
         let _ = writeln!(out, "{:<40} {n}  e.g. {line}", format!("Failed ({kind}):"));
     }
     let _ = writeln!(out, "{}", "=".repeat(50));
@@ -405,8 +457,9 @@ fn rps_events(doc: &serde_json::Map<String, Value>) -> Vec<RpsChangeEvent> {
 }
 
 /// Reads, checks and merges the shard results, prints Python's block and our section, and
-/// writes the merged result; returns where it was written.
-pub fn run(args: &MergeArgs, console: &Console) -> Result<PathBuf, MergeError> {
+/// writes the merged result; returns where it was written and which shards were
+/// interrupted.
+pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
     let shards = args
         .files
         .iter()
@@ -483,7 +536,10 @@ pub fn run(args: &MergeArgs, console: &Console) -> Result<PathBuf, MergeError> {
         false,
     )
     .map_err(MergeError::Save)?;
-    Ok(path)
+    Ok(Merged {
+        path,
+        interrupted: interrupted_shards(&shards),
+    })
 }
 
 #[cfg(test)]
@@ -601,7 +657,7 @@ mod tests {
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
         };
-        let path = run(&args, &Console::capture().0).unwrap();
+        let path = run(&args, &Console::capture().0).unwrap().path;
         let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let zero = |_: &str| 0usize;
         let s = section(0, 3, &outputs);

@@ -208,7 +208,7 @@ fn sweep(
     reset: bool,
 ) -> Result<Outcome> {
     let (mut reports, mut files, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
-    let mut steady = Vec::new();
+    let (mut steady, mut interrupted) = (Vec::new(), Vec::new());
     for (i, (p, v)) in points.iter().zip(values).enumerate() {
         if reset {
             let done = plan.target.reset_prefix_cache();
@@ -229,6 +229,7 @@ fn sweep(
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);
         steady.push(f.steady_state);
+        interrupted.push(m.interrupted);
         files.push(f.file.map(|p| p.display().to_string()));
         if m.interrupted {
             break;
@@ -243,7 +244,7 @@ fn sweep(
         })
         .collect();
     plan.console
-        .out(render_sweep(axis, shown, &reports, &steady));
+        .out(render_sweep(axis, shown, &reports, &steady, &interrupted));
     if config.output.plot {
         let points = shown
             .iter()
@@ -259,7 +260,7 @@ fn sweep(
     }
     if saves(config) {
         let path = summary_path(config, "sweep-summary");
-        let doc = sweep_json(axis, shown, &reports, &steady, &files);
+        let doc = sweep_json(axis, shown, &reports, &steady, &interrupted, &files);
         save_result(&path, config.output.result_dir.as_deref(), &doc, false)?;
         plan.console.err_line(format_args!(
             "Saved the sweep summary to {}",
@@ -277,7 +278,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         plot_suffix: None,
     };
     let (mut reports, mut documents, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
-    let mut path = None;
+    let (mut path, mut interrupted) = (None, Vec::new());
     for i in 0..runs {
         let m = point::measure(plan, config, p)?;
         let run_how = Reporting {
@@ -285,17 +286,21 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
             ..how.clone()
         };
         let f = point::finish(config, plan, p, &m, &run_how)?;
-        plan.console.out(render_run_line(i + 1, runs, &f.report));
+        plan.console
+            .out(render_run_line(i + 1, runs, &f.report, m.interrupted));
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);
+        interrupted.push(m.interrupted);
         documents.extend(f.document);
         path = f.file.or(path);
         if m.interrupted {
             break;
         }
     }
-    let stats = spreads(&reports);
-    plan.console.out(render_spreads(&stats, reports.len()));
+    // An interrupted run is shown and saved, marked, but left out of the statistics.
+    let stats = spreads(&reports, &interrupted);
+    plan.console
+        .out(render_spreads(&stats, reports.len(), &interrupted));
     if config.output.plot {
         let runs = reports.iter().map(figure_pairs).collect();
         // Beside the file holding the runs, else where a summary would go.
@@ -309,7 +314,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         );
     }
     if let Some(path) = path.filter(|_| saves(config)) {
-        let doc = runs_json(&documents, &stats);
+        let doc = runs_json(&documents, &interrupted, &stats);
         save_result(
             &path,
             config.output.result_dir.as_deref(),

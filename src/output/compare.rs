@@ -15,9 +15,14 @@
 //! Numbers are shown as in Python's console block: integers as they are, floats with two
 //! decimals (deltas with a sign); `-` where a file has no value. The deltas behind the text
 //! are exact (`metrics::comparison`); only the printing rounds.
+//!
+//! Every string from a file (its path, its facts such as a server-supplied `model_id`, its
+//! keys) is printed through [`printable`]: a control character shows as an escape instead
+//! of acting on the terminal.
 
 use std::fmt::Write as _;
 
+use super::printable::printable;
 use super::result_file::SavedResult;
 use crate::metrics::comparison::{rows, Change, Num, Row};
 
@@ -50,9 +55,14 @@ fn legend(out: &mut String, results: &[SavedResult]) {
         } else {
             letter(i)
         };
-        let _ = writeln!(out, "{name}: {}", r.path.display());
+        let path = r.path.to_string_lossy();
+        let _ = writeln!(out, "{name}: {}", printable(&path));
         if !r.facts.is_empty() {
-            let facts: Vec<String> = r.facts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let facts: Vec<String> = r
+                .facts
+                .iter()
+                .map(|(k, v)| format!("{} {}", printable(k), printable(v)))
+                .collect();
             let _ = writeln!(out, "    {}", facts.join(", "));
         }
     }
@@ -61,7 +71,10 @@ fn legend(out: &mut String, results: &[SavedResult]) {
 /// The cells of one line: metric, direction, then per result its value and, for candidates,
 /// delta, % change and verdict.
 fn cells(n: usize, row: &Row) -> Vec<String> {
-    let mut c = vec![row.key.clone(), row.direction.word().to_string()];
+    let mut c = vec![
+        printable(&row.key).into_owned(),
+        row.direction.word().to_string(),
+    ];
     for i in 0..n {
         c.push(row.values[i].map_or_else(|| "-".to_string(), value));
         if i > 0 {
@@ -211,5 +224,26 @@ request_goodput     higher      -    1.00       -        -
             "mean_tpot_ms  lower   2.00  1.00  -1.00  -50.00%  better  0.00  -2.00  -100.00%  better"
         );
         assert_eq!(letter(26), "A1");
+    }
+
+    #[test]
+    fn the_table_escapes_control_characters_in_every_file_string() {
+        let mut a = result("a\x1b[1A.json", &[("mean_ttft_ms", Some(Num::Float(2.0)))]);
+        a.facts = vec![
+            ("model_id".into(), "evil\x1b[2J\x1b]0;pwned\x07model".into()),
+            ("label".into(), "x\u{9b}31m".into()),
+        ];
+        let b = result("b.json", &[("mean_ttft_ms\x1b[8m", Some(Num::Float(1.0)))]);
+        let text = render(&[a, b]);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "a control character reached the terminal: {text:?}"
+        );
+        assert!(text.contains("A (baseline): a\\x1b[1A.json\n"), "{text}");
+        assert!(
+            text.contains("model_id evil\\x1b[2J\\x1b]0;pwned\\x07model, label x\\x9b31m"),
+            "{text}"
+        );
+        assert!(text.contains("mean_ttft_ms\\x1b[8m"), "{text}");
     }
 }

@@ -18,9 +18,16 @@
 //! `queue_times`). Keys we add beyond Python's go after all of these (`append_extras`).
 //!
 //! Serialization follows `json.dump` defaults: `", "` and `": "` separators, no indent, no
-//! trailing newline, `ensure_ascii` escaping, floats as Python `repr` (`NaN`/`Infinity` for
-//! non-finite), integers as integers. serde_json's float text differs from Python's, hence
-//! this small writer.
+//! trailing newline, `ensure_ascii` escaping, floats as Python `repr`, integers as integers.
+//! serde_json's float text differs from Python's, hence this small writer.
+//!
+//! One deliberate difference: every document we write is strict JSON. Python's `json.dump`
+//! writes `NaN`, `Infinity` and `-Infinity` for non-finite floats (a throughput over a
+//! zero-length run, the figures of a run interrupted before it sent anything), which no
+//! strict parser reads (`merge`, `--compare`, `jq`). We write `null` for every non-finite
+//! float, in any key or list; `null` is what Python's schema already uses for "no value"
+//! (`request_goodput` without `--goodput`). The infinite request rate keeps Python's
+//! string `"inf"` (set by `run_facts`, not by this writer).
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -190,14 +197,13 @@ fn write_seq<T>(
     out.push(']');
 }
 
-/// A float as `json.dump` writes it: `repr`, or `NaN` / `Infinity` / `-Infinity`.
+/// A float as `json.dump` writes it (`repr`), but `null` for a non-finite one where Python
+/// writes `NaN` / `Infinity`: our documents are strict JSON (see the module doc).
 fn write_float(out: &mut String, f: f64) {
-    if f.is_nan() {
-        out.push_str("NaN");
-    } else if f.is_infinite() {
-        out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
-    } else {
+    if f.is_finite() {
         push_float_repr(out, f);
+    } else {
+        out.push_str("null");
     }
 }
 
@@ -664,7 +670,7 @@ mod tests {
         o.set("f", Json::Int(-3));
         assert_eq!(
             o.to_json_string(),
-            r#"{"a": 1e-05, "b": [2522.0, NaN, -Infinity], "c": "q\"\\\n\t\u0001\u007f\u00e9\ud83d\ude00 ok", "d": [], "e": null, "f": -3}"#
+            r#"{"a": 1e-05, "b": [2522.0, null, null], "c": "q\"\\\n\t\u0001\u007f\u00e9\ud83d\ude00 ok", "d": [], "e": null, "f": -3}"#
         );
     }
 

@@ -14,6 +14,7 @@ pub mod json;
 pub mod localtime;
 pub mod lora;
 pub mod plot;
+pub mod printable;
 pub mod result_file;
 pub mod shard_file;
 pub mod stdio;

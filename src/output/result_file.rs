@@ -2,7 +2,9 @@
 //! (`--save-result`), for `--compare`.
 //!
 //! A result is one JSON object with Python's result keys; we require the three every run has,
-//! generation or pooling: `duration`, `completed` and `request_throughput`. Of the rest,
+//! generation or pooling: `duration`, `completed` and `request_throughput`, each a number or
+//! `null` (a run interrupted before it sent anything has no throughput: we write `null`,
+//! Python `NaN`; it still compares, its cells showing `-`). Of the rest,
 //! the run facts (`backend`, `model_id`, `num_prompts`, `request_rate`, ...) describe the run,
 //! and every other number is a metric, including our `vllm_bench_*` additions; a nested
 //! object's numbers (`steady_state`, `vllm_bench_failures_by_reason`) become
@@ -126,7 +128,8 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<SavedResult, ResultFileError> 
             None => Ok(result),
         };
     }
-    if let Some(missing) = REQUIRED.into_iter().find(|k| number(map.get(*k)).is_none()) {
+    let present = |k: &str| matches!(map.get(k), Some(Value::Number(_) | Value::Null));
+    if let Some(missing) = REQUIRED.into_iter().find(|k| !present(k)) {
         return Err(not_a_result(missing));
     }
     let mut metrics = Vec::new();
@@ -316,11 +319,13 @@ mod tests {
                 "note": "NaN and Infinity stay in \"strings\"", "std_ttft_ms": -Infinity,
                 "max": Infinity}"#,
         );
-        // request_throughput is NaN: not a number, so this is not a result we can compare.
+        // request_throughput is NaN (a run that measured nothing): no value, still a result.
+        let r = r.unwrap();
         assert_eq!(
-            r.unwrap_err().to_string(),
-            "r.json: not a benchmark result (no numeric `request_throughput` key; expected a \
-             file written by --save-result)"
+            r.metrics[2],
+            ("request_throughput".to_string(), None),
+            "{:?}",
+            r.metrics
         );
         let r = read(
             r#"{"duration": 1.0, "completed": 0, "request_throughput": 0.0,

@@ -9,13 +9,17 @@
 //! was never reached), else an object whose figure names are Python's own where the meaning
 //! is the same (`request_throughput`, `mean_ttft_ms`, `p99_tpot_ms`, ...), so `--compare`
 //! reads it with the same rules.
+//!
+//! A metric without a sample (no successful request wholly inside the window, or none of
+//! them with more than one token for TPOT) prints `N/A` with the reason, and its keys are
+//! `null`: a 0.00 ms latency would read as a measurement.
 
 use std::fmt::Write as _;
 
 use super::console::{centred, float_line, int_line, metric_section, WIDTH};
 use super::json::{set_stats, Json, JsonObject};
 use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
-use crate::metrics::summary::MetricKind;
+use crate::metrics::summary::{percentile_word, MetricKind, MetricStats};
 
 /// The result-JSON key.
 pub const KEY: &str = "steady_state";
@@ -59,8 +63,20 @@ fn computed(out: &mut String, s: &SteadyState) {
         "Total token throughput (tok/s):",
         s.total_token_throughput,
     );
-    metric_section(out, MetricKind::Ttft, &s.ttft);
-    metric_section(out, MetricKind::Tpot, &s.tpot);
+    section(
+        out,
+        MetricKind::Ttft,
+        &s.ttft,
+        s.requests_inside,
+        "no successful request started and ended inside the window",
+    );
+    section(
+        out,
+        MetricKind::Tpot,
+        &s.tpot,
+        s.tpot_samples,
+        "no request inside the window had more than one output token",
+    );
     if s.is_short() {
         let _ = writeln!(
             out,
@@ -70,6 +86,25 @@ fn computed(out: &mut String, s: &SteadyState) {
             s.min_window_s
         );
     }
+}
+
+/// A metric's section, or its lines with `N/A` and `why` when it has no sample.
+fn section(out: &mut String, kind: MetricKind, stats: &MetricStats, samples: u64, why: &str) {
+    if samples > 0 {
+        metric_section(out, kind, stats);
+        return;
+    }
+    centred(out, kind.header(), '-');
+    let name = kind.label();
+    let na = |out: &mut String, label: String| {
+        let _ = writeln!(out, "{label:<40} {:<10}", "N/A");
+    };
+    na(out, format!("Mean {name} (ms):"));
+    na(out, format!("Median {name} (ms):"));
+    for &(p, _) in &stats.percentiles_ms {
+        na(out, format!("P{} {name} (ms):", percentile_word(p)));
+    }
+    let _ = writeln!(out, "N/A: {why}");
 }
 
 /// Window bounds to the millisecond: a plateau of a short run is a fraction of a second.
@@ -99,6 +134,7 @@ fn figures(s: &SteadyState) -> JsonObject<'static> {
     o.set("short_window", Json::Bool(s.is_short()));
     o.set("requests_in_window", Json::Float(s.requests_in_window));
     o.set("requests_inside", Json::UInt(s.requests_inside));
+    o.set("tpot_samples", Json::UInt(s.tpot_samples));
     o.set("request_throughput", Json::Float(s.request_throughput));
     o.set("input_throughput", Json::Float(s.input_throughput));
     o.set("output_throughput", Json::Float(s.output_throughput));
@@ -106,16 +142,36 @@ fn figures(s: &SteadyState) -> JsonObject<'static> {
         "total_token_throughput",
         Json::Float(s.total_token_throughput),
     );
-    set_stats(&mut o, MetricKind::Ttft.name(), &s.ttft);
-    set_stats(&mut o, MetricKind::Tpot.name(), &s.tpot);
+    stats_or_null(&mut o, MetricKind::Ttft, &s.ttft, s.requests_inside);
+    stats_or_null(&mut o, MetricKind::Tpot, &s.tpot, s.tpot_samples);
     o
+}
+
+/// A metric's keys; all `null` when it has no sample (the keys stay, so the set of keys
+/// does not depend on the run).
+fn stats_or_null(o: &mut JsonObject<'static>, kind: MetricKind, stats: &MetricStats, samples: u64) {
+    if samples > 0 {
+        set_stats(o, kind.name(), stats);
+        return;
+    }
+    let none = MetricStats {
+        mean_ms: f64::NAN,
+        median_ms: f64::NAN,
+        std_ms: f64::NAN,
+        percentiles_ms: stats
+            .percentiles_ms
+            .iter()
+            .map(|&(p, _)| (p, f64::NAN))
+            .collect(),
+    };
+    // The JSON writer writes a non-finite float as `null`.
+    set_stats(o, kind.name(), &none);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metrics::steady_state::{Window, TPOT_PERCENTILES};
-    use crate::metrics::summary::MetricStats;
 
     fn state(short: bool) -> SteadyState {
         SteadyState {
@@ -128,6 +184,7 @@ mod tests {
             min_window_s: if short { 10.0 } else { 5.0 },
             requests_in_window: 5.75,
             requests_inside: 4,
+            tpot_samples: 3,
             request_throughput: 5.75 / 5.5,
             input_throughput: 280.0 / 5.5,
             output_throughput: 16.25 / 5.5,
@@ -222,6 +279,7 @@ mod tests {
                 "short_window",
                 "requests_in_window",
                 "requests_inside",
+                "tpot_samples",
                 "request_throughput",
                 "input_throughput",
                 "output_throughput",
@@ -239,5 +297,45 @@ mod tests {
         );
         assert_eq!(o.get("mean_ttft_ms"), Some(&Json::Float(312.5)));
         assert_eq!(o.get("requests_inside"), Some(&Json::UInt(4)));
+    }
+
+    #[test]
+    fn steady_state_with_no_request_in_window_prints_na_not_zero() {
+        let mut s = state(false);
+        s.requests_inside = 0;
+        s.tpot_samples = 0;
+        s.ttft = MetricStats::from_seconds(Vec::new(), &[99.0]);
+        s.tpot = MetricStats::from_seconds(Vec::new(), &TPOT_PERCENTILES);
+        let outcome = SteadyStateOutcome::Computed(s);
+        let text = render(Some(&outcome));
+        assert!(text.contains(&line("Mean TTFT (ms):", "N/A")), "{text}");
+        assert!(text.contains(&line("P99 TTFT (ms):", "N/A")), "{text}");
+        assert!(text.contains(&line("P90 TPOT (ms):", "N/A")), "{text}");
+        assert!(
+            text.contains("N/A: no successful request started and ended inside the window"),
+            "{text}"
+        );
+        assert!(!text.contains("0.00 "), "no zero latency: {text}");
+        let doc = to_json(Some(&outcome)).to_json_string();
+        let v: serde_json::Value = serde_json::from_str(&doc).expect("strict JSON");
+        for key in [
+            "mean_ttft_ms",
+            "median_ttft_ms",
+            "std_ttft_ms",
+            "p99_ttft_ms",
+            "p90_tpot_ms",
+        ] {
+            assert!(v[KEY][key].is_null(), "{key}: {doc}");
+        }
+        assert_eq!(v[KEY]["requests_inside"], 0);
+
+        // Requests inside, but none with a second token: TTFT is shown, TPOT is not.
+        let mut s = state(false);
+        s.tpot_samples = 0;
+        s.tpot = MetricStats::from_seconds(Vec::new(), &TPOT_PERCENTILES);
+        let text = render(Some(&SteadyStateOutcome::Computed(s)));
+        assert!(text.contains(&line("Mean TTFT (ms):", "312.50")), "{text}");
+        assert!(text.contains(&line("Mean TPOT (ms):", "N/A")), "{text}");
+        assert!(text.contains("N/A: no request inside the window had more than one"));
     }
 }

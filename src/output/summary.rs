@@ -2,6 +2,12 @@
 //! one, and the run-to-run statistics of `--num-runs` (mean, standard deviation, min, max,
 //! coefficient of variation). Both read the same figures of each run's [`BenchmarkReport`],
 //! named by their result-JSON keys.
+//!
+//! An interrupted run (Ctrl-C or SIGTERM) measured part of what it planned, so its figures
+//! are not comparable with the others': a sweep marks its point (`"interrupted": true`,
+//! `*` in the table) and never picks it as the best; `--num-runs` marks it and leaves it out
+//! of mean, standard deviation, min, max and CV, saying so under the table and in the
+//! document (`interrupted_runs`, `aggregated_runs`).
 
 use std::fmt::Write;
 
@@ -92,13 +98,21 @@ fn value(figures: &[Figure], key: &str) -> Option<f64> {
     figures.iter().find(|f| f.key == key).map(|f| f.value)
 }
 
-/// The point with the highest output token throughput (request throughput for pooling).
-pub fn best_point(reports: &[BenchmarkReport]) -> Option<usize> {
+/// The point with the highest output token throughput (request throughput for pooling),
+/// among the points that were not interrupted (`interrupted[i]`; missing means not): a
+/// partial point's figures cover part of its run. `None` when every point was.
+pub fn best_point(reports: &[BenchmarkReport], interrupted: &[bool]) -> Option<usize> {
     let score = |r: &BenchmarkReport| match &r.metrics {
         TaskMetrics::Generation { metrics, .. } => metrics.output_throughput,
         TaskMetrics::Pooling(m) => m.request_throughput,
     };
-    (0..reports.len()).max_by(|&a, &b| score(&reports[a]).total_cmp(&score(&reports[b])))
+    (0..reports.len())
+        .filter(|&i| !was_interrupted(interrupted, i))
+        .max_by(|&a, &b| score(&reports[a]).total_cmp(&score(&reports[b])))
+}
+
+fn was_interrupted(interrupted: &[bool], i: usize) -> bool {
+    interrupted.get(i).copied().unwrap_or(false)
 }
 
 /// Columns of the sweep table: throughput, then the latency figures the runs computed
@@ -125,13 +139,24 @@ fn short(label: &str) -> String {
         .replace(" (ms)", "")
 }
 
-/// The steady-state figures a sweep shows beside each point's (closed-loop points).
+/// The steady-state figures a sweep shows beside each point's (closed-loop points); a
+/// latency without a sample in the window is NaN (`NaN` in the table, `null` in the JSON),
+/// not 0.
 pub fn steady_figures(s: &SteadyState) -> Vec<Figure> {
+    let sampled = |n: u64, v: f64| if n > 0 { v } else { f64::NAN };
     vec![
         figure("ss_request_throughput", "SS req/s", s.request_throughput),
         figure("ss_output_throughput", "SS out tok/s", s.output_throughput),
-        figure("ss_mean_ttft_ms", "SS Mean TTFT (ms)", s.ttft.mean_ms),
-        figure("ss_mean_tpot_ms", "SS Mean TPOT (ms)", s.tpot.mean_ms),
+        figure(
+            "ss_mean_ttft_ms",
+            "SS Mean TTFT (ms)",
+            sampled(s.requests_inside, s.ttft.mean_ms),
+        ),
+        figure(
+            "ss_mean_tpot_ms",
+            "SS Mean TPOT (ms)",
+            sampled(s.tpot_samples, s.tpot.mean_ms),
+        ),
     ]
 }
 
@@ -165,13 +190,15 @@ fn steady_figures_missing() -> Vec<Figure> {
     keys.iter().map(|(k, l)| figure(*k, *l, f64::NAN)).collect()
 }
 
-/// The sweep's summary table (one row per point, `axis` naming the varied value; the
-/// steady-state window's figures when a point computed one), then the best point.
+/// The sweep's summary table (one row per point, `axis` naming the varied value, `*` after
+/// an interrupted point's; the steady-state window's figures when a point computed one),
+/// then the best point.
 pub fn render_sweep(
     axis: &str,
     values: &[String],
     reports: &[BenchmarkReport],
     steady: &[Option<&SteadyState>],
+    interrupted: &[bool],
 ) -> String {
     let mut out = String::new();
     let all = point_figures(reports, steady);
@@ -186,14 +213,30 @@ pub fn render_sweep(
         let _ = write!(out, "{:>13}", short(&c.label));
     }
     out.push('\n');
-    for (v, figs) in values.iter().zip(&all) {
-        let _ = write!(out, "{v:<14}");
+    for (i, (v, figs)) in values.iter().zip(&all).enumerate() {
+        let mark = if was_interrupted(interrupted, i) {
+            "*"
+        } else {
+            ""
+        };
+        let _ = write!(out, "{:<14}", format!("{v}{mark}"));
         for c in &columns {
             let _ = write!(out, "{:>13.2}", value(figs, &c.key).unwrap_or(f64::NAN));
         }
         out.push('\n');
     }
-    if let Some(best) = best_point(reports) {
+    let any_interrupted = (0..all.len()).any(|i| was_interrupted(interrupted, i));
+    if any_interrupted {
+        let _ = writeln!(
+            out,
+            "* interrupted: partial figures, never chosen as the best point"
+        );
+    }
+    let best = best_point(reports, interrupted);
+    if best.is_none() && any_interrupted {
+        let _ = writeln!(out, "Best point: none (no point ran to its end)");
+    }
+    if let Some(best) = best {
         let figs = &all[best];
         let _ = writeln!(
             out,
@@ -207,12 +250,15 @@ pub fn render_sweep(
     out
 }
 
-/// The sweep summary document: the axis, every point's figures and result file, the best.
+/// The sweep summary document: the axis, every point's figures, whether it was
+/// interrupted and its result file, then the best point (`null` when every point was
+/// interrupted).
 pub fn sweep_json(
     axis: &str,
     values: &[String],
     reports: &[BenchmarkReport],
     steady: &[Option<&SteadyState>],
+    interrupted: &[bool],
     files: &[Option<String>],
 ) -> String {
     let all = point_figures(reports, steady);
@@ -222,23 +268,21 @@ pub fn sweep_json(
         .iter()
         .zip(&all)
         .zip(files)
-        .map(|((v, figs), file)| {
+        .enumerate()
+        .map(|(i, ((v, figs), file))| {
             let mut p = JsonObject::new();
             p.set(axis.to_string(), Json::str(v.clone()));
             for f in figs {
-                let value = if f.value.is_nan() {
-                    Json::Null
-                } else {
-                    Json::Float(f.value)
-                };
-                p.set(f.key.clone(), value);
+                // A missing figure (NaN) is written as `null` by the JSON writer.
+                p.set(f.key.clone(), Json::Float(f.value));
             }
+            p.set("interrupted", Json::Bool(was_interrupted(interrupted, i)));
             p.set("result_file", Json::opt(file.clone(), Json::str));
             Json::Object(p)
         })
         .collect();
     doc.set("points", Json::List(points));
-    let best = best_point(reports).map(|b| values[b].clone());
+    let best = best_point(reports, interrupted).map(|b| values[b].clone());
     doc.set(format!("best_{axis}"), Json::opt(best, Json::str));
     doc.to_json_string()
 }
@@ -258,9 +302,15 @@ pub struct Spread {
 }
 
 /// Mean, standard deviation, min, max and coefficient of variation of every figure the
-/// first run has, over all runs.
-pub fn spreads(reports: &[BenchmarkReport]) -> Vec<Spread> {
-    let all: Vec<Vec<Figure>> = reports.iter().map(figures).collect();
+/// first counted run has, over the runs that were not interrupted (`interrupted[i]`;
+/// missing means not). Empty when every run was.
+pub fn spreads(reports: &[BenchmarkReport], interrupted: &[bool]) -> Vec<Spread> {
+    let all: Vec<Vec<Figure>> = reports
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| !was_interrupted(interrupted, i))
+        .map(|(_, r)| figures(r))
+        .collect();
     let Some(first) = all.first() else {
         return Vec::new();
     };
@@ -284,8 +334,9 @@ pub fn spreads(reports: &[BenchmarkReport]) -> Vec<Spread> {
         .collect()
 }
 
-/// One compact line per repeated run.
-pub fn render_run_line(run: usize, of: usize, r: &BenchmarkReport) -> String {
+/// One compact line per repeated run; an interrupted one says it is left out of the
+/// statistics.
+pub fn render_run_line(run: usize, of: usize, r: &BenchmarkReport, interrupted: bool) -> String {
     let figs = figures(r);
     let get = |k: &str| value(&figs, k).unwrap_or(0.0);
     let mut line = format!(
@@ -301,14 +352,26 @@ pub fn render_run_line(run: usize, of: usize, r: &BenchmarkReport) -> String {
             let _ = write!(line, ", {} {:.2}", f.label.replace(" (ms)", ""), f.value);
         }
     }
-    line.push_str(" ms\n");
+    line.push_str(" ms");
+    if interrupted {
+        line.push_str(" (interrupted: left out of the statistics)");
+    }
+    line.push('\n');
     line
 }
 
-/// The table of run-to-run statistics.
-pub fn render_spreads(spreads: &[Spread], runs: usize) -> String {
+/// The table of run-to-run statistics over `runs` runs, `interrupted` saying which runs
+/// (by index) were interrupted and left out of it.
+pub fn render_spreads(spreads: &[Spread], runs: usize, interrupted: &[bool]) -> String {
+    let left_out = interrupted_runs(interrupted);
+    let counted = runs - left_out.len().min(runs);
     let mut out = String::new();
-    let _ = writeln!(out, "{:=^90}", format!(" Multi-Run Summary ({runs} runs) "));
+    let title = if left_out.is_empty() {
+        format!(" Multi-Run Summary ({runs} runs) ")
+    } else {
+        format!(" Multi-Run Summary ({counted} of {runs} runs) ")
+    };
+    let _ = writeln!(out, "{title:=^90}");
     let _ = writeln!(
         out,
         "{:<40}{:>10}{:>10}{:>10}{:>10}{:>10}",
@@ -326,12 +389,36 @@ pub fn render_spreads(spreads: &[Spread], runs: usize) -> String {
             s.cv * 100.0
         );
     }
+    if !left_out.is_empty() {
+        let which: Vec<String> = left_out.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            out,
+            "Interrupted run {} left out of mean/std/min/max/CV (its figures cover part of a \
+             run){}",
+            which.join(", "),
+            if counted == 0 {
+                "; no complete run, no statistics"
+            } else {
+                ""
+            }
+        );
+    }
     let _ = writeln!(out, "{}", "=".repeat(90));
     out
 }
 
-/// The `--num-runs` result document: every run's result, then the statistics.
-pub fn runs_json(run_documents: &[String], spreads: &[Spread]) -> String {
+/// The interrupted runs, numbered from 1.
+fn interrupted_runs(interrupted: &[bool]) -> Vec<u64> {
+    (0..interrupted.len())
+        .filter(|&i| interrupted[i])
+        .map(|i| i as u64 + 1)
+        .collect()
+}
+
+/// The `--num-runs` result document: every run's result (each with its own
+/// `vllm_bench_interrupted`), whether any run was interrupted, which ones (numbered from 1)
+/// and how many runs the statistics cover, then the statistics.
+pub fn runs_json(run_documents: &[String], interrupted: &[bool], spreads: &[Spread]) -> String {
     let mut aggregate = JsonObject::new();
     for s in spreads {
         let mut o = JsonObject::new();
@@ -349,8 +436,174 @@ pub fn runs_json(run_documents: &[String], spreads: &[Spread]) -> String {
         }
         out.push_str(d);
     }
-    out.push_str("], \"aggregate\": ");
+    out.push_str("], ");
+    let left_out = interrupted_runs(interrupted);
+    let mut marks = JsonObject::new();
+    marks.set("interrupted", Json::Bool(!left_out.is_empty()));
+    marks.set("interrupted_runs", Json::UInts(left_out.clone().into()));
+    let counted = run_documents.len().saturating_sub(left_out.len());
+    marks.set("aggregated_runs", Json::UInt(counted as u64));
+    // The keys of `marks`, without its braces, between the runs and the aggregate.
+    let text = marks.to_json_string();
+    out.push_str(&text[1..text.len() - 1]);
+    out.push_str(", \"aggregate\": ");
     aggregate.write_to(&mut out);
     out.push('}');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::goodput::GoodputConfig;
+    use crate::metrics::report::{ReportSettings, TaskKind};
+    use crate::metrics::summary::MetricKind;
+    use crate::metrics::RequestOutput;
+
+    /// A run of `n` one-token requests of 0.1 s over `duration_s` seconds (so
+    /// `n / duration_s` requests per second and as many output tokens).
+    fn report(n: usize, duration_s: f64) -> BenchmarkReport {
+        let outputs: Vec<RequestOutput> = (0..n)
+            .map(|i| RequestOutput {
+                success: true,
+                latency: 0.1,
+                ttft: 0.05,
+                output_tokens: 1,
+                prompt_len: 4,
+                start_time: i as f64 * 0.01,
+                ..RequestOutput::default()
+            })
+            .collect();
+        let settings = ReportSettings {
+            duration_s,
+            task: TaskKind::Generation,
+            count_tokens: None,
+            percentiles: vec![99.0],
+            percentile_metrics: MetricKind::parse_list("ttft,e2el"),
+            goodput: GoodputConfig::default(),
+            max_concurrency: Some(2),
+            request_rate: f64::INFINITY,
+        };
+        BenchmarkReport::compute(&outputs, &settings)
+    }
+
+    fn spread<'a>(stats: &'a [Spread], key: &str) -> &'a Spread {
+        stats.iter().find(|s| s.key == key).expect(key)
+    }
+
+    #[test]
+    fn spreads_leave_out_interrupted_runs_and_say_so() {
+        // Runs 1 and 2 at 10 and 20 req/s; run 3 was interrupted after 0.5 s with 1 request
+        // (2 req/s). Averaged in, it would pull the mean to 10.67 and the CV to 0.73.
+        let reports = [report(10, 1.0), report(20, 1.0), report(1, 0.5)];
+        let interrupted = [false, false, true];
+        let stats = spreads(&reports, &interrupted);
+        let rps = spread(&stats, "request_throughput");
+        assert_eq!(
+            (rps.mean, rps.std, rps.min, rps.max),
+            (15.0, 5.0, 10.0, 20.0)
+        );
+        assert_eq!(rps.cv, 5.0 / 15.0);
+        assert_eq!(spread(&stats, "completed").min, 10.0);
+
+        let table = render_spreads(&stats, 3, &interrupted);
+        assert!(
+            table.contains(" Multi-Run Summary (2 of 3 runs) "),
+            "{table}"
+        );
+        assert!(
+            table.contains("Interrupted run 3 left out of mean/std/min/max/CV"),
+            "{table}"
+        );
+        let line = render_run_line(3, 3, &reports[2], true);
+        assert!(
+            line.ends_with(" ms (interrupted: left out of the statistics)\n"),
+            "{line}"
+        );
+
+        let docs = [
+            "{\"r\": 1}".to_string(),
+            "{\"r\": 2}".into(),
+            "{\"r\": 3}".into(),
+        ];
+        let doc: serde_json::Value =
+            serde_json::from_str(&runs_json(&docs, &interrupted, &stats)).unwrap();
+        assert_eq!(doc["num_runs"], 3);
+        assert_eq!(doc["runs"].as_array().map(Vec::len), Some(3));
+        assert_eq!(doc["interrupted"], true);
+        assert_eq!(doc["interrupted_runs"], serde_json::json!([3]));
+        assert_eq!(doc["aggregated_runs"], 2);
+        assert_eq!(doc["aggregate"]["request_throughput"]["mean"], 15.0);
+
+        // Without an interrupted run the document says so, and every run counts.
+        let all = spreads(&reports[..2], &[]);
+        let doc: serde_json::Value =
+            serde_json::from_str(&runs_json(&docs[..2], &[false, false], &all)).unwrap();
+        assert_eq!(doc["interrupted"], false);
+        assert_eq!(doc["interrupted_runs"], serde_json::json!([]));
+        assert_eq!(doc["aggregated_runs"], 2);
+        assert!(render_spreads(&all, 2, &[false, false]).contains(" Multi-Run Summary (2 runs) "));
+    }
+
+    #[test]
+    fn only_interrupted_runs_give_no_statistics_and_strict_json() {
+        let reports = [report(0, 0.0)];
+        let stats = spreads(&reports, &[true]);
+        assert!(stats.is_empty());
+        let table = render_spreads(&stats, 1, &[true]);
+        assert!(table.contains("no complete run, no statistics"), "{table}");
+        let text = runs_json(&["{}".to_string()], &[true], &stats);
+        let doc: serde_json::Value = serde_json::from_str(&text).expect("strict JSON");
+        assert_eq!(doc["aggregated_runs"], 0);
+    }
+
+    #[test]
+    fn a_sweep_never_picks_an_interrupted_point_as_best() {
+        // The third point has the highest throughput over the part it ran, but was
+        // interrupted: the best is the second.
+        let reports = [report(10, 1.0), report(20, 1.0), report(5, 0.1)];
+        let interrupted = [false, false, true];
+        assert_eq!(best_point(&reports, &[]), Some(2));
+        assert_eq!(best_point(&reports, &interrupted), Some(1));
+        let values = ["1".to_string(), "2".into(), "4".into()];
+        let steady = [None, None, None];
+        let table = render_sweep("max_concurrency", &values, &reports, &steady, &interrupted);
+        assert!(table.contains("\n4*  "), "{table}");
+        assert!(table.contains("Best point: max_concurrency 2 "), "{table}");
+        assert!(table.contains("* interrupted: partial figures"), "{table}");
+        let files = [None, None, None];
+        let text = sweep_json(
+            "max_concurrency",
+            &values,
+            &reports,
+            &steady,
+            &interrupted,
+            &files,
+        );
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["best_max_concurrency"], "2");
+        let flags: Vec<&serde_json::Value> = doc["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| &p["interrupted"])
+            .collect();
+        assert_eq!(flags, [false, false, true]);
+
+        // Only an interrupted point: no best at all.
+        let one = &reports[2..];
+        assert_eq!(best_point(one, &[true]), None);
+        let table = render_sweep("max_concurrency", &values[2..], one, &steady[2..], &[true]);
+        assert!(table.contains("Best point: none"), "{table}");
+        let text = sweep_json(
+            "max_concurrency",
+            &values[2..],
+            one,
+            &steady[2..],
+            &[true],
+            &files[2..],
+        );
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["best_max_concurrency"], serde_json::Value::Null);
+    }
 }

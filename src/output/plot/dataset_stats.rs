@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use super::page;
-use super::svg::{escape, Axes};
+use super::svg::Axes;
 use crate::metrics::RequestOutput;
 
 const BINS: usize = 30;
@@ -157,7 +157,8 @@ pub fn render(outputs: &[RequestOutput], title: &str) -> String {
         stacked_svg(&mut body, &prompt, &output);
     }
     body.push_str("</div>\n");
-    page(&escape(title), &body, None)
+    // `page` escapes the title itself; escaping it here too showed `&amp;` as text.
+    page(title, &body, None)
 }
 
 #[cfg(test)]
@@ -188,5 +189,21 @@ mod tests {
         assert_eq!(html.matches("class=\"bin\"").count(), 3 * BINS);
         assert_eq!(html.matches("class=\"bar\"").count(), MAX_BARS);
         assert!(html.contains("mean of 1000 groups"));
+    }
+
+    #[test]
+    fn dataset_stats_title_is_escaped_once() {
+        let outputs = [RequestOutput {
+            prompt_len: 3,
+            output_tokens: 2,
+            ..RequestOutput::default()
+        }];
+        let html = render(&outputs, "a&b <r>");
+        assert!(html.contains("<title>a&amp;b &lt;r&gt;</title>"), "{html}");
+        assert!(html.contains("<h1>a&amp;b &lt;r&gt;</h1>"), "{html}");
+        assert!(
+            !html.contains("&amp;amp;") && !html.contains("&amp;lt;"),
+            "{html}"
+        );
     }
 }
