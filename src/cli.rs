@@ -35,7 +35,12 @@ pub use error::{quote, CliError};
 const ABOUT: &str =
     "Benchmark client for vLLM and OpenAI-compatible servers; a drop-in for `vllm bench serve`.";
 
+/// The usage lines: a run, and the merge of a sharded run's results.
+const USAGE: &str = "vllm-bench [OPTIONS]
+       vllm-bench merge [--result-dir DIR] [--result-filename NAME] SHARD_RESULT...";
+
 const AFTER_HELP: &str = "\
+`vllm-bench merge --help` describes merging the results of `--shard K/N` runs. \
 Python spellings work too: --random_input_len 5, unambiguous prefixes (--num-prom 10), \
 --key=value, and dotted JSON fields (--extra-body.temperature 0.5, --extra-body.stop+ a,b). \
 --help=KEYWORD shows one group, or the options whose names, group or help mention KEYWORD.";
@@ -120,7 +125,8 @@ pub fn command() -> Command {
         .version(env!("CARGO_PKG_VERSION"))
         .args_override_self(true)
         .allow_negative_numbers(true)
-        .max_term_width(100);
+        .max_term_width(100)
+        .override_usage(USAGE);
     // After `augment_args`, which would take `about` from `Cli`'s doc comment.
     Cli::augment_args(base)
         .about(ABOUT)
@@ -137,17 +143,23 @@ pub fn command() -> Command {
             }
         })
         .mut_arg("backend", |a| {
-            a.help(format!(
-                "Backend (API) to benchmark [not implemented yet: {}]",
-                backends.join(", ")
-            ))
+            a.help(format!("Backend (API) to benchmark{}", not_yet(&backends)))
         })
         .mut_arg("dataset_name", |a| {
             a.help(format!(
-                "Dataset; '_' and '-' spellings both work [not implemented yet: {}]",
-                datasets.join(", ")
+                "Dataset; '_' and '-' spellings both work{}",
+                not_yet(&datasets)
             ))
         })
+}
+
+/// The help's mark for the choices of a flag that are refused (nothing when none is).
+fn not_yet(refused: &[&str]) -> String {
+    if refused.is_empty() {
+        String::new()
+    } else {
+        format!(" [not implemented yet: {}]", refused.join(", "))
+    }
 }
 
 /// Every long option name and alias (without `--`), with the id of its option.
@@ -191,9 +203,13 @@ where
     let rewritten =
         argv::rewrite(rest, &known_flags(&cmd)).map_err(|e| CliError::Usage(e.to_string()))?;
     if let Some(keyword) = &rewritten.help_keyword {
-        return Err(CliError::Help(error::with_newline(help::keyword_help(
-            cmd, keyword,
-        ))));
+        return Err(match help::keyword_help(cmd, keyword) {
+            Some(text) => CliError::Help(error::with_newline(text)),
+            None => CliError::Usage(format!(
+                "--help={keyword}: no group or option matches; `--help` lists every option \
+                 and its groups"
+            )),
+        });
     }
     let argv: Vec<OsString> = std::iter::once(program)
         .chain(rewritten.args.iter().map(OsString::from))

@@ -1404,3 +1404,41 @@ fn unimplemented_features_are_accepted_then_refused_by_name() {
         );
     }
 }
+
+fn help_text(args: &[&str]) -> String {
+    match parse(args) {
+        Err(CliError::Help(text)) => text,
+        other => panic!("{args:?}: expected help, got {other:?}"),
+    }
+}
+
+#[test]
+fn help_marks_no_choice_as_not_implemented_when_every_one_runs() {
+    let help = help_text(&["--help"]);
+    assert!(!help.contains("[not implemented yet: ]"), "{help}");
+}
+
+#[test]
+fn help_usage_names_the_merge_subcommand() {
+    let help = help_text(&["--help"]);
+    let usage: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Usage:"))
+        .take(2)
+        .collect();
+    assert_eq!(usage[0], "Usage: vllm-bench [OPTIONS]", "{help}");
+    assert!(
+        usage[1].trim_start().starts_with("vllm-bench merge "),
+        "{help}"
+    );
+}
+
+#[test]
+fn help_for_a_keyword_nothing_matches_is_a_usage_error() {
+    let e = usage_error(&["--help=nonexistentword"]);
+    assert!(
+        e.contains("--help=nonexistentword: no group or option matches"),
+        "{e}"
+    );
+    assert!(help_text(&["--help=ramp"]).contains("--ramp-up-strategy"));
+}

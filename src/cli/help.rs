@@ -5,11 +5,12 @@
 
 use clap::{Arg, Command};
 
-/// Renders help restricted to `keyword` (already lower-cased).
-pub(crate) fn keyword_help(cmd: Command, keyword: &str) -> String {
+/// Renders help restricted to `keyword` (already lower-cased); `None` when no group or
+/// option matches it (a usage error: a typo must not look like an empty answer).
+pub(crate) fn keyword_help(cmd: Command, keyword: &str) -> Option<String> {
     let kw = keyword.replace('_', "-");
     if kw == "all" {
-        return cmd.clone().render_help().to_string();
+        return Some(cmd.clone().render_help().to_string());
     }
     let kw = kw.to_lowercase();
     let heading = |a: &Arg| a.get_help_heading().map(str::to_lowercase);
@@ -26,10 +27,7 @@ pub(crate) fn keyword_help(cmd: Command, keyword: &str) -> String {
     let by_group = cmd.get_arguments().any(&in_group);
     let keep = |a: &Arg| if by_group { in_group(a) } else { related(a) };
     if !cmd.get_arguments().any(&keep) {
-        return format!(
-            "No group or arguments matching '{kw}'. Use '--help' to see every option \
-             or '--help=all'.\n"
-        );
+        return None;
     }
     let mut filtered = cmd
         .mut_args(|a| {
@@ -38,7 +36,7 @@ pub(crate) fn keyword_help(cmd: Command, keyword: &str) -> String {
         })
         .disable_help_flag(true)
         .disable_version_flag(true);
-    filtered.render_help().to_string()
+    Some(filtered.render_help().to_string())
 }
 
 /// Whether `word` occurs in `text` with no letter, digit or `-` right before or after it.
