@@ -59,7 +59,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             1
         }
         Err(e) if is_broken_pipe(&e) => 0,
-        Err(e) if e.is::<modes::benchmark::NothingRan>() => {
+        Err(e) if e.is::<modes::benchmark::NothingRan>() || over_os_limits(&e) => {
             eprintln!("error: {e:#}");
             2
         }
@@ -201,6 +201,17 @@ fn merge(args: &[OsString]) -> i32 {
             2
         }
     }
+}
+
+/// The planned connections do not fit the open-file or port limits: refused before that run
+/// sent anything, and fixed by the user's limits or flags, so exit 2 as documented.
+fn over_os_limits(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<crate::engine::EngineError>(),
+            Some(crate::engine::EngineError::Limits(_))
+        )
+    })
 }
 
 /// `vllm-bench ... | head` must not report an error (ripgrep's rule).
