@@ -84,7 +84,7 @@ fn dispatch(args: Vec<OsString>, console: &Console) -> i32 {
             1
         }
         Err(e) if is_broken_pipe(&e) => 0,
-        Err(e) if e.is::<modes::benchmark::NothingRan>() => {
+        Err(e) if e.is::<modes::benchmark::NothingRan>() || over_os_limits(&e) => {
             console.err_line(format_args!("error: {e:#}"));
             2
         }
@@ -222,6 +222,17 @@ fn merge(args: &[OsString], console: &Console) -> i32 {
             2
         }
     }
+}
+
+/// The planned connections do not fit the open-file or port limits: refused before that run
+/// sent anything, and fixed by the user's limits or flags, so exit 2 as documented.
+fn over_os_limits(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<crate::engine::EngineError>(),
+            Some(crate::engine::EngineError::Limits(_))
+        )
+    })
 }
 
 /// `vllm-bench ... | head` must not report an error (ripgrep's rule).

@@ -124,6 +124,12 @@ impl Config {
         let request = request::options(&cli, &sampling)?;
         let output = output::resolve(&cli, &mut warnings)?;
         let sweep = modes::sweep(&cli)?;
+        output::check_result_filename(
+            &output,
+            dataset.plot_dataset_stats,
+            sweep.as_ref(),
+            multi_run.num_runs,
+        )?;
         let steady_state = modes::steady_state(&cli, &rate, sweep.as_ref(), &mut warnings)?;
         let profiling = modes::profiling(&cli)?;
         let multi_turn = modes::multi_turn(&cli)?;
@@ -169,6 +175,9 @@ fn model(cli: &Cli) -> Result<ModelConfig, ConfigError> {
     ] {
         if v.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err(ConfigError::value(flag, "", "cannot be empty"));
+        }
+        if let Some(name) = v {
+            parse::no_control(flag, name)?;
         }
     }
     Ok(ModelConfig {

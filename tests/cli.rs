@@ -1239,7 +1239,8 @@ fn profile_flags_depend_on_each_other() {
             "--profile-duration",
             "0"
         ]),
-        "--profile-duration 0: must be a positive number of seconds"
+        "--profile-duration 0.0: must be a positive number of seconds, at most 31536000 \
+         (365 days)"
     );
 }
 
@@ -1315,7 +1316,8 @@ fn metadata_and_headers_are_key_value_pairs() {
     );
     assert_eq!(
         invalid(&["--header", "oops"]),
-        "--header oops: expected KEY=VALUE or 'Key: Value'"
+        "--header: expected KEY=VALUE or 'Key: Value' (the value is not shown: it may be a \
+         secret)"
     );
     // curl's form too.
     let cfg = ok(&[

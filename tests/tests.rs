@@ -12,6 +12,7 @@ mod engine;
 mod fuzz_corpus;
 mod golden;
 mod hf_dataset;
+mod input_limits;
 mod interrupt;
 mod mock_server;
 mod module_graph;

@@ -14,6 +14,7 @@
 use vllm_bench::backends::stream_chunk::{ChunkDecoder, StreamApi};
 use vllm_bench::cli::pyvalue;
 use vllm_bench::config::{parse_bucket_config, Config};
+use vllm_bench::datasets::limits;
 use vllm_bench::datasets::timed_trace::{
     OnMalformed, ReplayWindow, TimedTrace, TraceFormat, TraceOptions,
 };
@@ -35,6 +36,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("trace_csv", trace_csv),
     ("cli_values", cli_values),
     ("cli_args", cli_args),
+    ("limits", limits),
 ];
 
 /// Splits `data` after its first byte, which picks the cut: `(cut, rest)` with
@@ -273,6 +275,103 @@ pub fn cli_args(data: &[u8]) {
         Ok(cli) => {
             if let Err(e) = Config::from_cli(cli) {
                 let _ = e.to_string();
+            }
+        }
+        Err(e) => {
+            let _ = e.to_string();
+        }
+    }
+}
+
+/// `limits::duration_from_secs` on `secs`: a `Duration` exactly for the seconds in
+/// `[0, MAX_SECONDS]`, an error for every other `f64` (NaN, negative, too long), never a panic.
+fn seconds(secs: f64) {
+    match limits::duration_from_secs(secs) {
+        Ok(d) => {
+            assert!((0.0..=limits::MAX_SECONDS).contains(&secs), "{secs:?}");
+            assert!(d.as_secs_f64() <= limits::MAX_SECONDS, "{secs:?} -> {d:?}");
+        }
+        Err(_) => assert!(!(0.0..=limits::MAX_SECONDS).contains(&secs), "{secs:?}"),
+    }
+}
+
+/// The flags whose value is a time, a rate or a size, each given the input's text, with
+/// the flags it needs to be read at all.
+const SIZED_FLAGS: &[(&str, &[&str])] = &[
+    ("--request-rate", &[]),
+    ("--probe-request-rate", &[]),
+    ("--sweep-request-rate", &[]),
+    ("--start-at", &[]),
+    (
+        "--profile-duration",
+        &["--profile", "--profile-batch-threshold", "1"],
+    ),
+    (
+        "--timed-trace-sec-multiplier",
+        &["--dataset-name", "timed_trace", "--dataset-path", "t.jsonl"],
+    ),
+    ("--num-prompts", &[]),
+    ("--num-warmups", &[]),
+    ("--random-input-len", &[]),
+    ("--random-output-len", &[]),
+    ("--random-prefix-len", &[]),
+    ("--random-range-ratio", &["--random-input-len", "1000000"]),
+    ("--max-model-len", &["--random-input-len", "2000000"]),
+    (
+        "--sweep-num-prompts-factor",
+        &["--sweep-max-concurrency", "1,1000"],
+    ),
+    ("--result-filename", &["--sweep-request-rate", "1,inf"]),
+    ("--request-id-prefix", &[]),
+];
+
+/// The checked conversions of time and size ([`limits`]) on any numbers (the input's bytes
+/// read as `f64`/`u64` words, and its text as a Python float), then the flags that feed them
+/// through [`Config::from_cli`]: an error or a value in range, never a panic.
+pub fn limits(data: &[u8]) {
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        for (j, slot) in b.iter_mut().enumerate() {
+            *slot = data.get(i * 8 + j).copied().unwrap_or(0);
+        }
+        u64::from_le_bytes(b)
+    };
+    seconds(f64::from_bits(word(0)));
+    let (count, rate) = (word(1), f64::from_bits(word(2)));
+    if let Ok(span) = limits::schedule_span(count, rate) {
+        assert!(
+            span.as_secs_f64() <= limits::MAX_SECONDS,
+            "{count} at {rate:?}"
+        );
+    }
+    let _ = limits::min_rate(count);
+    let (len, ratio) = (word(3) as usize, f64::from_bits(word(4)));
+    assert!(limits::jittered_max(len, ratio) >= len as u64);
+    let mml = (word(5) != 0).then_some(word(6) as usize);
+    let tokens = word(7);
+    assert_eq!(
+        limits::check_tokens(tokens, mml).is_ok(),
+        tokens <= limits::token_limit(mml)
+    );
+    assert_eq!(
+        limits::check_requests(count).is_ok(),
+        count <= limits::MAX_REQUESTS
+    );
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Some(f) = pyvalue::py_float(text) {
+        seconds(f);
+    }
+    let pick = data.first().map_or(0, |b| usize::from(*b)) % SIZED_FLAGS.len();
+    let (flag, needs) = SIZED_FLAGS[pick];
+    let value = text.get(1..).unwrap_or("");
+    let mut argv = vec!["vllm-bench", "--model", "m", flag, value];
+    argv.extend_from_slice(needs);
+    match vllm_bench::cli::parse_from(argv) {
+        Ok(cli) => {
+            if let Err(e) = Config::from_cli(cli) {
+                assert!(!e.message().contains('\n'), "{}", e.message());
             }
         }
         Err(e) => {

@@ -9,6 +9,7 @@ use super::ConfigError;
 use crate::cli::{
     pyvalue::py_float, Backend, Cli, DatasetName, SpeedBenchSubset, TraceFormatChoice,
 };
+use crate::datasets::limits;
 use crate::datasets::timed_trace::{ReplayWindow, TraceFormat};
 
 /// The resolved dataset.
@@ -153,6 +154,8 @@ pub(super) fn resolve(cli: &Cli, backend: Backend) -> Result<DatasetConfig, Conf
     if d.num_prompts == 0 {
         return Err(ConfigError::value("--num-prompts", 0, "must be at least 1"));
     }
+    limits::check_requests(d.num_prompts as u64)
+        .map_err(|why| ConfigError::value("--num-prompts", d.num_prompts, why))?;
     if d.max_model_len == Some(0) {
         return Err(ConfigError::value(
             "--max-model-len",
@@ -171,9 +174,14 @@ pub(super) fn resolve(cli: &Cli, backend: Backend) -> Result<DatasetConfig, Conf
             ),
         ));
     }
+    if let Some(path) = &d.dataset_path {
+        check_dataset_path(d.dataset_name, path)?;
+    }
     if d.random.prompt_token_ids {
         check_prompt_token_ids(d.dataset_name, backend)?;
     }
+    let params = params(cli)?;
+    check_lengths(&lengths(cli, &params), d.max_model_len)?;
     let chat_template_kwargs = match &d.chat_template_kwargs {
         Some(s) => Some(json_object("--chat-template-kwargs", s)?),
         None => None,
@@ -191,8 +199,184 @@ pub(super) fn resolve(cli: &Cli, backend: Backend) -> Result<DatasetConfig, Conf
         enable_multimodal_chat: d.enable_multimodal_chat,
         chat_template_kwargs,
         plot_dataset_stats: d.plot_dataset_stats,
-        params: params(cli)?,
+        params,
     })
+}
+
+/// One length a dataset is asked to generate: the flag that sets it, its value, and the
+/// most tokens it can put in one request (with its jitter, prefix or batch).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Length {
+    pub flag: &'static str,
+    pub value: usize,
+    pub largest: u64,
+}
+
+impl Length {
+    fn exact(flag: &'static str, value: usize) -> Length {
+        Length {
+            flag,
+            value,
+            largest: value as u64,
+        }
+    }
+}
+
+/// The one size check of every length flag (random and its family, sonnet,
+/// prefix_repetition, the output lengths, `--per-turn-input-len`): each must fit one request
+/// ([`limits::check_tokens`]), checked before any prompt is generated.
+pub(super) fn check_lengths(
+    lengths: &[Length],
+    max_model_len: Option<usize>,
+) -> Result<(), ConfigError> {
+    for l in lengths {
+        limits::check_tokens(l.largest, max_model_len).map_err(|why| {
+            let reach = if l.largest == l.value as u64 {
+                String::new()
+            } else {
+                "with its range ratio, prefix or batch, ".to_owned()
+            };
+            ConfigError::value(l.flag, l.value, format!("{reach}{why}"))
+        })?;
+    }
+    Ok(())
+}
+
+/// The lengths `params` generate, each with the flag the user gave for it.
+fn lengths(cli: &Cli, params: &DatasetParams) -> Vec<Length> {
+    let d = &cli.dataset;
+    let input_flag = if d.input_len.is_some() {
+        "--input-len"
+    } else {
+        "--random-input-len"
+    };
+    let output_flag = |own: &'static str| {
+        if d.output_len.is_some() {
+            "--output-len"
+        } else {
+            own
+        }
+    };
+    let random = |r: &RandomParams| {
+        let body = limits::jittered_max(r.input_len, r.range_ratio.input);
+        let prompt = (r.prefix_len as u64).saturating_add(body);
+        vec![
+            Length::exact("--random-prefix-len", r.prefix_len),
+            Length {
+                flag: input_flag,
+                value: r.input_len,
+                largest: prompt,
+            },
+            Length {
+                flag: "--random-batch-size",
+                value: r.batch_size,
+                largest: prompt.saturating_mul(r.batch_size as u64),
+            },
+            Length {
+                flag: output_flag("--random-output-len"),
+                value: r.output_len,
+                largest: limits::jittered_max(r.output_len, r.range_ratio.output),
+            },
+        ]
+    };
+    let mut out = match params {
+        DatasetParams::Random(r)
+        | DatasetParams::RandomMm { random: r, .. }
+        | DatasetParams::RandomRerank { random: r, .. } => random(r),
+        DatasetParams::Sonnet(s) => vec![
+            Length::exact("--sonnet-prefix-len", s.prefix_len),
+            Length::exact(
+                if d.input_len.is_some() {
+                    "--input-len"
+                } else {
+                    "--sonnet-input-len"
+                },
+                s.input_len,
+            ),
+            Length::exact(output_flag("--sonnet-output-len"), s.output_len),
+        ],
+        DatasetParams::PrefixRepetition(p) => vec![
+            Length::exact("--prefix-repetition-prefix-len", p.prefix_len),
+            Length {
+                flag: "--prefix-repetition-suffix-len",
+                value: p.suffix_len,
+                largest: (p.prefix_len as u64).saturating_add(p.suffix_len as u64),
+            },
+            Length::exact(output_flag("--prefix-repetition-output-len"), p.output_len),
+        ],
+        DatasetParams::ShareGpt { output_len } => output_len
+            .map(|n| Length::exact(output_flag("--sharegpt-output-len"), n))
+            .into_iter()
+            .collect(),
+        DatasetParams::Hf(h) => h
+            .output_len
+            .map(|n| Length::exact(output_flag("--hf-output-len"), n))
+            .into_iter()
+            .collect(),
+        DatasetParams::Custom(c) => c
+            .output_len
+            .map(|n| Length::exact(output_flag("--custom-output-len"), n))
+            .into_iter()
+            .collect(),
+        DatasetParams::SpecBench { output_len, .. } => {
+            vec![Length::exact(
+                output_flag("--spec-bench-output-len"),
+                *output_len,
+            )]
+        }
+        DatasetParams::SpeedBench(s) => {
+            let mut v = vec![Length::exact(
+                output_flag("--speed-bench-output-len"),
+                s.output_len,
+            )];
+            v.extend(
+                s.max_input_len
+                    .map(|n| Length::exact("--speed-bench-max-input-len", n)),
+            );
+            v
+        }
+        DatasetParams::BurstGpt | DatasetParams::TimedTrace(_) => Vec::new(),
+    };
+    if cli.multi_turn.multi_turn {
+        out.push(Length::exact(
+            "--per-turn-input-len",
+            cli.multi_turn.per_turn_input_len,
+        ));
+    }
+    out
+}
+
+/// `--dataset-path`, when it exists here: a regular file, or a directory for the datasets
+/// that read one (hf's local dataset directories, speed_bench, BFCL). A FIFO, socket or
+/// device would block the read forever or never end, so it is refused, as is a directory
+/// for the datasets that read one file. A path that does not exist is left to the dataset
+/// (hf and spec_bench take Hub ids; the loaders name a missing file).
+fn check_dataset_path(name: DatasetName, path: &str) -> Result<(), ConfigError> {
+    // Follows symlinks (`ln -s` to a dataset is fine); never opens the file.
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let one_file = matches!(
+        name,
+        DatasetName::Sharegpt
+            | DatasetName::Burstgpt
+            | DatasetName::Sonnet
+            | DatasetName::Custom
+            | DatasetName::CustomAudio
+            | DatasetName::CustomImage
+            | DatasetName::TimedTrace
+    );
+    if meta.is_file() || (meta.is_dir() && !one_file) {
+        return Ok(());
+    }
+    let what = if meta.is_dir() {
+        format!("is a directory; the {name} dataset reads one file")
+    } else {
+        "is not a regular file (a FIFO, socket or device would block or never end); give \
+         the dataset file itself"
+            .to_owned()
+    };
+    Err(ConfigError::value("--dataset-path", path, what))
 }
 
 /// Token ids are only generated by the random dataset and only sendable as a completions,
@@ -491,12 +675,15 @@ fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
             "must be at least 1",
         ));
     }
+    // Seconds per timestamp unit: a unit longer than the longest time accepted is a typo
+    // (0.001 is for millisecond timestamps), and it would overflow the arrival times.
     let m = t.timed_trace_sec_multiplier;
-    if !(m.is_finite() && m > 0.0) {
+    if !(m > 0.0 && limits::duration_from_secs(m).is_ok()) {
         return Err(ConfigError::value(
             "--timed-trace-sec-multiplier",
-            m,
-            "must be a positive number",
+            crate::pyfmt::float_repr(m),
+            "must be a positive number of seconds per timestamp unit, at most 31536000 \
+             (365 days); 0.001 for millisecond timestamps",
         ));
     }
     if cli.dataset.dataset_path.is_none() {

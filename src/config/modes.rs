@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use super::parse::comma_list;
 use super::{ConfigError, RateConfig};
 use crate::cli::{pyvalue, Backend, Cli, DatasetName, LoraAssignment};
+use crate::datasets::limits;
+use crate::pyfmt::float_repr;
 
 /// Steady-state window detection (closed loop only).
 #[derive(Debug, Clone, PartialEq)]
@@ -169,11 +171,12 @@ pub(super) fn profiling(cli: &Cli) -> Result<ProfilingConfig, ConfigError> {
             "needs --profile-batch-threshold",
         ));
     }
-    if !(p.profile_duration.is_finite() && p.profile_duration > 0.0) {
+    let d = p.profile_duration;
+    if !(d > 0.0 && limits::duration_from_secs(d).is_ok()) {
         return Err(ConfigError::value(
             "--profile-duration",
-            p.profile_duration,
-            "must be a positive number of seconds",
+            float_repr(d),
+            "must be a positive number of seconds, at most 31536000 (365 days)",
         ));
     }
     Ok(ProfilingConfig {
@@ -213,12 +216,16 @@ pub(super) fn sweep(cli: &Cli) -> Result<Option<SweepConfig>, ConfigError> {
                     "conflicts with --sweep-request-rate, which sets it per point",
                 ));
             }
-            SweepAxis::RequestRate(comma_list("--sweep-request-rate", list, |v| {
+            let rates = comma_list("--sweep-request-rate", list, |v| {
                 match pyvalue::py_float(v) {
                     Some(r) if r > 0.0 => Ok(r),
                     _ => Err("expected a rate greater than 0, or inf".to_owned()),
                 }
-            })?)
+            })?;
+            for &r in &rates {
+                super::rate::schedulable("--sweep-request-rate", r, cli.dataset.num_prompts)?;
+            }
+            SweepAxis::RequestRate(rates)
         }
         (None, None) => {
             for flag in ["--sweep-num-prompts-factor", "--reset-prefix-cache"] {
@@ -245,6 +252,18 @@ pub(super) fn sweep(cli: &Cli) -> Result<Option<SweepConfig>, ConfigError> {
                 0,
                 "must be at least 1",
             ));
+        }
+        if let SweepAxis::MaxConcurrency(caps) = &axis {
+            // Each point plans `concurrency × factor` prompts.
+            let most = caps.iter().max().copied().unwrap_or(1);
+            let count = (most as u64).saturating_mul(f as u64);
+            limits::check_requests(count).map_err(|why| {
+                ConfigError::value(
+                    "--sweep-num-prompts-factor",
+                    f,
+                    format!("concurrency {most} × {f} prompts: {why}"),
+                )
+            })?;
         }
     }
     Ok(Some(SweepConfig {
@@ -378,6 +397,9 @@ pub(super) fn lora(cli: &Cli) -> Result<Option<LoraConfig>, ConfigError> {
             empty,
             "empty adapter name",
         ));
+    }
+    for m in &l.lora_modules {
+        super::parse::no_control("--lora-modules", m)?;
     }
     Ok(Some(LoraConfig {
         modules: l.lora_modules.clone(),

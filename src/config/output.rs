@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use super::parse::{comma_list, key_value};
-use super::ConfigError;
+use super::{ConfigError, SweepAxis, SweepConfig};
 use crate::cli::{pyvalue::py_float, Cli};
 use crate::metrics::goodput::{GoodputConfig, GoodputError};
 use crate::metrics::report::TaskKind;
@@ -117,6 +117,88 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
         plot: o.plot,
         plot_summary: o.plot_summary.as_ref().map(PathBuf::from),
     })
+}
+
+/// The longest file name the file system takes (Linux `NAME_MAX`, in bytes).
+const NAME_MAX: usize = 255;
+
+/// `--result-filename`, checked before the run so that a name the file system refuses does
+/// not lose the result at the end: not empty, and its file name (the part after the last
+/// `/`; a path in front is allowed, as in Python's `os.path.join`) must stay within
+/// [`NAME_MAX`] bytes with the longest suffix vllm-bench derives from it in this
+/// configuration (see [`derived_growth`]).
+pub(super) fn check_result_filename(
+    output: &OutputConfig,
+    plot_dataset_stats: bool,
+    sweep: Option<&SweepConfig>,
+    num_runs: usize,
+) -> Result<(), ConfigError> {
+    const FLAG: &str = "--result-filename";
+    let Some(name) = output.result_filename.as_deref() else {
+        return Ok(());
+    };
+    if name.is_empty() {
+        return Err(ConfigError::value(
+            FLAG,
+            "",
+            "cannot be empty; give a file name such as result.json",
+        ));
+    }
+    let file = name.rsplit('/').next().unwrap_or(name);
+    let plot = if plot_dataset_stats {
+        ".dataset_stats.html"
+    } else if output.plot_timeline {
+        ".timeline.html"
+    } else {
+        ""
+    };
+    let longest = file.len() + derived_growth(file, plot, sweep, num_runs);
+    if longest > NAME_MAX {
+        return Err(ConfigError::flag(
+            FLAG,
+            format!(
+                "the file name is {} bytes and the longest name derived from it here is \
+                 {longest}; file names hold at most {NAME_MAX} bytes: shorten it",
+                file.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The most bytes vllm-bench adds to a result file name (`modes::runs`, `modes::point`): a
+/// sweep point's `-max_concurrency{N}` or `-request_rate{rate}`, a summary's
+/// `-sweep-summary`/`-runs-summary`, a repeated run's plot `-run{i}`, and a plot's suffix
+/// (`plot`, e.g. `.timeline.html`) in place of the extension. An upper bound: not all of them
+/// meet in one name.
+fn derived_growth(file: &str, plot: &str, sweep: Option<&SweepConfig>, num_runs: usize) -> usize {
+    let point = match sweep.map(|s| &s.axis) {
+        None => 0,
+        Some(SweepAxis::MaxConcurrency(cs)) => cs
+            .iter()
+            .map(|c| "-max_concurrency".len() + c.to_string().len())
+            .max()
+            .unwrap_or(0),
+        // As `modes::runs` writes a rate: `inf`, else Python's float repr.
+        Some(SweepAxis::RequestRate(rates)) => rates
+            .iter()
+            .map(|&r| "-request_rate".len() + crate::pyfmt::float_repr(r).len())
+            .max()
+            .unwrap_or(0),
+    };
+    let summary = if sweep.is_some() || num_runs > 1 {
+        "-sweep-summary".len()
+    } else {
+        0
+    };
+    let run = if num_runs > 1 {
+        "-run".len() + num_runs.to_string().len()
+    } else {
+        0
+    };
+    let ext = file.rsplit_once('.').map_or(0, |(_, e)| e.len() + 1);
+    let plot = plot.len().saturating_sub(ext);
+    point.max(summary) + run + plot
 }
 
 /// Python: `--percentile-metrics` or the task's default ("ttft,tpot,itl" for generation,

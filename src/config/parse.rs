@@ -32,6 +32,36 @@ pub(super) fn comma_list<T>(
         .collect()
 }
 
+/// The one rule for a value written into a request head (a header value, the request-id
+/// prefix, the API key) or into names sent with every request (model, served model, LoRA
+/// adapters): no control character (CR and LF would end the header line and start one of
+/// the user's making on the wire; NUL, TAB, DEL and the rest have no business there either).
+/// The error names `what` and the position, never the value: it may be a secret.
+pub(super) fn no_control(what: &str, value: &str) -> Result<(), ConfigError> {
+    match value.char_indices().find(|(_, c)| c.is_control()) {
+        None => Ok(()),
+        Some((at, c)) => Err(ConfigError::flag(
+            what,
+            format!(
+                "contains a control character ({}) at byte {at}, which would corrupt the \
+                 requests; remove it (the value is not shown: it may be a secret)",
+                control_name(c)
+            ),
+        )),
+    }
+}
+
+/// `CR`, `LF`, `NUL`, `TAB`, else `U+XXXX`.
+fn control_name(c: char) -> String {
+    match c {
+        '\r' => "CR".to_owned(),
+        '\n' => "LF".to_owned(),
+        '\0' => "NUL".to_owned(),
+        '\t' => "TAB".to_owned(),
+        c => format!("U+{:04X}", u32::from(c)),
+    }
+}
+
 /// `KEY=VALUE` split at the first `=`, both sides trimmed (Python's `--header`/`--metadata`).
 pub(super) fn key_value(flag: &str, item: &str) -> Result<(String, String), ConfigError> {
     match item.split_once('=') {
@@ -76,5 +106,17 @@ mod tests {
             key_value("--metadata", "novalue").unwrap_err().to_string(),
             "--metadata novalue: expected KEY=VALUE"
         );
+    }
+
+    #[test]
+    fn control_characters_are_refused_without_echoing_the_value() {
+        assert!(no_control("--x", "bench-1 ok: é").is_ok());
+        let e = no_control("OPENAI_API_KEY", "sk-hidden\r\nX-Evil: 1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("OPENAI_API_KEY: contains a control character (CR) at byte 9"));
+        assert!(!e.contains("hidden") && !e.contains("Evil"), "{e}");
+        let e = no_control("--x", "a\u{7f}").unwrap_err().to_string();
+        assert!(e.contains("(U+007F) at byte 1"), "{e}");
     }
 }

@@ -3,6 +3,8 @@
 
 use super::ConfigError;
 use crate::cli::{Cli, DatasetName, RampUp, RampUpStrategy};
+use crate::datasets::limits::{self, SecondsError};
+use crate::pyfmt::float_repr;
 
 /// How requests are released.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +52,7 @@ pub(super) fn resolve(cli: &Cli) -> Result<RateConfig, ConfigError> {
             "must be greater than 0 (inf sends every request at once)",
         ));
     }
+    schedulable("--request-rate", r.request_rate, cli.dataset.num_prompts)?;
     if !(r.burstiness.is_finite() && r.burstiness > 0.0) {
         return Err(ConfigError::value(
             "--burstiness",
@@ -71,6 +74,22 @@ pub(super) fn resolve(cli: &Cli) -> Result<RateConfig, ConfigError> {
             "must be a non-negative number",
         ));
     }
+    if r.probe_request_rate > 0.0 {
+        // The probe waits 1 / rate after each answer.
+        limits::duration_from_secs(1.0 / r.probe_request_rate).map_err(|_| {
+            ConfigError::value(
+                "--probe-request-rate",
+                float_repr(r.probe_request_rate),
+                format!(
+                    "a probe every {:.3e} s is more than {} s (365 days) apart; use 0 (no \
+                     probe) or a rate of at least {:.2e}",
+                    1.0 / r.probe_request_rate,
+                    limits::MAX_SECONDS,
+                    limits::min_rate(1) * 1.01
+                ),
+            )
+        })?;
+    }
     Ok(RateConfig {
         request_rate: r.request_rate,
         burstiness: r.burstiness,
@@ -79,6 +98,32 @@ pub(super) fn resolve(cli: &Cli) -> Result<RateConfig, ConfigError> {
         self_timed: self_timed(cli)?,
         probe_request_rate: r.probe_request_rate,
     })
+}
+
+/// A finite `rate` must give a schedule the engine can keep: `count` requests (the run's
+/// `--num-prompts`) at `rate` per second end `count / rate` seconds after the start, which
+/// must be a time vllm-bench accepts ([`limits::MAX_SECONDS`]). An infinite rate has no
+/// schedule. Shared by `--request-rate` and each `--sweep-request-rate` point.
+pub(super) fn schedulable(flag: &str, rate: f64, count: usize) -> Result<(), ConfigError> {
+    match limits::schedule_span(count as u64, rate) {
+        Ok(_) => Ok(()),
+        Err(SecondsError::TooLong) => Err(ConfigError::value(
+            flag,
+            float_repr(rate),
+            format!(
+                "{count} request(s) at this rate take {:.3e} s, more than the {} s (365 days) \
+                 a schedule may span; use a rate of at least {:.2e}",
+                count.max(1) as f64 / rate,
+                limits::MAX_SECONDS,
+                limits::min_rate(count as u64) * 1.01
+            ),
+        )),
+        Err(_) => Err(ConfigError::value(
+            flag,
+            float_repr(rate),
+            "must be greater than 0 (inf sends every request at once)",
+        )),
+    }
 }
 
 fn ramp_up(cli: &Cli) -> Result<Option<RampUp>, ConfigError> {

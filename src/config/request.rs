@@ -6,9 +6,14 @@
 
 use serde_json::{Map, Value};
 
-use super::parse::json_object;
+use super::parse::{json_object, no_control};
 use super::ConfigError;
 use crate::cli::{Backend, Cli, DatasetName};
+use crate::datasets::limits;
+
+/// Where the API key comes from (read here to be checked before the run, and again by the
+/// code that sends it).
+const API_KEY_VAR: &str = "OPENAI_API_KEY";
 
 /// The sampling flags, each `None` unless given.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -126,6 +131,13 @@ pub(super) fn options(cli: &Cli, sampling: &SamplingParams) -> Result<RequestOpt
     if let Some(text) = &r.extra_body {
         extra_body.extend(json_object("--extra-body", text)?);
     }
+    // Warm-ups are requests too, built before they are sent.
+    limits::check_requests(r.num_warmups as u64)
+        .map_err(|why| ConfigError::value("--num-warmups", r.num_warmups, why))?;
+    if let Some(p) = &r.request_id_prefix {
+        no_control("--request-id-prefix", p)?;
+    }
+    check_api_key(std::env::var_os(API_KEY_VAR))?;
     Ok(RequestOptions {
         ignore_eos: r.ignore_eos || forces_ignore_eos(cli.dataset.dataset_name, cli.server.backend),
         logprobs: r.logprobs,
@@ -145,6 +157,21 @@ pub(super) fn options(cli: &Cli, sampling: &SamplingParams) -> Result<RequestOpt
     })
 }
 
+/// `OPENAI_API_KEY` goes into every request's `Authorization` header: it must be text
+/// without control characters. Never echoed.
+fn check_api_key(key: Option<std::ffi::OsString>) -> Result<(), ConfigError> {
+    let Some(key) = key else {
+        return Ok(());
+    };
+    let Some(key) = key.to_str() else {
+        return Err(ConfigError::flag(
+            API_KEY_VAR,
+            "is not valid UTF-8 text (the value is not shown: it may be a secret)",
+        ));
+    };
+    no_control(API_KEY_VAR, key)
+}
+
 /// Python sets `ignore_eos` itself so generation runs to the requested length.
 fn forces_ignore_eos(dataset: DatasetName, backend: Backend) -> bool {
     match dataset {
@@ -160,7 +187,13 @@ fn forces_ignore_eos(dataset: DatasetName, backend: Backend) -> bool {
 fn header(item: &str) -> Result<(String, String), ConfigError> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     let is_name = |n: &str| !n.is_empty() && n.chars().all(token);
-    let expected = || ConfigError::value("--header", item, "expected KEY=VALUE or 'Key: Value'");
+    // The value may be a secret (`Authorization: Bearer ...`): errors name the header only.
+    let expected = || {
+        ConfigError::flag(
+            "--header",
+            "expected KEY=VALUE or 'Key: Value' (the value is not shown: it may be a secret)",
+        )
+    };
     let split = |sep: char| {
         item.split_once(sep)
             .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
@@ -174,19 +207,16 @@ fn header(item: &str) -> Result<(String, String), ConfigError> {
             .ok_or_else(expected)?,
     };
     if !is_name(&name) {
-        return Err(ConfigError::value(
+        let shown: String = name.chars().filter(|c| !c.is_control()).collect();
+        return Err(ConfigError::flag(
             "--header",
-            item,
-            format!("'{name}' is not a valid header name"),
+            format!(
+                "{} is not a valid header name (letters, digits and !#$%&'*+-.^_`|~)",
+                crate::cli::quote(&shown)
+            ),
         ));
     }
-    if value.chars().any(|c| c == '\r' || c == '\n' || c == '\0') {
-        return Err(ConfigError::value(
-            "--header",
-            item,
-            "a header value cannot contain line breaks",
-        ));
-    }
+    no_control(&format!("--header {name}"), &value)?;
     Ok((name, value))
 }
 
@@ -232,7 +262,8 @@ mod tests {
         assert_eq!(header("x-a=1").unwrap(), ("x-a".to_owned(), "1".to_owned()));
         assert_eq!(
             header("bad name=1").unwrap_err().to_string(),
-            "--header 'bad name=1': 'bad name' is not a valid header name"
+            "--header: 'bad name' is not a valid header name (letters, digits and \
+             !#$%&'*+-.^_`|~)"
         );
         // curl's form, also when the value holds an '='.
         assert_eq!(
@@ -245,15 +276,37 @@ mod tests {
             ("x-a".to_owned(), "b: c".to_owned()),
             "a valid KEY before '=' keeps Python's reading"
         );
-        assert_eq!(
-            header("bad name: 1").unwrap_err().to_string(),
-            "--header 'bad name: 1': 'bad name' is not a valid header name"
-        );
+        assert!(header("bad name: 1")
+            .unwrap_err()
+            .to_string()
+            .starts_with("--header: 'bad name' is not a valid header name"));
         assert!(header("=x").is_err());
-        assert_eq!(
-            header("novalue").unwrap_err().to_string(),
-            "--header novalue: expected KEY=VALUE or 'Key: Value'"
+        let e = header("Authorization Bearer sk-1").unwrap_err().to_string();
+        assert!(
+            e.starts_with("--header: expected KEY=VALUE or 'Key: Value'"),
+            "{e}"
         );
+        assert!(!e.contains("sk-1"), "{e}");
+        let e = header("x-a: sk-1\r\nX-Evil: 1").unwrap_err().to_string();
+        assert!(
+            e.starts_with("--header x-a: contains a control character (CR)"),
+            "{e}"
+        );
+        assert!(!e.contains("sk-1") && !e.contains("Evil"), "{e}");
+    }
+
+    #[test]
+    fn the_api_key_must_be_control_free() {
+        assert!(check_api_key(None).is_ok());
+        assert!(check_api_key(Some("sk-1".into())).is_ok());
+        let e = check_api_key(Some("k\r\nX-Evil: 1".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("OPENAI_API_KEY: contains a control character"),
+            "{e}"
+        );
+        assert!(!e.contains("Evil"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::ConfigError;
 use crate::cli::Cli;
+use crate::datasets::limits;
 
 /// Shard `index` of `count`: the sessions `i` with `i % count == index`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,10 +51,12 @@ pub struct ShardConfig {
 }
 
 impl ShardConfig {
-    /// `--start-at` as a wall-clock instant.
+    /// `--start-at` as a wall-clock instant (`None` without it; validation keeps it within
+    /// [`limits::MAX_SECONDS`] of now, so the checked conversion always succeeds).
     pub fn start_time(&self) -> Option<SystemTime> {
         self.start_at
-            .map(|t| UNIX_EPOCH + Duration::from_secs_f64(t))
+            .and_then(|t| Duration::try_from_secs_f64(t).ok())
+            .and_then(|d| UNIX_EPOCH.checked_add(d))
     }
 }
 
@@ -139,12 +142,23 @@ pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Shard, ConfigErr
     ))
 }
 
-/// A start time more than [`START_AT_SLACK`] before `now` is refused.
+/// A start time more than [`START_AT_SLACK`] before `now` is refused, and so is one further
+/// ahead than the longest wait vllm-bench accepts ([`limits::MAX_SECONDS`], 365 days).
 pub fn check_not_past(start_at: f64, now: SystemTime) -> Result<(), ConfigError> {
     let now_s = now
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64();
+    if let Err(why) = limits::duration_from_secs((start_at - now_s).max(0.0)) {
+        return Err(ConfigError::value(
+            "--start-at",
+            crate::pyfmt::float_repr(start_at),
+            format!(
+                "the wait until then {why}; pass a Unix time in seconds a little ahead, e.g. \
+                 $(( $(date +%s) + 30 ))"
+            ),
+        ));
+    }
     let late = now_s - start_at;
     if late > START_AT_SLACK.as_secs_f64() {
         return Err(ConfigError::value(
@@ -260,5 +274,10 @@ mod tests {
         assert!(check_not_past(2_000.0, now).is_ok());
         let e = check_not_past(990.0, now).unwrap_err().to_string();
         assert!(e.contains("10.0 s in the past"), "{e}");
+        let e = check_not_past(1e20, now).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--start-at 1e+20: the wait until then is more than"),
+            "{e}"
+        );
     }
 }

@@ -20,6 +20,7 @@ pub mod custom_image;
 pub mod error;
 pub mod hf;
 pub mod hub_file;
+pub mod limits;
 pub mod max_model_len;
 pub mod media;
 pub mod np_random;

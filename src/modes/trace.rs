@@ -66,6 +66,7 @@ impl TraceReplay {
                 OnMalformed::Error
             },
             burstgpt_model: None,
+            max_model_len: config.dataset.max_model_len,
         };
         let trace = TimedTrace::load(path, &opts)?;
         let r = &trace.report;

@@ -68,4 +68,15 @@ pub enum TraceError {
     /// An option value is unusable.
     #[error("{0}")]
     Option(String),
+    /// A record arrives later than any time vllm-bench can wait for.
+    #[error(
+        "{name}:{line}: its arrival, {arrival_s} s after the replay's start, {why}; check \
+         --timed-trace-sec-multiplier (0.001 for millisecond timestamps) and the timestamps"
+    )]
+    Arrival {
+        name: String,
+        line: u64,
+        arrival_s: f64,
+        why: crate::datasets::limits::SecondsError,
+    },
 }

@@ -17,6 +17,7 @@ use super::format::TraceFormat;
 use super::jsonl::{self, JsonLabels, JsonLineError};
 use super::record::{DropReason, Row, TraceRecord};
 use super::TraceError;
+use crate::datasets::limits::{self, SizeError};
 use crate::datasets::{Prompt, SampleRequest};
 
 /// Why one line of a trace does not parse: the format parser's reason, or a line that is not
@@ -36,6 +37,13 @@ pub enum LineError {
     Csv(#[from] CsvError),
     #[error(transparent)]
     Json(#[from] JsonLineError),
+    /// A token count over what one request may hold ([`limits::check_tokens`]): it would be
+    /// generated in memory before the clock starts.
+    #[error("{field}: {error}")]
+    Length {
+        field: &'static str,
+        error: SizeError,
+    },
 }
 
 /// What to do with a line that does not parse.
@@ -89,6 +97,8 @@ pub struct TraceOptions {
     pub on_malformed: OnMalformed,
     /// BurstGPT: replay only rows of this `Model` (e.g. `GPT-4`); `None` = all models.
     pub burstgpt_model: Option<String>,
+    /// `--max-model-len`: raises the per-request token ceiling rows are checked against.
+    pub max_model_len: Option<usize>,
 }
 
 impl Default for TraceOptions {
@@ -101,6 +111,7 @@ impl Default for TraceOptions {
             num_prompts: None,
             on_malformed: OnMalformed::Error,
             burstgpt_model: None,
+            max_model_len: None,
         }
     }
 }
@@ -149,6 +160,21 @@ pub struct ReadReport {
     pub outside_window: u64,
     /// Reading stopped once `num_prompts` records were kept (the rest was not read).
     pub stopped_at_num_prompts: bool,
+}
+
+/// A kept row whose token counts fit one request ([`limits::check_tokens`]), else a
+/// malformed line: its prompt would be generated in memory before the clock starts.
+fn within_limits(row: Row, max_model_len: Option<usize>) -> Result<Row, LineError> {
+    if let Row::Keep(d) = &row {
+        for (field, n) in [
+            ("input length", d.input_len),
+            ("output length", d.output_len),
+        ] {
+            limits::check_tokens(u64::from(n), max_model_len)
+                .map_err(|error| LineError::Length { field, error })?;
+        }
+    }
+    Ok(row)
 }
 
 /// The error for a line that does not parse.
@@ -344,6 +370,7 @@ impl TimedTrace {
     ) -> Result<bool, TraceError> {
         let index = self.report.data_lines;
         self.report.data_lines += 1;
+        let parsed = parsed.and_then(|row| within_limits(row, opts.max_model_len));
         let d = match parsed {
             Ok(Row::Keep(d)) => d,
             Ok(Row::Drop(DropReason::Failed)) => {
@@ -393,7 +420,7 @@ impl TimedTrace {
                 name: self.name,
             });
         }
-        self.set_arrivals(opts.window);
+        self.set_arrivals(opts.window)?;
         self.link_parents();
         Ok(self)
     }
@@ -427,8 +454,10 @@ impl TimedTrace {
         parts.join(", ")
     }
 
-    /// Sets every arrival from the origin (window start, or earliest kept with rebase).
-    fn set_arrivals(&mut self, window: ReplayWindow) {
+    /// Sets every arrival from the origin (window start, or earliest kept with rebase), each
+    /// one a time the engine can wait for ([`limits::duration_from_secs`]), else the error
+    /// names the first record's line that is not.
+    fn set_arrivals(&mut self, window: ReplayWindow) -> Result<(), TraceError> {
         if window.rebase {
             self.origin_s = self
                 .records
@@ -438,8 +467,18 @@ impl TimedTrace {
         }
         for r in &mut self.records {
             // Python sends a request whose delay is not positive at once.
-            r.arrival_s = (r.trace_time_s - self.origin_s).max(0.0);
+            let arrival = (r.trace_time_s - self.origin_s).max(0.0);
+            if let Err(why) = limits::duration_from_secs(arrival) {
+                return Err(TraceError::Arrival {
+                    name: self.name.clone(),
+                    line: r.line,
+                    arrival_s: arrival,
+                    why,
+                });
+            }
+            r.arrival_s = arrival;
         }
+        Ok(())
     }
 
     /// Points each Bailian turn at its parent's position when the parent is replayed and
