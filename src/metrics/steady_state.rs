@@ -139,6 +139,10 @@ pub struct SteadyState {
     pub window: Window,
     /// Below this duration the window is flagged as short.
     pub min_window_s: f64,
+    /// `--steady-state-min-window` was given (the minimum is the user's, not the default).
+    pub min_window_given: bool,
+    /// The whole run's duration, seconds.
+    pub run_s: f64,
     /// Successful requests, each counted for the share of its time in flight inside the
     /// window.
     pub requests_in_window: f64,
@@ -162,6 +166,15 @@ impl SteadyState {
     /// The window is shorter than the minimum: its figures rest on little data.
     pub fn is_short(&self) -> bool {
         self.window.duration() < self.min_window_s
+    }
+
+    /// A short window is worth a warning when the user set the minimum, or when the run
+    /// was long enough to hold a window of the minimum length and its plateau was shorter
+    /// (the load never settled). A run shorter than the minimum (the default is 10 s: a
+    /// demo, a smoke test) cannot have such a window, and warning on every one of them
+    /// taught users to ignore the warning.
+    pub fn warns_short(&self) -> bool {
+        self.is_short() && (self.min_window_given || self.run_s >= self.min_window_s)
     }
 }
 
@@ -224,6 +237,8 @@ pub fn compute(
         min_window_s: settings
             .min_window_s
             .unwrap_or_else(|| DEFAULT_MIN_WINDOW_S.max(0.1 * settings.duration_s)),
+        min_window_given: settings.min_window_s.is_some(),
+        run_s: settings.duration_s,
         requests_in_window: served,
         requests_inside: ttfts.len() as u64,
         tpot_samples: tpots.len() as u64,

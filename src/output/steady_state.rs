@@ -77,7 +77,7 @@ fn computed(out: &mut String, s: &SteadyState) {
         s.tpot_samples,
         "no request inside the window had more than one output token",
     );
-    if s.is_short() {
+    if s.warns_short() {
         let _ = writeln!(
             out,
             "Warning: the window ({:.3} s) is shorter than the minimum ({:.3} s, \
@@ -182,6 +182,8 @@ mod tests {
                 end: 6.5,
             },
             min_window_s: if short { 10.0 } else { 5.0 },
+            min_window_given: false,
+            run_s: 12.0,
             requests_in_window: 5.75,
             requests_inside: 4,
             tpot_samples: 3,
@@ -241,6 +243,26 @@ mod tests {
         );
         let doc = to_json(Some(&SteadyStateOutcome::Computed(s))).to_json_string();
         assert!(doc.contains("\"short_window\": true"), "{doc}");
+    }
+
+    #[test]
+    fn a_run_shorter_than_the_minimum_window_gets_no_short_window_warning() {
+        // A 3 s demo run cannot hold the default 10 s window: no warning (the JSON still
+        // says the window is short); with the minimum set by the user, it warns.
+        let s = SteadyState {
+            run_s: 3.0,
+            ..state(true)
+        };
+        let text = render(Some(&SteadyStateOutcome::Computed(s.clone())));
+        assert!(!text.contains("Warning"), "{text}");
+        let doc = to_json(Some(&SteadyStateOutcome::Computed(s.clone()))).to_json_string();
+        assert!(doc.contains("\"short_window\": true"), "{doc}");
+        let asked = SteadyState {
+            min_window_given: true,
+            ..s
+        };
+        let text = render(Some(&SteadyStateOutcome::Computed(asked)));
+        assert!(text.contains("Warning: the window"), "{text}");
     }
 
     #[test]
