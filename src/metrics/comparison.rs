@@ -90,6 +90,9 @@ pub enum Verdict {
     Better,
     Worse,
     Same,
+    /// Different by less than [`NOISE_PERCENT`] of the baseline: too small to call either
+    /// way (two runs of one setup differ by that much).
+    Within,
     /// No better direction (even when equal), or a value that is not a number (NaN).
     Unranked,
 }
@@ -101,10 +104,15 @@ impl Verdict {
             Verdict::Better => "better",
             Verdict::Worse => "worse",
             Verdict::Same => "same",
+            Verdict::Within => "within 1%",
             Verdict::Unranked => "",
         }
     }
 }
+
+/// A change smaller than this share of the baseline (percent) is neither better nor worse.
+/// Not a significance test: repeated runs (`--num-runs`) give the spread to judge against.
+pub const NOISE_PERCENT: f64 = 1.0;
 
 /// One candidate value against the baseline's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -136,6 +144,8 @@ pub fn change(base: Num, other: Num, direction: Direction) -> Change {
         Verdict::Unranked
     } else if d == 0.0 {
         Verdict::Same
+    } else if percent.is_some_and(|p| p.abs() < NOISE_PERCENT) {
+        Verdict::Within
     } else {
         match (direction, d > 0.0) {
             (Direction::Higher, true) | (Direction::Lower, false) => Verdict::Better,
@@ -241,6 +251,15 @@ mod tests {
         ] {
             assert_eq!(direction(key), Direction::Neither, "{key}");
         }
+    }
+
+    #[test]
+    fn a_change_under_one_percent_is_neither_better_nor_worse() {
+        let c = change(Num::Float(100.0), Num::Float(100.02), Direction::Lower);
+        assert_eq!(c.verdict, Verdict::Within);
+        assert_eq!(c.verdict.word(), "within 1%");
+        let c = change(Num::Float(100.0), Num::Float(101.0), Direction::Lower);
+        assert_eq!(c.verdict, Verdict::Worse);
     }
 
     #[test]
