@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use vllm_bench::engine::schedule::{arrival_offsets, RampUp, RampUpStrategy, RateSpec};
-use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
+use vllm_bench::mock::{AfterCrash, Crash, FaultConfig, MockConfig, MockServer};
 
 use crate::util::{
     free_port, shared_dir, start_tool_server, vllm_bench, vllm_bench_env, Run, TempDir,
@@ -595,9 +595,22 @@ fn bad_input_is_one_line_and_exit_2() {
         ],
         "/nonexistent/tok",
     );
+    // No server: said first, with what to check, and no hint about --model or --tokenizer
+    // (neither can make a missing server answer).
+    let missing = format!("no server is reachable at {unreachable} (cannot connect to");
+    assert_refused(&["--base-url", &unreachable, "--num-prompts", "2"], &missing);
     assert_refused(
-        &["--base-url", &unreachable, "--num-prompts", "2"],
-        "cannot list models",
+        &[
+            "--base-url",
+            &unreachable,
+            "--model",
+            "m",
+            "--tokenizer",
+            &smollm2(),
+            "--num-prompts",
+            "2",
+        ],
+        &missing,
     );
 }
 
@@ -859,28 +872,18 @@ fn an_unusable_result_target_is_refused_before_the_run() {
 
 #[test]
 fn failures_are_counted_in_the_block_and_the_file() {
-    // An unreachable server with --model: the run happens and every request fails.
+    // A server that went away after the run's start check: every request is refused, the
+    // run reports them, and the client is not blamed for a server that was not there.
+    let server = mock(|c| {
+        c.crash = Some(Crash {
+            at_request: 0,
+            then: AfterCrash::Down,
+        })
+    });
     let dir = TempDir::new("refused");
-    let closed = format!("http://127.0.0.1:{}", free_port());
-    let args = [
-        "--base-url",
-        &closed,
-        "--model",
-        "m",
-        "--tokenizer",
-        &smollm2(),
-        "--num-prompts",
-        "3",
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "2",
-        "--disable-tqdm",
-        "--save-result",
-        "--save-detailed",
-        "--result-filename",
-        RESULT,
-    ];
+    let owned = base_args(&server, &dir, 3);
+    let mut args: Vec<&str> = owned.iter().map(String::as_str).collect();
+    args.push("--save-detailed");
     let run = vllm_bench(&args, dir.path());
     // Not one request succeeded: exit 1 with one line saying so, after the block and file.
     assert_eq!(run.code, 1, "{}", run.stderr);
@@ -898,6 +901,12 @@ fn failures_are_counted_in_the_block_and_the_file() {
         .contains("Failed requests:                         3 "));
     let doc = saved(&dir);
     assert_eq!((count(&doc, "completed"), count(&doc, "failed")), (0, 3));
+    assert!(
+        run.stdout
+            .contains("client: no verdict (the server answered no request)"),
+        "{}",
+        run.stdout
+    );
 
     // A server answering 500 to every model request.
     let server = mock(|c| {

@@ -67,8 +67,8 @@ pub struct ClientHealth {
     pub arrivals: usize,
     /// Of those, the ones sent more than [`LATE_AFTER`] after it.
     pub late_arrivals: usize,
-    /// Requests the server answered in any way (a response head or more, or a failure after
-    /// the connection was made); 0 means no server was there to measure.
+    /// Requests the server answered (see [`was_answered`]); 0 means there was no server to
+    /// measure the client against.
     pub answered: usize,
 }
 
@@ -112,6 +112,17 @@ impl std::fmt::Display for Cause {
                 longest.as_secs_f64() * 1e3
             ),
         }
+    }
+}
+
+/// Whether the server answered the request at all: it succeeded, sent a token, or failed in
+/// a way only an answer can (an HTTP status, a malformed event, ...). Refused, cut before the
+/// first token, or timed out with nothing: no answer.
+fn was_answered(r: &Record) -> bool {
+    match &r.failure {
+        None => true,
+        Some(_) if r.first_token_ns.is_some() => true,
+        Some(f) => !matches!(f.kind.as_str(), "connect" | "disconnected" | "timeout"),
     }
 }
 
@@ -160,10 +171,7 @@ impl ClientHealth {
                 late_arrivals += 1;
             }
         }
-        let answered = records
-            .iter()
-            .filter(|r| r.failure.as_ref().is_none_or(|f| f.kind != "connect"))
-            .count();
+        let answered = records.iter().filter(|r| was_answered(r)).count();
         ClientHealth {
             cores,
             arrivals,

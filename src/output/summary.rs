@@ -190,6 +190,13 @@ fn steady_figures_missing() -> Vec<Figure> {
     keys.iter().map(|(k, l)| figure(*k, *l, f64::NAN)).collect()
 }
 
+/// Width of the sweep tables' first column (the swept value).
+const SWEEP_AXIS_WIDTH: usize = 16;
+/// Width of each figure's column (`SS out tok/s` and `99999999.99` fit).
+const SWEEP_COLUMN_WIDTH: usize = 12;
+/// Figures per sweep table: 16 + 7 × 12 = 100 columns.
+const SWEEP_COLUMNS: usize = 7;
+
 /// The sweep's summary table (one row per point, `axis` naming the varied value, `*` after
 /// an interrupted point's; the steady-state window's figures when a point computed one),
 /// then the best point.
@@ -206,24 +213,32 @@ pub fn render_sweep(
         return out;
     };
     let columns = sweep_columns(first);
-    let width = 14 + columns.len() * 13;
+    // Tables of at most SWEEP_COLUMNS figures, the axis repeated in each, so that no line
+    // is wider than 100 columns (one table of 13 figures was 183 wide).
+    let width = SWEEP_AXIS_WIDTH + columns.len().min(SWEEP_COLUMNS) * SWEEP_COLUMN_WIDTH;
     let _ = writeln!(out, "{:=^width$}", " Sweep Summary (latencies in ms) ");
-    let _ = write!(out, "{axis:<14}");
-    for c in &columns {
-        let _ = write!(out, "{:>13}", short(&c.label));
-    }
-    out.push('\n');
-    for (i, (v, figs)) in values.iter().zip(&all).enumerate() {
-        let mark = if was_interrupted(interrupted, i) {
-            "*"
-        } else {
-            ""
-        };
-        let _ = write!(out, "{:<14}", format!("{v}{mark}"));
-        for c in &columns {
-            let _ = write!(out, "{:>13.2}", value(figs, &c.key).unwrap_or(f64::NAN));
+    for (t, table) in columns.chunks(SWEEP_COLUMNS).enumerate() {
+        if t > 0 {
+            out.push('\n');
+        }
+        let _ = write!(out, "{axis:<SWEEP_AXIS_WIDTH$}");
+        for c in table {
+            let _ = write!(out, "{:>SWEEP_COLUMN_WIDTH$}", short(&c.label));
         }
         out.push('\n');
+        for (i, (v, figs)) in values.iter().zip(&all).enumerate() {
+            let mark = if was_interrupted(interrupted, i) {
+                "*"
+            } else {
+                ""
+            };
+            let _ = write!(out, "{:<SWEEP_AXIS_WIDTH$}", format!("{v}{mark}"));
+            for c in table {
+                let figure = value(figs, &c.key).unwrap_or(f64::NAN);
+                let _ = write!(out, "{figure:>SWEEP_COLUMN_WIDTH$.2}");
+            }
+            out.push('\n');
+        }
     }
     let any_interrupted = (0..all.len()).any(|i| was_interrupted(interrupted, i));
     if any_interrupted {
@@ -571,6 +586,8 @@ mod tests {
         assert!(table.contains("\n4*  "), "{table}");
         assert!(table.contains("Best point: max_concurrency 2 "), "{table}");
         assert!(table.contains("* interrupted: partial figures"), "{table}");
+        let widest = table.lines().map(str::len).max().unwrap_or(0);
+        assert!(widest <= 100, "a sweep table line of {widest} columns:\n{table}");
         let files = [None, None, None];
         let text = sweep_json(
             "max_concurrency",
