@@ -1444,3 +1444,15 @@ fn help_for_a_keyword_nothing_matches_is_a_usage_error() {
     );
     assert!(help_text(&["--help=ramp"]).contains("--ramp-up-strategy"));
 }
+
+#[test]
+fn save_detailed_without_a_result_file_is_said() {
+    let c = ok(&["--mock-server", "--save-detailed"]);
+    assert!(
+        c.warnings.iter().any(|w| w.starts_with("--save-detailed ")),
+        "{:?}",
+        c.warnings
+    );
+    let c = ok(&["--mock-server", "--save-detailed", "--save-result"]);
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+}

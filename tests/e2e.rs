@@ -598,7 +598,10 @@ fn bad_input_is_one_line_and_exit_2() {
     // No server: said first, with what to check, and no hint about --model or --tokenizer
     // (neither can make a missing server answer).
     let missing = format!("no server is reachable at {unreachable} (cannot connect to");
-    assert_refused(&["--base-url", &unreachable, "--num-prompts", "2"], &missing);
+    assert_refused(
+        &["--base-url", &unreachable, "--num-prompts", "2"],
+        &missing,
+    );
     assert_refused(
         &[
             "--base-url",
@@ -1289,4 +1292,40 @@ fn version_is_printed_fast_path_and_matches_clap() {
         assert!(out.status.success());
         assert_eq!(String::from_utf8_lossy(&out.stdout), clap_text, "{flag}");
     }
+}
+
+/// `--num-cores 2 --mock-server` on two cores: the mock keeps one, and the run says so
+/// instead of printing "Engine: 1 cores" unexplained; without --num-cores it says nothing.
+#[test]
+fn num_cores_taken_by_the_embedded_mock_is_noted() {
+    if vllm_bench::runtime::available_cores().len() != 2 {
+        eprintln!("SKIP: needs exactly two cores");
+        return;
+    }
+    let dir = TempDir::new("cores");
+    let small = [
+        "--mock-server",
+        "--num-prompts",
+        "2",
+        "--random-input-len",
+        "8",
+    ];
+    let mut args = small.to_vec();
+    args.extend([
+        "--random-output-len",
+        "2",
+        "--disable-tqdm",
+        "--num-cores",
+        "2",
+    ]);
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("note: the client runs on 1 of the 2 cores asked for"),
+        "{}",
+        run.stderr
+    );
+    let run = vllm_bench(&args[..args.len() - 2], dir.path());
+    assert!(!run.stderr.contains("cores asked for"), "{}", run.stderr);
 }

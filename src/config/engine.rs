@@ -22,6 +22,8 @@ pub struct EngineConfig {
     pub local_addrs: usize,
     /// How long requests in flight may still run after Ctrl-C (`--interrupt-grace-sec`).
     pub interrupt_grace: Duration,
+    /// `--num-cores` or `VLLM_BENCH_CORES` was given (else every available core).
+    pub num_cores_asked: bool,
     /// SSE events one response may send before it fails (`--max-response-events`).
     pub max_response_events: u32,
 }
@@ -49,6 +51,7 @@ pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
     };
     Ok(EngineConfig {
         num_cores,
+        num_cores_asked: e.num_cores.is_some(),
         io_driver: e.io_driver,
         connect_timeout: timeout("--connect-timeout-sec", e.connect_timeout_sec)?,
         request_timeout: timeout("--request-timeout-sec", e.request_timeout_sec)?,

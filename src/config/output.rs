@@ -87,6 +87,13 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
                 .to_owned(),
         );
     }
+    if o.save_detailed && !o.save_result && !o.append_result {
+        warnings.push(
+            "--save-detailed adds the per-request lists to the result file, and no file is \
+             written without --save-result (or --append-result); add one of them"
+                .to_owned(),
+        );
+    }
     let goodput = goodput(&o.goodput)?;
     if pooling && !goodput.is_empty() {
         warnings.push("pooling backends compute no goodput; ignoring --goodput".to_owned());

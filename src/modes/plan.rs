@@ -44,6 +44,15 @@ impl Plan {
             console.note(note);
         }
         let (client_cores, mock_core) = split_cores(config);
+        if config.engine.num_cores_asked && client_cores.len() < config.engine.num_cores {
+            console.note(format_args!(
+                "the client runs on {} of the {} cores asked for: --mock-server keeps core {} \
+                 for the embedded mock",
+                client_cores.len(),
+                config.engine.num_cores,
+                mock_core.map_or_else(|| "?".to_string(), |c| c.to_string())
+            ));
+        }
         let target = Arc::new(Target::resolve(config, driver, mock_core, console)?);
         if target.mock.is_none() && config.request.ready_check_timeout_sec == 0 && !config.dry_run {
             // With a ready check, waiting for the server to come up is what was asked for.

@@ -587,7 +587,10 @@ mod tests {
         assert!(table.contains("Best point: max_concurrency 2 "), "{table}");
         assert!(table.contains("* interrupted: partial figures"), "{table}");
         let widest = table.lines().map(str::len).max().unwrap_or(0);
-        assert!(widest <= 100, "a sweep table line of {widest} columns:\n{table}");
+        assert!(
+            widest <= 100,
+            "a sweep table line of {widest} columns:\n{table}"
+        );
         let files = [None, None, None];
         let text = sweep_json(
             "max_concurrency",
