@@ -6,6 +6,7 @@ mod cli;
 mod closed_output;
 mod compare;
 mod datasets;
+mod doc_examples;
 mod docs;
 mod e2e;
 mod engine;
