@@ -137,7 +137,9 @@ impl Config {
         let engine = engine::resolve(&cli)?;
         let shard = shard::resolve(&cli)?;
         let dry_run = cli.request.dry_run;
-        if dry_run && model.model.is_none() && model.tokenizer.is_none() {
+        // The embedded mock is part of this process: asking it for its model sends nothing.
+        let mock = server.location == ServerLocation::EmbeddedMock;
+        if dry_run && !mock && model.model.is_none() && model.tokenizer.is_none() {
             return Err(ConfigError::flag(
                 "--dry-run",
                 "needs --model or --tokenizer (no server is asked for its model)",

@@ -1456,3 +1456,11 @@ fn save_detailed_without_a_result_file_is_said() {
     let c = ok(&["--mock-server", "--save-detailed", "--save-result"]);
     assert!(c.warnings.is_empty(), "{:?}", c.warnings);
 }
+
+#[test]
+fn dry_run_against_the_embedded_mock_needs_no_model() {
+    let c = ok(&["--mock-server", "--dry-run"]);
+    assert!(c.dry_run);
+    let e = invalid(&["--base-url", "http://127.0.0.1:1", "--dry-run"]);
+    assert!(e.contains("needs --model or --tokenizer"), "{e}");
+}
