@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use rayon::prelude::*;
 
 use crate::backends::Api;
-use crate::config::{Config, DatasetParams};
+use crate::config::{Config, DatasetParams, ServerLocation};
 use crate::engine::{Engine, EngineOptions};
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
@@ -23,7 +24,7 @@ use super::trace::TraceReplay;
 pub struct Plan {
     pub target: Arc<Target>,
     pub model_id: String,
-    pub tokenizer: Option<Tokenizer>,
+    pub tokenizer: Option<Arc<Tokenizer>>,
     pub trace: Option<TraceReplay>,
     pub prepared: Prepared,
     pub engine_opts: EngineOptions,
@@ -41,7 +42,13 @@ impl Plan {
             eprintln!("note: {note}");
         }
         let (client_cores, mock_core) = split_cores(config);
-        let target = Arc::new(Target::resolve(config, driver, mock_core)?);
+        let mock_tokenizer = mock_tokenizer(config)?;
+        let target = Arc::new(Target::resolve(
+            config,
+            driver,
+            mock_core,
+            mock_tokenizer.clone(),
+        )?);
         let model_id = match (&config.model.model, &config.model.tokenizer) {
             (Some(m), _) => m.clone(),
             // --dry-run sends nothing, so it must not ask the server for its model either.
@@ -53,9 +60,13 @@ impl Plan {
             println!("{}", TraceReplay::load(config, p)?.stats());
             return Ok(None);
         }
-        let tokenizer = load_tokenizer(config, &target, &model_id)?;
-        let Some((dataset, prepared)) =
-            on_scratch_threads(|| build_requests(config, &target, &model_id, tokenizer.as_ref()))?
+        let tokenizer = match mock_tokenizer {
+            Some(t) => Some(t),
+            None => load_tokenizer(config, &target, &model_id)?.map(Arc::new),
+        };
+        let Some((dataset, prepared)) = on_scratch_threads(|| {
+            build_requests(config, &target, &model_id, tokenizer.as_deref())
+        })?
         else {
             return Ok(None);
         };
@@ -170,6 +181,19 @@ fn load_tokenizer(
     Ok(Some(tok))
 }
 
+/// With `--mock-server`, an explicit `--tokenizer` is loaded before the mock starts: the mock
+/// counts prompt tokens with it, so the server's counts are the client's (see
+/// [`crate::mock::MockConfig::tokenizer`]). It must load, as in [`load_tokenizer`].
+fn mock_tokenizer(config: &Config) -> Result<Option<Arc<Tokenizer>>> {
+    let id = match (&config.server.location, &config.model.tokenizer) {
+        (ServerLocation::EmbeddedMock, Some(id)) if !config.model.skip_tokenizer_init => id,
+        _ => return Ok(None),
+    };
+    let mode = config.model.tokenizer_mode.parse();
+    let opts = TokenizerOptions::new(id.as_str()).mode(mode.map_err(anyhow::Error::msg)?);
+    Ok(Some(Arc::new(Tokenizer::load(&opts)?)))
+}
+
 /// Python 0.33 re-aligns random text prompts to the server's own tokenizer.
 fn needs_alignment(config: &Config) -> bool {
     matches!(&config.dataset.params, DatasetParams::Random(p) if !p.prompt_token_ids)
@@ -209,6 +233,10 @@ fn build_requests(
         }
     }?
     .with_probe(probe(config, target, api, &model_name)?);
+    if let Some(mock) = &target.mock {
+        // Here, before the clock, rather than on the mock's core during the run.
+        mock.count_ahead(prepared.requests.par_iter().map(|r| r.to_vec()));
+    }
     Ok(Some((dataset, prepared)))
 }
 
