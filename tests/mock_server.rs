@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use vllm_bench::mock::{AfterCrash, Crash, FaultConfig, FaultKind, MockConfig, MockServer};
 use vllm_bench::runtime::{resolve_driver, DriverChoice};
+use vllm_bench::tokenizer::{Tokenizer, TokenizerOptions};
 
 /// Every socket read gives up after this long, so no test can hang.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -314,8 +315,8 @@ fn chat_stream_opens_with_the_role_chunk() {
         .collect();
     assert_eq!(contents, [" tok tok tok", " tok tok tok", " tok"]);
     assert_eq!(json[3]["choices"][0]["finish_reason"], "length");
-    // List content counts 1 prompt token (golden rule).
-    assert_eq!(json[4]["usage"]["prompt_tokens"], 1);
+    // List content counts the words of its text.
+    assert_eq!(json[4]["usage"]["prompt_tokens"], 4);
     assert_eq!(json[4]["usage"]["completion_tokens"], 7);
 
     // Without include_usage there is no usage chunk; max_tokens works for chat too.
@@ -1347,4 +1348,277 @@ fn binary_serves_until_sigterm_and_writes_the_request_log() {
             assert!(report[group][key].is_f64(), "{group}.{key} in {text}");
         }
     }
+}
+
+/// The Qwen3 tokenizer of the shared fixtures: its directory and the tokenizer itself.
+fn qwen3() -> (std::path::PathBuf, Arc<Tokenizer>) {
+    let dir = crate::util::shared_dir().join("fixtures/tokenizers/qwen3");
+    let tok = Tokenizer::load(&TokenizerOptions::new(dir.to_str().unwrap())).expect("qwen3 loads");
+    (dir, Arc::new(tok))
+}
+
+#[test]
+fn a_real_tokenizer_counts_prompts_and_serves_tokenize_and_detokenize() {
+    let (_, tok) = qwen3();
+    let server = start(MockConfig {
+        tokenizer: Some(Arc::clone(&tok)),
+        ..MockConfig::default()
+    });
+    let text = "Tokenizers disagree, don't they? Ünïcode and    spaces\n too.";
+    let n = tok.count_tokens(text) as u64;
+    assert_ne!(
+        n,
+        text.split_whitespace().count() as u64,
+        "a text the toy counts differently"
+    );
+    let quoted = serde_json::to_string(text).unwrap();
+    let chat = format!(
+        r#"{{"messages":[{{"role":"user","content":[{{"type":"text","text":{quoted}}},
+            {{"type":"image_url","image_url":{{"url":"data:image/png;base64,AAAA"}}}}]}}],"max_completion_tokens":2}}"#
+    );
+    let v = request(&server, "/v1/chat/completions", &chat).json();
+    assert_eq!(
+        v["usage"]["prompt_tokens"], n,
+        "content parts: their text, images 0"
+    );
+    let completion = format!(r#"{{"prompt":{quoted},"max_tokens":2}}"#);
+    let v = request(&server, "/v1/completions", &completion).json();
+    assert_eq!(v["usage"]["prompt_tokens"], n);
+    let v = request(&server, "/v1/completions", &completion).json();
+    assert_eq!(
+        v["usage"]["prompt_tokens"], n,
+        "a cached count is the same count"
+    );
+    let embed = format!(r#"{{"input":[{quoted},"one more"]}}"#);
+    let v = request(&server, "/v1/embeddings", &embed).json();
+    assert_eq!(
+        v["usage"]["prompt_tokens"],
+        n + tok.count_tokens("one more") as u64
+    );
+
+    let body = format!(r#"{{"prompt":{quoted},"add_special_tokens":false}}"#);
+    let v = request(&server, "/tokenize", &body).json();
+    let ids: Vec<u32> = serde_json::from_value(v["tokens"].clone()).unwrap();
+    assert_eq!(ids, tok.encode(text, false).unwrap());
+    assert_eq!(v["count"], n);
+    let body = serde_json::json!({ "tokens": ids }).to_string();
+    let v = request(&server, "/detokenize", &body).json();
+    assert_eq!(v["prompt"], text);
+    let resp = request(&server, "/detokenize", r#"{"tokens":[1,-1]}"#);
+    assert_eq!(resp.status, 400);
+    let err = String::from_utf8_lossy(&resp.body);
+    assert!(err.contains("token id -1 is out of range"), "{err}");
+}
+
+#[test]
+fn counted_ahead_prompts_are_served_with_the_same_counts() {
+    let (_, tok) = qwen3();
+    let server = start(MockConfig {
+        tokenizer: Some(Arc::clone(&tok)),
+        ..MockConfig::default()
+    });
+    let texts = ["first prompt, counted ahead", "second: ünïcode"];
+    let requests: Vec<Vec<u8>> = texts
+        .iter()
+        .map(|t| {
+            let body = serde_json::json!({
+                "messages": [{"role": "user", "content": [{"type": "text", "text": t}]}],
+                "max_completion_tokens": 1,
+            })
+            .to_string();
+            format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        })
+        .chain([
+            b"GET /health HTTP/1.1\r\n\r\n".to_vec(),
+            b"not http".to_vec(),
+        ])
+        .collect();
+    use rayon::prelude::*;
+    server.count_ahead(requests.par_iter());
+    for t in texts {
+        let body = serde_json::json!({
+            "messages": [{"role": "user", "content": [{"type": "text", "text": t}]}],
+            "max_completion_tokens": 1,
+        })
+        .to_string();
+        let v = request(&server, "/v1/chat/completions", &body).json();
+        assert_eq!(
+            v["usage"]["prompt_tokens"],
+            tok.count_tokens(t) as u64,
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn binary_tokenizer_flag_counts_with_that_tokenizer_and_refuses_a_bad_path() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+
+    let bin = env!("CARGO_BIN_EXE_mock-llm-server");
+    let (dir, tok) = qwen3();
+    let missing = dir.join("no-such-dir");
+    let out = Command::new(bin)
+        .arg("--tokenizer")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--tokenizer") && err.contains("no-such-dir"),
+        "{err}"
+    );
+
+    // Both forms: the directory, and the tokenizer.json in it.
+    for path in [dir.clone(), dir.join("tokenizer.json")] {
+        let mut child = Command::new(bin)
+            .args(["--port", "0", "--io-driver", "epoll", "--tokenizer"])
+            .arg(&path)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        let addr: SocketAddr = line
+            .strip_prefix("listening on http://")
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| panic!("{line}"))
+            .parse()
+            .unwrap();
+        let text = "Hello, world: counted by Qwen3's tokenizer.";
+        let mut c = Client::connect(addr);
+        c.post(
+            "/v1/completions",
+            &serde_json::json!({ "prompt": text, "max_tokens": 1 }).to_string(),
+            "",
+        );
+        let v = c.read_response().json();
+        assert_eq!(v["usage"]["prompt_tokens"], tok.count_tokens(text) as u64);
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "mock-llm-server did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `vllm-bench --mock-server` for each backend, with the mock's toy tokenizer or the
+/// client's `--tokenizer`: "Total input tokens" (and the saved total) is what the client
+/// planned, and the prompts are not re-aligned.
+fn input_totals_are_the_planned_ones(tokenizer: Option<(&std::path::Path, &Tokenizer)>) {
+    let dir = crate::util::TempDir::new("mock-totals");
+    let rows = [
+        (
+            "How many blocks are there?",
+            r#"{"prompt": "How many blocks are there?", "image_files": ["a.png", "https://h/b.jpg"]}"#,
+        ),
+        (
+            "Compare and contrast, please.",
+            r#"{"content": [{"type": "text", "text": "Compare "}, {"type": "image", "image": "c.png"}, {"type": "text", "text": "and contrast, please."}]}"#,
+        ),
+    ];
+    let jsonl = dir.path().join("images.jsonl");
+    let lines: Vec<&str> = rows.iter().map(|r| r.1).collect();
+    std::fs::write(&jsonl, lines.join("\n") + "\n").unwrap();
+    let count = |t: &str| match tokenizer {
+        Some((_, tok)) => tok.count_tokens(t),
+        None => t.split_whitespace().count(),
+    };
+    let image_tokens: usize = rows.iter().map(|r| count(r.0)).sum();
+    let (n, len, out) = (3usize, 24usize, 4usize);
+    let jsonl = jsonl.to_str().unwrap();
+    let cases: [(&str, &[&str], usize); 7] = [
+        ("completions", &["--backend", "openai"], n * len),
+        ("chat", &["--backend", "openai-chat"], n * len),
+        ("embeddings", &["--backend", "openai-embeddings"], n * len),
+        (
+            "embeddings-chat",
+            &["--backend", "openai-embeddings-chat"],
+            n * len,
+        ),
+        (
+            "random-mm",
+            &["--backend", "openai-chat", "--dataset-name", "random-mm"],
+            n * len,
+        ),
+        (
+            "custom_image",
+            &[
+                "--backend",
+                "openai-chat",
+                "--dataset-name",
+                "custom_image",
+                "--dataset-path",
+                jsonl,
+                "--num-prompts",
+                "2",
+            ],
+            image_tokens,
+        ),
+        // 3 turns with full history: turn k sends k user messages and k - 1 answers.
+        (
+            "multi-turn",
+            &["--backend", "openai-chat", "--multi-turn"],
+            n * (6 * len + 3 * out),
+        ),
+    ];
+    for (name, args, expected) in cases {
+        let (n, len, out) = (n.to_string(), len.to_string(), out.to_string());
+        let mut argv = vec![
+            "--mock-server",
+            "--num-prompts",
+            &n,
+            "--random-input-len",
+            &len,
+            "--random-output-len",
+            &out,
+            "--save-result",
+            "--result-filename",
+            "r.json",
+        ];
+        argv.extend_from_slice(args);
+        let tok_path;
+        if let Some((path, _)) = tokenizer {
+            tok_path = path.to_str().unwrap().to_string();
+            argv.extend(["--tokenizer", &tok_path]);
+        }
+        let run = crate::util::vllm_bench(&argv, dir.path());
+        assert_eq!(run.code, 0, "{name}: {}", run.stderr);
+        for stream in [&run.stdout, &run.stderr] {
+            assert!(!stream.contains("mismatch"), "{name}: {stream}");
+        }
+        let line = run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("Total input tokens:"))
+            .unwrap_or_else(|| panic!("{name}: {}", run.stdout));
+        assert_eq!(
+            line.split_whitespace().nth(3),
+            Some(&*expected.to_string()),
+            "{name}: {line}"
+        );
+        let saved: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+        assert_eq!(saved["total_input_tokens"], expected, "{name}");
+    }
+}
+
+#[test]
+fn mock_input_token_totals_are_the_planned_ones_for_every_backend() {
+    input_totals_are_the_planned_ones(None);
+}
+
+#[test]
+fn mock_input_token_totals_are_the_planned_ones_with_the_clients_tokenizer() {
+    let (dir, tok) = qwen3();
+    input_totals_are_the_planned_ones(Some((&dir, &tok)));
 }

@@ -4,14 +4,16 @@
 
 use std::io::Write;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use vllm_bench::mock::{AfterCrash, Crash, FaultConfig, MockConfig, MockServer, TimingReport};
 use vllm_bench::runtime::DriverChoice;
+use vllm_bench::tokenizer::Tokenizer;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -134,6 +136,30 @@ struct Args {
     /// Answer /metrics with 404 (like the mock of the golden runs).
     #[arg(long)]
     no_metrics: bool,
+    /// Count prompt tokens (usage.prompt_tokens) and serve /tokenize and /detokenize with
+    /// this Hugging Face tokenizer (a tokenizer.json, or a directory holding one), e.g. the
+    /// client's --tokenizer, so its input-token totals are the ones it planned. Without it:
+    /// a toy tokenizer (one token per whitespace-separated word). Neither adds special
+    /// tokens or applies a chat template: a chat message counts its text.
+    #[arg(long, value_name = "PATH")]
+    tokenizer: Option<PathBuf>,
+}
+
+/// `--tokenizer PATH`: a `tokenizer.json`, or a directory holding one.
+fn load_tokenizer(path: &Path) -> Result<Tokenizer, String> {
+    let file = if path.is_dir() {
+        path.join("tokenizer.json")
+    } else {
+        path.to_path_buf()
+    };
+    if !file.is_file() {
+        return Err(format!(
+            "--tokenizer {}: no such file; give a tokenizer.json or a directory holding one",
+            file.display()
+        ));
+    }
+    Tokenizer::from_hf_file(&path.to_string_lossy(), &file)
+        .map_err(|e| format!("--tokenizer {}: {e:#}", file.display()))
 }
 
 /// Milliseconds (fractions allowed) as a `Duration`.
@@ -176,7 +202,7 @@ fn fraction(s: &str) -> Result<f64, String> {
 }
 
 impl Args {
-    fn into_config(self) -> MockConfig {
+    fn into_config(self, tokenizer: Option<Tokenizer>) -> MockConfig {
         let zero_if_firehose = |d: Duration| if self.firehose { Duration::ZERO } else { d };
         MockConfig {
             host: self.host,
@@ -218,6 +244,7 @@ impl Args {
             }),
             model: self.model,
             core_ids: self.core_ids,
+            tokenizer: tokenizer.map(Arc::new),
             ..MockConfig::default()
         }
     }
@@ -265,7 +292,14 @@ fn main() -> ExitCode {
     };
     let log_path = args.request_log.clone();
     let timing_path = args.timing_report.clone();
-    let cfg = args.into_config();
+    let tokenizer = match args.tokenizer.as_deref().map(load_tokenizer).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mock-llm-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cfg = args.into_config(tokenizer);
     if let Err(e) = cfg.validate() {
         eprintln!("mock-llm-server: {e}");
         return ExitCode::from(2);

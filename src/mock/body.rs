@@ -2,24 +2,33 @@
 //!
 //! Prompts are never materialised as `serde_json::Value`s: a visitor walks the prompt
 //! (`prompt`, `messages`, `input`, `query`, `documents`) once and produces a [`Digest`]:
-//! - `tokens`: the prompt token count, by the golden mock's rules —
-//!   a token-id list counts its length; a string counts its whitespace-separated words
-//!   (at least 1); a chat message counts its words when `content` is a string and **1**
-//!   otherwise; anything else (an object, a number) counts 1;
+//! - `tokens`: the prompt token count, by the body's [`PromptTokenizer`] (the toy one, or the
+//!   client's: see [`parse_prompts`]) —
+//!   a token-id list counts its length; a string counts its tokens (at least 1, the golden
+//!   mock's rule); a chat message counts the tokens of its text: a string `content`, or the
+//!   `text` of its `{"type": "text"}` parts concatenated (as the client joins them when it
+//!   plans a prompt); image, audio and video parts, and a message without text, count 0
+//!   (vLLM counts an image's placeholder tokens, which the client does not plan); any other
+//!   prompt value (an object, a number) counts 1;
 //! - `hash`: a structural FNV-1a hash of the value (type-tagged, so `"1"` ≠ `1`, and
 //!   independent of JSON whitespace) — equal prompts give equal hashes;
 //! - `items`: one hash per input (a string or a token-id list is one input, a list of them
 //!   is several) for embeddings and rerank;
 //! - `blocks`: chained hashes of each full 16-token block of toy token ids (words through
-//!   [`toy_tokenizer`](super::toy_tokenizer), ids as given, one synthetic id per non-string
-//!   chat content), for the toy prefix cache.
+//!   [`toy_tokenizer`](super::toy_tokenizer), ids as given), for the toy prefix cache. They
+//!   stay toy ids with a real tokenizer too: the cache is a toy either way.
 
 use std::fmt;
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::hash::Fnv64;
+use super::prompt_tokenizer::PromptTokenizer;
 use super::toy_tokenizer::word_id;
 
 /// Tokens per prefix-cache block (vLLM's default block size).
@@ -40,9 +49,54 @@ pub struct Digest {
     pub blocks: Vec<u64>,
 }
 
+thread_local! {
+    /// The tokenizer of the body [`parse_prompts`] is reading on this thread (`None`: the
+    /// toy one). A thread-local because serde's derived field visitors cannot carry it down
+    /// to the prompt visitors.
+    static COUNTING: RefCell<Option<Arc<PromptTokenizer>>> = const { RefCell::new(None) };
+}
+
+/// Parses a model request body whose prompts are counted with `tokenizer`.
+pub fn parse_prompts<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
+    tokenizer: &Arc<PromptTokenizer>,
+) -> Result<T, InvalidBody> {
+    /// Puts the previous tokenizer back, even when parsing unwinds.
+    struct Restore(Option<Arc<PromptTokenizer>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            COUNTING.with(|c| *c.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(COUNTING.with(|c| c.replace(Some(Arc::clone(tokenizer)))));
+    parse(body)
+}
+
+/// Every prompt-like field of any model request body: parsed for the counts it leaves in
+/// the tokenizer's cache, never read.
+#[allow(dead_code)]
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct AnyPrompts {
+    prompt: Option<Text>,
+    messages: Option<Messages>,
+    input: Option<Text>,
+    query: Option<Text>,
+    documents: Option<Text>,
+}
+
+/// Counts the prompts of a model request body with `tokenizer` (which caches the counts); a
+/// body that is not JSON is left alone.
+pub fn count_ahead(body: &[u8], tokenizer: &Arc<PromptTokenizer>) {
+    let _ = parse_prompts::<AnyPrompts>(body, tokenizer);
+}
+
 /// Accumulates a [`Digest`] while a visitor walks the value.
 #[derive(Default)]
 struct Acc {
+    /// Counts the tokens of text (`None`: the toy tokenizer).
+    tokenizer: Option<Arc<PromptTokenizer>>,
     tokens: u64,
     hash: Fnv64,
     items: Vec<u64>,
@@ -52,6 +106,27 @@ struct Acc {
 }
 
 impl Acc {
+    /// An accumulator counting with the tokenizer of the body being parsed.
+    fn new() -> Acc {
+        Acc {
+            tokenizer: COUNTING.with(|c| c.borrow().clone()),
+            ..Acc::default()
+        }
+    }
+
+    /// Tokens of `text`; feeds its toy ids to the block chain.
+    fn count(&mut self, text: &str) -> u64 {
+        let mut words = 0u64;
+        for w in text.split_whitespace() {
+            self.push_id(u64::from(word_id(w)));
+            words += 1;
+        }
+        match &self.tokenizer {
+            Some(t) => t.count(text),
+            None => words,
+        }
+    }
+
     fn push_id(&mut self, id: u64) {
         if self.blocks.len() >= MAX_BLOCKS {
             return;
@@ -64,15 +139,15 @@ impl Acc {
         }
     }
 
-    /// A string counted as words (at least 1); feeds the hash and the block chain.
-    fn words(&mut self, s: &str, hash: &mut Fnv64) {
+    /// A prompt string: its tokens, at least 1; feeds the hash and the block chain.
+    fn prompt(&mut self, s: &str, hash: &mut Fnv64) {
         hash_str(hash, s);
-        let mut n = 0u64;
-        for w in s.split_whitespace() {
-            self.push_id(u64::from(word_id(w)));
-            n += 1;
-        }
-        self.tokens += n.max(1);
+        self.tokens += self.count(s).max(1);
+    }
+
+    /// A chat message's text: its tokens, 0 included.
+    fn message_text(&mut self, s: &str) {
+        self.tokens += self.count(s);
     }
 
     fn finish(self) -> Digest {
@@ -108,7 +183,7 @@ pub struct Text(pub Digest);
 
 impl<'de> Deserialize<'de> for Text {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut acc = Acc::default();
+        let mut acc = Acc::new();
         d.deserialize_any(TextVisitor(&mut acc))?;
         Ok(Text(acc.finish()))
     }
@@ -125,7 +200,7 @@ impl<'de> Visitor<'de> for TextVisitor<'_> {
 
     fn visit_str<E: de::Error>(self, s: &str) -> Result<(), E> {
         let mut item = Fnv64::new();
-        self.0.words(s, &mut item);
+        self.0.prompt(s, &mut item);
         hash_str(&mut self.0.hash, s);
         self.0.items.push(item.finish());
         Ok(())
@@ -231,7 +306,7 @@ impl<'de> Visitor<'de> for ElemSeed<'_> {
 
     fn visit_str<E: de::Error>(self, s: &str) -> Result<u64, E> {
         let mut item = Fnv64::new();
-        self.acc.words(s, &mut item);
+        self.acc.prompt(s, &mut item);
         hash_str(&mut self.acc.hash, s);
         self.acc.items.push(item.finish());
         Ok(0)
@@ -408,13 +483,13 @@ impl<'de> Visitor<'de> for HashVisitor<'_> {
     }
 }
 
-/// A chat `messages` list: each message's `content` counted by the golden rule.
+/// A chat `messages` list: each message counted by its text (see the module doc).
 #[derive(Debug, Default, Clone)]
 pub struct Messages(pub Digest);
 
 impl<'de> Deserialize<'de> for Messages {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let mut acc = Acc::default();
+        let mut acc = Acc::new();
         d.deserialize_seq(MessagesVisitor(&mut acc))?;
         let mut digest = acc.finish();
         // A conversation is one input.
@@ -461,23 +536,15 @@ impl<'de> Visitor<'de> for MessageSeed<'_> {
         let acc = self.0;
         let mut hash = acc.hash;
         hash.write_u8(TAG_MAP);
-        let mut counted = false;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             hash_str(&mut hash, &key);
             if key == "content" {
-                map.next_value_seed(ContentSeed {
-                    acc: &mut *acc,
-                    hash: &mut hash,
-                })?;
-                counted = true;
+                // No content at all (e.g. an assistant tool call) has no text: 0 tokens.
+                let text = map.next_value_seed(ContentSeed(&mut hash))?;
+                acc.message_text(text.as_deref().unwrap_or(""));
             } else {
                 map.next_value_seed(HashVisitor(&mut hash))?;
             }
-        }
-        if !counted {
-            // No content at all (e.g. an assistant tool call): "otherwise" counts 1.
-            acc.tokens += 1;
-            acc.push_id(u64::MAX);
         }
         hash.write_u8(TAG_END);
         acc.hash = hash;
@@ -485,83 +552,210 @@ impl<'de> Visitor<'de> for MessageSeed<'_> {
     }
 }
 
-/// A message's `content`: a string counts its words, anything else 1.
-struct ContentSeed<'a> {
-    acc: &'a mut Acc,
-    hash: &'a mut Fnv64,
-}
+/// A message's `content`, hashed: yields its text (a string, or its text parts
+/// concatenated), `None` when it has none.
+struct ContentSeed<'a>(&'a mut Fnv64);
 
 impl<'de> DeserializeSeed<'de> for ContentSeed<'_> {
-    type Value = ();
+    type Value = Option<Cow<'de, str>>;
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl ContentSeed<'_> {
-    /// Non-string content: 1 token whose toy id is the content's own hash.
-    fn other(self, feed: impl FnOnce(&mut Fnv64)) {
+    /// Content that is neither a string nor a list: hashed as one item, no text.
+    fn other<T>(self, feed: impl FnOnce(&mut Fnv64) -> T) -> T {
         let mut item = Fnv64::new();
-        feed(&mut item);
-        self.hash.write_u64(item.finish());
-        self.acc.tokens += 1;
-        self.acc.push_id(item.finish());
+        let out = feed(&mut item);
+        self.0.write_u64(item.finish());
+        out
     }
 }
 
 impl<'de> Visitor<'de> for ContentSeed<'_> {
-    type Value = ();
+    type Value = Option<Cow<'de, str>>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("message content")
     }
 
-    fn visit_str<E: de::Error>(self, s: &str) -> Result<(), E> {
-        self.acc.words(s, self.hash);
-        Ok(())
+    fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
+        hash_str(self.0, s);
+        Ok(Some(Cow::Borrowed(s)))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        let mut res = Ok(());
-        self.other(|h| res = HashVisitor(h).visit_seq(seq));
-        res
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+        hash_str(self.0, s);
+        Ok(Some(Cow::Owned(s.to_owned())))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
-        let mut res = Ok(());
-        self.other(|h| res = HashVisitor(h).visit_map(map));
-        res
+    /// Content parts: hashed as one item (as any other non-string content), their text
+    /// concatenated.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        self.other(|item| {
+            item.write_u8(TAG_SEQ);
+            let mut text: Option<Cow<'de, str>> = None;
+            while let Some(part) = seq.next_element_seed(PartSeed(&mut *item))? {
+                match (&mut text, part) {
+                    (_, None) => {}
+                    (None, Some(t)) => text = Some(t),
+                    (Some(all), Some(t)) => all.to_mut().push_str(&t),
+                }
+            }
+            item.write_u8(TAG_END);
+            Ok(text)
+        })
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.other(|h| h.write_u8(TAG_NULL));
-        Ok(())
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.other(|h| HashVisitor(h).visit_map(map).map(|()| None))
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
-        self.other(|h| h.write_u8(if v { TAG_TRUE } else { TAG_FALSE }));
-        Ok(())
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.other(|h| HashVisitor(h).visit_unit().map(|()| None))
     }
 
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
-        self.other(|h| {
-            h.write_u8(TAG_INT);
-            h.write_u64(v)
-        });
-        Ok(())
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        self.other(|h| HashVisitor(h).visit_bool(v).map(|()| None))
     }
 
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        self.other(|h| HashVisitor(h).visit_u64(v).map(|()| None))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
         self.visit_u64(v as u64)
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        self.other(|h| {
-            h.write_u8(TAG_FLOAT);
-            h.write_u64(v.to_bits())
-        });
-        Ok(())
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        self.other(|h| HashVisitor(h).visit_f64(v).map(|()| None))
+    }
+}
+
+/// One content part, hashed exactly as [`HashVisitor`] hashes it: yields the `text` of a
+/// `{"type": "text"}` part (a bare string part counts as text too), `None` for any other
+/// part (images, audio, video).
+struct PartSeed<'a>(&'a mut Fnv64);
+
+impl<'de> DeserializeSeed<'de> for PartSeed<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PartSeed<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a content part")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        self.0.write_u8(TAG_MAP);
+        let (mut kind, mut text) = (None, None);
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            hash_str(self.0, &key);
+            match &*key {
+                "type" => kind = map.next_value_seed(StrOrOther(&mut *self.0))?,
+                "text" => text = map.next_value_seed(StrOrOther(&mut *self.0))?,
+                _ => map.next_value_seed(HashVisitor(&mut *self.0))?,
+            }
+        }
+        self.0.write_u8(TAG_END);
+        Ok(text.filter(|_| kind.as_deref() == Some("text")))
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
+        StrOrOther(self.0).visit_borrowed_str(s)
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+        StrOrOther(self.0).visit_str(s)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        HashVisitor(self.0).visit_seq(seq).map(|()| None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        HashVisitor(self.0).visit_unit().map(|()| None)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        HashVisitor(self.0).visit_bool(v).map(|()| None)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        HashVisitor(self.0).visit_u64(v).map(|()| None)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        self.visit_u64(v as u64)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        HashVisitor(self.0).visit_f64(v).map(|()| None)
+    }
+}
+
+/// Any value, hashed as [`HashVisitor`] hashes it; yields it when it is a string.
+struct StrOrOther<'a>(&'a mut Fnv64);
+
+impl<'de> DeserializeSeed<'de> for StrOrOther<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrOrOther<'_> {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
+        hash_str(self.0, s);
+        Ok(Some(Cow::Borrowed(s)))
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+        hash_str(self.0, s);
+        Ok(Some(Cow::Owned(s.to_owned())))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        HashVisitor(self.0).visit_seq(seq).map(|()| None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        HashVisitor(self.0).visit_map(map).map(|()| None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        HashVisitor(self.0).visit_unit().map(|()| None)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        HashVisitor(self.0).visit_bool(v).map(|()| None)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        HashVisitor(self.0).visit_u64(v).map(|()| None)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        self.visit_u64(v as u64)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        HashVisitor(self.0).visit_f64(v).map(|()| None)
     }
 }
 
@@ -636,6 +830,10 @@ pub struct TokenizeBody<'a> {
     /// llama.cpp field.
     #[serde(borrow)]
     pub content: Option<std::borrow::Cow<'a, str>>,
+    /// vLLM's switch for the tokenizer's BOS/EOS (default on).
+    pub add_special_tokens: Option<bool>,
+    /// llama.cpp's name for it.
+    pub add_special: Option<bool>,
 }
 
 /// `POST /detokenize`.
@@ -686,12 +884,69 @@ mod tests {
     }
 
     #[test]
-    fn chat_string_content_counts_words_list_content_counts_one() {
+    fn chat_content_parts_count_as_their_text() {
         let b = gen(r#"{"messages":[{"role":"system","content":"be brief"},
                 {"role":"user","content":[{"type":"text","text":"many words here"}]}]}"#);
-        assert_eq!(b.messages.unwrap().0.tokens, 2 + 1);
-        let b = gen(r#"{"messages":[{"role":"assistant","content":null}]}"#);
-        assert_eq!(b.messages.unwrap().0.tokens, 1);
+        assert_eq!(b.messages.unwrap().0.tokens, 2 + 3);
+        // Text parts concatenated as the client joins them ("Compare " + "and" + "mo" "re"
+        // is "Compare andmore": 2 words), "type" in any position; images count nothing.
+        let b = gen(r#"{"messages":[{"role":"user","content":[
+                {"type":"text","text":"Compare "},
+                {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},
+                {"text":"and","type":"text"},
+                {"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},
+                {"type":"text","text":"mo"},"re"]}]}"#);
+        assert_eq!(b.messages.unwrap().0.tokens, 2);
+        // Escaped text is counted unescaped.
+        let b = gen(
+            r#"{"messages":[{"role":"user","content":[{"type":"text","text":"a\u0020b\nc"}]}]}"#,
+        );
+        assert_eq!(b.messages.unwrap().0.tokens, 3);
+        // No text at all: 0 (an image-only message, an assistant tool call).
+        for content in [
+            r#"[{"type":"image_url","image_url":{"url":"x"}}]"#,
+            "null",
+            "[]",
+        ] {
+            let b = gen(&format!(
+                r#"{{"messages":[{{"role":"assistant","content":{content}}}]}}"#
+            ));
+            assert_eq!(b.messages.unwrap().0.tokens, 0, "{content}");
+        }
+        let b = gen(r#"{"messages":[{"role":"assistant","tool_calls":[]}]}"#);
+        assert_eq!(b.messages.unwrap().0.tokens, 0);
+    }
+
+    #[test]
+    fn content_parts_hash_by_structure_not_only_by_text() {
+        let hash = |content: &str| {
+            gen(&format!(
+                r#"{{"messages":[{{"role":"user","content":{content}}}]}}"#
+            ))
+            .messages
+            .unwrap()
+            .0
+            .hash
+        };
+        let one = hash(r#"[{"type":"text","text":"hi"}]"#);
+        assert_eq!(one, hash(r#"[ {"type" : "text", "text" : "hi"} ]"#));
+        assert_ne!(one, hash(r#""hi""#));
+        assert_ne!(
+            hash(r#"[{"type":"text","text":"q"},{"type":"image_url","image_url":{"url":"a"}}]"#),
+            hash(r#"[{"type":"text","text":"q"},{"type":"image_url","image_url":{"url":"b"}}]"#)
+        );
+    }
+
+    #[test]
+    fn parse_prompts_counts_with_the_given_tokenizer_and_restores_the_toy_one() {
+        let toy = Arc::new(PromptTokenizer::default());
+        let body = br#"{"messages":[{"role":"user","content":[{"type":"text","text":"a b c"}]}]}"#;
+        let b: GenerationBody = parse_prompts(body, &toy).unwrap();
+        assert_eq!(b.messages.unwrap().0.tokens, 3);
+        assert!(
+            COUNTING.with(|c| c.borrow().is_none()),
+            "restored after parsing"
+        );
     }
 
     #[test]

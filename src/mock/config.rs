@@ -5,10 +5,12 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::faults::FaultConfig;
 use crate::runtime::DriverChoice;
+use crate::tokenizer::Tokenizer;
 
 /// Everything the mock server does, fixed at start.
 #[derive(Debug, Clone)]
@@ -77,6 +79,9 @@ pub struct MockConfig {
     pub response_headers: Vec<(String, String)>,
     /// Crash the whole server at one model request (see [`Crash`]); `None`: never.
     pub crash: Option<Crash>,
+    /// Count prompt tokens and serve `/tokenize` / `/detokenize` with this tokenizer (the
+    /// client's, so a run's input tokens are the ones it planned); `None`: the toy tokenizer.
+    pub tokenizer: Option<Arc<Tokenizer>>,
 }
 
 /// A crash of the whole server, triggered by one model request: every connection open at
@@ -133,6 +138,7 @@ impl Default for MockConfig {
             padding: 0,
             response_headers: Vec::new(),
             crash: None,
+            tokenizer: None,
         }
     }
 }

@@ -12,6 +12,7 @@ use monoio::io::Canceller;
 use super::config::{AfterCrash, MockConfig};
 use super::lifecycle::Lifecycle;
 use super::prefix_cache::PrefixCache;
+use super::prompt_tokenizer::PromptTokenizer;
 use super::stats::{MockStats, Stats, WorkerCounters};
 use crate::engine::timer::Timers;
 
@@ -32,6 +33,8 @@ pub struct Shared {
     pub stats: Stats,
     /// Toy prefix cache.
     pub prefix: PrefixCache,
+    /// Counts prompt tokens; serves `/tokenize` and `/detokenize`.
+    pub tokenizer: Arc<PromptTokenizer>,
     /// Set by shutdown (and by a crash that stays down).
     pub stop: AtomicBool,
     /// Crashes so far (`MockConfig::crash`); each worker cuts its connections once per crash.
@@ -50,6 +53,7 @@ impl Shared {
         )
         .into_bytes();
         Shared {
+            tokenizer: Arc::new(PromptTokenizer::new(cfg.tokenizer.clone())),
             stats: Stats::new(cfg.workers),
             cfg,
             model_json,

@@ -10,7 +10,6 @@ use super::exchange::{error, Exchange, Request, Served};
 use super::model;
 use super::response::{self, HeadOpts};
 use super::routes::Route;
-use super::toy_tokenizer;
 
 /// Serves a routed request. Like every handler, it leaves the last bytes of the response
 /// in `ex.io.out`: the connection counts the request first and then writes them, so a
@@ -31,7 +30,7 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
             served
         }
         Route::Tokenize if shared.cfg.tokenize_endpoints => tokenize(shared, ex, req),
-        Route::Detokenize if shared.cfg.tokenize_endpoints => detokenize(ex, req),
+        Route::Detokenize if shared.cfg.tokenize_endpoints => detokenize(shared, ex, req),
         Route::Metrics | Route::Tokenize | Route::Detokenize => error(
             ex,
             req,
@@ -61,13 +60,14 @@ fn ok(ex: &mut Exchange, req: &Request<'_>, content_type: &str, body: &[u8]) -> 
     Served::new(200)
 }
 
-/// `POST /tokenize`: `{"count":N,"max_model_len":M,"tokens":[…],"token_strs":null}`.
+/// `POST /tokenize`: `{"tokens":[…],"count":N,"max_model_len":M,"token_strs":null}`.
 fn tokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> Served {
-    let text = match body::parse::<TokenizeBody>(req.body) {
-        Ok(b) => b.prompt.or(b.text).or(b.content),
+    let body = match body::parse::<TokenizeBody>(req.body) {
+        Ok(b) => b,
         Err(e) => return error(ex, req, 400, &e.to_string(), None),
     };
-    let Some(text) = text else {
+    let add_special = body.add_special_tokens.or(body.add_special).unwrap_or(true);
+    let Some(text) = body.prompt.or(body.text).or(body.content) else {
         return error(
             ex,
             req,
@@ -76,20 +76,23 @@ fn tokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> Served {
             None,
         );
     };
+    let ids = match shared.tokenizer.encode(&text, add_special) {
+        Ok(ids) => ids,
+        Err(e) => return error(ex, req, 400, &e.to_string(), None),
+    };
     let mut out = std::mem::take(&mut ex.scratch);
     out.clear();
     out.extend_from_slice(b"{\"tokens\":[");
-    let mut count = 0u64;
-    for id in toy_tokenizer::tokenize(&text) {
-        if count > 0 {
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
             out.push(b',');
         }
         let _ = write!(out, "{id}");
-        count += 1;
     }
     let _ = write!(
         out,
-        "],\"count\":{count},\"max_model_len\":{},\"token_strs\":null}}",
+        "],\"count\":{},\"max_model_len\":{},\"token_strs\":null}}",
+        ids.len(),
         shared.cfg.max_model_len
     );
     let served = ok(ex, req, response::JSON, &out);
@@ -98,7 +101,7 @@ fn tokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> Served {
 }
 
 /// `POST /detokenize`: `{"prompt":"…"}`.
-fn detokenize(ex: &mut Exchange, req: &Request<'_>) -> Served {
+fn detokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> Served {
     let tokens = match body::parse::<DetokenizeBody>(req.body) {
         Ok(b) => b.tokens,
         Err(e) => return error(ex, req, 400, &e.to_string(), None),
@@ -106,7 +109,10 @@ fn detokenize(ex: &mut Exchange, req: &Request<'_>) -> Served {
     let Some(tokens) = tokens else {
         return error(ex, req, 400, "detokenize request without \"tokens\"", None);
     };
-    let text = toy_tokenizer::detokenize(&tokens);
+    let text = match shared.tokenizer.decode(&tokens) {
+        Ok(text) => text,
+        Err(e) => return error(ex, req, 400, &e.to_string(), None),
+    };
     let body = serde_json::json!({ "prompt": text }).to_string();
     ok(ex, req, response::JSON, body.as_bytes())
 }

@@ -15,7 +15,8 @@
 //!   and shutdown closes every live connection, even one parked in a long sleep
 //!   (`lifecycle`).
 //! - Prompts are counted and hashed in one pass over the JSON (`body`), with a toy
-//!   tokenizer ([`toy_tokenizer`], public: tests may want its ids) and a toy prefix cache
+//!   tokenizer ([`toy_tokenizer`], public: tests may want its ids) or the client's own
+//!   ([`MockConfig::tokenizer`], `prompt_tokenizer`), and a toy prefix cache
 //!   (`prefix_cache`).
 //! - Optionally, the timeline actually emitted (when each content chunk was handed to the
 //!   kernel) is recorded for a [`TimingReport`] (`emission`): the ground truth a client's
@@ -43,6 +44,7 @@ mod io;
 mod lifecycle;
 mod model;
 mod prefix_cache;
+mod prompt_tokenizer;
 mod request;
 mod response;
 mod responses;

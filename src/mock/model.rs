@@ -194,7 +194,7 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
     match route {
         Route::Completions | Route::ChatCompletions => {
             let chat = route == Route::ChatCompletions;
-            let b: GenerationBody = body::parse(body)?;
+            let b: GenerationBody = body::parse_prompts(body, &ctx.shared.tokenizer)?;
             let prompt = if chat {
                 b.messages
                     .ok_or(BadRequest::Missing("chat", "\"messages\""))?
@@ -227,7 +227,7 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
             generation_job(ctx, seq, shape, prompt, wanted)
         }
         Route::Responses => {
-            let b: ResponsesBody = body::parse(body)?;
+            let b: ResponsesBody = body::parse_prompts(body, &ctx.shared.tokenizer)?;
             let prompt = b
                 .input
                 .ok_or(BadRequest::Missing("responses", "\"input\""))?
@@ -264,7 +264,7 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
             generation_job(ctx, seq, Shape::Transcription, prompt, wanted)
         }
         Route::Embeddings | Route::EmbeddingsInfinity | Route::Pooling | Route::PoolingV1 => {
-            let b: PoolingBody = body::parse(body)?;
+            let b: PoolingBody = body::parse_prompts(body, &ctx.shared.tokenizer)?;
             let prompt = match (b.input, b.messages) {
                 (Some(t), _) => t.0,
                 (None, Some(m)) => m.0,
@@ -281,7 +281,7 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
             })
         }
         _ => {
-            let b: RerankBody = body::parse(body)?;
+            let b: RerankBody = body::parse_prompts(body, &ctx.shared.tokenizer)?;
             let query = b.query.ok_or(BadRequest::Missing("rerank", "\"query\""))?.0;
             let docs = b
                 .documents

@@ -30,6 +30,9 @@ use std::time::Duration;
 use monoio::io::{CancelHandle, Canceller};
 use monoio::net::{ListenerOpts, TcpListener};
 
+use rayon::iter::ParallelIterator;
+
+use super::body;
 use super::config::MockConfig;
 use super::conn;
 use super::ctx::{Shared, WorkerCtx};
@@ -164,6 +167,23 @@ impl MockServer {
     pub fn reset_stats(&self) {
         self.shared.stats.reset();
         self.shared.prefix.reset();
+    }
+
+    /// Counts the prompts of `requests` (whole HTTP requests, as a client will send them)
+    /// now, in parallel, so that serving them later only looks their counts up: a client that
+    /// builds its requests before its clock starts keeps tokenization off the mock's cores
+    /// during the run. Only with a real [`MockConfig::tokenizer`] (toy counts cost less than
+    /// a lookup); requests without a JSON body are skipped.
+    pub fn count_ahead<R: AsRef<[u8]> + Send>(&self, requests: impl ParallelIterator<Item = R>) {
+        if self.shared.tokenizer.is_toy() {
+            return;
+        }
+        requests.for_each(|r| {
+            let r = r.as_ref();
+            if let Some(at) = memchr::memmem::find(r, b"\r\n\r\n") {
+                body::count_ahead(&r[at + 4..], &self.shared.tokenizer);
+            }
+        });
     }
 
     /// Stops every worker and joins them.

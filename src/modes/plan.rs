@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use rayon::prelude::*;
 
 use crate::backends::Api;
-use crate::config::{Config, DatasetParams};
+use crate::config::{Config, DatasetParams, ServerLocation};
 use crate::engine::{Engine, EngineOptions};
 use crate::output::stdio::Console;
 use crate::runtime::{available_cores, resolve_driver};
@@ -24,7 +25,7 @@ use super::trace::TraceReplay;
 pub struct Plan {
     pub target: Arc<Target>,
     pub model_id: String,
-    pub tokenizer: Option<Tokenizer>,
+    pub tokenizer: Option<Arc<Tokenizer>>,
     pub trace: Option<TraceReplay>,
     pub prepared: Prepared,
     pub engine_opts: EngineOptions,
@@ -53,7 +54,14 @@ impl Plan {
                 mock_core.map_or_else(|| "?".to_string(), |c| c.to_string())
             ));
         }
-        let target = Arc::new(Target::resolve(config, driver, mock_core, console)?);
+        let mock_tokenizer = mock_tokenizer(config)?;
+        let target = Arc::new(Target::resolve(
+            config,
+            driver,
+            mock_core,
+            mock_tokenizer.clone(),
+            console,
+        )?);
         if target.mock.is_none() && config.request.ready_check_timeout_sec == 0 && !config.dry_run {
             // With a ready check, waiting for the server to come up is what was asked for.
             target.check_reachable()?;
@@ -69,9 +77,12 @@ impl Plan {
             console.line(TraceReplay::load(config, p, console)?.stats());
             return Ok(None);
         }
-        let tokenizer = load_tokenizer(config, &target, &model_id, console)?;
+        let tokenizer = match mock_tokenizer {
+            Some(t) => Some(t),
+            None => load_tokenizer(config, &target, &model_id, console)?.map(Arc::new),
+        };
         let Some((dataset, prepared)) = on_scratch_threads(|| {
-            build_requests(config, &target, &model_id, tokenizer.as_ref(), console)
+            build_requests(config, &target, &model_id, tokenizer.as_deref(), console)
         })?
         else {
             return Ok(None);
@@ -193,6 +204,19 @@ fn load_tokenizer(
     Ok(Some(tok))
 }
 
+/// With `--mock-server`, an explicit `--tokenizer` is loaded before the mock starts: the mock
+/// counts prompt tokens with it, so the server's counts are the client's (see
+/// [`crate::mock::MockConfig::tokenizer`]). It must load, as in [`load_tokenizer`].
+fn mock_tokenizer(config: &Config) -> Result<Option<Arc<Tokenizer>>> {
+    let id = match (&config.server.location, &config.model.tokenizer) {
+        (ServerLocation::EmbeddedMock, Some(id)) if !config.model.skip_tokenizer_init => id,
+        _ => return Ok(None),
+    };
+    let mode = config.model.tokenizer_mode.parse();
+    let opts = TokenizerOptions::new(id.as_str()).mode(mode.map_err(anyhow::Error::msg)?);
+    Ok(Some(Arc::new(Tokenizer::load(&opts)?)))
+}
+
 /// Python 0.33 re-aligns random text prompts to the server's own tokenizer.
 fn needs_alignment(config: &Config) -> bool {
     matches!(&config.dataset.params, DatasetParams::Random(p) if !p.prompt_token_ids)
@@ -233,6 +257,10 @@ fn build_requests(
         }
     }?
     .with_probe(probe(config, target, api, &model_name)?);
+    if let Some(mock) = &target.mock {
+        // Here, before the clock, rather than on the mock's core during the run.
+        mock.count_ahead(prepared.requests.par_iter().map(|r| r.to_vec()));
+    }
     Ok(Some((dataset, prepared)))
 }
 

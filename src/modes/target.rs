@@ -16,7 +16,7 @@ use crate::http::url::{BaseUrl, Scheme};
 use crate::mock::{MockConfig, MockServer};
 use crate::output::stdio::Console;
 use crate::runtime::ResolvedDriver;
-use crate::tokenizer::TokenizeEndpoint;
+use crate::tokenizer::{TokenizeEndpoint, Tokenizer};
 
 /// Timings of the embedded mock (`--mock-server`): a small, realistic stream so the demo run
 /// shows meaningful TTFT/ITL figures.
@@ -38,11 +38,13 @@ pub struct Target {
 
 impl Target {
     /// Connects the run to its server. With `--mock-server` the mock is started first, on
-    /// `mock_core` when given (the client's cores exclude it).
+    /// `mock_core` when given (the client's cores exclude it), counting prompt tokens with
+    /// `mock_tokenizer` (the client's; `None`: the mock's toy tokenizer).
     pub fn resolve(
         config: &Config,
         driver: ResolvedDriver,
         mock_core: Option<usize>,
+        mock_tokenizer: Option<Arc<Tokenizer>>,
         console: &Console,
     ) -> Result<Target> {
         let (base, mock) = match &config.server.location {
@@ -54,6 +56,7 @@ impl Target {
                     core_ids: mock_core.map(|c| vec![c]),
                     pin: mock_core.is_some(),
                     driver: driver.into(),
+                    tokenizer: mock_tokenizer,
                     ..MockConfig::default()
                 };
                 let server =
