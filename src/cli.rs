@@ -372,9 +372,9 @@ mod tests {
         };
         assert!(text.contains("--top-p"));
         assert!(!text.contains("--ramp-up-strategy"));
-        let CliError::Help(text) = parse(&["--help=nothing-like-this"]).unwrap_err() else {
-            panic!("expected help");
+        let CliError::Usage(text) = parse(&["--help=nothing-like-this"]).unwrap_err() else {
+            panic!("expected a usage error");
         };
-        assert!(text.starts_with("No group or arguments matching"));
+        assert!(text.starts_with("--help=nothing-like-this: no group or option matches"));
     }
 }
