@@ -323,6 +323,7 @@ impl<F: Future> Future for Deadline<'_, F> {
         // out unpinned, and `Deadline` has no `Drop` impl; `alarm` is `Unpin` and is only
         // used through a plain `&mut`.
         let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: `this` came from a pinned `Deadline`, and `fut` is structurally pinned (above).
         let fut = unsafe { Pin::new_unchecked(&mut this.fut) };
         if let Poll::Ready(out) = fut.poll(cx) {
             return Poll::Ready(Some(out));

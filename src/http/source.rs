@@ -9,11 +9,12 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use monoio::net::TcpStream;
+use socket2::{Domain, SockRef, Socket, Type};
 
 /// Most source addresses `--local-addrs` accepts: 127.0.0.1 ..= 127.0.0.250.
 pub const MAX_LOCAL_ADDRS: usize = 250;
@@ -92,63 +93,35 @@ impl SourceAddrs {
     }
 }
 
-fn sockaddr(addr: SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: addr.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(addr.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    }
-}
-
-/// `rc` of a libc call as an `io::Result`.
-fn check(rc: libc::c_int) -> io::Result<()> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
 /// A non-blocking socket bound to `src` with its connect to `dst` started.
 fn start_connect(src: Ipv4Addr, dst: SocketAddrV4) -> io::Result<std::net::TcpStream> {
-    // SAFETY: plain socket(2) call; the result is checked before use.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    check(fd)?;
-    // SAFETY: `fd` is a fresh socket owned by nobody else; the TcpStream closes it on every
-    // path from here on, errors included.
-    let sock = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    // socket2 adds SOCK_CLOEXEC itself on Linux.
+    let sock = Socket::new(Domain::IPV4, Type::STREAM.nonblocking(), None)?;
+    set_bind_address_no_port(&sock);
+    sock.bind(&SocketAddrV4::new(src, 0).into())
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot bind source address {src}: {e}")))?;
+    match sock.connect(&dst.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(sock.into())
+}
+
+/// `IP_BIND_ADDRESS_NO_PORT`, which socket2 0.5 has no setter for. Failure (very old kernels)
+/// only means bind reserves the port itself: still correct, fewer ports.
+fn set_bind_address_no_port(sock: &Socket) {
     let one: libc::c_int = 1;
-    // SAFETY: valid fd, option value points to a live c_int of the given size. Failure (very
-    // old kernels) only means bind reserves the port itself: still correct, fewer ports.
+    // SAFETY: `sock` is an open socket for the whole call; the option value points to a live
+    // c_int and the length given is its size.
     unsafe {
         libc::setsockopt(
-            fd,
+            sock.as_raw_fd(),
             libc::IPPROTO_IP,
             libc::IP_BIND_ADDRESS_NO_PORT,
             (&one as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
-    }
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    let local = sockaddr(SocketAddrV4::new(src, 0));
-    // SAFETY: `local` is a valid sockaddr_in of `len` bytes.
-    check(unsafe { libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) })
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot bind source address {src}: {e}")))?;
-    let remote = sockaddr(dst);
-    // SAFETY: `remote` is a valid sockaddr_in of `len` bytes.
-    match check(unsafe { libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) }) {
-        Ok(()) => Ok(sock),
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(sock),
-        Err(e) => Err(e),
     }
 }
 
@@ -157,20 +130,11 @@ fn start_connect(src: Ipv4Addr, dst: SocketAddrV4) -> io::Result<std::net::TcpSt
 async fn connect_from(src: Ipv4Addr, dst: SocketAddrV4) -> io::Result<TcpStream> {
     let stream = TcpStream::from_std(start_connect(src, dst)?)?;
     stream.writable(false).await?;
-    let mut err: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: the fd is open (owned by `stream`); `err`/`len` are live and correctly sized.
-    check(unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut err as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    })?;
-    if err != 0 {
-        return Err(io::Error::from_raw_os_error(err));
+    // SAFETY: monoio's TcpStream has no `AsFd`; its fd stays open while `stream` lives, and
+    // the borrow ends with this statement.
+    let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+    if let Some(err) = SockRef::from(&fd).take_error()? {
+        return Err(err);
     }
     Ok(stream)
 }

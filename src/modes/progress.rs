@@ -9,17 +9,19 @@
 //! arrives as two signals microseconds apart. A person's second Ctrl-C comes later and still
 //! quits at once.
 //!
-//! The signal handler only counts and writes one byte to a pipe (both async-signal-safe);
-//! the watcher thread sleeps on that pipe between bar redraws, so it stops the engine the
+//! The signal handler (signal-hook's registry) only counts and writes one byte to a socket
+//! pair (both async-signal-safe); the watcher thread sleeps on that socket between bar redraws, so it stops the engine the
 //! moment the signal comes, not at its next redraw.
 
-use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::io::{IsTerminal, Read};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Once, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 use crate::engine::Progress;
 use crate::output::stdio::Console;
@@ -52,11 +54,15 @@ fn monotonic_ns() -> u64 {
 fn quits_now(first_ns: u64, now_ns: u64) -> bool {
     first_ns != 0 && now_ns.saturating_sub(first_ns) >= SAME_REQUEST_WINDOW.as_nanos() as u64
 }
-/// Read and write ends of the pipe the handler wakes the watcher with (-1 = none).
-static WAKE_READ: AtomicI32 = AtomicI32::new(-1);
-static WAKE_WRITE: AtomicI32 = AtomicI32::new(-1);
+/// The read end of the socket pair the handler wakes the watcher through (unset = none).
+static WAKE: OnceLock<UnixStream> = OnceLock::new();
+/// Installs the handlers once: every point of a sweep calls [`install_interrupt_handler`],
+/// and signal-hook adds an action per call rather than replacing it.
+static INSTALL: Once = Once::new();
 
-extern "C" fn on_interrupt(_: libc::c_int) {
+/// The first part of the handler: stamps the first signal, quits on a later one after the
+/// window, counts. Only atomics, `clock_gettime` and `_exit`: all async-signal-safe.
+fn on_interrupt() {
     let now = monotonic_ns();
     // The first signal stamps the time; a later one reads it.
     let first = match FIRST_SIGNAL_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst) {
@@ -64,61 +70,49 @@ extern "C" fn on_interrupt(_: libc::c_int) {
         Err(first) => first,
     };
     if quits_now(first, now) {
-        // SAFETY: `_exit` is async-signal-safe.
-        unsafe { libc::_exit(INTERRUPTED_EXIT) };
+        signal_hook::low_level::exit(INTERRUPTED_EXIT);
     }
-    if INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
-        // The same request to stop, delivered twice: the watcher already has it.
-        return;
-    }
-    let fd = WAKE_WRITE.load(Ordering::SeqCst);
-    if fd >= 0 {
-        // SAFETY: `write` is async-signal-safe; one byte from a static to our own pipe (a
-        // full pipe already holds a wake-up).
-        unsafe { libc::write(fd, b"!".as_ptr().cast(), 1) };
-    }
+    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
 }
 
-/// Installs the Ctrl-C and SIGTERM handler and its wake-up pipe (idempotent).
+/// Installs the Ctrl-C and SIGTERM handler and its wake-up socket (idempotent).
 pub fn install_interrupt_handler() {
-    if WAKE_READ.load(Ordering::SeqCst) < 0 {
-        let mut fds = [-1; 2];
-        // SAFETY: `pipe2` writes two descriptors into the array on success.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0 {
-            WAKE_WRITE.store(fds[1], Ordering::SeqCst);
-            WAKE_READ.store(fds[0], Ordering::SeqCst);
+    INSTALL.call_once(|| {
+        for sig in [SIGINT, SIGTERM] {
+            // SAFETY: signal-hook's `register` is unsafe because the action runs inside the
+            // signal handler; `on_interrupt` only touches atomics and calls `clock_gettime`
+            // and `_exit`, all async-signal-safe, and neither allocates nor locks.
+            let _ = unsafe { signal_hook::low_level::register(sig, on_interrupt) };
         }
-    }
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: `on_interrupt` only touches atomics and calls `write`/`_exit`, all
-        // async-signal-safe.
-        unsafe {
-            libc::signal(
-                sig,
-                on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
+        // Registered after `on_interrupt`, so it runs after it (signal-hook keeps the order):
+        // a quitting signal exits before it writes. Each signal writes one byte with a
+        // non-blocking send (a full socket already holds a wake-up); the watcher drains them.
+        if let Ok((read, write)) = UnixStream::pair() {
+            let registered = [SIGINT, SIGTERM].into_iter().all(|sig| {
+                write
+                    .try_clone()
+                    .is_ok_and(|w| signal_hook::low_level::pipe::register(sig, w).is_ok())
+            });
+            if registered {
+                let _ = WAKE.set(read);
+            }
         }
-    }
+    });
 }
 
-/// Sleeps up to `timeout`, waking early when a signal came (without the pipe: just sleeps).
+/// Sleeps up to `timeout`, waking early when a signal came (without the socket: just sleeps).
 fn sleep_or_signal(timeout: Duration) {
-    let fd = WAKE_READ.load(Ordering::SeqCst);
-    if fd < 0 {
+    let Some(mut wake) = WAKE.get().filter(|_| !timeout.is_zero()) else {
+        std::thread::sleep(timeout);
+        return;
+    };
+    if wake.set_read_timeout(Some(timeout)).is_err() {
         std::thread::sleep(timeout);
         return;
     }
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd on the stack; the pipe stays open for the process's life.
-    if unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as libc::c_int) } > 0 {
-        let mut sink = [0u8; 64];
-        // SAFETY: reads into a local buffer from our own non-blocking pipe.
-        unsafe { libc::read(fd, sink.as_mut_ptr().cast(), sink.len()) };
-    }
+    // One read takes every wake-up byte there is (up to 64); a timeout just returns.
+    let mut sink = [0u8; 64];
+    let _ = wake.read(&mut sink);
 }
 
 /// How often the bar reads the engine's counters and redraws.

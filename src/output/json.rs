@@ -570,7 +570,7 @@ pub fn check_result_target(
             dir.display()
         );
     }
-    if !writable(&dir) {
+    if !dir_writable(&dir) {
         anyhow::bail!(
             "cannot save the result in {}: the directory is not writable; fix \
              --result-dir/--result-filename",
@@ -584,7 +584,7 @@ pub fn check_result_target(
                 f.display()
             );
         }
-        if append && !writable(&f) {
+        if append && !file_appendable(&f) {
             anyhow::bail!(
                 "cannot append the result to {}: the file is not writable",
                 f.display()
@@ -594,14 +594,37 @@ pub fn check_result_target(
     Ok(())
 }
 
-/// `access(W_OK)`: whether this process may write `path`.
-fn writable(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+/// Whether a new file can be created in `dir`, found by creating one: `access(W_OK)` answers
+/// from the mode bits, which say "yes" on a read-only bind mount, to root on `/proc` or
+/// `/sys`, or past an ACL that denies. The probe is created exclusively under a name of its
+/// own (another process's file is never touched) and removed at once.
+fn dir_writable(dir: &Path) -> bool {
+    for attempt in 0..8u32 {
+        let probe = dir.join(format!(
+            ".vllm-bench-write-probe-{}-{attempt}",
+            std::process::id()
+        ));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+        {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+                return true;
+            }
+            // A left-over probe of a dead process with our pid: try the next name.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Whether `file` (which exists) can be appended to, found by opening it for append: neither
+/// truncated nor created, and its contents and times are left as they were.
+fn file_appendable(file: &Path) -> bool {
+    std::fs::OpenOptions::new().append(true).open(file).is_ok()
 }
 
 /// Writes `json_text` to `path` like Python: truncate and write, or with `append` add it as
@@ -768,5 +791,32 @@ mod tests {
         let err =
             save_result(Path::new("/nonexistent-dir/x/r.json"), None, "{}", false).unwrap_err();
         assert!(format!("{err:#}").contains("cannot write the result file"));
+    }
+
+    /// `access(W_OK)` says yes to root for `/proc`, where no file can be created: the
+    /// check must ask the directory itself, before the run, not after it.
+    #[test]
+    fn a_directory_that_refuses_new_files_is_refused_before_the_run() {
+        let err = check_result_target(Some(Path::new("/proc")), None, false).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot save the result in /proc: the directory is not writable; fix \
+             --result-dir/--result-filename"
+        );
+    }
+
+    #[test]
+    fn a_writable_result_dir_passes_and_keeps_no_probe_file() {
+        let dir = std::env::temp_dir().join(format!("vllm-bench-probe-{}", std::process::id()));
+        check_result_target(Some(&dir), None, false).unwrap();
+        std::fs::write(dir.join("r.json"), "{}").unwrap();
+        check_result_target(Some(&dir), Some("r.json"), true).unwrap();
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["r.json"], "only the result file is left");
+        assert_eq!(std::fs::read_to_string(dir.join("r.json")).unwrap(), "{}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

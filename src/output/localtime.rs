@@ -2,9 +2,10 @@
 //! result file name (`%Y%m%d-%H%M%S`, Python's `datetime.now().strftime(...)`), and
 //! `rps_change_events` timestamps (`datetime.now().isoformat()`).
 //!
-//! Local time needs the system time-zone rules, which only libc has here (no date crate in
-//! the dependency set), so this is a thin wrapper over `localtime_r`.
+//! Local time needs the system time-zone rules (`TZ`, `/etc/localtime`); chrono's `Local`
+//! reads them the way libc does, without the unsafe `localtime_r` calls this module once had.
 
+use chrono::{DateTime, Datelike, Local, Timelike};
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -21,34 +22,23 @@ pub struct LocalDateTime {
 }
 
 impl LocalDateTime {
-    /// The current local time. Falls back to UTC fields if the time zone cannot be applied.
+    /// The current local time. Falls back to UTC fields if the time zone cannot be read.
     pub fn now() -> Self {
         Self::at(SystemTime::now())
     }
 
-    /// The local time of `t`.
+    /// The local time of `t` (a time before 1970 counts as the epoch).
     pub fn at(t: SystemTime) -> Self {
         let since_epoch = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let secs = since_epoch.as_secs() as libc::time_t;
-        let microsecond = since_epoch.subsec_micros();
-        // SAFETY: `libc::tm` is plain old data (integers and, on some targets, a nullable
-        // pointer), for which all-zero bytes are a valid value.
-        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-        // SAFETY: both pointers come from live references valid for the call;
-        // `localtime_r` is the thread-safe variant and writes only into `tm`.
-        let ok = unsafe { !libc::localtime_r(&secs, &mut tm).is_null() };
-        if !ok {
-            // SAFETY: as for `localtime_r` above.
-            unsafe { libc::gmtime_r(&secs, &mut tm) };
-        }
+        let local: DateTime<Local> = (UNIX_EPOCH + since_epoch).into();
         LocalDateTime {
-            year: tm.tm_year + 1900,
-            month: (tm.tm_mon + 1) as u32,
-            day: tm.tm_mday as u32,
-            hour: tm.tm_hour as u32,
-            minute: tm.tm_min as u32,
-            second: tm.tm_sec as u32,
-            microsecond,
+            year: local.year(),
+            month: local.month(),
+            day: local.day(),
+            hour: local.hour(),
+            minute: local.minute(),
+            second: local.second(),
+            microsecond: since_epoch.subsec_micros(),
         }
     }
 
