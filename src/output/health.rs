@@ -18,7 +18,8 @@
 //! more than 25 ms.
 //!
 //! A warning that shows on most runs teaches users to ignore the one that matters, so the
-//! limits leave room for what a quiet machine does anyway: a VM's scheduler holds a thread
+//! limits (calibrated on bench-overhead's health workload: docs/performance.md, "Client
+//! health: the limits") leave room for what a quiet machine does anyway: a VM's scheduler holds a thread
 //! for a few milliseconds now and then (one 5 ms stall, or one late arrival in 69, used to
 //! warn), and CPU shares over a window shorter than [`MIN_WINDOW`] are mostly thread start-up
 //! and clock granularity (a run whose every request was refused took 3 ms and showed a core
@@ -42,8 +43,9 @@ pub const LATE_SHARE_LIMIT: f64 = 0.05;
 pub const LATE_COUNT_MIN: usize = 3;
 /// An event-loop stall longer than this is a warning.
 pub const STALL_LIMIT: Duration = Duration::from_millis(25);
-/// Busy and CPU-wait shares are judged only over a window at least this long.
-pub const MIN_WINDOW: Duration = Duration::from_secs(1);
+/// Busy and CPU-wait shares are judged only over a window at least this long (a firehose
+/// run that saturates its core lasts 80 ms; a run whose every connection was refused, 3 ms).
+pub const MIN_WINDOW: Duration = Duration::from_millis(50);
 
 /// One core's figures.
 #[derive(Debug, Clone, PartialEq)]
