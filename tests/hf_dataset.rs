@@ -194,12 +194,7 @@ fn a_missing_dataset_offline_is_one_line_saying_what_to_do() {
     let out = run(
         &dir,
         dir.path(),
-        &[
-            "--base-url",
-            "http://127.0.0.1:9",
-            "--dataset-path",
-            "org/absent",
-        ],
+        &["--mock-server", "--dataset-path", "org/absent"],
     );
     assert_eq!(out.code, 2, "{}", out.stderr);
     let lines: Vec<&str> = out
@@ -217,8 +212,7 @@ fn a_missing_dataset_offline_is_one_line_saying_what_to_do() {
         &dir,
         dir.path(),
         &[
-            "--base-url",
-            "http://127.0.0.1:9",
+            "--mock-server",
             "--dataset-path",
             "lmarena-ai/VisionArena-Chat",
         ],

@@ -126,7 +126,9 @@ fn closed_loop_window_excludes_ramp_up_and_drain() {
     let block = &stdout[steady..engine];
     assert!(block.contains("Requests inside window:"), "{block}");
     assert!(block.contains("P90 TPOT (ms):"), "{block}");
-    assert!(block.contains("Warning: the window ("), "{block}");
+    // A run shorter than the minimum window cannot hold one: no warning (the JSON still says
+    // short_window), as on every quick run.
+    assert!(!block.contains("Warning: the window ("), "{block}");
 }
 
 #[test]
