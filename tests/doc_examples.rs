@@ -25,9 +25,10 @@
 //!   makes the same substitutions.
 //!
 //! Not run (a clear rule each): a block right after `<!-- test: NAME -->` (docs/distributed.md:
-//! tests/shards.rs runs those as written), a block right after `<!-- not run: REASON -->` (a
-//! release build, a long benchmark), and `docs/performance.md` (its commands are
-//! `bench-overhead/` scripts that build release binaries and run for minutes).
+//! tests/shards.rs and tests/slurm.rs run those as written), a block right after
+//! `<!-- not run: REASON -->` (a release build, a long benchmark), and `docs/performance.md`
+//! (its commands are `bench-overhead/` scripts that build release binaries and run for
+//! minutes).
 
 use std::collections::VecDeque;
 use std::io::Read;

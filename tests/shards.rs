@@ -37,13 +37,13 @@ fn workload_args(url: &str) -> Vec<String> {
     args
 }
 
-fn read_json(path: &Path) -> Value {
+pub(crate) fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
 }
 
 /// Per request of a shard result: index → (request hash, arrival offset).
-fn requests_of(doc: &Value) -> BTreeMap<u64, (Value, f64)> {
+pub(crate) fn requests_of(doc: &Value) -> BTreeMap<u64, (Value, f64)> {
     let r = &doc["vllm_bench_shard"]["requests"];
     let column = |k: &str| r[k].as_array().expect("a column").clone();
     let (index, hash, scheduled) = (column("index"), column("request_hash"), column("scheduled"));
@@ -58,7 +58,7 @@ fn requests_of(doc: &Value) -> BTreeMap<u64, (Value, f64)> {
 /// Runs `count` shards at once, `launch(k, start_at)` starting shard k, all with one
 /// `--start-at`. A start time that passed while a busy machine started the processes is
 /// retried with a later one (bounded). Every shard must succeed.
-fn at_one_start(count: usize, launch: impl Fn(usize, &str) -> Run + Sync) -> Vec<Run> {
+pub(crate) fn at_one_start(count: usize, launch: impl Fn(usize, &str) -> Run + Sync) -> Vec<Run> {
     for margin in [6.0, 20.0, 60.0] {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
         let start_at = format!("{:.3}", now.as_secs_f64() + margin);
@@ -126,7 +126,7 @@ fn run_shards(
     })
 }
 
-fn merge(dir: &TempDir, files: &[String], out: &str) -> Run {
+pub(crate) fn merge(dir: &TempDir, files: &[String], out: &str) -> Run {
     let mut a = vec!["merge"];
     a.extend(files.iter().map(String::as_str));
     a.extend(["--result-dir", dir.arg(), "--result-filename", out]);
@@ -137,8 +137,83 @@ fn shard_files(count: usize) -> Vec<String> {
     (0..count).map(|k| format!("shard{k}.json")).collect()
 }
 
+/// Shard results (`shards[k]` from shard k) and their merge against one process's run of
+/// the same workload (`--shard 0/1`, so it records the same per-request facts): the shards
+/// sent exactly its requests (index → hash of the request bytes, which covers ids and
+/// prompts, and arrival offset), shard k the indices i ≡ k (mod N); the merge has its
+/// counts and token totals, and its latency figures are those of the union of the shards'
+/// requests.
+pub(crate) fn assert_merge_is_one_run(single: &Value, shards: &[Value], merged: &Value) {
+    let count = shards.len();
+    let mut union = BTreeMap::new();
+    for (k, doc) in shards.iter().enumerate() {
+        let section = &doc["vllm_bench_shard"];
+        assert_eq!(section["shard"], k, "{section}");
+        for (i, facts) in requests_of(doc) {
+            assert_eq!(i % count as u64, k as u64, "request {i} in shard {k}");
+            assert!(union.insert(i, facts).is_none(), "request {i} twice");
+        }
+    }
+    assert_eq!(union, requests_of(single), "the one-process run's requests");
+    for key in [
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "num_prompts",
+        "max_concurrency",
+    ] {
+        assert_eq!(merged[key], single[key], "{key}");
+    }
+    // Python's means over the successful requests of the union (ms): TTFT, TPOT (of the
+    // requests with more than one output token) and E2EL (when it is a percentile metric).
+    let (mut ttft, mut tpot, mut e2el) = (Vec::new(), Vec::new(), Vec::new());
+    for doc in shards {
+        let r = &doc["vllm_bench_shard"]["requests"];
+        let column = |k: &str| r[k].as_array().unwrap_or_else(|| panic!("{k}")).clone();
+        let (ok, first, latency, len) = (
+            column("success"),
+            column("ttft"),
+            column("latency"),
+            column("output_len"),
+        );
+        for j in (0..ok.len()).filter(|&j| ok[j] == true) {
+            let (t, l, n) = (
+                first[j].as_f64().unwrap(),
+                latency[j].as_f64().unwrap(),
+                len[j].as_u64().unwrap(),
+            );
+            ttft.push(t);
+            e2el.push(l);
+            if n > 1 {
+                tpot.push((l - t) / (n - 1) as f64);
+            }
+        }
+    }
+    for (metric, values) in [
+        ("mean_ttft_ms", ttft),
+        ("mean_tpot_ms", tpot),
+        ("mean_e2el_ms", e2el),
+    ] {
+        let Some(got) = merged[metric].as_f64() else {
+            assert_eq!(metric, "mean_e2el_ms", "{merged}");
+            continue;
+        };
+        let mean = values.iter().sum::<f64>() / values.len() as f64 * 1e3;
+        assert!(
+            (got - mean).abs() <= 1e-9 * mean.abs().max(1.0),
+            "{metric}: {got}, the union's {mean}"
+        );
+    }
+    assert_eq!(merged["vllm_bench_shards"].as_array().unwrap().len(), count);
+    assert!(
+        merged.get("vllm_bench_shard").is_none(),
+        "a merged result is not a shard"
+    );
+}
+
 /// N shards (the variables of Slurm or a Kubernetes Indexed Job, `--shard auto`) against
-/// one run of the same workload (`--shard 0/1`, so it records the same per-request facts).
+/// one run of the same workload.
 fn shards_equal_one_run(count: usize, env: impl Fn(usize) -> Vec<(&'static str, String)> + Sync) {
     let server = mock(|_| {});
     let url = server.base_url();
@@ -159,26 +234,18 @@ fn shards_equal_one_run(count: usize, env: impl Fn(usize) -> Vec<(&'static str, 
         assert!(r.stdout.contains("Measured run starts at"), "{}", r.stdout);
     }
     let single_doc = read_json(&dir.path().join("single.json"));
-    let expected = requests_of(&single_doc);
-    assert_eq!(expected.len(), 24);
-    let mut union = BTreeMap::new();
-    let mut workers = 0;
-    for k in 0..count {
-        let doc = read_json(&dir.path().join(format!("shard{k}.json")));
-        workers += doc["max_concurrency"].as_u64().unwrap();
-        let section = &doc["vllm_bench_shard"];
-        assert_eq!(section["shard"], k, "{section}");
-        for (i, facts) in requests_of(&doc) {
-            assert_eq!(i % count as u64, k as u64, "request {i} in shard {k}");
-            assert!(union.insert(i, facts).is_none(), "request {i} twice");
-        }
-    }
+    assert_eq!(requests_of(&single_doc).len(), 24);
+    let docs: Vec<Value> = (0..count)
+        .map(|k| read_json(&dir.path().join(format!("shard{k}.json"))))
+        .collect();
+    let workers: u64 = docs
+        .iter()
+        .map(|d| d["max_concurrency"].as_u64().unwrap())
+        .sum();
     assert_eq!(
         workers, 5,
         "the shards' workers add up to --max-concurrency"
     );
-    // The same requests (ids and prompts: the hash covers the bytes) at the same offsets.
-    assert_eq!(union, expected);
     let merged = merge(&dir, &shard_files(count), "merged.json");
     assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
     assert!(
@@ -190,22 +257,8 @@ fn shards_equal_one_run(count: usize, env: impl Fn(usize) -> Vec<(&'static str, 
         .stdout
         .contains(&format!("Shards merged:                           {count}")));
     let m = read_json(&dir.path().join("merged.json"));
-    for key in [
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-        "num_prompts",
-        "max_concurrency",
-    ] {
-        assert_eq!(m[key], single_doc[key], "{key}");
-    }
+    assert_merge_is_one_run(&single_doc, &docs, &m);
     assert_eq!(m["completed"], 24);
-    assert_eq!(m["vllm_bench_shards"].as_array().unwrap().len(), count);
-    assert!(
-        m.get("vllm_bench_shard").is_none(),
-        "a merged result is not a shard"
-    );
 }
 
 #[test]
@@ -523,7 +576,7 @@ fn shards_in_their_own_network_namespaces_merge_to_one_run() {
 }
 
 /// The code block of docs/distributed.md after the marker `<!-- test: NAME -->`.
-fn doc_block(name: &str) -> String {
+pub(crate) fn doc_block(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/distributed.md");
     let doc = std::fs::read_to_string(&path).expect("docs/distributed.md");
     let marker = format!("<!-- test: {name} -->");
@@ -551,7 +604,7 @@ fn container_script(manifest: &str) -> String {
 }
 
 /// The variables the documented scripts read, for a small run against `url` into `results`.
-fn doc_env(cmd: &mut Command, url: &str, results: &Path) {
+pub(crate) fn doc_env(cmd: &mut Command, url: &str, results: &Path) {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_vllm-bench"))
         .parent()
         .unwrap();
@@ -574,54 +627,6 @@ fn merged_count(results: &Path) -> u64 {
     let m = read_json(&results.join("merged.json"));
     assert_eq!(m["vllm_bench_shard_count"], 2, "{m}");
     m["completed"].as_u64().unwrap()
-}
-
-#[test]
-fn the_documented_slurm_script_runs_as_written() {
-    let server = mock(|_| {});
-    let dir = TempDir::new("slurm");
-    let script = dir.path().join("job.sbatch");
-    std::fs::write(&script, doc_block("slurm")).unwrap();
-    // `srun` as Slurm runs it on one node: each rank a process with its SLURM_PROCID.
-    let fake = dir.path().join("bin");
-    std::fs::create_dir_all(&fake).unwrap();
-    let srun = fake.join("srun");
-    std::fs::write(
-        &srun,
-        "#!/bin/bash\nrc=0; pids=()\nfor ((k = 0; k < SLURM_NTASKS; k++)); do\n  \
-         SLURM_PROCID=$k \"$@\" & pids+=($!)\ndone\nfor p in \"${pids[@]}\"; do wait \"$p\" || rc=1; \
-         done\nexit $rc\n",
-    )
-    .unwrap();
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&srun)
-        .status()
-        .unwrap();
-    let results = dir.path().join("results");
-    let run = (0..3)
-        .map(|attempt| {
-            let mut cmd = Command::new("bash");
-            cmd.arg(&script).current_dir(dir.path());
-            doc_env(&mut cmd, &server.base_url(), &results);
-            let path = format!(
-                "{}:{}",
-                fake.display(),
-                std::env::var("PATH").unwrap_or_default()
-            );
-            let bin_dir = Path::new(env!("CARGO_BIN_EXE_vllm-bench"))
-                .parent()
-                .unwrap();
-            cmd.env("PATH", format!("{}:{path}", bin_dir.display()))
-                .env("SLURM_NTASKS", "2")
-                .env("START_DELAY", ["6", "20", "60"][attempt]);
-            crate::util::run_command(cmd, "the Slurm script")
-        })
-        .find(|r| !r.stderr.contains("in the past"))
-        .expect("the ranks started before their --start-at");
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("Shards merged:"), "{}", run.stdout);
-    assert_eq!(merged_count(&results), 24);
 }
 
 #[test]
@@ -771,4 +776,88 @@ fn a_shard_interrupted_before_start_at_writes_strict_json_and_merges() {
     let cmp = vllm_bench(&["--compare", "shard0.json", "merged.json"], dir.path());
     assert_eq!(cmp.code, 0, "{}", cmp.stderr);
     assert!(cmp.stdout.contains("completed"), "{}", cmp.stdout);
+}
+
+#[test]
+fn a_shard_that_starts_after_start_at_is_flagged_by_the_merge() {
+    // Shard 0 waits for a start a few seconds ahead; shard 1 is only started once that start
+    // has passed by 100 ms (a start up to 1 s past is still taken), so its clock and its
+    // first request are at least that late.
+    let dir = TempDir::new("shard-late");
+    let base: Vec<String> = [
+        "--mock-server",
+        "--num-prompts",
+        "8",
+        "--disable-tqdm",
+        "--save-result",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for margin in [4.0, 10.0, 30.0] {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let t = now.as_secs_f64() + margin;
+        let start_at = format!("{t:.3}");
+        let (first, late) = std::thread::scope(|s| {
+            let first = s.spawn(|| {
+                let a = shard_flags(&base, "0/2", &start_at, &dir, 0);
+                vllm_bench(
+                    &a.iter().map(String::as_str).collect::<Vec<_>>(),
+                    dir.path(),
+                )
+            });
+            // Bounded: t is at most `margin` seconds away.
+            while SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+                < t + 0.1
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let a = shard_flags(&base, "1/2", &start_at, &dir, 1);
+            let late = vllm_bench(
+                &a.iter().map(String::as_str).collect::<Vec<_>>(),
+                dir.path(),
+            );
+            (first.join().unwrap(), late)
+        });
+        if first.stderr.contains("in the past") || late.stderr.contains("in the past") {
+            continue; // A busy machine took longer than the slack to build the plan.
+        }
+        assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+        assert_eq!(late.code, 0, "{}\n{}", late.stdout, late.stderr);
+        assert!(
+            late.stdout.contains("ms ago: this shard starts late"),
+            "{}",
+            late.stdout
+        );
+        let run = merge(&dir, &shard_files(2), "merged.json");
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let warnings: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("warning: the shards did not start together"))
+            .collect();
+        assert_eq!(warnings.len(), 1, "{}", run.stderr);
+        assert!(
+            warnings[0].contains("tolerance 50 ms") && warnings[0].contains("1/2 +"),
+            "{}",
+            warnings[0]
+        );
+        assert!(run.stdout.contains("Start spread (ms):"), "{}", run.stdout);
+        let m = read_json(&dir.path().join("merged.json"));
+        let check = &m["vllm_bench_start_check"];
+        assert_eq!(check["together"], false, "{check}");
+        let shard1 = &check["shards"][1];
+        assert_eq!(shard1["shard"], "1/2", "{check}");
+        for key in ["ready_ms", "late_ms", "first_send_late_ms"] {
+            let v = shard1[key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{key}: {check}"));
+            assert!(v >= 100.0, "{key} {v}: started after --start-at + 100 ms");
+        }
+        assert!(check["spread_ms"].as_f64().unwrap() > 50.0, "{check}");
+        return;
+    }
+    panic!("the late shard never started within the second a start may be past");
 }

@@ -22,6 +22,7 @@ mod reports;
 mod response_limits;
 mod runs;
 mod shards;
+mod slurm;
 mod steady_state;
 mod timed_trace;
 mod tokenizer_files;

@@ -144,18 +144,25 @@ impl Drop for ToolServer {
     }
 }
 
+/// A real peer (`what`) the test needs is not available because of `why`: prints
+/// `SKIP: what: why` (the caller then returns), or fails the test when
+/// `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (CI).
+pub fn skip_or_fail(what: &str, why: &str) {
+    let required = std::env::var("VLLM_BENCH_REQUIRE_REAL_SERVERS").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{what} is required here (VLLM_BENCH_REQUIRE_REAL_SERVERS=1) but {why}"
+    );
+    eprintln!("SKIP: {what}: {why}");
+}
+
 /// Starts `script start PORT [args]`, or explains why not. When
 /// `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (CI), failing to start is a test failure; otherwise
 /// the test prints the reason and is skipped.
 pub fn start_tool_server(script: &str, args: &[&str], env: &[(&str, &str)]) -> Option<ToolServer> {
     let path = shared_dir().join("tools").join(script);
-    let required = std::env::var("VLLM_BENCH_REQUIRE_REAL_SERVERS").is_ok_and(|v| v == "1");
     let skip = |why: String| -> Option<ToolServer> {
-        assert!(
-            !required,
-            "{script} is required here (VLLM_BENCH_REQUIRE_REAL_SERVERS=1) but {why}"
-        );
-        eprintln!("SKIP: {script}: {why}");
+        skip_or_fail(script, &why);
         None
     };
     if !path.exists() {

@@ -504,6 +504,9 @@ pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
         console.out(render_turn_block(*turn, r));
     }
     console.out(render_extras(&shards, &merged.dispatch_lag));
+    let start = super::shard_clock::StartCheck::of(shards.iter().map(|r| &r.section));
+    console.out(start.render());
+    start.warnings().iter().for_each(|w| console.err_line(w));
     let events = rps_events(&shards[0].doc);
     let mut doc = build_result(&info, &report, &outputs, &events, s0.settings.save_detailed);
     if let Some(t) = &turns {
@@ -524,6 +527,10 @@ pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
     let extras =
         extras_json(&shards, &merged.dispatch_lag).map_err(|e| MergeError::Save(e.into()))?;
     append_extras(&mut doc, extras);
+    append_extras(
+        &mut doc,
+        start.to_json().map_err(|e| MergeError::Save(e.into()))?,
+    );
     let path = result_path(
         &info,
         args.result_filename.as_deref(),
@@ -623,6 +630,7 @@ mod tests {
             failures: vec![("http_500".into(), 1, "HTTP 500".into())],
             requests,
             histograms: vec![shard_file::encode_core(&Histograms::default())],
+            start: None,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod profiling;
 pub mod progress;
 pub mod runs;
 pub mod shard;
+pub mod shard_clock;
 pub mod steady_state;
 pub mod target;
 pub mod trace;

@@ -80,7 +80,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         .map(TraceReplay::arrival_offsets);
     let (workload, offsets) =
         schedule(config, &plan.prepared, point, trace_offsets).map_err(nothing_ran)?;
-    let (workload, shard) = match config.shard.shard {
+    let (workload, mut shard) = match config.shard.shard {
         Some(s) => {
             let (w, map) = super::shard::select(workload, s);
             (w, Some(map))
@@ -114,7 +114,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         ));
     }
     crate::http::control::close_idle_connections();
-    let start = super::shard::start_instant(&config.shard, &plan.console)
+    let start = super::shard::start_instant(&config.shard, shard.as_mut(), &plan.console)
         .map_err(|e| nothing_ran(e.into()))?;
     let wall_start = start.map_or_else(SystemTime::now, |s| s.1);
     let mut watcher = None;

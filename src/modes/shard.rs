@@ -33,6 +33,9 @@ pub struct ShardMap {
     pub hash_of_global: std::collections::HashMap<u32, u64>,
     /// The workload all shards share (see [`fingerprint`]).
     pub fingerprint: u64,
+    /// When this shard was ready to start, ms after `--start-at` (set by
+    /// [`start_instant`]; `None` without `--start-at`).
+    pub ready_ms: Option<f64>,
 }
 
 /// FNV-1a over a request's bytes on the wire but its `Host` line: shards may reach one
@@ -121,6 +124,7 @@ pub fn select(w: Workload, shard: Shard) -> (Workload, ShardMap) {
         global_records,
         hash_of_global,
         fingerprint,
+        ready_ms: None,
     };
     (workload, map)
 }
@@ -137,9 +141,13 @@ impl ShardMap {
 }
 
 /// `--start-at` as the engine's epoch and as wall-clock time, checked again now that the
-/// plan is built (loading a tokenizer or a dataset can take long enough to miss it).
+/// plan is built (loading a tokenizer or a dataset can take long enough to miss it). A
+/// start up to [`crate::config::shard::START_AT_SLACK`] past is kept as the epoch (the
+/// schedule stays on the shared axis; the first requests go out late). When this shard was
+/// ready relative to it goes into `map` for the start checks of `vllm-bench merge`.
 pub fn start_instant(
     c: &ShardConfig,
+    map: Option<&mut ShardMap>,
     console: &Console,
 ) -> Result<Option<(Instant, SystemTime)>, ConfigError> {
     let (Some(t), Some(wall)) = (c.start_at, c.start_time()) else {
@@ -147,18 +155,28 @@ pub fn start_instant(
     };
     let (now_wall, now) = (SystemTime::now(), Instant::now());
     check_not_past(t, now_wall)?;
-    let (at, ahead) = match wall.duration_since(now_wall) {
-        Ok(ahead) => (now + ahead, ahead),
+    let (at, ready_ms) = match wall.duration_since(now_wall) {
+        Ok(ahead) => (now + ahead, -ahead.as_secs_f64() * 1e3),
         Err(late) => (
             now.checked_sub(late.duration()).unwrap_or(now),
-            Duration::ZERO,
+            late.duration().as_secs_f64() * 1e3,
         ),
     };
-    console.line(format_args!(
-        "Measured run starts at {} (in {:.1} s)",
-        LocalDateTime::at(wall).isoformat(),
-        ahead.as_secs_f64()
-    ));
+    if let Some(map) = map {
+        map.ready_ms = Some(ready_ms);
+    }
+    let when = LocalDateTime::at(wall).isoformat();
+    if ready_ms > 0.0 {
+        console.line(format_args!(
+            "Measured run starts at {when} ({ready_ms:.0} ms ago: this shard starts late, \
+             on the shared time axis)"
+        ));
+    } else {
+        console.line(format_args!(
+            "Measured run starts at {when} (in {:.1} s)",
+            -ready_ms / 1e3
+        ));
+    }
     Ok(Some((at, wall)))
 }
 
@@ -248,6 +266,9 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
             .iter()
             .map(shard_file::encode_core)
             .collect(),
+        start: map
+            .ready_ms
+            .map(|ready| super::shard_clock::facts(ready, run)),
     }
 }
 

@@ -45,6 +45,35 @@ pub struct ShardSection {
     pub requests: Requests,
     /// Per core: ttft, itl, e2el and dispatch lag (ns).
     pub histograms: Vec<[String; 4]>,
+    /// How this shard started on the shared axis (`--start-at` only; absent from files
+    /// written before it was recorded, and then not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<StartFacts>,
+}
+
+/// How a shard started on the axis of `--start-at`, and what it knows of its clock: what
+/// `vllm-bench merge` checks the shards' start against (`modes::shard_clock`). Shards on
+/// different machines share one instant only as far as their clocks agree, and a shard
+/// that was not ready in time sends its first requests late; neither shows in the metrics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartFacts {
+    /// When the shard was ready to start (plan built, right before waiting), ms after
+    /// `--start-at`; negative when it was ready ahead and waited.
+    pub ready_ms: f64,
+    /// Its clock's start minus `--start-at`, ms: 0 when it was ready in time, else
+    /// `ready_ms` (the clock then starts at once, its epoch kept at `--start-at` so the
+    /// schedule stays on the shared axis). Wake-up jitter is not in it; the first send is.
+    pub late_ms: f64,
+    /// Its first scheduled request's send time minus its scheduled time, ms: how late it
+    /// actually began sending (`None` when it sent nothing).
+    pub first_send_late_ms: Option<f64>,
+    /// The host it ran on: shards on one host share one clock.
+    pub host: String,
+    /// The kernel's clock discipline (adjtimex(2), what `timedatectl`'s NTPSynchronized
+    /// reports): `Some(true)` synchronized, `Some(false)` not, `None` unknown.
+    pub ntp_synchronized: Option<bool>,
+    /// The kernel's estimate of the clock's maximum error, ms, when synchronized.
+    pub clock_max_error_ms: Option<f64>,
 }
 
 /// What decides the metrics and their display.

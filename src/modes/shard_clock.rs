@@ -1,0 +1,345 @@
+//! Start and clock checks of a sharded run (`--shard`, `--start-at`). A merge is one run
+//! only if its shards began together on one time axis, and nothing in the metrics shows
+//! when they did not: a shard that was not ready by `--start-at` sends its first requests
+//! late, and shards on machines whose clocks disagree share no instant at all.
+//!
+//! So each shard records how it started ([`facts`]: when it was ready, how late its clock
+//! and its first request started after `--start-at`, its host and its kernel's clock
+//! state), and `vllm-bench merge` reports the spread of the shards' starts and warns, in
+//! one line with the numbers, when they started more than [`START_TOLERANCE_MS`] apart or
+//! a shard's first request went out later than that ([`StartCheck`]); and, in a second
+//! line, when shards on several hosts ran on clocks not known to be synchronized.
+//!
+//! The clock state is the kernel's (adjtimex(2), read only: what `timedatectl`'s
+//! NTPSynchronized reports, without systemd or a process). An offset estimate from a
+//! server's HTTP `Date` header is not taken: it has 1 s resolution, twenty times the
+//! tolerance, and the control calls keep no headers.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::engine::RunReport;
+use crate::output::json::{Json, JsonObject};
+use crate::output::shard_file::{ShardSection, StartFacts};
+
+/// How far apart the shards' starts may be, and how late a shard's first request may go
+/// out after its scheduled time, before `merge` warns (ms). Well above a ready shard's
+/// wake-up and dispatch (below a millisecond to a few on a busy machine), well below
+/// the start gaps that skew a run's first seconds.
+pub const START_TOLERANCE_MS: f64 = 50.0;
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// This shard's start facts, after its run: `ready_ms` from
+/// [`super::shard::start_instant`], the first request's lateness from the run's records.
+pub fn facts(ready_ms: f64, run: &RunReport) -> StartFacts {
+    let first = run
+        .merged
+        .records
+        .iter()
+        .min_by_key(|r| (r.scheduled_ns, r.start_ns));
+    let (ntp_synchronized, clock_max_error_ms) = kernel_clock();
+    StartFacts {
+        ready_ms,
+        late_ms: ready_ms.max(0.0),
+        first_send_late_ms: first.map(|r| ms(r.start_ns.saturating_sub(r.scheduled_ns))),
+        host: host_name(),
+        ntp_synchronized,
+        clock_max_error_ms,
+    }
+}
+
+/// The host's name (`/proc/sys/kernel/hostname`), `unknown` when it cannot be read.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Whether the kernel's clock is synchronized (not `TIME_ERROR`, no `STA_UNSYNC`), and its
+/// maximum error (ms) when it is; `(None, None)` when the kernel does not say.
+fn kernel_clock() -> (Option<bool>, Option<f64>) {
+    // SAFETY: `timex` is a C struct of integers, for which all zero bytes are a valid value.
+    let mut t: libc::timex = unsafe { std::mem::zeroed() };
+    // SAFETY: `modes` is 0, so adjtimex only writes the kernel's state into `t`, which we
+    // own and which lives through the call.
+    let state = unsafe { libc::adjtimex(&mut t) };
+    if state < 0 {
+        return (None, None);
+    }
+    let synchronized = state != libc::TIME_ERROR && t.status & libc::STA_UNSYNC == 0;
+    (
+        Some(synchronized),
+        synchronized.then_some(t.maxerror as f64 / 1e3),
+    )
+}
+
+/// One shard's start facts, labelled `K/N`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct ShardStart {
+    shard: String,
+    #[serde(flatten)]
+    facts: StartFacts,
+}
+
+/// The start facts of the merged shards (those that recorded them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartCheck {
+    shards: Vec<ShardStart>,
+}
+
+impl StartCheck {
+    pub fn of<'a>(sections: impl IntoIterator<Item = &'a ShardSection>) -> StartCheck {
+        let shards = sections
+            .into_iter()
+            .filter_map(|s| {
+                Some(ShardStart {
+                    shard: format!("{}/{}", s.shard, s.shards),
+                    facts: s.start.clone()?,
+                })
+            })
+            .collect();
+        StartCheck { shards }
+    }
+
+    /// Latest clock start minus the earliest, ms (`None` without facts).
+    fn spread_ms(&self) -> Option<f64> {
+        let late = self.shards.iter().map(|s| s.facts.late_ms);
+        let max = late.clone().reduce(f64::max)?;
+        Some(max - late.reduce(f64::min)?)
+    }
+
+    /// The shards whose first request went out more than the tolerance late.
+    fn late_first_sends(&self) -> Vec<(&str, f64)> {
+        self.shards
+            .iter()
+            .filter_map(|s| Some((s.shard.as_str(), s.facts.first_send_late_ms?)))
+            .filter(|(_, late)| *late > START_TOLERANCE_MS)
+            .collect()
+    }
+
+    fn hosts(&self) -> Vec<&str> {
+        let mut hosts: Vec<&str> = self.shards.iter().map(|s| s.facts.host.as_str()).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        hosts
+    }
+
+    fn together(&self) -> bool {
+        self.spread_ms().is_none_or(|s| s <= START_TOLERANCE_MS)
+            && self.late_first_sends().is_empty()
+    }
+
+    /// The shards' starts side by side, for stdout after the merge's own section (empty
+    /// when no shard recorded them).
+    pub fn render(&self) -> String {
+        let Some(spread) = self.spread_ms() else {
+            return String::new();
+        };
+        let mut out = String::new();
+        let _ = writeln!(out, "{:-^50}", "Shard starts");
+        let _ = writeln!(
+            out,
+            "{:<40} {spread:.1} (tolerance {START_TOLERANCE_MS:.0})",
+            "Start spread (ms):"
+        );
+        for s in &self.shards {
+            let f = &s.facts;
+            let first = f
+                .first_send_late_ms
+                .map_or("none".into(), |v| format!("{v:+.1} ms"));
+            let ntp = match (f.ntp_synchronized, f.clock_max_error_ms) {
+                (Some(true), Some(e)) => format!("synchronized (max error {e:.0} ms)"),
+                (Some(true), None) => "synchronized".into(),
+                (Some(false), _) => "not synchronized".into(),
+                (None, _) => "unknown".into(),
+            };
+            let _ = writeln!(
+                out,
+                "{:<40} ready {:+.1} ms, clock {:+.1} ms, first send {first}, host {}, NTP {ntp}",
+                format!("Shard {}:", s.shard),
+                f.ready_ms,
+                f.late_ms,
+                crate::output::printable::printable(&f.host),
+            );
+        }
+        let _ = writeln!(out, "{}", "=".repeat(50));
+        out
+    }
+
+    /// One line each (for stderr) when the shards did not start together, and when shards
+    /// on several hosts ran on clocks not known to be synchronized.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.together() {
+            let starts: Vec<String> = self
+                .shards
+                .iter()
+                .map(|s| format!("{} {:+.1} ms", s.shard, s.facts.late_ms))
+                .collect();
+            let late: Vec<String> = self
+                .late_first_sends()
+                .iter()
+                .map(|(k, v)| format!("{k} {v:+.1} ms"))
+                .collect();
+            let late = if late.is_empty() {
+                "none".into()
+            } else {
+                late.join(", ")
+            };
+            out.push(format!(
+                "warning: the shards did not start together (tolerance \
+                 {START_TOLERANCE_MS:.0} ms): clock starts after --start-at {} (spread \
+                 {:.1} ms); first requests late: {late}; give every shard time to be ready \
+                 before --start-at",
+                starts.join(", "),
+                self.spread_ms().unwrap_or(0.0),
+            ));
+        }
+        let hosts = self.hosts();
+        let unsynced: Vec<String> = self
+            .shards
+            .iter()
+            .filter(|s| s.facts.ntp_synchronized != Some(true))
+            .map(|s| {
+                let host = crate::output::printable::printable(&s.facts.host);
+                format!("{} ({host})", s.shard)
+            })
+            .collect();
+        if hosts.len() > 1 && !unsynced.is_empty() {
+            out.push(format!(
+                "warning: the shards ran on {} hosts and the clocks of shard(s) {} are not \
+                 known to be NTP-synchronized, so --start-at may not be one instant on them; \
+                 synchronize them (chrony, systemd-timesyncd)",
+                hosts.len(),
+                unsynced.join(", ")
+            ));
+        }
+        out
+    }
+
+    /// `vllm_bench_start_check` for the merged result (nothing when no shard recorded its
+    /// start).
+    pub fn to_json(&self) -> Result<JsonObject<'static>, serde_json::Error> {
+        let mut doc = JsonObject::new();
+        let Some(spread) = self.spread_ms() else {
+            return Ok(doc);
+        };
+        let mut check = JsonObject::new();
+        check.set("tolerance_ms", Json::Float(START_TOLERANCE_MS));
+        check.set("spread_ms", Json::Float(spread));
+        check.set("together", Json::Bool(self.together()));
+        check.set("hosts", Json::UInt(self.hosts().len() as u64));
+        check.set("shards", Json::Raw(serde_json::to_string(&self.shards)?));
+        doc.set("vllm_bench_start_check", Json::Object(check));
+        Ok(doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(late: f64, first: Option<f64>, host: &str, ntp: Option<bool>) -> StartFacts {
+        StartFacts {
+            ready_ms: if late > 0.0 { late } else { -3000.0 },
+            late_ms: late,
+            first_send_late_ms: first,
+            host: host.into(),
+            ntp_synchronized: ntp,
+            clock_max_error_ms: ntp.filter(|s| *s).map(|_| 12.0),
+        }
+    }
+
+    fn check(facts: Vec<StartFacts>) -> StartCheck {
+        let n = facts.len();
+        StartCheck {
+            shards: facts
+                .into_iter()
+                .enumerate()
+                .map(|(k, facts)| ShardStart {
+                    shard: format!("{k}/{n}"),
+                    facts,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn shards_that_started_together_on_one_host_give_no_warning() {
+        let c = check(vec![
+            start(0.0, Some(0.4), "a", Some(false)),
+            start(0.0, Some(1.2), "a", None),
+        ]);
+        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+        assert!(c.render().contains("Start spread (ms):"), "{}", c.render());
+        let json = c.to_json().unwrap();
+        let text = Json::Object(json).to_json_string();
+        assert!(text.contains("\"together\": true"), "{text}");
+    }
+
+    #[test]
+    fn a_late_shard_is_one_warning_line_with_its_numbers() {
+        let c = check(vec![
+            start(0.0, Some(0.4), "a", Some(true)),
+            start(412.25, Some(415.0), "a", Some(true)),
+        ]);
+        let w = c.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(!w[0].contains('\n'));
+        for needle in [
+            "tolerance 50 ms",
+            "0/2 +0.0 ms, 1/2 +412.2 ms",
+            "spread 412.2 ms",
+            "first requests late: 1/2 +415.0 ms",
+        ] {
+            assert!(w[0].contains(needle), "{needle}: {}", w[0]);
+        }
+    }
+
+    #[test]
+    fn a_late_first_request_alone_is_warned_about() {
+        let c = check(vec![
+            start(0.0, Some(0.4), "a", None),
+            start(0.0, Some(80.0), "a", None),
+        ]);
+        let w = c.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("spread 0.0 ms") && w[0].contains("1/2 +80.0 ms"));
+    }
+
+    #[test]
+    fn unsynchronized_clocks_on_several_hosts_are_named() {
+        let c = check(vec![
+            start(0.0, Some(0.4), "a", Some(true)),
+            start(0.0, Some(0.5), "b", Some(false)),
+            start(0.0, None, "c", None),
+        ]);
+        let w = c.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("3 hosts") && w[0].contains("1/3 (b), 2/3 (c)"),
+            "{}",
+            w[0]
+        );
+    }
+
+    #[test]
+    fn shards_without_start_facts_are_not_checked() {
+        let c = check(Vec::new());
+        assert!(c.warnings().is_empty() && c.render().is_empty());
+        assert_eq!(Json::Object(c.to_json().unwrap()).to_json_string(), "{}");
+    }
+
+    #[test]
+    fn the_kernel_clock_state_is_read_without_privileges() {
+        let (synced, error) = kernel_clock();
+        assert!(synced.is_some(), "adjtimex answers on Linux");
+        assert_eq!(error.is_some(), synced == Some(true));
+    }
+}
