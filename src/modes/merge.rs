@@ -619,10 +619,14 @@ mod tests {
                 goodput: [Some(30.0), None, None],
                 has_tokenizer: true,
                 save_detailed: true,
+                steady_state: None,
             },
             failures: vec![("http_500".into(), 1, "HTTP 500".into())],
             requests,
             histograms: vec![shard_file::encode_core(&Histograms::default())],
+            engine: None,
+            health: None,
+            prefix_cache: None,
         }
     }
 

@@ -150,6 +150,11 @@ impl<'a> JsonObject<'a> {
         self.entries.iter().map(|(k, _)| k.as_ref())
     }
 
+    /// The keys and values, in order.
+    pub fn into_entries(self) -> impl Iterator<Item = (Cow<'a, str>, Json<'a>)> {
+        self.entries.into_iter()
+    }
+
     /// Number of keys.
     pub fn len(&self) -> usize {
         self.entries.len()
