@@ -21,7 +21,7 @@ use crate::metrics::RequestOutput;
 use crate::output::console::{render_preamble, Preamble};
 use crate::output::extras::{self, EngineFacts, Lag, PartHealth};
 use crate::output::health::ClientHealth;
-use crate::output::json::{result_path, save_result, RpsChangeEvent, RunInfo};
+use crate::output::json::{result_path, save_result, JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
 use crate::output::run_result::{Adapters, RunResult, Shards, Turns};
@@ -253,8 +253,8 @@ pub struct Reporting {
 /// What reporting a point produced.
 pub struct Finished {
     pub report: BenchmarkReport,
-    /// The result document, when one was built.
-    pub document: Option<String>,
+    /// The result document, when collected (`Reporting::collect`).
+    pub document: Option<JsonObject<'static>>,
     /// Where it was written (or, collected, would have been).
     pub file: Option<std::path::PathBuf>,
     /// The steady-state figures, when they apply (for a sweep's summary).
@@ -342,14 +342,20 @@ pub fn finish(
     let path = result_path(&result.info, name.as_deref(), dir);
     let (mut document, mut file) = (None, None);
     if saves {
-        let text = result.document()?.to_json_string();
-        if !how.collect {
-            save_result(&path, dir, &text, config.output.append_result)?;
+        let doc = result.document()?;
+        if how.collect {
+            document = Some(doc.into_owned());
+        } else {
+            save_result(
+                &path,
+                dir,
+                &doc.to_json_string(),
+                config.output.append_result,
+            )?;
             plan.console
                 .err_line(format_args!("Saved the result to {}", path.display()));
         }
         file = Some(path.clone());
-        document = Some(text);
     }
     if result.task == TaskKind::Generation {
         let plots = match (&how.plot_suffix, path.file_name()) {

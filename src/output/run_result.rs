@@ -10,6 +10,8 @@
 //! example, requests not sent, the interrupted flag, a trace's prefix cache), the sections
 //! of later features ([`Section`]: server metrics, SLO search), and the shard bookkeeping.
 
+use std::borrow::Cow;
+
 use crate::metrics::peaks::per_second;
 use crate::metrics::report::{BenchmarkReport, TaskKind};
 use crate::metrics::steady_state::SteadyStateOutcome;
@@ -173,7 +175,7 @@ impl RunResult<'_> {
         match &self.shards {
             Shards::Whole => {}
             Shards::Part(section) => {
-                doc.set(KEY, Json::Raw(serde_json::to_string(section)?));
+                doc.set(KEY, Json::Value(Cow::Owned(serde_json::to_value(section)?)));
             }
             Shards::Merged(m) => {
                 doc.set("vllm_bench_shard_count", Json::UInt(m.parts.len() as u64));
@@ -186,7 +188,7 @@ impl RunResult<'_> {
                     .collect();
                 doc.set(
                     "vllm_bench_shards",
-                    Json::Raw(serde_json::to_string(&figures)?),
+                    Json::Value(Cow::Owned(serde_json::Value::Array(figures))),
                 );
             }
         }
