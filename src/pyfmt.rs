@@ -1,5 +1,6 @@
 //! Python's text forms of numbers: `repr(float)` / `str(float)` and `format(x, ".2f")`, and
-//! of the JSON documents Python's client puts in error messages (`json.dumps`).
+//! of JSON documents (`json.dump`: the result files, and the error texts Python's client
+//! builds with `json.dumps`), in [`json`].
 //! (Reading numbers the way `float()` does is `cli::pyvalue::py_float`.)
 //!
 //! The console block, the result JSON, the result file name and several messages embed
@@ -10,6 +11,8 @@
 //! double, nearest to the exact value).
 
 use std::fmt::Write;
+
+pub mod json;
 
 /// Appends Python's `repr(x)` of a float (also `str(x)` in Python 3).
 ///
@@ -115,78 +118,9 @@ pub fn fixed2(x: f64) -> String {
 ///
 /// The text is strict JSON: a `serde_json::Value` cannot hold a non-finite number (its
 /// parser refuses `NaN`), so Python's `NaN`/`Infinity` never arise here; should one appear,
-/// it is written as `null`, the rule of every JSON document we write (`output::json`).
+/// it is written as `null`, the rule of every JSON document we write ([`json`]).
 pub fn json_dumps(value: &serde_json::Value) -> String {
-    let mut out = String::new();
-    push_json(&mut out, value);
-    out
-}
-
-fn push_json(out: &mut String, value: &serde_json::Value) {
-    use serde_json::Value;
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => {
-                let _ = write!(out, "{i}");
-            }
-            (None, Some(u), _) => {
-                let _ = write!(out, "{u}");
-            }
-            (_, _, Some(f)) if f.is_finite() => push_float_repr(out, f),
-            _ => out.push_str("null"),
-        },
-        Value::String(s) => push_json_str(out, s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                push_json(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(members) => {
-            out.push('{');
-            for (i, (k, v)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                push_json_str(out, k);
-                out.push_str(": ");
-                push_json(out, v);
-            }
-            out.push('}');
-        }
-    }
-}
-
-/// A JSON string literal as Python's `json` writes it with `ensure_ascii=True`: printable
-/// ASCII as is, the usual short escapes, everything else as `\uXXXX` (lowercase hex,
-/// surrogate pairs above U+FFFF).
-pub fn push_json_str(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-        }
-    }
-    out.push('"');
+    json::Json::Value(std::borrow::Cow::Borrowed(value)).to_json_string()
 }
 
 #[cfg(test)]

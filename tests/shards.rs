@@ -259,6 +259,39 @@ fn shards_equal_one_run(count: usize, env: impl Fn(usize) -> Vec<(&'static str, 
     let m = read_json(&dir.path().join("merged.json"));
     assert_merge_is_one_run(&single_doc, &docs, &m);
     assert_eq!(m["completed"], 24);
+    assert_eq!(m["vllm_bench_shards"].as_array().unwrap().len(), count);
+    // The client is judged once over every shard (worst cause first), each shard beside.
+    let health = &m["vllm_bench_client_health"];
+    assert!(
+        health["verdict"].as_str().unwrap().starts_with("client: "),
+        "{health}"
+    );
+    assert_eq!(
+        health["shards"].as_array().unwrap().len(),
+        count,
+        "{health}"
+    );
+    let busy = merged
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Client core busy (%):"))
+        .unwrap_or_else(|| panic!("{}", merged.stdout));
+    for k in 0..count {
+        assert!(busy.contains(&format!("{k}/{count}: ")), "{busy}");
+        let verdict = format!("  shard {k}/{count}: client: ");
+        assert!(merged.stdout.contains(&verdict), "{}", merged.stdout);
+    }
+    let cores: u64 = (0..count)
+        .map(|k| {
+            let doc = read_json(&dir.path().join(format!("shard{k}.json")));
+            doc["vllm_bench_engine_cores"].as_u64().unwrap()
+        })
+        .sum();
+    assert_eq!(m["vllm_bench_engine_cores"], cores);
+    assert!(
+        m.get("vllm_bench_shard").is_none(),
+        "a merged result is not a shard"
+    );
 }
 
 #[test]
@@ -860,4 +893,126 @@ fn a_shard_that_starts_after_start_at_is_flagged_by_the_merge() {
         return;
     }
     panic!("the late shard never started within the second a start may be past");
+}
+
+/// `a` and `b` equal but for the last bits of floats (a merge sums in the one-process
+/// run's request order, a run in its records' order) and the order of per-request number
+/// lists.
+fn assert_same(a: &Value, b: &Value, at: &str) {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!(
+                (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0),
+                "{at}: {x} != {y}"
+            );
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{at}");
+            let sorted = |v: &[Value]| {
+                let mut v = v.to_vec();
+                if v.iter().all(Value::is_number) {
+                    v.sort_by(|p, q| p.as_f64().unwrap().total_cmp(&q.as_f64().unwrap()));
+                }
+                v
+            };
+            for (i, (p, q)) in sorted(x).iter().zip(sorted(y).iter()).enumerate() {
+                assert_same(p, q, &format!("{at}[{i}]"));
+            }
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            let keys = |o: &serde_json::Map<String, Value>| o.keys().cloned().collect::<Vec<_>>();
+            assert_eq!(keys(x), keys(y), "{at}");
+            for (k, v) in x {
+                assert_same(v, &y[k], &format!("{at}.{k}"));
+            }
+        }
+        _ => assert_eq!(a, b, "{at}"),
+    }
+}
+
+/// The sections of a console block, by their title lines.
+fn sections(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("==") || l.starts_with("--"))
+        .filter(|l| l.trim_matches(|c| c == '=' || c == '-').len() > 1)
+        .collect()
+}
+
+#[test]
+fn merging_the_only_shard_of_a_run_gives_its_report_back() {
+    let server = mock(|c| c.first_token_delay = std::time::Duration::from_millis(10));
+    let dir = TempDir::new("one-shard");
+    let mut args = crate::util::mock_random_args(&server.base_url());
+    let flags = [
+        "--num-prompts",
+        "40",
+        "--max-concurrency",
+        "4",
+        "--seed",
+        "3",
+        "--disable-tqdm",
+        "--save-result",
+        "--shard",
+        "0/1",
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "shard0.json",
+    ];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let merged = merge(&dir, &shard_files(1), "merged.json");
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+
+    // Python's block, the steady state, ours with the engine and the client's health.
+    let expected = sections(&run.stdout);
+    for title in [
+        " Serving Benchmark Result ",
+        " Steady-State Metrics ",
+        "vllm-bench",
+    ] {
+        assert!(expected.iter().any(|l| l.contains(title)), "{}", run.stdout);
+    }
+    assert_eq!(sections(&merged.stdout), expected, "{}", merged.stdout);
+    for line in [
+        "Engine:",
+        "Client core busy (%):",
+        "Arrivals sent >1 ms late:",
+    ] {
+        let label = |out: &str| out.lines().find(|l| l.starts_with(line)).map(str::to_owned);
+        assert_eq!(label(&merged.stdout), label(&run.stdout), "{line}");
+    }
+    let verdict = |out: &str| {
+        out.lines()
+            .rfind(|l| l.starts_with("client: "))
+            .map(str::to_owned)
+    };
+    assert!(verdict(&run.stdout).is_some(), "{}", run.stdout);
+    assert_eq!(verdict(&merged.stdout), verdict(&run.stdout));
+
+    // Every key of the run's result, with its value.
+    let one = read_json(&dir.path().join("shard0.json"));
+    let m = read_json(&dir.path().join("merged.json"));
+    for key in [
+        "steady_state",
+        "vllm_bench_client_health",
+        "vllm_bench_engine_cores",
+        "vllm_bench_io_driver",
+        "vllm_bench_workers",
+    ] {
+        assert!(one.get(key).is_some(), "{key} in the run's result");
+    }
+    assert!(one["steady_state"].is_object(), "{}", one["steady_state"]);
+    for (key, value) in one.as_object().unwrap() {
+        if key != "vllm_bench_shard" {
+            let theirs = m
+                .get(key)
+                .unwrap_or_else(|| panic!("{key} missing from the merge"));
+            assert_same(value, theirs, key);
+        }
+    }
 }

@@ -115,6 +115,18 @@ pub fn scan_in_flight(spans: &[Span], level: u64) -> InFlightScan {
     }
 }
 
+/// The user's steady-state settings of a run to which they apply (a shard's result carries
+/// them, so the merge computes the figures of the union as the one-process run would).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SteadyStateParams {
+    /// `--steady-state-threshold`.
+    pub threshold: f64,
+    /// `--max-concurrency` of the whole run.
+    pub max_concurrency: u64,
+    /// `--steady-state-min-window`.
+    pub min_window_s: Option<f64>,
+}
+
 /// What the computation needs besides the per-request records.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SteadyStateSettings {

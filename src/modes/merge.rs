@@ -4,9 +4,13 @@
 //! Exact, not an approximation: every shard saved each of its requests' figures with times
 //! from the shared start (`--start-at`), so the merge puts the requests back in the
 //! one-process run's order and computes every metric with the same calculator over their
-//! union; the duration is the latest shard's (all shards started at the same instant). The
-//! shards' own engine and client figures are kept side by side, and their per-core
-//! histograms (HdrHistogram V2) are added for the run's dispatch lag.
+//! union; the duration is the latest shard's (all shards started at the same instant), and
+//! the steady state is computed over every request's span. The merge is the second producer
+//! of a `RunResult`, printed and saved by the same code as a live run's, so merging the one
+//! shard of `--shard 0/1` gives that run's sections and keys back. The shards' own engine,
+//! client health and figures are kept side by side (the client judged once over all of
+//! them, worst cause first), and their per-core histograms (HdrHistogram V2) are added for
+//! the run's dispatch lag.
 //!
 //! An interrupted shard (Ctrl-C or SIGTERM, even before `--start-at`) is merged, not
 //! refused: its requests that ran are figures like any other and those it never sent are
@@ -15,7 +19,6 @@
 //! [`Merged::report`] names them in one line for stderr, so a partial run is never taken
 //! for a whole one.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -27,12 +30,9 @@ use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::metrics::summary::MetricKind;
 use crate::metrics::RequestOutput;
 use crate::modes::multi_turn::{per_turn, TurnRequest};
-use crate::output::console::{render_block, render_notices, render_turn_block};
-use crate::output::json::{
-    append_extras, build_result, result_path, save_result, turn_metrics, Json, JsonObject,
-    RpsChangeEvent,
-};
-use crate::output::printable::printable;
+use crate::output::extras::{EngineFacts, Lag, PartHealth};
+use crate::output::json::{result_path, save_result, RpsChangeEvent};
+use crate::output::run_result::{MergedPart, MergedShards, RunResult, Section, Shards, Turns};
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
 use crate::output::stdio::Console;
 
@@ -260,14 +260,7 @@ fn union_rows(shards: &[ShardResult]) -> Vec<(usize, usize)> {
 }
 
 /// `--multi-turn` shards: each turn's figures over the union, and every request's
-/// conversation and turn.
-struct Turns {
-    reports: Vec<(usize, BenchmarkReport)>,
-    conversations: Vec<String>,
-    numbers: Vec<u64>,
-}
-
-/// `None` when the shards recorded no turns.
+/// conversation and turn; `None` when the shards recorded no turns.
 fn turns(
     shards: &[ShardResult],
     rows: &[(usize, usize)],
@@ -301,17 +294,15 @@ fn task_of(backend: &str) -> TaskKind {
         .map_or(TaskKind::Generation, |b| TaskKind::for_backend(*b))
 }
 
-/// The sum of every core's histograms of every shard.
-fn histograms(shards: &[ShardResult]) -> Result<Histograms, MergeError> {
+/// Every core's histograms of one shard, added up.
+fn histograms(r: &ShardResult) -> Result<Histograms, MergeError> {
     let mut sum = Histograms::default();
-    for r in shards {
-        for core in &r.section.histograms {
-            let h = shard_file::decode_core(core).map_err(|error| MergeError::Histogram {
-                path: r.path.clone(),
-                error,
-            })?;
-            sum.add(&h);
-        }
+    for core in &r.section.histograms {
+        let h = shard_file::decode_core(core).map_err(|error| MergeError::Histogram {
+            path: r.path.clone(),
+            error,
+        })?;
+        sum.add(&h);
     }
     Ok(sum)
 }
@@ -345,101 +336,6 @@ fn shard_figures(r: &ShardResult) -> serde_json::Map<String, Value> {
     out
 }
 
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
-
-/// The section printed after Python's block: the shards side by side, then the run's.
-fn render_extras(shards: &[ShardResult], lag: &hdrhistogram::Histogram<u64>) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{:-^50}", "vllm-bench");
-    let _ = writeln!(out, "{:<40} {}", "Shards merged:", shards.len());
-    for r in shards {
-        let get = |k: &str| r.doc.get(k).cloned().unwrap_or(Value::Null);
-        let lag = get("vllm_bench_dispatch_lag_p99_ms")
-            .as_f64()
-            .map_or(String::new(), |v| format!(", lag p99 {v:.3} ms"));
-        let _ = writeln!(
-            out,
-            "{:<40} {} requests, {} cores, {}, {} workers{lag}",
-            format!("Shard {}/{}:", r.section.shard, r.section.shards),
-            r.section.requests.len(),
-            get("vllm_bench_engine_cores"),
-            printable(get("vllm_bench_io_driver").as_str().unwrap_or("?")),
-            get("vllm_bench_workers"),
-        );
-    }
-    if !lag.is_empty() {
-        let _ = writeln!(
-            out,
-            "{:<40} {:.3} / {:.3} / {:.3}",
-            "Dispatch lag p50/p99/max (ms):",
-            ms(lag.value_at_quantile(0.5)),
-            ms(lag.value_at_quantile(0.99)),
-            ms(lag.max())
-        );
-    }
-    let not_sent: usize = shards.iter().map(|r| r.section.not_sent).sum();
-    if not_sent > 0 {
-        let _ = writeln!(out, "{:<40} {not_sent}", "Not sent:");
-    }
-    let interrupted = interrupted_shards(shards);
-    if !interrupted.is_empty() {
-        let _ = writeln!(
-            out,
-            "{:<40} yes, shard {} (the figures cover what ran)",
-            "Interrupted:",
-            interrupted.join(", ")
-        );
-    }
-    for (kind, n, example) in failures(shards) {
-        // A server's text, read from a file: printed with its control characters escaped.
-        let line = printable(example.lines().next().unwrap_or(""));
-        let kind = printable(&kind);
-        let _ = writeln!(out, "{:<40} {n}  e.g. {line}", format!("Failed ({kind}):"));
-    }
-    let _ = writeln!(out, "{}", "=".repeat(50));
-    out
-}
-
-/// Our keys after Python's in the merged result.
-fn extras_json(
-    shards: &[ShardResult],
-    lag: &hdrhistogram::Histogram<u64>,
-) -> Result<JsonObject<'static>, serde_json::Error> {
-    let s0 = &shards[0].section;
-    let mut doc = JsonObject::new();
-    doc.set("vllm_bench_shard_count", Json::UInt(s0.shards as u64));
-    doc.set("vllm_bench_fingerprint", Json::str(s0.fingerprint.clone()));
-    doc.set("vllm_bench_start_at", Json::opt(s0.start_at, Json::Float));
-    if !lag.is_empty() {
-        doc.set(
-            "vllm_bench_dispatch_lag_p50_ms",
-            Json::Float(ms(lag.value_at_quantile(0.5))),
-        );
-        doc.set(
-            "vllm_bench_dispatch_lag_p99_ms",
-            Json::Float(ms(lag.value_at_quantile(0.99))),
-        );
-        doc.set("vllm_bench_dispatch_lag_max_ms", Json::Float(ms(lag.max())));
-    }
-    let mut by_reason = JsonObject::new();
-    for (kind, n, _) in failures(shards) {
-        by_reason.set(kind, Json::UInt(n as u64));
-    }
-    doc.set("vllm_bench_failures_by_reason", Json::Object(by_reason));
-    let not_sent: usize = shards.iter().map(|r| r.section.not_sent).sum();
-    doc.set("vllm_bench_not_sent", Json::UInt(not_sent as u64));
-    let interrupted = shards.iter().any(|r| r.section.interrupted);
-    doc.set("vllm_bench_interrupted", Json::Bool(interrupted));
-    let figures: Vec<Value> = shards.iter().map(|r| shard_figures(r).into()).collect();
-    doc.set(
-        "vllm_bench_shards",
-        Json::Raw(serde_json::to_string(&figures)?),
-    );
-    Ok(doc)
-}
-
 /// The shards' ramp-up events (every shard computed the same from the same schedule).
 fn rps_events(doc: &serde_json::Map<String, Value>) -> Vec<RpsChangeEvent> {
     let Some(Value::Array(events)) = doc.get("rps_change_events") else {
@@ -456,22 +352,28 @@ fn rps_events(doc: &serde_json::Map<String, Value>) -> Vec<RpsChangeEvent> {
         .collect()
 }
 
-/// Reads, checks and merges the shard results, prints Python's block and our section, and
-/// writes the merged result; returns where it was written and which shards were
-/// interrupted.
-pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
-    let shards = args
-        .files
-        .iter()
-        .map(|p| read(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let shards = check(shards)?;
+/// One shard as a part of the merged result.
+fn part(r: &ShardResult, lag: Option<Lag>) -> MergedPart {
+    MergedPart {
+        name: format!("{}/{}", r.section.shard, r.section.shards),
+        file: r.path.clone(),
+        requests: r.section.requests.len(),
+        interrupted: r.section.interrupted,
+        engine: r.section.engine.clone(),
+        dispatch_lag: lag,
+        figures: shard_figures(r),
+    }
+}
+
+/// The merged producer of a [`RunResult`]: every metric over the union of the shards'
+/// requests, the steady state over all their spans, each shard's client health and engine
+/// side by side.
+fn merged_result<'a>(
+    shards: &[ShardResult],
+    rows: &[(usize, usize)],
+    outputs: &'a [RequestOutput],
+) -> Result<RunResult<'a>, MergeError> {
     let s0 = &shards[0].section;
-    let rows = union_rows(&shards);
-    let outputs: Vec<RequestOutput> = rows
-        .iter()
-        .map(|&(s, j)| shards[s].section.requests.output(j))
-        .collect();
     let duration_s = shards
         .iter()
         .map(|r| r.section.duration)
@@ -495,47 +397,103 @@ pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
         max_concurrency: info.max_concurrency,
         request_rate: info.request_rate,
     };
-    let report = BenchmarkReport::compute(&outputs, &settings);
-    let merged = histograms(&shards)?;
-    let turns = turns(&shards, &rows, &outputs, &settings);
-    console.out(render_notices(&outputs, task));
-    console.out(render_block(&report));
-    for (turn, r) in turns.iter().flat_map(|t| &t.reports) {
-        console.out(render_turn_block(*turn, r));
-    }
-    console.out(render_extras(&shards, &merged.dispatch_lag));
-    let start = super::shard_clock::StartCheck::of(shards.iter().map(|r| &r.section));
-    console.out(start.render());
-    start.warnings().iter().for_each(|w| console.err_line(w));
-    let events = rps_events(&shards[0].doc);
-    let mut doc = build_result(&info, &report, &outputs, &events, s0.settings.save_detailed);
-    if let Some(t) = &turns {
-        let list = t
-            .reports
-            .iter()
-            .map(|(n, r)| Json::Object(turn_metrics(*n, r)))
-            .collect();
-        doc.set("per_turn_metrics", Json::List(list));
-        let ids = t
-            .conversations
-            .iter()
-            .map(|c| Json::str(c.as_str()))
-            .collect();
-        doc.set("vllm_bench_conversation_ids", Json::List(ids));
-        doc.set("vllm_bench_turns", Json::UInts(t.numbers.as_slice().into()));
-    }
-    let extras =
-        extras_json(&shards, &merged.dispatch_lag).map_err(|e| MergeError::Save(e.into()))?;
-    append_extras(&mut doc, extras);
-    append_extras(
-        &mut doc,
-        start.to_json().map_err(|e| MergeError::Save(e.into()))?,
+    let report = BenchmarkReport::compute(outputs, &settings);
+    let req = |&(s, j): &(usize, usize)| (&shards[s].section.requests, j);
+    let steady_state = super::steady_state::measure(
+        s0.settings.steady_state,
+        outputs,
+        rows.iter()
+            .map(req)
+            .map(|(r, j)| (r.start_ns[j], r.end_ns[j])),
+        &report,
+        &s0.settings.percentiles,
     );
+    let mut all = Histograms::default();
+    let mut parts = Vec::with_capacity(shards.len());
+    let mut health = Vec::new();
+    for r in shards {
+        let h = histograms(r)?;
+        all.add(&h);
+        let lag = Lag::of(&h.dispatch_lag);
+        let p = part(r, lag.clone());
+        if let Some(hh) = &r.section.health {
+            health.push(PartHealth {
+                name: p.name.clone(),
+                health: hh.clone(),
+                dispatch_lag: lag,
+            });
+        }
+        parts.push(p);
+    }
+    let engines: Vec<&EngineFacts> = parts.iter().filter_map(|p| p.engine.as_ref()).collect();
+    let engine = (engines.len() == parts.len())
+        .then(|| EngineFacts::combine(&engines))
+        .flatten();
+    Ok(RunResult {
+        turns: turns(shards, rows, outputs, &settings),
+        rps_events: rps_events(&shards[0].doc),
+        save_detailed: s0.settings.save_detailed,
+        info,
+        task,
+        report,
+        outputs,
+        adapters: None,
+        steady_state,
+        engine,
+        dispatch_lag: Lag::of(&all.dispatch_lag),
+        // Judged only when every shard recorded its own.
+        health: if health.len() == shards.len() {
+            health
+        } else {
+            Vec::new()
+        },
+        failures: failures(shards),
+        not_sent: shards.iter().map(|r| r.section.not_sent).sum(),
+        not_sent_session_ended: shards
+            .iter()
+            .map(|r| r.section.not_sent_session_ended)
+            .sum(),
+        interrupted: shards.iter().any(|r| r.section.interrupted),
+        // Every shard measured the one server's counters over the same span.
+        prefix_cache: s0.prefix_cache,
+        sections: Vec::new(),
+        shards: Shards::Merged(MergedShards {
+            fingerprint: s0.fingerprint.clone(),
+            start_at: s0.start_at,
+            parts,
+        }),
+    })
+}
+
+/// Reads, checks and merges the shard results, prints the run's block and writes the
+/// merged result; returns where it was written and which shards were interrupted.
+pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
+    let shards = args
+        .files
+        .iter()
+        .map(|p| read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let shards = check(shards)?;
+    let rows = union_rows(&shards);
+    let outputs: Vec<RequestOutput> = rows
+        .iter()
+        .map(|&(s, j)| shards[s].section.requests.output(j))
+        .collect();
+    let mut result = merged_result(&shards, &rows, &outputs)?;
+    // Where each shard's clock started on the shared axis, after our block.
+    let start = super::shard_clock::StartCheck::of(shards.iter().map(|r| &r.section));
+    result.sections.push(Section {
+        console: start.render(),
+        json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
+    });
+    console.out(result.render(false));
+    start.warnings().iter().for_each(|w| console.err_line(w));
     let path = result_path(
-        &info,
+        &result.info,
         args.result_filename.as_deref(),
         args.result_dir.as_deref(),
     );
+    let doc = result.document().map_err(|e| MergeError::Save(e.into()))?;
     save_result(
         &path,
         args.result_dir.as_deref(),
@@ -552,7 +510,7 @@ pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::json::RunInfo;
+    use crate::output::json::{build_result, RunInfo};
     use crate::output::shard_file::{Requests, Row, Settings};
 
     fn output(i: usize) -> RequestOutput {
@@ -626,11 +584,15 @@ mod tests {
                 goodput: [Some(30.0), None, None],
                 has_tokenizer: true,
                 save_detailed: true,
+                steady_state: None,
             },
             failures: vec![("http_500".into(), 1, "HTTP 500".into())],
             requests,
             histograms: vec![shard_file::encode_core(&Histograms::default())],
             start: None,
+            engine: None,
+            health: None,
+            prefix_cache: None,
         }
     }
 

@@ -14,20 +14,17 @@ use crate::engine::recorder::Record;
 use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
 use crate::engine::session::Chains;
 use crate::engine::{RunReport, Workload};
-use crate::metrics::peaks::per_second;
 use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetrics};
 use crate::metrics::steady_state::SteadyStateOutcome;
 use crate::metrics::RequestOutput;
-use crate::output::console::{
-    render_block, render_notices, render_preamble, render_turn_block, Preamble,
-};
-use crate::output::json::{
-    append_extras, build_result, result_path, save_result, turn_metrics, Json, RpsChangeEvent,
-    RunInfo,
-};
+use crate::output::console::{render_preamble, Preamble};
+use crate::output::extras::{self, EngineFacts, Lag, PartHealth};
+use crate::output::health::ClientHealth;
+use crate::output::json::{result_path, save_result, JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::localtime::LocalDateTime;
-use crate::output::{extras, lora, plot, steady_state, terminal_chart};
+use crate::output::plot;
+use crate::output::run_result::{Adapters, RunResult, Shards, Turns};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -256,8 +253,8 @@ pub struct Reporting {
 /// What reporting a point produced.
 pub struct Finished {
     pub report: BenchmarkReport,
-    /// The result document, when one was built.
-    pub document: Option<String>,
+    /// The result document, when collected (`Reporting::collect`).
+    pub document: Option<JsonObject<'static>>,
     /// Where it was written (or, collected, would have been).
     pub file: Option<std::path::PathBuf>,
     /// The steady-state figures, when they apply (for a sweep's summary).
@@ -324,7 +321,69 @@ pub fn finish(
     measured: &Measured,
     how: &Reporting,
 ) -> Result<Finished> {
+    let saves = config.output.save_result || config.output.append_result;
+    let result = run_result(config, plan, point, measured, saves)?;
+    if !how.quiet {
+        plan.console.out(result.render(show_chart(config)));
+    }
+    if config.profiling.enabled && config.profiling.batch_threshold.is_none() {
+        // After the block, before the result is saved (Python's order).
+        plan.profiler("stop");
+    }
+    let name = config
+        .output
+        .result_filename
+        .as_deref()
+        .map(|n| match &how.file_suffix {
+            Some(s) => with_suffix(n, s),
+            None => n.to_string(),
+        });
+    let dir = config.output.result_dir.as_deref();
+    let path = result_path(&result.info, name.as_deref(), dir);
+    let (mut document, mut file) = (None, None);
+    if saves {
+        let doc = result.document()?;
+        if how.collect {
+            document = Some(doc.into_owned());
+        } else {
+            save_result(
+                &path,
+                dir,
+                &doc.to_json_string(),
+                config.output.append_result,
+            )?;
+            plan.console
+                .err_line(format_args!("Saved the result to {}", path.display()));
+        }
+        file = Some(path.clone());
+    }
+    if result.task == TaskKind::Generation {
+        let plots = match (&how.plot_suffix, path.file_name()) {
+            (Some(s), Some(f)) => path.with_file_name(with_suffix(&f.to_string_lossy(), s)),
+            _ => path.clone(),
+        };
+        write_plots(config, result.outputs, &plots, &plan.console);
+    }
+    Ok(Finished {
+        report: result.report,
+        document,
+        file,
+        steady_state: result.steady_state,
+    })
+}
+
+/// The live producer of a [`RunResult`]: the metrics and everything reported beside them,
+/// from the engine's report of the measured run. `section`: a shard's result carries its
+/// section for the merge.
+fn run_result<'a>(
+    config: &Config,
+    plan: &Plan,
+    point: &Point,
+    measured: &'a Measured,
+    section: bool,
+) -> Result<RunResult<'a>> {
     let run = &measured.report;
+    let records = &run.merged.records;
     let tokenizer = plan.tokenizer.as_ref();
     let outputs = &run.merged.outputs;
     let task = TaskKind::for_backend(config.server.backend);
@@ -349,49 +408,30 @@ pub fn finish(
     if let (Some(audio), TaskMetrics::Generation { metrics, .. }) =
         (&plan.prepared.audio_s, &mut report.metrics)
     {
-        metrics.rtfx = rtfx(outputs, &run.merged.records, audio, settings.duration_s);
+        metrics.rtfx = rtfx(outputs, records, audio, settings.duration_s);
     }
-    let steady =
-        super::steady_state::measure(config, max_concurrency, point.request_rate, run, &report);
-    if !how.quiet {
-        let console = &plan.console;
-        console.out(render_notices(outputs, task));
-        console.out(render_block(&report));
-        if task == TaskKind::Generation && show_chart(config) {
-            console.out(terminal_chart::render(per_second(outputs).as_ref()));
-        }
-    }
+    let steady_state = super::steady_state::measure(
+        super::steady_state::params(config, max_concurrency, point.request_rate),
+        outputs,
+        records.iter().map(|r| (r.start_ns, r.end_ns)),
+        &report,
+        &config.output.metric_percentiles,
+    );
     let turns = plan.prepared.conversations.as_ref().map(|c| {
         let turn_of = c.turn_of_records();
-        let records = &run.merged.records;
-        let per_turn = super::multi_turn::per_turn_reports(outputs, records, &turn_of, &settings);
-        for (turn, r) in per_turn.iter().filter(|_| !how.quiet) {
-            plan.console.out(render_turn_block(*turn, r));
+        let reports = super::multi_turn::per_turn_reports(outputs, records, &turn_of, &settings);
+        let (conversations, numbers) = super::multi_turn::request_turns(c, records, &turn_of);
+        Turns {
+            reports,
+            conversations,
+            numbers,
         }
-        (
-            per_turn,
-            super::multi_turn::request_turns(c, records, &turn_of),
-        )
     });
-    let adapters = plan.prepared.lora.as_ref().map(|l| {
-        let summaries = l.summaries(outputs, &run.merged.records, &settings);
-        if !how.quiet {
-            plan.console.out(lora::render(&summaries));
-        }
-        (l.names_of(&run.merged.records), summaries)
+    let adapters = plan.prepared.lora.as_ref().map(|l| Adapters {
+        summaries: l.summaries(outputs, records, &settings),
+        per_request: l.names_of(records).into_iter().map(String::from).collect(),
     });
-    let mut extra = extras::Extras::from_run(run, &plan.engine_opts);
-    extra.prefix_cache = measured.prefix_cache;
-    extra.interrupted = measured.interrupted;
-    if !how.quiet {
-        plan.console.out(steady_state::render(steady.as_ref()));
-        plan.console.out(extra.render());
-    }
-    if config.profiling.enabled && config.profiling.batch_threshold.is_none() {
-        // After the block, before the result is saved (Python's order).
-        plan.profiler("stop");
-    }
-    let (mut document, mut file) = (None, None);
+    let dispatch_lag = Lag::of(&run.merged.histograms.dispatch_lag);
     let info = RunInfo {
         date: LocalDateTime::now().result_date(),
         backend: config.server.backend.name().to_string(),
@@ -405,87 +445,51 @@ pub fn finish(
         max_concurrency: max_concurrency.map(|c| c as u64),
         ramp_up: config.rate.ramp_up,
     };
-    let name = config
-        .output
-        .result_filename
-        .as_deref()
-        .map(|n| match &how.file_suffix {
-            Some(s) => with_suffix(n, s),
-            None => n.to_string(),
-        });
-    let path = result_path(&info, name.as_deref(), config.output.result_dir.as_deref());
-    if config.output.save_result || config.output.append_result {
-        let mut doc = build_result(
-            &info,
-            &report,
-            outputs,
-            &measured.rps_events,
-            config.output.save_detailed,
-        );
-        if let Some((per_turn, (conversations, turn_numbers))) = &turns {
-            let list = per_turn
-                .iter()
-                .map(|(t, r)| Json::Object(turn_metrics(*t, r)))
-                .collect();
-            doc.set("per_turn_metrics", Json::List(list));
-            let ids = conversations
-                .iter()
-                .map(|c| Json::str(c.as_str()))
-                .collect();
-            doc.set("vllm_bench_conversation_ids", Json::List(ids));
-            doc.set("vllm_bench_turns", Json::UInts(turn_numbers.into()));
-        }
-        if let Some((per_request, summaries)) = &adapters {
-            append_extras(&mut doc, lora::to_json(per_request, summaries));
-        }
-        append_extras(&mut doc, extra.to_json());
-        append_extras(&mut doc, steady_state::to_json(steady.as_ref()));
-        if let Some(map) = &measured.shard {
-            let whole = RunInfo {
-                max_concurrency: point.max_concurrency.map(|c| c as u64),
-                ..info.clone()
-            };
-            let section = super::shard::section(&super::shard::SectionInput {
-                config,
-                map,
-                run,
-                report: &report,
-                info: &whole,
-                extras: &extra,
-                turns: turns
-                    .as_ref()
-                    .map(|(_, (ids, numbers))| (ids.as_slice(), numbers.as_slice())),
-            });
-            let text = serde_json::to_string(&section)?;
-            doc.set(crate::output::shard_file::KEY, Json::Raw(text));
-        }
-        let text = doc.to_json_string();
-        if !how.collect {
-            save_result(
-                &path,
-                config.output.result_dir.as_deref(),
-                &text,
-                config.output.append_result,
-            )?;
-            plan.console
-                .err_line(format_args!("Saved the result to {}", path.display()));
-        }
-        file = Some(path.clone());
-        document = Some(text);
-    }
-    if task == TaskKind::Generation {
-        let plots = match (&how.plot_suffix, path.file_name()) {
-            (Some(s), Some(f)) => path.with_file_name(with_suffix(&f.to_string_lossy(), s)),
-            _ => path.clone(),
-        };
-        write_plots(config, outputs, &plots, &plan.console);
-    }
-    Ok(Finished {
+    let mut result = RunResult {
+        info,
+        task,
         report,
-        document,
-        file,
-        steady_state: steady,
-    })
+        outputs,
+        rps_events: measured.rps_events.clone(),
+        save_detailed: config.output.save_detailed,
+        turns,
+        adapters,
+        steady_state,
+        engine: Some(EngineFacts::of(run, &plan.engine_opts)),
+        health: vec![PartHealth {
+            name: String::new(),
+            health: ClientHealth::of(&run.loads, records),
+            dispatch_lag: dispatch_lag.clone(),
+        }],
+        dispatch_lag,
+        failures: extras::failures_of(run),
+        not_sent: run.not_sent,
+        not_sent_session_ended: run.not_sent_session_ended,
+        interrupted: measured.interrupted,
+        prefix_cache: measured.prefix_cache,
+        sections: Vec::new(),
+        shards: Shards::Whole,
+    };
+    if let Some(map) = measured.shard.as_ref().filter(|_| section) {
+        let whole = RunInfo {
+            max_concurrency: point.max_concurrency.map(|c| c as u64),
+            ..result.info.clone()
+        };
+        let section = super::shard::section(&super::shard::SectionInput {
+            config,
+            map,
+            run,
+            result: &result,
+            info: &whole,
+            steady_state: super::steady_state::params(
+                config,
+                point.max_concurrency,
+                point.request_rate,
+            ),
+        });
+        result.shards = Shards::Part(Box::new(section));
+    }
+    Ok(result)
 }
 
 #[cfg(test)]

@@ -314,11 +314,11 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         );
     }
     if let Some(path) = path.filter(|_| saves(config)) {
-        let doc = runs_json(&documents, &interrupted, &stats);
+        let doc = runs_json(documents, &interrupted, &stats);
         save_result(
             &path,
             config.output.result_dir.as_deref(),
-            &doc,
+            &doc.to_json_string(),
             config.output.append_result,
         )?;
         plan.console.err_line(format_args!(

@@ -13,11 +13,12 @@ use crate::config::{Config, ConfigError};
 use crate::engine::session::{FollowUps, SessionSource};
 use crate::engine::{RunReport, Workload};
 use crate::http::request::PreparedRequest;
-use crate::metrics::report::{BenchmarkReport, TaskMetrics};
+use crate::metrics::report::TaskMetrics;
+use crate::metrics::steady_state::SteadyStateParams;
 use crate::mix::Fnv64;
-use crate::output::extras::Extras;
 use crate::output::json::RunInfo;
 use crate::output::localtime::LocalDateTime;
+use crate::output::run_result::RunResult;
 use crate::output::shard_file::{self, Requests, Row, Settings, ShardSection};
 use crate::output::stdio::Console;
 
@@ -186,11 +187,11 @@ pub struct SectionInput<'a> {
     pub config: &'a Config,
     pub map: &'a ShardMap,
     pub run: &'a RunReport,
-    pub report: &'a BenchmarkReport,
+    /// This shard's result (its report, failures, engine, health, per-request turns).
+    pub result: &'a RunResult<'a>,
     pub info: &'a RunInfo,
-    pub extras: &'a Extras,
-    /// `--multi-turn`: per record, its conversation and turn (1-based).
-    pub turns: Option<(&'a [String], &'a [u64])>,
+    /// The steady-state settings of the whole run, when they apply.
+    pub steady_state: Option<SteadyStateParams>,
 }
 
 /// The `vllm_bench_shard` section of this shard's result.
@@ -199,11 +200,15 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         config,
         map,
         run,
-        report,
+        result,
         info,
-        extras,
-        turns,
+        steady_state,
     } = *input;
+    let report = &result.report;
+    let turns = result
+        .turns
+        .as_ref()
+        .map(|t| (t.conversations.as_slice(), t.numbers.as_slice()));
     let outputs = &run.merged.outputs;
     let lens = match &report.metrics {
         TaskMetrics::Generation {
@@ -240,7 +245,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         not_sent: run.not_sent,
         not_sent_session_ended: run.not_sent_session_ended,
         duration: run.duration.as_secs_f64(),
-        interrupted: extras.interrupted,
+        interrupted: result.interrupted,
         run: info.clone(),
         settings: Settings {
             percentiles: out.metric_percentiles.clone(),
@@ -257,8 +262,9 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
             ],
             has_tokenizer: report.has_tokenizer,
             save_detailed: out.save_detailed,
+            steady_state,
         },
-        failures: extras.failures.clone(),
+        failures: result.failures.clone(),
         requests,
         histograms: run
             .merged
@@ -269,6 +275,9 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         start: map
             .ready_ms
             .map(|ready| super::shard_clock::facts(ready, run)),
+        engine: result.engine.clone(),
+        health: result.health.first().map(|p| p.health.clone()),
+        prefix_cache: result.prefix_cache,
     }
 }
 

@@ -235,7 +235,10 @@ impl StartCheck {
         check.set("spread_ms", Json::Float(spread));
         check.set("together", Json::Bool(self.together()));
         check.set("hosts", Json::UInt(self.hosts().len() as u64));
-        check.set("shards", Json::Raw(serde_json::to_string(&self.shards)?));
+        check.set(
+            "shards",
+            Json::Value(std::borrow::Cow::Owned(serde_json::to_value(&self.shards)?)),
+        );
         doc.set("vllm_bench_start_check", Json::Object(check));
         Ok(doc)
     }

@@ -12,55 +12,62 @@
 use std::time::Duration;
 
 use crate::config::Config;
-use crate::engine::RunReport;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
-use crate::metrics::steady_state::{compute, Span, SteadyStateOutcome, SteadyStateSettings};
+use crate::metrics::steady_state::{
+    compute, Span, SteadyStateOutcome, SteadyStateParams, SteadyStateSettings,
+};
+use crate::metrics::RequestOutput;
 
-/// The steady-state figures of a finished run at `max_concurrency` and `request_rate` (its
-/// point's: a sweep varies them); `None` when they do not apply (see the module doc) or
+/// The steady-state settings of a run at `max_concurrency` and `request_rate` (its point's:
+/// a sweep varies them); `None` when the figures do not apply (see the module doc) or
 /// `--no-steady-state` was given.
-pub fn measure(
+pub fn params(
     config: &Config,
     max_concurrency: Option<usize>,
     request_rate: f64,
-    run: &RunReport,
-    report: &BenchmarkReport,
-) -> Option<SteadyStateOutcome> {
+) -> Option<SteadyStateParams> {
     let closed = config.rate.is_closed_loop_at(max_concurrency, request_rate);
     if !config.steady_state.enabled || !closed || config.multi_turn.is_some() {
         return None;
     }
-    let max_concurrency = max_concurrency? as u64;
+    Some(SteadyStateParams {
+        threshold: config.steady_state.threshold,
+        max_concurrency: max_concurrency? as u64,
+        min_window_s: config.steady_state.min_window_sec,
+    })
+}
+
+/// The steady-state figures of finished requests: `outputs` and `spans` (send and end, ns
+/// since the run's epoch) index for index, `report` computed over the same outputs.
+pub fn measure(
+    params: Option<SteadyStateParams>,
+    outputs: &[RequestOutput],
+    spans: impl Iterator<Item = (u64, u64)>,
+    report: &BenchmarkReport,
+    percentiles: &[f64],
+) -> Option<SteadyStateOutcome> {
+    let params = params?;
     let TaskMetrics::Generation {
         actual_output_lens, ..
     } = &report.metrics
     else {
         return None;
     };
-    // The records and the outputs are the same requests in the same order (the engine's
-    // merge); the records know when each request released its slot, failures included.
-    let spans: Vec<Span> = run
-        .merged
-        .records
-        .iter()
-        .map(|r| Span {
-            start: secs(r.start_ns),
-            end: secs(r.end_ns),
+    // The spans know when each request released its slot, failures included.
+    let spans: Vec<Span> = spans
+        .map(|(start, end)| Span {
+            start: secs(start),
+            end: secs(end),
         })
         .collect();
     let settings = SteadyStateSettings {
-        threshold: config.steady_state.threshold,
-        max_concurrency,
-        min_window_s: config.steady_state.min_window_sec,
+        threshold: params.threshold,
+        max_concurrency: params.max_concurrency,
+        min_window_s: params.min_window_s,
         duration_s: report.duration_s,
-        ttft_percentiles: config.output.metric_percentiles.clone(),
+        ttft_percentiles: percentiles.to_vec(),
     };
-    Some(compute(
-        &run.merged.outputs,
-        actual_output_lens,
-        &spans,
-        &settings,
-    ))
+    Some(compute(outputs, actual_output_lens, &spans, &settings))
 }
 
 /// Seconds exactly as the engine converts `start_time`, so a window bound equals the

@@ -48,7 +48,7 @@ pub const STALL_LIMIT: Duration = Duration::from_millis(25);
 pub const MIN_WINDOW: Duration = Duration::from_millis(50);
 
 /// One core's figures.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CoreHealth {
     pub core: usize,
     /// CPU time over wall time of the measured window, 0 to 1 (a little above 1 is clock
@@ -61,8 +61,8 @@ pub struct CoreHealth {
     pub window: Duration,
 }
 
-/// The client's health over one run.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// The client's health over one run (a shard's result carries it for the merge).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ClientHealth {
     pub cores: Vec<CoreHealth>,
     /// Requests the client waited to send at their arrival time.
@@ -235,20 +235,53 @@ impl ClientHealth {
 
     /// The line printed after the vllm-bench block.
     pub fn verdict(&self) -> String {
-        if !self.has_verdict() {
-            return "client: no verdict (the server answered no request)".to_string();
-        }
         let causes = self.causes();
-        if causes.is_empty() {
-            return "client: not a bottleneck".to_string();
-        }
         let list: Vec<String> = causes.iter().map(ToString::to_string).collect();
-        format!(
-            "client: WARNING: the client may have limited this run: {} (give it more or \
-             quieter cores: --num-cores, or fewer other processes on them)",
-            list.join("; ")
-        )
+        verdict_line(self.has_verdict(), &list)
     }
+}
+
+/// The verdict of a run from whether it has one and its causes, worst first.
+fn verdict_line(has_verdict: bool, causes: &[String]) -> String {
+    if !has_verdict {
+        return "client: no verdict (the server answered no request)".to_string();
+    }
+    if causes.is_empty() {
+        return "client: not a bottleneck".to_string();
+    }
+    format!(
+        "client: WARNING: the client may have limited this run: {} (give it more or \
+         quieter cores: --num-cores, or fewer other processes on them)",
+        causes.join("; ")
+    )
+}
+
+/// The client's health of a run made of several parts (the shards of a merged run), each
+/// judged on its own machine: one verdict over all of them, worst cause first, each cause
+/// naming its part. One part (`--shard 0/1`) is judged exactly as a run of one process.
+pub fn combined_causes(parts: &[(&str, &ClientHealth)]) -> Vec<(String, f64)> {
+    let mut all: Vec<(String, f64)> = parts
+        .iter()
+        .flat_map(|(name, h)| {
+            h.causes().into_iter().map(move |c| {
+                let text = match parts.len() {
+                    1 => c.to_string(),
+                    _ => format!("shard {name}: {c}"),
+                };
+                (text, c.severity())
+            })
+        })
+        .collect();
+    // Stable: equally severe causes keep the parts' order.
+    all.sort_by(|a, b| b.1.total_cmp(&a.1));
+    all
+}
+
+/// The combined verdict line of [`combined_causes`]: no verdict when no part's server
+/// answered.
+pub fn combined_verdict(parts: &[(&str, &ClientHealth)]) -> String {
+    let causes: Vec<String> = combined_causes(parts).into_iter().map(|c| c.0).collect();
+    verdict_line(parts.iter().any(|(_, h)| h.has_verdict()), &causes)
 }
 
 #[cfg(test)]
@@ -410,6 +443,37 @@ mod tests {
         assert_eq!(
             h.verdict(),
             "client: no verdict (the server answered no request)"
+        );
+    }
+
+    #[test]
+    fn merged_shards_get_one_verdict_worst_cause_first_naming_the_shard() {
+        let load = |busy_ms: u64, stall_ms: u64| CoreLoad {
+            core: 0,
+            busy: ms(busy_ms),
+            window: ms(10_000),
+            waited: None,
+            longest_stall: ms(stall_ms),
+        };
+        let answered = [arrival(0, 10, true)];
+        let quiet = ClientHealth::of(&[load(1000, 1)], &answered);
+        let busy = ClientHealth::of(&[load(9500, 1)], &answered);
+        let stalled = ClientHealth::of(&[load(1000, 100)], &answered);
+        let parts = [("0/3", &quiet), ("1/3", &busy), ("2/3", &stalled)];
+        let v = combined_verdict(&parts);
+        assert!(
+            v.starts_with(
+                "client: WARNING: the client may have limited this run: shard 2/3: core 0's \
+                 event loop stalled for 100.0 ms; shard 1/3: core 0 was busy 95% of the run ("
+            ),
+            "{v}"
+        );
+        // One part is judged as one process.
+        assert_eq!(combined_verdict(&[("0/1", &busy)]), busy.verdict());
+        let unanswered = ClientHealth::default();
+        assert_eq!(
+            combined_verdict(&[("0/2", &unanswered), ("1/2", &unanswered)]),
+            unanswered.verdict()
         );
     }
 

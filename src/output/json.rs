@@ -19,7 +19,8 @@
 //!
 //! Serialization follows `json.dump` defaults: `", "` and `": "` separators, no indent, no
 //! trailing newline, `ensure_ascii` escaping, floats as Python `repr`, integers as integers.
-//! serde_json's float text differs from Python's, hence this small writer.
+//! serde_json's float text differs from Python's, hence our one writer, `pyfmt::json` (also
+//! used for the error texts Python builds with `json.dumps`).
 //!
 //! One deliberate difference: every document we write is strict JSON. Python's `json.dump`
 //! writes `NaN`, `Infinity` and `-Infinity` for non-finite floats (a throughput over a
@@ -30,7 +31,6 @@
 //! string `"inf"` (set by `run_facts`, not by this writer).
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -40,7 +40,8 @@ use crate::cli::RampUp;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
 use crate::metrics::summary::{percentile_word, MetricStats};
 use crate::metrics::RequestOutput;
-use crate::pyfmt::{float_repr, push_float_repr};
+use crate::pyfmt::float_repr;
+pub use crate::pyfmt::json::{Json, JsonObject};
 
 /// Per-request keys Python removes unless `--save-detailed` is given.
 const DETAILED_KEYS: [&str; 7] = [
@@ -52,165 +53,6 @@ const DETAILED_KEYS: [&str; 7] = [
     "generated_texts",
     "errors",
 ];
-
-/// A JSON value. Per-request number lists have their own variants so large runs (millions of
-/// ITL samples) are written straight from the outcomes without one node per number.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Json<'a> {
-    Null,
-    Bool(bool),
-    Int(i64),
-    UInt(u64),
-    Float(f64),
-    Str(Cow<'a, str>),
-    Floats(Cow<'a, [f64]>),
-    UInts(Cow<'a, [u64]>),
-    List(Vec<Json<'a>>),
-    Object(JsonObject<'a>),
-    /// JSON text written elsewhere (serde), inserted as it is.
-    Raw(String),
-}
-
-impl<'a> Json<'a> {
-    /// A string value.
-    pub fn str(s: impl Into<Cow<'a, str>>) -> Self {
-        Json::Str(s.into())
-    }
-
-    /// `null` for `None`.
-    pub fn opt<T>(value: Option<T>, f: impl FnOnce(T) -> Json<'a>) -> Self {
-        value.map_or(Json::Null, f)
-    }
-
-    /// The `json.dump` text of this value.
-    pub fn to_json_string(&self) -> String {
-        let mut out = String::new();
-        self.write_to(&mut out);
-        out
-    }
-
-    /// Appends the `json.dump` text of this value.
-    pub fn write_to(&self, out: &mut String) {
-        match self {
-            Json::Null => out.push_str("null"),
-            Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Json::Int(i) => {
-                let _ = write!(out, "{i}");
-            }
-            Json::UInt(u) => {
-                let _ = write!(out, "{u}");
-            }
-            Json::Float(f) => write_float(out, *f),
-            Json::Str(s) => write_str(out, s),
-            Json::Floats(v) => write_seq(out, v.iter(), |out, f| write_float(out, *f)),
-            Json::UInts(v) => write_seq(out, v.iter(), |out, u| {
-                let _ = write!(out, "{u}");
-            }),
-            Json::List(v) => write_seq(out, v.iter(), |out, item| item.write_to(out)),
-            Json::Object(o) => o.write_to(out),
-            Json::Raw(text) => out.push_str(text),
-        }
-    }
-}
-
-/// An insertion-ordered JSON object with Python dict assignment semantics.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct JsonObject<'a> {
-    entries: Vec<(Cow<'a, str>, Json<'a>)>,
-}
-
-impl<'a> JsonObject<'a> {
-    /// An empty object.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// `d[key] = value`: replaces the value of an existing key in place, else appends.
-    pub fn set(&mut self, key: impl Into<Cow<'a, str>>, value: Json<'a>) {
-        let key = key.into();
-        match self.entries.iter_mut().find(|(k, _)| *k == key) {
-            Some(entry) => entry.1 = value,
-            None => self.entries.push((key, value)),
-        }
-    }
-
-    /// `del d[key]` if present; returns the removed value.
-    pub fn remove(&mut self, key: &str) -> Option<Json<'a>> {
-        let i = self.entries.iter().position(|(k, _)| k == key)?;
-        Some(self.entries.remove(i).1)
-    }
-
-    /// The value of `key`, if present.
-    pub fn get(&self, key: &str) -> Option<&Json<'a>> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-    }
-
-    /// The keys, in order.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|(k, _)| k.as_ref())
-    }
-
-    /// Number of keys.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// True when the object has no keys.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// Appends the `json.dump` text of this object.
-    pub fn write_to(&self, out: &mut String) {
-        out.push('{');
-        for (i, (k, v)) in self.entries.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            write_str(out, k);
-            out.push_str(": ");
-            v.write_to(out);
-        }
-        out.push('}');
-    }
-
-    /// The `json.dump` text of this object.
-    pub fn to_json_string(&self) -> String {
-        let mut out = String::new();
-        self.write_to(&mut out);
-        out
-    }
-}
-
-fn write_seq<T>(
-    out: &mut String,
-    items: impl Iterator<Item = T>,
-    mut f: impl FnMut(&mut String, T),
-) {
-    out.push('[');
-    for (i, item) in items.enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        f(out, item);
-    }
-    out.push(']');
-}
-
-/// A float as `json.dump` writes it (`repr`), but `null` for a non-finite one where Python
-/// writes `NaN` / `Infinity`: our documents are strict JSON (see the module doc).
-fn write_float(out: &mut String, f: f64) {
-    if f.is_finite() {
-        push_float_repr(out, f);
-    } else {
-        out.push_str("null");
-    }
-}
-
-/// A string with `ensure_ascii=True` escaping (one implementation, Python's `json`).
-fn write_str(out: &mut String, s: &str) {
-    crate::pyfmt::push_json_str(out, s);
-}
 
 /// The run facts saved ahead of the metrics (everything Python takes from its arguments).
 /// Serde (a shard's result carries them for the merge) writes an infinite rate as `null`.
@@ -416,7 +258,7 @@ pub(super) fn set_stats(doc: &mut JsonObject<'_>, name: &str, stats: &MetricStat
 /// Adds keys beyond Python's schema after all of Python's keys. Extras should use new key
 /// names: an existing name is replaced in place (Python dict semantics), not moved.
 pub fn append_extras<'a>(doc: &mut JsonObject<'a>, extras: JsonObject<'a>) {
-    for (k, v) in extras.entries {
+    for (k, v) in extras.into_entries() {
         doc.set(k, v);
     }
 }

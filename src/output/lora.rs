@@ -40,12 +40,9 @@ pub fn render(adapters: &[AdapterSummary]) -> String {
 
 /// `vllm_bench_lora_adapters` (the adapter of each request, in the order of Python's
 /// per-request lists) and `vllm_bench_lora_summary` (per adapter, as printed).
-pub fn to_json<'a>(per_request: &[&str], adapters: &[AdapterSummary]) -> JsonObject<'a> {
+pub fn to_json<'a>(per_request: &[String], adapters: &[AdapterSummary]) -> JsonObject<'a> {
     let mut doc = JsonObject::new();
-    let names = per_request
-        .iter()
-        .map(|n| Json::str(n.to_string()))
-        .collect();
+    let names = per_request.iter().map(|n| Json::str(n.clone())).collect();
     doc.set("vllm_bench_lora_adapters", Json::List(names));
     let mut summary = JsonObject::new();
     for a in adapters {
@@ -84,7 +81,7 @@ mod tests {
             "sql:                                     5 requests (4 ok), mean TTFT 12.35 ms, mean TPOT 1.00 ms"
         );
         assert_eq!(render(&[]), "");
-        let doc = to_json(&["sql", "sql"], &[a]);
+        let doc = to_json(&["sql".to_string(), "sql".to_string()], &[a]);
         let text = Json::Object(doc).to_json_string();
         assert!(
             text.contains(r#""vllm_bench_lora_adapters": ["sql", "sql"]"#),

@@ -1,5 +1,5 @@
 //! Output: the console block (byte-compatible with Python) and the result JSON; our own
-//! blocks (`extras`, `steady_state`); reading saved results back (`result_file`) and the
+//! blocks (`extras`, `steady_state`), all written from one `run_result::RunResult`; reading saved results back (`result_file`) and the
 //! `--compare` table.
 //!
 //! Printers only read a finished `metrics::report::BenchmarkReport` plus run facts; they
@@ -16,6 +16,7 @@ pub mod lora;
 pub mod plot;
 pub mod printable;
 pub mod result_file;
+pub mod run_result;
 pub mod shard_file;
 pub mod stdio;
 pub mod steady_state;

@@ -11,7 +11,10 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::recorder::Histograms;
+use crate::metrics::steady_state::SteadyStateParams;
 use crate::metrics::RequestOutput;
+use crate::output::extras::{EngineFacts, PrefixCache};
+use crate::output::health::ClientHealth;
 use crate::output::json::RunInfo;
 
 /// The key of the section in the result document.
@@ -45,6 +48,16 @@ pub struct ShardSection {
     pub requests: Requests,
     /// Per core: ttft, itl, e2el and dispatch lag (ns).
     pub histograms: Vec<[String; 4]>,
+    /// The engine that ran this shard (absent from files of earlier versions, as are the
+    /// next two).
+    #[serde(default)]
+    pub engine: Option<EngineFacts>,
+    /// The client's health on this shard's machine.
+    #[serde(default)]
+    pub health: Option<ClientHealth>,
+    /// A trace replay's prefix-cache ratios, as this shard measured them.
+    #[serde(default)]
+    pub prefix_cache: Option<PrefixCache>,
     /// How this shard started on the shared axis (`--start-at` only; absent from files
     /// written before it was recorded, and then not checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,6 +99,10 @@ pub struct Settings {
     pub goodput: [Option<f64>; 3],
     pub has_tokenizer: bool,
     pub save_detailed: bool,
+    /// The steady-state settings of the whole run, when they apply to it (the merge
+    /// computes the figures over every shard's spans).
+    #[serde(default)]
+    pub steady_state: Option<SteadyStateParams>,
 }
 
 /// Per request, in this shard's record order (columns of equal length).

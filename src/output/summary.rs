@@ -433,7 +433,11 @@ fn interrupted_runs(interrupted: &[bool]) -> Vec<u64> {
 /// The `--num-runs` result document: every run's result (each with its own
 /// `vllm_bench_interrupted`), whether any run was interrupted, which ones (numbered from 1)
 /// and how many runs the statistics cover, then the statistics.
-pub fn runs_json(run_documents: &[String], interrupted: &[bool], spreads: &[Spread]) -> String {
+pub fn runs_json(
+    run_documents: Vec<JsonObject<'static>>,
+    interrupted: &[bool],
+    spreads: &[Spread],
+) -> JsonObject<'static> {
     let mut aggregate = JsonObject::new();
     for s in spreads {
         let mut o = JsonObject::new();
@@ -444,27 +448,18 @@ pub fn runs_json(run_documents: &[String], interrupted: &[bool], spreads: &[Spre
         o.set("cv", Json::Float(s.cv));
         aggregate.set(s.key.clone(), Json::Object(o));
     }
-    let mut out = format!("{{\"num_runs\": {}, \"runs\": [", run_documents.len());
-    for (i, d) in run_documents.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push_str(d);
-    }
-    out.push_str("], ");
+    let runs = run_documents.len();
     let left_out = interrupted_runs(interrupted);
-    let mut marks = JsonObject::new();
-    marks.set("interrupted", Json::Bool(!left_out.is_empty()));
-    marks.set("interrupted_runs", Json::UInts(left_out.clone().into()));
-    let counted = run_documents.len().saturating_sub(left_out.len());
-    marks.set("aggregated_runs", Json::UInt(counted as u64));
-    // The keys of `marks`, without its braces, between the runs and the aggregate.
-    let text = marks.to_json_string();
-    out.push_str(&text[1..text.len() - 1]);
-    out.push_str(", \"aggregate\": ");
-    aggregate.write_to(&mut out);
-    out.push('}');
-    out
+    let mut doc = JsonObject::new();
+    doc.set("num_runs", Json::UInt(runs as u64));
+    let runs_list = run_documents.into_iter().map(Json::Object).collect();
+    doc.set("runs", Json::List(runs_list));
+    doc.set("interrupted", Json::Bool(!left_out.is_empty()));
+    let counted = runs.saturating_sub(left_out.len());
+    doc.set("interrupted_runs", Json::UInts(left_out.into()));
+    doc.set("aggregated_runs", Json::UInt(counted as u64));
+    doc.set("aggregate", Json::Object(aggregate));
+    doc
 }
 
 #[cfg(test)]
@@ -536,13 +531,16 @@ mod tests {
             "{line}"
         );
 
-        let docs = [
-            "{\"r\": 1}".to_string(),
-            "{\"r\": 2}".into(),
-            "{\"r\": 3}".into(),
-        ];
-        let doc: serde_json::Value =
-            serde_json::from_str(&runs_json(&docs, &interrupted, &stats)).unwrap();
+        let docs: Vec<JsonObject<'static>> = (1..=3)
+            .map(|r| {
+                let mut o = JsonObject::new();
+                o.set("r", Json::UInt(r));
+                o
+            })
+            .collect();
+        let text = runs_json(docs.clone(), &interrupted, &stats).to_json_string();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["runs"][2]["r"], 3);
         assert_eq!(doc["num_runs"], 3);
         assert_eq!(doc["runs"].as_array().map(Vec::len), Some(3));
         assert_eq!(doc["interrupted"], true);
@@ -552,8 +550,10 @@ mod tests {
 
         // Without an interrupted run the document says so, and every run counts.
         let all = spreads(&reports[..2], &[]);
-        let doc: serde_json::Value =
-            serde_json::from_str(&runs_json(&docs[..2], &[false, false], &all)).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(
+            &runs_json(docs[..2].to_vec(), &[false, false], &all).to_json_string(),
+        )
+        .unwrap();
         assert_eq!(doc["interrupted"], false);
         assert_eq!(doc["interrupted_runs"], serde_json::json!([]));
         assert_eq!(doc["aggregated_runs"], 2);
@@ -567,7 +567,7 @@ mod tests {
         assert!(stats.is_empty());
         let table = render_spreads(&stats, 1, &[true]);
         assert!(table.contains("no complete run, no statistics"), "{table}");
-        let text = runs_json(&["{}".to_string()], &[true], &stats);
+        let text = runs_json(vec![JsonObject::new()], &[true], &stats).to_json_string();
         let doc: serde_json::Value = serde_json::from_str(&text).expect("strict JSON");
         assert_eq!(doc["aggregated_runs"], 0);
     }

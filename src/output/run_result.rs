@@ -1,0 +1,197 @@
+//! One run's result, however it was obtained: a live run (`modes::point`) or the shards
+//! of a run merged (`modes::merge`). Both producers fill a [`RunResult`]; the console block
+//! ([`RunResult::render`]) and the result document ([`RunResult::document`]) are written
+//! from it alone, so the two can never report differently.
+//!
+//! What it holds, in the order it is printed and saved: Python's metrics (the
+//! `BenchmarkReport`, with the run facts and per-request outputs its JSON lists), the
+//! per-turn reports of a multi-turn run, the LoRA adapters, the steady state, then our own
+//! block (engine facts, dispatch lag, client health per part, failures by reason with an
+//! example, requests not sent, the interrupted flag, a trace's prefix cache), the sections
+//! of later features ([`Section`]: server metrics, SLO search), and the shard bookkeeping.
+
+use std::borrow::Cow;
+
+use crate::metrics::peaks::per_second;
+use crate::metrics::report::{BenchmarkReport, TaskKind};
+use crate::metrics::steady_state::SteadyStateOutcome;
+use crate::metrics::RequestOutput;
+use crate::output::console::{render_block, render_notices, render_turn_block};
+use crate::output::extras::{self, EngineFacts, Lag, PartHealth, PrefixCache};
+use crate::output::json::{
+    append_extras, build_result, turn_metrics, Json, JsonObject, RpsChangeEvent, RunInfo,
+};
+use crate::output::lora::{self, AdapterSummary};
+use crate::output::shard_file::{ShardSection, KEY};
+use crate::output::{steady_state, terminal_chart};
+
+/// `--multi-turn`: each turn's figures, and every request's conversation and turn.
+#[derive(Debug, Clone)]
+pub struct Turns {
+    /// Per turn (1-based), Python's metrics over its requests.
+    pub reports: Vec<(usize, BenchmarkReport)>,
+    /// Per request, in the order of Python's lists.
+    pub conversations: Vec<String>,
+    /// Per request, its turn (1-based).
+    pub numbers: Vec<u64>,
+}
+
+/// `--lora-modules`: every request's adapter and each adapter's summary.
+#[derive(Debug, Clone)]
+pub struct Adapters {
+    pub per_request: Vec<String>,
+    pub summaries: Vec<AdapterSummary>,
+}
+
+/// A block printed and keys saved by a later feature (server metrics, SLO search), after
+/// ours and in the order added.
+#[derive(Debug, Clone, Default)]
+pub struct Section {
+    pub console: String,
+    pub json: JsonObject<'static>,
+}
+
+/// One shard of a merged run.
+#[derive(Debug, Clone)]
+pub struct MergedPart {
+    /// `K/N`.
+    pub name: String,
+    /// The file it was read from.
+    pub file: String,
+    pub requests: usize,
+    pub interrupted: bool,
+    pub engine: Option<EngineFacts>,
+    pub dispatch_lag: Option<Lag>,
+    /// The shard's own `completed`, `failed` and `vllm_bench_*` keys, as it saved them.
+    pub figures: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The shards a merged result was made of.
+#[derive(Debug, Clone)]
+pub struct MergedShards {
+    pub fingerprint: String,
+    pub start_at: Option<f64>,
+    pub parts: Vec<MergedPart>,
+}
+
+/// Where the run stands among shards.
+#[derive(Debug, Clone, Default)]
+pub enum Shards {
+    /// A run of one process.
+    #[default]
+    Whole,
+    /// This run is one shard (`--shard K/N`): what its result carries for the merge.
+    Part(Box<ShardSection>),
+    /// Merged from the shards' results.
+    Merged(MergedShards),
+}
+
+/// A run's result; see the module doc.
+#[derive(Debug, Clone)]
+pub struct RunResult<'a> {
+    pub info: RunInfo,
+    pub task: TaskKind,
+    pub report: BenchmarkReport,
+    /// The per-request outcomes the report was computed from, in Python's list order.
+    pub outputs: &'a [RequestOutput],
+    pub rps_events: Vec<RpsChangeEvent>,
+    /// `--save-detailed`: keep Python's per-request lists.
+    pub save_detailed: bool,
+    pub turns: Option<Turns>,
+    pub adapters: Option<Adapters>,
+    pub steady_state: Option<SteadyStateOutcome>,
+    /// `None` only for a merge of shard files that did not record it.
+    pub engine: Option<EngineFacts>,
+    pub dispatch_lag: Option<Lag>,
+    /// The client's health: one part for a run, one per shard merged.
+    pub health: Vec<PartHealth>,
+    /// Failures by reason, with one example each.
+    pub failures: Vec<(String, usize, String)>,
+    pub not_sent: usize,
+    /// Of `not_sent`: requests whose session (conversation) ended at an earlier failure.
+    pub not_sent_session_ended: usize,
+    /// Ctrl-C or SIGTERM stopped the run (a shard of it, merged).
+    pub interrupted: bool,
+    pub prefix_cache: Option<PrefixCache>,
+    pub sections: Vec<Section>,
+    pub shards: Shards,
+}
+
+impl RunResult<'_> {
+    /// The console block: Python's notices and block, the per-second chart when `chart`,
+    /// the per-turn blocks, the adapters, the steady state, our block and later sections.
+    pub fn render(&self, chart: bool) -> String {
+        let mut out = render_notices(self.outputs, self.task);
+        out.push_str(&render_block(&self.report));
+        if self.task == TaskKind::Generation && chart {
+            out.push_str(&terminal_chart::render(per_second(self.outputs).as_ref()));
+        }
+        for (turn, r) in self.turns.iter().flat_map(|t| &t.reports) {
+            out.push_str(&render_turn_block(*turn, r));
+        }
+        if let Some(a) = &self.adapters {
+            out.push_str(&lora::render(&a.summaries));
+        }
+        out.push_str(&steady_state::render(self.steady_state.as_ref()));
+        out.push_str(&extras::render(self));
+        for s in &self.sections {
+            out.push_str(&s.console);
+        }
+        out
+    }
+
+    /// The result document: Python's keys (`json::build_result`), then ours.
+    pub fn document(&self) -> Result<JsonObject<'_>, serde_json::Error> {
+        let mut doc = build_result(
+            &self.info,
+            &self.report,
+            self.outputs,
+            &self.rps_events,
+            self.save_detailed,
+        );
+        if let Some(t) = &self.turns {
+            let list = t
+                .reports
+                .iter()
+                .map(|(n, r)| Json::Object(turn_metrics(*n, r)))
+                .collect();
+            doc.set("per_turn_metrics", Json::List(list));
+            let ids = t
+                .conversations
+                .iter()
+                .map(|c| Json::str(c.as_str()))
+                .collect();
+            doc.set("vllm_bench_conversation_ids", Json::List(ids));
+            doc.set("vllm_bench_turns", Json::UInts(t.numbers.as_slice().into()));
+        }
+        if let Some(a) = &self.adapters {
+            append_extras(&mut doc, lora::to_json(&a.per_request, &a.summaries));
+        }
+        append_extras(&mut doc, extras::to_json(self));
+        append_extras(&mut doc, steady_state::to_json(self.steady_state.as_ref()));
+        for s in &self.sections {
+            append_extras(&mut doc, s.json.clone());
+        }
+        match &self.shards {
+            Shards::Whole => {}
+            Shards::Part(section) => {
+                doc.set(KEY, Json::Value(Cow::Owned(serde_json::to_value(section)?)));
+            }
+            Shards::Merged(m) => {
+                doc.set("vllm_bench_shard_count", Json::UInt(m.parts.len() as u64));
+                doc.set("vllm_bench_fingerprint", Json::str(m.fingerprint.as_str()));
+                doc.set("vllm_bench_start_at", Json::opt(m.start_at, Json::Float));
+                let figures: Vec<serde_json::Value> = m
+                    .parts
+                    .iter()
+                    .map(|p| serde_json::Value::Object(p.figures.clone()))
+                    .collect();
+                doc.set(
+                    "vllm_bench_shards",
+                    Json::Value(Cow::Owned(serde_json::Value::Array(figures))),
+                );
+            }
+        }
+        Ok(doc)
+    }
+}
