@@ -30,7 +30,7 @@ use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::metrics::summary::MetricKind;
 use crate::metrics::RequestOutput;
 use crate::modes::multi_turn::{per_turn, TurnRequest};
-use crate::output::extras::{EngineFacts, Lag, PartHealth};
+use crate::output::facts::{EngineFacts, Lag, PartHealth};
 use crate::output::json::{result_path, save_result, RpsChangeEvent};
 use crate::output::run_result::{MergedPart, MergedShards, RunResult, Section, Shards, Turns};
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};

@@ -19,7 +19,7 @@ use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetr
 use crate::metrics::steady_state::SteadyStateOutcome;
 use crate::metrics::RequestOutput;
 use crate::output::console::{render_preamble, Preamble};
-use crate::output::extras::{self, EngineFacts, Lag, PartHealth};
+use crate::output::facts::{self, EngineFacts, Lag, PartHealth};
 use crate::output::health::ClientHealth;
 use crate::output::json::{result_path, save_result, JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::localtime::LocalDateTime;
@@ -60,7 +60,7 @@ impl Point {
 pub struct Measured {
     pub report: RunReport,
     pub rps_events: Vec<RpsChangeEvent>,
-    pub prefix_cache: Option<extras::PrefixCache>,
+    pub prefix_cache: Option<facts::PrefixCache>,
     /// Ctrl-C or SIGTERM stopped the run.
     pub interrupted: bool,
     /// `--shard`: where this shard's records sit in the one-process run.
@@ -462,7 +462,7 @@ fn run_result<'a>(
             dispatch_lag: dispatch_lag.clone(),
         }],
         dispatch_lag,
-        failures: extras::failures_of(run),
+        failures: facts::failures_of(run),
         not_sent: run.not_sent,
         not_sent_session_ended: run.not_sent_session_ended,
         interrupted: measured.interrupted,

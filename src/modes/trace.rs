@@ -24,7 +24,7 @@ use crate::datasets::timed_trace::{
     TraceRecord, TraceStats,
 };
 use crate::http::request::{HeadTemplate, PreparedRequest};
-use crate::output::extras::PrefixCache;
+use crate::output::facts::PrefixCache;
 use crate::output::stdio::Console;
 use crate::tokenizer::Tokenizer;
 

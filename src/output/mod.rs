@@ -9,12 +9,14 @@
 pub mod compare;
 pub mod console;
 pub mod extras;
+pub mod facts;
 pub mod health;
 pub mod json;
 pub mod localtime;
 pub mod lora;
 pub mod plot;
 pub mod printable;
+pub mod report;
 pub mod result_file;
 pub mod run_result;
 pub mod shard_file;

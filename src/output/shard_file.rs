@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::recorder::Histograms;
 use crate::metrics::steady_state::SteadyStateParams;
 use crate::metrics::RequestOutput;
-use crate::output::extras::{EngineFacts, PrefixCache};
+use crate::output::facts::{EngineFacts, PrefixCache};
 use crate::output::health::ClientHealth;
 use crate::output::json::RunInfo;
 
