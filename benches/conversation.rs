@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use vllm_bench::backends::conversation::ChatBody;
-use vllm_bench::backends::BodyOptions;
+use vllm_bench::backends::{Api, BodyOptions};
 use vllm_bench::datasets::conversations::{Conversation, Conversations, History, UserTurn};
 use vllm_bench::engine::session::{Reply, SessionSource};
 use vllm_bench::http::request::{HeadTemplate, Method};
@@ -57,7 +57,7 @@ fn plan(turns: usize) -> ConversationPlan {
         model: "m".into(),
         ..BodyOptions::default()
     };
-    let body = ChatBody::new(&opts, true).expect("chat body");
+    let body = ChatBody::new(Api::Chat, &opts, true).expect("chat body");
     ConversationPlan::new(&conversations, head, vec![body], Duration::ZERO)
 }
 

@@ -369,8 +369,13 @@ fn every_python_choice_is_accepted() {
             assert!(parsed.was_given(flag));
         }
     }
-    // Our backends are exactly Python's; our datasets are Python's plus sonnet.
-    let backends: Vec<&str> = Backend::all().iter().map(|b| b.name()).collect();
+    // Our backends are Python's plus anthropic-messages; our datasets are Python's plus
+    // sonnet.
+    let backends: Vec<&str> = Backend::all()
+        .iter()
+        .map(|b| b.name())
+        .filter(|b| *b != "anthropic-messages")
+        .collect();
     let mut python_backends = sections[0].1.clone();
     python_backends.sort();
     let mut ours: Vec<String> = backends.iter().map(|s| s.to_string()).collect();
@@ -1039,7 +1044,7 @@ fn self_timed_is_only_for_timed_trace() {
 fn multi_turn_requires_openai_chat() {
     assert_eq!(
         invalid(&["--multi-turn"]),
-        "--multi-turn: needs --backend openai-chat (got openai)"
+        "--multi-turn: needs --backend openai-chat or anthropic-messages (got openai)"
     );
     assert_eq!(
         invalid(&["--multi-turn-num-turns", "4"]),

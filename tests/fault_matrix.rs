@@ -191,6 +191,7 @@ fn only(kind: FaultKind, fraction: f64) -> FaultConfig {
         FaultKind::Malformed => &mut f.malformed,
         FaultKind::CloseAfterHead => &mut f.close_after_head,
         FaultKind::Endless => &mut f.endless,
+        FaultKind::StreamError => &mut f.stream_error,
     } = fraction;
     f
 }
@@ -433,6 +434,10 @@ fn injected_reason(kind: FaultKind, api: Api) -> (&'static str, &'static str) {
         FaultKind::CloseAfterHead => ("disconnected", "not completed"),
         FaultKind::Endless if api.streams() => ("response_too_long", "more than 1000 SSE events"),
         FaultKind::Endless => ("body_too_large", "over 64 MiB"),
+        // Completions, chat and embeddings have no error event: the mock answers 500
+        // (the Anthropic and Responses error events are tests/anthropic.rs' and
+        // tests/backends.rs').
+        FaultKind::StreamError => ("http_500", "Internal Server Error"),
     }
 }
 

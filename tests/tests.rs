@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per area (see STYLE.md, ripgrep's layout).
 
+mod anthropic;
 mod backends;
 mod batched;
 mod cli;

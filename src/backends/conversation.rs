@@ -18,7 +18,8 @@ enum Piece {
     Fixed(Bytes),
     /// The `messages` list.
     Messages,
-    /// The output-token limit (`max_completion_tokens`, and `min_tokens` when set).
+    /// The output-token limit (`max_completion_tokens`, and `min_tokens` when set; Anthropic
+    /// `max_tokens`).
     OutputLen,
 }
 
@@ -30,21 +31,27 @@ pub struct ChatBody {
 }
 
 impl ChatBody {
-    /// The body Python's openai-chat backend sends, with `min_tokens` set to the output
-    /// length when `min_tokens` is true (synthetic conversations: every answer has the
-    /// planned length without `--ignore-eos`) unless `--extra-body` sets it.
-    pub fn new(opts: &BodyOptions, min_tokens: bool) -> Result<ChatBody, BodyError> {
+    /// The body `api` sends (Python's openai-chat body, or Anthropic's Messages body), with
+    /// `min_tokens` set to the output length when `min_tokens` is true (synthetic
+    /// conversations: every answer has the planned length without `--ignore-eos`) unless
+    /// `--extra-body` sets it. The Messages API has no `min_tokens`: it is never sent there.
+    pub fn new(api: Api, opts: &BodyOptions, min_tokens: bool) -> Result<ChatBody, BodyError> {
         if opts.extra_body.contains_key("messages") {
             return Err(BodyError::ExtraBodyMessages);
         }
-        let mut fields = body_fields(Api::Chat, Value::Null, 0, opts);
+        let mut fields = body_fields(api, Value::Null, 0, opts);
         let map = fields
             .as_object_mut()
             .expect("body_fields builds an object");
         map.insert("messages".into(), json!(MESSAGES_SLOT));
-        if !opts.extra_body.contains_key("max_completion_tokens") {
-            map.insert("max_completion_tokens".into(), json!(OUTPUT_SLOT));
+        let limit = match api {
+            Api::AnthropicMessages => "max_tokens",
+            _ => "max_completion_tokens",
+        };
+        if !opts.extra_body.contains_key(limit) {
+            map.insert(limit.into(), json!(OUTPUT_SLOT));
         }
+        let min_tokens = min_tokens && api != Api::AnthropicMessages;
         if min_tokens && !opts.extra_body.contains_key("min_tokens") {
             map.insert("min_tokens".into(), json!(OUTPUT_SLOT));
         }
@@ -103,12 +110,14 @@ impl ChatBody {
     }
 }
 
-/// A user message as Python's chat backend writes one: list content with one text part.
+/// A user message as Python's chat backend writes one: list content with one text part
+/// (also an Anthropic user message: the same text block).
 pub fn user_message(text: &str) -> Bytes {
     message(json!({ "role": "user", "content": [{ "type": "text", "text": text }] }))
 }
 
-/// An assistant message holding an answer exactly as it was streamed.
+/// An assistant message holding an answer exactly as it was streamed (string content, which
+/// Anthropic's Messages API takes too).
 pub fn assistant_message(text: &str) -> Bytes {
     message(json!({ "role": "assistant", "content": text }))
 }
@@ -135,7 +144,7 @@ mod tests {
 
     #[test]
     fn one_message_is_the_plain_chat_body() {
-        let body = ChatBody::new(&opts(Map::new()), false).unwrap();
+        let body = ChatBody::new(Api::Chat, &opts(Map::new()), false).unwrap();
         let joined = body.parts(&[user_message("hi \"there\"")], 7).concat();
         let plain = build_body(
             Api::Chat,
@@ -154,7 +163,7 @@ mod tests {
     fn history_and_min_tokens() {
         let mut extra = Map::new();
         extra.insert("temperature".into(), json!(0.5));
-        let body = ChatBody::new(&opts(extra), true).unwrap();
+        let body = ChatBody::new(Api::Chat, &opts(extra), true).unwrap();
         let messages = [
             user_message("a"),
             assistant_message("b\n"),
@@ -172,7 +181,7 @@ mod tests {
         let mut fixed = Map::new();
         fixed.insert("min_tokens".into(), json!(1));
         let v: Value = serde_json::from_slice(
-            &ChatBody::new(&opts(fixed), true)
+            &ChatBody::new(Api::Chat, &opts(fixed), true)
                 .unwrap()
                 .parts(&messages, 3)
                 .concat(),
@@ -185,10 +194,30 @@ mod tests {
     }
 
     #[test]
+    fn an_anthropic_conversation_limits_max_tokens_and_sends_no_min_tokens() {
+        let body = ChatBody::new(Api::AnthropicMessages, &opts(Map::new()), true).unwrap();
+        let messages = [user_message("a"), assistant_message("b"), user_message("c")];
+        let text = String::from_utf8(body.parts(&messages, 9).concat()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":"c"}]}],"stream":true}"#
+        );
+        let one = ChatBody::new(Api::AnthropicMessages, &opts(Map::new()), false).unwrap();
+        let plain = build_body(
+            Api::AnthropicMessages,
+            &Prompt::Text("q".into()),
+            4,
+            &opts(Map::new()),
+        )
+        .unwrap();
+        assert_eq!(one.parts(&[user_message("q")], 4).concat(), plain);
+    }
+
+    #[test]
     fn extra_body_messages_are_refused() {
         let mut extra = Map::new();
         extra.insert("messages".into(), json!([]));
-        assert!(ChatBody::new(&opts(extra), false)
+        assert!(ChatBody::new(Api::Chat, &opts(extra), false)
             .unwrap_err()
             .to_string()
             .contains("--extra-body"));

@@ -1,10 +1,12 @@
-//! The APIs we speak (completions, chat, embeddings, pooling, rerank): which `--backend` uses
+//! The APIs we speak (completions, chat, responses, Anthropic messages, embeddings, pooling,
+//! rerank): which `--backend` uses
 //! which, how each API's response is read, and how to build a request body exactly as Python
 //! `vllm bench serve` 0.33 sends it. Bodies are built once, before the clock starts.
 //!
 //! The backend names and the facts about them (default endpoint, pooling or not) live once,
 //! on [`crate::cli::Backend`]; this module only maps them to an [`Api`].
 
+pub mod anthropic_event;
 pub mod conversation;
 pub mod multipart;
 pub mod responses_event;
@@ -14,7 +16,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::cli::Backend;
-use crate::datasets::media::ChatMedia;
+use crate::datasets::media::{ChatMedia, ContentPart};
 use crate::datasets::Prompt;
 use stream_chunk::StreamApi;
 
@@ -38,6 +40,8 @@ pub enum Api {
     Chat,
     /// `openai-responses`: `/v1/responses`, streamed as typed events.
     Responses,
+    /// `anthropic-messages`: Anthropic's `/v1/messages`, streamed as typed events.
+    AnthropicMessages,
     /// `openai-embeddings`: `/v1/embeddings` with `input`.
     Embeddings,
     /// `openai-embeddings-chat`: `/v1/embeddings` with `messages`.
@@ -69,6 +73,7 @@ impl Api {
             Backend::Vllm | Backend::Openai => Some(Api::Completions),
             Backend::OpenaiChat => Some(Api::Chat),
             Backend::OpenaiResponses => Some(Api::Responses),
+            Backend::AnthropicMessages => Some(Api::AnthropicMessages),
             Backend::OpenaiEmbeddings => Some(Api::Embeddings),
             Backend::OpenaiEmbeddingsChat => Some(Api::EmbeddingsChat),
             Backend::OpenaiEmbeddingsClip => Some(Api::EmbeddingsClip),
@@ -92,6 +97,7 @@ impl Api {
             Api::Completions => ResponseMode::Stream(StreamApi::Completions),
             Api::Chat => ResponseMode::Stream(StreamApi::Chat),
             Api::Responses => ResponseMode::Stream(StreamApi::Responses),
+            Api::AnthropicMessages => ResponseMode::Stream(StreamApi::Anthropic),
             Api::Audio => ResponseMode::Stream(StreamApi::Audio),
             Api::Embeddings
             | Api::EmbeddingsChat
@@ -163,6 +169,13 @@ fn body_fields(api: Api, prompt: Value, output_len: usize, opts: &BodyOptions) -
             body.insert("max_completion_tokens".into(), json!(output_len));
             body.insert("stream".into(), json!(true));
             body.insert("stream_options".into(), json!({ "include_usage": true }));
+        }
+        // Anthropic's required fields; the stream always reports usage. A `system` prompt
+        // comes from `--extra-body '{"system": "..."}'` (merged below like any field).
+        Api::AnthropicMessages => {
+            body.insert("max_tokens".into(), json!(output_len));
+            body.insert("messages".into(), chat_messages(prompt));
+            body.insert("stream".into(), json!(true));
         }
         // Sent as a form by `multipart`; as JSON (a probe, a body without its audio) it is
         // the same payload.
@@ -247,11 +260,16 @@ pub enum BodyError {
     )]
     InfinityImages,
     #[error(
-        "custom_image rows with \"content\" need a chat backend (openai-chat or an \
-         openai-embeddings-chat variant): Python sends the part list as the prompt, which \
-         only chat servers read"
+        "custom_image rows with \"content\" need a chat backend (openai-chat, \
+         anthropic-messages or an openai-embeddings-chat variant): Python sends the part list \
+         as the prompt, which only chat servers read"
     )]
     ContentNeedsChat,
+    #[error(
+        "--backend anthropic-messages sends text and images only: a request carries a \
+         {0} part, which the Messages API has no content block for; use openai-chat"
+    )]
+    AnthropicMedia(String),
 }
 
 fn serialize(body: &Value) -> Result<Vec<u8>, BodyError> {
@@ -300,7 +318,9 @@ fn mm_layout(
     request_id: Option<&str>,
 ) -> Result<Option<(Value, MmPosition)>, BodyError> {
     Ok(match api {
-        Api::Chat | Api::EmbeddingsChat => Some((prompt_value(prompt), MmPosition::Last)),
+        Api::Chat | Api::EmbeddingsChat | Api::AnthropicMessages => {
+            Some((prompt_value(prompt), MmPosition::Last))
+        }
         // _preprocess_clip: an image request's text is empty.
         Api::EmbeddingsClip => Some((Value::String(String::new()), MmPosition::Last)),
         // _preprocess_vlm2vec: even request numbers (or none) send the image-only prompt.
@@ -353,9 +373,11 @@ pub fn build_body_parts(
         (true, _) => None,
         // Python's prompt is the part list: chat-like APIs send it as the content.
         (false, true) => match api {
-            Api::Chat | Api::EmbeddingsChat | Api::EmbeddingsClip | Api::EmbeddingsVlm2vec => {
-                Some((Value::Null, MmPosition::Only))
-            }
+            Api::Chat
+            | Api::AnthropicMessages
+            | Api::EmbeddingsChat
+            | Api::EmbeddingsClip
+            | Api::EmbeddingsVlm2vec => Some((Value::Null, MmPosition::Only)),
             _ => return Err(BodyError::ContentNeedsChat),
         },
         (false, false) => mm_layout(api, prompt, request_id)?,
@@ -383,10 +405,75 @@ pub fn build_body_parts(
         if i > 0 {
             out.push(Bytes::from_static(b","));
         }
-        out.extend(item.parts.iter().cloned());
+        if api == Api::AnthropicMessages {
+            out.extend(anthropic_block(item)?.parts);
+        } else {
+            out.extend(item.parts.iter().cloned());
+        }
     }
     out.push(body.slice(at + slot.len()..));
     Ok(out)
+}
+
+/// The Anthropic content block of one chat content part: a text part as it is, an
+/// `image_url` as an `image` block (a `data:…;base64,` URL as a `base64` source, any other
+/// URL as a `url` source, which vLLM turns back into the same URL). Built before the clock;
+/// the base64 data of a part made of several byte strings (`random-mm`'s images, shared by
+/// every request that carries them) is referenced, not copied.
+fn anthropic_block(item: &ContentPart) -> Result<ContentPart, BodyError> {
+    const DATA_HEAD: &[u8] = br#"{"type":"image_url","image_url":{"url":"data:"#;
+    const TAIL: &[u8] = br#""}}"#;
+    if let [first, middle @ .., last] = &item.parts[..] {
+        let media_end = first
+            .strip_prefix(DATA_HEAD)
+            .and_then(|rest| memchr::memmem::find(rest, b";base64,"));
+        if let (Some(end), true) = (media_end, &last[..] == TAIL && !middle.is_empty()) {
+            let media_type = &first[DATA_HEAD.len()..DATA_HEAD.len() + end];
+            let plain = |c: &u8| c.is_ascii_alphanumeric() || b"/+.-".contains(c);
+            if media_type.iter().all(plain) {
+                let head = format!(
+                    r#"{{"type":"image","source":{{"type":"base64","media_type":"{}","data":""#,
+                    String::from_utf8_lossy(media_type)
+                );
+                let data_at = DATA_HEAD.len() + end + b";base64,".len();
+                let mut parts = vec![Bytes::from(head)];
+                if data_at < first.len() {
+                    parts.push(first.slice(data_at..));
+                }
+                parts.extend(middle.iter().cloned());
+                parts.push(Bytes::from_static(TAIL));
+                return Ok(ContentPart { parts });
+            }
+        }
+    }
+    let part: Value = serde_json::from_slice(&item.to_vec()).map_err(BodyError::Serialize)?;
+    let kind = part
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("untyped");
+    let url = part
+        .get("image_url")
+        .and_then(|u| u.get("url"))
+        .and_then(Value::as_str);
+    let block = match (kind, url) {
+        ("text", _) => {
+            json!({ "type": "text", "text": part.get("text").cloned().unwrap_or_default() })
+        }
+        ("image_url", Some(url)) => {
+            let base64 = url
+                .strip_prefix("data:")
+                .and_then(|rest| rest.split_once(";base64,"));
+            match base64 {
+                Some((media_type, data)) => json!({
+                    "type": "image",
+                    "source": { "type": "base64", "media_type": media_type, "data": data },
+                }),
+                None => json!({ "type": "image", "source": { "type": "url", "url": url } }),
+            }
+        }
+        (kind, _) => return Err(BodyError::AnthropicMedia(kind.to_string())),
+    };
+    Ok(ContentPart::from_json(&block))
 }
 
 /// Stands for the prompt while the rest of a fragment-built body is serialized. The NUL
@@ -517,6 +604,112 @@ mod tests {
         assert_eq!(
             Api::Responses.response_mode(),
             ResponseMode::Stream(StreamApi::Responses)
+        );
+    }
+
+    #[test]
+    fn anthropic_body_has_the_messages_api_fields_in_order() {
+        // model, max_tokens, messages, stream; then ignore_eos (only when asked) and the
+        // extra body, where a `system` prompt goes.
+        let mut o = opts();
+        o.extra_body.insert("system".into(), json!("be brief"));
+        let b = build_body(
+            Api::AnthropicMessages,
+            &Prompt::Text(Arc::from("hi")),
+            9,
+            &o,
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            r#"{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"stream":true,"ignore_eos":true,"temperature":0.0,"system":"be brief"}"#
+        );
+        assert_eq!(
+            Api::for_backend(Backend::AnthropicMessages),
+            Some(Api::AnthropicMessages)
+        );
+        assert_eq!(
+            Api::AnthropicMessages.response_mode(),
+            ResponseMode::Stream(StreamApi::Anthropic)
+        );
+        assert_eq!(
+            Backend::AnthropicMessages.default_endpoint(),
+            "/v1/messages"
+        );
+    }
+
+    #[test]
+    fn anthropic_images_are_base64_or_url_image_blocks_and_videos_are_refused() {
+        // random-mm's shared parts: the data is referenced, not copied.
+        let mm = ChatMedia::beside_text(vec![image("AAAA")]);
+        let parts = build_body_parts(
+            Api::AnthropicMessages,
+            &Prompt::Text(Arc::from("q")),
+            3,
+            &opts(),
+            &mm,
+            None,
+        )
+        .unwrap();
+        assert!(parts
+            .iter()
+            .any(|p| p.as_ptr() == mm.parts[0].parts[1].as_ptr()));
+        let v: Value = serde_json::from_slice(&parts.concat()).unwrap();
+        assert_eq!(
+            v["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "q"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "AAAA"}}
+            ])
+        );
+        assert_eq!(v["max_tokens"], json!(3));
+        // custom_image / sharegpt parts (one serialized value each), interleaved content.
+        let content = ChatMedia {
+            parts: vec![
+                ContentPart::from_json(&json!({"type": "text", "text": "Compare "})),
+                ContentPart::from_json(
+                    &json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}}),
+                ),
+                ContentPart::from_json(
+                    &json!({"type": "image_url", "image_url": {"url": "https://h/b.jpg"}}),
+                ),
+            ],
+            replaces_text: true,
+        };
+        let parts = build_body_parts(
+            Api::AnthropicMessages,
+            &Prompt::Text(Arc::from("Compare ")),
+            2,
+            &opts(),
+            &content,
+            None,
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&parts.concat()).unwrap();
+        assert_eq!(
+            v["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "Compare "},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+                {"type": "image", "source": {"type": "url", "url": "https://h/b.jpg"}}
+            ])
+        );
+        let video = ChatMedia::beside_text(vec![ContentPart::from_json(
+            &json!({"type": "video_url", "video_url": {"url": "file://v.mp4"}}),
+        )]);
+        let err = build_body_parts(
+            Api::AnthropicMessages,
+            &Prompt::Text(Arc::from("q")),
+            2,
+            &opts(),
+            &video,
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("video_url") && err.contains("openai-chat"),
+            "{err}"
         );
     }
 
@@ -660,7 +853,13 @@ mod tests {
             .iter()
             .map(|s| Bytes::from_static(s.as_bytes()))
             .collect();
-        for api in [Api::Completions, Api::Chat, Api::Responses, Api::Embeddings] {
+        for api in [
+            Api::Completions,
+            Api::Chat,
+            Api::Responses,
+            Api::AnthropicMessages,
+            Api::Embeddings,
+        ] {
             let t = BodyTemplate::new(api, 5, &opts()).unwrap();
             let joined: Vec<u8> = t.parts(parts.clone()).concat();
             assert_eq!(

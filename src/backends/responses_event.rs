@@ -173,7 +173,7 @@ fn truthy(value: Json<'_, '_>) -> bool {
 }
 
 /// The JSON value on the tape, materialized (error path only).
-fn to_value(value: Json<'_, '_>) -> Value {
+pub(super) fn to_value(value: Json<'_, '_>) -> Value {
     match value.head() {
         None | Some(Node::Static(StaticNode::Null)) => Value::Null,
         Some(Node::Static(StaticNode::Bool(b))) => Value::Bool(b),

@@ -32,6 +32,8 @@ pub enum StreamApi {
     Chat,
     /// `/v1/responses`: events typed by their `type` (see [`super::responses_event`]).
     Responses,
+    /// `/v1/messages`: Anthropic's typed events (see [`super::anthropic_event`]).
+    Anthropic,
     /// `/v1/audio/transcriptions`: chat-shaped chunks (`choices[0].delta.content`), and
     /// Python counts every chunk with choices as a token.
     Audio,
@@ -81,7 +83,7 @@ impl ChunkFields<'_> {
         }
         match api {
             StreamApi::Completions | StreamApi::Audio => true,
-            StreamApi::Responses => false,
+            StreamApi::Responses | StreamApi::Anthropic => false,
             StreamApi::Chat => {
                 let non_empty =
                     |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());

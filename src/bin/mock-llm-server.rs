@@ -91,6 +91,10 @@ struct Args {
     /// endless non-streaming body) until the client closes the connection.
     #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
     fail_endless: f64,
+    /// Fraction of Responses / Anthropic Messages streams that send an `error` event
+    /// halfway and end (other APIs answer 500 instead).
+    #[arg(long, value_name = "FRACTION", default_value = "0", value_parser = fraction)]
+    fail_stream_error: f64,
     /// How long a stalled stream stays silent before the socket closes, in ms.
     #[arg(long, value_name = "MS", default_value = "10000", value_parser = millis)]
     stall_ms: Duration,
@@ -224,6 +228,7 @@ impl Args {
                 malformed: self.fail_malformed,
                 close_after_head: self.fail_close_after_head,
                 endless: self.fail_endless,
+                stream_error: self.fail_stream_error,
             },
             stall_for: self.stall_ms,
             seed: self.seed,

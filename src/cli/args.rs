@@ -565,7 +565,7 @@ pub struct SweepArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Multi-turn")]
 pub struct MultiTurnArgs {
-    /// Benchmark conversations (needs --backend openai-chat)
+    /// Benchmark conversations (needs --backend openai-chat or anthropic-messages)
     #[arg(long)]
     pub multi_turn: bool,
     /// Turns per conversation (synthetic)

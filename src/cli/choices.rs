@@ -19,6 +19,9 @@ pub enum Backend {
     OpenaiChat,
     #[value(name = "openai-responses")]
     OpenaiResponses,
+    // Anthropic's Messages API (`/v1/messages`, which vLLM also serves); not in Python.
+    #[value(name = "anthropic-messages")]
+    AnthropicMessages,
     #[value(name = "openai-audio")]
     OpenaiAudio,
     #[value(name = "openai-embeddings")]
@@ -47,6 +50,7 @@ impl Backend {
             Backend::Openai => "openai",
             Backend::OpenaiChat => "openai-chat",
             Backend::OpenaiResponses => "openai-responses",
+            Backend::AnthropicMessages => "anthropic-messages",
             Backend::OpenaiAudio => "openai-audio",
             Backend::OpenaiEmbeddings => "openai-embeddings",
             Backend::OpenaiEmbeddingsChat => "openai-embeddings-chat",
@@ -90,6 +94,13 @@ impl Backend {
         )
     }
 
+    /// Backends whose request carries the prompt as chat `messages` a conversation can grow
+    /// (`--multi-turn`), and which the server renders with its chat template (so datasets
+    /// send raw text, not a rendered prompt).
+    pub fn sends_chat_messages(self) -> bool {
+        matches!(self, Backend::OpenaiChat | Backend::AnthropicMessages)
+    }
+
     /// The endpoint used when `--endpoint` is not given. Python always defaults to
     /// `/v1/completions` (so every other backend needs `--endpoint`); we pick the path the
     /// backend's server actually serves.
@@ -98,6 +109,7 @@ impl Backend {
             Backend::Vllm | Backend::Openai => "/v1/completions",
             Backend::OpenaiChat => "/v1/chat/completions",
             Backend::OpenaiResponses => "/v1/responses",
+            Backend::AnthropicMessages => "/v1/messages",
             Backend::OpenaiAudio => "/v1/audio/transcriptions",
             Backend::OpenaiEmbeddings
             | Backend::OpenaiEmbeddingsChat
@@ -116,6 +128,7 @@ impl Backend {
             Backend::Vllm | Backend::Openai => &["completions"],
             Backend::OpenaiChat => &["chat/completions"],
             Backend::OpenaiResponses => &["responses"],
+            Backend::AnthropicMessages => &["messages"],
             Backend::OpenaiAudio => &["transcriptions", "translations"],
             Backend::OpenaiEmbeddings
             | Backend::OpenaiEmbeddingsChat

@@ -709,7 +709,7 @@ fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
         },
         window: replay_window(t)?,
         skip_malformed: t.timed_trace_skip_malformed,
-        prompt_text: t.timed_trace_prompt_text || cli.server.backend == Backend::OpenaiChat,
+        prompt_text: t.timed_trace_prompt_text || cli.server.backend.sends_chat_messages(),
         wait_parent: t.timed_trace_wait_parent,
     })
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::parse::comma_list;
 use super::{ConfigError, RateConfig};
-use crate::cli::{pyvalue, Backend, Cli, DatasetName, LoraAssignment};
+use crate::cli::{pyvalue, Cli, DatasetName, LoraAssignment};
 use crate::datasets::limits;
 use crate::pyfmt::float_repr;
 
@@ -294,10 +294,10 @@ pub(super) fn multi_turn(cli: &Cli) -> Result<Option<MultiTurnConfig>, ConfigErr
         };
     }
     let backend = cli.server.backend;
-    if backend != Backend::OpenaiChat {
+    if !backend.sends_chat_messages() {
         return Err(ConfigError::flag(
             "--multi-turn",
-            format!("needs --backend openai-chat (got {backend})"),
+            format!("needs --backend openai-chat or anthropic-messages (got {backend})"),
         ));
     }
     let dataset = cli.dataset.dataset_name;

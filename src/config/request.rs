@@ -13,7 +13,9 @@ use crate::datasets::limits;
 
 /// Where the API key comes from (read here to be checked before the run, and again by the
 /// code that sends it).
-const API_KEY_VAR: &str = "OPENAI_API_KEY";
+/// The API keys read from the environment: `OPENAI_API_KEY` (`Authorization`), and
+/// `ANTHROPIC_API_KEY` (`x-api-key` of `--backend anthropic-messages`).
+const API_KEY_VARS: [&str; 2] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
 /// The sampling flags, each `None` unless given.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -137,7 +139,9 @@ pub(super) fn options(cli: &Cli, sampling: &SamplingParams) -> Result<RequestOpt
     if let Some(p) = &r.request_id_prefix {
         no_control("--request-id-prefix", p)?;
     }
-    check_api_key(std::env::var_os(API_KEY_VAR))?;
+    for var in API_KEY_VARS {
+        check_api_key(var, std::env::var_os(var))?;
+    }
     Ok(RequestOptions {
         ignore_eos: r.ignore_eos || forces_ignore_eos(cli.dataset.dataset_name, cli.server.backend),
         logprobs: r.logprobs,
@@ -157,19 +161,19 @@ pub(super) fn options(cli: &Cli, sampling: &SamplingParams) -> Result<RequestOpt
     })
 }
 
-/// `OPENAI_API_KEY` goes into every request's `Authorization` header: it must be text
-/// without control characters. Never echoed.
-fn check_api_key(key: Option<std::ffi::OsString>) -> Result<(), ConfigError> {
+/// An API key variable (`var`) goes into every request's header: it must be text without
+/// control characters. Never echoed.
+fn check_api_key(var: &str, key: Option<std::ffi::OsString>) -> Result<(), ConfigError> {
     let Some(key) = key else {
         return Ok(());
     };
     let Some(key) = key.to_str() else {
         return Err(ConfigError::flag(
-            API_KEY_VAR,
+            var,
             "is not valid UTF-8 text (the value is not shown: it may be a secret)",
         ));
     };
-    no_control(API_KEY_VAR, key)
+    no_control(var, key)
 }
 
 /// Python sets `ignore_eos` itself so generation runs to the requested length.
@@ -297,9 +301,16 @@ mod tests {
 
     #[test]
     fn the_api_key_must_be_control_free() {
-        assert!(check_api_key(None).is_ok());
-        assert!(check_api_key(Some("sk-1".into())).is_ok());
-        let e = check_api_key(Some("k\r\nX-Evil: 1".into()))
+        assert!(check_api_key("OPENAI_API_KEY", None).is_ok());
+        assert!(check_api_key("OPENAI_API_KEY", Some("sk-1".into())).is_ok());
+        let e = check_api_key("ANTHROPIC_API_KEY", Some("k\r\n".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("ANTHROPIC_API_KEY: contains a control character"),
+            "{e}"
+        );
+        let e = check_api_key("OPENAI_API_KEY", Some("k\r\nX-Evil: 1".into()))
             .unwrap_err()
             .to_string();
         assert!(

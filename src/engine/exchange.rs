@@ -23,9 +23,9 @@ use std::cell::RefCell;
 use std::io;
 use std::time::Instant;
 
-use crate::backends::responses_event;
 use crate::backends::stream_chunk::{ChunkDecoder, ChunkTemplate, StreamApi};
 use crate::backends::ResponseMode;
+use crate::backends::{anthropic_event, responses_event};
 use crate::http::conn::{Connection, Endpoint};
 use crate::http::request::PreparedRequest;
 use crate::http::response::{parse_head, BodyDecoder, ResponseHead};
@@ -160,9 +160,10 @@ pub struct Measured {
     pub done: bool,
     /// The last finish reason a chunk named.
     pub finish_reason: Option<FinishReason>,
-    /// Responses API: a terminal event (`response.completed` / `incomplete`) arrived.
+    /// Typed-event APIs: a terminal event arrived (Responses `response.completed` /
+    /// `incomplete`, Anthropic `message_stop`).
     pub terminal: bool,
-    /// Responses API: the last error event's text (Python's `stream_error`).
+    /// Typed-event APIs: the last error event's text (Python's `stream_error`).
     pub stream_error: Option<String>,
     /// SSE events seen (held to [`ResponseLimits::max_events`]).
     events: u32,
@@ -551,8 +552,8 @@ impl BodySink {
         while let Some(ev) = self.sse.finish() {
             rec.event(ev.is_done(), ev.data, api, &mut self.template)?;
         }
-        if api == StreamApi::Responses {
-            return responses_verdict(rec.m, rec.limits);
+        if matches!(api, StreamApi::Responses | StreamApi::Anthropic) {
+            return typed_verdict(api, rec.m, rec.limits);
         }
         let m = &mut *rec.m;
         if m.usage_completion_tokens.is_none() && m.usage_prompt_tokens.is_none() {
@@ -590,8 +591,10 @@ impl Recording<'_> {
             self.m.done = true;
             return Ok(());
         }
-        if api == StreamApi::Responses {
-            return self.responses_event(data);
+        match api {
+            StreamApi::Responses => return self.responses_event(data),
+            StreamApi::Anthropic => return self.anthropic_event(data),
+            StreamApi::Completions | StreamApi::Chat | StreamApi::Audio => {}
         }
         let chunk = CHUNK_DECODER
             .with(|json| json.borrow_mut().decode_stream(api, data, template))
@@ -653,6 +656,44 @@ impl Recording<'_> {
             };
         } else if let Some(error) = event.error {
             m.stream_error = Some(error);
+        }
+        Ok(())
+    }
+
+    /// Applies one Anthropic Messages event: deltas are tokens (text kept), `message_start`
+    /// and `message_delta` carry usage (the later count wins), `message_stop` ends the
+    /// message, `error` fails it.
+    fn anthropic_event(&mut self, data: &mut [u8]) -> Result<(), Failure> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let event = CHUNK_DECODER
+            .with(|json| anthropic_event::decode(&mut json.borrow_mut(), data))
+            .map_err(malformed_event)?;
+        if event.is_token() {
+            self.token_at_now();
+            if let Some(text) = event.text() {
+                self.keep_text(text.as_bytes());
+            }
+            return Ok(());
+        }
+        let m = &mut *self.m;
+        if let Some(u) = event.usage {
+            m.usage_completion_tokens = u.completion_tokens.or(m.usage_completion_tokens);
+            m.usage_prompt_tokens = u.prompt_tokens.or(m.usage_prompt_tokens);
+        }
+        match event.kind {
+            anthropic_event::EventKind::MessageDelta => {
+                m.finish_reason = match event.stop_reason.as_deref() {
+                    Some("max_tokens") => Some(FinishReason::Length),
+                    Some("end_turn" | "stop_sequence") => Some(FinishReason::Stop),
+                    Some(_) => Some(FinishReason::Other),
+                    None => m.finish_reason,
+                };
+            }
+            anthropic_event::EventKind::MessageStop => m.terminal = true,
+            anthropic_event::EventKind::Error => m.stream_error = event.error,
+            _ => {}
         }
         Ok(())
     }
@@ -739,9 +780,11 @@ fn malformed_event(e: crate::backends::stream_chunk::ChunkError) -> Failure {
     failure("malformed_event", msg.clone(), msg)
 }
 
-/// Python's verdict on a finished Responses stream, in its order: an error event, then no
-/// token delta, then no terminal event.
-fn responses_verdict(m: &mut Measured, limits: ResponseLimits) -> Result<(), Failure> {
+/// The verdict on a finished typed-event stream, in Python's order for the Responses API:
+/// an error event, then no token delta, then no terminal event (Responses: Python's texts;
+/// Anthropic Messages, which Python does not speak, the same checks in its event names).
+fn typed_verdict(api: StreamApi, m: &mut Measured, limits: ResponseLimits) -> Result<(), Failure> {
+    let anthropic = api == StreamApi::Anthropic;
     if let Some(error) = m.stream_error.take() {
         return Err(failure(
             "stream_error",
@@ -754,14 +797,22 @@ fn responses_verdict(m: &mut Measured, limits: ResponseLimits) -> Result<(), Fai
         return Err(failure(
             "no_token",
             "Never received a token delta to calculate TTFT.This response will be marked as failed!",
-            "the stream ended without an output or reasoning text delta",
+            if anthropic {
+                "the stream ended without a text, thinking or tool-input delta"
+            } else {
+                "the stream ended without an output or reasoning text delta"
+            },
         ));
     }
     if !m.terminal {
         return Err(failure(
             "no_terminal_event",
             "Stream ended without a terminal event.This response will be marked as failed!",
-            "the stream ended without response.completed or response.incomplete",
+            if anthropic {
+                "the stream ended without message_stop"
+            } else {
+                "the stream ended without response.completed or response.incomplete"
+            },
         ));
     }
     Ok(())
@@ -929,6 +980,91 @@ mod tests {
         let bad =
             http_response(&["data: {\"type\":\"response.output_text.delta\",\"delta\":5}\n\n"]);
         let f = feed(responses(), &[&bad]).result.unwrap().unwrap_err();
+        assert_eq!(f.kind, "malformed_event");
+    }
+
+    /// An Anthropic Messages stream as vLLM 0.33 sends it (a thinking block, then a text
+    /// block), with a `ping` Anthropic's API sends; one SSE event per HTTP chunk.
+    const ANTHROPIC_EVENTS: &[&str] = &[
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"chatcmpl-1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"m\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":0}}}\n\n",
+        "event: ping\ndata: {\"type\":\"ping\"}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"},\"index\":0}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hmm\"},\"index\":0}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"content_block\":{\"type\":\"text\",\"text\":\"\"},\"index\":1}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\" Hel\\u00e9\"},\"index\":1}\n\n",
+        "event: content_block_delta\r\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"lo\"},\"index\":1}\r\n\r\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"input_tokens\":12,\"output_tokens\":3}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    ];
+
+    fn anthropic() -> ResponseMode {
+        ResponseMode::Stream(StreamApi::Anthropic)
+    }
+
+    #[test]
+    fn anthropic_stream_split_at_every_byte_gives_the_same_events() {
+        let bytes = http_response(ANTHROPIC_EVENTS);
+        for at in 0..=bytes.len() {
+            let o = feed(anthropic(), &[&bytes[..at], &bytes[at..]]);
+            assert_eq!(o.result, Some(Ok(())), "split at {at}");
+            assert_eq!(o.m.chunks, 3, "split at {at}: thinking + 2 text deltas");
+            assert_eq!(o.log.text, " Hel\u{e9}lo".as_bytes(), "split at {at}");
+            assert_eq!(
+                (o.m.usage_prompt_tokens, o.m.usage_completion_tokens),
+                (Some(12), Some(3)),
+                "split at {at}"
+            );
+            assert!(o.m.terminal && !o.m.done, "split at {at}");
+            assert_eq!(o.m.finish_reason, Some(FinishReason::Length));
+        }
+    }
+
+    #[test]
+    fn anthropic_thinking_is_the_first_token_and_only_deltas_add_gaps() {
+        // One event per read, 1 ms apart: TTFT at the thinking delta (read 4), gaps between
+        // the three deltas only (reads 4, 7, 8).
+        let bytes = http_response(ANTHROPIC_EVENTS);
+        let head_end = memchr::memmem::find(&bytes, b"\r\n\r\n").unwrap() + 4;
+        let mut reads: Vec<&[u8]> = vec![&bytes[..head_end]];
+        let mut at = head_end;
+        for e in ANTHROPIC_EVENTS {
+            let framed = format!("{:x}\r\n{e}\r\n", e.len()).len();
+            reads.push(&bytes[at..at + framed]);
+            at += framed;
+        }
+        reads.push(&bytes[at..]);
+        let o = feed(anthropic(), &reads);
+        assert_eq!(o.result, Some(Ok(())));
+        assert_eq!(
+            o.log.itl_ns.range(0..2).collect::<Vec<_>>(),
+            [3_000_000, 1_000_000]
+        );
+    }
+
+    #[test]
+    fn anthropic_error_event_and_missing_stop_fail_with_their_reason() {
+        let error = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+        let mut events = ANTHROPIC_EVENTS[..7].to_vec();
+        events.push(error);
+        let f = feed(anthropic(), &[&http_response(&events)])
+            .result
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(f.kind, "stream_error");
+        assert_eq!(f.error, "overloaded_error: Overloaded");
+        let no_stop = http_response(&ANTHROPIC_EVENTS[..ANTHROPIC_EVENTS.len() - 1]);
+        let f = feed(anthropic(), &[&no_stop]).result.unwrap().unwrap_err();
+        assert_eq!(f.kind, "no_terminal_event");
+        assert!(f.detail.contains("message_stop"), "{}", f.detail);
+        let no_token = http_response(&[ANTHROPIC_EVENTS[0], ANTHROPIC_EVENTS[10]]);
+        let f = feed(anthropic(), &[&no_token]).result.unwrap().unwrap_err();
+        assert_eq!(f.kind, "no_token");
+        let bad = http_response(&[
+            "data: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":5}}\n\n",
+        ]);
+        let f = feed(anthropic(), &[&bad]).result.unwrap().unwrap_err();
         assert_eq!(f.kind, "malformed_event");
     }
 

@@ -797,6 +797,54 @@ pub struct ResponsesBody {
     pub stream: Option<bool>,
 }
 
+/// `POST /v1/messages` (Anthropic Messages).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct MessagesBody {
+    /// The conversation (user and assistant messages, Anthropic content blocks).
+    pub messages: Option<Messages>,
+    /// The system prompt: a string or a list of text blocks.
+    pub system: Option<System>,
+    /// Output tokens (required by the API).
+    pub max_tokens: Option<u64>,
+    /// SSE stream of typed events or one JSON body.
+    pub stream: Option<bool>,
+}
+
+impl MessagesBody {
+    /// The prompt: the system prompt's tokens and the messages' (`None` without messages).
+    /// The hash covers both; the prefix-cache blocks are the messages' (the system prompt
+    /// is not part of the toy cache's chain).
+    pub fn prompt(self) -> Option<Digest> {
+        let mut prompt = self.messages?.0;
+        if let Some(System(system)) = self.system {
+            let mut hash = Fnv64::new();
+            hash.write_u64(system.hash);
+            hash.write_u64(prompt.hash);
+            prompt.tokens += system.tokens;
+            prompt.hash = hash.finish();
+            prompt.items = vec![prompt.hash];
+        }
+        Some(prompt)
+    }
+}
+
+/// Anthropic's top-level `system`: counted and hashed as a message's content (a string, or
+/// the text of its text blocks).
+#[derive(Debug, Default, Clone)]
+pub struct System(pub Digest);
+
+impl<'de> Deserialize<'de> for System {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut acc = Acc::new();
+        let mut hash = Fnv64::new();
+        let text = ContentSeed(&mut hash).deserialize(d)?;
+        acc.message_text(text.as_deref().unwrap_or(""));
+        acc.hash = hash;
+        Ok(System(acc.finish()))
+    }
+}
+
 /// `POST /v1/embeddings`, `/pooling`, `/v1/pooling`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -860,6 +908,27 @@ mod tests {
 
     fn gen(json: &str) -> GenerationBody {
         parse(json.as_bytes()).expect(json)
+    }
+
+    #[test]
+    fn a_messages_body_counts_its_system_prompt_and_its_messages() {
+        let b: MessagesBody = parse(
+            br#"{"model":"m","max_tokens":3,"system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":[{"type":"text","text":"a b c"}]}],"stream":true}"#,
+        )
+        .unwrap();
+        assert_eq!((b.max_tokens, b.stream), (Some(3), Some(true)));
+        let with_system = b.prompt().unwrap();
+        assert_eq!(with_system.tokens, 5);
+        let b: MessagesBody =
+            parse(br#"{"system":"be","messages":[{"role":"user","content":"a b c"}]}"#).unwrap();
+        assert_eq!(b.prompt().unwrap().tokens, 4);
+        let b: MessagesBody =
+            parse(br#"{"messages":[{"role":"user","content":"a b c"}]}"#).unwrap();
+        let plain = b.prompt().unwrap();
+        assert_eq!(plain.tokens, 3);
+        assert_ne!(plain.hash, with_system.hash);
+        let none: MessagesBody = parse(br#"{"max_tokens":3}"#).unwrap();
+        assert!(none.prompt().is_none());
     }
 
     #[test]

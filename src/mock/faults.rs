@@ -29,6 +29,10 @@ pub struct FaultConfig {
     /// no `[DONE]`) and a non-streaming answer sends body bytes, on and on, until the client
     /// closes the connection or the server stops. What a client's response limits are for.
     pub endless: f64,
+    /// A typed-event stream (Responses, Anthropic Messages) sends its `error` event halfway
+    /// and ends, as vLLM does when the engine fails after the stream started. The other APIs
+    /// have no error event a client reads: they answer `500` instead.
+    pub stream_error: f64,
 }
 
 impl FaultConfig {
@@ -42,6 +46,7 @@ impl FaultConfig {
             ("malformed", self.malformed),
             ("close_after_head", self.close_after_head),
             ("endless", self.endless),
+            ("stream_error", self.stream_error),
         ]
     }
 
@@ -71,11 +76,13 @@ pub enum FaultKind {
     CloseAfterHead,
     /// A response that never ends.
     Endless,
+    /// An `error` event halfway through a typed-event stream (else a 500).
+    StreamError,
 }
 
 impl FaultKind {
     /// Number of kinds (the length of [`FaultKind::ALL`] and of the statistics slots).
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
 
     /// All kinds, in decision order (also the order of [`FaultCounts`] slots).
     pub const ALL: [FaultKind; FaultKind::COUNT] = [
@@ -86,6 +93,7 @@ impl FaultKind {
         FaultKind::Malformed,
         FaultKind::CloseAfterHead,
         FaultKind::Endless,
+        FaultKind::StreamError,
     ];
 
     /// The kind's statistics slot.
@@ -99,7 +107,7 @@ const FAULT_STREAM: u64 = 0xfa17;
 
 /// The fault for request number `seq`, if any: one uniform draw in `[0, 1)` falls into the
 /// cumulative fractions in the order 500, 429, disconnect, stall, malformed, close after head,
-/// endless.
+/// endless, stream error.
 pub fn decide(faults: &FaultConfig, seed: u64, seq: u64) -> Option<FaultKind> {
     if faults.is_none() {
         return None;
@@ -132,6 +140,8 @@ pub struct FaultCounts {
     pub close_after_head: u64,
     /// Responses that never ended.
     pub endless: u64,
+    /// Error events mid-stream (or 500s for APIs without one).
+    pub stream_error: u64,
 }
 
 impl FaultCounts {
@@ -145,6 +155,7 @@ impl FaultCounts {
             malformed: s[4],
             close_after_head: s[5],
             endless: s[6],
+            stream_error: s[7],
         }
     }
 
@@ -158,6 +169,7 @@ impl FaultCounts {
             FaultKind::Malformed => self.malformed,
             FaultKind::CloseAfterHead => self.close_after_head,
             FaultKind::Endless => self.endless,
+            FaultKind::StreamError => self.stream_error,
         }
     }
 

@@ -1,5 +1,6 @@
-//! Completions, chat completions and responses: the shape of every event (as vLLM sends
-//! them; the Responses events are [`super::responses`]'), the per-request event bytes built
+//! Completions, chat completions, responses and Anthropic messages: the shape of every event
+//! (as vLLM sends them; the Responses events are [`super::responses`]', the Messages events
+//! [`super::anthropic`]'), the per-request event bytes built
 //! once before the first one is due, and the timed writer.
 //!
 //! A stream is: the response head (and, for chat, the opening
@@ -19,6 +20,7 @@ use std::io::{self, Write};
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
+use super::anthropic;
 use super::faults::FaultKind;
 use super::io::Io;
 use super::response::{self, Framing, HeadOpts};
@@ -38,6 +40,8 @@ pub enum Shape {
     Chat,
     /// `/v1/responses`: typed `response.*` events.
     Responses,
+    /// `/v1/messages`: Anthropic's typed `message_*` / `content_block_*` events.
+    Anthropic,
     /// `/v1/audio/transcriptions`: `transcription.chunk` deltas, no opening role chunk.
     Transcription,
 }
@@ -65,7 +69,26 @@ pub struct Generation {
     pub padding: usize,
 }
 
+impl Shape {
+    /// Typed-event streams have an `error` event a client reads (the `stream_error` fault
+    /// sends it); the others are answered with a 500 for that fault.
+    pub fn has_error_event(self) -> bool {
+        matches!(self, Shape::Responses | Shape::Anthropic)
+    }
+}
+
 impl Generation {
+    /// What an Anthropic event needs to know of this request.
+    fn message(&self) -> anthropic::Message {
+        anthropic::Message {
+            id: self.id,
+            prompt_tokens: self.prompt_tokens,
+            tokens: self.tokens,
+            usage: self.usage,
+            padding: self.padding,
+        }
+    }
+
     /// Chat-shaped (`delta`) rather than completions (`text`).
     fn chat(&self) -> bool {
         matches!(self.shape, Shape::Chat | Shape::Transcription)
@@ -147,8 +170,10 @@ impl Generation {
 
     /// The whole non-streaming response body.
     pub fn body(&self, out: &mut Vec<u8>, model_json: &str) {
-        if self.shape == Shape::Responses {
-            return responses::body(&self.responses(), out, model_json);
+        match self.shape {
+            Shape::Responses => return responses::body(&self.responses(), out, model_json),
+            Shape::Anthropic => return anthropic::body(&self.message(), out, model_json),
+            Shape::Completions | Shape::Chat | Shape::Transcription => {}
         }
         self.open(out, model_json, false);
         out.extend_from_slice(b"\"choices\":[{\"index\":0,");
@@ -181,6 +206,8 @@ pub struct Script {
     mid: Range<usize>,
     last: Range<usize>,
     malformed: Range<usize>,
+    /// A typed stream's `error` event and the end of the body (the `stream_error` fault).
+    error: Range<usize>,
     tail: Range<usize>,
 }
 
@@ -188,8 +215,11 @@ impl Script {
     /// Serializes the events of `g` (reusing this script's buffers).
     pub fn build(&mut self, g: &Generation, model_json: &str) {
         self.buf.clear();
-        if g.shape == Shape::Responses {
-            return self.build_responses(g, model_json);
+        self.error = 0..0;
+        match g.shape {
+            Shape::Responses => return self.build_responses(g, model_json),
+            Shape::Anthropic => return self.build_anthropic(g, model_json),
+            Shape::Completions | Shape::Chat | Shape::Transcription => {}
         }
         self.role = self.event(|tmp| {
             if g.shape == Shape::Chat {
@@ -226,14 +256,48 @@ impl Script {
     fn build_responses(&mut self, g: &Generation, model_json: &str) {
         use responses::Event;
         let r = g.responses();
-        self.role = self.named(Event::Created, |tmp| r.created(tmp, model_json));
-        self.mid = self.named(Event::Delta, |tmp| r.delta(tmp, g.per_chunk));
-        self.last = self.named(Event::Delta, |tmp| r.delta(tmp, g.last_tokens()));
-        self.malformed = self.named(Event::Delta, |tmp| {
+        self.role = self.named(Event::Created.name(), |tmp| r.created(tmp, model_json));
+        self.mid = self.named(Event::Delta.name(), |tmp| r.delta(tmp, g.per_chunk));
+        self.last = self.named(Event::Delta.name(), |tmp| r.delta(tmp, g.last_tokens()));
+        self.malformed = self.named(Event::Delta.name(), |tmp| {
             tmp.extend_from_slice(b"{\"type\":\"response.output_text.delta\",\"delta\": tok");
         });
         let start = self.buf.len();
-        self.named(Event::Completed, |tmp| r.completed(tmp, model_json));
+        self.named(Event::Error.name(), |tmp| r.error(tmp));
+        self.buf.extend_from_slice(response::LAST_CHUNK);
+        self.error = start..self.buf.len();
+        let start = self.buf.len();
+        self.named(Event::Completed.name(), |tmp| r.completed(tmp, model_json));
+        self.buf.extend_from_slice(response::LAST_CHUNK);
+        self.tail = start..self.buf.len();
+    }
+
+    /// The Messages events: `message_start` and the text block's start at the head, text
+    /// deltas, then the block's stop, `message_delta` and `message_stop`, each with its
+    /// `event:` line.
+    fn build_anthropic(&mut self, g: &Generation, model_json: &str) {
+        use anthropic::Event;
+        let m = g.message();
+        let start = self.buf.len();
+        self.named(Event::MessageStart.name(), |tmp| m.start(tmp, model_json));
+        self.named(Event::BlockStart.name(), |tmp| m.block_start(tmp));
+        self.role = start..self.buf.len();
+        self.mid = self.named(Event::BlockDelta.name(), |tmp| m.delta(tmp, g.per_chunk));
+        self.last = self.named(Event::BlockDelta.name(), |tmp| {
+            m.delta(tmp, g.last_tokens())
+        });
+        self.malformed = self.named(Event::BlockDelta.name(), |tmp| {
+            tmp.extend_from_slice(b"{\"type\":\"content_block_delta\",\"delta\": tok");
+        });
+        let start = self.buf.len();
+        self.named(Event::BlockStop.name(), |tmp| m.block_stop(tmp));
+        self.named(Event::Error.name(), |tmp| m.error(tmp));
+        self.buf.extend_from_slice(response::LAST_CHUNK);
+        self.error = start..self.buf.len();
+        let start = self.buf.len();
+        self.named(Event::BlockStop.name(), |tmp| m.block_stop(tmp));
+        self.named(Event::MessageDelta.name(), |tmp| m.message_delta(tmp));
+        self.named(Event::MessageStop.name(), |tmp| m.message_stop(tmp));
         self.buf.extend_from_slice(response::LAST_CHUNK);
         self.tail = start..self.buf.len();
     }
@@ -250,11 +314,11 @@ impl Script {
     }
 
     /// Frames the payload written by `fill` as one event named `event`.
-    fn named(&mut self, event: responses::Event, fill: impl FnOnce(&mut Vec<u8>)) -> Range<usize> {
+    fn named(&mut self, event: &str, fill: impl FnOnce(&mut Vec<u8>)) -> Range<usize> {
         self.tmp.clear();
         fill(&mut self.tmp);
         let start = self.buf.len();
-        response::sse_named_chunk(&mut self.buf, event.name(), &self.tmp);
+        response::sse_named_chunk(&mut self.buf, event, &self.tmp);
         start..self.buf.len()
     }
 
@@ -308,6 +372,11 @@ pub async fn stream(
         if g.fault == Some(FaultKind::Disconnect) && i == disconnect_after(chunks) {
             io.flush().await?;
             return Ok(End::Close);
+        }
+        if g.fault == Some(FaultKind::StreamError) && i == chunks / 2 {
+            // The error event ends the body: a complete response, the connection reusable.
+            io.out.extend_from_slice(script.get(&script.error));
+            return Ok(End::KeepAlive);
         }
         let event = match g.fault {
             Some(FaultKind::Malformed) if i == chunks / 2 => &script.malformed,

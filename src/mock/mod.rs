@@ -7,7 +7,8 @@
 //!   with its own `SO_REUSEPORT` listener; workers share only counters (`server`).
 //! - HTTP/1.1 is hand-written: httparse for heads, `Content-Length` and chunked request
 //!   bodies, keep-alive and pipelining (`request`, `conn`, `response`).
-//! - Streams are shaped like vLLM's and the golden mock's (`generation`); delays are
+//! - Streams are shaped like vLLM's and the golden mock's (`generation`; the Responses and
+//!   Anthropic Messages events in `responses` and `anthropic`); delays are
 //!   absolute deadlines from the request's arrival (`timing`); faults are seeded per
 //!   request (`faults`).
 //! - Delays end on a per-worker timerfd rather than monoio's millisecond wheel
@@ -29,6 +30,7 @@
 //! server.shutdown();
 //! ```
 
+mod anthropic;
 mod body;
 mod config;
 mod conn;

@@ -9,7 +9,9 @@ use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-use super::body::{self, Digest, GenerationBody, PoolingBody, RerankBody, ResponsesBody};
+use super::body::{
+    self, Digest, GenerationBody, MessagesBody, PoolingBody, RerankBody, ResponsesBody,
+};
 use super::ctx::{unix_now, WorkerCtx};
 use super::exchange::{self, Exchange, Request, Served};
 use super::faults::{self, FaultKind};
@@ -83,8 +85,15 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
         max_tokens: job.max_tokens,
         ..Served::new(200)
     };
+    let error_event = matches!(
+        &job.kind,
+        Kind::Generate { gen, stream: true } if gen.shape.has_error_event()
+    );
     let rejected_by_fault = match fault {
         Some(FaultKind::Error500) => {
+            Some((500, "injected fault: the mock server failed this request"))
+        }
+        Some(FaultKind::StreamError) if !error_event => {
             Some((500, "injected fault: the mock server failed this request"))
         }
         Some(FaultKind::Error429) => {
@@ -239,6 +248,23 @@ fn parse(ctx: &WorkerCtx, route: Route, body: &[u8], seq: u64) -> Result<Job, Ba
                 usage: true,
             };
             generation_job(ctx, seq, Shape::Responses, prompt, wanted)
+        }
+        Route::Messages => {
+            let b: MessagesBody = body::parse_prompts(body, &ctx.shared.tokenizer)?;
+            let asked = b
+                .max_tokens
+                .ok_or(BadRequest::Missing("messages", "\"max_tokens\""))?;
+            let stream = b.stream.unwrap_or(false);
+            let prompt = b
+                .prompt()
+                .ok_or(BadRequest::Missing("messages", "\"messages\""))?;
+            let wanted = Wanted {
+                asked: Some(asked),
+                stream,
+                // The Messages API always reports usage.
+                usage: true,
+            };
+            generation_job(ctx, seq, Shape::Anthropic, prompt, wanted)
         }
         Route::Transcriptions => {
             let form = form::parse(body)?;

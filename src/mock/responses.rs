@@ -17,6 +17,7 @@ pub enum Event {
     Created,
     Delta,
     Completed,
+    Error,
 }
 
 impl Event {
@@ -26,6 +27,7 @@ impl Event {
             Event::Created => "response.created",
             Event::Delta => "response.output_text.delta",
             Event::Completed => "response.completed",
+            Event::Error => "error",
         }
     }
 }
@@ -113,6 +115,15 @@ impl Response {
         out.extend_from_slice(b"\"response\":");
         self.object(out, model_json, "incomplete", true);
         out.push(b'}');
+    }
+}
+
+impl Response {
+    /// vLLM's `error` event (an engine error after the stream started).
+    pub fn error(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(
+            b"{\"type\":\"error\",\"code\":\"server_error\",\"message\":\"injected fault: the mock server failed mid-stream\",\"param\":null}",
+        );
     }
 }
 

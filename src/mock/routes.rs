@@ -18,6 +18,8 @@ pub enum Route {
     ChatCompletions,
     /// `POST /v1/responses`
     Responses,
+    /// `POST /v1/messages` (Anthropic Messages)
+    Messages,
     /// `POST /v1/embeddings`
     Embeddings,
     /// `POST /embeddings` (Infinity's path; answered like `/v1/embeddings`)
@@ -45,7 +47,7 @@ pub enum Route {
 }
 
 /// Every route with its method and path; the index is the route's statistics slot.
-pub const ROUTES: [(Route, Method, &str); 18] = [
+pub const ROUTES: [(Route, Method, &str); 19] = [
     (Route::Models, Method::Get, "/v1/models"),
     (Route::Health, Method::Get, "/health"),
     (Route::Metrics, Method::Get, "/metrics"),
@@ -69,6 +71,7 @@ pub const ROUTES: [(Route, Method, &str); 18] = [
         Method::Post,
         "/v1/audio/transcriptions",
     ),
+    (Route::Messages, Method::Post, "/v1/messages"),
 ];
 
 /// Number of routes (statistics slots).
@@ -88,6 +91,7 @@ impl Route {
             Route::Completions
                 | Route::ChatCompletions
                 | Route::Responses
+                | Route::Messages
                 | Route::Transcriptions
                 | Route::Embeddings
                 | Route::EmbeddingsInfinity

@@ -473,7 +473,7 @@ impl<'a> Cx<'a> {
             output_len: p.output_len,
             prefix_len: p.prefix_len,
             // Python 0.11: the chat server renders the template itself.
-            send_rendered: self.config.server.backend != Backend::OpenaiChat,
+            send_rendered: !self.config.server.backend.sends_chat_messages(),
         };
         let format = self.chat_format("the sonnet dataset")?;
         Ok(data.sample(&self.sampling, opts, &format, tok)?)

@@ -250,7 +250,7 @@ fn build_requests(
         .unwrap_or_else(|| model_id.to_string());
     let prepared = match &dataset {
         RunDataset::Trace(t) => prepare_trace(config, target, api, &model_name, t, tokenizer),
-        RunDataset::Conversations(c) => prepare_conversations(config, target, &model_name, c),
+        RunDataset::Conversations(c) => prepare_conversations(config, target, api, &model_name, c),
         RunDataset::Requests(r) => prepare(config, target, api, &model_name, r, None),
         RunDataset::Multimodal(r, media) => {
             prepare(config, target, api, &model_name, r, Some(media))

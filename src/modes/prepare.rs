@@ -218,6 +218,7 @@ pub fn probe(
 pub fn prepare_conversations(
     config: &Config,
     target: &Target,
+    api: Api,
     model_name: &str,
     conversations: &Conversations,
 ) -> Result<Prepared> {
@@ -225,11 +226,11 @@ pub fn prepare_conversations(
     let opts = adapter_options(config, model_name, conversations.list.len());
     // Synthetic answers get their planned length without --ignore-eos.
     let min_tokens = matches!(config.dataset.params, DatasetParams::Random(_));
-    let base = ChatBody::new(opts.base(), min_tokens)?;
+    let base = ChatBody::new(api, opts.base(), min_tokens)?;
     let per_adapter = opts
         .adapters()
         .iter()
-        .map(|o| ChatBody::new(o, min_tokens))
+        .map(|o| ChatBody::new(api, o, min_tokens))
         .collect::<Result<Vec<_>, _>>()?;
     let bodies = (0..conversations.list.len())
         .map(|c| {
@@ -250,7 +251,7 @@ pub fn prepare_conversations(
         requests: requests.into(),
         prompt_lens: prompt_lens.into(),
         output_lens: vec![plan.max_output_len()],
-        mode: Api::Chat.response_mode(),
+        mode: api.response_mode(),
         parents: None,
         conversations: Some(Arc::new(plan)),
         probe: None,

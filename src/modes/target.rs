@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
+use crate::cli::Backend;
 use crate::config::Config;
 use crate::config::ServerLocation;
 use crate::http::conn::{tls_setup, Endpoint};
@@ -223,16 +224,41 @@ impl Target {
     }
 }
 
-/// Headers on every request: `Authorization: Bearer $OPENAI_API_KEY` (read once), then
-/// `--header` pairs (a later one with the same name wins, as Python's dict update).
+/// The Messages API version every `anthropic-messages` request names (the one vLLM's
+/// `/v1/messages` and Anthropic's API serve).
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Headers on every request (the environment read once).
 fn request_headers(config: &Config) -> Vec<(String, String)> {
+    headers_for(
+        config.server.backend,
+        |name| std::env::var(name).ok().filter(|v| !v.is_empty()),
+        &config.request.headers,
+    )
+}
+
+/// `Authorization: Bearer $OPENAI_API_KEY`; for `anthropic-messages` also
+/// `x-api-key: $ANTHROPIC_API_KEY` (else `$OPENAI_API_KEY`: vLLM's `--api-key` reads the
+/// bearer token, Anthropic's API the `x-api-key`) and `anthropic-version`; then `--header`
+/// pairs (a later one with the same name wins, as Python's dict update). `env` gives a
+/// variable's non-empty value.
+fn headers_for(
+    backend: Backend,
+    env: impl Fn(&str) -> Option<String>,
+    extra: &[(String, String)],
+) -> Vec<(String, String)> {
     let mut headers: Vec<(String, String)> = Vec::new();
-    if let Ok(key) = std::env::var("OPENAI_API_KEY") {
-        if !key.is_empty() {
-            headers.push(("Authorization".into(), format!("Bearer {key}")));
-        }
+    let openai_key = env("OPENAI_API_KEY");
+    if let Some(key) = &openai_key {
+        headers.push(("Authorization".into(), format!("Bearer {key}")));
     }
-    for (k, v) in &config.request.headers {
+    if backend == Backend::AnthropicMessages {
+        if let Some(key) = env("ANTHROPIC_API_KEY").or(openai_key) {
+            headers.push(("x-api-key".into(), key));
+        }
+        headers.push(("anthropic-version".into(), ANTHROPIC_VERSION.into()));
+    }
+    for (k, v) in extra {
         headers.retain(|(name, _)| !name.eq_ignore_ascii_case(k));
         headers.push((k.clone(), v.clone()));
     }
@@ -367,4 +393,65 @@ pub fn prometheus_sum(metrics: &str, name: &str) -> Option<f64> {
         }
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    fn pairs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
+        headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn anthropic_requests_carry_the_api_key_and_version_headers() {
+        let h = headers_for(
+            Backend::AnthropicMessages,
+            env(&[
+                ("ANTHROPIC_API_KEY", "sk-ant"),
+                ("OPENAI_API_KEY", "sk-oai"),
+            ]),
+            &[],
+        );
+        assert_eq!(
+            pairs(&h),
+            [
+                ("Authorization", "Bearer sk-oai"),
+                ("x-api-key", "sk-ant"),
+                ("anthropic-version", "2023-06-01")
+            ]
+        );
+        // Without ANTHROPIC_API_KEY, OPENAI_API_KEY is the x-api-key too.
+        let h = headers_for(
+            Backend::AnthropicMessages,
+            env(&[("OPENAI_API_KEY", "sk-oai")]),
+            &[],
+        );
+        assert_eq!(pairs(&h)[1], ("x-api-key", "sk-oai"));
+        // No key at all: the version alone; a --header overrides it.
+        let h = headers_for(
+            Backend::AnthropicMessages,
+            env(&[]),
+            &[("Anthropic-Version".into(), "2024-01-01".into())],
+        );
+        assert_eq!(pairs(&h), [("Anthropic-Version", "2024-01-01")]);
+        // Other backends get neither.
+        let h = headers_for(
+            Backend::OpenaiChat,
+            env(&[("ANTHROPIC_API_KEY", "sk-ant")]),
+            &[],
+        );
+        assert!(h.is_empty(), "{h:?}");
+    }
 }

@@ -1,0 +1,395 @@
+//! Decoding of one Anthropic Messages (`/v1/messages`) stream event, as Anthropic documents
+//! the stream and vLLM 0.33's `entrypoints/anthropic` sends it.
+//!
+//! Every event names itself in its JSON `type` (the SSE `event:` line carries the same name;
+//! we read the JSON, as for the Responses API). What matters:
+//! - `content_block_delta` with a non-empty `text_delta`, `thinking_delta` or
+//!   `input_json_delta` is a token event (the first sets TTFT, each later one adds an ITL
+//!   gap): the same rule as chat, where non-empty `delta.content`, `delta.reasoning` and tool
+//!   calls are tokens. Only `text_delta` text is kept as the generated text;
+//!   `signature_delta` is not a token;
+//! - `message_start` carries the input usage (`message.usage`), `message_delta` the output
+//!   usage and the `stop_reason`; a count in `message_delta` wins over `message_start`'s.
+//!   The prompt count is `input_tokens + cache_read_input_tokens +
+//!   cache_creation_input_tokens`: Anthropic (and vLLM with prompt token details) reports
+//!   cached input apart, and the prompt is all three;
+//! - `message_stop` ends the message;
+//! - `error` fails the request with `<error.type>: <error.message>`;
+//! - `ping`, `content_block_start` / `content_block_stop` and unknown events are ignored
+//!   (Anthropic asks clients to ignore event types they do not know).
+//!
+//! The same tape walk as [`super::stream_chunk`]: strings borrow the payload, unused
+//! subtrees are jumped over, and only the error path (rare) allocates.
+
+use std::borrow::Cow;
+
+use super::responses_event::to_value;
+use super::stream_chunk::{opt_str, token_count, ChunkDecoder, ChunkError, Json, Usage};
+use crate::pyfmt::json_dumps;
+
+/// What an event means to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// `message_start`: the input usage.
+    MessageStart,
+    /// `content_block_delta` / `text_delta`: answer text.
+    Text,
+    /// `content_block_delta` / `thinking_delta`: reasoning, timed but not kept.
+    Thinking,
+    /// `content_block_delta` / `input_json_delta`: a tool call's arguments (a token, as
+    /// chat's tool calls are).
+    ToolInput,
+    /// `message_delta`: the stop reason and the output usage.
+    MessageDelta,
+    /// `message_stop`: the end of the message.
+    MessageStop,
+    /// `error`: the request failed mid-stream.
+    Error,
+    /// `ping`, block start/stop, `signature_delta`, unknown events: ignored.
+    Other,
+}
+
+/// What the client needs from one event. Strings borrow the payload buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnthropicEvent<'a> {
+    pub kind: EventKind,
+    /// The delta's text (`text`, `thinking` or `partial_json`) of a delta event.
+    pub delta: Option<Cow<'a, str>>,
+    /// Usage of a `message_start` or `message_delta` (input counts as the prompt count,
+    /// `output_tokens` as the completion count); a count the event leaves out is `None`.
+    pub usage: Option<Usage>,
+    /// `delta.stop_reason` of a `message_delta` (`end_turn`, `max_tokens`, …).
+    pub stop_reason: Option<Cow<'a, str>>,
+    /// The reason of an `error` event.
+    pub error: Option<String>,
+}
+
+impl AnthropicEvent<'_> {
+    /// Whether this event is a token (TTFT, then ITL): a non-empty text, thinking or
+    /// tool-input delta.
+    pub fn is_token(&self) -> bool {
+        matches!(
+            self.kind,
+            EventKind::Text | EventKind::Thinking | EventKind::ToolInput
+        ) && self.delta.as_deref().is_some_and(|d| !d.is_empty())
+    }
+
+    /// The generated text this event adds (text deltas only).
+    pub fn text(&self) -> Option<&str> {
+        match self.kind {
+            EventKind::Text => self.delta.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Decode one event payload in place.
+pub fn decode<'a>(
+    decoder: &mut ChunkDecoder,
+    data: &'a mut [u8],
+) -> Result<AnthropicEvent<'a>, ChunkError> {
+    decoder.decode_with(data, read_event)
+}
+
+fn read_event<'a>(root: Json<'_, 'a>) -> Result<AnthropicEvent<'a>, ChunkError> {
+    let members = root.members().ok_or(ChunkError::NotAnObject)?;
+    let mut event_type = None;
+    let (mut message, mut delta, mut usage, mut error) = (None, None, None, None);
+    for (key, value) in members {
+        match key {
+            "type" => event_type = value.as_str(),
+            "message" => message = Some(value),
+            "delta" => delta = Some(value),
+            "usage" => usage = Some(value),
+            "error" => error = Some(value),
+            _ => {}
+        }
+    }
+    let mut event = AnthropicEvent {
+        kind: EventKind::Other,
+        delta: None,
+        usage: None,
+        stop_reason: None,
+        error: None,
+    };
+    match event_type {
+        Some("message_start") => {
+            event.kind = EventKind::MessageStart;
+            if let Some(m) = message.filter(|m| !m.is_null()) {
+                let members = m.members().ok_or(ChunkError::BadField {
+                    field: "message",
+                    expected: "an object or null",
+                })?;
+                for (key, value) in members {
+                    if key == "usage" {
+                        event.usage = read_usage(value, "message.usage")?;
+                    }
+                }
+            }
+        }
+        Some("content_block_delta") => {
+            if let Some(d) = delta.filter(|d| !d.is_null()) {
+                read_block_delta(d, &mut event)?;
+            }
+        }
+        Some("message_delta") => {
+            event.kind = EventKind::MessageDelta;
+            if let Some(d) = delta.filter(|d| !d.is_null()) {
+                let members = d.members().ok_or(ChunkError::BadField {
+                    field: "delta",
+                    expected: "an object or null",
+                })?;
+                for (key, value) in members {
+                    if key == "stop_reason" {
+                        event.stop_reason = opt_str(value, "delta.stop_reason")?;
+                    }
+                }
+            }
+            if let Some(u) = usage {
+                event.usage = read_usage(u, "usage")?;
+            }
+        }
+        Some("message_stop") => event.kind = EventKind::MessageStop,
+        Some("error") => {
+            event.kind = EventKind::Error;
+            event.error = Some(error_text(error.unwrap_or(root), root));
+        }
+        _ => {}
+    }
+    Ok(event)
+}
+
+/// A `content_block_delta`'s `delta`: its kind by `type`, and its text.
+fn read_block_delta<'a>(
+    value: Json<'_, 'a>,
+    event: &mut AnthropicEvent<'a>,
+) -> Result<(), ChunkError> {
+    let members = value.members().ok_or(ChunkError::BadField {
+        field: "delta",
+        expected: "an object or null",
+    })?;
+    let (mut kind, mut text, mut thinking, mut json) = (None, None, None, None);
+    for (key, value) in members {
+        match key {
+            "type" => kind = value.as_str(),
+            "text" => text = Some(value),
+            "thinking" => thinking = Some(value),
+            "partial_json" => json = Some(value),
+            _ => {}
+        }
+    }
+    let (kind, value, field) = match kind {
+        Some("text_delta") => (EventKind::Text, text, "delta.text"),
+        Some("thinking_delta") => (EventKind::Thinking, thinking, "delta.thinking"),
+        Some("input_json_delta") => (EventKind::ToolInput, json, "delta.partial_json"),
+        _ => return Ok(()),
+    };
+    event.kind = kind;
+    event.delta = value.map(|v| opt_str(v, field)).transpose()?.flatten();
+    Ok(())
+}
+
+/// `usage` of `message_start` / `message_delta` (`null` or absent = none).
+fn read_usage(value: Json<'_, '_>, field: &'static str) -> Result<Option<Usage>, ChunkError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let members = value.members().ok_or(ChunkError::BadField {
+        field,
+        expected: "an object or null",
+    })?;
+    let mut usage = Usage::default();
+    let mut input: Option<u64> = None;
+    for (key, value) in members {
+        let count = match key {
+            "input_tokens" => token_count(value, "usage.input_tokens")?,
+            "cache_read_input_tokens" => token_count(value, "usage.cache_read_input_tokens")?,
+            "cache_creation_input_tokens" => {
+                token_count(value, "usage.cache_creation_input_tokens")?
+            }
+            "output_tokens" => {
+                usage.completion_tokens = token_count(value, "usage.output_tokens")?;
+                continue;
+            }
+            _ => continue,
+        };
+        if let Some(n) = count {
+            input = Some(input.unwrap_or(0).saturating_add(n));
+        }
+    }
+    usage.prompt_tokens = input;
+    Ok(Some(usage))
+}
+
+/// An error event's reason: `<type>: <message>` of its `error` object, else the error (or
+/// the whole event) as JSON.
+#[cold]
+fn error_text(error: Json<'_, '_>, root: Json<'_, '_>) -> String {
+    let (mut kind, mut message) = (None, None);
+    for (key, value) in error.members().into_iter().flatten() {
+        match key {
+            "type" => kind = value.as_str().filter(|s| !s.is_empty()),
+            "message" => message = value.as_str().filter(|s| !s.is_empty()),
+            _ => {}
+        }
+    }
+    match (kind, message) {
+        (Some(kind), Some(message)) => format!("{kind}: {message}"),
+        (None, Some(message)) => message.to_string(),
+        _ if error.is_null() => json_dumps(&to_value(root)),
+        _ => json_dumps(&to_value(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(json: &str) -> AnthropicEvent<'static> {
+        let mut data = json.as_bytes().to_vec();
+        let e = decode(&mut ChunkDecoder::new(), &mut data).expect("valid event");
+        AnthropicEvent {
+            delta: e.delta.map(|d| Cow::Owned(d.into_owned())),
+            stop_reason: e.stop_reason.map(|d| Cow::Owned(d.into_owned())),
+            ..e
+        }
+    }
+
+    /// vLLM 0.33's `message_start` (pydantic `exclude_unset`), as its serving.py builds it.
+    const VLLM_START: &str = r#"{"type":"message_start","message":{"id":"chatcmpl-1","type":"message","role":"assistant","content":[],"model":"m","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":0}}}"#;
+
+    #[test]
+    fn message_start_carries_the_input_usage() {
+        let e = event(VLLM_START);
+        assert_eq!(e.kind, EventKind::MessageStart);
+        assert!(!e.is_token());
+        assert_eq!(
+            e.usage,
+            Some(Usage {
+                prompt_tokens: Some(12),
+                completion_tokens: Some(0)
+            })
+        );
+        // Anthropic reports cached input apart: the prompt is all of it.
+        let e = event(
+            r#"{"type":"message_start","message":{"usage":{"input_tokens":3,"cache_creation_input_tokens":10,"cache_read_input_tokens":20,"output_tokens":1}}}"#,
+        );
+        assert_eq!(e.usage.unwrap().prompt_tokens, Some(33));
+        let e = event(r#"{"type":"message_start","message":{"usage":null}}"#);
+        assert_eq!((e.kind, e.usage), (EventKind::MessageStart, None));
+    }
+
+    #[test]
+    fn text_thinking_and_tool_deltas_are_tokens_and_only_text_is_kept() {
+        let t = event(
+            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":" Hello"},"index":1}"#,
+        );
+        assert_eq!(t.kind, EventKind::Text);
+        assert!(t.is_token());
+        assert_eq!(t.text(), Some(" Hello"));
+        let r = event(
+            r#"{"type":"content_block_delta","delta":{"type":"thinking_delta","thinking":"hmm"},"index":0}"#,
+        );
+        assert_eq!(r.kind, EventKind::Thinking);
+        assert!(r.is_token());
+        assert_eq!(r.text(), None, "thinking is timed, not kept");
+        let j = event(
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}"#,
+        );
+        assert!(j.is_token() && j.text().is_none());
+        for not_token in [
+            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":""},"index":0}"#,
+            r#"{"type":"content_block_delta","delta":{"type":"signature_delta","signature":"c2ln"},"index":0}"#,
+            r#"{"type":"content_block_start","content_block":{"type":"thinking","thinking":""},"index":0}"#,
+            r#"{"type":"content_block_start","content_block":{"type":"text","text":""},"index":1}"#,
+            r#"{"type":"content_block_stop","index":1}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"some_future_event","delta":{"type":"text_delta","text":"x"}}"#,
+            r#"{"delta":{"type":"text_delta","text":"x"}}"#,
+        ] {
+            let e = event(not_token);
+            assert!(
+                !e.is_token() && e.error.is_none() && e.usage.is_none(),
+                "{not_token}"
+            );
+        }
+    }
+
+    #[test]
+    fn message_delta_carries_stop_reason_and_output_usage_and_stop_ends() {
+        // vLLM: input and output counts; Anthropic: output only.
+        let e = event(
+            r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"input_tokens":12,"output_tokens":5}}"#,
+        );
+        assert_eq!(e.kind, EventKind::MessageDelta);
+        assert_eq!(e.stop_reason.as_deref(), Some("max_tokens"));
+        assert_eq!(
+            e.usage,
+            Some(Usage {
+                prompt_tokens: Some(12),
+                completion_tokens: Some(5)
+            })
+        );
+        let e = event(
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}"#,
+        );
+        assert_eq!(
+            e.usage,
+            Some(Usage {
+                prompt_tokens: None,
+                completion_tokens: Some(15)
+            })
+        );
+        assert_eq!(
+            event(r#"{"type":"message_stop"}"#).kind,
+            EventKind::MessageStop
+        );
+    }
+
+    #[test]
+    fn error_events_carry_type_and_message() {
+        let e =
+            event(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#);
+        assert_eq!(e.kind, EventKind::Error);
+        assert_eq!(e.error.as_deref(), Some("overloaded_error: Overloaded"));
+        let e = event(r#"{"type":"error","error":{"message":"caf\u00e9"}}"#);
+        assert_eq!(e.error.as_deref(), Some("café"));
+        let e = event(r#"{"type":"error","error":{"code":7}}"#);
+        assert_eq!(e.error.as_deref(), Some(r#"{"code": 7}"#));
+        let e = event(r#"{"type":"error"}"#);
+        assert_eq!(e.error.as_deref(), Some(r#"{"type": "error"}"#));
+    }
+
+    #[test]
+    fn bad_events_are_errors() {
+        let mut dec = ChunkDecoder::new();
+        for (bad, kind) in [
+            (&b"[1]"[..], "chunk_not_an_object"),
+            (b"{\"type\":", "chunk_invalid_json"),
+            (
+                br#"{"type":"content_block_delta","delta":{"type":"text_delta","text":5}}"#,
+                "chunk_bad_field",
+            ),
+            (
+                br#"{"type":"content_block_delta","delta":"x"}"#,
+                "chunk_bad_field",
+            ),
+            (
+                br#"{"type":"message_delta","usage":{"output_tokens":"5"}}"#,
+                "chunk_bad_field",
+            ),
+            (
+                br#"{"type":"message_start","message":{"usage":[]}}"#,
+                "chunk_bad_field",
+            ),
+            (
+                br#"{"type":"message_start","message":3}"#,
+                "chunk_bad_field",
+            ),
+        ] {
+            let mut data = bad.to_vec();
+            let err = decode(&mut dec, &mut data).expect_err(&String::from_utf8_lossy(bad));
+            assert_eq!(err.kind(), kind, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}
