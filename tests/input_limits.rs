@@ -390,3 +390,31 @@ fn open_file_limit_refusal_exits_2() {
     assert!(run.stderr.contains("RLIMIT_NOFILE"), "{}", run.stderr);
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
 }
+
+#[test]
+fn random_mm_image_of_65535_squared_is_refused_before_drawing() {
+    let e = refused(&[
+        "--mock-server",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "random-mm",
+        "--random-mm-bucket-config",
+        "{(65535, 65535, 1): 1.0}",
+    ]);
+    assert!(e.contains("4096 x 4096 pixels"), "{e}");
+}
+
+#[test]
+fn random_mm_items_per_request_are_bounded() {
+    let e = refused(&[
+        "--mock-server",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "random-mm",
+        "--random-mm-base-items-per-request",
+        "100000",
+    ]);
+    assert!(e.contains("--random-mm-base-items-per-request"), "{e}");
+}

@@ -568,7 +568,17 @@ fn random_mm(cli: &Cli) -> Result<RandomMmParams, ConfigError> {
     let buckets_text = &m.random_mm_bucket_config;
     let buckets = parse_bucket_config(buckets_text)
         .map_err(|why| ConfigError::value(BUCKETS, buckets_text, why))?;
+    let base = m.random_mm_base_items_per_request as u64;
+    limits::check_items(base).map_err(|e| {
+        ConfigError::value("--random-mm-base-items-per-request", base, e.to_string())
+    })?;
+    for (_, n) in &limit {
+        limits::check_items(*n)
+            .map_err(|e| ConfigError::value(LIMIT, limit_text, e.to_string()))?;
+    }
     for ((h, w, frames), p) in &buckets {
+        limits::check_image(*h as u64, *w as u64)
+            .map_err(|e| ConfigError::value(BUCKETS, buckets_text, e.to_string()))?;
         if !(p.is_finite() && *p >= 0.0) {
             return Err(ConfigError::value(
                 BUCKETS,

@@ -31,6 +31,17 @@ pub const MAX_TOKENS_PER_REQUEST: u64 = 1 << 20;
 /// silence. Warm-up requests count the same way.
 pub const MAX_REQUESTS: u64 = 10_000_000;
 
+/// The most pixels one generated image may have: 4096 × 4096. Every random-mm image is drawn
+/// and JPEG-encoded before the clock starts (3 bytes a pixel while it is drawn), and a bucket
+/// of 65535 × 65535 asked for 12.8 GB per image; the largest inputs vision models take are
+/// well inside this.
+pub const MAX_IMAGE_PIXELS: u64 = 4096 * 4096;
+
+/// The most multimodal items one request may carry (`--random-mm-base-items-per-request`
+/// and `--random-mm-limit-mm-per-prompt`): 256, far above what servers accept per prompt,
+/// and every item is built in memory before the clock starts.
+pub const MAX_ITEMS_PER_REQUEST: u64 = 256;
+
 /// Why a number of seconds is not a time vllm-bench accepts. Each message says the accepted
 /// range; the caller puts the flag (or file and line) in front.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +104,30 @@ pub enum SizeError {
          memory before the clock starts); split the run, e.g. with --shard"
     )]
     Requests { count: u64 },
+    #[error(
+        "{height} x {width} is more than the 4096 x 4096 pixels one generated image may have \
+         (each is drawn in memory before the clock starts)"
+    )]
+    ImagePixels { height: u64, width: u64 },
+    #[error("{items} items in one request are more than the 256 allowed")]
+    Items { items: u64 },
+}
+
+/// One generated image of `height` × `width` pixels fits.
+pub fn check_image(height: u64, width: u64) -> Result<(), SizeError> {
+    match height.checked_mul(width) {
+        Some(p) if p <= MAX_IMAGE_PIXELS => Ok(()),
+        _ => Err(SizeError::ImagePixels { height, width }),
+    }
+}
+
+/// `items` multimodal items fit one request.
+pub fn check_items(items: u64) -> Result<(), SizeError> {
+    if items <= MAX_ITEMS_PER_REQUEST {
+        Ok(())
+    } else {
+        Err(SizeError::Items { items })
+    }
 }
 
 /// The most tokens one request may hold: [`MAX_TOKENS_PER_REQUEST`], or `--max-model-len`
