@@ -68,6 +68,8 @@ pub struct Measured {
     pub interrupted: bool,
     /// `--shard`: where this shard's records sit in the one-process run.
     pub shard: Option<ShardMap>,
+    /// This run's share of the server's `/metrics` (empty when off or unanswered).
+    pub server_metrics: crate::server_metrics::ServerMetrics,
 }
 
 /// The measured run of `point`: schedule, preamble, profiling start, progress bar,
@@ -113,6 +115,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
             map.shard
         ));
     }
+    let scraper = super::server_scrape::start(config, plan);
     crate::http::control::close_idle_connections();
     let start = super::shard::start_instant(&config.shard, shard.as_mut(), &plan.console)
         .map_err(|e| nothing_ran(e.into()))?;
@@ -135,6 +138,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     if let Some(w) = watcher {
         w.finish();
     }
+    let server_metrics = super::server_scrape::finish(scraper, report.epoch, plan);
     if let Some(map) = &shard {
         map.globalize(&mut report);
     }
@@ -161,6 +165,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         prefix_cache,
         interrupted: interrupted(),
         shard,
+        server_metrics,
     })
 }
 
@@ -386,6 +391,8 @@ pub fn finish(
     if !how.quiet {
         plan.console.out(steady_state::render(steady.as_ref()));
         plan.console.out(extra.render());
+        let server = crate::output::server_metrics::render(&measured.server_metrics, &report);
+        plan.console.out(server);
     }
     if config.profiling.enabled && config.profiling.batch_threshold.is_none() {
         // After the block, before the result is saved (Python's order).
@@ -440,6 +447,8 @@ pub fn finish(
         }
         append_extras(&mut doc, extra.to_json());
         append_extras(&mut doc, steady_state::to_json(steady.as_ref()));
+        let server = crate::output::server_metrics::to_json(&measured.server_metrics);
+        append_extras(&mut doc, server);
         if let Some(map) = &measured.shard {
             let whole = RunInfo {
                 max_concurrency: point.max_concurrency.map(|c| c as u64),

@@ -16,6 +16,7 @@ pub mod lora;
 pub mod plot;
 pub mod printable;
 pub mod result_file;
+pub mod server_metrics;
 pub mod shard_file;
 pub mod stdio;
 pub mod steady_state;
