@@ -23,8 +23,8 @@ use clap::{ArgAction, ArgMatches, Args, Command, FromArgMatches};
 pub use args::{
     CustomArgs, DatasetArgs, EngineArgs, HfArgs, LoraArgs, ModelArgs, MultiRunArgs, MultiTurnArgs,
     OutputArgs, PrefixRepetitionArgs, ProfilingArgs, RandomArgs, RandomMmArgs, RateArgs,
-    RequestArgs, SamplingArgs, ServerArgs, ShardArgs, ShareGptArgs, SonnetArgs, SpecBenchArgs,
-    SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
+    RequestArgs, SamplingArgs, ServerArgs, ServerMetricsArgs, ShardArgs, ShareGptArgs, SonnetArgs,
+    SpecBenchArgs, SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
 };
 pub use choices::{
     Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, SpeedBenchSubset,
@@ -67,6 +67,8 @@ pub struct Cli {
     pub steady_state: SteadyStateArgs,
     #[command(flatten)]
     pub profiling: ProfilingArgs,
+    #[command(flatten)]
+    pub server_metrics: ServerMetricsArgs,
     #[command(flatten)]
     pub sweep: SweepArgs,
     #[command(flatten)]

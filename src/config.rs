@@ -17,6 +17,7 @@ mod parse;
 mod rate;
 mod request;
 mod server;
+mod server_metrics;
 pub mod shard;
 pub mod unimplemented;
 
@@ -39,6 +40,7 @@ pub use output::OutputConfig;
 pub use rate::RateConfig;
 pub use request::{RequestOptions, SamplingParams};
 pub use server::{ServerConfig, ServerLocation};
+pub use server_metrics::ServerMetricsConfig;
 
 /// The server's base URL type, owned by the HTTP client; re-exported for `ServerLocation`.
 pub use crate::http::url::{BaseUrl, Scheme};
@@ -86,6 +88,8 @@ pub struct Config {
     pub output: OutputConfig,
     pub steady_state: SteadyStateConfig,
     pub profiling: ProfilingConfig,
+    /// `--no-server-metrics`, `--server-metrics-interval`, `--server-metrics-url`.
+    pub server_metrics: ServerMetricsConfig,
     pub sweep: Option<SweepConfig>,
     pub multi_turn: Option<MultiTurnConfig>,
     pub lora: Option<LoraConfig>,
@@ -132,6 +136,7 @@ impl Config {
         )?;
         let steady_state = modes::steady_state(&cli, &rate, sweep.as_ref(), &mut warnings)?;
         let profiling = modes::profiling(&cli)?;
+        let server_metrics = server_metrics::resolve(&cli)?;
         let multi_turn = modes::multi_turn(&cli)?;
         let lora = modes::lora(&cli)?;
         let engine = engine::resolve(&cli)?;
@@ -156,6 +161,7 @@ impl Config {
             output,
             steady_state,
             profiling,
+            server_metrics,
             sweep,
             multi_turn,
             lora,

@@ -22,5 +22,6 @@ pub mod modes;
 pub mod output;
 pub mod pyfmt;
 pub mod runtime;
+pub mod server_metrics;
 pub mod sse;
 pub mod tokenizer;

@@ -220,6 +220,13 @@ const ENGINE_FLAGS: &[&str] = &[
 /// Sharded runs across processes and machines (docs/distributed.md).
 const SHARD_FLAGS: &[&str] = &["--shard", "--start-at"];
 
+/// The server's Prometheus metrics over the run (docs/server-metrics.md, issue 29).
+const SERVER_METRICS_FLAGS: &[&str] = &[
+    "--no-server-metrics",
+    "--server-metrics-interval",
+    "--server-metrics-url",
+];
+
 fn python_flags() -> Vec<String> {
     read_shared(PYTHON_FLAGS)
         .lines()
@@ -258,6 +265,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .chain(TRACE_FLAGS)
         .chain(REPORT_FLAGS)
         .chain(SHARD_FLAGS)
+        .chain(SERVER_METRICS_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();

@@ -22,6 +22,7 @@ mod multi_turn;
 mod reports;
 mod response_limits;
 mod runs;
+mod server_metrics;
 mod shards;
 mod slurm;
 mod steady_state;

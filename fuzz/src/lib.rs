@@ -21,6 +21,7 @@ use vllm_bench::datasets::timed_trace::{
 use vllm_bench::http::response::{
     parse_head, BodyDecoder, ChunkedDecoder, HttpError, MAX_HEAD_LEN,
 };
+use vllm_bench::server_metrics::exposition;
 use vllm_bench::sse::{SseDecoder, SseError};
 
 /// A target's body: one input in, a panic on failure.
@@ -37,6 +38,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("cli_values", cli_values),
     ("cli_args", cli_args),
     ("limits", limits),
+    ("prometheus_text", prometheus_text),
 ];
 
 /// Splits `data` after its first byte, which picks the cut: `(cut, rest)` with
@@ -377,5 +379,27 @@ pub fn limits(data: &[u8]) {
         Err(e) => {
             let _ = e.to_string();
         }
+    }
+}
+
+/// The Prometheus text parser (`server_metrics::exposition`): an error with a line number
+/// inside the text, not a panic; a parsed histogram's bounds ascend, and a body parses the
+/// same with its lines ended by `\r\n`.
+pub fn prometheus_text(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match exposition::parse(text) {
+        Ok(scrape) => {
+            for h in scrape.histograms.values() {
+                assert!(h.buckets.windows(2).all(|w| w[0].0 < w[1].0), "{h:?}");
+            }
+            if !text.contains('\r') {
+                let crlf = text.replace('\n', "\r\n");
+                let again = exposition::parse(&crlf).expect("CRLF lines parse too");
+                assert_eq!(format!("{again:?}"), format!("{scrape:?}"));
+            }
+        }
+        Err(e) => assert!(e.line >= 1 && e.line <= text.lines().count().max(1), "{e}"),
     }
 }

@@ -543,6 +543,21 @@ pub struct ProfilingArgs {
     pub profile_duration: f64,
 }
 
+/// The server's Prometheus metrics, scraped over the run (docs/server-metrics.md).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Server metrics")]
+pub struct ServerMetricsArgs {
+    /// Do not scrape the server's /metrics (scraped by default; a server without it is one note)
+    #[arg(long)]
+    pub no_server_metrics: bool,
+    /// Seconds between two scrapes during the run (plus one before and one after it)
+    #[arg(long, default_value = "1.0", value_parser = parse_float, value_name = "SEC")]
+    pub server_metrics_interval: f64,
+    /// Another Prometheus endpoint to scrape, e.g. http://gpu-node:9400/metrics for a DCGM exporter (repeatable)
+    #[arg(long, value_name = "URL")]
+    pub server_metrics_url: Vec<String>,
+}
+
 /// Sweeps over concurrency or rate.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Sweep")]

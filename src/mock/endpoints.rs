@@ -10,6 +10,7 @@ use super::exchange::{error, Exchange, Request, Served};
 use super::model;
 use super::response::{self, HeadOpts};
 use super::routes::Route;
+use super::vllm_metrics;
 
 /// Serves a routed request. Like every handler, it leaves the last bytes of the response
 /// in `ex.io.out`: the connection counts the request first and then writes them, so a
@@ -117,47 +118,15 @@ fn detokenize(shared: &Shared, ex: &mut Exchange, req: &Request<'_>) -> Served {
     ok(ex, req, response::JSON, body.as_bytes())
 }
 
-/// Prometheus text: running/waiting gauges and the toy prefix-cache counters.
+/// Prometheus text with vLLM's names (see `vllm_metrics`).
 fn metrics_text(shared: &Shared, out: &mut Vec<u8>) {
-    let label = prometheus_label(&shared.cfg.model);
-    let (queries, hits) = shared.prefix.counters();
-    let series: [(&str, &str, &str, f64); 4] = [
-        (
-            "vllm:num_requests_running",
-            "gauge",
-            "Number of requests in model execution batches.",
-            shared.stats.in_flight() as f64,
-        ),
-        (
-            "vllm:num_requests_waiting",
-            "gauge",
-            "Number of requests waiting to be processed.",
-            0.0,
-        ),
-        (
-            "vllm:prefix_cache_queries",
-            "counter",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            queries as f64,
-        ),
-        (
-            "vllm:prefix_cache_hits",
-            "counter",
-            "Prefix cache hits, in terms of number of cached tokens.",
-            hits as f64,
-        ),
-    ];
-    for (name, kind, help, value) in series {
-        let sample = if kind == "counter" {
-            format!("{name}_total")
-        } else {
-            name.to_string()
-        };
-        let _ = write!(
-            out,
-            "# HELP {sample} {help}\n# TYPE {sample} {kind}\n{sample}{{model_name=\"{label}\"}} {value:?}\n"
-        );
-    }
+    vllm_metrics::render(
+        out,
+        &prometheus_label(&shared.cfg.model),
+        shared.stats.in_flight(),
+        shared.prefix.counters(),
+        shared.stats.workers().iter().map(|w| &w.vllm),
+    );
 }
 
 /// Escapes a Prometheus label value (`\`, `"`, newline).

@@ -18,7 +18,7 @@
 //! - Prompts are counted and hashed in one pass over the JSON (`body`), with a toy
 //!   tokenizer ([`toy_tokenizer`], public: tests may want its ids) or the client's own
 //!   ([`MockConfig::tokenizer`], `prompt_tokenizer`), and a toy prefix cache
-//!   (`prefix_cache`).
+//!   (`prefix_cache`); `/metrics` speaks vLLM's names (`vllm_metrics`).
 //! - Optionally, the timeline actually emitted (when each content chunk was handed to the
 //!   kernel) is recorded for a [`TimingReport`] (`emission`): the ground truth a client's
 //!   measurements are compared with.
@@ -55,6 +55,7 @@ mod server;
 mod stats;
 mod timing;
 pub mod toy_tokenizer;
+mod vllm_metrics;
 
 pub use config::{AfterCrash, Crash, MockConfig};
 pub use emission::{ItlSummary, LatenessSummary, TimingReport, TtftSummary};

@@ -21,6 +21,7 @@ use super::hash::SplitMix64;
 use super::response::{self, HeadOpts};
 use super::routes::Route;
 use super::timing::Schedule;
+use super::vllm_metrics::Finished;
 use crate::engine::timer::Timers;
 
 /// Stream id of response ids, distinct from the fault and jitter streams.
@@ -70,7 +71,7 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
             return served;
         }
     };
-    shared.prefix.observe(&job.prompt);
+    let cached_tokens = shared.prefix.observe(&job.prompt);
     let fault = faults::decide(&cfg.faults, cfg.seed, seq);
     if let Some(kind) = fault {
         ctx.counters().fault(kind);
@@ -120,6 +121,11 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
         extra: &cfg.response_headers,
         ..HeadOpts::default()
     };
+    let generated = match &job.kind {
+        Kind::Generate { gen, .. } if fault.is_none() => Some(gen.tokens),
+        _ => None,
+    };
+    let first_token = schedule.clone().next_deadline();
     served.end = match job.kind {
         Kind::Generate { gen, stream: true } => {
             ex.script.build(&gen, &shared.model_json);
@@ -180,6 +186,16 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
             delayed_json(ex, &ctx.timers, &opts, fault, (at, at), cfg.stall_for, fill).await
         }
     };
+    if let Some(generated_tokens) = generated {
+        ctx.counters().vllm.finished(&Finished {
+            prompt_tokens: job.prompt.tokens,
+            cached_tokens,
+            generated_tokens,
+            arrival: req.arrival,
+            first_token,
+            end: Instant::now(),
+        });
+    }
     served
 }
 

@@ -26,8 +26,8 @@ pub struct PrefixCache {
 }
 
 impl PrefixCache {
-    /// Looks `prompt` up and remembers its blocks.
-    pub fn observe(&self, prompt: &Digest) {
+    /// Looks `prompt` up and remembers its blocks; returns its hits (cached tokens).
+    pub fn observe(&self, prompt: &Digest) -> u64 {
         self.queries.fetch_add(prompt.tokens, Relaxed);
         let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         let cached = prompt
@@ -40,8 +40,9 @@ impl PrefixCache {
         }
         keys.extend(prompt.blocks.iter().skip(cached));
         drop(keys);
-        let hits = (cached * BLOCK_TOKENS) as u64;
-        self.hits.fetch_add(hits.min(prompt.tokens), Relaxed);
+        let hits = ((cached * BLOCK_TOKENS) as u64).min(prompt.tokens);
+        self.hits.fetch_add(hits, Relaxed);
+        hits
     }
 
     /// Forgets every cached block (counters keep their values).

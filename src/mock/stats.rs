@@ -18,6 +18,7 @@ use serde::{Serialize, Serializer};
 use super::emission::{Emitted, StreamTrace};
 use super::faults::{FaultCounts, FaultKind};
 use super::routes::{Route, ROUTES, ROUTE_COUNT};
+use super::vllm_metrics::WorkerMetrics;
 
 /// A snapshot of the server's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -105,6 +106,8 @@ pub struct WorkerCounters {
     connections: AtomicU64,
     log: Mutex<Vec<LoggedRequest>>,
     emitted: Mutex<Emitted>,
+    /// `/metrics`' vLLM counters and histograms (never reset: a server's count since start).
+    pub vllm: WorkerMetrics,
 }
 
 impl Default for WorkerCounters {
@@ -118,6 +121,7 @@ impl Default for WorkerCounters {
             connections: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
             emitted: Mutex::new(Emitted::default()),
+            vllm: WorkerMetrics::default(),
         }
     }
 }
@@ -214,6 +218,11 @@ impl Stats {
         let now = self.in_flight.fetch_add(1, Relaxed) + 1;
         self.peak_in_flight.fetch_max(now, Relaxed);
         InFlight(self)
+    }
+
+    /// Every worker's counters.
+    pub fn workers(&self) -> &[WorkerCounters] {
+        &self.workers
     }
 
     /// Model requests in progress now.

@@ -14,6 +14,7 @@ pub mod prepare;
 pub mod profiling;
 pub mod progress;
 pub mod runs;
+pub mod server_scrape;
 pub mod shard;
 pub mod shard_clock;
 pub mod steady_state;

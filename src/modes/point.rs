@@ -24,7 +24,7 @@ use crate::output::health::ClientHealth;
 use crate::output::json::{result_path, save_result, JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
-use crate::output::run_result::{Adapters, RunResult, Shards, Turns};
+use crate::output::run_result::{Adapters, RunResult, Section, Shards, Turns};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -65,6 +65,8 @@ pub struct Measured {
     pub interrupted: bool,
     /// `--shard`: where this shard's records sit in the one-process run.
     pub shard: Option<ShardMap>,
+    /// This run's share of the server's `/metrics` (empty when off or unanswered).
+    pub server_metrics: crate::server_metrics::ServerMetrics,
 }
 
 /// The measured run of `point`: schedule, preamble, profiling start, progress bar,
@@ -110,6 +112,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
             map.shard
         ));
     }
+    let scraper = super::server_scrape::start(config, plan);
     crate::http::control::close_idle_connections();
     let start = super::shard::start_instant(&config.shard, shard.as_mut(), &plan.console)
         .map_err(|e| nothing_ran(e.into()))?;
@@ -132,6 +135,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     if let Some(w) = watcher {
         w.finish();
     }
+    let server_metrics = super::server_scrape::finish(scraper, report.epoch, plan);
     if let Some(map) = &shard {
         map.globalize(&mut report);
     }
@@ -158,6 +162,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         prefix_cache,
         interrupted: interrupted(),
         shard,
+        server_metrics,
     })
 }
 
@@ -445,6 +450,11 @@ fn run_result<'a>(
         max_concurrency: max_concurrency.map(|c| c as u64),
         ramp_up: config.rate.ramp_up,
     };
+    // The server's side of the run, after ours (`--no-server-metrics`: nothing shown).
+    let server = Section {
+        console: crate::output::server_metrics::render(&measured.server_metrics, &report),
+        json: crate::output::server_metrics::to_json(&measured.server_metrics),
+    };
     let mut result = RunResult {
         info,
         task,
@@ -467,7 +477,7 @@ fn run_result<'a>(
         not_sent_session_ended: run.not_sent_session_ended,
         interrupted: measured.interrupted,
         prefix_cache: measured.prefix_cache,
-        sections: Vec::new(),
+        sections: vec![server],
         shards: Shards::Whole,
     };
     if let Some(map) = measured.shard.as_ref().filter(|_| section) {

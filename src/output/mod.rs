@@ -19,6 +19,7 @@ pub mod printable;
 pub mod report;
 pub mod result_file;
 pub mod run_result;
+pub mod server_metrics;
 pub mod shard_file;
 pub mod stdio;
 pub mod steady_state;

@@ -1,0 +1,69 @@
+//! The run's hook into the server-metrics scrape (`crate::server_metrics`): which endpoints
+//! (the server's own `/metrics` unless `--no-server-metrics`, then every
+//! `--server-metrics-url`), started before the measured run and finished after it, with
+//! each endpoint that gave nothing said in one note.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::server_metrics::{HttpSource, Options, Scraper, ServerMetrics, Source};
+
+use super::plan::Plan;
+
+/// The longest one scrape may take; also the longest the start waits for the first scrapes
+/// (once, before the run's clock starts) and the end for the last ones.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Starts scraping (`None` with `--no-server-metrics`); notes go to the console.
+pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
+    let c = &config.server_metrics;
+    if !c.enabled {
+        return None;
+    }
+    let t = &plan.target;
+    let own = HttpSource {
+        driver: t.driver,
+        endpoint: t.endpoint.clone(),
+        host: t.base.host_header(),
+        path: t.base.request_path("/metrics"),
+        headers: t.headers.clone(),
+        url: t.base.url_of("/metrics"),
+    };
+    let mut sources: Vec<Arc<dyn Source>> = vec![Arc::new(own)];
+    for url in &c.urls {
+        let connect = config.engine.connect_timeout;
+        match HttpSource::at(url, t.driver, config.server.insecure, connect) {
+            Ok(s) => sources.push(Arc::new(s)),
+            Err(e) => plan.console.note(format_args!(
+                "server metrics: {url}: {e}; this run has no server figures from it"
+            )),
+        }
+    }
+    let opts = Options {
+        interval: c.interval,
+        timeout: SCRAPE_TIMEOUT,
+        avoid_cores: if plan.engine_opts.pin {
+            plan.engine_opts.cores.clone()
+        } else {
+            Vec::new()
+        },
+    };
+    let (scraper, notes) = Scraper::start(sources, &opts);
+    for n in notes {
+        plan.console.note(n);
+    }
+    Some(scraper)
+}
+
+/// Ends the scrape at the end of the run that started at `epoch`.
+pub fn finish(scraper: Option<Scraper>, epoch: Instant, plan: &Plan) -> ServerMetrics {
+    let Some(s) = scraper else {
+        return ServerMetrics::default();
+    };
+    let out = s.finish(epoch);
+    for n in &out.notes {
+        plan.console.note(n);
+    }
+    out
+}
