@@ -486,6 +486,11 @@ pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
         console: start.render(),
         json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
     });
+    // The shards do not carry the server's metrics yet: the key says "not measured".
+    result.sections.push(Section {
+        console: String::new(),
+        json: crate::output::server_metrics::to_json(&Default::default()),
+    });
     console.out(result.render(false));
     start.warnings().iter().for_each(|w| console.err_line(w));
     let path = result_path(
