@@ -18,6 +18,8 @@ fn run(extra: &[&str]) -> (Value, Vec<Value>) {
         .request_log()
         .into_iter()
         .filter_map(|q| q.body)
+        // The model requests' bodies (a GET /metrics scrape has an empty one).
+        .filter(|b| !b.is_empty())
         .map(|b| serde_json::from_str(&b).unwrap())
         .collect();
     (serde_json::from_str(&text).unwrap(), bodies)
