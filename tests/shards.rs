@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
+use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::e2e::{assert_refused, mock};
 use crate::interrupt::{collect_lines, wait_exit, STEP_TIMEOUT};
@@ -619,21 +621,114 @@ pub(crate) fn doc_block(name: &str) -> String {
     body[..body.find("```").expect("a closing fence")].to_string()
 }
 
-/// The shell script of a manifest's `args: - |` block, dedented.
-fn container_script(manifest: &str) -> String {
-    let lines: Vec<&str> = manifest.lines().collect();
-    let start = lines
+/// The one YAML document of `text`; a parse error or another count fails naming `what`.
+fn yaml_doc(text: &str, what: &str) -> Yaml {
+    let mut docs = YamlLoader::load_from_str(text)
+        .unwrap_or_else(|e| panic!("{what} is not YAML: {e}\n{text}"));
+    assert_eq!(docs.len(), 1, "{what}: one YAML document expected\n{text}");
+    docs.remove(0)
+}
+
+/// A string field of a manifest, failing with its path when it is missing or not a string.
+fn yaml_str<'a>(node: &'a Yaml, path: &str) -> &'a str {
+    node.as_str()
+        .unwrap_or_else(|| panic!("{path} must be a string, got {node:?}"))
+}
+
+/// Checks `job` against what the Job API (batch/v1) requires and what a Job's pods must
+/// have, and returns its first container: `apiVersion: batch/v1`, `kind: Job`, a DNS-label
+/// `metadata.name`, a pod template whose `restartPolicy` is `Never` or `OnFailure` (the
+/// API refuses `Always` for a Job), containers with a name, an image, and `command`/`args`
+/// lists of strings, env values that are strings (an unquoted number is refused), and
+/// volume mounts that name a declared volume.
+fn assert_valid_job<'a>(job: &'a Yaml, what: &str) -> &'a Yaml {
+    assert_eq!(
+        job["apiVersion"].as_str(),
+        Some("batch/v1"),
+        "{what}: apiVersion"
+    );
+    assert_eq!(job["kind"].as_str(), Some("Job"), "{what}: kind");
+    let name = yaml_str(&job["metadata"]["name"], "metadata.name");
+    assert!(
+        !name.is_empty()
+            && name.len() <= 63
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !name.starts_with('-')
+            && !name.ends_with('-'),
+        "{what}: metadata.name {name:?} is not a DNS label"
+    );
+    let pod = &job["spec"]["template"]["spec"];
+    let restart = yaml_str(&pod["restartPolicy"], "spec.template.spec.restartPolicy");
+    assert!(
+        ["Never", "OnFailure"].contains(&restart),
+        "{what}: a Job's restartPolicy must be Never or OnFailure, not {restart}"
+    );
+    let volumes: Vec<&str> = pod["volumes"]
+        .as_vec()
+        .map(|v| {
+            v.iter()
+                .map(|v| yaml_str(&v["name"], "volumes[].name"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let containers = pod["containers"]
+        .as_vec()
+        .unwrap_or_else(|| panic!("{what}: spec.template.spec.containers must be a list"));
+    assert!(!containers.is_empty(), "{what}: no container");
+    for c in containers {
+        yaml_str(&c["name"], "containers[].name");
+        assert!(!yaml_str(&c["image"], "containers[].image").is_empty());
+        for key in ["command", "args"] {
+            let list = c[key]
+                .as_vec()
+                .unwrap_or_else(|| panic!("{what}: containers[].{key} must be a list"));
+            for item in list {
+                yaml_str(item, &format!("containers[].{key}[]"));
+            }
+        }
+        for var in c["env"].as_vec().map(Vec::as_slice).unwrap_or_default() {
+            let var_name = yaml_str(&var["name"], "env[].name");
+            yaml_str(&var["value"], &format!("env {var_name}: value"));
+        }
+        for mount in c["volumeMounts"]
+            .as_vec()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let m = yaml_str(&mount["name"], "volumeMounts[].name");
+            assert!(volumes.contains(&m), "{what}: mount {m} names no volume");
+            yaml_str(&mount["mountPath"], "volumeMounts[].mountPath");
+        }
+    }
+    &containers[0]
+}
+
+/// A container's environment variable `name`, as the pod sees it.
+fn container_env<'a>(container: &'a Yaml, name: &str) -> Option<&'a str> {
+    container["env"]
+        .as_vec()?
         .iter()
-        .position(|l| l.trim() == "- |")
-        .expect("an args: - | block");
-    let indent = |l: &str| l.len() - l.trim_start().len();
-    let base = indent(lines[start]);
-    lines[start + 1..]
+        .find(|v| v["name"].as_str() == Some(name))
+        .and_then(|v| v["value"].as_str())
+}
+
+/// The shell script a documented Job's container runs: `command: ["sh", "-c"]` and the script
+/// as its one argument, as Kubernetes reads the YAML.
+fn container_script(manifest: &str, what: &str) -> String {
+    let job = yaml_doc(manifest, what);
+    let container = assert_valid_job(&job, what);
+    let command: Vec<&str> = container["command"]
+        .as_vec()
+        .unwrap()
         .iter()
-        .take_while(|l| l.trim().is_empty() || indent(l) > base)
-        .map(|l| l.trim_start())
-        .collect::<Vec<_>>()
-        .join("\n")
+        .filter_map(Yaml::as_str)
+        .collect();
+    assert_eq!(command, ["sh", "-c"], "{what}: command");
+    let args = container["args"].as_vec().unwrap();
+    assert_eq!(args.len(), 1, "{what}: one script in args");
+    args[0].as_str().unwrap().to_string()
 }
 
 /// The variables the documented scripts read, for a small run against `url` into `results`.
@@ -666,18 +761,8 @@ fn merged_count(results: &Path) -> u64 {
 fn the_documented_indexed_job_runs_as_written() {
     let server = mock(|_| {});
     let dir = TempDir::new("indexed-job");
-    let manifest = doc_block("kubernetes-shard");
-    // The manifest's own consistency: N pods, N shards.
-    for key in [
-        "completions: 4",
-        "parallelism: 4",
-        "completionMode: Indexed",
-    ] {
-        assert!(manifest.contains(key), "{key}");
-    }
-    assert!(manifest.contains("name: VLLM_BENCH_SHARDS\n              value: \"4\""));
-    let shard = container_script(&manifest);
-    let merge_script = container_script(&doc_block("kubernetes-merge"));
+    let shard = container_script(&doc_block("kubernetes-shard"), "the Indexed Job");
+    let merge_script = container_script(&doc_block("kubernetes-merge"), "the merge Job");
     let results = dir.path().join("results");
     std::fs::create_dir_all(&results).unwrap();
     at_one_start(2, |k, start_at| {
@@ -695,6 +780,100 @@ fn the_documented_indexed_job_runs_as_written() {
     let merged = crate::util::run_command(cmd, "the merge Job");
     assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
     assert_eq!(merged_count(&results), 24);
+}
+
+/// The documented submit step (`sed ... job.yaml | kubectl apply -f -`), run as written with
+/// a stand-in `kubectl` that only records what it was given: there is no cluster here, so
+/// the rendered manifest is checked against the Job API's required fields, not applied.
+#[test]
+fn the_documented_submit_step_renders_a_valid_indexed_job() {
+    let dir = TempDir::new("indexed-job-render");
+    std::fs::write(dir.path().join("job.yaml"), doc_block("kubernetes-shard")).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let kubectl = bin.join("kubectl");
+    std::fs::write(
+        &kubectl,
+        "#!/bin/sh\n[ \"$*\" = \"apply -f -\" ] || { echo \"kubectl stand-in: $*\" >&2; exit 64; }\n\
+         cat > \"$KUBECTL_APPLIED\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let applied = dir.path().join("applied.yaml");
+    let submit = doc_block("kubernetes-submit");
+    let now = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let before = now();
+    let mut cmd = Command::new("bash");
+    cmd.args(["-euo", "pipefail", "-c", &submit])
+        .current_dir(dir.path())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("KUBECTL_APPLIED", &applied);
+    let run = crate::util::run_command(cmd, "the documented submit step");
+    let after = now();
+    assert_eq!(run.code, 0, "{submit}\n{}{}", run.stdout, run.stderr);
+
+    let rendered = std::fs::read_to_string(&applied).expect("kubectl was given the manifest");
+    assert!(!rendered.contains("@START_AT@"), "{rendered}");
+    let job = yaml_doc(&rendered, "the rendered Indexed Job");
+    let container = assert_valid_job(&job, "the rendered Indexed Job");
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"].as_str(), Some("Indexed"));
+    let n = spec["completions"]
+        .as_i64()
+        .expect("spec.completions is an integer");
+    assert!(n >= 1, "completions {n}");
+    assert_eq!(
+        spec["parallelism"].as_i64(),
+        Some(n),
+        "parallelism = completions"
+    );
+    assert_eq!(
+        container_env(container, "VLLM_BENCH_SHARDS"),
+        Some(n.to_string().as_str()),
+        "VLLM_BENCH_SHARDS = completions"
+    );
+    let start_at: u64 = container_env(container, "START_AT")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("START_AT is not Unix seconds:\n{rendered}"));
+    // Ahead of the submission by enough for pods to be scheduled, and not absurdly far.
+    assert!(
+        (before + 30..=after + 3600).contains(&start_at),
+        "START_AT {start_at} is not 30 s to 1 h after submitting ({before}..={after})"
+    );
+    let script = container["args"][0].as_str().unwrap();
+    for needed in [
+        "--shard auto",
+        "--start-at \"$START_AT\"",
+        "--result-filename \"shard-$JOB_COMPLETION_INDEX.json\"",
+    ] {
+        assert!(
+            script.contains(needed),
+            "the pod's script lacks {needed}:\n{script}"
+        );
+    }
+    // The pods write where the merge Job reads.
+    let merge = yaml_doc(&doc_block("kubernetes-merge"), "the merge Job");
+    let merge_container = assert_valid_job(&merge, "the merge Job");
+    assert_eq!(
+        merge["spec"]["template"]["spec"]["volumes"],
+        spec["template"]["spec"]["volumes"]
+    );
+    assert_eq!(
+        container_env(merge_container, "RESULTS"),
+        container_env(container, "RESULTS")
+    );
 }
 
 /// Starts `args` in its own process group with stdout and stderr read on threads; the
