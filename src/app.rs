@@ -242,3 +242,33 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_captured(args: &[&str]) -> (i32, crate::output::stdio::Captured) {
+        let (console, captured) = Console::capture();
+        let argv = std::iter::once("vllm-bench").chain(args.iter().copied());
+        let code = run(argv.map(OsString::from), &console);
+        let out = captured.lock().unwrap().clone();
+        (code, out)
+    }
+
+    #[test]
+    fn the_program_runs_in_process_with_its_output_captured() {
+        let (code, out) = run_captured(&["--version"]);
+        assert_eq!(code, 0);
+        assert_eq!(
+            out.stdout,
+            format!("vllm-bench {}\n", env!("CARGO_PKG_VERSION"))
+        );
+        let (code, out) = run_captured(&["--num-prompts", "abc"]);
+        assert_eq!(code, 2);
+        assert!(out.stdout.is_empty(), "{out:?}");
+        assert!(
+            out.stderr.starts_with("error: ") && out.stderr.lines().count() == 1,
+            "{out:?}"
+        );
+    }
+}
