@@ -544,3 +544,63 @@ fn ctrl_c_stops_conversations_in_their_think_time() {
         .get("vllm_bench_not_sent_session_ended")
         .is_none());
 }
+
+/// `timeout` or Ctrl-C before the measured run (here: while the ready check waits for a
+/// server that answers every request with a 500): the run stops as it starts, and still
+/// reports and saves (the requests not sent counted), instead of dying with nothing said.
+#[test]
+fn a_signal_before_the_measured_run_still_reports_every_request_as_not_sent() {
+    let server = MockServer::start(MockConfig {
+        faults: vllm_bench::mock::FaultConfig {
+            error_500: 1.0,
+            ..Default::default()
+        },
+        ..MockConfig::default()
+    })
+    .expect("mock server starts");
+    let dir = temp_dir("before-run");
+    let mut extra = closed_loop("8", "2").to_vec();
+    extra.extend(["--ready-check-timeout-sec", "600"]);
+    let mut child = spawn(&server, &dir, &extra, "1", &[]);
+    let pid = child.id() as libc::pid_t;
+    let (waiting_tx, waiting_rx) = mpsc::channel();
+    let out = collect_lines(
+        child.stdout.take().expect("stdout"),
+        "Waiting for endpoint to become up",
+        waiting_tx,
+    );
+    let (_tx, _rx) = mpsc::channel();
+    let err = collect_lines(child.stderr.take().expect("stderr"), "\u{0}", _tx);
+    let waiting = waiting_rx.recv_timeout(STEP_TIMEOUT).is_ok();
+    if waiting {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let code = wait_exit(&mut child, STEP_TIMEOUT);
+    let (stdout, stderr) = (out.join().expect("stdout"), err.join().expect("stderr"));
+    assert!(
+        waiting,
+        "the ready check never started:\n{stdout}\n{stderr}"
+    );
+    assert_eq!(code, Some(130), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("r.json")).expect("the result is saved"),
+    )
+    .expect("strict JSON");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        result["vllm_bench_interrupted"],
+        Value::Bool(true),
+        "{result}"
+    );
+    // Every request accounted for. The stop reaches the workers with the run's first
+    // progress tick, so requests they claim before it (fast 500s here) may still go out.
+    let n = |k: &str| {
+        result[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {result}"))
+    };
+    assert_eq!(n("completed"), 0, "every answer is a 500: {result}");
+    assert_eq!(n("failed") + n("vllm_bench_not_sent"), 8, "{result}");
+}

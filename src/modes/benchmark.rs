@@ -12,6 +12,7 @@ use crate::output::stdio::Console;
 use super::outcome::nothing_ran;
 pub use super::outcome::{NothingRan, Outcome};
 use super::plan::Plan;
+use super::progress::{install_interrupt_handler, interrupted};
 use super::runs::{self, Runs};
 
 /// Runs the benchmark the configuration describes.
@@ -32,11 +33,20 @@ pub fn run(config: &Config, console: &Console) -> Result<Outcome> {
         )
         .map_err(nothing_ran)?;
     }
+    if !config.dry_run {
+        // From here, not only from the measured run: a Ctrl-C, SIGTERM or `timeout` while
+        // the plan is built or the server is awaited then stops the run before it sends
+        // anything, and the run still reports (every request not sent) and saves its
+        // result, instead of the process dying with nothing said.
+        install_interrupt_handler();
+    }
     let config = &*runs::plan_config(config);
     let Some(plan) = Plan::build(config, console).map_err(nothing_ran)? else {
         return Ok(Outcome::Completed); // --dry-run: the dataset was described, nothing is sent
     };
     plan.ready_check(config).map_err(nothing_ran)?;
-    plan.warm_up(config)?;
+    if !interrupted() {
+        plan.warm_up(config)?;
+    }
     Runs::of(config, &plan.prepared).run(&plan, config)
 }

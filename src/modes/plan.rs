@@ -124,7 +124,11 @@ impl Plan {
             "Waiting for endpoint to become up in {}s",
             timeout.as_secs()
         ));
-        wait_until_ready(timeout, || one_request(&self.engine, &self.prepared))
+        wait_until_ready(
+            timeout,
+            || one_request(&self.engine, &self.prepared),
+            super::progress::interrupted,
+        )
     }
 
     /// `--num-warmups`: requests outside the measured window.

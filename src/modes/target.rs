@@ -268,18 +268,35 @@ fn headers_for(
 /// Waits until the benchmark endpoint answers one real request (`--ready-check-timeout-sec`),
 /// retrying every 5 s as Python does. `send_one` runs one request and says whether it
 /// succeeded (with the error otherwise).
-pub fn wait_until_ready(timeout: Duration, mut send_one: impl FnMut() -> Result<()>) -> Result<()> {
+/// Also returns, early, once `stopped()` holds (Ctrl-C, SIGTERM, `timeout`): the measured
+/// run then stops at once and reports every request as not sent, instead of the process
+/// waiting out the check.
+pub fn wait_until_ready(
+    timeout: Duration,
+    mut send_one: impl FnMut() -> Result<()>,
+    stopped: impl Fn() -> bool,
+) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let err = match send_one() {
             Ok(()) => return Ok(()),
             Err(e) => e,
         };
-        let now = Instant::now();
-        if now >= deadline {
-            bail!("the endpoint is not ready after {}s: {err}; raise --ready-check-timeout-sec or check the server", timeout.as_secs());
+        let retry = Instant::now() + Duration::from_secs(5);
+        loop {
+            if stopped() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                bail!("the endpoint is not ready after {}s: {err}; raise --ready-check-timeout-sec or check the server", timeout.as_secs());
+            }
+            if now >= retry {
+                break;
+            }
+            // In slices, so a stop is seen within one.
+            std::thread::sleep(Duration::from_millis(50).min(deadline - now));
         }
-        std::thread::sleep(Duration::from_secs(5).min(deadline - now));
     }
 }
 
