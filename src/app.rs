@@ -62,7 +62,10 @@ fn dispatch(args: Vec<OsString>, console: &Console) -> i32 {
     let config = match Config::from_cli(parsed) {
         Ok(c) => c,
         Err(e) => {
-            console.err_line(format_args!("error: {e}"));
+            // One line per problem (`--slo` reports every malformed term).
+            for line in e.to_string().lines() {
+                console.err_line(format_args!("error: {line}"));
+            }
             return i32::from(e.exit_code());
         }
     };
@@ -81,6 +84,10 @@ fn dispatch(args: Vec<OsString>, console: &Console) -> i32 {
                  says why",
                 example.lines().next().unwrap_or("no reason given")
             ));
+            1
+        }
+        Ok(modes::benchmark::Outcome::SloNotMet { why }) => {
+            console.err_line(format_args!("error: no capacity meets the SLO: {why}"));
             1
         }
         Err(e) if is_broken_pipe(&e) => 0,

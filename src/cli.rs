@@ -23,8 +23,8 @@ use clap::{ArgAction, ArgMatches, Args, Command, FromArgMatches};
 pub use args::{
     CustomArgs, DatasetArgs, EngineArgs, HfArgs, LoraArgs, ModelArgs, MultiRunArgs, MultiTurnArgs,
     OutputArgs, PrefixRepetitionArgs, ProfilingArgs, RandomArgs, RandomMmArgs, RateArgs,
-    RequestArgs, SamplingArgs, ServerArgs, ServerMetricsArgs, ShardArgs, ShareGptArgs, SonnetArgs,
-    SpecBenchArgs, SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
+    RequestArgs, SamplingArgs, ServerArgs, ServerMetricsArgs, ShardArgs, ShareGptArgs, SloArgs,
+    SonnetArgs, SpecBenchArgs, SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
 };
 pub use choices::{
     Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, SpeedBenchSubset,
@@ -71,6 +71,8 @@ pub struct Cli {
     pub server_metrics: ServerMetricsArgs,
     #[command(flatten)]
     pub sweep: SweepArgs,
+    #[command(flatten)]
+    pub slo: SloArgs,
     #[command(flatten)]
     pub multi_turn: MultiTurnArgs,
     #[command(flatten)]

@@ -19,6 +19,7 @@ mod request;
 mod server;
 mod server_metrics;
 pub mod shard;
+pub mod slo;
 pub mod unimplemented;
 
 pub use dataset::{
@@ -41,6 +42,7 @@ pub use rate::RateConfig;
 pub use request::{RequestOptions, SamplingParams};
 pub use server::{ServerConfig, ServerLocation};
 pub use server_metrics::ServerMetricsConfig;
+pub use slo::{SearchVariable, SloConfig, SloStat, SloTerm};
 
 /// The server's base URL type, owned by the HTTP client; re-exported for `ServerLocation`.
 pub use crate::http::url::{BaseUrl, Scheme};
@@ -91,6 +93,8 @@ pub struct Config {
     /// `--no-server-metrics`, `--server-metrics-interval`, `--server-metrics-url`.
     pub server_metrics: ServerMetricsConfig,
     pub sweep: Option<SweepConfig>,
+    /// `--slo-search`: the capacity search and its SLO terms.
+    pub slo: Option<SloConfig>,
     pub multi_turn: Option<MultiTurnConfig>,
     pub lora: Option<LoraConfig>,
     pub multi_run: MultiRunConfig,
@@ -139,6 +143,22 @@ impl Config {
         let server_metrics = server_metrics::resolve(&cli)?;
         let multi_turn = modes::multi_turn(&cli)?;
         let lora = modes::lora(&cli)?;
+        let slo = slo::resolve(&slo::Context {
+            cli: &cli,
+            task: crate::metrics::report::TaskKind::for_backend(server.backend),
+            num_prompts: dataset.num_prompts,
+            goodput_given: !output.goodput.is_empty(),
+            self_timed: rate.self_timed,
+            capped: rate.max_concurrency.is_some()
+                || multi_turn.as_ref().is_some_and(|m| m.concurrency.is_some()),
+        })?;
+        let mut output = output;
+        if let Some(s) = &slo {
+            s.add_reported(
+                &mut output.percentile_metrics,
+                &mut output.metric_percentiles,
+            );
+        }
         let engine = engine::resolve(&cli)?;
         let shard = shard::resolve(&cli)?;
         let dry_run = cli.request.dry_run;
@@ -163,6 +183,7 @@ impl Config {
             profiling,
             server_metrics,
             sweep,
+            slo,
             multi_turn,
             lora,
             multi_run,

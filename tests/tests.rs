@@ -24,6 +24,7 @@ mod response_limits;
 mod runs;
 mod server_metrics;
 mod shards;
+mod slo_search;
 mod slurm;
 mod steady_state;
 mod timed_trace;

@@ -51,6 +51,10 @@ struct Args {
     /// Delay between content chunks, in ms (fractions allowed).
     #[arg(long, value_name = "MS", default_value = "0", value_parser = millis)]
     token_interval_ms: Duration,
+    /// Model requests served at once; more wait for a free slot, then get
+    /// --first-token-delay-ms and --token-interval-ms from when they got it [default: no limit]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    slots: Option<u64>,
     /// Output tokens when a request sets no max_tokens / max_completion_tokens.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
     num_tokens: u64,
@@ -250,6 +254,7 @@ impl Args {
             model: self.model,
             core_ids: self.core_ids,
             tokenizer: tokenizer.map(Arc::new),
+            slots: self.slots.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             ..MockConfig::default()
         }
     }

@@ -39,6 +39,10 @@ pub struct ServerArgs {
     /// Run against an embedded deterministic mock server on loopback (no --host/--base-url)
     #[arg(long)]
     pub mock_server: bool,
+    /// With --mock-server: requests the mock serves at once; more wait for a free slot (a
+    /// server of known capacity, e.g. for --slo-search) [default: no limit]
+    #[arg(long, value_parser = parse_int::<usize>, value_name = "N")]
+    pub mock_slots: Option<usize>,
 }
 
 /// Model & tokenizer.
@@ -574,6 +578,37 @@ pub struct SweepArgs {
     /// Reset the server's prefix cache before each point (server needs VLLM_SERVER_DEV_MODE=1)
     #[arg(long)]
     pub reset_prefix_cache: bool,
+}
+
+/// SLO capacity search (docs/slo-search.md).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "SLO search")]
+pub struct SloArgs {
+    /// SLO terms METRIC:STAT=MS, comma-separated or repeated, e.g. ttft:p99=500,tpot:p99=50
+    /// (metrics ttft, tpot, itl, e2el, client_queue_time; stats mean, median, pNN[.N])
+    #[arg(long, value_name = "TERMS")]
+    pub slo: Vec<String>,
+    /// Least share of requests that must meet every --goodput threshold, in (0, 1], e.g. 0.95
+    #[arg(long, value_parser = parse_float, value_name = "SHARE")]
+    pub slo_goodput: Option<f64>,
+    /// Find the largest value that meets every SLO term: max-concurrency or request-rate
+    #[arg(long, value_name = "VARIABLE")]
+    pub slo_search: Option<String>,
+    /// Where to search [default: concurrency 1,--num-prompts; rate: bracketed from a run at inf]
+    #[arg(long, value_name = "LO,HI")]
+    pub slo_search_range: Option<String>,
+    /// Relative tolerance of a rate search: stop when the next failing rate is within this
+    /// fraction of the best
+    #[arg(long, default_value = "0.05", value_parser = parse_float, value_name = "FRACTION")]
+    pub slo_search_tolerance: f64,
+    /// Stop the search after this many seconds (no probe starts after it) and report what was
+    /// reached
+    #[arg(long, value_parser = parse_float, value_name = "SEC")]
+    pub slo_search_max_time: Option<f64>,
+    /// Stop the search before a probe would take the requests sent past N, and report what
+    /// was reached
+    #[arg(long, value_parser = parse_int::<u64>, value_name = "N")]
+    pub slo_search_max_requests: Option<u64>,
 }
 
 /// Multi-turn conversations.

@@ -228,8 +228,11 @@ pub(super) fn sweep(cli: &Cli) -> Result<Option<SweepConfig>, ConfigError> {
             SweepAxis::RequestRate(rates)
         }
         (None, None) => {
+            // A capacity search resets the prefix cache per probe as a sweep does per point
+            // (`SloConfig::reset_prefix_cache`).
+            let searching = cli.slo.slo_search.is_some();
             for flag in ["--sweep-num-prompts-factor", "--reset-prefix-cache"] {
-                if cli.was_given(flag) {
+                if cli.was_given(flag) && !(searching && flag == "--reset-prefix-cache") {
                     return Err(ConfigError::flag(
                         flag,
                         "needs --sweep-max-concurrency or --sweep-request-rate",

@@ -78,8 +78,9 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
             ));
         }
     }
-    let sweeping =
-        cli.sweep.sweep_max_concurrency.is_some() || cli.sweep.sweep_request_rate.is_some();
+    let sweeping = cli.sweep.sweep_max_concurrency.is_some()
+        || cli.sweep.sweep_request_rate.is_some()
+        || cli.slo.slo_search.is_some();
     if o.plot && !sweeping && cli.multi_run.num_runs < 2 {
         warnings.push(
             "--plot draws the summary of a sweep or of --num-runs, and this is one run; \
@@ -224,12 +225,18 @@ fn percentile_metrics(given: Option<&str>, task: TaskKind) -> Result<Vec<MetricK
 
 /// A comma-separated list of percentiles in [0, 100].
 fn percentiles(flag: &str, text: &str) -> Result<Vec<f64>, ConfigError> {
-    let list = comma_list(flag, text, |s| match py_float(s) {
+    let list = comma_list(flag, text, percentile)?;
+    Ok(dedup(list))
+}
+
+/// One percentile in [0, 100] (`99`, `99.9`): the one rule for `--metric-percentiles`,
+/// `--sweep-summary-percentiles` and the `pNN` of an `--slo` term.
+pub(super) fn percentile(s: &str) -> Result<f64, String> {
+    match py_float(s) {
         Some(p) if (0.0..=100.0).contains(&p) => Ok(p),
         Some(_) => Err("percentiles must be between 0 and 100".to_owned()),
         None => Err("expected a number".to_owned()),
-    })?;
-    Ok(dedup(list))
+    }
 }
 
 fn dedup<T: PartialEq>(items: Vec<T>) -> Vec<T> {

@@ -26,6 +26,8 @@ pub struct ServerConfig {
     pub endpoint: String,
     /// `--insecure`: do not verify TLS certificates.
     pub insecure: bool,
+    /// `--mock-slots`: requests the embedded mock serves at once (`None`: no limit).
+    pub mock_slots: Option<usize>,
 }
 
 impl ServerConfig {
@@ -77,7 +79,15 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerCon
         check_host(&s.host)?;
         ServerLocation::Url(BaseUrl::http(s.host.clone(), s.port))
     };
+    match s.mock_slots {
+        Some(_) if !s.mock_server => {
+            return Err(ConfigError::flag("--mock-slots", "needs --mock-server"))
+        }
+        Some(0) => return Err(ConfigError::value("--mock-slots", 0, "must be at least 1")),
+        _ => {}
+    }
     Ok(ServerConfig {
+        mock_slots: s.mock_slots,
         backend: s.backend,
         location,
         endpoint: endpoint(s.backend, s.endpoint.as_deref())?,

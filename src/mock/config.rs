@@ -82,6 +82,9 @@ pub struct MockConfig {
     /// Count prompt tokens and serve `/tokenize` / `/detokenize` with this tokenizer (the
     /// client's, so a run's input tokens are the ones it planned); `None`: the toy tokenizer.
     pub tokenizer: Option<Arc<Tokenizer>>,
+    /// Model requests served at once; one more waits for a free slot, and its first-token
+    /// delay and token interval start when it gets one. `None`: no limit.
+    pub slots: Option<usize>,
 }
 
 /// A crash of the whole server, triggered by one model request: every connection open at
@@ -139,6 +142,7 @@ impl Default for MockConfig {
             response_headers: Vec::new(),
             crash: None,
             tokenizer: None,
+            slots: None,
         }
     }
 }
@@ -170,6 +174,9 @@ impl MockConfig {
             return Err(invalid(
                 "mock tokens_per_chunk 0: must be at least 1".into(),
             ));
+        }
+        if self.slots == Some(0) {
+            return Err(invalid("mock slots 0: must be at least 1 (or None)".into()));
         }
         if self.max_body_bytes == 0 {
             return Err(invalid("mock max_body_bytes 0: must be at least 1".into()));

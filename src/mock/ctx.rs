@@ -39,6 +39,8 @@ pub struct Shared {
     pub stop: AtomicBool,
     /// Crashes so far (`MockConfig::crash`); each worker cuts its connections once per crash.
     pub crashes: AtomicU64,
+    /// `MockConfig::slots`: the model slots requests wait for.
+    pub slots: Option<super::slots::Slots>,
 }
 
 impl Shared {
@@ -54,6 +56,7 @@ impl Shared {
         .into_bytes();
         Shared {
             tokenizer: Arc::new(PromptTokenizer::new(cfg.tokenizer.clone())),
+            slots: cfg.slots.map(super::slots::Slots::new),
             stats: Stats::new(cfg.workers),
             cfg,
             model_json,

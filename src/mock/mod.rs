@@ -19,6 +19,8 @@
 //!   tokenizer ([`toy_tokenizer`], public: tests may want its ids) or the client's own
 //!   ([`MockConfig::tokenizer`], `prompt_tokenizer`), and a toy prefix cache
 //!   (`prefix_cache`); `/metrics` speaks vLLM's names (`vllm_metrics`).
+//! - Optionally, a fixed number of model slots (`slots`): requests wait for a free one, so
+//!   the server's capacity is known exactly.
 //! - Optionally, the timeline actually emitted (when each content chunk was handed to the
 //!   kernel) is recorded for a [`TimingReport`] (`emission`): the ground truth a client's
 //!   measurements are compared with.
@@ -52,6 +54,7 @@ mod response;
 mod responses;
 mod routes;
 mod server;
+mod slots;
 mod stats;
 mod timing;
 pub mod toy_tokenizer;

@@ -107,8 +107,16 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
         served.status = e.status;
         return served;
     }
+    // With slots, the request waits for one, and its timing starts when it has it.
+    let (_slot, start) = match &shared.slots {
+        Some(slots) => match slots.try_take() {
+            Some(slot) => (Some(slot), req.arrival),
+            None => (Some(slots.take(&ctx.timers).await), Instant::now()),
+        },
+        None => (None, req.arrival),
+    };
     let mut schedule = Schedule::new(
-        req.arrival,
+        start,
         cfg.first_token_delay,
         cfg.token_interval,
         cfg.jitter,

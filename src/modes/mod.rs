@@ -17,6 +17,8 @@ pub mod runs;
 pub mod server_scrape;
 pub mod shard;
 pub mod shard_clock;
+pub mod slo_search;
 pub mod steady_state;
+pub mod summary_file;
 pub mod target;
 pub mod trace;

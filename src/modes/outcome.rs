@@ -17,6 +17,9 @@ pub enum Outcome {
         /// One failure's reason, for the closing line.
         example: String,
     },
+    /// `--slo-search` found no value that meets every term (even the lowest probe missed,
+    /// or a budget stopped it first): the report says why.
+    SloNotMet { why: String },
 }
 
 /// How the measured run ended: interrupted first, then whether anything succeeded.

@@ -253,6 +253,9 @@ pub struct Reporting {
     pub file_suffix: Option<String>,
     /// Appended to the plots' stem only (repeated runs share one result file, not plots).
     pub plot_suffix: Option<String>,
+    /// Appended to the stem of the default result file name (no `--result-filename`): an
+    /// SLO search's repeated probe of one value, whose default name would be the same.
+    pub default_name_suffix: Option<String>,
 }
 
 /// What reporting a point produced.
@@ -344,7 +347,10 @@ pub fn finish(
             None => n.to_string(),
         });
     let dir = config.output.result_dir.as_deref();
-    let path = result_path(&result.info, name.as_deref(), dir);
+    let mut path = result_path(&result.info, name.as_deref(), dir);
+    if let (None, Some(s), Some(f)) = (&name, &how.default_name_suffix, path.file_name()) {
+        path = path.with_file_name(with_suffix(&f.to_string_lossy(), s));
+    }
     let (mut document, mut file) = (None, None);
     if saves {
         let doc = result.document()?;

@@ -9,10 +9,9 @@ use std::borrow::Cow;
 
 use anyhow::Result;
 
-use crate::config::{Config, SweepAxis};
+use crate::config::{Config, SloConfig, SweepAxis};
 use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
 use crate::output::json::save_result;
-use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
 use crate::output::summary::{
     figures, render_run_line, render_spreads, render_sweep, runs_json, spreads, sweep_json,
@@ -22,6 +21,7 @@ use super::outcome::{nothing_ran, outcome, Outcome};
 use super::plan::Plan;
 use super::point::{self, Point, Reporting};
 use super::prepare::Prepared;
+use super::summary_file::{saves, summary_path, write_summary_plot};
 
 /// The measured runs of one invocation.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +39,12 @@ pub enum Runs {
     Repeat {
         point: Point,
         runs: usize,
+    },
+    /// `--slo-search`: probes chosen one after another, each `point` with the searched
+    /// value set (`--num-runs`: runs per probed value).
+    Search {
+        base: Point,
+        slo: SloConfig,
     },
 }
 
@@ -84,6 +90,12 @@ impl Runs {
     pub fn of(config: &Config, prepared: &Prepared) -> Runs {
         let one = Point::of(config, prepared);
         let sessions = prepared.requests.len();
+        if let Some(slo) = &config.slo {
+            return Runs::Search {
+                base: one,
+                slo: slo.clone(),
+            };
+        }
         if let Some(sweep) = &config.sweep {
             let (axis, values, points) = match &sweep.axis {
                 SweepAxis::MaxConcurrency(cs) => (
@@ -142,6 +154,7 @@ impl Runs {
                 reset_prefix_cache,
             } => sweep(plan, config, axis, values, points, *reset_prefix_cache),
             Runs::Repeat { point, runs } => repeat(plan, config, point, *runs),
+            Runs::Search { base, slo } => super::slo_search::run(plan, config, slo, base),
         }
     }
 }
@@ -157,46 +170,9 @@ fn combined(outcomes: Vec<Outcome>) -> Outcome {
     }
 }
 
-fn saves(config: &Config) -> bool {
-    config.output.save_result || config.output.append_result
-}
-
-/// Where a summary document goes: beside the results, named after `--result-filename`
-/// when given.
-fn summary_path(config: &Config, kind: &str) -> std::path::PathBuf {
-    let name = match config.output.result_filename.as_deref() {
-        Some(n) => match n.rsplit_once('.') {
-            Some((stem, ext)) => format!("{stem}-{kind}.{ext}"),
-            None => format!("{n}-{kind}"),
-        },
-        None => format!("{kind}-{}.json", LocalDateTime::now().result_date()),
-    };
-    match config.output.result_dir.as_deref() {
-        Some(dir) => dir.join(name),
-        None => name.into(),
-    }
-}
-
 /// A report's figures as the summary plots take them.
 fn figure_pairs(r: &crate::metrics::report::BenchmarkReport) -> plot::summary::Figures {
     figures(r).into_iter().map(|f| (f.key, f.value)).collect()
-}
-
-/// `--plot`: the summary's page at `path` (the summary document's, with `.html`).
-fn write_summary_plot(
-    path: &std::path::Path,
-    summary: &plot::summary::Summary,
-    console: &crate::output::stdio::Console,
-) {
-    let title = path
-        .file_stem()
-        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-    plot::write(
-        path,
-        &plot::summary::render(summary, &title),
-        "Summary plot",
-        console,
-    );
 }
 
 fn sweep(
@@ -276,6 +252,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         collect: true,
         file_suffix: None,
         plot_suffix: None,
+        default_name_suffix: None,
     };
     let (mut reports, mut documents, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut path, mut interrupted) = (None, Vec::new());

@@ -58,6 +58,7 @@ impl Target {
                     pin: mock_core.is_some(),
                     driver: driver.into(),
                     tokenizer: mock_tokenizer,
+                    slots: config.server.mock_slots,
                     ..MockConfig::default()
                 };
                 let server =

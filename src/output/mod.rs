@@ -1,5 +1,5 @@
 //! Output: the console block (byte-compatible with Python) and the result JSON; our own
-//! blocks (`extras`, `steady_state`), all written from one `run_result::RunResult`; reading saved results back (`result_file`) and the
+//! blocks (`extras`, `steady_state`), the SLO capacity search's report (`slo_search`), all written from one `run_result::RunResult`; reading saved results back (`result_file`) and the
 //! `--compare` table.
 //!
 //! Printers only read a finished `metrics::report::BenchmarkReport` plus run facts; they
@@ -21,6 +21,7 @@ pub mod result_file;
 pub mod run_result;
 pub mod server_metrics;
 pub mod shard_file;
+pub mod slo_search;
 pub mod stdio;
 pub mod steady_state;
 pub mod summary;

@@ -28,6 +28,14 @@ pub enum Summary {
     },
     /// Repeated runs of one point.
     Runs { runs: Vec<Figures> },
+    /// An SLO capacity search: its probes in ascending value, each term's figure key and
+    /// bound (ms, drawn as a line), and the answer's index among the points.
+    Search {
+        axis: String,
+        points: Vec<(String, Figures)>,
+        bounds: Vec<(String, f64)>,
+        best: Option<usize>,
+    },
 }
 
 /// Why a saved summary cannot be plotted.
@@ -144,6 +152,12 @@ pub fn render(summary: &Summary, title: &str) -> String {
     match summary {
         Summary::Sweep { axis, points } => sweep(&mut body, axis, points),
         Summary::Runs { runs } => repeated(&mut body, runs),
+        Summary::Search {
+            axis,
+            points,
+            bounds,
+            best,
+        } => search(&mut body, axis, points, bounds, *best),
     }
     page(title, &body, None)
 }
@@ -165,7 +179,53 @@ fn sweep(out: &mut String, axis: &str, points: &[(String, Figures)]) {
         vec![("output_throughput", "Output token throughput (tok/s)")];
     metrics.extend(LATENCIES);
     for (key, label) in metrics {
-        against_axis(out, axis, points, key, label);
+        against_axis(out, axis, points, key, label, Marks::default());
+    }
+    out.push_str("</div>\n");
+}
+
+const BOUND_COLOUR: &str = "#2ca02c";
+
+/// What a chart of a search marks beside its points.
+#[derive(Default, Clone, Copy)]
+struct Marks {
+    /// The SLO bound, a horizontal line.
+    bound: Option<f64>,
+    /// The answer's point index, ringed.
+    best: Option<usize>,
+}
+
+fn search(
+    out: &mut String,
+    axis: &str,
+    points: &[(String, Figures)],
+    bounds: &[(String, f64)],
+    best: Option<usize>,
+) {
+    let answer = best.map_or_else(
+        || "no value met every term".to_owned(),
+        |b| format!("the answer, {}, ringed", escape(&points[b].0)),
+    );
+    let _ = write!(
+        out,
+        "<p class=\"note\">{} probes of an SLO capacity search over {}, in ascending value; \
+         {answer}; each SLO term's bound is the green line.</p>\n<div class=\"grid\">",
+        points.len(),
+        escape(axis)
+    );
+    for (key, bound) in bounds {
+        let marks = Marks {
+            bound: Some(*bound),
+            best,
+        };
+        against_axis(out, axis, points, key, key, marks);
+    }
+    for (key, label) in [
+        ("request_throughput", "Request throughput (req/s)"),
+        ("output_throughput", "Output token throughput (tok/s)"),
+    ] {
+        let marks = Marks { bound: None, best };
+        against_axis(out, axis, points, key, label, marks);
     }
     out.push_str("</div>\n");
 }
@@ -253,6 +313,7 @@ fn against_axis(
     points: &[(String, Figures)],
     key: &str,
     label: &str,
+    marks: Marks,
 ) {
     let data: Vec<(usize, &str, f64)> = points
         .iter()
@@ -267,6 +328,7 @@ fn against_axis(
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), d| {
             (a.min(d.2), b.max(d.2))
         });
+    let hi = marks.bound.map_or(hi, |b| hi.max(b));
     let axes = Axes {
         x: (-0.5, points.len() as f64 - 0.5),
         ..Axes::fit((0.0, 1.0), (lo.min(0.0), hi), W, H)
@@ -292,6 +354,25 @@ fn against_axis(
         "<polyline points=\"{}\" fill=\"none\" stroke=\"{POINT_COLOUR}\" stroke-width=\"1.5\"/>",
         line.join(" ")
     );
+    if let Some(b) = marks.bound {
+        let y = axes.py(b);
+        let _ = write!(
+            out,
+            "<line class=\"bound\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" \
+             stroke=\"{BOUND_COLOUR}\" stroke-dasharray=\"6 3\"><title>SLO bound {b}</title></line>",
+            axes.px(-0.5),
+            axes.px(points.len() as f64 - 0.5),
+        );
+    }
+    if let Some((i, _, y)) = data.iter().find(|d| Some(d.0) == marks.best) {
+        let _ = write!(
+            out,
+            "<circle class=\"answer\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"9\" fill=\"none\" \
+             stroke=\"{FRONT_COLOUR}\" stroke-width=\"2\"><title>the answer</title></circle>",
+            axes.px(*i as f64),
+            axes.py(*y)
+        );
+    }
     for (i, v, y) in &data {
         let _ = write!(
             out,

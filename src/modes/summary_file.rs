@@ -1,0 +1,43 @@
+//! Where the summary of several measured runs goes (a sweep's, repeated runs', an SLO
+//! search's): whether it is saved, its path beside the results, and its `--plot` page.
+
+use crate::config::Config;
+use crate::output::localtime::LocalDateTime;
+use crate::output::plot;
+
+pub fn saves(config: &Config) -> bool {
+    config.output.save_result || config.output.append_result
+}
+
+/// Where a summary document goes: beside the results, named after `--result-filename`
+/// when given.
+pub fn summary_path(config: &Config, kind: &str) -> std::path::PathBuf {
+    let name = match config.output.result_filename.as_deref() {
+        Some(n) => match n.rsplit_once('.') {
+            Some((stem, ext)) => format!("{stem}-{kind}.{ext}"),
+            None => format!("{n}-{kind}"),
+        },
+        None => format!("{kind}-{}.json", LocalDateTime::now().result_date()),
+    };
+    match config.output.result_dir.as_deref() {
+        Some(dir) => dir.join(name),
+        None => name.into(),
+    }
+}
+
+/// `--plot`: the summary's page at `path` (the summary document's, with `.html`).
+pub fn write_summary_plot(
+    path: &std::path::Path,
+    summary: &plot::summary::Summary,
+    console: &crate::output::stdio::Console,
+) {
+    let title = path
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    plot::write(
+        path,
+        &plot::summary::render(summary, &title),
+        "Summary plot",
+        console,
+    );
+}
