@@ -56,9 +56,10 @@ impl ServerConfig {
 pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerConfig, ConfigError> {
     let s = &cli.server;
     let host_port_given = cli.was_given("--host") || cli.was_given("--port");
-    let urls = base_urls(&s.base_url)?;
+    // Read (a file's) and parsed once, after the conflict with --mock-server is said.
+    let mut urls = Vec::new();
     let location = if s.mock_server {
-        if let Some(url) = urls.first() {
+        if let Some(url) = s.base_url.first() {
             return Err(ConfigError::value(
                 "--base-url",
                 url,
@@ -72,7 +73,10 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerCon
             ));
         }
         ServerLocation::EmbeddedMock
-    } else if let Some(url) = urls.first() {
+    } else if let Some(url) = {
+        urls = base_urls(&s.base_url)?;
+        urls.first()
+    } {
         if host_port_given {
             warnings.push("--base-url is given, so --host and --port are ignored".to_owned());
         }
