@@ -27,8 +27,8 @@ pub use args::{
     SonnetArgs, SpecBenchArgs, SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
 };
 pub use choices::{
-    Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, SpeedBenchSubset,
-    TraceFormatChoice,
+    Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, ReplicaAffinity,
+    SpeedBenchSubset, TraceFormatChoice,
 };
 pub use error::{quote, CliError};
 

@@ -221,6 +221,9 @@ const ENGINE_FLAGS: &[&str] = &[
 const SHARD_FLAGS: &[&str] = &["--shard", "--start-at"];
 
 /// The server's Prometheus metrics over the run (docs/server-metrics.md, issue 29).
+/// Several replicas (docs/servers.md, "Several replicas").
+const REPLICA_FLAGS: &[&str] = &["--replica-affinity"];
+
 const SERVER_METRICS_FLAGS: &[&str] = &[
     "--no-server-metrics",
     "--server-metrics-interval",
@@ -266,6 +269,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .chain(REPORT_FLAGS)
         .chain(SHARD_FLAGS)
         .chain(SERVER_METRICS_FLAGS)
+        .chain(REPLICA_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();

@@ -98,6 +98,7 @@ pub fn workload(
         sessions: None,
         probe: None,
         expected_tokens: output_len,
+        replica_of: None,
     }
 }
 

@@ -9,7 +9,8 @@
 use clap::Args;
 
 use super::choices::{
-    Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset, TraceFormatChoice,
+    Backend, DatasetName, LoraAssignment, RampUpStrategy, ReplicaAffinity, SpeedBenchSubset,
+    TraceFormatChoice,
 };
 use super::pyvalue::{parse_float, parse_int, parse_port};
 use crate::runtime::DriverChoice;
@@ -21,9 +22,12 @@ pub struct ServerArgs {
     /// Backend (API) to benchmark
     #[arg(long, value_enum, default_value = "openai")]
     pub backend: Backend,
-    /// Server base URL, e.g. https://host:8443/prefix (overrides --host/--port)
+    /// Server base URL, e.g. https://host:8443/prefix (overrides --host/--port); repeat it, or give @FILE (one URL a line), for several replicas of one model
     #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
+    pub base_url: Vec<String>,
+    /// With several --base-url: round-robin (session i on replica i mod N) or session (sessions whose first requests start alike share a replica)
+    #[arg(long, value_enum, default_value = "round-robin", value_name = "MODE")]
+    pub replica_affinity: ReplicaAffinity,
     /// Server host
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,

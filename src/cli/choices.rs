@@ -237,6 +237,19 @@ pub enum LoraAssignment {
     RoundRobin,
 }
 
+/// `--replica-affinity`: how sessions are spread over the servers of a repeated `--base-url`
+/// (docs/servers.md, "Several replicas").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum ReplicaAffinity {
+    // Session `i` (in schedule order) on replica `i mod R`.
+    #[default]
+    #[value(name = "round-robin")]
+    RoundRobin,
+    // Sessions whose first requests' bodies start with the same bytes on one replica.
+    #[value(name = "session")]
+    Session,
+}
+
 /// `--ramp-up-strategy`: how the request rate grows from the start to the end RPS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -5,7 +5,7 @@
 //! is); this module decides which flags give it and puts the flag in front of its errors.
 
 use super::ConfigError;
-use crate::cli::{Backend, Cli};
+use crate::cli::{Backend, Cli, ReplicaAffinity};
 use crate::http::url::{self, BaseUrl};
 
 /// Where the server is.
@@ -28,6 +28,11 @@ pub struct ServerConfig {
     pub insecure: bool,
     /// `--mock-slots`: requests the embedded mock serves at once (`None`: no limit).
     pub mock_slots: Option<usize>,
+    /// `--base-url` repeated (or `@FILE`): the replicas after the first (which is
+    /// `location`), each with the first's scheme and path; empty for one server.
+    pub more_replicas: Vec<BaseUrl>,
+    /// `--replica-affinity`: how sessions are spread over the replicas.
+    pub replica_affinity: ReplicaAffinity,
 }
 
 impl ServerConfig {
@@ -53,8 +58,10 @@ impl ServerConfig {
 pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerConfig, ConfigError> {
     let s = &cli.server;
     let host_port_given = cli.was_given("--host") || cli.was_given("--port");
+    // Read (a file's) and parsed once, after the conflict with --mock-server is said.
+    let mut urls = Vec::new();
     let location = if s.mock_server {
-        if let Some(url) = &s.base_url {
+        if let Some(url) = s.base_url.first() {
             return Err(ConfigError::value(
                 "--base-url",
                 url,
@@ -68,13 +75,14 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerCon
             ));
         }
         ServerLocation::EmbeddedMock
-    } else if let Some(url) = &s.base_url {
+    } else if let Some(url) = {
+        urls = base_urls(&s.base_url)?;
+        urls.first()
+    } {
         if host_port_given {
             warnings.push("--base-url is given, so --host and --port are ignored".to_owned());
         }
-        ServerLocation::Url(
-            BaseUrl::parse(url).map_err(|why| ConfigError::value("--base-url", url, why))?,
-        )
+        ServerLocation::Url(url.clone())
     } else {
         check_host(&s.host)?;
         ServerLocation::Url(BaseUrl::http(s.host.clone(), s.port))
@@ -92,7 +100,68 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerCon
         location,
         endpoint: endpoint(s.backend, s.endpoint.as_deref())?,
         insecure: s.insecure,
+        more_replicas: urls.into_iter().skip(1).collect(),
+        replica_affinity: s.replica_affinity,
     })
+}
+
+/// The base URLs of `--base-url` (repeated, or `@FILE`: one URL a line, blank lines and `#`
+/// comments skipped), each parsed, each after the first with its scheme and path (replicas
+/// of one model differ in host and port only), no two alike.
+fn base_urls(given: &[String]) -> Result<Vec<BaseUrl>, ConfigError> {
+    let mut urls: Vec<BaseUrl> = Vec::new();
+    for arg in given {
+        let (texts, origin) = match arg.strip_prefix('@') {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigError::value("--base-url", arg, format!("cannot read the file: {e}"))
+                })?;
+                let lines: Vec<String> = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(str::to_owned)
+                    .collect();
+                if lines.is_empty() {
+                    return Err(ConfigError::value(
+                        "--base-url",
+                        arg,
+                        "the file lists no URL (one a line)",
+                    ));
+                }
+                (lines, Some(path))
+            }
+            None => (vec![arg.clone()], None),
+        };
+        for text in texts {
+            let flag = match origin {
+                Some(path) => format!("--base-url @{path}:"),
+                None => "--base-url".to_owned(),
+            };
+            let url = BaseUrl::parse(&text).map_err(|why| ConfigError::value(&flag, &text, why))?;
+            if let Some(first) = urls.first() {
+                if url.scheme != first.scheme || url.path_prefix != first.path_prefix {
+                    return Err(ConfigError::value(
+                        &flag,
+                        &text,
+                        format!(
+                            "every replica needs the first one's scheme and path ({first}): \
+                             replicas of one model differ in host and port only"
+                        ),
+                    ));
+                }
+            }
+            if urls.contains(&url) {
+                return Err(ConfigError::value(
+                    &flag,
+                    &text,
+                    "given twice: each replica once",
+                ));
+            }
+            urls.push(url);
+        }
+    }
+    Ok(urls)
 }
 
 fn check_host(host: &str) -> Result<(), ConfigError> {

@@ -1,7 +1,7 @@
 //! One core of the persistent engine: a pinned thread that owns, for the engine's whole life,
 //! its monoio runtime (one io_uring ring), its precise [`Timers`], its end of the stop
-//! eventfd and a pool of kept-alive connections, and runs the workers of each run it is
-//! handed. Nothing here is created per run but the workers, their logs and the histograms.
+//! eventfd and a pool of kept-alive connections per replica, and runs the workers of each run
+//! it is handed. Nothing here is created per run but the workers, their logs and the histograms.
 //!
 //! The thread waits for commands on a channel outside the runtime (`block_on` is entered
 //! once per run), so an idle engine costs no CPU. Tasks spawned once (the timer loop) stay in
@@ -18,6 +18,7 @@ use crate::http::conn::Connection;
 use crate::metrics::RequestOutput;
 
 use super::recorder::{self, CoreOutputs, Histograms, WorkerLog};
+use super::replicas::Pool;
 use super::stop::{CoreStop, StopReceiver};
 use super::timer::Timers;
 use super::worker::{self, CoreHandles};
@@ -143,7 +144,7 @@ fn serve(mut rt: Runtime, wire: OwnedFd, inbox: mpsc::Receiver<Command>) {
         // Without the eventfd registered, a stop is still seen by polling the flag.
         (timers, StopReceiver::new(wire).ok())
     });
-    let mut pool: Vec<Connection> = Vec::new();
+    let mut pool: Pool = Vec::new();
     while let Ok(cmd) = inbox.recv() {
         let probe = cmd.probe_lane && cmd.shared.workload.probe.is_some();
         let result = rt.block_on(run_workers(
@@ -177,17 +178,20 @@ struct Lanes {
 /// thousands in well under the lead and stay far below a listen backlog.
 const OPEN_AT_ONCE: usize = 128;
 
-/// `n` connections opened ahead of the clock, [`OPEN_AT_ONCE`] at a time; `None` for one
-/// that failed (its worker connects on its first request, as without preconnect).
-async fn open_ahead(shared: &Arc<RunShared>, n: usize) -> Vec<Option<Connection>> {
+/// One connection opened ahead of the clock to each replica of `replicas`, in order,
+/// [`OPEN_AT_ONCE`] at a time; `None` for one that failed (its worker connects on its first
+/// request, as without preconnect).
+async fn open_ahead(shared: &Arc<RunShared>, replicas: &[usize]) -> Vec<Option<Connection>> {
+    let n = replicas.len();
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
-        let batch = (n - out.len()).min(OPEN_AT_ONCE);
-        let opens: Vec<_> = (0..batch)
-            .map(|_| {
+        let batch = &replicas[out.len()..(out.len() + OPEN_AT_ONCE).min(n)];
+        let opens: Vec<_> = batch
+            .iter()
+            .map(|&r| {
                 let shared = shared.clone();
                 monoio::spawn(async move {
-                    Connection::open(&shared.endpoint)
+                    Connection::open(shared.replicas.endpoint(r))
                         .await
                         .ok()
                         .map(Connection::ahead)
@@ -206,27 +210,37 @@ async fn run_workers(
     lanes: Lanes,
     timers: &Rc<Timers>,
     receiver: Option<&StopReceiver>,
-    pool: &mut Vec<Connection>,
+    pool: &mut Pool,
 ) -> CoreResult {
     let workers = lanes.workers;
+    let replicas = shared.replicas.len();
+    pool.resize_with(replicas, Vec::new);
     if shared.fresh_connections {
         // The run starts at a set instant: connections kept since the warm-ups have idled
         // and may be past the server's keep-alive timeout; open new ones now, just before.
-        pool.clear();
+        pool.iter_mut().for_each(Vec::clear);
     }
-    let mut conns: Vec<Option<Connection>> = Vec::with_capacity(workers);
-    while conns.len() < workers {
-        match pool.pop() {
-            Some(c) => conns.push(Some(c)),
-            None => break,
+    // Worker `slot` starts with a connection to replica `slot mod R` (the replicas get
+    // equal shares); it trades it through the pool when a session goes to another one.
+    let mut conns: Vec<(usize, Option<Connection>)> = (0..workers)
+        .map(|slot| (slot % replicas, pool[slot % replicas].pop()))
+        .collect();
+    if shared.options.preconnect {
+        let missing: Vec<usize> = conns
+            .iter()
+            .filter(|(_, c)| c.is_none())
+            .map(|&(r, _)| r)
+            .collect();
+        let mut opened = open_ahead(shared, &missing).await.into_iter();
+        for (_, c) in conns.iter_mut().filter(|(_, c)| c.is_none()) {
+            *c = opened.next().flatten();
         }
     }
-    let missing = workers - conns.len();
-    if shared.options.preconnect {
-        conns.extend(open_ahead(shared, missing).await);
-    } else {
-        conns.resize_with(workers, || None);
+    for p in pool.iter_mut() {
+        // Room for every worker's connection, so parking one never allocates mid-run.
+        p.reserve(workers + 1);
     }
+    let shared_pool = Rc::new(RefCell::new(std::mem::take(pool)));
     shared.ready.wait();
     shared.go.wait();
     let epoch = *shared
@@ -246,43 +260,42 @@ async fn run_workers(
     let tokens = shared.workload.expected_tokens;
     let keep_text = shared.options.keep_all_text;
     let mut joins = Vec::with_capacity(workers);
-    for (slot, conn) in conns.into_iter().enumerate() {
+    let handles = |slot| CoreHandles {
+        timers: timers.clone(),
+        stop: stop.clone(),
+        slot,
+        pool: shared_pool.clone(),
+    };
+    for (slot, (replica, conn)) in conns.into_iter().enumerate() {
         let log = WorkerLog::with_capacity(per_worker, tokens, keep_text);
-        let core = CoreHandles {
-            timers: timers.clone(),
-            stop: stop.clone(),
-            slot,
-        };
         joins.push(monoio::spawn(worker::run_worker(
             shared.clone(),
             epoch,
-            conn,
+            (replica, conn),
             histograms.clone(),
-            core,
+            handles(slot),
             log,
         )));
     }
     let probe = lanes.probe.then(|| {
-        let core = CoreHandles {
-            timers: timers.clone(),
-            stop: stop.clone(),
-            slot: workers,
-        };
-        monoio::spawn(worker::run_probe(shared.clone(), epoch, pool.pop(), core))
+        // The probe lane asks the first replica.
+        let conn = shared_pool.borrow_mut()[0].pop();
+        monoio::spawn(worker::run_probe(
+            shared.clone(),
+            epoch,
+            conn,
+            handles(workers),
+        ))
     });
     let mut logs = Vec::with_capacity(workers);
     let mut probe_log = None;
     {
         let work = async {
             for j in joins {
-                let (log, conn) = j.await;
-                logs.push(log);
-                pool.extend(conn);
+                logs.push(j.await);
             }
             if let Some(p) = probe {
-                let (log, conn) = p.await;
-                probe_log = Some(log);
-                pool.extend(conn);
+                probe_log = Some(p.await);
             }
         };
         let watch = stop.watch(receiver, || shared.stop.load(Ordering::Acquire));
@@ -311,6 +324,8 @@ async fn run_workers(
         window: epoch.elapsed(),
         longest_stall: timers.take_longest_lateness(),
     };
+    // Every worker parked its connection: they stay for the next run.
+    *pool = std::mem::take(&mut *shared_pool.borrow_mut());
     let histograms = histograms.borrow().clone();
     CoreResult {
         outputs: recorder::outputs(logs),

@@ -27,9 +27,9 @@ use crate::backends::stream_chunk::{ChunkDecoder, ChunkTemplate, StreamApi};
 use crate::backends::ResponseMode;
 use crate::backends::{anthropic_event, responses_event};
 use crate::http::conn::{Connection, Endpoint};
-use crate::http::request::PreparedRequest;
 use crate::http::response::{parse_head, BodyDecoder, ResponseHead};
 use crate::sse::SseDecoder;
+use bytes::Bytes;
 
 use super::recorder::{Failure, WorkerLog};
 use super::session::FinishReason;
@@ -203,7 +203,7 @@ enum Attempt {
 pub async fn exchange(
     slot: &mut Option<Connection>,
     ep: &Endpoint,
-    req: &PreparedRequest,
+    req: &[Bytes],
     mode: ResponseMode,
     bufs: &mut ExchangeBuffers,
     log: &mut WorkerLog,
@@ -256,7 +256,7 @@ fn failure(kind: &str, error: impl Into<String>, detail: impl Into<String>) -> F
 /// One try on one connection.
 async fn attempt(
     c: &mut Connection,
-    req: &PreparedRequest,
+    req: &[Bytes],
     mode: ResponseMode,
     bufs: &mut ExchangeBuffers,
     log: &mut WorkerLog,
@@ -266,7 +266,7 @@ async fn attempt(
     // closed by the server while idle: the request never reached it, so it is retried on a
     // fresh connection.
     let reused = c.may_be_stale();
-    if let Err(e) = c.write_parts(&req.parts).await {
+    if let Err(e) = c.write_parts(req).await {
         if reused {
             return Attempt::StaleConnection;
         }

@@ -13,6 +13,7 @@ mod core_thread;
 pub mod exchange;
 pub mod limits;
 pub mod recorder;
+pub mod replicas;
 pub mod schedule;
 pub mod session;
 mod stop;
@@ -23,12 +24,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::http::conn::Endpoint;
 use crate::http::request::PreparedRequest;
 
 use crate::backends::ResponseMode;
 pub use crate::runtime::{DriverChoice, ResolvedDriver};
 use recorder::Merged;
+pub use replicas::Replicas;
 pub use session::SessionSource;
 use stop::StopWires;
 
@@ -54,6 +55,10 @@ pub struct Workload {
     /// `--probe-request-rate`: one request at a time beside the workload, outside the
     /// concurrency limit, until the workload's last request ended.
     pub probe: Option<Probe>,
+    /// The replica of each session (`--base-url` repeated), decided before the clock;
+    /// `None`: session `i` on replica `i mod R` (every session on the one server when
+    /// there is one).
+    pub replica_of: Option<Arc<[u16]>>,
 }
 
 /// Python 0.33's probe requests: a one-token request sent again `interval` after each answer,
@@ -70,6 +75,14 @@ impl Workload {
         self.sessions
             .as_ref()
             .map_or(self.requests.len(), |s| s.total())
+    }
+
+    /// The replica session `session` runs on, of `replicas`.
+    pub fn replica(&self, session: usize, replicas: usize) -> usize {
+        match &self.replica_of {
+            Some(table) => usize::from(table[session]) % replicas.max(1),
+            None => session % replicas.max(1),
+        }
     }
 }
 
@@ -95,7 +108,7 @@ pub struct EngineOptions {
 
 /// Cross-core state of one run: fresh for every run, shared by the cores that take part.
 struct RunShared {
-    endpoint: Endpoint,
+    replicas: Replicas,
     workload: Workload,
     options: EngineOptions,
     /// The next session to claim.
@@ -220,7 +233,7 @@ fn worker_count(w: &Workload) -> usize {
 /// per-run state (cursor, recorders, histograms, progress, stop) is new for each run.
 /// Dropping the engine (or [`Engine::shutdown`]) stops and joins its threads.
 pub struct Engine {
-    endpoint: Endpoint,
+    replicas: Replicas,
     options: EngineOptions,
     cores: Vec<core_thread::CoreHandle>,
     wires: Arc<StopWires>,
@@ -228,8 +241,13 @@ pub struct Engine {
 
 impl Engine {
     /// Starts one thread per core of `options.cores` (core 0 when empty) and returns once
-    /// every runtime is up.
-    pub fn start(endpoint: Endpoint, options: EngineOptions) -> Result<Engine, EngineError> {
+    /// every runtime is up. `replicas`: the server, or the servers a run spreads its
+    /// sessions over (an [`Endpoint`](crate::http::conn::Endpoint) for one).
+    pub fn start(
+        replicas: impl Into<Replicas>,
+        options: EngineOptions,
+    ) -> Result<Engine, EngineError> {
+        let replicas = replicas.into();
         let cores = if options.cores.is_empty() {
             vec![0]
         } else {
@@ -242,7 +260,7 @@ impl Engine {
             handles.push(core_thread::CoreHandle::start(core, &options, wire)?);
         }
         Ok(Engine {
-            endpoint,
+            replicas,
             options,
             cores: handles,
             wires,
@@ -278,7 +296,7 @@ impl Engine {
     ) -> Result<RunReport, EngineError> {
         let workers = worker_count(&workload);
         // One socket per worker: fail now, clearly, rather than with EMFILE mid-run.
-        limits::ensure_capacity(workers, self.endpoint.source.len())
+        limits::ensure_capacity(workers, self.replicas.endpoint(0).source.len())
             .map_err(EngineError::Limits)?;
         let threads = self.cores.len().min(workers.max(1));
         // Checked before any core is handed the run: a core that cannot take it would leave
@@ -292,7 +310,7 @@ impl Engine {
             return Err(EngineError::Panicked);
         }
         let shared = Arc::new(RunShared {
-            endpoint: self.endpoint.clone(),
+            replicas: self.replicas.clone(),
             workload,
             options: self.options.clone(),
             cursor: AtomicUsize::new(0),
@@ -403,7 +421,7 @@ fn wait_until(at: Instant, stop: &AtomicBool) -> Instant {
 
 /// Runs one workload on an engine started for it alone (tests, one-off calls).
 pub fn run(
-    endpoint: Endpoint,
+    endpoint: crate::http::conn::Endpoint,
     workload: Workload,
     options: EngineOptions,
     on_progress: impl FnOnce(Progress),

@@ -50,6 +50,8 @@ pub struct Record {
     /// Whether the worker was idle before the scheduled time (then the gap between schedule
     /// and send is dispatch lag, not queueing behind the concurrency limit).
     pub was_waiting: bool,
+    /// The replica it was sent to (`--base-url` repeated; 0 with one server).
+    pub replica: u16,
     /// How the response ended, as the server said.
     pub finish_reason: Option<FinishReason>,
     pub failure: Option<Box<Failure>>,

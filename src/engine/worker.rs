@@ -6,10 +6,16 @@
 //! core's precise [`Timers`] (a timerfd), not monoio's millisecond wheel, so a request leaves
 //! within microseconds of its scheduled time.
 //!
+//! With several replicas a worker keeps a connection to the replica of its last request and
+//! trades it through its core's per-replica pool when a session goes to another one (an
+//! index into the pool, precomputed per session: nothing is looked up by name).
+//!
 //! A stop ([`CoreStop`]) ends a wait at once (the request is not sent) and cuts an exchange
 //! still running when the grace period is over (a failure, `interrupted`).
 
 use std::cell::RefCell;
+
+use bytes::Bytes;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,6 +26,7 @@ use crate::http::request::PreparedRequest;
 
 use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits};
 use super::recorder::{Failure, Histograms, Record, WorkerLog};
+use super::replicas::Pool;
 use super::session::{FollowUps, NextRequest, Reply};
 use super::stop::CoreStop;
 use super::timer::Timers;
@@ -31,6 +38,9 @@ pub struct CoreHandles {
     pub stop: Rc<CoreStop>,
     /// The worker's slot in `stop`.
     pub slot: usize,
+    /// The core's idle connections by replica: a worker parks its connection there when its
+    /// next request goes to another replica, and at its end.
+    pub pool: Rc<RefCell<Pool>>,
 }
 
 fn ns_since(epoch: Instant, t: Instant) -> u64 {
@@ -42,16 +52,21 @@ struct Worker {
     shared: Arc<RunShared>,
     epoch: Instant,
     conn: Option<Connection>,
+    /// The replica `conn` is (or would be) connected to.
+    replica: usize,
     histograms: Rc<RefCell<Histograms>>,
     core: CoreHandles,
     log: WorkerLog,
     bufs: ExchangeBuffers,
+    /// A request's parts with another replica's `Host` line (reused from request to request).
+    parts: Vec<Bytes>,
     /// The probe lane: its requests are not the workload's (no progress count).
     probe: bool,
 }
 
-/// Runs sessions until the schedule is exhausted (or the run is stopped); returns its log and
-/// its connection (kept alive for the next run when the server keeps it).
+/// Runs sessions until the schedule is exhausted (or the run is stopped); returns its log,
+/// its connection parked in the core's pool (kept alive for the next run when the server
+/// keeps it). `conn`: the replica of the connection it starts with, and the connection.
 ///
 /// A plain function that builds the worker and returns an `async move` block that owns it
 /// and drives [`Worker::run_sessions`] by reference: an `async fn` taking the worker (or its
@@ -60,16 +75,17 @@ struct Worker {
 pub fn run_worker(
     shared: Arc<RunShared>,
     epoch: Instant,
-    conn: Option<Connection>,
+    conn: (usize, Option<Connection>),
     histograms: Rc<RefCell<Histograms>>,
     core: CoreHandles,
     log: WorkerLog,
-) -> impl std::future::Future<Output = (WorkerLog, Option<Connection>)> {
+) -> impl std::future::Future<Output = WorkerLog> {
     let mut w = Worker::new(shared, epoch, conn, histograms, core, log);
     async move {
         w.run_sessions().await;
         w.shared.workers_left.fetch_sub(1, Ordering::AcqRel);
-        (w.log, w.conn)
+        w.park();
+        w.log
     }
 }
 
@@ -114,14 +130,15 @@ pub async fn run_probe(
     epoch: Instant,
     conn: Option<Connection>,
     core: CoreHandles,
-) -> (WorkerLog, Option<Connection>) {
+) -> WorkerLog {
     // Its own histograms: the probes are not the workload's latencies.
     let histograms = Rc::new(RefCell::new(Histograms::default()));
     let log = WorkerLog::with_capacity(64, 1, true);
-    let mut w = Worker::new(shared, epoch, conn, histograms, core, log);
+    let mut w = Worker::new(shared, epoch, (0, conn), histograms, core, log);
     w.probe = true;
     let Some(probe) = w.shared.workload.probe.clone() else {
-        return (w.log, w.conn);
+        w.park();
+        return w.log;
     };
     let mut index = 0;
     while !w.stopped() && w.shared.workers_left.load(Ordering::Acquire) > 0 {
@@ -130,20 +147,22 @@ pub async fn run_probe(
             client_prompt_len: 1,
             scheduled: Instant::now(),
             was_waiting: false,
+            replica: 0,
         };
         let rec = w.send(index, turn).await;
         w.keep(rec);
         index += 1;
         w.wait_until(Instant::now() + probe.interval).await;
     }
-    (w.log, w.conn)
+    w.park();
+    w.log
 }
 
 impl Worker {
     fn new(
         shared: Arc<RunShared>,
         epoch: Instant,
-        conn: Option<Connection>,
+        (replica, conn): (usize, Option<Connection>),
         histograms: Rc<RefCell<Histograms>>,
         core: CoreHandles,
         log: WorkerLog,
@@ -153,11 +172,34 @@ impl Worker {
             shared,
             epoch,
             conn,
+            replica,
             histograms,
             core,
             log,
             bufs: ExchangeBuffers::new(limits),
+            parts: Vec::new(),
             probe: false,
+        }
+    }
+
+    /// Connects the worker to replica `r`: its connection, if to another replica, goes to
+    /// the core's pool, and it takes one to `r` from there (none: the exchange opens one).
+    fn use_replica(&mut self, r: usize) {
+        if r == self.replica {
+            return;
+        }
+        let mut pool = self.core.pool.borrow_mut();
+        if let Some(c) = self.conn.take() {
+            pool[self.replica].push(c);
+        }
+        self.conn = pool[r].pop();
+        self.replica = r;
+    }
+
+    /// Leaves the worker's connection in the core's pool (for the next run).
+    fn park(&mut self) {
+        if let Some(c) = self.conn.take() {
+            self.core.pool.borrow_mut()[self.replica].push(c);
         }
     }
 
@@ -169,7 +211,9 @@ impl Worker {
     async fn wait_until(&self, at: Instant) -> bool {
         let waiting = Instant::now() < at;
         if waiting {
-            let CoreHandles { timers, stop, slot } = &self.core;
+            let CoreHandles {
+                timers, stop, slot, ..
+            } = &self.core;
             monoio::select! {
                 () = timers.sleep_until(at) => {},
                 () = stop.wait(*slot) => {},
@@ -183,11 +227,13 @@ impl Worker {
     async fn run_session(&mut self, session: usize, scheduled: Instant, waited: bool) -> bool {
         let shared = self.shared.clone();
         let w = &shared.workload;
+        let replica = w.replica(session, shared.replicas.len());
         let first = Turn {
             request: &w.requests[session],
             client_prompt_len: w.client_prompt_lens.get(session).copied().unwrap_or(0),
             scheduled,
             was_waiting: waited,
+            replica,
         };
         let Some(source) = &w.sessions else {
             let rec = self.send(session, first).await;
@@ -212,6 +258,7 @@ impl Worker {
                         client_prompt_len: n.client_prompt_len,
                         scheduled,
                         was_waiting: waited,
+                        replica,
                     };
                     self.send(source.record(session, turn), turn_req).await
                 }
@@ -251,8 +298,14 @@ impl Worker {
     /// Sends one request and measures it; the record is not kept yet (its text may still be
     /// needed for the session's next request).
     async fn send(&mut self, index: usize, turn: Turn<'_>) -> Record {
+        self.use_replica(turn.replica);
         let shared = &*self.shared;
-        let CoreHandles { timers, stop, slot } = &self.core;
+        let CoreHandles {
+            timers, stop, slot, ..
+        } = &self.core;
+        let parts = shared
+            .replicas
+            .parts(turn.replica, turn.request, &mut self.parts);
         let start = Instant::now();
         let (itl0, text0) = self.log.arena_marks();
         let mut m = Measured::default();
@@ -268,8 +321,8 @@ impl Worker {
                 deadline,
                 exchange(
                     &mut self.conn,
-                    &shared.endpoint,
-                    turn.request,
+                    shared.replicas.endpoint(turn.replica),
+                    parts,
                     shared.workload.mode,
                     &mut self.bufs,
                     &mut self.log,
@@ -309,6 +362,7 @@ impl Worker {
             chunks: m.chunks,
             client_prompt_len: turn.client_prompt_len,
             was_waiting: turn.was_waiting,
+            replica: turn.replica as u16,
             finish_reason: m.finish_reason,
             failure: result.err().map(Box::new),
             end_ns: ns_since(epoch, m.end.unwrap_or(end)),
@@ -348,6 +402,8 @@ struct Turn<'a> {
     client_prompt_len: u32,
     scheduled: Instant,
     was_waiting: bool,
+    /// The replica it goes to.
+    replica: usize,
 }
 
 fn timeout_failure(limit: Duration) -> Failure {

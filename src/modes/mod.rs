@@ -13,6 +13,7 @@ pub mod point;
 pub mod prepare;
 pub mod profiling;
 pub mod progress;
+pub mod replicas;
 pub mod runs;
 pub mod server_scrape;
 pub mod shard;

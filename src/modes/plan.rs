@@ -97,7 +97,7 @@ impl Plan {
             max_response_events: config.engine.max_response_events,
             interrupt_grace: config.engine.interrupt_grace,
         };
-        let engine = Engine::start(target.endpoint.clone(), engine_opts.clone())?;
+        let engine = Engine::start(target.replicas(), engine_opts.clone())?;
         let trace = match dataset {
             RunDataset::Trace(t) => Some(*t),
             _ => None,
@@ -114,7 +114,8 @@ impl Plan {
         }))
     }
 
-    /// `--ready-check-timeout-sec`: one real request until it succeeds.
+    /// `--ready-check-timeout-sec`: one real request until it succeeds; with several
+    /// replicas, one to each until every one has answered.
     pub fn ready_check(&self, config: &Config) -> Result<()> {
         if config.request.ready_check_timeout_sec == 0 {
             return Ok(());
@@ -124,6 +125,15 @@ impl Plan {
             "Waiting for endpoint to become up in {}s",
             timeout.as_secs()
         ));
+        let urls: Vec<String> = self.target.replica_urls();
+        if urls.len() > 1 {
+            return super::replicas::wait_until_all_ready(
+                timeout,
+                &urls,
+                |which| one_request_each(&self.engine, &self.prepared, which),
+                super::progress::interrupted,
+            );
+        }
         wait_until_ready(
             timeout,
             || one_request(&self.engine, &self.prepared),
@@ -284,6 +294,37 @@ fn on_scratch_threads<T: Send>(work: impl FnOnce() -> T + Send) -> T {
         // No threads to spare: the global pool does the same work.
         Err(_) => work(),
     }
+}
+
+/// One request to each replica of `which` at once (the ready check of several replicas);
+/// the replicas whose request failed, with the error.
+fn one_request_each(
+    engine: &Engine,
+    prepared: &Prepared,
+    which: &[usize],
+) -> Result<Vec<(usize, String)>> {
+    let mut w = prepared.subset(which.len(), Some(which.len()));
+    w.replica_of = Some(which.iter().map(|&r| r as u16).collect());
+    let report = engine.run(w, |_| {})?;
+    let mut answered = vec![None; which.len()];
+    for (o, rec) in report.merged.outputs.iter().zip(&report.merged.records) {
+        if let Some(slot) = answered.get_mut(rec.index as usize) {
+            *slot = Some(if o.success {
+                None
+            } else {
+                Some(o.error.clone())
+            });
+        }
+    }
+    Ok(which
+        .iter()
+        .zip(answered)
+        .filter_map(|(&r, a)| match a {
+            Some(None) => None,
+            Some(Some(e)) => Some((r, e)),
+            None => Some((r, "no response".to_string())),
+        })
+        .collect())
 }
 
 /// One request through the engine (the ready check).

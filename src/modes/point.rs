@@ -213,6 +213,7 @@ pub fn schedule(
             .map(|c| super::multi_turn::first_conversations(c, n)),
         expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
         probe: prepared.probe.clone(),
+        replica_of: None,
     };
     if let Some(parents) = &prepared.parents {
         // A child turn waits for its parent: both run in one session.
@@ -227,6 +228,7 @@ pub fn schedule(
         workload.arrivals = g.first_arrivals;
         workload.sessions = Some(g.sessions);
     }
+    workload.replica_of = super::replicas::table(config, &workload);
     Ok((workload, offsets))
 }
 
@@ -461,6 +463,9 @@ fn run_result<'a>(
         console: crate::output::server_metrics::render(&measured.server_metrics, &report),
         json: crate::output::server_metrics::to_json(&measured.server_metrics),
     };
+    let urls: Vec<String> = plan.target.replica_urls();
+    let replicas =
+        crate::output::replicas::section(&crate::output::replicas::of(&urls, outputs, records));
     let mut result = RunResult {
         info,
         task,
@@ -483,7 +488,7 @@ fn run_result<'a>(
         not_sent_session_ended: run.not_sent_session_ended,
         interrupted: measured.interrupted,
         prefix_cache: measured.prefix_cache,
-        sections: vec![server],
+        sections: vec![replicas, server],
         shards: Shards::Whole,
     };
     if let Some(map) = measured.shard.as_ref().filter(|_| section) {

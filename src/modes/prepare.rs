@@ -86,6 +86,8 @@ impl Prepared {
             sessions: None,
             expected_tokens: self.output_lens.first().copied().unwrap_or(0),
             probe: None,
+            // Request `i` on replica `i mod R`: `n` at least R asks every replica.
+            replica_of: None,
         }
     }
 }

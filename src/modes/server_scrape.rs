@@ -1,5 +1,6 @@
 //! The run's hook into the server-metrics scrape (`crate::server_metrics`): which endpoints
-//! (the server's own `/metrics` unless `--no-server-metrics`, then every
+//! (the server's own `/metrics` unless `--no-server-metrics` — every replica's with
+//! `--base-url` repeated, each an endpoint named by its URL — then every
 //! `--server-metrics-url`), started before the measured run and finished after it, with
 //! each endpoint that gave nothing said in one note.
 
@@ -22,15 +23,19 @@ pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
         return None;
     }
     let t = &plan.target;
-    let own = HttpSource {
-        driver: t.driver,
-        endpoint: t.endpoint.clone(),
-        host: t.base.host_header(),
-        path: t.base.request_path("/metrics"),
-        headers: t.headers.clone(),
-        url: t.base.url_of("/metrics"),
-    };
-    let mut sources: Vec<Arc<dyn Source>> = vec![Arc::new(own)];
+    let mut sources: Vec<Arc<dyn Source>> = t
+        .each_replica()
+        .map(|(base, endpoint)| {
+            Arc::new(HttpSource {
+                driver: t.driver,
+                endpoint: endpoint.clone(),
+                host: base.host_header(),
+                path: base.request_path("/metrics"),
+                headers: t.headers.clone(),
+                url: base.url_of("/metrics"),
+            }) as Arc<dyn Source>
+        })
+        .collect();
     for url in &c.urls {
         let connect = config.engine.connect_timeout;
         match HttpSource::at(url, t.driver, config.server.insecure, connect) {

@@ -112,6 +112,7 @@ pub fn select(w: Workload, shard: Shard) -> (Workload, ShardMap) {
         max_concurrency: w.max_concurrency.map(|c| shard.share(c)),
         sessions: source,
         probe: w.probe.clone().filter(|_| shard.index == 0),
+        replica_of: w.replica_of.as_deref().map(|t| pick(&sessions, t)),
         requests,
         ..w
     };
@@ -365,6 +366,7 @@ mod tests {
             sessions: None,
             expected_tokens: 0,
             probe: None,
+            replica_of: None,
         }
     }
 

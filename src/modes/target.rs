@@ -29,6 +29,9 @@ const MOCK_ITL: Duration = Duration::from_millis(5);
 pub struct Target {
     pub base: BaseUrl,
     pub endpoint: Endpoint,
+    /// The replicas after the first (`--base-url` repeated): where each is and how to reach
+    /// it. Control calls (models, tokenizer, profiling) go to the first only.
+    pub more_replicas: Vec<(BaseUrl, Endpoint)>,
     pub driver: ResolvedDriver,
     pub headers: Vec<(String, String)>,
     /// Keeps the embedded mock running for the whole run.
@@ -70,25 +73,42 @@ impl Target {
                 )
             }
         };
-        let addrs = base.resolve()?;
-        let tls = match base.scheme {
-            Scheme::Http => None,
-            Scheme::Https => Some(tls_setup(&base.host, config.server.insecure)?),
-        };
-        let endpoint = Endpoint {
-            addr: addrs[0],
-            tls,
-            connect_timeout: config.engine.connect_timeout,
-            source: SourceAddrs::loopback(config.engine.local_addrs, addrs[0])?,
-        };
+        let endpoint = endpoint_of(config, &base)?;
+        let more_replicas = config
+            .server
+            .more_replicas
+            .iter()
+            .map(|u| Ok((u.clone(), endpoint_of(config, u)?)))
+            .collect::<Result<_>>()?;
         Ok(Target {
             base,
             endpoint,
+            more_replicas,
             driver,
             headers: request_headers(config),
             mock,
             console: console.clone(),
         })
+    }
+
+    /// Every server the run's requests go to, `base` first: its URL and where it is.
+    pub fn each_replica(&self) -> impl Iterator<Item = (&BaseUrl, &Endpoint)> {
+        std::iter::once((&self.base, &self.endpoint))
+            .chain(self.more_replicas.iter().map(|(u, e)| (u, e)))
+    }
+
+    /// Every server the run's requests go to, for the engine.
+    pub fn replicas(&self) -> crate::engine::Replicas {
+        crate::engine::Replicas::new(
+            self.each_replica()
+                .map(|(u, e)| (e.clone(), u.host_header()))
+                .collect(),
+        )
+    }
+
+    /// The base URL of every replica, the first's first, as the report names them.
+    pub fn replica_urls(&self) -> Vec<String> {
+        self.each_replica().map(|(u, _)| u.to_string()).collect()
     }
 
     /// `GET path` with the run's headers.
@@ -117,13 +137,24 @@ impl Target {
         body: &Value,
         timeout: Duration,
     ) -> Result<control::Response, control::ControlError> {
+        self.post_to((&self.base, &self.endpoint), path, body, timeout)
+    }
+
+    /// [`Target::post`] to one replica (`base` and where it is).
+    fn post_to(
+        &self,
+        (base, endpoint): (&BaseUrl, &Endpoint),
+        path: &str,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<control::Response, control::ControlError> {
         // A `Value` always serializes: its map keys are strings.
         let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
         control::post_json(
             self.driver,
-            &self.endpoint,
-            &self.base.host_header(),
-            &self.base.request_path(path),
+            endpoint,
+            &base.host_header(),
+            &base.request_path(path),
             &self.headers,
             &bytes,
             control::Wait {
@@ -136,22 +167,21 @@ impl Target {
     /// The one line for a server that nothing answers at: what to check, not a flag that
     /// would not help (`--model` or `--tokenizer` cannot make a missing server answer).
     fn unreachable(&self, error: impl std::fmt::Display) -> anyhow::Error {
-        anyhow::anyhow!(
-            "no server is reachable at {} ({error}): start it, or point --base-url (or --host \
-             and --port) at it; --mock-server runs a benchmark without one",
-            self.base
-        )
+        unreachable_at(&self.base, error)
     }
 
     /// Fails with [`Target::unreachable`]'s line when nothing accepts a connection at the
     /// server's address (checked once before the dataset is built, so a missing server is
     /// said first, not as a hint about --model or a block of failures).
+    /// With several replicas, every one is checked.
     pub fn check_reachable(&self) -> Result<()> {
-        let ep = &self.endpoint;
-        match std::net::TcpStream::connect_timeout(&ep.addr, ep.connect_timeout) {
-            Ok(_) => Ok(()),
-            Err(e) => Err(self.unreachable(format_args!("cannot connect to {}: {e}", ep.addr))),
+        for (base, ep) in self.each_replica() {
+            if let Err(e) = std::net::TcpStream::connect_timeout(&ep.addr, ep.connect_timeout) {
+                let why = format_args!("cannot connect to {}: {e}", ep.addr);
+                return Err(unreachable_at(base, why));
+            }
         }
+        Ok(())
     }
 
     /// The first model the server lists at `/v1/models` (Python's model auto-detection).
@@ -179,19 +209,27 @@ impl Target {
     }
 
     /// `POST /reset_prefix_cache` (`--reset-prefix-cache`, before each sweep point).
+    /// With several replicas, every one's.
     pub fn reset_prefix_cache(&self) -> Result<()> {
         let path = "/reset_prefix_cache";
-        let url = self.base.url_of(path);
-        let resp = self
-            .post(path, &Value::Object(Default::default()), CONTROL_TIMEOUT)
-            .map_err(|e| anyhow::anyhow!("--reset-prefix-cache: POST {url}: {e}"))?;
-        if !resp.is_success() {
-            bail!(
-                "--reset-prefix-cache: POST {url} returned HTTP {} {}: vLLM serves it only \
-                 when started with VLLM_SERVER_DEV_MODE=1",
-                resp.status,
-                resp.reason
-            );
+        for replica in self.each_replica() {
+            let url = replica.0.url_of(path);
+            let resp = self
+                .post_to(
+                    replica,
+                    path,
+                    &Value::Object(Default::default()),
+                    CONTROL_TIMEOUT,
+                )
+                .map_err(|e| anyhow::anyhow!("--reset-prefix-cache: POST {url}: {e}"))?;
+            if !resp.is_success() {
+                bail!(
+                    "--reset-prefix-cache: POST {url} returned HTTP {} {}: vLLM serves it only \
+                     when started with VLLM_SERVER_DEV_MODE=1",
+                    resp.status,
+                    resp.reason
+                );
+            }
         }
         Ok(())
     }
@@ -223,6 +261,29 @@ impl Target {
             llama_dialect: Default::default(),
         })
     }
+}
+
+/// The one line for a server that nothing answers at (see [`Target::unreachable`]).
+fn unreachable_at(base: &BaseUrl, error: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no server is reachable at {base} ({error}): start it, or point --base-url (or --host \
+         and --port) at it; --mock-server runs a benchmark without one"
+    )
+}
+
+/// Where `base` is and how to connect to it (address resolved now, TLS set up).
+fn endpoint_of(config: &Config, base: &BaseUrl) -> Result<Endpoint> {
+    let addrs = base.resolve()?;
+    let tls = match base.scheme {
+        Scheme::Http => None,
+        Scheme::Https => Some(tls_setup(&base.host, config.server.insecure)?),
+    };
+    Ok(Endpoint {
+        addr: addrs[0],
+        tls,
+        connect_timeout: config.engine.connect_timeout,
+        source: SourceAddrs::loopback(config.engine.local_addrs, addrs[0])?,
+    })
 }
 
 /// The Messages API version every `anthropic-messages` request names (the one vLLM's

@@ -16,6 +16,7 @@ pub mod localtime;
 pub mod lora;
 pub mod plot;
 pub mod printable;
+pub mod replicas;
 pub mod report;
 pub mod result_file;
 pub mod run_result;

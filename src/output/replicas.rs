@@ -1,0 +1,152 @@
+//! The per-replica block (`--base-url` repeated): how many requests each replica got, how
+//! many failed, and its TTFT and ITL p50/p99, so a slow or failing replica is seen instead of
+//! being averaged away; printed after our block and saved under `vllm_bench_replicas`.
+
+use std::fmt::Write as _;
+
+use super::console::centred;
+use super::json::{Json, JsonObject};
+use super::run_result::Section;
+use crate::engine::recorder::Record;
+use crate::metrics::stats::percentile_sorted;
+use crate::metrics::RequestOutput;
+
+/// The result document's key.
+pub const KEY: &str = "vllm_bench_replicas";
+
+/// One replica's share of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplicaStats {
+    pub url: String,
+    pub requests: usize,
+    pub failed: usize,
+    /// Over its successful requests (0 without any), in ms.
+    pub ttft_p50_ms: f64,
+    pub ttft_p99_ms: f64,
+    pub itl_p50_ms: f64,
+    pub itl_p99_ms: f64,
+}
+
+/// Each replica's figures: `urls[r]` is replica `r`; `outputs[i]` was recorded as
+/// `records[i]`, whose `replica` says where it went.
+pub fn of(urls: &[String], outputs: &[RequestOutput], records: &[Record]) -> Vec<ReplicaStats> {
+    let mut ttft: Vec<Vec<f64>> = vec![Vec::new(); urls.len()];
+    let mut itl: Vec<Vec<f64>> = vec![Vec::new(); urls.len()];
+    let mut counts = vec![(0usize, 0usize); urls.len()];
+    for (o, rec) in outputs.iter().zip(records) {
+        let r = usize::from(rec.replica);
+        let Some(c) = counts.get_mut(r) else {
+            continue;
+        };
+        c.0 += 1;
+        if !o.success {
+            c.1 += 1;
+            continue;
+        }
+        ttft[r].push(o.ttft * 1000.0);
+        itl[r].extend(o.itl.iter().map(|s| s * 1000.0));
+    }
+    let p = |v: &mut Vec<f64>, q: f64| {
+        v.sort_by(f64::total_cmp);
+        percentile_sorted(v, q)
+    };
+    urls.iter()
+        .enumerate()
+        .map(|(r, url)| ReplicaStats {
+            url: url.clone(),
+            requests: counts[r].0,
+            failed: counts[r].1,
+            ttft_p50_ms: p(&mut ttft[r], 50.0),
+            ttft_p99_ms: p(&mut ttft[r], 99.0),
+            itl_p50_ms: p(&mut itl[r], 50.0),
+            itl_p99_ms: p(&mut itl[r], 99.0),
+        })
+        .collect()
+}
+
+/// The console block and the JSON key; an empty section with one server.
+pub fn section(stats: &[ReplicaStats]) -> Section {
+    if stats.len() < 2 {
+        return Section::default();
+    }
+    let mut out = String::new();
+    centred(&mut out, " Replicas ", '=');
+    let _ = writeln!(
+        out,
+        "{:<4}{:>9}{:>8}{:>10}{:>10}{:>9}{:>9}  URL",
+        "#", "Requests", "Failed", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"
+    );
+    for (r, s) in stats.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{:<4}{:>9}{:>8}{:>10.2}{:>10.2}{:>9.2}{:>9.2}  {}",
+            r,
+            s.requests,
+            s.failed,
+            s.ttft_p50_ms,
+            s.ttft_p99_ms,
+            s.itl_p50_ms,
+            s.itl_p99_ms,
+            s.url
+        );
+    }
+    let _ = writeln!(
+        out,
+        "(TTFT and ITL in ms, over each replica's successful requests)"
+    );
+    let list = stats
+        .iter()
+        .map(|s| {
+            let mut o = JsonObject::new();
+            o.set("url", Json::str(s.url.clone()));
+            o.set("requests", Json::UInt(s.requests as u64));
+            o.set("failed", Json::UInt(s.failed as u64));
+            o.set("p50_ttft_ms", Json::Float(s.ttft_p50_ms));
+            o.set("p99_ttft_ms", Json::Float(s.ttft_p99_ms));
+            o.set("p50_itl_ms", Json::Float(s.itl_p50_ms));
+            o.set("p99_itl_ms", Json::Float(s.itl_p99_ms));
+            Json::Object(o)
+        })
+        .collect();
+    let mut json = JsonObject::new();
+    json.set(KEY, Json::List(list));
+    Section { console: out, json }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output(success: bool, ttft: f64, itl: &[f64]) -> RequestOutput {
+        RequestOutput {
+            success,
+            ttft,
+            itl: itl.to_vec(),
+            ..RequestOutput::default()
+        }
+    }
+
+    #[test]
+    fn each_replica_counts_its_own_requests_failures_and_latencies() {
+        let urls = ["http://a:1".to_string(), "http://b:2".to_string()];
+        let outputs = [
+            output(true, 0.010, &[0.001, 0.003]),
+            output(false, 0.0, &[]),
+            output(true, 0.030, &[0.002]),
+        ];
+        let rec = |replica| Record {
+            replica,
+            ..Record::default()
+        };
+        let records = [rec(0), rec(1), rec(0)];
+        let s = of(&urls, &outputs, &records);
+        assert_eq!((s[0].requests, s[0].failed), (2, 0));
+        assert_eq!((s[1].requests, s[1].failed), (1, 1));
+        assert!((s[0].ttft_p50_ms - 20.0).abs() < 1e-9);
+        assert!((s[0].itl_p50_ms - 2.0).abs() < 1e-9);
+        assert_eq!(s[1].ttft_p99_ms, 0.0);
+        let block = section(&s);
+        assert!(block.console.contains("http://b:2"), "{}", block.console);
+        assert!(section(&s[..1]).console.is_empty(), "one server: no block");
+    }
+}

@@ -1,0 +1,296 @@
+//! Several replicas in one run (`--base-url` repeated): requests spread round-robin, a
+//! conversation and a shared prefix kept on one replica (`--replica-affinity session`), the
+//! per-replica block, a replica down at start named after a bounded wait, and the documented
+//! example of docs/servers.md ("Several replicas") run as written against two mocks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::{Map, Value};
+use vllm_bench::mock::{LoggedRequest, MockServer};
+
+use crate::e2e::mock;
+use crate::util::{free_port, shared_dir, vllm_bench, Run, TempDir};
+
+const CHAT: &str = "/v1/chat/completions";
+const COMPLETIONS: &str = "/v1/completions";
+
+fn logging_bodies() -> MockServer {
+    mock(|c| c.request_log_bodies = true)
+}
+
+/// `--base-url` for each of `servers`, the mock model, the local tokenizer, `extra`; the run
+/// saves `r.json` in `dir`.
+fn run(servers: &[&MockServer], dir: &TempDir, extra: &[&str]) -> Run {
+    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let urls: Vec<String> = servers.iter().map(|s| s.base_url()).collect();
+    let mut args: Vec<&str> = Vec::new();
+    for u in &urls {
+        args.extend(["--base-url", u]);
+    }
+    args.extend([
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer.to_str().expect("utf-8 path"),
+        "--disable-tqdm",
+        "--save-result",
+        "--result-filename",
+        "r.json",
+    ]);
+    args.extend(extra);
+    vllm_bench(&args, dir.path())
+}
+
+fn ok(run: Run) -> Run {
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    run
+}
+
+fn saved(dir: &Path) -> Map<String, Value> {
+    let text = std::fs::read_to_string(dir.join("r.json")).expect("result saved");
+    serde_json::from_str(&text).expect("one JSON object")
+}
+
+fn logged(server: &MockServer, path: &str) -> Vec<LoggedRequest> {
+    server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.path == path)
+        .collect()
+}
+
+/// The prompt's first `n` characters of a logged completions request.
+fn prompt_start(r: &LoggedRequest, n: usize) -> String {
+    let body: Value = serde_json::from_str(r.body.as_deref().expect("body logged")).unwrap();
+    body["prompt"]
+        .as_str()
+        .expect("a text prompt")
+        .chars()
+        .take(n)
+        .collect()
+}
+
+fn random(n: &str) -> [&str; 8] {
+    [
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        n,
+    ]
+}
+
+#[test]
+fn two_replicas_each_get_half_the_requests_round_robin() {
+    let (a, b) = (mock(|_| {}), mock(|_| {}));
+    let dir = TempDir::new("replicas-rr");
+    let out = ok(run(&[&a, &b], &dir, &random("10")));
+    assert_eq!(logged(&a, COMPLETIONS).len(), 5);
+    assert_eq!(logged(&b, COMPLETIONS).len(), 5);
+    assert!(out.stdout.contains(" Replicas "), "{}", out.stdout);
+    let doc = saved(dir.path());
+    let list = doc["vllm_bench_replicas"].as_array().expect("a list");
+    let urls: Vec<&str> = list.iter().map(|r| r["url"].as_str().unwrap()).collect();
+    assert_eq!(urls, [a.base_url(), b.base_url()]);
+    for r in list {
+        assert_eq!(
+            (r["requests"].as_u64(), r["failed"].as_u64()),
+            (Some(5), Some(0))
+        );
+        assert!(r["p99_ttft_ms"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn one_server_has_no_replica_block_or_key() {
+    let a = mock(|_| {});
+    let dir = TempDir::new("replicas-one");
+    let out = ok(run(&[&a], &dir, &random("4")));
+    assert!(!out.stdout.contains(" Replicas "), "{}", out.stdout);
+    assert!(!saved(dir.path()).contains_key("vllm_bench_replicas"));
+}
+
+#[test]
+fn three_replicas_keep_each_conversation_on_one_replica() {
+    let servers = [logging_bodies(), logging_bodies(), logging_bodies()];
+    let dir = TempDir::new("replicas-multi-turn");
+    let refs: Vec<&MockServer> = servers.iter().collect();
+    ok(run(
+        &refs,
+        &dir,
+        &[
+            "--backend",
+            "openai-chat",
+            "--multi-turn",
+            "--multi-turn-num-turns",
+            "3",
+            "--num-prompts",
+            "6",
+        ],
+    ));
+    let mut replica_of: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+    for (i, s) in servers.iter().enumerate() {
+        let turns = logged(s, CHAT);
+        assert_eq!(
+            turns.len(),
+            6,
+            "two conversations of 3 turns on replica {i}"
+        );
+        for t in turns {
+            let id = t.session_id.expect("every turn carries X-Session-ID");
+            replica_of.entry(id).or_default().insert(i);
+        }
+    }
+    assert_eq!(replica_of.len(), 6);
+    for (id, on) in &replica_of {
+        assert_eq!(on.len(), 1, "conversation {id} went to replicas {on:?}");
+    }
+}
+
+#[test]
+fn session_affinity_keeps_a_shared_prefix_on_one_replica() {
+    let dir = TempDir::new("replicas-affinity");
+    let prefix_run = |affinity: &str| {
+        let servers = [logging_bodies(), logging_bodies()];
+        let refs: Vec<&MockServer> = servers.iter().collect();
+        ok(run(
+            &refs,
+            &dir,
+            &[
+                "--dataset-name",
+                "prefix_repetition",
+                "--prefix-repetition-num-prefixes",
+                "3",
+                "--prefix-repetition-prefix-len",
+                "128",
+                "--prefix-repetition-suffix-len",
+                "8",
+                "--prefix-repetition-output-len",
+                "4",
+                "--num-prompts",
+                "24",
+                "--replica-affinity",
+                affinity,
+            ],
+        ));
+        servers
+            .iter()
+            .map(|s| {
+                logged(s, COMPLETIONS)
+                    .iter()
+                    .map(|r| prompt_start(r, 100))
+                    .collect::<BTreeSet<_>>()
+            })
+            .collect::<Vec<_>>()
+    };
+    let prefixes = prefix_run("session");
+    assert_eq!(prefixes[0].len() + prefixes[1].len(), 3, "{prefixes:?}");
+    assert!(prefixes[0].is_disjoint(&prefixes[1]), "{prefixes:?}");
+    // Round-robin spreads every prefix over both.
+    let spread = prefix_run("round-robin");
+    assert_eq!((spread[0].len(), spread[1].len()), (3, 3), "{spread:?}");
+}
+
+#[test]
+fn a_replica_down_at_start_is_named_after_a_bounded_wait() {
+    let a = mock(|_| {});
+    let down = format!("http://127.0.0.1:{}", free_port());
+    let dir = TempDir::new("replicas-down");
+    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let base = a.base_url();
+    let mut args = vec![
+        "--base-url",
+        &base,
+        "--base-url",
+        &down,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer.to_str().unwrap(),
+        "--ready-check-timeout-sec",
+        "1",
+        "--disable-tqdm",
+    ];
+    args.extend(random("4"));
+    let out = vllm_bench(&args, dir.path());
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    let want = format!("1 of 2 replicas not ready after 1s: {down} (");
+    assert!(out.stderr.contains(&want), "{}", out.stderr);
+    assert_eq!(
+        out.stderr.lines().filter(|l| l.contains("error")).count(),
+        1
+    );
+    assert!(
+        !logged(&a, COMPLETIONS).is_empty(),
+        "the live replica was asked"
+    );
+    assert!(!out.stdout.contains("Serving Benchmark Result"));
+}
+
+#[test]
+fn a_bad_replica_url_is_one_line_and_exit_2() {
+    let dir = TempDir::new("replicas-bad");
+    std::fs::write(
+        dir.path().join("urls.txt"),
+        "http://127.0.0.1:9\n# c\n\nhttp://x/y\n",
+    )
+    .unwrap();
+    for (args, want) in [
+        (
+            vec![
+                "--base-url",
+                "http://127.0.0.1:9",
+                "--base-url",
+                "http://127.0.0.1:9",
+            ],
+            "--base-url http://127.0.0.1:9: given twice",
+        ),
+        (
+            vec!["--base-url", "@urls.txt"],
+            "--base-url @urls.txt: http://x/y: every replica needs the first one's scheme and path",
+        ),
+        (
+            vec!["--base-url", "@missing.txt"],
+            "--base-url @missing.txt: cannot read the file",
+        ),
+    ] {
+        let out = vllm_bench(&args, dir.path());
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
+    }
+}
+
+/// The block of docs/servers.md after `<!-- test: replicas -->`, its two ports pointed at two
+/// mocks.
+#[test]
+fn the_documented_replicas_example_runs_against_two_mocks() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/servers.md"))
+            .expect("docs/servers.md");
+    let at = doc.find("<!-- test: replicas -->").expect("the marker");
+    let block = doc[at..].split("```").nth(1).expect("a code block");
+    let command = block
+        .replace("\\\n", " ")
+        .lines()
+        .find(|l| l.trim_start().starts_with("vllm-bench "))
+        .expect("a vllm-bench command")
+        .to_string();
+    let (a, b) = (logging_bodies(), logging_bodies());
+    let command = command
+        .replace("http://127.0.0.1:8001", &a.base_url())
+        .replace("http://127.0.0.1:8002", &b.base_url());
+    let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    args.push("--disable-tqdm");
+    let dir = TempDir::new("replicas-doc");
+    let out = vllm_bench(&args, dir.path());
+    assert_eq!(out.code, 0, "{args:?}\n{}\n{}", out.stdout, out.stderr);
+    let (on_a, on_b) = (logged(&a, COMPLETIONS).len(), logged(&b, COMPLETIONS).len());
+    assert!(on_a > 0 && on_b > 0, "{on_a} / {on_b}");
+    let text = std::fs::read_to_string(dir.path().join("replicas.json")).expect("saved");
+    assert!(text.contains("\"vllm_bench_replicas\""));
+}
