@@ -13,7 +13,7 @@ pub mod window;
 pub use scrape::{
     EndpointMetrics, HttpSource, Options, ScrapeError, Scraper, ServerMetrics, Source, SourceError,
 };
-pub use window::{Figures, GaugeStats, HistogramDelta, WentDown};
+pub use window::{Figures, GaugeStats, HistogramDelta, Series, WentDown};
 
 /// vLLM 0.33's names of the figures the console shows.
 pub mod vllm {
