@@ -4,7 +4,8 @@
 //! means are exact and percentiles within a bucket; a gauge's level held longer than the
 //! sample interval is its peak; a server restart mid-run is reported, not subtracted; an
 //! endpoint that hangs, answers garbage or 404 is one line and leaves the run's clock
-//! alone; `--no-server-metrics` shows nothing.
+//! alone; `--no-server-metrics` shows nothing. Against a real llama.cpp (`llama-server
+//! --metrics`, via `../shared/tools`), the block shows its figures under its names.
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use vllm_bench::mock::{AfterCrash, Crash, MockConfig, MockServer};
 
-use crate::util::{shared_dir, vllm_bench, Run, TempDir};
+use crate::util::{shared_dir, start_tool_server, vllm_bench, Run, TempDir};
 
 const PROMPTS: usize = 24;
 const OUTPUT_LEN: u64 = 4;
@@ -417,4 +418,78 @@ fn a_server_restart_mid_run_is_reported_and_its_counters_give_no_delta() {
     let failed = doc["failed"].as_u64().unwrap();
     assert_eq!(doc["completed"].as_u64().unwrap() + failed, PROMPTS as u64);
     server.shutdown();
+}
+
+#[test]
+fn llama_cpp_s_metrics_show_under_its_own_names() {
+    let Some(server) = start_tool_server("llama-server.sh", &[], &[]) else {
+        return;
+    };
+    let dir = TempDir::new("server-metrics-llama");
+    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    // Small: llama.cpp runs on a shared CPU here (4 slots of 1024 tokens).
+    let args = [
+        "--base-url",
+        &server.url,
+        "--model",
+        &server.model,
+        "--tokenizer",
+        tokenizer.to_str().expect("utf-8 path"),
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "4",
+        "--server-metrics-interval",
+        "0.2",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "r.json",
+    ];
+    let out = vllm_bench(&args, dir.path());
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let doc = read(&dir, "r.json");
+    let m = &doc["vllm_bench_server_metrics"];
+    // The run's share of llama.cpp's counters is what the client counted (the same
+    // tokenizer; nothing cached on a first pass of random prompts).
+    let counter = |name: &str| num(m, &["counters", name]);
+    let uncached = counter("llamacpp:prompt_tokens");
+    let cached = counter("llamacpp:prompt_tokens_cached");
+    assert_eq!(uncached + cached, num(&doc["total_input_tokens"], &[]));
+    assert_eq!(
+        counter("llamacpp:tokens_predicted"),
+        num(&doc["total_output_tokens"], &[])
+    );
+    let processing = num(m, &["gauges", "llamacpp:requests_processing", "max"]);
+    assert!((1.0..=4.0).contains(&processing), "{processing}");
+    assert!(m["histograms"].as_object().unwrap().is_empty(), "{m}");
+    let at = out
+        .stdout
+        .find(" Server Metrics ")
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    let stdout = &out.stdout[at..];
+    for label in [
+        "Prompt tokens:",
+        "Cached prompt tokens:",
+        "Generation tokens:",
+        "Prefill speed per request (tok/s):",
+        "Decode speed per request (tok/s):",
+        "Running requests (peak / mean):",
+        "Waiting requests (peak / mean):",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(label)),
+            "{label}\n{stdout}"
+        );
+    }
+    // What llama.cpp does not have is left out, not shown as zero.
+    for label in ["Successful requests:", "KV-cache usage", "Server TTFT"] {
+        assert!(!stdout.contains(label), "{label}\n{stdout}");
+    }
 }

@@ -20,7 +20,8 @@ use super::json::{Json, JsonObject};
 use crate::metrics::report::BenchmarkReport;
 use crate::metrics::summary::{MetricKind, MetricStats};
 use crate::server_metrics::{
-    vllm, EndpointMetrics, Figures, GaugeStats, HistogramDelta, Series, ServerMetrics, WentDown,
+    self as sm, llamacpp, vllm, EndpointMetrics, Figures, GaugeStats, HistogramDelta, Series,
+    ServerMetrics, WentDown,
 };
 
 /// The result-JSON key.
@@ -67,32 +68,61 @@ fn block(
         String::new()
     };
     line(out, "Scrapes:", format!("{}{failed}", e.scrapes));
-    let counters = [
-        ("Successful requests:", vllm::REQUEST_SUCCESS),
-        ("Prompt tokens:", vllm::PROMPT_TOKENS),
-        ("Cached prompt tokens:", vllm::PROMPT_TOKENS_CACHED),
-        ("Generation tokens:", vllm::GENERATION_TOKENS),
-        ("Preemptions:", vllm::NUM_PREEMPTIONS),
+    // Each row's vLLM counter, else the sum of its llama.cpp counters (all of them present).
+    let counters: [(&str, &str, &[&str]); 5] = [
+        ("Successful requests:", vllm::REQUEST_SUCCESS, &[]),
+        (
+            "Prompt tokens:",
+            vllm::PROMPT_TOKENS,
+            &[llamacpp::PROMPT_TOKENS, llamacpp::PROMPT_TOKENS_CACHED],
+        ),
+        (
+            "Cached prompt tokens:",
+            vllm::PROMPT_TOKENS_CACHED,
+            &[llamacpp::PROMPT_TOKENS_CACHED],
+        ),
+        (
+            "Generation tokens:",
+            vllm::GENERATION_TOKENS,
+            &[llamacpp::TOKENS_PREDICTED],
+        ),
+        ("Preemptions:", vllm::NUM_PREEMPTIONS, &[]),
     ];
-    for (label, name) in counters {
-        if let Some(v) = f.counters.get(name) {
-            line(out, label, integer(*v));
+    for (label, name, llama) in counters {
+        if let Some(v) = counter(f, name, llama) {
+            line(out, label, integer(v));
         }
     }
     if let Some(rate) = f.prefix_cache_hit_rate {
         float_line(out, "Prefix cache hit rate (%):", rate * 100.0);
     }
-    let gauges = [
-        ("Running requests (peak / mean):", vllm::RUNNING, 1.0),
-        ("Waiting requests (peak / mean):", vllm::WAITING, 1.0),
+    // llama.cpp's time counters: tokens per second of a slot's own time (a request's speed).
+    let speeds = [
         (
-            "KV-cache usage % (peak / mean):",
-            vllm::KV_CACHE_USAGE,
-            100.0,
+            "Prefill speed per request (tok/s):",
+            llamacpp::PROMPT_TOKENS,
+            llamacpp::PROMPT_SECONDS,
+        ),
+        (
+            "Decode speed per request (tok/s):",
+            llamacpp::TOKENS_PREDICTED,
+            llamacpp::TOKENS_PREDICTED_SECONDS,
         ),
     ];
-    for (label, name, scale) in gauges {
-        if let Some(g) = f.gauges.get(name) {
+    for (label, tokens, seconds) in speeds {
+        if let (Some(t), Some(&s)) = (f.counters.get(tokens), f.counters.get(seconds)) {
+            if s > 0.0 {
+                float_line(out, label, t / s);
+            }
+        }
+    }
+    let gauges = [
+        ("Running requests (peak / mean):", sm::RUNNING, 1.0),
+        ("Waiting requests (peak / mean):", sm::WAITING, 1.0),
+        ("KV-cache usage % (peak / mean):", sm::KV_CACHE_USAGE, 100.0),
+    ];
+    for (label, names, scale) in gauges {
+        if let Some(g) = f.gauge(names) {
             line(
                 out,
                 label,
@@ -128,6 +158,17 @@ fn block(
         split.render(out);
     }
     let _ = writeln!(out, "{}", "=".repeat(WIDTH));
+}
+
+/// The counter `name`, else the sum of `alternatives` when every one is there.
+fn counter(f: &Figures, name: &str, alternatives: &[&str]) -> Option<f64> {
+    if let Some(v) = f.counters.get(name) {
+        return Some(*v);
+    }
+    if alternatives.is_empty() {
+        return None;
+    }
+    alternatives.iter().map(|n| f.counters.get(*n)).sum()
 }
 
 fn integer(v: f64) -> String {
@@ -490,6 +531,59 @@ mod tests {
             gauges: [(vllm::RUNNING.to_string(), vec![Some(0.0), None, Some(4.0)])].into(),
         };
         f
+    }
+
+    #[test]
+    fn llama_cpp_s_names_fill_the_rows_vllm_s_would() {
+        use crate::server_metrics::exposition::parse;
+        use crate::server_metrics::window::Sample;
+        let text = |prompt: u64, cached: u64, predicted: u64, processing: u64| {
+            format!(
+                "# TYPE llamacpp:prompt_tokens_total counter\n\
+                 llamacpp:prompt_tokens_total {prompt}\n\
+                 # TYPE llamacpp:prompt_tokens_cached_total counter\n\
+                 llamacpp:prompt_tokens_cached_total {cached}\n\
+                 # TYPE llamacpp:prompt_seconds_total counter\n\
+                 llamacpp:prompt_seconds_total {}\n\
+                 # TYPE llamacpp:tokens_predicted_total counter\n\
+                 llamacpp:tokens_predicted_total {predicted}\n\
+                 # TYPE llamacpp:tokens_predicted_seconds_total counter\n\
+                 llamacpp:tokens_predicted_seconds_total {}\n\
+                 # TYPE llamacpp:requests_processing gauge\n\
+                 llamacpp:requests_processing {processing}\n\
+                 # TYPE llamacpp:requests_deferred gauge\n\
+                 llamacpp:requests_deferred 0\n",
+                prompt as f64 / 100.0,
+                predicted as f64 / 20.0
+            )
+        };
+        let at = std::time::Instant::now();
+        let sample = |t: String| Sample {
+            at,
+            scrape: parse(&t).unwrap(),
+        };
+        let samples = [
+            sample(text(1000, 50, 400, 0)),
+            sample(text(1100, 70, 440, 3)),
+            sample(text(1300, 80, 500, 0)),
+        ];
+        let e = EndpointMetrics {
+            url: "http://llama/metrics".into(),
+            scrapes: 3,
+            failed: 0,
+            figures: Figures::of(&samples, at).unwrap(),
+        };
+        let mut block_text = String::new();
+        block(&mut block_text, &e, None, None);
+        let has = |line: &str| assert!(block_text.contains(line), "{line}\n{block_text}");
+        has("Prompt tokens:                           330");
+        has("Cached prompt tokens:                    30");
+        has("Generation tokens:                       100");
+        has("Prefill speed per request (tok/s):       100.00");
+        has("Decode speed per request (tok/s):        20.00");
+        has("Running requests (peak / mean):          3.00 / 1.00");
+        has("Waiting requests (peak / mean):          0.00 / 0.00");
+        assert!(!block_text.contains("Successful requests"), "{block_text}");
     }
 
     #[test]

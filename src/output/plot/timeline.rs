@@ -19,7 +19,7 @@ use std::fmt::Write;
 
 use super::{page, svg::escape};
 use crate::metrics::RequestOutput;
-use crate::server_metrics::{vllm, Series};
+use crate::server_metrics::{self as sm, Series};
 
 /// Python's colours: TTFT, then the three ITL classes; ours: queue and failed.
 const TTFT_COLOUR: &str = "#636EFA";
@@ -86,17 +86,17 @@ impl ServerData {
     /// `series` (times in seconds from the run's epoch) shifted to the timeline's origin
     /// `t0` (seconds from the same epoch); `None` when it has none of the three gauges.
     fn of(series: &Series, t0: f64) -> Option<ServerData> {
-        let gauge = |name: &str, scale: f64| -> Vec<Option<f64>> {
-            match series.gauges.get(name) {
+        let gauge = |names: &[&str], scale: f64| -> Vec<Option<f64>> {
+            match series.gauge(names) {
                 Some(v) => v.iter().map(|x| x.map(|x| x * scale)).collect(),
                 None => vec![None; series.t.len()],
             }
         };
         let d = ServerData {
             t: series.t.iter().map(|&t| us(t - t0)).collect(),
-            running: gauge(vllm::RUNNING, 1.0),
-            waiting: gauge(vllm::WAITING, 1.0),
-            kv_percent: gauge(vllm::KV_CACHE_USAGE, 100.0),
+            running: gauge(sm::RUNNING, 1.0),
+            waiting: gauge(sm::WAITING, 1.0),
+            kv_percent: gauge(sm::KV_CACHE_USAGE, 100.0),
         };
         let any = [&d.running, &d.waiting, &d.kv_percent]
             .iter()
@@ -278,6 +278,7 @@ fn push_values(out: &mut String, values: &[Option<f64>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server_metrics::vllm;
 
     fn req(start: f64, queue: f64, ttft: f64, itl: &[f64], ok: bool) -> RequestOutput {
         RequestOutput {
