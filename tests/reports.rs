@@ -230,7 +230,16 @@ fn the_timeline_opens_offline_with_one_row_per_request_and_the_legend() {
     let dom = dom(&browser, &page);
     assert_eq!(attr(&dom, "data-ready"), Some("1"), "the script ran");
     assert_eq!(attr(&dom, "data-rows"), Some("60"), "one row per request");
+    // The mock serves /metrics: its scrapes (one before the run, one after it at least) are
+    // drawn under the rows.
+    let samples: usize = attr(&dom, "data-server-samples")
+        .expect("the server strip was drawn")
+        .parse()
+        .expect("a count");
+    assert!(samples >= 2, "{samples} server samples");
     for label in [
+        "Server running requests",
+        "Server KV-cache usage %",
         "TTFT",
         "ITL &lt; 4ms",
         "4ms ≤ ITL &lt; 7ms",
@@ -297,10 +306,11 @@ fn a_timeline_of_ten_thousand_requests_stays_usable() {
             ..o.clone()
         })
         .collect();
-    let typical_mb = plot::timeline::render(&typical, (25.0, 50.0), "typical").len() as f64 / 1e6;
+    let typical_mb =
+        plot::timeline::render(&typical, (25.0, 50.0), "typical", None).len() as f64 / 1e6;
     let dir = TempDir::new("timeline-10k");
     let page = dir.path().join("big.timeline.html");
-    let html = plot::timeline::render(&outputs, (25.0, 50.0), "10,000 requests");
+    let html = plot::timeline::render(&outputs, (25.0, 50.0), "10,000 requests", None);
     std::fs::write(&page, &html).expect("write the page");
     assert_self_contained(&html);
     let size_mb = html.len() as f64 / 1e6;

@@ -1,7 +1,11 @@
 //! The server-metrics scrape end to end: against an in-process mock whose `/metrics` counters
 //! did not start at zero (a first run warms it), the second run's figures are exactly what
-//! the mock counted in it; an endpoint that hangs, answers garbage or 404 is one line and
-//! leaves the run finishing normally; `--no-server-metrics` shows nothing.
+//! the mock counted in it (each sweep point's and each repeated run's its own); histogram
+//! means are exact and percentiles within a bucket; a gauge's level held longer than the
+//! sample interval is its peak; a server restart mid-run is reported, not subtracted; an
+//! endpoint that hangs, answers garbage or 404 is one line and leaves the run's clock
+//! alone; `--no-server-metrics` shows nothing. Against a real llama.cpp (`llama-server
+//! --metrics`, via `../shared/tools`), the block shows its figures under its names.
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -10,9 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
-use vllm_bench::mock::{MockConfig, MockServer};
+use vllm_bench::mock::{AfterCrash, Crash, MockConfig, MockServer};
 
-use crate::util::{shared_dir, vllm_bench, Run, TempDir};
+use crate::util::{shared_dir, start_tool_server, vllm_bench, Run, TempDir};
 
 const PROMPTS: usize = 24;
 const OUTPUT_LEN: u64 = 4;
@@ -31,9 +35,23 @@ fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
 /// A small run against `server` with `extra` flags: the binary's output and the result.
 fn run(server: &MockServer, extra: &[&str]) -> (Run, Map<String, Value>) {
     let dir = TempDir::new("server-metrics");
+    let prompts = PROMPTS.to_string();
+    let mut args = vec!["--num-prompts", &prompts, "--max-concurrency", "4"];
+    args.extend_from_slice(extra);
+    let out = bench(server, &dir, &args);
+    assert_eq!(out.code, 0, "vllm-bench {args:?}:\n{}", out.stderr);
+    (out, read(&dir, "r.json"))
+}
+
+fn read(dir: &TempDir, name: &str) -> Map<String, Value> {
+    let text = std::fs::read_to_string(dir.path().join(name)).expect("result saved");
+    serde_json::from_str(&text).expect("one JSON object")
+}
+
+/// The binary against `server`, saving `r.json` (and its siblings) in `dir`, with `extra`.
+fn bench(server: &MockServer, dir: &TempDir, extra: &[&str]) -> Run {
     let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
     let url = server.base_url();
-    let prompts = PROMPTS.to_string();
     let out_len = OUTPUT_LEN.to_string();
     let mut args = vec![
         "--base-url",
@@ -48,10 +66,6 @@ fn run(server: &MockServer, extra: &[&str]) -> (Run, Map<String, Value>) {
         "32",
         "--random-output-len",
         &out_len,
-        "--num-prompts",
-        &prompts,
-        "--max-concurrency",
-        "4",
         "--num-cores",
         "1",
         "--server-metrics-interval",
@@ -64,10 +78,7 @@ fn run(server: &MockServer, extra: &[&str]) -> (Run, Map<String, Value>) {
         "r.json",
     ];
     args.extend_from_slice(extra);
-    let out = vllm_bench(&args, dir.path());
-    assert_eq!(out.code, 0, "vllm-bench {args:?}:\n{}", out.stderr);
-    let text = std::fs::read_to_string(dir.path().join("r.json")).expect("result saved");
-    (out, serde_json::from_str(&text).expect("one JSON object"))
+    vllm_bench(&args, dir.path())
 }
 
 fn num(v: &Value, path: &[&str]) -> f64 {
@@ -215,6 +226,11 @@ fn a_hung_or_garbage_endpoint_is_one_line_and_the_run_finishes_with_the_servers_
     }
     assert!(out.stderr.contains("no answer within"), "{}", out.stderr);
     assert!(out.stderr.contains("not Prometheus text"), "{}", out.stderr);
+    // The hung endpoint holds the start's wait and the end's for the whole scrape timeout
+    // (2 s each); both waits are outside the clock, so the run's duration is its requests'
+    // (about 0.1 s here), not seconds more.
+    let duration = num(&doc["duration"], &[]);
+    assert!(duration < 2.0, "the waits were counted: {duration} s");
     let m = &doc["vllm_bench_server_metrics"];
     assert_eq!(
         num(m, &["counters", "vllm:request_success"]),
@@ -254,4 +270,226 @@ fn no_server_metrics_shows_nothing_and_scrapes_nothing() {
         server.stats().by_path
     );
     server.shutdown();
+}
+
+#[test]
+fn each_sweep_point_and_each_repeated_run_reports_its_own_window() {
+    let server = mock(|_| {});
+    run(&server, &[]); // the counters do not start at zero
+    let dir = TempDir::new("server-metrics-sweep");
+    // 2 × 3 and 4 × 3 requests.
+    let sweep = [
+        "--sweep-max-concurrency",
+        "2,4",
+        "--sweep-num-prompts-factor",
+        "3",
+    ];
+    let out = bench(&server, &dir, &sweep);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for (concurrency, requests) in [(2, 6), (4, 12)] {
+        let doc = read(&dir, &format!("r-max_concurrency{concurrency}.json"));
+        let m = &doc["vllm_bench_server_metrics"];
+        assert_eq!(
+            num(m, &["counters", "vllm:request_success"]),
+            requests as f64,
+            "point {concurrency}: {m}"
+        );
+        assert_eq!(
+            num(m, &["counters", "vllm:generation_tokens"]),
+            (requests * OUTPUT_LEN) as f64
+        );
+    }
+    let dir = TempDir::new("server-metrics-runs");
+    let out = bench(&server, &dir, &["--num-prompts", "5", "--num-runs", "3"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let doc = read(&dir, "r.json");
+    let runs = doc["runs"].as_array().expect("one document per run");
+    assert_eq!(runs.len(), 3);
+    for (i, r) in runs.iter().enumerate() {
+        let m = &r["vllm_bench_server_metrics"];
+        assert_eq!(
+            num(m, &["counters", "vllm:request_success"]),
+            5.0,
+            "run {}: {m}",
+            i + 1
+        );
+    }
+    server.shutdown();
+}
+
+#[test]
+fn histogram_means_are_exact_and_percentiles_within_their_bucket() {
+    // Every request's first token 30 ms after it arrived: inside vLLM's (20 ms, 40 ms]
+    // TTFT bucket.
+    let server = mock(|c| c.first_token_delay = Duration::from_millis(30));
+    run(&server, &[]);
+    let (out, doc) = run(&server, &[]);
+    let m = &doc["vllm_bench_server_metrics"];
+    let h = |field: &str| {
+        num(
+            m,
+            &["histograms", "vllm:time_to_first_token_seconds", field],
+        )
+    };
+    assert_eq!(h("count"), PROMPTS as f64);
+    let mean = h("mean");
+    assert!(
+        (0.030..0.040).contains(&mean),
+        "the mock's TTFT is its 30 ms delay and its own lateness: {mean}"
+    );
+    for p in ["p50", "p90", "p99"] {
+        let v = h(p);
+        assert!(
+            (0.020..=0.040).contains(&v),
+            "{p} {v}: interpolated inside the bucket"
+        );
+    }
+    assert!(
+        (h("p50") - mean).abs() <= 0.020,
+        "the mean and p50 within one bucket"
+    );
+    // The client's TTFT holds the server's (plus the network and the client).
+    let client = num(&doc["mean_ttft_ms"], &[]) / 1e3;
+    assert!(client >= mean - 1e-3, "client {client}, server {mean}");
+    // The mock has no queue: every observation 0, so 0 exactly, not half a bucket.
+    let queue = &m["histograms"]["vllm:request_queue_time_seconds"];
+    assert_eq!(num(queue, &["p99"]), 0.0, "{queue}");
+    assert!(out.stdout.contains(" Client TTFT split "), "{}", out.stdout);
+    server.shutdown();
+}
+
+#[test]
+fn a_running_level_held_longer_than_the_sample_interval_is_the_gauges_peak() {
+    // Requests of about 200 ms, 4 at a time, sampled every 50 ms: the level 4 lasts several
+    // samples, so the peak is exactly 4 (and the KV cache 4 of the mock's 256 sequences).
+    let server = mock(|c| c.token_interval = Duration::from_millis(60));
+    let (_, doc) = run(&server, &[]);
+    let m = &doc["vllm_bench_server_metrics"];
+    let running = &m["gauges"]["vllm:num_requests_running"];
+    assert_eq!(num(running, &["max"]), 4.0, "{running}");
+    assert_eq!(num(running, &["min"]), 0.0, "before the run: {running}");
+    let mean = num(running, &["mean"]);
+    assert!(mean > 0.0 && mean < 4.0, "{running}");
+    let kv = num(m, &["gauges", "vllm:kv_cache_usage_perc", "max"]);
+    assert_eq!(kv, 4.0 / 256.0);
+    let samples = m["series"]["gauges"]["vllm:num_requests_running"]
+        .as_array()
+        .expect("one value per sample");
+    assert_eq!(samples.len(), m["series"]["t_s"].as_array().unwrap().len());
+    assert!(samples.iter().any(|v| v == 4.0), "{samples:?}");
+    server.shutdown();
+}
+
+#[test]
+fn a_server_restart_mid_run_is_reported_and_its_counters_give_no_delta() {
+    // The first run's requests are 0..24; the second run's 12th restarts the server, which
+    // then counts from zero.
+    let server = mock(|c| {
+        c.crash = Some(Crash {
+            at_request: (PROMPTS + PROMPTS / 2) as u64,
+            then: AfterCrash::Restart,
+        })
+    });
+    run(&server, &[]);
+    let (out, doc) = run(&server, &[]);
+    let m = &doc["vllm_bench_server_metrics"];
+    let down = m["went_down"].as_object().expect("went_down");
+    for name in [
+        "vllm:request_success",
+        "vllm:prompt_tokens",
+        "vllm:generation_tokens",
+        "vllm:time_to_first_token_seconds",
+    ] {
+        let w = &down[name];
+        assert!(
+            num(w, &["to"]) < num(w, &["from"]),
+            "{name} went down: {down:?}"
+        );
+        assert!(m["counters"].get(name).is_none(), "no delta for {name}");
+        assert!(m["histograms"].get(name).is_none(), "no delta for {name}");
+    }
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("vllm:request_success went down"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(line.contains("the server restarted"), "{line}");
+    // Every request is still accounted for (the cut ones failed or were retried).
+    let failed = doc["failed"].as_u64().unwrap();
+    assert_eq!(doc["completed"].as_u64().unwrap() + failed, PROMPTS as u64);
+    server.shutdown();
+}
+
+#[test]
+fn llama_cpp_s_metrics_show_under_its_own_names() {
+    let Some(server) = start_tool_server("llama-server.sh", &[], &[]) else {
+        return;
+    };
+    let dir = TempDir::new("server-metrics-llama");
+    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    // Small: llama.cpp runs on a shared CPU here (4 slots of 1024 tokens).
+    let args = [
+        "--base-url",
+        &server.url,
+        "--model",
+        &server.model,
+        "--tokenizer",
+        tokenizer.to_str().expect("utf-8 path"),
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "4",
+        "--server-metrics-interval",
+        "0.2",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "r.json",
+    ];
+    let out = vllm_bench(&args, dir.path());
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let doc = read(&dir, "r.json");
+    let m = &doc["vllm_bench_server_metrics"];
+    // The run's share of llama.cpp's counters is what the client counted (the same
+    // tokenizer; nothing cached on a first pass of random prompts).
+    let counter = |name: &str| num(m, &["counters", name]);
+    let uncached = counter("llamacpp:prompt_tokens");
+    let cached = counter("llamacpp:prompt_tokens_cached");
+    assert_eq!(uncached + cached, num(&doc["total_input_tokens"], &[]));
+    assert_eq!(
+        counter("llamacpp:tokens_predicted"),
+        num(&doc["total_output_tokens"], &[])
+    );
+    let processing = num(m, &["gauges", "llamacpp:requests_processing", "max"]);
+    assert!((1.0..=4.0).contains(&processing), "{processing}");
+    assert!(m["histograms"].as_object().unwrap().is_empty(), "{m}");
+    let at = out
+        .stdout
+        .find(" Server Metrics ")
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    let stdout = &out.stdout[at..];
+    for label in [
+        "Prompt tokens:",
+        "Cached prompt tokens:",
+        "Generation tokens:",
+        "Prefill speed per request (tok/s):",
+        "Decode speed per request (tok/s):",
+        "Running requests (peak / mean):",
+        "Waiting requests (peak / mean):",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(label)),
+            "{label}\n{stdout}"
+        );
+    }
+    // What llama.cpp does not have is left out, not shown as zero.
+    for label in ["Successful requests:", "KV-cache usage", "Server TTFT"] {
+        assert!(!stdout.contains(label), "{label}\n{stdout}");
+    }
 }

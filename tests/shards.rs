@@ -261,6 +261,20 @@ fn shards_equal_one_run(count: usize, env: impl Fn(usize) -> Vec<(&'static str, 
     let m = read_json(&dir.path().join("merged.json"));
     assert_merge_is_one_run(&single_doc, &docs, &m);
     assert_eq!(m["completed"], 24);
+    // The shards share the server: the merge shows one shard's scrape (its window covers
+    // the merged run, the one-process run before it outside), which saw every shard's
+    // requests, once.
+    let scrape = &m["vllm_bench_server_metrics"];
+    let from = scrape["from_shard"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{scrape}"));
+    assert!(from < count as u64, "{scrape}");
+    assert_eq!(scrape["counters"]["vllm:request_success"], 24.0, "{scrape}");
+    assert!(
+        merged.stdout.contains(&format!("{from}/{count}")),
+        "{}",
+        merged.stdout
+    );
     assert_eq!(m["vllm_bench_shards"].as_array().unwrap().len(), count);
     // The client is judged once over every shard (worst cause first), each shard beside.
     let health = &m["vllm_bench_client_health"];

@@ -139,7 +139,14 @@ impl WorkerCtx {
                 self.shared.stop.store(true, Ordering::Release);
                 self.stop_accepting();
             }
-            AfterCrash::Restart => self.life.cut(),
+            AfterCrash::Restart => {
+                // A new process: `/metrics` counts from zero, the prefix cache is empty.
+                for w in self.shared.stats.workers() {
+                    w.vllm.reset();
+                }
+                self.shared.prefix.reset();
+                self.life.cut();
+            }
         }
     }
 

@@ -4,7 +4,9 @@
 //! bounds (`vllm/v1/metrics/buckets.py`).
 //!
 //! Counters count since the server started (a `reset_stats` does not zero them, as a real
-//! server's survive every benchmark run). Each worker writes its own [`WorkerMetrics`]
+//! server's survive every benchmark run); a crash that restarts the mock
+//! (`MockConfig::crash` with `AfterCrash::Restart`) zeroes them, as a new process starts
+//! from zero. Each worker writes its own [`WorkerMetrics`]
 //! (inside its cache-line aligned counters); `/metrics` sums them.
 //!
 //! What the mock's requests stand for: a generation request that ends without an injected
@@ -139,6 +141,23 @@ pub struct Finished {
 }
 
 impl WorkerMetrics {
+    /// Back to zero: the server restarted. Requests finishing on another worker meanwhile
+    /// may land before or after, as they would around a real restart.
+    pub fn reset(&self) {
+        for c in [
+            &self.prompt_tokens,
+            &self.prompt_tokens_cached,
+            &self.generation_tokens,
+            &self.success_length,
+        ] {
+            c.store(0, Relaxed);
+        }
+        for h in &self.hists {
+            h.counts.iter().for_each(|c| c.store(0, Relaxed));
+            h.sum_ns.store(0, Relaxed);
+        }
+    }
+
     /// Counts a finished generation request.
     pub fn finished(&self, f: &Finished) {
         self.prompt_tokens.fetch_add(f.prompt_tokens, Relaxed);

@@ -18,6 +18,13 @@
 //! `vllm_bench_interrupted: true`, our section says which shards were, and
 //! [`Merged::report`] names them in one line for stderr, so a partial run is never taken
 //! for a whole one.
+//!
+//! The server's metrics: every shard scraped the one server they share over its own window
+//! (its result file carries the scrape under `vllm_bench_server_metrics`), so each saw every
+//! shard's traffic and adding them would count it N times. The merge shows one shard's,
+//! chosen by [`server_metrics_shard`]: the shard whose window misses the least of the merged
+//! window (from the shared start to the end of the last response), then the one with the
+//! least time outside it, then the lowest shard number.
 
 use std::path::{Path, PathBuf};
 
@@ -33,8 +40,10 @@ use crate::modes::multi_turn::{per_turn, TurnRequest};
 use crate::output::facts::{EngineFacts, Lag, PartHealth};
 use crate::output::json::{result_path, save_result, RpsChangeEvent};
 use crate::output::run_result::{MergedPart, MergedShards, RunResult, Section, Shards, Turns};
+use crate::output::server_metrics;
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
 use crate::output::stdio::Console;
+use crate::server_metrics::ServerMetrics;
 
 /// What `vllm-bench merge` was asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +112,11 @@ pub enum MergeError {
     Missing { shard: String, given: String },
     #[error("{path}: {error}")]
     Histogram { path: String, error: HistogramError },
+    #[error("{path}: {error}")]
+    ServerMetrics {
+        path: String,
+        error: server_metrics::ReadError,
+    },
     #[error("cannot write the merged result: {0:#}")]
     Save(anyhow::Error),
 }
@@ -145,6 +159,8 @@ struct ShardResult {
     path: String,
     doc: serde_json::Map<String, Value>,
     section: ShardSection,
+    /// Its scrape of the server's `/metrics` (`None`: off, unanswered, or an older file).
+    server_metrics: Option<ServerMetrics>,
 }
 
 fn read(path: &Path) -> Result<ShardResult, MergeError> {
@@ -177,10 +193,20 @@ fn read(path: &Path) -> Result<ShardResult, MergeError> {
     if !section.requests.is_consistent() {
         return Err(MergeError::Columns { path: name });
     }
+    let server_metrics = doc
+        .get(server_metrics::KEY)
+        .map(server_metrics::from_json)
+        .transpose()
+        .map_err(|error| MergeError::ServerMetrics {
+            path: name.clone(),
+            error,
+        })?
+        .flatten();
     Ok(ShardResult {
         path: name,
         doc,
         section,
+        server_metrics,
     })
 }
 
@@ -465,6 +491,31 @@ fn merged_result<'a>(
     })
 }
 
+/// The shard whose server-metrics scrape the merged result shows (`None` when no shard has
+/// one). Its window is the times of its first and last scrape, on the shards' shared axis
+/// (seconds from `--start-at`); the merged window runs from 0 to `duration`. The rule: the
+/// least of the merged window missed, then the least time outside it (another shard's
+/// warm-up, say), then the lowest shard number.
+fn server_metrics_shard(shards: &[ShardResult], duration: f64) -> Option<usize> {
+    let score = |m: &ServerMetrics| {
+        let t = &m.endpoints.first()?.figures.series.t;
+        let (first, last) = (*t.first()?, *t.last()?);
+        let missed = first.max(0.0) + (duration - last).max(0.0);
+        let outside = (-first).max(0.0) + (last - duration).max(0.0);
+        (missed.is_finite() && outside.is_finite()).then_some((missed, outside))
+    };
+    shards
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i, score(r.server_metrics.as_ref()?)?)))
+        .min_by(|(i, a), (j, b)| {
+            a.0.total_cmp(&b.0)
+                .then(a.1.total_cmp(&b.1))
+                .then(shards[*i].section.shard.cmp(&shards[*j].section.shard))
+        })
+        .map(|(i, _)| i)
+}
+
 /// Reads, checks and merges the shard results, prints the run's block and writes the
 /// merged result; returns where it was written and which shards were interrupted.
 pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
@@ -486,10 +537,24 @@ pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
         console: start.render(),
         json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
     });
-    // The shards do not carry the server's metrics yet: the key says "not measured".
-    result.sections.push(Section {
-        console: String::new(),
-        json: crate::output::server_metrics::to_json(&Default::default()),
+    // One shard's scrape of the shared server (`null` when none has one).
+    let chosen = server_metrics_shard(&shards, result.report.duration_s);
+    result.sections.push(match chosen.map(|i| &shards[i]) {
+        Some(r) => {
+            let m = r
+                .server_metrics
+                .as_ref()
+                .expect("chosen among the shards with one");
+            let k = format!("{}/{}", r.section.shard, r.section.shards);
+            Section {
+                console: server_metrics::render_from(m, &result.report, Some(&k)),
+                json: server_metrics::to_json_from(m, Some(r.section.shard)),
+            }
+        }
+        None => Section {
+            console: String::new(),
+            json: server_metrics::to_json(&ServerMetrics::default()),
+        },
     });
     console.out(result.render(false));
     start.warnings().iter().for_each(|w| console.err_line(w));
@@ -676,5 +741,117 @@ mod tests {
         let e = run(&args, &Console::capture().0).unwrap_err().to_string();
         assert!(e.contains("columns"), "{e}");
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A shard file whose server-metrics key holds `success` requests over `[first, last]`.
+    fn write_with_scrape(
+        dir: &Path,
+        k: usize,
+        section: &ShardSection,
+        window: Option<(f64, f64)>,
+        success: f64,
+    ) -> PathBuf {
+        let path = write(dir, &format!("s{k}.json"), section);
+        let mut doc: serde_json::Map<String, Value> =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let metrics = window.map_or_else(ServerMetrics::default, |(first, last)| {
+            let mut figures = crate::server_metrics::Figures::default();
+            figures
+                .counters
+                .insert(crate::server_metrics::vllm::REQUEST_SUCCESS.into(), success);
+            figures.series.t = vec![first, (first + last) / 2.0, last];
+            ServerMetrics {
+                endpoints: vec![crate::server_metrics::EndpointMetrics {
+                    url: "http://server/metrics".into(),
+                    scrapes: 3,
+                    failed: 0,
+                    figures,
+                }],
+                notes: Vec::new(),
+            }
+        });
+        let text = server_metrics::to_json(&metrics).to_json_string();
+        let value: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
+        doc.extend(value);
+        std::fs::write(&path, Value::Object(doc).to_string()).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_merge_shows_the_scrape_of_the_shard_whose_window_covers_the_run_best() {
+        let outputs: Vec<RequestOutput> = (0..40).map(output).collect();
+        let dir = temp_dir("server-metrics");
+        // The merged window is 0..2.5 s (shard 2's duration, the longest). Shard 0 covers
+        // it with 5.5 s outside; shard 1 covers it with 0.2 s outside; shard 2 misses its
+        // first 0.1 s; shard 3 did not scrape.
+        let windows = [Some((-5.0, 3.0)), Some((-0.1, 2.6)), Some((0.1, 2.9)), None];
+        let files: Vec<PathBuf> = windows
+            .iter()
+            .enumerate()
+            .map(|(k, w)| {
+                let mut s = section(k, 4, &outputs);
+                s.duration = if k == 2 { 2.5 } else { 2.0 };
+                write_with_scrape(&dir, k, &s, *w, 100.0 + k as f64)
+            })
+            .collect();
+        let args = MergeArgs {
+            files,
+            result_dir: Some(dir.clone()),
+            result_filename: Some("m.json".into()),
+        };
+        let (console, captured) = Console::capture();
+        let path = run(&args, &console).unwrap().path;
+        let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let m = &merged[server_metrics::KEY];
+        assert_eq!(m["from_shard"], 1, "{m}");
+        assert_eq!(m["counters"]["vllm:request_success"], 101.0);
+        let stdout = captured.lock().unwrap().stdout.clone();
+        assert!(stdout.contains(" Server Metrics "), "{stdout}");
+        assert!(stdout.contains("Scraped by shard:"), "{stdout}");
+        assert!(stdout.contains("1/4"), "{stdout}");
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // No shard scraped: null, as before, and no block.
+        let dir = temp_dir("server-metrics-none");
+        let files: Vec<PathBuf> = (0..2)
+            .map(|k| write_with_scrape(&dir, k, &section(k, 2, &outputs), None, 0.0))
+            .collect();
+        let args = MergeArgs {
+            files,
+            result_dir: Some(dir.clone()),
+            result_filename: Some("m.json".into()),
+        };
+        let path = run(&args, &Console::capture().0).unwrap().path;
+        let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(merged[server_metrics::KEY], Value::Null);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn equal_windows_go_to_the_lowest_shard_and_an_edited_scrape_is_refused() {
+        let outputs: Vec<RequestOutput> = (0..20).map(output).collect();
+        let dir = temp_dir("server-metrics-tie");
+        let files: Vec<PathBuf> = [1, 0]
+            .iter()
+            .map(|&k| {
+                let mut s = section(k, 2, &outputs);
+                s.duration = 2.0;
+                write_with_scrape(&dir, k, &s, Some((-0.5, 2.5)), k as f64)
+            })
+            .collect();
+        let shards = check(files.iter().map(|p| read(p).unwrap()).collect()).unwrap();
+        assert_eq!(server_metrics_shard(&shards, 2.0), Some(0));
+        let mut doc: serde_json::Map<String, Value> =
+            serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+        doc[server_metrics::KEY]["counters"] = Value::from("edited");
+        std::fs::write(&files[0], Value::Object(doc).to_string()).unwrap();
+        let e = read(&files[0]).map(drop).unwrap_err();
+        assert!(matches!(e, MergeError::ServerMetrics { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("s1.json") && text.contains("counters"),
+            "{text}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

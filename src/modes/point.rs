@@ -295,6 +295,7 @@ fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f
 fn write_plots(
     config: &Config,
     outputs: &[crate::metrics::RequestOutput],
+    server: Option<&crate::server_metrics::Series>,
     result: &Path,
     console: &crate::output::stdio::Console,
 ) {
@@ -302,7 +303,8 @@ fn write_plots(
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     if config.output.plot_timeline {
-        let html = plot::timeline::render(outputs, config.output.timeline_itl_thresholds, &title);
+        let thresholds = config.output.timeline_itl_thresholds;
+        let html = plot::timeline::render(outputs, thresholds, &title, server);
         plot::write(
             &plot::beside(result, "timeline.html"),
             &html,
@@ -375,7 +377,13 @@ pub fn finish(
             (Some(s), Some(f)) => path.with_file_name(with_suffix(&f.to_string_lossy(), s)),
             _ => path.clone(),
         };
-        write_plots(config, result.outputs, &plots, &plan.console);
+        // The server's own endpoint's gauges, under the requests.
+        let server = measured
+            .server_metrics
+            .endpoints
+            .first()
+            .map(|e| &e.figures.series);
+        write_plots(config, result.outputs, server, &plots, &plan.console);
     }
     Ok(Finished {
         report: result.report,

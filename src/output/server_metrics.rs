@@ -5,23 +5,43 @@
 //! The block shows only what the server reported (a figure whose metric is missing is left
 //! out, not printed as zero) and nothing at all when no endpoint answered. Histogram
 //! percentiles are interpolated inside the server's buckets, and the block says so.
+//!
+//! [`from_json`] reads the key back: a shard's result file carries its scrape there, and
+//! `vllm-bench merge` shows one shard's (see `modes::merge`), so the key is its own format
+//! and has one writer and one reader, here.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
+use serde_json::Value;
 
 use super::console::{centred, float_line, WIDTH};
 use super::json::{Json, JsonObject};
 use crate::metrics::report::BenchmarkReport;
 use crate::metrics::summary::{MetricKind, MetricStats};
-use crate::server_metrics::{vllm, EndpointMetrics, Figures, HistogramDelta, ServerMetrics};
+use crate::server_metrics::{
+    self as sm, llamacpp, vllm, EndpointMetrics, Figures, GaugeStats, HistogramDelta, Series,
+    ServerMetrics, WentDown,
+};
 
 /// The result-JSON key.
 pub const KEY: &str = "vllm_bench_server_metrics";
 
 /// The console block; empty when no endpoint gave figures.
 pub fn render(metrics: &ServerMetrics, report: &BenchmarkReport) -> String {
+    render_from(metrics, report, None)
+}
+
+/// [`render`] of a merged run's figures, which are shard `shard`'s scrapes (`K/N`).
+pub fn render_from(
+    metrics: &ServerMetrics,
+    report: &BenchmarkReport,
+    shard: Option<&str>,
+) -> String {
     let mut out = String::new();
     for (i, e) in metrics.endpoints.iter().enumerate() {
-        block(&mut out, e, (i == 0).then(|| client_ttft(report)).flatten());
+        let ttft = (i == 0).then(|| client_ttft(report)).flatten();
+        block(&mut out, e, ttft, shard);
     }
     out
 }
@@ -30,42 +50,79 @@ fn line(out: &mut String, label: &str, value: impl std::fmt::Display) {
     let _ = writeln!(out, "{label:<40} {value:<10}");
 }
 
-fn block(out: &mut String, e: &EndpointMetrics, client_ttft: Option<&MetricStats>) {
+fn block(
+    out: &mut String,
+    e: &EndpointMetrics,
+    client_ttft: Option<&MetricStats>,
+    shard: Option<&str>,
+) {
     let f = &e.figures;
     centred(out, " Server Metrics ", '=');
     line(out, "Source:", &e.url);
+    if let Some(k) = shard {
+        line(out, "Scraped by shard:", k);
+    }
     let failed = if e.failed > 0 {
         format!(", {} failed", e.failed)
     } else {
         String::new()
     };
     line(out, "Scrapes:", format!("{}{failed}", e.scrapes));
-    let counters = [
-        ("Successful requests:", vllm::REQUEST_SUCCESS),
-        ("Prompt tokens:", vllm::PROMPT_TOKENS),
-        ("Cached prompt tokens:", vllm::PROMPT_TOKENS_CACHED),
-        ("Generation tokens:", vllm::GENERATION_TOKENS),
-        ("Preemptions:", vllm::NUM_PREEMPTIONS),
+    // Each row's vLLM counter, else the sum of its llama.cpp counters (all of them present).
+    let counters: [(&str, &str, &[&str]); 5] = [
+        ("Successful requests:", vllm::REQUEST_SUCCESS, &[]),
+        (
+            "Prompt tokens:",
+            vllm::PROMPT_TOKENS,
+            &[llamacpp::PROMPT_TOKENS, llamacpp::PROMPT_TOKENS_CACHED],
+        ),
+        (
+            "Cached prompt tokens:",
+            vllm::PROMPT_TOKENS_CACHED,
+            &[llamacpp::PROMPT_TOKENS_CACHED],
+        ),
+        (
+            "Generation tokens:",
+            vllm::GENERATION_TOKENS,
+            &[llamacpp::TOKENS_PREDICTED],
+        ),
+        ("Preemptions:", vllm::NUM_PREEMPTIONS, &[]),
     ];
-    for (label, name) in counters {
-        if let Some(v) = f.counters.get(name) {
-            line(out, label, integer(*v));
+    for (label, name, llama) in counters {
+        if let Some(v) = counter(f, name, llama) {
+            line(out, label, integer(v));
         }
     }
     if let Some(rate) = f.prefix_cache_hit_rate {
         float_line(out, "Prefix cache hit rate (%):", rate * 100.0);
     }
-    let gauges = [
-        ("Running requests (peak / mean):", vllm::RUNNING, 1.0),
-        ("Waiting requests (peak / mean):", vllm::WAITING, 1.0),
+    // llama.cpp's time counters: tokens per second of a slot's own time (a request's speed).
+    let speeds = [
         (
-            "KV-cache usage % (peak / mean):",
-            vllm::KV_CACHE_USAGE,
-            100.0,
+            "Prefill speed per request (tok/s):",
+            llamacpp::PROMPT_TOKENS,
+            llamacpp::PROMPT_SECONDS,
+        ),
+        (
+            "Decode speed per request (tok/s):",
+            llamacpp::TOKENS_PREDICTED,
+            llamacpp::TOKENS_PREDICTED_SECONDS,
         ),
     ];
-    for (label, name, scale) in gauges {
-        if let Some(g) = f.gauges.get(name) {
+    for (label, tokens, seconds) in speeds {
+        if let (Some(t), Some(&s)) = (f.counters.get(tokens), f.counters.get(seconds)) {
+            if s > 0.0 {
+                float_line(out, label, t / s);
+            }
+        }
+    }
+    let gauges = [
+        ("Running requests (peak / mean):", sm::RUNNING, 1.0),
+        ("Waiting requests (peak / mean):", sm::WAITING, 1.0),
+        ("KV-cache usage % (peak / mean):", sm::KV_CACHE_USAGE, 100.0),
+    ];
+    for (label, names, scale) in gauges {
+        if let Some(g) = f.gauge(names) {
             line(
                 out,
                 label,
@@ -101,6 +158,17 @@ fn block(out: &mut String, e: &EndpointMetrics, client_ttft: Option<&MetricStats
         split.render(out);
     }
     let _ = writeln!(out, "{}", "=".repeat(WIDTH));
+}
+
+/// The counter `name`, else the sum of `alternatives` when every one is there.
+fn counter(f: &Figures, name: &str, alternatives: &[&str]) -> Option<f64> {
+    if let Some(v) = f.counters.get(name) {
+        return Some(*v);
+    }
+    if alternatives.is_empty() {
+        return None;
+    }
+    alternatives.iter().map(|n| f.counters.get(*n)).sum()
 }
 
 fn integer(v: f64) -> String {
@@ -185,11 +253,20 @@ impl TtftSplit {
 /// The result key: the first endpoint's figures, the others under `other_endpoints`;
 /// `null` when no endpoint gave figures.
 pub fn to_json(metrics: &ServerMetrics) -> JsonObject<'static> {
+    to_json_from(metrics, None)
+}
+
+/// [`to_json`] of a merged run's figures, scraped by shard number `shard` (saved as
+/// `from_shard`).
+pub fn to_json_from(metrics: &ServerMetrics, shard: Option<usize>) -> JsonObject<'static> {
     let mut doc = JsonObject::new();
     let value = match metrics.endpoints.split_first() {
         None => Json::Null,
         Some((first, rest)) => {
             let mut o = endpoint(first);
+            if let Some(k) = shard {
+                o.set("from_shard", Json::UInt(k as u64));
+            }
             if !rest.is_empty() {
                 o.set(
                     "other_endpoints",
@@ -258,4 +335,303 @@ fn endpoint(e: &EndpointMetrics) -> JsonObject<'static> {
     series.set("gauges", Json::Object(gauges));
     o.set("series", Json::Object(series));
     o
+}
+
+/// Why a saved `vllm_bench_server_metrics` value cannot be read back.
+#[derive(Debug, thiserror::Error)]
+#[error("{KEY}: {at}: {what}; it is written by vllm-bench, so the file was edited or cut")]
+pub struct ReadError {
+    /// Where in the value (`counters`, `other_endpoints[1].series`, ...).
+    at: String,
+    what: &'static str,
+}
+
+fn bad(at: impl Into<String>, what: &'static str) -> ReadError {
+    ReadError {
+        at: at.into(),
+        what,
+    }
+}
+
+/// Reads back what [`to_json`] wrote (`value`: the key's value): `None` for `null`. A
+/// figure saved as `null` (it was not a finite number) reads as NaN.
+pub fn from_json(value: &Value) -> Result<Option<ServerMetrics>, ReadError> {
+    let o = match value {
+        Value::Null => return Ok(None),
+        Value::Object(o) => o,
+        _ => return Err(bad("(the value)", "not an object")),
+    };
+    let mut endpoints = vec![endpoint_from(o, "")?];
+    if let Some(others) = o.get("other_endpoints") {
+        let list = others
+            .as_array()
+            .ok_or_else(|| bad("other_endpoints", "not a list"))?;
+        for (i, e) in list.iter().enumerate() {
+            let at = format!("other_endpoints[{i}].");
+            let e = e
+                .as_object()
+                .ok_or_else(|| bad(at.clone(), "not an object"))?;
+            endpoints.push(endpoint_from(e, &at)?);
+        }
+    }
+    Ok(Some(ServerMetrics {
+        endpoints,
+        notes: Vec::new(),
+    }))
+}
+
+type Object = serde_json::Map<String, Value>;
+
+/// A number, or NaN for `null` (how the writer saves a non-finite one).
+fn number(v: &Value, at: impl FnOnce() -> String) -> Result<f64, ReadError> {
+    match v {
+        Value::Null => Ok(f64::NAN),
+        v => v.as_f64().ok_or_else(|| bad(at(), "not a number")),
+    }
+}
+
+fn optional(v: Option<&Value>, at: impl FnOnce() -> String) -> Result<Option<f64>, ReadError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => number(v, at).map(Some),
+    }
+}
+
+fn object<'v>(o: &'v Object, key: &str, at: &str) -> Result<&'v Object, ReadError> {
+    o.get(key)
+        .and_then(Value::as_object)
+        .ok_or_else(|| bad(format!("{at}{key}"), "missing or not an object"))
+}
+
+fn field(o: &Object, key: &str, at: &str) -> Result<f64, ReadError> {
+    let v = o
+        .get(key)
+        .ok_or_else(|| bad(format!("{at}{key}"), "missing"))?;
+    number(v, || format!("{at}{key}"))
+}
+
+fn endpoint_from(o: &Object, at: &str) -> Result<EndpointMetrics, ReadError> {
+    let url = o
+        .get("url")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad(format!("{at}url"), "missing or not a string"))?;
+    let count = |key: &str| {
+        o.get(key)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| bad(format!("{at}{key}"), "missing or not a count"))
+    };
+    let mut f = Figures::default();
+    for (k, v) in object(o, "counters", at)? {
+        f.counters
+            .insert(k.clone(), number(v, || format!("{at}counters.{k}"))?);
+    }
+    for (k, v) in object(o, "went_down", at)? {
+        let here = format!("{at}went_down.{k}.");
+        let w = v
+            .as_object()
+            .ok_or_else(|| bad(here.clone(), "not an object"))?;
+        let (from, to) = (field(w, "from", &here)?, field(w, "to", &here)?);
+        f.went_down.insert(k.clone(), WentDown { from, to });
+    }
+    for (k, v) in object(o, "gauges", at)? {
+        let here = format!("{at}gauges.{k}.");
+        let g = v
+            .as_object()
+            .ok_or_else(|| bad(here.clone(), "not an object"))?;
+        let stats = GaugeStats {
+            min: field(g, "min", &here)?,
+            mean: field(g, "mean", &here)?,
+            max: field(g, "max", &here)?,
+        };
+        f.gauges.insert(k.clone(), stats);
+    }
+    for (k, v) in object(o, "histograms", at)? {
+        let here = format!("{at}histograms.{k}.");
+        let h = v
+            .as_object()
+            .ok_or_else(|| bad(here.clone(), "not an object"))?;
+        let p = |key: &str| optional(h.get(key), || format!("{here}{key}"));
+        let delta = HistogramDelta {
+            count: field(h, "count", &here)?,
+            sum: field(h, "sum", &here)?,
+            p50: p("p50")?,
+            p90: p("p90")?,
+            p99: p("p99")?,
+        };
+        f.histograms.insert(k.clone(), delta);
+    }
+    f.prefix_cache_hit_rate = optional(o.get("prefix_cache_hit_rate"), || {
+        format!("{at}prefix_cache_hit_rate")
+    })?;
+    let series = object(o, "series", at)?;
+    let list = |v: Option<&Value>, here: String| -> Result<Vec<Option<f64>>, ReadError> {
+        let items = v
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad(here.clone(), "missing or not a list"))?;
+        items
+            .iter()
+            .map(|x| optional(Some(x), || here.clone()))
+            .collect()
+    };
+    let t = list(series.get("t_s"), format!("{at}series.t_s"))?;
+    let mut gauges = BTreeMap::new();
+    for (k, v) in object(series, "gauges", &format!("{at}series."))? {
+        let values = list(Some(v), format!("{at}series.gauges.{k}"))?;
+        if values.len() != t.len() {
+            return Err(bad(
+                format!("{at}series.gauges.{k}"),
+                "not one value per sample",
+            ));
+        }
+        gauges.insert(k.clone(), values);
+    }
+    f.series = Series {
+        t: t.into_iter().map(|t| t.unwrap_or(f64::NAN)).collect(),
+        gauges,
+    };
+    Ok(EndpointMetrics {
+        url: url.to_string(),
+        scrapes: count("scrapes")? as usize,
+        failed: count("failed_scrapes")? as usize,
+        figures: f,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures() -> Figures {
+        let mut f = Figures::default();
+        f.counters.insert(vllm::REQUEST_SUCCESS.into(), 24.0);
+        f.counters.insert("odd".into(), 0.1 + 0.2);
+        f.went_down
+            .insert("x".into(), WentDown { from: 9.0, to: 1.0 });
+        f.gauges.insert(
+            vllm::RUNNING.into(),
+            GaugeStats {
+                min: 0.0,
+                mean: 1.25,
+                max: 4.0,
+            },
+        );
+        f.histograms.insert(
+            vllm::TTFT.into(),
+            HistogramDelta {
+                count: 24.0,
+                sum: 0.7,
+                p50: Some(0.03),
+                p90: None,
+                p99: Some(0.04),
+            },
+        );
+        f.prefix_cache_hit_rate = Some(0.4);
+        f.series = Series {
+            t: vec![-0.01, 0.5, 1.0],
+            gauges: [(vllm::RUNNING.to_string(), vec![Some(0.0), None, Some(4.0)])].into(),
+        };
+        f
+    }
+
+    #[test]
+    fn llama_cpp_s_names_fill_the_rows_vllm_s_would() {
+        use crate::server_metrics::exposition::parse;
+        use crate::server_metrics::window::Sample;
+        let text = |prompt: u64, cached: u64, predicted: u64, processing: u64| {
+            format!(
+                "# TYPE llamacpp:prompt_tokens_total counter\n\
+                 llamacpp:prompt_tokens_total {prompt}\n\
+                 # TYPE llamacpp:prompt_tokens_cached_total counter\n\
+                 llamacpp:prompt_tokens_cached_total {cached}\n\
+                 # TYPE llamacpp:prompt_seconds_total counter\n\
+                 llamacpp:prompt_seconds_total {}\n\
+                 # TYPE llamacpp:tokens_predicted_total counter\n\
+                 llamacpp:tokens_predicted_total {predicted}\n\
+                 # TYPE llamacpp:tokens_predicted_seconds_total counter\n\
+                 llamacpp:tokens_predicted_seconds_total {}\n\
+                 # TYPE llamacpp:requests_processing gauge\n\
+                 llamacpp:requests_processing {processing}\n\
+                 # TYPE llamacpp:requests_deferred gauge\n\
+                 llamacpp:requests_deferred 0\n",
+                prompt as f64 / 100.0,
+                predicted as f64 / 20.0
+            )
+        };
+        let at = std::time::Instant::now();
+        let sample = |t: String| Sample {
+            at,
+            scrape: parse(&t).unwrap(),
+        };
+        let samples = [
+            sample(text(1000, 50, 400, 0)),
+            sample(text(1100, 70, 440, 3)),
+            sample(text(1300, 80, 500, 0)),
+        ];
+        let e = EndpointMetrics {
+            url: "http://llama/metrics".into(),
+            scrapes: 3,
+            failed: 0,
+            figures: Figures::of(&samples, at).unwrap(),
+        };
+        let mut block_text = String::new();
+        block(&mut block_text, &e, None, None);
+        let has = |line: &str| assert!(block_text.contains(line), "{line}\n{block_text}");
+        has("Prompt tokens:                           330");
+        has("Cached prompt tokens:                    30");
+        has("Generation tokens:                       100");
+        has("Prefill speed per request (tok/s):       100.00");
+        has("Decode speed per request (tok/s):        20.00");
+        has("Running requests (peak / mean):          3.00 / 1.00");
+        has("Waiting requests (peak / mean):          0.00 / 0.00");
+        assert!(!block_text.contains("Successful requests"), "{block_text}");
+    }
+
+    #[test]
+    fn the_saved_key_reads_back_as_it_was() {
+        let e = |url: &str| EndpointMetrics {
+            url: url.into(),
+            scrapes: 3,
+            failed: 1,
+            figures: figures(),
+        };
+        let metrics = ServerMetrics {
+            endpoints: vec![e("http://a/metrics"), e("http://b/metrics")],
+            notes: Vec::new(),
+        };
+        let text = to_json(&metrics).to_json_string();
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let back = from_json(&doc[KEY]).unwrap().expect("figures");
+        assert_eq!(back.endpoints.len(), 2);
+        for (a, b) in back.endpoints.iter().zip(&metrics.endpoints) {
+            assert_eq!(a.url, b.url);
+            assert_eq!((a.scrapes, a.failed), (b.scrapes, b.failed));
+            assert_eq!(a.figures, b.figures, "exact, floats included");
+        }
+        let none = to_json(&ServerMetrics::default()).to_json_string();
+        let none: Value = serde_json::from_str(&none).unwrap();
+        assert!(from_json(&none[KEY]).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_edited_key_is_one_error_naming_where() {
+        let text = to_json(&ServerMetrics {
+            endpoints: vec![EndpointMetrics {
+                url: "u".into(),
+                scrapes: 2,
+                failed: 0,
+                figures: figures(),
+            }],
+            notes: Vec::new(),
+        })
+        .to_json_string();
+        let mut doc: Value = serde_json::from_str(&text).unwrap();
+        doc[KEY]["counters"]["odd"] = Value::from("many");
+        let e = from_json(&doc[KEY]).unwrap_err().to_string();
+        assert!(e.contains("counters.odd: not a number"), "{e}");
+        doc[KEY]["series"]["gauges"][vllm::RUNNING] = Value::from(vec![1.0]);
+        doc[KEY]["counters"]["odd"] = Value::from(1.0);
+        let e = from_json(&doc[KEY]).unwrap_err().to_string();
+        assert!(e.contains("not one value per sample"), "{e}");
+        assert!(from_json(&Value::from(3)).is_err());
+    }
 }

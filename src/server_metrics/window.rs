@@ -74,6 +74,23 @@ pub struct Figures {
     pub series: Series,
 }
 
+impl Series {
+    /// The values of the first of `names` the samples have.
+    pub fn gauge(&self, names: &[&str]) -> Option<&[Option<f64>]> {
+        names
+            .iter()
+            .find_map(|n| self.gauges.get(*n))
+            .map(Vec::as_slice)
+    }
+}
+
+impl Figures {
+    /// The first of `names` that is a gauge of the window.
+    pub fn gauge(&self, names: &[&str]) -> Option<&GaugeStats> {
+        names.iter().find_map(|n| self.gauges.get(*n))
+    }
+}
+
 /// vLLM's prefix-cache counters (tokens).
 pub const PREFIX_CACHE_HITS: &str = "vllm:prefix_cache_hits";
 pub const PREFIX_CACHE_QUERIES: &str = "vllm:prefix_cache_queries";

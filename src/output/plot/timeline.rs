@@ -8,17 +8,31 @@
 //! microseconds, and a canvas draws only what is in view. The page reports what it drew in
 //! the DOM: `data-rows` on the canvas is the number of request rows (one per request), and
 //! `data-segments` the segments drawn.
+//!
+//! When the run scraped the server's `/metrics` (`crate::server_metrics`), its running /
+//! waiting / KV-cache usage gauges are drawn in a strip under the request rows on the same
+//! time axis (zoom and pan move both), so a TTFT spike can be read against the server's
+//! queue at that moment; `data-server-samples` on the canvas is the samples the strip drew.
+//! Without samples the page is as before.
 
 use std::fmt::Write;
 
 use super::{page, svg::escape};
 use crate::metrics::RequestOutput;
+use crate::server_metrics::{self as sm, Series};
 
 /// Python's colours: TTFT, then the three ITL classes; ours: queue and failed.
 const TTFT_COLOUR: &str = "#636EFA";
 const ITL_COLOURS: [&str; 3] = ["#109618", "#FF7F0E", "#D62728"];
 const QUEUE_COLOUR: &str = "#C8C8C8";
 const FAILED_COLOUR: &str = "#555555";
+/// The server strip's running, waiting and KV-cache usage lines.
+const SERVER_COLOURS: [&str; 3] = ["#1F77B4", "#E377C2", "#7F7F7F"];
+const SERVER_LABELS: [&str; 3] = [
+    "Server running requests",
+    "Server waiting requests",
+    "Server KV-cache usage %",
+];
 
 const SCRIPT: &str = include_str!("assets/timeline.js");
 
@@ -53,6 +67,42 @@ pub struct TimelineData {
     /// each end is rounded on its own, so the boundaries do not drift). Request `i`'s run
     /// from its first segment index to the next request's.
     pub segments: Vec<i64>,
+    /// The server's gauges at each scrape, when the run has them.
+    pub server: Option<ServerData>,
+}
+
+/// The server's gauges on the timeline's axis: the scrape times (µs from the earliest
+/// arrival; the first scrape, before the run, can be negative) and per sample the running
+/// and waiting requests and the KV-cache usage in percent (`None` where a scrape lacked it).
+#[derive(Debug, Default, PartialEq)]
+pub struct ServerData {
+    pub t: Vec<i64>,
+    pub running: Vec<Option<f64>>,
+    pub waiting: Vec<Option<f64>>,
+    pub kv_percent: Vec<Option<f64>>,
+}
+
+impl ServerData {
+    /// `series` (times in seconds from the run's epoch) shifted to the timeline's origin
+    /// `t0` (seconds from the same epoch); `None` when it has none of the three gauges.
+    fn of(series: &Series, t0: f64) -> Option<ServerData> {
+        let gauge = |names: &[&str], scale: f64| -> Vec<Option<f64>> {
+            match series.gauge(names) {
+                Some(v) => v.iter().map(|x| x.map(|x| x * scale)).collect(),
+                None => vec![None; series.t.len()],
+            }
+        };
+        let d = ServerData {
+            t: series.t.iter().map(|&t| us(t - t0)).collect(),
+            running: gauge(sm::RUNNING, 1.0),
+            waiting: gauge(sm::WAITING, 1.0),
+            kv_percent: gauge(sm::KV_CACHE_USAGE, 100.0),
+        };
+        let any = [&d.running, &d.waiting, &d.kv_percent]
+            .iter()
+            .any(|v| v.iter().any(Option::is_some));
+        (any && !d.t.is_empty()).then_some(d)
+    }
 }
 
 fn us(seconds: f64) -> i64 {
@@ -60,15 +110,24 @@ fn us(seconds: f64) -> i64 {
 }
 
 impl TimelineData {
-    /// The timeline of `outputs` (in request order).
-    pub fn of(outputs: &[RequestOutput], thresholds: (f64, f64)) -> TimelineData {
-        let t0 = outputs
+    /// The timeline of `outputs` (in request order), with the server's gauges from
+    /// `server` (on the same epoch as the outputs' `start_time`) when given.
+    pub fn of(
+        outputs: &[RequestOutput],
+        thresholds: (f64, f64),
+        server: Option<&Series>,
+    ) -> TimelineData {
+        let mut t0 = outputs
             .iter()
             .map(|o| o.start_time - o.client_queue_time)
             .fold(f64::INFINITY, f64::min);
+        if !t0.is_finite() {
+            t0 = 0.0; // no request: the scrapes alone, from the run's start
+        }
         let mut data = TimelineData {
             requests: Vec::with_capacity(outputs.len() * 8),
             segments: Vec::new(),
+            server: server.and_then(|s| ServerData::of(s, t0)),
         };
         for o in outputs {
             let start = o.start_time - t0;
@@ -104,9 +163,15 @@ impl TimelineData {
     }
 }
 
-/// The page for `outputs` with ITL thresholds `(low, high)` in ms.
-pub fn render(outputs: &[RequestOutput], thresholds: (f64, f64), title: &str) -> String {
-    let data = TimelineData::of(outputs, thresholds);
+/// The page for `outputs` with ITL thresholds `(low, high)` in ms, and the server's gauges
+/// from `server` (the run's scrape series) under the rows when given.
+pub fn render(
+    outputs: &[RequestOutput],
+    thresholds: (f64, f64),
+    title: &str,
+    server: Option<&Series>,
+) -> String {
+    let data = TimelineData::of(outputs, thresholds, server);
     let labels = itl_labels(thresholds.0, thresholds.1);
     let mut body = String::new();
     body.push_str("<ul class=\"legend\" id=\"legend\">");
@@ -124,6 +189,11 @@ pub fn render(outputs: &[RequestOutput], thresholds: (f64, f64), title: &str) ->
         item(colour, label, &format!("itl{i}"));
     }
     item(FAILED_COLOUR, "Failed", "failed");
+    if data.server.is_some() {
+        for (i, (colour, label)) in SERVER_COLOURS.iter().zip(SERVER_LABELS).enumerate() {
+            item(colour, label, &format!("server{i}"));
+        }
+    }
     body.push_str("</ul>\n");
     let _ = writeln!(
         body,
@@ -149,7 +219,30 @@ pub fn render(outputs: &[RequestOutput], thresholds: (f64, f64), title: &str) ->
         let sep = if i > 0 { "," } else { "" };
         let _ = write!(script, "{sep}\"{l}\"");
     }
-    script.push_str("]};\n");
+    script.push(']');
+    if let Some(server) = &data.server {
+        script.push_str(",\"server\":{\"t\":");
+        push_ints(&mut script, &server.t);
+        for (key, values) in [
+            ("running", &server.running),
+            ("waiting", &server.waiting),
+            ("kv", &server.kv_percent),
+        ] {
+            let _ = write!(script, ",\"{key}\":");
+            push_values(&mut script, values);
+        }
+        let _ = write!(
+            script,
+            ",\"colours\":[\"{}\",\"{}\",\"{}\"],\"labels\":[\"{}\",\"{}\",\"{}\"]}}",
+            SERVER_COLOURS[0],
+            SERVER_COLOURS[1],
+            SERVER_COLOURS[2],
+            SERVER_LABELS[0],
+            SERVER_LABELS[1],
+            SERVER_LABELS[2]
+        );
+    }
+    script.push_str("};\n");
     script.push_str(SCRIPT);
     page(title, &body, Some(&script))
 }
@@ -165,9 +258,27 @@ fn push_ints(out: &mut String, values: &[i64]) {
     out.push(']');
 }
 
+/// Gauge values as a JSON list, `null` where missing (or not a finite number).
+fn push_values(out: &mut String, values: &[Option<f64>]) {
+    out.push('[');
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match v.filter(|v| v.is_finite()) {
+            Some(v) => {
+                let _ = write!(out, "{v}");
+            }
+            None => out.push_str("null"),
+        }
+    }
+    out.push(']');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server_metrics::vllm;
 
     fn req(start: f64, queue: f64, ttft: f64, itl: &[f64], ok: bool) -> RequestOutput {
         RequestOutput {
@@ -189,7 +300,7 @@ mod tests {
             req(100.5, 0.5, 0.1, &[0.01, 0.02, 0.03, 0.06, 0.01], true),
             req(101.0, 0.0, 0.2, &[], false),
         ];
-        let d = TimelineData::of(&outputs, (25.0, 50.0));
+        let d = TimelineData::of(&outputs, (25.0, 50.0), None);
         // t0 = the first request's arrival (100.0).
         assert_eq!(
             d.requests,
@@ -208,8 +319,55 @@ mod tests {
             itl_labels(25.0, 50.0),
             ["ITL < 25ms", "25ms ≤ ITL < 50ms", "ITL ≥ 50ms"]
         );
-        let html = render(&[req(0.0, 0.0, 0.1, &[0.03], true)], (25.0, 50.0), "t");
+        let html = render(
+            &[req(0.0, 0.0, 0.1, &[0.03], true)],
+            (25.0, 50.0),
+            "t",
+            None,
+        );
         assert!(html.contains("25ms ≤ ITL &lt; 50ms"));
         assert!(!html.contains("http://") && !html.contains("https://"));
+        assert!(!html.contains("\"server\":") && !html.contains("Server running"));
+    }
+
+    #[test]
+    fn the_servers_gauges_share_the_requests_time_axis() {
+        let mut series = Series {
+            t: vec![-0.25, 0.5, 1.5],
+            ..Series::default()
+        };
+        series
+            .gauges
+            .insert(vllm::RUNNING.into(), vec![Some(0.0), Some(3.0), Some(1.0)]);
+        series.gauges.insert(
+            vllm::KV_CACHE_USAGE.into(),
+            vec![Some(0.0), None, Some(0.5)],
+        );
+        // The first request arrived 0.5 s after the run's start (its epoch).
+        let outputs = [req(1.0, 0.5, 0.1, &[0.01], true)];
+        let d = TimelineData::of(&outputs, (25.0, 50.0), Some(&series));
+        assert_eq!(d.requests[0], 0, "the axis starts at the first arrival");
+        let s = d.server.expect("the gauges are kept");
+        assert_eq!(s.t, [-750_000, 0, 1_000_000]);
+        assert_eq!(s.running, [Some(0.0), Some(3.0), Some(1.0)]);
+        assert_eq!(s.waiting, [None, None, None], "a gauge the server lacks");
+        assert_eq!(s.kv_percent, [Some(0.0), None, Some(50.0)]);
+        let html = render(&outputs, (25.0, 50.0), "t", Some(&series));
+        assert!(
+            html.contains(
+                "\"server\":{\"t\":[-750000,0,1000000],\"running\":[0,3,1],\
+                 \"waiting\":[null,null,null],\"kv\":[0,null,50]"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("Server KV-cache usage %"));
+        // Samples without any of the three gauges draw no strip.
+        let other = Series {
+            t: vec![0.0, 1.0],
+            gauges: [("dcgm_power".to_string(), vec![Some(1.0), Some(2.0)])].into(),
+        };
+        assert!(TimelineData::of(&outputs, (25.0, 50.0), Some(&other))
+            .server
+            .is_none());
     }
 }

@@ -1,6 +1,8 @@
 // The request timeline: one row per request on a canvas, drawn from DATA (see timeline.rs
 // for its layout). Wheel zooms time, Shift+wheel zooms rows, drag pans, double-click resets;
-// hovering a row shows its figures. Only what is in view is drawn.
+// hovering a row shows its figures. Only what is in view is drawn. With DATA.server (the
+// server's scrapes) a strip under the rows draws its running / waiting requests (left scale)
+// and KV-cache usage % (right scale) on the same time axis.
 (function () {
   "use strict";
   const scriptStart = performance.now();
@@ -9,10 +11,17 @@
   const canvas = document.getElementById("timeline");
   const tip = document.getElementById("tip");
   const ctx = canvas.getContext("2d");
-  const LEFT = 72, TOP = 26, RIGHT = 12, BOTTOM = 8;
-  let end = 1;
+  const V = DATA.server || null;
+  const LEFT = 72, TOP = 26, RIGHT = V ? 44 : 12, BOTTOM = 8;
+  // The server strip's height and the gap above it (its tick labels).
+  const STRIP = V ? 120 : 0, GAP = V ? 22 : 0;
+  let end = 1, begin = 0;
   for (let i = 0; i < n; i++) end = Math.max(end, R[i * 8 + 3], R[i * 8 + 2], R[i * 8 + 1]);
-  const full = { x0: 0, x1: end * 1.01, r0: 0, r1: Math.max(n, 1) };
+  if (V && V.t.length) { begin = Math.min(0, V.t[0]); end = Math.max(end, V.t[V.t.length - 1]); }
+  const full = { x0: begin, x1: begin + (end - begin) * 1.01, r0: 0, r1: Math.max(n, 1) };
+  // The strip's left scale: the most requests running or waiting at any sample.
+  let vmax = 1;
+  if (V) for (let k = 0; k < V.t.length; k++) vmax = Math.max(vmax, V.running[k] || 0, V.waiting[k] || 0);
   let view = Object.assign({}, full);
   let width = 0, height = 0;
 
@@ -20,7 +29,7 @@
     const ratio = window.devicePixelRatio || 1;
     width = canvas.parentElement.clientWidth;
     const room = Math.max(320, window.innerHeight - canvas.getBoundingClientRect().top - 24);
-    height = Math.round(Math.min(Math.max(n * 14 + TOP + BOTTOM, 240), room));
+    height = Math.round(Math.min(Math.max(n * 14 + TOP + BOTTOM, 240), room)) + STRIP + GAP;
     canvas.width = Math.round(width * ratio);
     canvas.height = Math.round(height * ratio);
     canvas.style.height = height + "px";
@@ -28,7 +37,8 @@
   }
 
   const plotW = () => width - LEFT - RIGHT;
-  const plotH = () => height - TOP - BOTTOM;
+  const plotH = () => height - TOP - BOTTOM - STRIP - GAP;
+  const stripTop = () => TOP + plotH() + GAP;
   const xOf = (t) => LEFT + (t - view.x0) / (view.x1 - view.x0) * plotW();
   const tOf = (x) => view.x0 + (x - LEFT) / plotW() * (view.x1 - view.x0);
   const rowH = () => plotH() / (view.r1 - view.r0);
@@ -40,6 +50,7 @@
   }
 
   function clock(us) {
+    if (us < 0) return "-" + clock(-us);
     const s = us / 1e6, h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
     const sec = (s % 60).toFixed(3).padStart(6, "0");
     return String(h).padStart(2, "0") + ":" + String(m).padStart(2, "0") + ":" + sec;
@@ -118,6 +129,68 @@
     axes(rh, first, last);
     canvas.dataset.rows = String(rows);
     canvas.dataset.segments = String(segments);
+    if (V) canvas.dataset.serverSamples = String(server());
+  }
+
+  // The server strip: each gauge a line through its samples (a gauge is a level read at
+  // the scrape; between two scrapes it is not known), a dot at each. Returns the samples
+  // in view.
+  function server() {
+    const top = stripTop(), h = STRIP - 4;
+    const yL = (v) => top + h - v / vmax * h, yR = (v) => top + h - v / 100 * h;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(LEFT, top, plotW(), h);
+    ctx.clip();
+    let inView = 0;
+    for (let k = 0; k < V.t.length; k++) if (V.t[k] >= view.x0 && V.t[k] <= view.x1) inView++;
+    const lines = [[V.running, yL], [V.waiting, yL], [V.kv, yR]];
+    lines.forEach(([values, y], c) => {
+      ctx.strokeStyle = ctx.fillStyle = V.colours[c];
+      ctx.lineWidth = 1.5;
+      ctx.beginPath();
+      let open = false;
+      for (let k = 0; k < V.t.length; k++) {
+        const v = values[k];
+        if (v === null || v === undefined) { open = false; continue; }
+        const x = xOf(V.t[k]), yy = y(v);
+        if (open) ctx.lineTo(x, yy); else ctx.moveTo(x, yy);
+        open = true;
+      }
+      ctx.stroke();
+      for (let k = 0; k < V.t.length; k++) {
+        const v = values[k];
+        if (v !== null && v !== undefined) ctx.fillRect(xOf(V.t[k]) - 1.5, y(v) - 1.5, 3, 3);
+      }
+    });
+    ctx.restore();
+    ctx.lineWidth = 1;
+    ctx.strokeStyle = "#bbb";
+    ctx.fillStyle = "#333";
+    ctx.strokeRect(LEFT, top, plotW(), h);
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.textAlign = "right";
+    ctx.fillText(String(Math.round(vmax * 100) / 100), LEFT - 4, top + 10);
+    ctx.fillText("0", LEFT - 4, top + h);
+    ctx.fillText("requests", LEFT - 4, top + h / 2 + 4);
+    ctx.textAlign = "left";
+    ctx.fillText("100%", width - RIGHT + 4, top + 10);
+    ctx.fillText("0%", width - RIGHT + 4, top + h);
+    ctx.fillText("KV", width - RIGHT + 4, top + h / 2 + 4);
+    ctx.textAlign = "center";
+    ctx.fillText("Server (from /metrics scrapes)", LEFT + plotW() / 2, top - 6);
+    return inView;
+  }
+
+  // The server's sample nearest to time t, described.
+  function describeServer(t) {
+    let best = 0;
+    for (let k = 1; k < V.t.length; k++) if (Math.abs(V.t[k] - t) < Math.abs(V.t[best] - t)) best = k;
+    const f = (v, d) => (v === null || v === undefined ? "n/a" : v.toFixed(d));
+    return ["Server scrape at " + clock(V.t[best]) + (V.t[best] < 0 ? " (before the run)" : ""),
+      V.labels[0] + ": " + f(V.running[best], 0),
+      V.labels[1] + ": " + f(V.waiting[best], 0),
+      V.labels[2] + ": " + f(V.kv[best], 1)].join("\n");
   }
 
   function axes(rh, first, last) {
@@ -171,6 +244,13 @@
 
   function hover(ev) {
     const box = canvas.getBoundingClientRect(), x = ev.clientX - box.left, y = ev.clientY - box.top;
+    if (V && x >= LEFT && x <= width - RIGHT && y >= stripTop() && V.t.length) {
+      tip.textContent = describeServer(tOf(x));
+      tip.style.display = "block";
+      tip.style.left = Math.min(x + 14, width - tip.offsetWidth - 4) + "px";
+      tip.style.top = Math.max(y - tip.offsetHeight - 8, 0) + "px";
+      return;
+    }
     const i = Math.floor(view.r0 + (y - TOP) / rowH());
     if (x < LEFT || y < TOP || i < 0 || i >= n || i >= view.r1) { tip.style.display = "none"; return; }
     tip.textContent = describe(i, tOf(x));
