@@ -346,6 +346,7 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
         mode: api.response_mode(),
         sessions: None,
         probe: None,
+        cancel: None,
         expected_tokens: 8,
         requests: requests.clone().into(),
     };

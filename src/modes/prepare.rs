@@ -86,6 +86,7 @@ impl Prepared {
             sessions: None,
             expected_tokens: self.output_lens.first().copied().unwrap_or(0),
             probe: None,
+            cancel: None,
         }
     }
 }

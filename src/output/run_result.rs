@@ -10,6 +10,8 @@
 //! example, requests not sent, the interrupted flag, a trace's prefix cache), the sections
 //! of later features ([`Section`]: server metrics, SLO search), and the shard bookkeeping.
 
+use serde::{Deserialize, Serialize};
+
 use crate::metrics::report::{BenchmarkReport, TaskKind};
 use crate::metrics::steady_state::SteadyStateOutcome;
 use crate::metrics::RequestOutput;
@@ -42,6 +44,17 @@ pub struct Adapters {
 pub struct Section {
     pub console: String,
     pub json: JsonObject<'static>,
+}
+
+/// `--request-cancellation-rate`: the requests the client cancelled on purpose. Counted
+/// apart from the completed and failed ones (and in no metric); planned = completed + failed
+/// + cancelled + not sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancelled {
+    /// Requests sent, then cut by closing their connection before their response ended.
+    pub requests: usize,
+    /// Of the requests not sent: those whose conversation ended at a cancelled turn.
+    pub not_sent_session: usize,
 }
 
 /// One shard of a merged run.
@@ -103,6 +116,8 @@ pub struct RunResult<'a> {
     pub not_sent: usize,
     /// Of `not_sent`: requests whose session (conversation) ended at an earlier failure.
     pub not_sent_session_ended: usize,
+    /// `None` unless the run cancels requests on purpose (`--request-cancellation-rate`).
+    pub cancelled: Option<Cancelled>,
     /// Ctrl-C or SIGTERM stopped the run (a shard of it, merged).
     pub interrupted: bool,
     pub prefix_cache: Option<PrefixCache>,

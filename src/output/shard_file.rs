@@ -16,6 +16,7 @@ use crate::metrics::RequestOutput;
 use crate::output::facts::{EngineFacts, PrefixCache};
 use crate::output::health::ClientHealth;
 use crate::output::json::RunInfo;
+use crate::output::run_result::Cancelled;
 
 /// The key of the section in the result document.
 pub const KEY: &str = "vllm_bench_shard";
@@ -33,10 +34,13 @@ pub struct ShardSection {
     pub fingerprint: String,
     /// `--start-at`, Unix seconds.
     pub start_at: Option<f64>,
-    /// Requests this shard planned (completed + failed + not sent).
+    /// Requests this shard planned (completed + failed + cancelled + not sent).
     pub planned: usize,
     pub not_sent: usize,
     pub not_sent_session_ended: usize,
+    /// `--request-cancellation-rate` (absent without it, and from files written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<Cancelled>,
     /// From the start to the end of this shard's last response, seconds.
     pub duration: f64,
     pub interrupted: bool,
