@@ -385,6 +385,27 @@ mod tests {
     }
 
     #[test]
+    fn a_shard_cancels_the_requests_the_whole_run_would_cancel() {
+        let mut all = workload(10);
+        let whole = Cancellations::draw(50.0, Duration::from_millis(3), 9, 10);
+        all.cancel = Some(whole.clone());
+        for index in 0..3 {
+            let (part, map) = select(all.clone(), Shard { index, count: 3 });
+            let c = part.cancel.expect("the shard cancels too");
+            assert_eq!(c.delay, whole.delay);
+            for (local, &global) in map.global_records.iter().enumerate() {
+                assert_eq!(c.is_chosen(local), whole.is_chosen(global as usize));
+            }
+        }
+        let plain = fingerprint(&workload(10), 3);
+        assert_ne!(
+            plain,
+            fingerprint(&all, 3),
+            "shards of another choice do not merge"
+        );
+    }
+
+    #[test]
     fn shards_partition_the_requests_with_their_offsets_and_workers() {
         let all = workload(10);
         let parts: Vec<(Workload, ShardMap)> = (0..3)

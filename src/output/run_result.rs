@@ -10,11 +10,10 @@
 //! example, requests not sent, the interrupted flag, a trace's prefix cache), the sections
 //! of later features ([`Section`]: server metrics, SLO search), and the shard bookkeeping.
 
-use serde::{Deserialize, Serialize};
-
 use crate::metrics::report::{BenchmarkReport, TaskKind};
 use crate::metrics::steady_state::SteadyStateOutcome;
 use crate::metrics::RequestOutput;
+pub use crate::output::facts::Cancelled;
 use crate::output::facts::{EngineFacts, Lag, PartHealth, PrefixCache};
 use crate::output::json::{JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::lora::AdapterSummary;
@@ -44,17 +43,6 @@ pub struct Adapters {
 pub struct Section {
     pub console: String,
     pub json: JsonObject<'static>,
-}
-
-/// `--request-cancellation-rate`: the requests the client cancelled on purpose. Counted
-/// apart from the completed and failed ones (and in no metric); planned = completed + failed
-/// + cancelled + not sent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cancelled {
-    /// Requests sent, then cut by closing their connection before their response ended.
-    pub requests: usize,
-    /// Of the requests not sent: those whose conversation ended at a cancelled turn.
-    pub not_sent_session: usize,
 }
 
 /// One shard of a merged run.

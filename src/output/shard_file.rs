@@ -13,10 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::engine::recorder::Histograms;
 use crate::metrics::steady_state::SteadyStateParams;
 use crate::metrics::RequestOutput;
-use crate::output::facts::{EngineFacts, PrefixCache};
+use crate::output::facts::{Cancelled, EngineFacts, PrefixCache};
 use crate::output::health::ClientHealth;
 use crate::output::json::RunInfo;
-use crate::output::run_result::Cancelled;
 
 /// The key of the section in the result document.
 pub const KEY: &str = "vllm_bench_shard";
