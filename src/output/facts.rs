@@ -1,8 +1,8 @@
 //! The facts of a run that both its producers (a live run, merged shards) carry and every
 //! printer reads: the engine that measured, dispatch lag, a trace's prefix-cache ratios, the
-//! client's health per part, failures by reason, requests cancelled on purpose. Plain data at the floor of `output`, so
-//! the model (`run_result`), the shard file and the printers all import it, and it imports
-//! none of them.
+//! client's health per part, failures by reason, requests cancelled on purpose. Plain data at
+//! the floor of `output`, so the model (`run_result`), the shard file and the printers all
+//! import it, and it imports none of them.
 
 use crate::engine::{EngineOptions, RunReport};
 use crate::output::health::ClientHealth;
