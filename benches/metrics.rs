@@ -167,6 +167,8 @@ fn clone_logs(logs: &[WorkerLog]) -> Vec<WorkerLog> {
             itl_ns: l.itl_ns.clone(),
             text: l.text.clone(),
             session_ended: l.session_ended,
+            cancelled: l.cancelled,
+            session_cancelled: l.session_cancelled,
         })
         .collect()
 }

@@ -38,7 +38,7 @@ pub use modes::{
     SweepConfig,
 };
 pub use output::OutputConfig;
-pub use rate::RateConfig;
+pub use rate::{CancelConfig, RateConfig};
 pub use request::{RequestOptions, SamplingParams};
 pub use server::{ServerConfig, ServerLocation};
 pub use server_metrics::ServerMetricsConfig;

@@ -230,6 +230,12 @@ const SERVER_METRICS_FLAGS: &[&str] = &[
     "--server-metrics-url",
 ];
 
+/// Requests the client cancels on purpose (docs/run-modes.md, issue 31).
+const CANCEL_FLAGS: &[&str] = &[
+    "--request-cancellation-delay",
+    "--request-cancellation-rate",
+];
+
 fn python_flags() -> Vec<String> {
     read_shared(PYTHON_FLAGS)
         .lines()
@@ -270,6 +276,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .chain(SHARD_FLAGS)
         .chain(SERVER_METRICS_FLAGS)
         .chain(REPLICA_FLAGS)
+        .chain(CANCEL_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();

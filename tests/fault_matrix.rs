@@ -5,7 +5,8 @@
 //! Every cell runs the real binary against an in-process mock and reads the result file
 //! written with `--save-result`:
 //!
-//! - every request is accounted for: completed + failed + not sent = planned, the failures
+//! - every request is accounted for: completed + failed + cancelled + not sent = planned
+//!   (cancelled: the client's own `--request-cancellation-rate` cells), the failures
 //!   by reason add up to the failed count and each failed request has its error text;
 //! - the reasons are the fault's (and, for injected faults, every injected fault is one
 //!   failed request, or one transparent retry the mock saw as an extra request);
@@ -55,6 +56,15 @@ const PARALLEL: usize = 3;
 /// reached in about a second at the mock's 1 ms token interval (the default, a million,
 /// would outlast the request timeout).
 const ENDLESS_MAX_EVENTS: u64 = 1000;
+/// `--request-cancellation-rate` of the cancel cells.
+const CANCEL_PCT: u64 = 40;
+/// The mock's first-token delay in the cancel cells: a cancel right after the request was
+/// sent (delay 0) always comes first.
+const CANCEL_FIRST_TOKEN: Duration = Duration::from_millis(200);
+
+/// The mock's token interval in the cancel cells.
+const CANCEL_TOKEN_INTERVAL: Duration = Duration::from_millis(20);
+
 /// Far below the 60 s stall, far above any honest run of eight small requests: a cell slower
 /// than this waited for something it should have cut.
 const NO_HANG: Duration = Duration::from_secs(30);
@@ -72,6 +82,9 @@ enum Fault {
     HeadOverLimit,
     /// Every 200 response says `Content-Encoding: gzip`.
     Gzip,
+    /// Not the server's fault: the client cancels [`CANCEL_PCT`] % of the requests
+    /// (`--request-cancellation-rate`) right after sending them, long before the answer.
+    Cancel,
 }
 
 /// The API a cell's backend speaks.
@@ -177,6 +190,12 @@ fn mock_config(fault: Fault) -> MockConfig {
             cfg.response_headers = vec![("x-padding".into(), "p".repeat(70 << 10))]
         }
         Fault::Gzip => cfg.response_headers = vec![("content-encoding".into(), "gzip".into())],
+        Fault::Cancel => {
+            cfg.first_token_delay = CANCEL_FIRST_TOKEN;
+            // Each event its own write: a client that closed without unread bytes is seen
+            // at the second write after its close (the first is answered with a reset).
+            cfg.token_interval = CANCEL_TOKEN_INTERVAL;
+        }
     }
     cfg
 }
@@ -280,6 +299,14 @@ fn args(cell: &Cell, url: &str, dir: &TempDir) -> Vec<String> {
     if cell.schedule != Schedule::Trace {
         a.extend(random.iter().map(|s| s.to_string()));
     }
+    if let Fault::Cancel = cell.fault {
+        a.extend([
+            "--request-cancellation-rate".into(),
+            CANCEL_PCT.to_string(),
+            "--request-cancellation-delay".into(),
+            "0".into(),
+        ]);
+    }
     if let Fault::Injected(FaultKind::Endless) = cell.fault {
         a.extend([
             "--max-response-events".into(),
@@ -297,6 +324,8 @@ struct Outcome {
     planned: u64,
     completed: u64,
     failed: u64,
+    /// `vllm_bench_cancelled` (0 when absent: the run cancelled nothing on purpose).
+    cancelled: u64,
     not_sent: u64,
     reasons: BTreeMap<String, u64>,
     /// Error texts of the failed requests (`errors`, empty ones left out).
@@ -334,12 +363,27 @@ fn run(cell: &Cell) -> Result<Outcome, String> {
     let started = Instant::now();
     let r = vllm_bench(&argv, dir.path());
     let wall = started.elapsed();
+    let text = std::fs::read_to_string(dir.path().join("r.json"))
+        .map_err(|e| format!("no result file ({e}); exit {}: {}", r.code, r.stderr));
+    let doc: Result<Map<String, Value>, String> = text.and_then(|t| {
+        serde_json::from_str(&t).map_err(|e| format!("result file is not JSON: {e}"))
+    });
+    let cancelled = doc.as_ref().map_or(0, |d| {
+        d.get("vllm_bench_cancelled")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    });
+    if cell.api.streams() {
+        // The mock sees a close at its next write to the stream, which may come after the
+        // client exited: wait (bounded) for it to have seen every cancelled request.
+        let until = Instant::now() + Duration::from_secs(10);
+        while server.stats().closed_by_client < cancelled && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
     let stats = server.stats();
     server.shutdown();
-    let text = std::fs::read_to_string(dir.path().join("r.json"))
-        .map_err(|e| format!("no result file ({e}); exit {}: {}", r.code, r.stderr))?;
-    let doc: Map<String, Value> =
-        serde_json::from_str(&text).map_err(|e| format!("result file is not JSON: {e}"))?;
+    let doc = doc?;
     let reasons = doc
         .get("vllm_bench_failures_by_reason")
         .and_then(Value::as_object)
@@ -366,6 +410,7 @@ fn run(cell: &Cell) -> Result<Outcome, String> {
         planned: count(&doc, "num_prompts")?,
         completed: count(&doc, "completed")?,
         failed,
+        cancelled,
         not_sent: count(&doc, "vllm_bench_not_sent")?,
         reasons,
         errors,
@@ -390,12 +435,15 @@ fn check_accounting(o: &Outcome) -> Result<(), String> {
     ensure(o.planned == N, || {
         format!("planned {} requests, not {N}", o.planned)
     })?;
-    ensure(o.completed + o.failed + o.not_sent == o.planned, || {
-        format!(
-            "completed {} + failed {} + not sent {} != planned {}",
-            o.completed, o.failed, o.not_sent, o.planned
-        )
-    })?;
+    ensure(
+        o.completed + o.failed + o.cancelled + o.not_sent == o.planned,
+        || {
+            format!(
+                "completed {} + failed {} + cancelled {} + not sent {} != planned {}",
+                o.completed, o.failed, o.cancelled, o.not_sent, o.planned
+            )
+        },
+    )?;
     ensure(o.not_sent == 0, || format!("{} not sent", o.not_sent))?;
     ensure(o.reasons.values().sum::<u64>() == o.failed, || {
         format!(
@@ -522,6 +570,25 @@ fn check_fault(cell: &Cell, o: &Outcome) -> Result<(), String> {
             errors_mention(o, "Content-Encoding")?;
             ensure(o.failed == N, || format!("{} failed", o.failed))
         }
+        Fault::Cancel => {
+            // Cancelled is its own outcome: never a failure, never retried.
+            ensure(o.failed == 0, || format!("{} failed", o.failed))?;
+            ensure(o.cancelled > 0 && o.cancelled < N, || {
+                format!("{} of {N} cancelled at {CANCEL_PCT} %", o.cancelled)
+            })?;
+            ensure(s.model_requests == N, || {
+                format!("the mock got {} requests for {N}", s.model_requests)
+            })?;
+            // The connection really was closed: the mock's stream could not be written on.
+            // (A whole body is written once, so a close before it is not seen.)
+            let seen = if cell.api.streams() { o.cancelled } else { 0 };
+            ensure(s.closed_by_client == seen, || {
+                format!(
+                    "the mock saw {} streams closed by the client, {seen} expected",
+                    s.closed_by_client
+                )
+            })
+        }
     }
 }
 
@@ -560,11 +627,12 @@ fn run_matrix(cells: &[Cell]) {
     for (i, verdict) in &results {
         match verdict {
             Ok(o) => println!(
-                "{:<55} completed {} failed {} ({}); mock saw {} requests; {:.1}s",
+                "{:<55} completed {} failed {} ({}) cancelled {}; mock saw {} requests; {:.1}s",
                 cells[*i].to_string(),
                 o.completed,
                 o.failed,
                 o.reasons_text(),
+                o.cancelled,
                 o.server.model_requests,
                 o.wall.as_secs_f64()
             ),
@@ -609,6 +677,12 @@ fn a_server_killed_or_restarted_mid_run() {
 fn large_events_oversized_heads_and_compressed_bodies() {
     let faults = [Fault::EventOver1MiB, Fault::HeadOverLimit, Fault::Gzip];
     run_matrix(&cells(&faults, &[Schedule::ClosedLoop]));
+}
+
+/// Requests the client cancels on purpose, on every backend and schedule.
+#[test]
+fn cancelled_requests_are_counted_apart_and_their_connections_closed() {
+    run_matrix(&cells(&[Fault::Cancel], &Schedule::ALL));
 }
 
 /// The one combination the matrix leaves out is refused before anything is sent.

@@ -3,6 +3,7 @@
 mod anthropic;
 mod backends;
 mod batched;
+mod cancellation;
 mod cli;
 mod closed_output;
 mod compare;

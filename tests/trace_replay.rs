@@ -347,6 +347,7 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
         sessions: None,
         probe: None,
         replica_of: None,
+        cancel: None,
         expected_tokens: 8,
         requests: requests.clone().into(),
     };

@@ -97,6 +97,7 @@ pub fn workload(
         mode: api.response_mode(),
         sessions: None,
         probe: None,
+        cancel: None,
         expected_tokens: output_len,
         replica_of: None,
     }

@@ -399,6 +399,15 @@ pub struct RateArgs {
     /// Rate of single-token probe requests sent beside the workload (0 = none)
     #[arg(long, default_value = "0.0", value_parser = parse_float, value_name = "RPS")]
     pub probe_request_rate: f64,
+    /// Percent of requests (0-100, chosen by --seed) that the client cancels: it closes the
+    /// connection --request-cancellation-delay seconds after the request was sent; counted
+    /// as cancelled, not failed, and left out of the latency metrics
+    #[arg(long, value_parser = parse_float, value_name = "PCT")]
+    pub request_cancellation_rate: Option<f64>,
+    /// Seconds after a cancelled request was fully sent before its connection is closed
+    /// (a response that ends first is a normal completion) [default: 0]
+    #[arg(long, value_parser = parse_float, value_name = "SEC")]
+    pub request_cancellation_delay: Option<f64>,
 }
 
 /// Sampling parameters (merged into the request body; generation backends only).

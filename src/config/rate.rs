@@ -1,6 +1,8 @@
 //! Rate control: arrival rate and burstiness, the concurrency cap, ramp-up and self-timing,
 //! with the rules of Python's `main_async` and `get_request`.
 
+use std::time::Duration;
+
 use super::ConfigError;
 use crate::cli::{Cli, DatasetName, RampUp, RampUpStrategy};
 use crate::datasets::limits::{self, SecondsError};
@@ -20,6 +22,17 @@ pub struct RateConfig {
     pub self_timed: bool,
     /// Probe requests per second beside the workload (0 = none).
     pub probe_request_rate: f64,
+    /// `--request-cancellation-rate` (and its delay); `None` when the rate was not given.
+    pub cancellation: Option<CancelConfig>,
+}
+
+/// Requests the client cancels on purpose, as a server whose clients disconnect sees them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CancelConfig {
+    /// Share of the requests cancelled, in percent (0..=100).
+    pub percent: f64,
+    /// From the moment a cancelled request was fully sent to the close of its connection.
+    pub delay: Duration,
 }
 
 impl RateConfig {
@@ -97,7 +110,36 @@ pub(super) fn resolve(cli: &Cli) -> Result<RateConfig, ConfigError> {
         ramp_up: ramp_up(cli)?,
         self_timed: self_timed(cli)?,
         probe_request_rate: r.probe_request_rate,
+        cancellation: cancellation(r.request_cancellation_rate, r.request_cancellation_delay)?,
     })
+}
+
+/// `--request-cancellation-rate PCT` (0..=100) and `--request-cancellation-delay SECONDS`
+/// (a time the engine can wait for; default 0); the delay alone would do nothing.
+fn cancellation(
+    rate: Option<f64>,
+    delay: Option<f64>,
+) -> Result<Option<CancelConfig>, ConfigError> {
+    let Some(percent) = rate else {
+        return match delay {
+            Some(_) => Err(ConfigError::flag(
+                "--request-cancellation-delay",
+                "has no effect without --request-cancellation-rate; give both",
+            )),
+            None => Ok(None),
+        };
+    };
+    if !(0.0..=100.0).contains(&percent) {
+        return Err(ConfigError::value(
+            "--request-cancellation-rate",
+            float_repr(percent),
+            "must be a percentage between 0 and 100",
+        ));
+    }
+    let secs = delay.unwrap_or(0.0);
+    let delay = limits::duration_from_secs(secs)
+        .map_err(|why| ConfigError::value("--request-cancellation-delay", float_repr(secs), why))?;
+    Ok(Some(CancelConfig { percent, delay }))
 }
 
 /// A finite `rate` must give a schedule the engine can keep: `count` requests (the run's

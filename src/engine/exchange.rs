@@ -19,8 +19,11 @@
 //! drops the exchange also drops the connection: a connection with a cancelled read in flight
 //! is never reused.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::io;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::Instant;
 
 use crate::backends::stream_chunk::{ChunkDecoder, ChunkTemplate, StreamApi};
@@ -116,6 +119,9 @@ pub struct ExchangeBuffers {
     carry: Vec<u8>,
     body: BodySink,
     limits: ResponseLimits,
+    /// Stamped when a request has been fully written, for a worker that cancels requests
+    /// (`--request-cancellation-rate`); `None` otherwise.
+    sent: Option<Rc<SentMark>>,
 }
 
 impl ExchangeBuffers {
@@ -129,12 +135,63 @@ impl ExchangeBuffers {
                 template: ChunkTemplate::default(),
             },
             limits,
+            sent: None,
         }
+    }
+
+    /// Buffers that stamp `mark` each time a request has been fully written.
+    pub fn with_sent_mark(mut self, mark: Option<Rc<SentMark>>) -> Self {
+        self.sent = mark;
+        self
+    }
+
+    /// Fresh buffers with the same limits and mark, replacing ones an exchange dropped
+    /// mid-response may still have lent to the kernel.
+    pub fn renewed(&self) -> Self {
+        ExchangeBuffers::new(self.limits).with_sent_mark(self.sent.clone())
     }
 
     /// The limits these buffers' responses are held to.
     pub fn limits(&self) -> ResponseLimits {
         self.limits
+    }
+}
+
+/// When the current request was fully written: set by the exchange, awaited by a worker
+/// that cancels the request some time after (racing the exchange, so it cannot read the
+/// exchange's own state). A transparent retry on a fresh connection stamps it again only
+/// if it was not stamped yet: the delay counts from the first complete write.
+#[derive(Default)]
+pub struct SentMark {
+    at: Cell<Option<Instant>>,
+    waiter: Cell<Option<Waker>>,
+}
+
+impl SentMark {
+    /// Forgets the previous request's stamp (before a new request).
+    pub fn reset(&self) {
+        self.at.set(None);
+        self.waiter.set(None);
+    }
+
+    fn stamp(&self, now: Instant) {
+        if self.at.get().is_none() {
+            self.at.set(Some(now));
+            if let Some(w) = self.waiter.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// Resolves to the instant the request was fully written.
+    pub fn written(&self) -> impl Future<Output = Instant> + '_ {
+        std::future::poll_fn(|cx| match self.at.get() {
+            Some(t) => Poll::Ready(t),
+            None => {
+                self.waiter.set(Some(cx.waker().clone()));
+                Poll::Pending
+            }
+        })
     }
 }
 
@@ -271,6 +328,9 @@ async fn attempt(
             return Attempt::StaleConnection;
         }
         return Attempt::Finished(Err(io_failure("write", &e)), false);
+    }
+    if let Some(mark) = &bufs.sent {
+        mark.stamp(Instant::now());
     }
     let mut state = ResponseState {
         mode,

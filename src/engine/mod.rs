@@ -59,6 +59,8 @@ pub struct Workload {
     /// `None`: session `i` on replica `i mod R` (every session on the one server when
     /// there is one).
     pub replica_of: Option<Arc<[u16]>>,
+    /// `--request-cancellation-rate`: the requests the client cancels on purpose.
+    pub cancel: Option<schedule::Cancellations>,
 }
 
 /// Python 0.33's probe requests: a one-token request sent again `interval` after each answer,
@@ -70,7 +72,7 @@ pub struct Probe {
 }
 
 impl Workload {
-    /// Requests planned: completed + failed + not sent at the end of the run.
+    /// Requests planned: completed + failed + cancelled + not sent at the end of the run.
     pub fn total(&self) -> usize {
         self.sessions
             .as_ref()
@@ -195,6 +197,13 @@ pub struct RunReport {
     /// Of those, the requests whose session ended early because one of its requests failed
     /// (or its source had no next request).
     pub not_sent_session_ended: usize,
+    /// Requests the client cancelled on purpose (`Workload::cancel`): sent, then their
+    /// connection closed before the response ended. Not in `merged` (neither completed nor
+    /// failed, and in no latency).
+    pub cancelled: usize,
+    /// Requests never sent because an earlier request of their session was cancelled (also
+    /// counted in `not_sent`).
+    pub not_sent_session_cancelled: usize,
     /// The probe requests (`Workload::probe`), in the order they were sent.
     pub probes: Vec<crate::metrics::RequestOutput>,
     /// Each core's load, in core order.
@@ -376,9 +385,11 @@ impl Engine {
         }
         let total = shared.workload.total();
         let not_sent_session_ended = outputs.iter().map(|c| c.session_ended).sum();
+        let not_sent_session_cancelled = outputs.iter().map(|c| c.session_cancelled).sum();
+        let cancelled = outputs.iter().map(|c| c.cancelled).sum();
         let merged = recorder::merge(outputs, hists, total);
         let duration = Duration::from_nanos(merged.last_end_ns);
-        let not_sent = total - merged.outputs.len();
+        let not_sent = total - merged.outputs.len() - cancelled;
         Ok(RunReport {
             merged,
             duration,
@@ -386,6 +397,8 @@ impl Engine {
             workers,
             not_sent,
             not_sent_session_ended,
+            cancelled,
+            not_sent_session_cancelled,
             probes: probes.into_iter().flatten().collect(),
             loads,
         })

@@ -55,6 +55,8 @@ pub struct Record {
     /// How the response ended, as the server said.
     pub finish_reason: Option<FinishReason>,
     pub failure: Option<Box<Failure>>,
+    /// The client cancelled it on purpose (`Workload::cancel`): counted apart, not kept.
+    pub cancelled: bool,
     /// When the response ended (last byte), for non-streaming latency and the run's end.
     pub end_ns: u64,
 }
@@ -176,6 +178,10 @@ pub struct WorkerLog {
     pub text: Vec<u8>,
     /// Requests never sent because an earlier request of their session failed.
     pub session_ended: u32,
+    /// Requests cancelled on purpose (`Workload::cancel`): counted, not recorded.
+    pub cancelled: u32,
+    /// Requests never sent because an earlier request of their session was cancelled.
+    pub session_cancelled: u32,
 }
 
 impl WorkerLog {
@@ -190,6 +196,8 @@ impl WorkerLog {
                 0
             }),
             session_ended: 0,
+            cancelled: 0,
+            session_cancelled: 0,
         }
     }
 
@@ -247,6 +255,10 @@ pub struct CoreOutputs {
     pub requests: Vec<(Record, RequestOutput)>,
     /// Requests never sent because an earlier request of their session failed.
     pub session_ended: usize,
+    /// Requests cancelled on purpose (in no record).
+    pub cancelled: usize,
+    /// Requests never sent because an earlier request of their session was cancelled.
+    pub session_cancelled: usize,
 }
 
 /// Converts a core's worker logs into outputs, dropping each log as soon as it is read.
@@ -258,10 +270,12 @@ pub struct CoreOutputs {
 pub fn outputs(logs: Vec<WorkerLog>) -> CoreOutputs {
     let mut out = CoreOutputs {
         requests: Vec::with_capacity(logs.iter().map(|l| l.records.len()).sum()),
-        session_ended: 0,
+        ..CoreOutputs::default()
     };
     for log in logs {
         out.session_ended += log.session_ended as usize;
+        out.cancelled += log.cancelled as usize;
+        out.session_cancelled += log.session_cancelled as usize;
         for rec in log.records {
             let output = to_output(&rec, &log.itl_ns, &log.text);
             out.requests.push((rec, output));

@@ -9,9 +9,10 @@
 //! - ramp-up: the rate for request `i` moves from start to end linearly or exponentially with
 //!   progress `i / max(N-1, 1)`, and no rescaling is applied.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Gamma};
 
 pub use crate::cli::{RampUp, RampUpStrategy};
@@ -114,6 +115,60 @@ pub fn rps_changes(spec: &RateSpec, offsets: &[f64]) -> Vec<(u64, f64)> {
     events
 }
 
+/// Which requests the client cancels on purpose (`--request-cancellation-rate`) and when:
+/// drawn from the seed before the clock starts, so the engine only tests a bit per request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cancellations {
+    /// From the moment a chosen request was fully written to the close of its connection.
+    pub delay: Duration,
+    /// One bit per request (record index) of the workload.
+    chosen: Arc<[u64]>,
+}
+
+/// Mixed into the seed so the choice of cancelled requests is its own random stream: the
+/// arrival times of a run with cancellation are those of the same run without.
+const CANCEL_STREAM: u64 = 0x6361_6e63_656c_6c65;
+
+impl Cancellations {
+    /// Each of `total` requests cancelled with probability `percent` / 100, independently
+    /// (seeded by `seed`): the share cancelled is `percent` within sampling error.
+    pub fn draw(percent: f64, delay: Duration, seed: u64, total: usize) -> Cancellations {
+        let p = (percent / 100.0).clamp(0.0, 1.0);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ CANCEL_STREAM);
+        Cancellations::from_fn(delay, total, |_| rng.random_bool(p))
+    }
+
+    /// Request `i` of `total` cancelled when `chosen(i)` (called in index order).
+    pub fn from_fn(
+        delay: Duration,
+        total: usize,
+        mut chosen: impl FnMut(usize) -> bool,
+    ) -> Cancellations {
+        let mut bits = vec![0u64; total.div_ceil(64)];
+        for i in 0..total {
+            if chosen(i) {
+                bits[i / 64] |= 1 << (i % 64);
+            }
+        }
+        Cancellations {
+            delay,
+            chosen: bits.into(),
+        }
+    }
+
+    /// Whether request `index` is cancelled.
+    pub fn is_chosen(&self, index: usize) -> bool {
+        self.chosen
+            .get(index / 64)
+            .is_some_and(|w| w >> (index % 64) & 1 == 1)
+    }
+
+    /// Requests chosen.
+    pub fn count(&self) -> usize {
+        self.chosen.iter().map(|w| w.count_ones() as usize).sum()
+    }
+}
+
 /// Seconds to `Duration`s for the engine.
 pub fn to_durations(offsets: &[f64]) -> Vec<Duration> {
     offsets
@@ -133,6 +188,28 @@ mod tests {
             ramp_up: None,
             seed: 0,
         }
+    }
+
+    #[test]
+    fn cancelled_share_is_the_rate_within_sampling_error() {
+        let n = 20_000;
+        for pct in [0.0, 10.0, 50.0, 100.0] {
+            let c = Cancellations::draw(pct, Duration::ZERO, 7, n);
+            let expected = n as f64 * pct / 100.0;
+            // Four standard deviations of a binomial count.
+            let sd = (n as f64 * pct / 100.0 * (1.0 - pct / 100.0)).sqrt();
+            let got = c.count() as f64;
+            assert!((got - expected).abs() <= 4.0 * sd, "{pct}%: {got} of {n}");
+            assert_eq!(c.count(), (0..n).filter(|&i| c.is_chosen(i)).count());
+        }
+        assert!(!Cancellations::draw(100.0, Duration::ZERO, 7, 3).is_chosen(3));
+    }
+
+    #[test]
+    fn same_seed_cancels_the_same_requests_and_another_seed_others() {
+        let a = Cancellations::draw(30.0, Duration::ZERO, 1, 500);
+        assert_eq!(a, Cancellations::draw(30.0, Duration::ZERO, 1, 500));
+        assert_ne!(a, Cancellations::draw(30.0, Duration::ZERO, 2, 500));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use crate::http::conn::Connection;
 use crate::http::request::PreparedRequest;
 
-use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits};
+use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits, SentMark};
 use super::recorder::{Failure, Histograms, Record, WorkerLog};
 use super::replicas::Pool;
 use super::session::{FollowUps, NextRequest, Reply};
@@ -62,6 +62,9 @@ struct Worker {
     parts: Vec<Bytes>,
     /// The probe lane: its requests are not the workload's (no progress count).
     probe: bool,
+    /// When the current request was fully written (`bufs` stamps it), for the requests the
+    /// workload cancels; `None` when it cancels none.
+    sent_mark: Option<Rc<SentMark>>,
 }
 
 /// Runs sessions until the schedule is exhausted (or the run is stopped); returns its log,
@@ -168,6 +171,12 @@ impl Worker {
         log: WorkerLog,
     ) -> Worker {
         let limits = ResponseLimits::new(shared.options.max_response_events);
+        // Made before the clock starts, once per worker, and only when requests are cancelled.
+        let sent_mark = shared
+            .workload
+            .cancel
+            .as_ref()
+            .map(|_| Rc::new(SentMark::default()));
         Worker {
             shared,
             epoch,
@@ -176,9 +185,10 @@ impl Worker {
             histograms,
             core,
             log,
-            bufs: ExchangeBuffers::new(limits),
+            bufs: ExchangeBuffers::new(limits).with_sent_mark(sent_mark.clone()),
             parts: Vec::new(),
             probe: false,
+            sent_mark,
         }
     }
 
@@ -265,7 +275,11 @@ impl Worker {
             };
             previous_end = self.epoch + Duration::from_nanos(rec.end_ns);
             let last = turn + 1 == turns;
+            // A cancelled turn ends its conversation: its user left, and there is no answer
+            // for the next turn to quote.
+            let cancelled = rec.cancelled;
             next = match (&rec.failure, last) {
+                _ if cancelled => None,
                 (None, false) => {
                     let f = follow.get_or_insert_with(|| source.follow(session));
                     f.next(&self.reply(&rec))
@@ -274,8 +288,11 @@ impl Worker {
             };
             self.keep(rec);
             if next.is_none() {
-                if !self.stopped() {
-                    self.log.session_ended += (turns - turn - 1) as u32;
+                let rest = (turns - turn - 1) as u32;
+                if cancelled {
+                    self.log.session_cancelled += rest;
+                } else if !self.stopped() {
+                    self.log.session_ended += rest;
                 }
                 return true;
             }
@@ -314,6 +331,25 @@ impl Worker {
             shared.sent.fetch_add(1, Ordering::Relaxed);
         }
         let deadline = start.checked_add(shared.options.request_timeout);
+        // `--request-cancellation-rate`: a chosen request's connection is closed `delay`
+        // after the request was fully written, unless its response ended first.
+        let cancel_after = match &shared.workload.cancel {
+            Some(c) if !self.probe && c.is_chosen(index) => Some(c.delay),
+            _ => None,
+        };
+        let mark = self.sent_mark.as_deref().filter(|_| cancel_after.is_some());
+        if let Some(mark) = mark {
+            mark.reset();
+        }
+        let cancel = async {
+            match (mark, cancel_after) {
+                (Some(mark), Some(delay)) => {
+                    let written = mark.written().await;
+                    timers.sleep_until(written + delay).await;
+                }
+                _ => std::future::pending().await,
+            }
+        };
         // The exchange is built inside the deadline future, not bound to a local first: a
         // local would be a second ~1.5 KB slot in every worker's future.
         let outcome = monoio::select! {
@@ -328,22 +364,28 @@ impl Worker {
                     &mut self.log,
                     &mut m,
                 ),
-            ) => Some(done),
-            () = stop.grace_over(*slot, timers) => None,
+            ) => done.map_or(Outcome::TimedOut, Outcome::Done),
+            () = stop.grace_over(*slot, timers) => Outcome::Stopped,
+            () = cancel => Outcome::Cancelled,
         };
+        let mut cancelled = false;
         let result = match outcome {
-            Some(Some(result)) => result,
-            // The exchange was dropped mid-response: its connection and buffers (which a
-            // cancelled read may still have lent to the kernel) are not reused.
-            Some(None) => {
+            Outcome::Done(result) => result,
+            cut => {
+                // The exchange was dropped mid-response: its connection is closed (for a
+                // cancel, that close is the point) and neither it nor the buffers (which a
+                // cancelled read may still have lent to the kernel) are reused; the next
+                // request opens a new connection.
                 self.conn = None;
-                self.bufs = ExchangeBuffers::new(self.bufs.limits());
-                Err(timeout_failure(shared.options.request_timeout))
-            }
-            None => {
-                self.conn = None;
-                self.bufs = ExchangeBuffers::new(self.bufs.limits());
-                Err(interrupted_failure(shared.options.interrupt_grace))
+                self.bufs = self.bufs.renewed();
+                match cut {
+                    Outcome::Stopped => Err(interrupted_failure(shared.options.interrupt_grace)),
+                    Outcome::Cancelled => {
+                        cancelled = true;
+                        Ok(())
+                    }
+                    _ => Err(timeout_failure(shared.options.request_timeout)),
+                }
             }
         };
         let end = Instant::now();
@@ -365,6 +407,7 @@ impl Worker {
             replica: turn.replica as u16,
             finish_reason: m.finish_reason,
             failure: result.err().map(Box::new),
+            cancelled,
             end_ns: ns_since(epoch, m.end.unwrap_or(end)),
         }
     }
@@ -372,6 +415,14 @@ impl Worker {
     /// Keeps a finished record: drops the data it does not need, feeds the histograms.
     fn keep(&mut self, mut rec: Record) {
         let log = &mut self.log;
+        if rec.cancelled {
+            // Counted apart: neither completed nor failed, in no latency or histogram.
+            log.itl_ns.truncate(rec.itl.start as usize);
+            log.text.truncate(rec.text.start as usize);
+            log.cancelled += 1;
+            self.shared.completed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         if rec.failure.is_some() && !self.probe {
             self.shared.failed.fetch_add(1, Ordering::Relaxed);
         }
@@ -393,6 +444,17 @@ impl Worker {
             self.shared.completed.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// How an exchange raced against its limits ended.
+enum Outcome {
+    Done(Result<(), Failure>),
+    /// `--request-timeout-sec` passed.
+    TimedOut,
+    /// The run was stopped and the grace period is over.
+    Stopped,
+    /// Cancelled on purpose (`Workload::cancel`).
+    Cancelled,
 }
 
 /// One request of a session and when it was due.

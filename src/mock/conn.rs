@@ -168,7 +168,12 @@ impl Conn {
             }
         }
         // Written only now, so the request is counted before the client can see its end.
-        self.ex.io.flush().await?;
+        let written = self.ex.io.flush().await;
+        if served.client_closed || written.is_err() {
+            // Mid-stream or at its last write: a client gone before its answer ended.
+            ctx.counters().closed_by_client();
+        }
+        written?;
         Ok(served.end)
     }
 

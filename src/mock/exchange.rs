@@ -51,6 +51,8 @@ pub struct Served {
     pub prompt: Option<(u64, u64)>,
     /// Requested output tokens.
     pub max_tokens: Option<u64>,
+    /// A write of the response failed: the client had closed the connection.
+    pub client_closed: bool,
 }
 
 impl Served {
@@ -64,6 +66,7 @@ impl Served {
             fault: None,
             prompt: None,
             max_tokens: None,
+            client_closed: false,
         }
     }
 }

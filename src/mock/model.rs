@@ -156,7 +156,10 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
             )
             .await
             // The client went away mid-stream: still a request served (and counted).
-            .unwrap_or(End::Close);
+            .unwrap_or_else(|_| {
+                served.client_closed = true;
+                End::Close
+            });
             if let Some(trace) = &mut ex.io.trace {
                 // Only what a client counts as a success belongs in the emitted timeline.
                 trace.end(end == End::KeepAlive && gen.fault.is_none());

@@ -46,6 +46,11 @@ pub struct MockStats {
     pub model_requests: u64,
     /// Crashes (`MockConfig::crash`) since start.
     pub crashes: u64,
+    /// Responses that could not be written to their end because the client had closed
+    /// the connection (a write failed, mid-stream or at the last write): what a client that
+    /// cancels requests (`--request-cancellation-rate`) looks like. A whole body written
+    /// at once after the client left may still be accepted by the kernel, unseen.
+    pub closed_by_client: u64,
 }
 
 /// One request as the server saw it (kept when `MockConfig::request_log` is on).
@@ -104,6 +109,7 @@ pub struct WorkerCounters {
     rejected: AtomicU64,
     faults: [AtomicU64; FaultKind::COUNT],
     connections: AtomicU64,
+    closed_by_client: AtomicU64,
     log: Mutex<Vec<LoggedRequest>>,
     emitted: Mutex<Emitted>,
     /// `/metrics`' vLLM counters and histograms (never reset: a server's count since start).
@@ -119,6 +125,7 @@ impl Default for WorkerCounters {
             rejected: AtomicU64::new(0),
             faults: std::array::from_fn(|_| AtomicU64::new(0)),
             connections: AtomicU64::new(0),
+            closed_by_client: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
             emitted: Mutex::new(Emitted::default()),
             vllm: WorkerMetrics::default(),
@@ -142,6 +149,11 @@ impl WorkerCounters {
         if rejected {
             self.rejected.fetch_add(1, Relaxed);
         }
+    }
+
+    /// A response could not be written to its end: its client closed the connection.
+    pub fn closed_by_client(&self) {
+        self.closed_by_client.fetch_add(1, Relaxed);
     }
 
     /// A fault was injected.
@@ -172,6 +184,7 @@ impl WorkerCounters {
             &self.not_found,
             &self.rejected,
             &self.connections,
+            &self.closed_by_client,
         ];
         for c in all.into_iter().chain(&self.by_route).chain(&self.faults) {
             c.store(0, Relaxed);
@@ -244,6 +257,7 @@ impl Stats {
             s.requests_total += w.requests.load(Relaxed);
             s.rejected += w.rejected.load(Relaxed);
             s.connections_accepted += w.connections.load(Relaxed);
+            s.closed_by_client += w.closed_by_client.load(Relaxed);
             not_found += w.not_found.load(Relaxed);
             for (sum, c) in by_route.iter_mut().zip(&w.by_route) {
                 *sum += c.load(Relaxed);

@@ -39,7 +39,9 @@ use crate::metrics::RequestOutput;
 use crate::modes::multi_turn::{per_turn, TurnRequest};
 use crate::output::facts::{EngineFacts, Lag, PartHealth};
 use crate::output::json::{result_path, save_result, RpsChangeEvent};
-use crate::output::run_result::{MergedPart, MergedShards, RunResult, Section, Shards, Turns};
+use crate::output::run_result::{
+    Cancelled, MergedPart, MergedShards, RunResult, Section, Shards, Turns,
+};
 use crate::output::server_metrics;
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
 use crate::output::stdio::Console;
@@ -479,6 +481,13 @@ fn merged_result<'a>(
             .iter()
             .map(|r| r.section.not_sent_session_ended)
             .sum(),
+        cancelled: shards
+            .iter()
+            .filter_map(|r| r.section.cancelled)
+            .reduce(|a, b| Cancelled {
+                requests: a.requests + b.requests,
+                not_sent_session: a.not_sent_session + b.not_sent_session,
+            }),
         interrupted: shards.iter().any(|r| r.section.interrupted),
         // Every shard measured the one server's counters over the same span.
         prefix_cache: s0.prefix_cache,
@@ -633,6 +642,7 @@ mod tests {
             planned: requests.len(),
             not_sent: 0,
             not_sent_session_ended: 0,
+            cancelled: None,
             duration: 2.0 + shard as f64 * 0.25,
             interrupted: false,
             run: RunInfo {

@@ -11,7 +11,9 @@ use anyhow::Result;
 
 use crate::config::Config;
 use crate::engine::recorder::Record;
-use crate::engine::schedule::{arrival_offsets, rps_changes, to_durations, RampUp, RateSpec};
+use crate::engine::schedule::{
+    arrival_offsets, rps_changes, to_durations, Cancellations, RampUp, RateSpec,
+};
 use crate::engine::session::Chains;
 use crate::engine::{RunReport, Workload};
 use crate::metrics::probe::ProbeStats;
@@ -24,7 +26,7 @@ use crate::output::health::ClientHealth;
 use crate::output::json::{result_path, save_result, JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
-use crate::output::run_result::{Adapters, RunResult, Section, Shards, Turns};
+use crate::output::run_result::{Adapters, Cancelled, RunResult, Section, Shards, Turns};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -214,6 +216,7 @@ pub fn schedule(
         expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
         probe: prepared.probe.clone(),
         replica_of: None,
+        cancel: None,
     };
     if let Some(parents) = &prepared.parents {
         // A child turn waits for its parent: both run in one session.
@@ -229,6 +232,10 @@ pub fn schedule(
         workload.sessions = Some(g.sessions);
     }
     workload.replica_of = super::replicas::table(config, &workload);
+    workload.cancel = config
+        .rate
+        .cancellation
+        .map(|c| Cancellations::draw(c.percent, c.delay, config.dataset.seed, workload.total()));
     Ok((workload, offsets))
 }
 
@@ -494,6 +501,10 @@ fn run_result<'a>(
         failures: facts::failures_of(run),
         not_sent: run.not_sent,
         not_sent_session_ended: run.not_sent_session_ended,
+        cancelled: config.rate.cancellation.map(|_| Cancelled {
+            requests: run.cancelled,
+            not_sent_session: run.not_sent_session_cancelled,
+        }),
         interrupted: measured.interrupted,
         prefix_cache: measured.prefix_cache,
         sections: vec![replicas, server],

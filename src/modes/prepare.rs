@@ -88,6 +88,7 @@ impl Prepared {
             probe: None,
             // Request `i` on replica `i mod R`: `n` at least R asks every replica.
             replica_of: None,
+            cancel: None,
         }
     }
 }

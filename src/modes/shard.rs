@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::config::shard::{check_not_past, Shard, ShardConfig};
 use crate::config::{Config, ConfigError};
+use crate::engine::schedule::Cancellations;
 use crate::engine::session::{FollowUps, SessionSource};
 use crate::engine::{RunReport, Workload};
 use crate::http::request::PreparedRequest;
@@ -81,6 +82,12 @@ pub fn fingerprint(w: &Workload, count: usize) -> u64 {
     for a in w.arrivals.iter().flat_map(|a| a.iter()) {
         h.write_u64(a.as_nanos() as u64);
     }
+    if let Some(c) = &w.cancel {
+        h.write_u64(c.delay.as_nanos() as u64);
+        for i in (0..w.total()).filter(|&i| c.is_chosen(i)) {
+            h.write_u64(i as u64);
+        }
+    }
     h.finish()
 }
 
@@ -106,7 +113,14 @@ pub fn select(w: Workload, shard: Shard) -> (Workload, ShardMap) {
             )
         }
     };
+    // A shard cancels the requests the one-process run would cancel.
+    let cancel = w.cancel.as_ref().map(|c| {
+        Cancellations::from_fn(c.delay, global_records.len(), |i| {
+            c.is_chosen(global_records[i] as usize)
+        })
+    });
     let workload = Workload {
+        cancel,
         client_prompt_lens: pick(&sessions, &w.client_prompt_lens),
         arrivals: w.arrivals.as_deref().map(|a| pick(&sessions, a)),
         max_concurrency: w.max_concurrency.map(|c| shard.share(c)),
@@ -242,9 +256,10 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         shards: map.shard.count,
         fingerprint: format!("{:016x}", map.fingerprint),
         start_at: config.shard.start_at,
-        planned: run.merged.outputs.len() + run.not_sent,
+        planned: run.merged.outputs.len() + run.cancelled + run.not_sent,
         not_sent: run.not_sent,
         not_sent_session_ended: run.not_sent_session_ended,
+        cancelled: result.cancelled,
         duration: run.duration.as_secs_f64(),
         interrupted: result.interrupted,
         run: info.clone(),
@@ -367,7 +382,29 @@ mod tests {
             expected_tokens: 0,
             probe: None,
             replica_of: None,
+            cancel: None,
         }
+    }
+
+    #[test]
+    fn a_shard_cancels_the_requests_the_whole_run_would_cancel() {
+        let mut all = workload(10);
+        let whole = Cancellations::draw(50.0, Duration::from_millis(3), 9, 10);
+        all.cancel = Some(whole.clone());
+        for index in 0..3 {
+            let (part, map) = select(all.clone(), Shard { index, count: 3 });
+            let c = part.cancel.expect("the shard cancels too");
+            assert_eq!(c.delay, whole.delay);
+            for (local, &global) in map.global_records.iter().enumerate() {
+                assert_eq!(c.is_chosen(local), whole.is_chosen(global as usize));
+            }
+        }
+        let plain = fingerprint(&workload(10), 3);
+        assert_ne!(
+            plain,
+            fingerprint(&all, 3),
+            "shards of another choice do not merge"
+        );
     }
 
     #[test]

@@ -94,7 +94,21 @@ pub fn render(r: &RunResult<'_>) -> String {
             "Interrupted:"
         );
     }
-    let stopped = r.not_sent - r.not_sent_session_ended;
+    let ended_by_cancel = r.cancelled.map_or(0, |c| c.not_sent_session);
+    if let Some(c) = &r.cancelled {
+        let completed = r.outputs.iter().filter(|o| o.success).count();
+        let failed = r.outputs.len() - completed;
+        let _ = writeln!(out, "{:<40} {}", "Cancelled requests:", c.requests);
+        let _ = writeln!(
+            out,
+            "{:<40} {} = {completed} completed + {failed} failed + {} cancelled + {} not sent",
+            "Requests planned:",
+            completed + failed + c.requests + r.not_sent,
+            c.requests,
+            r.not_sent
+        );
+    }
+    let stopped = r.not_sent - r.not_sent_session_ended - ended_by_cancel;
     if stopped > 0 {
         let _ = writeln!(out, "{:<40} {stopped}", "Not sent (interrupted):");
     }
@@ -103,6 +117,13 @@ pub fn render(r: &RunResult<'_>) -> String {
             out,
             "{:<40} {}",
             "Not sent (an earlier turn failed):", r.not_sent_session_ended
+        );
+    }
+    if ended_by_cancel > 0 {
+        let _ = writeln!(
+            out,
+            "{:<40} {ended_by_cancel}",
+            "Not sent (an earlier turn cancelled):"
         );
     }
     for (kind, n, example) in &r.failures {
@@ -209,6 +230,15 @@ pub fn to_json(r: &RunResult<'_>) -> JsonObject<'static> {
             "vllm_bench_not_sent_session_ended",
             Json::UInt(r.not_sent_session_ended as u64),
         );
+    }
+    if let Some(c) = &r.cancelled {
+        doc.set("vllm_bench_cancelled", Json::UInt(c.requests as u64));
+        if c.not_sent_session > 0 {
+            doc.set(
+                "vllm_bench_not_sent_session_cancelled",
+                Json::UInt(c.not_sent_session as u64),
+            );
+        }
     }
     doc.set("vllm_bench_interrupted", Json::Bool(r.interrupted));
     if !r.health.is_empty() {

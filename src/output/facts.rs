@@ -1,8 +1,8 @@
 //! The facts of a run that both its producers (a live run, merged shards) carry and every
 //! printer reads: the engine that measured, dispatch lag, a trace's prefix-cache ratios, the
-//! client's health per part, failures by reason. Plain data at the floor of `output`, so
-//! the model (`run_result`), the shard file and the printers all import it, and it imports
-//! none of them.
+//! client's health per part, failures by reason, requests cancelled on purpose. Plain data at
+//! the floor of `output`, so the model (`run_result`), the shard file and the printers all
+//! import it, and it imports none of them.
 
 use crate::engine::{EngineOptions, RunReport};
 use crate::output::health::ClientHealth;
@@ -122,4 +122,15 @@ pub fn failures_of(run: &RunReport) -> Vec<(String, usize, String)> {
 
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
+}
+
+/// `--request-cancellation-rate`: the requests the client cancelled on purpose. Counted
+/// apart from the completed and failed ones (and in no metric); planned = completed + failed
+/// + cancelled + not sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Cancelled {
+    /// Requests sent, then cut by closing their connection before their response ended.
+    pub requests: usize,
+    /// Of the requests not sent: those whose conversation ended at a cancelled turn.
+    pub not_sent_session: usize,
 }

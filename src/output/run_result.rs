@@ -13,6 +13,7 @@
 use crate::metrics::report::{BenchmarkReport, TaskKind};
 use crate::metrics::steady_state::SteadyStateOutcome;
 use crate::metrics::RequestOutput;
+pub use crate::output::facts::Cancelled;
 use crate::output::facts::{EngineFacts, Lag, PartHealth, PrefixCache};
 use crate::output::json::{JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::lora::AdapterSummary;
@@ -103,6 +104,8 @@ pub struct RunResult<'a> {
     pub not_sent: usize,
     /// Of `not_sent`: requests whose session (conversation) ended at an earlier failure.
     pub not_sent_session_ended: usize,
+    /// `None` unless the run cancels requests on purpose (`--request-cancellation-rate`).
+    pub cancelled: Option<Cancelled>,
     /// Ctrl-C or SIGTERM stopped the run (a shard of it, merged).
     pub interrupted: bool,
     pub prefix_cache: Option<PrefixCache>,

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::recorder::Histograms;
 use crate::metrics::steady_state::SteadyStateParams;
 use crate::metrics::RequestOutput;
-use crate::output::facts::{EngineFacts, PrefixCache};
+use crate::output::facts::{Cancelled, EngineFacts, PrefixCache};
 use crate::output::health::ClientHealth;
 use crate::output::json::RunInfo;
 
@@ -33,10 +33,13 @@ pub struct ShardSection {
     pub fingerprint: String,
     /// `--start-at`, Unix seconds.
     pub start_at: Option<f64>,
-    /// Requests this shard planned (completed + failed + not sent).
+    /// Requests this shard planned (completed + failed + cancelled + not sent).
     pub planned: usize,
     pub not_sent: usize,
     pub not_sent_session_ended: usize,
+    /// `--request-cancellation-rate` (absent without it, and from files written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<Cancelled>,
     /// From the start to the end of this shard's last response, seconds.
     pub duration: f64,
     pub interrupted: bool,

@@ -1,0 +1,209 @@
+//! Request cancellation (`--request-cancellation-rate`, `--request-cancellation-delay`)
+//! through the real binary against an in-process mock: the share cancelled, the connections
+//! really closed (the mock counts the responses its client left), cancelled requests counted
+//! apart from completed and failed ones and kept out of the latency lists, a response that
+//! ends before the delay counted as completed, a cancelled turn ending its conversation, and
+//! the flags' refusals. (The fault matrix crosses it with every backend and schedule.)
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use vllm_bench::mock::MockServer;
+
+use crate::e2e::{assert_refused, mock};
+use crate::util::{run_against_mock, TempDir};
+
+/// A mock slow enough that a cancel 10 ms after the request always comes first, with each
+/// event its own write (so the mock sees a client that left at its next writes).
+fn slow_mock(request_log_bodies: bool) -> MockServer {
+    mock(|c| {
+        c.first_token_delay = Duration::from_millis(60);
+        c.token_interval = Duration::from_millis(15);
+        c.request_log_bodies = request_log_bodies;
+    })
+}
+
+/// A run against `server` with `extra` flags: its stdout and result document.
+fn run(server: &MockServer, extra: &[&str]) -> (String, Map<String, Value>) {
+    let dir = TempDir::new("cancellation");
+    let mut args = vec!["--save-detailed", "--result-filename", "r.json"];
+    args.extend(extra);
+    let stdout = run_against_mock(&server.base_url(), &dir, &args);
+    let text = std::fs::read_to_string(dir.path().join("r.json")).expect("result saved");
+    (
+        stdout,
+        serde_json::from_str(&text).expect("one JSON object"),
+    )
+}
+
+fn count(doc: &Map<String, Value>, key: &str) -> u64 {
+    doc.get(key)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{key} is a count"))
+}
+
+/// completed + failed + cancelled + not sent = planned; returns (completed, cancelled).
+fn accounted(doc: &Map<String, Value>, planned: u64) -> (u64, u64) {
+    let completed = count(doc, "completed");
+    let failed = count(doc, "failed");
+    let cancelled = count(doc, "vllm_bench_cancelled");
+    let not_sent = count(doc, "vllm_bench_not_sent");
+    assert_eq!(failed, 0, "a cancelled request is never a failure");
+    assert_eq!(
+        completed + failed + cancelled + not_sent,
+        planned,
+        "completed {completed} + failed {failed} + cancelled {cancelled} + not sent {not_sent}"
+    );
+    (completed, cancelled)
+}
+
+/// Waits (bounded) until the mock has seen `n` responses cut by their client: it sees a
+/// close at its next write, which may come after the client exited.
+fn closes_seen(server: &MockServer, n: u64) -> u64 {
+    let until = Instant::now() + Duration::from_secs(10);
+    while server.stats().closed_by_client < n && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.stats().closed_by_client
+}
+
+#[test]
+fn a_share_of_requests_is_cancelled_and_the_mock_sees_each_connection_close() {
+    let server = slow_mock(false);
+    let n = 100u64;
+    let (stdout, doc) = run(
+        &server,
+        &[
+            "--num-prompts",
+            "100",
+            "--max-concurrency",
+            "10",
+            "--request-cancellation-rate",
+            "30",
+            "--request-cancellation-delay",
+            "0.01",
+        ],
+    );
+    let (completed, cancelled) = accounted(&doc, n);
+    // 30 % of 100: four standard deviations of a binomial count (sd 4.6) either side.
+    assert!(
+        (12..=48).contains(&cancelled),
+        "{cancelled} of {n} cancelled at 30 %"
+    );
+    // Left out of the latency metrics: the per-request lists hold the completed only.
+    assert_eq!(doc["ttfts"].as_array().unwrap().len() as u64, completed);
+    assert_eq!(
+        closes_seen(&server, cancelled),
+        cancelled,
+        "every cancelled request's connection was closed mid-response"
+    );
+    assert_eq!(server.stats().model_requests, n, "nothing is sent twice");
+    assert!(
+        stdout.contains(&format!("{:<40} {cancelled}\n", "Cancelled requests:")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "{completed} completed + 0 failed + {cancelled} cancelled + 0 not sent"
+        )),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_response_that_ends_before_the_delay_is_a_normal_completion() {
+    let server = mock(|_| {});
+    let (stdout, doc) = run(
+        &server,
+        &[
+            "--num-prompts",
+            "10",
+            "--request-cancellation-rate",
+            "100",
+            "--request-cancellation-delay",
+            "30",
+        ],
+    );
+    let (completed, cancelled) = accounted(&doc, 10);
+    assert_eq!((completed, cancelled), (10, 0));
+    assert_eq!(server.stats().closed_by_client, 0);
+    assert!(stdout.contains("Cancelled requests:"), "{stdout}");
+}
+
+#[test]
+fn a_cancelled_turn_ends_its_conversation_and_is_accounted_for() {
+    let server = slow_mock(true);
+    let (_, doc) = run(
+        &server,
+        &[
+            "--backend",
+            "openai-chat",
+            "--multi-turn",
+            "--multi-turn-num-turns",
+            "3",
+            "--num-prompts",
+            "8",
+            "--request-cancellation-rate",
+            "50",
+            "--request-cancellation-delay",
+            "0.01",
+        ],
+    );
+    let (completed, cancelled) = accounted(&doc, 24);
+    assert!(cancelled > 0, "half the turns are cancelled");
+    let not_sent = count(&doc, "vllm_bench_not_sent");
+    assert_eq!(
+        count(&doc, "vllm_bench_not_sent_session_cancelled"),
+        not_sent
+    );
+    // The mock got every turn sent, and no turn after a cancelled one.
+    let mut turns: std::collections::BTreeMap<String, u64> = Default::default();
+    for r in server.request_log() {
+        if r.path == "/v1/chat/completions" {
+            *turns
+                .entry(r.session_id.expect("session header"))
+                .or_default() += 1;
+        }
+    }
+    assert_eq!(turns.values().sum::<u64>(), completed + cancelled);
+    let missing: u64 = turns.values().map(|&t| 3 - t).sum::<u64>() + 3 * (8 - turns.len() as u64);
+    assert_eq!(
+        missing, not_sent,
+        "each conversation stops at its cancelled turn"
+    );
+}
+
+#[test]
+fn cancellation_flags_out_of_range_are_refused_in_one_line() {
+    for (args, needle) in [
+        (
+            &["--request-cancellation-rate", "101"][..],
+            "--request-cancellation-rate 101.0: must be a percentage between 0 and 100",
+        ),
+        (
+            &["--request-cancellation-rate", "-1"][..],
+            "between 0 and 100",
+        ),
+        (
+            &["--request-cancellation-rate", "nan"][..],
+            "between 0 and 100",
+        ),
+        (
+            &[
+                "--request-cancellation-rate",
+                "5",
+                "--request-cancellation-delay",
+                "-1",
+            ][..],
+            "--request-cancellation-delay -1.0: is negative",
+        ),
+        (
+            &["--request-cancellation-delay", "2"][..],
+            "has no effect without --request-cancellation-rate",
+        ),
+    ] {
+        let mut all = vec!["--mock-server"];
+        all.extend(args);
+        assert_refused(&all, needle);
+    }
+}
