@@ -19,6 +19,7 @@ mod interrupt;
 mod mock_server;
 mod module_graph;
 mod multi_turn;
+mod reasoning;
 mod reports;
 mod response_limits;
 mod runs;

@@ -39,6 +39,14 @@ pub struct ServerArgs {
     /// Run against an embedded deterministic mock server on loopback (no --host/--base-url)
     #[arg(long)]
     pub mock_server: bool,
+    /// With --mock-server: the mock's chat, Responses and Anthropic streams send their first N
+    /// output tokens as reasoning before the answer (to try TTFO: --percentile-metrics ttfo)
+    #[arg(long, value_parser = parse_int::<u64>, value_name = "N")]
+    pub mock_reasoning_tokens: Option<u64>,
+    /// With --mock-reasoning-tokens: the mock pauses this long after its reasoning, before
+    /// the answer's first token
+    #[arg(long, value_parser = parse_float, value_name = "MS")]
+    pub mock_thinking_ms: Option<f64>,
 }
 
 /// Model & tokenizer.

@@ -26,6 +26,17 @@ pub struct ServerConfig {
     pub endpoint: String,
     /// `--insecure`: do not verify TLS certificates.
     pub insecure: bool,
+    /// `--mock-reasoning-tokens` / `--mock-thinking-ms`: the embedded mock thinks first.
+    pub mock_reasoning: MockReasoning,
+}
+
+/// How the embedded mock reasons before it answers (none by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MockReasoning {
+    /// Output tokens sent as reasoning first.
+    pub tokens: u64,
+    /// The pause after the reasoning, before the answer.
+    pub thinking: std::time::Duration,
 }
 
 impl ServerConfig {
@@ -82,7 +93,50 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerCon
         location,
         endpoint: endpoint(s.backend, s.endpoint.as_deref())?,
         insecure: s.insecure,
+        mock_reasoning: mock_reasoning(cli)?,
     })
+}
+
+/// `--mock-reasoning-tokens N` and `--mock-thinking-ms MS`: only with `--mock-server`, and
+/// a thinking pause only with reasoning tokens to pause after.
+fn mock_reasoning(cli: &Cli) -> Result<MockReasoning, ConfigError> {
+    let s = &cli.server;
+    if !s.mock_server {
+        for (flag, given) in [
+            ("--mock-reasoning-tokens", s.mock_reasoning_tokens.is_some()),
+            ("--mock-thinking-ms", s.mock_thinking_ms.is_some()),
+        ] {
+            if given {
+                return Err(ConfigError::flag(
+                    flag,
+                    "configures the embedded mock; add --mock-server (a real server reasons \
+                     as its model does)",
+                ));
+            }
+        }
+    }
+    let tokens = s.mock_reasoning_tokens.unwrap_or(0);
+    let thinking = match s.mock_thinking_ms {
+        None => std::time::Duration::ZERO,
+        Some(ms) if tokens == 0 => {
+            return Err(ConfigError::value(
+                "--mock-thinking-ms",
+                crate::pyfmt::float_repr(ms),
+                "the pause follows the reasoning; add --mock-reasoning-tokens N (N > 0)",
+            ));
+        }
+        Some(ms) if ms.is_finite() && (0.0..=3_600_000.0).contains(&ms) => {
+            std::time::Duration::from_secs_f64(ms / 1000.0)
+        }
+        Some(ms) => {
+            return Err(ConfigError::value(
+                "--mock-thinking-ms",
+                crate::pyfmt::float_repr(ms),
+                "must be between 0 and 3600000 ms",
+            ));
+        }
+    };
+    Ok(MockReasoning { tokens, thinking })
 }
 
 fn check_host(host: &str) -> Result<(), ConfigError> {

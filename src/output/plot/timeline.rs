@@ -8,6 +8,11 @@
 //! microseconds, and a canvas draws only what is in view. The page reports what it drew in
 //! the DOM: `data-rows` on the canvas is the number of request rows (one per request), and
 //! `data-segments` the segments drawn.
+//!
+//! A reasoning model's request (one whose first output token came after its first token:
+//! TTFO > TTFT) has its thinking part, from the first token to the first output token, drawn
+//! apart in its own colour over the gaps, and named in the hover text; the legend shows it
+//! only when some request thought.
 
 use std::fmt::Write;
 
@@ -19,6 +24,8 @@ const TTFT_COLOUR: &str = "#636EFA";
 const ITL_COLOURS: [&str; 3] = ["#109618", "#FF7F0E", "#D62728"];
 const QUEUE_COLOUR: &str = "#C8C8C8";
 const FAILED_COLOUR: &str = "#555555";
+/// Ours: the thinking part of a reasoning request (plotly's fourth colour).
+const THINKING_COLOUR: &str = "#AB63FA";
 
 const SCRIPT: &str = include_str!("assets/timeline.js");
 
@@ -53,6 +60,9 @@ pub struct TimelineData {
     /// each end is rounded on its own, so the boundaries do not drift). Request `i`'s run
     /// from its first segment index to the next request's.
     pub segments: Vec<i64>,
+    /// Per request: the end of its thinking part, its first output token; minus its end when
+    /// every token was reasoning; 0 when it did not think. Empty when no request did.
+    pub thinking: Vec<i64>,
 }
 
 fn us(seconds: f64) -> i64 {
@@ -69,7 +79,9 @@ impl TimelineData {
         let mut data = TimelineData {
             requests: Vec::with_capacity(outputs.len() * 8),
             segments: Vec::new(),
+            thinking: Vec::new(),
         };
+        let mut thought = false;
         for o in outputs {
             let start = o.start_time - t0;
             let first = start + o.ttft;
@@ -83,6 +95,15 @@ impl TimelineData {
                 i64::from(o.success),
                 data.segments.len() as i64,
             ]);
+            let thinking_end = match o.ttfo {
+                _ if !o.success => 0,
+                Some(ttfo) if ttfo > o.ttft => us(start + ttfo),
+                Some(_) => 0,
+                // Successful without an output token: all of it was reasoning (negative).
+                None => -us(start + o.latency).max(1),
+            };
+            thought |= thinking_end != 0;
+            data.thinking.push(thinking_end);
             // Python's arithmetic: each gap added to the previous token's time.
             let mut t = first;
             let mut ends: Vec<(i64, u8)> = Vec::new();
@@ -99,6 +120,9 @@ impl TimelineData {
                 data.segments.push(3 * (end - previous) + i64::from(class));
                 previous = end;
             }
+        }
+        if !thought {
+            data.thinking.clear();
         }
         data
     }
@@ -120,6 +144,9 @@ pub fn render(outputs: &[RequestOutput], thresholds: (f64, f64), title: &str) ->
     };
     item(QUEUE_COLOUR, "Client queue", "queue");
     item(TTFT_COLOUR, "TTFT", "ttft");
+    if !data.thinking.is_empty() {
+        item(THINKING_COLOUR, "Thinking (until TTFO)", "thinking");
+    }
     for (i, (colour, label)) in ITL_COLOURS.iter().zip(&labels).enumerate() {
         item(colour, label, &format!("itl{i}"));
     }
@@ -139,10 +166,12 @@ pub fn render(outputs: &[RequestOutput], thresholds: (f64, f64), title: &str) ->
     push_ints(&mut script, &data.requests);
     script.push_str(",\"segments\":");
     push_ints(&mut script, &data.segments);
+    script.push_str(",\"thinking\":");
+    push_ints(&mut script, &data.thinking);
     let _ = write!(
         script,
         ",\"colours\":{{\"queue\":\"{QUEUE_COLOUR}\",\"ttft\":\"{TTFT_COLOUR}\",\
-         \"failed\":\"{FAILED_COLOUR}\",\"itl\":[\"{}\",\"{}\",\"{}\"]}},\"labels\":[",
+         \"failed\":\"{FAILED_COLOUR}\",\"thinking\":\"{THINKING_COLOUR}\",\"itl\":[\"{}\",\"{}\",\"{}\"]}},\"labels\":[",
         ITL_COLOURS[0], ITL_COLOURS[1], ITL_COLOURS[2]
     );
     for (i, l) in labels.iter().enumerate() {
@@ -179,6 +208,7 @@ mod tests {
             latency: ttft + itl.iter().sum::<f64>(),
             prompt_len: 10,
             output_tokens: itl.len() as u64 + 1,
+            ttfo: ok.then_some(ttft),
             ..RequestOutput::default()
         }
     }
@@ -200,6 +230,25 @@ mod tests {
         );
         // 10 ms + 20 ms (class 0, merged), 30 ms (class 1), 60 ms (class 2), 10 ms (class 0).
         assert_eq!(d.segments, [90_000, 90_001, 180_002, 30_000]);
+        assert!(d.thinking.is_empty(), "no request thought");
+    }
+
+    #[test]
+    fn the_thinking_part_ends_at_the_first_output_token() {
+        let mut thought = req(0.0, 0.0, 0.1, &[0.1, 0.1, 0.1], true);
+        thought.ttfo = Some(0.3);
+        let mut plain = req(1.0, 0.0, 0.1, &[0.1], true);
+        plain.ttfo = Some(0.1);
+        let mut only_thought = req(2.0, 0.0, 0.1, &[0.1], true);
+        only_thought.ttfo = None;
+        let failed = req(3.0, 0.0, 0.1, &[], false);
+        let d = TimelineData::of(&[thought, plain, only_thought, failed], (25.0, 50.0));
+        assert_eq!(d.thinking, [300_000, 0, -2_200_000, 0]);
+        let mut a = req(0.0, 0.0, 0.1, &[0.1], true);
+        a.ttfo = Some(0.2);
+        let html = render(&[a], (25.0, 50.0), "t");
+        assert!(html.contains("Thinking (until TTFO)"), "legend");
+        assert!(html.contains("\"thinking\":[200000]"), "data");
     }
 
     #[test]
