@@ -235,6 +235,8 @@ const CANCEL_FLAGS: &[&str] = &[
     "--request-cancellation-delay",
     "--request-cancellation-rate",
 ];
+/// The embedded mock's reasoning, to try TTFO (docs/reasoning.md, issue 31).
+const REASONING_FLAGS: &[&str] = &["--mock-reasoning-tokens", "--mock-thinking-ms"];
 
 fn python_flags() -> Vec<String> {
     read_shared(PYTHON_FLAGS)
@@ -277,6 +279,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .chain(SERVER_METRICS_FLAGS)
         .chain(REPLICA_FLAGS)
         .chain(CANCEL_FLAGS)
+        .chain(REASONING_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();
@@ -980,12 +983,13 @@ fn goodput_keys_and_values_are_checked() {
         GoodputConfig {
             ttft_ms: Some(30.0),
             tpot_ms: Some(8.0),
-            e2el_ms: Some(400.0)
+            e2el_ms: Some(400.0),
+            ttfo_ms: None
         }
     );
     assert_eq!(
         invalid(&["--goodput", "itl:5"]),
-        "--goodput itl:5: unknown metric 'itl' (choose from ttft, tpot, e2el)"
+        "--goodput itl:5: unknown metric 'itl' (choose from ttft, ttfo, tpot, e2el)"
     );
     assert_eq!(
         invalid(&["--goodput", "ttft:-5"]),
@@ -997,7 +1001,7 @@ fn goodput_keys_and_values_are_checked() {
 #[test]
 fn percentile_metric_names_are_checked() {
     assert!(invalid(&["--percentile-metrics", "ttft,p99"]).starts_with(
-        "--percentile-metrics ttft,p99: 'p99': unknown metric (choose from ttft, tpot"
+        "--percentile-metrics ttft,p99: 'p99': unknown metric (choose from ttft, ttfo, tpot"
     ));
     let cfg = ok(&["--backend", "openai-embeddings"]);
     assert_eq!(cfg.output.percentile_metrics, [MetricKind::E2el]);

@@ -202,6 +202,7 @@ impl Scenario {
                 start_time: starts[i],
                 client_queue_time: queues[i],
                 input_sequences: 1,
+                ..RequestOutput::default()
             })
             .collect()
     }

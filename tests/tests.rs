@@ -20,6 +20,7 @@ mod interrupt;
 mod mock_server;
 mod module_graph;
 mod multi_turn;
+mod reasoning;
 mod replicas;
 mod reports;
 mod response_limits;

@@ -74,6 +74,12 @@ impl AnthropicEvent<'_> {
         ) && self.delta.as_deref().is_some_and(|d| !d.is_empty())
     }
 
+    /// Whether this token is an answer token (text or tool input), not thinking: what TTFO
+    /// waits for.
+    pub fn is_output(&self) -> bool {
+        self.is_token() && self.kind != EventKind::Thinking
+    }
+
     /// The generated text this event adds (text deltas only).
     pub fn text(&self) -> Option<&str> {
         match self.kind {
@@ -267,7 +273,8 @@ mod tests {
             e.usage,
             Some(Usage {
                 prompt_tokens: Some(12),
-                completion_tokens: Some(0)
+                completion_tokens: Some(0),
+                ..Usage::default()
             })
         );
         // Anthropic reports cached input apart: the prompt is all of it.
@@ -327,7 +334,8 @@ mod tests {
             e.usage,
             Some(Usage {
                 prompt_tokens: Some(12),
-                completion_tokens: Some(5)
+                completion_tokens: Some(5),
+                ..Usage::default()
             })
         );
         let e = event(
@@ -337,7 +345,8 @@ mod tests {
             e.usage,
             Some(Usage {
                 prompt_tokens: None,
-                completion_tokens: Some(15)
+                completion_tokens: Some(15),
+                ..Usage::default()
             })
         );
         assert_eq!(

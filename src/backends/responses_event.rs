@@ -7,7 +7,8 @@
 //!   first sets TTFT, each later one adds an ITL gap); reasoning deltas count because the
 //!   server is already decoding, but only output text is kept as the generated text;
 //! - `response.completed` / `response.incomplete` end the request, with `response.usage`
-//!   (`input_tokens`, `output_tokens`);
+//!   (`input_tokens`, `output_tokens`, and `output_tokens_details.reasoning_tokens` when the
+//!   server counts them);
 //! - `error` / `response.failed`, or any other event with a truthy `error`, fail the request
 //!   with Python's error text, `json.dumps(data.get("error") or data)`.
 //!
@@ -19,7 +20,9 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 use simd_json::{Node, StaticNode};
 
-use super::stream_chunk::{opt_str, token_count, ChunkDecoder, ChunkError, Json, Usage};
+use super::stream_chunk::{
+    opt_str, reasoning_tokens, token_count, ChunkDecoder, ChunkError, Json, Usage,
+};
 use crate::pyfmt::json_dumps;
 
 /// What an event means to the client.
@@ -55,6 +58,12 @@ impl ResponsesEvent<'_> {
     /// Whether Python counts this event as a token (TTFT, then ITL).
     pub fn is_token(&self) -> bool {
         matches!(self.kind, EventKind::OutputText | EventKind::ReasoningText)
+    }
+
+    /// Whether this token is an answer token (output text), not reasoning: what TTFO waits
+    /// for.
+    pub fn is_output(&self) -> bool {
+        self.kind == EventKind::OutputText
     }
 }
 
@@ -153,6 +162,10 @@ fn read_usage(value: Json<'_, '_>) -> Result<Usage, ChunkError> {
             "output_tokens" => {
                 usage.completion_tokens = token_count(value, "response.usage.output_tokens")?;
             }
+            "output_tokens_details" => {
+                usage.reasoning_tokens =
+                    reasoning_tokens(value, "response.usage.output_tokens_details")?;
+            }
             _ => {}
         }
     }
@@ -237,14 +250,15 @@ mod tests {
     #[test]
     fn terminal_events_carry_usage_and_status() {
         let e = event(
-            r#"{"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"type":"message","content":[{"type":"output_text","text":"a b"}]}],"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":0},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":17}}}"#,
+            r#"{"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"type":"message","content":[{"type":"output_text","text":"a b"}]}],"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":0},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":17}}}"#,
         );
         assert_eq!(e.kind, EventKind::Terminal);
         assert_eq!(
             e.usage,
             Some(Usage {
                 prompt_tokens: Some(12),
-                completion_tokens: Some(5)
+                completion_tokens: Some(5),
+                reasoning_tokens: Some(2),
             })
         );
         assert_eq!(e.status.as_deref(), Some("incomplete"));

@@ -46,6 +46,11 @@ pub struct Usage {
     pub prompt_tokens: Option<u64>,
     /// `usage.completion_tokens`.
     pub completion_tokens: Option<u64>,
+    /// Of the completion tokens, the reasoning ones: chat
+    /// `usage.completion_tokens_details.reasoning_tokens`, Responses
+    /// `usage.output_tokens_details.reasoning_tokens` (servers that do not count them apart
+    /// leave it out).
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// What the client needs from one streamed chunk. Strings borrow the payload buffer.
@@ -89,6 +94,22 @@ impl ChunkFields<'_> {
                     |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
                 non_empty(&self.text) || non_empty(&self.reasoning) || self.has_tool_calls
             }
+        }
+    }
+
+    /// Whether this token event is an answer token, not reasoning: what TTFO (time to first
+    /// output token) waits for. Chat: non-empty content or tool calls (a chunk that carries
+    /// reasoning too still has answer text). Completions and audio have no reasoning field, so
+    /// every token is output.
+    pub fn is_output(&self, api: StreamApi) -> bool {
+        if !self.is_token(api) {
+            return false;
+        }
+        match api {
+            StreamApi::Chat => {
+                self.text.as_deref().is_some_and(|s| !s.is_empty()) || self.has_tool_calls
+            }
+            _ => true,
         }
     }
 }
@@ -535,10 +556,36 @@ fn read_usage(value: Json<'_, '_>) -> Result<Option<Usage>, ChunkError> {
             "completion_tokens" => {
                 usage.completion_tokens = token_count(value, "usage.completion_tokens")?;
             }
+            "completion_tokens_details" => {
+                usage.reasoning_tokens =
+                    reasoning_tokens(value, "usage.completion_tokens_details")?;
+            }
             _ => {}
         }
     }
     Ok(Some(usage))
+}
+
+/// `reasoning_tokens` of a usage details object (`completion_tokens_details`,
+/// `output_tokens_details`); `null` or absent is `None`.
+pub(super) fn reasoning_tokens(
+    value: Json<'_, '_>,
+    field: &'static str,
+) -> Result<Option<u64>, ChunkError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let members = value.members().ok_or(ChunkError::BadField {
+        field,
+        expected: "an object or null",
+    })?;
+    let mut count = None;
+    for (key, value) in members {
+        if key == "reasoning_tokens" {
+            count = token_count(value, "usage.*_tokens_details.reasoning_tokens")?;
+        }
+    }
+    Ok(count)
 }
 
 /// A non-negative integer count; an integral float (`12.0`) is accepted, as some servers
@@ -658,7 +705,8 @@ mod tests {
             u.usage,
             Some(Usage {
                 prompt_tokens: Some(10),
-                completion_tokens: Some(16)
+                completion_tokens: Some(16),
+                ..Usage::default()
             })
         );
     }
@@ -705,7 +753,8 @@ mod tests {
             f.usage,
             Some(Usage {
                 prompt_tokens: Some(11),
-                completion_tokens: Some(8)
+                completion_tokens: Some(8),
+                ..Usage::default()
             })
         );
         let role = r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1,"id":"x","model":"smollm2","system_fingerprint":"b1","object":"chat.completion.chunk"}"#;
@@ -845,7 +894,8 @@ mod tests {
             f.usage,
             Some(Usage {
                 prompt_tokens: Some(11),
-                completion_tokens: None
+                completion_tokens: None,
+                ..Usage::default()
             })
         );
         assert_eq!(

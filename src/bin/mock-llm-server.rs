@@ -61,6 +61,15 @@ struct Args {
     /// Tokens carried by each content chunk.
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     tokens_per_chunk: u64,
+    /// Chat, Responses and Anthropic streams send their first N output tokens as reasoning
+    /// (delta.reasoning, response.reasoning_text.delta, a thinking block) before the answer;
+    /// the usage counts them as reasoning_tokens.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    reasoning_tokens: u64,
+    /// With --reasoning-tokens: a pause after the last reasoning chunk, before the first
+    /// answer chunk, in ms (fractions allowed).
+    #[arg(long, value_name = "MS", default_value = "0", value_parser = millis)]
+    thinking_ms: Duration,
     /// Uniform ± jitter added to every delay, in ms (seeded by --seed).
     #[arg(long, value_name = "MS", default_value = "0", value_parser = millis)]
     jitter_ms: Duration,
@@ -71,7 +80,7 @@ struct Args {
     #[arg(long)]
     close_after_response: bool,
     /// All delays zero: stream as fast as the client reads.
-    #[arg(long, conflicts_with_all = ["first_token_delay_ms", "token_interval_ms", "jitter_ms"])]
+    #[arg(long, conflicts_with_all = ["first_token_delay_ms", "token_interval_ms", "jitter_ms", "thinking_ms"])]
     firehose: bool,
     /// Fraction of model requests answered 500 Internal Server Error.
     #[arg(long = "fail-500", value_name = "FRACTION", default_value = "0", value_parser = fraction)]
@@ -222,6 +231,8 @@ impl Args {
             jitter: zero_if_firehose(self.jitter_ms),
             num_tokens: usize::try_from(self.num_tokens).unwrap_or(usize::MAX),
             tokens_per_chunk: usize::try_from(self.tokens_per_chunk).unwrap_or(usize::MAX),
+            reasoning_tokens: usize::try_from(self.reasoning_tokens).unwrap_or(usize::MAX),
+            thinking_delay: zero_if_firehose(self.thinking_ms),
             usage: !self.no_usage,
             close_after_response: self.close_after_response,
             faults: FaultConfig {

@@ -47,6 +47,14 @@ pub struct ServerArgs {
     /// server of known capacity, e.g. for --slo-search) [default: no limit]
     #[arg(long, value_parser = parse_int::<usize>, value_name = "N")]
     pub mock_slots: Option<usize>,
+    /// With --mock-server: the mock's chat, Responses and Anthropic streams send their first N
+    /// output tokens as reasoning before the answer (to try TTFO: --percentile-metrics ttfo)
+    #[arg(long, value_parser = parse_int::<u64>, value_name = "N")]
+    pub mock_reasoning_tokens: Option<u64>,
+    /// With --mock-reasoning-tokens: the mock pauses this long after its reasoning, before
+    /// the answer's first token
+    #[arg(long, value_parser = parse_float, value_name = "MS")]
+    pub mock_thinking_ms: Option<f64>,
 }
 
 /// Model & tokenizer.

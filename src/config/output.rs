@@ -250,21 +250,20 @@ fn dedup<T: PartialEq>(items: Vec<T>) -> Vec<T> {
 }
 
 /// `--goodput KEY:VALUE...`, parsed by the metrics module (Python's `parse_goodput` +
-/// `check_goodput_args`: keys ttft, tpot, e2el; values non-negative milliseconds), with the
+/// `check_goodput_args`: keys ttft, tpot, e2el, and our ttfo; values non-negative milliseconds), with the
 /// error worded for the command line.
 fn goodput(pairs: &[String]) -> Result<GoodputConfig, ConfigError> {
     GoodputConfig::parse(pairs).map_err(|e| {
         let why = match &e {
             GoodputError::Format {
                 key_value: false, ..
-            } => {
-                "expected KEY:VALUE, e.g. ttft:100 (KEY ttft, tpot or e2el; VALUE in ms)".to_owned()
-            }
+            } => "expected KEY:VALUE, e.g. ttft:100 (KEY ttft, ttfo, tpot or e2el; VALUE in ms)"
+                .to_owned(),
             GoodputError::Format {
                 key_value: true, ..
             } => "the value must be a number of milliseconds".to_owned(),
             GoodputError::Name { name, .. } => {
-                format!("unknown metric '{name}' (choose from ttft, tpot, e2el)")
+                format!("unknown metric '{name}' (choose from ttft, ttfo, tpot, e2el)")
             }
             GoodputError::Negative { .. } => "must be non-negative".to_owned(),
         };
@@ -350,7 +349,8 @@ mod tests {
             GoodputConfig {
                 ttft_ms: Some(0.0),
                 tpot_ms: Some(8.0),
-                e2el_ms: Some(400.0)
+                e2el_ms: Some(400.0),
+                ttfo_ms: None
             }
         );
         for (bad, why) in [
@@ -358,7 +358,7 @@ mod tests {
             ("a:b:c", "expected KEY:VALUE"),
             (
                 "itl:5",
-                "unknown metric 'itl' (choose from ttft, tpot, e2el)",
+                "unknown metric 'itl' (choose from ttft, ttfo, tpot, e2el)",
             ),
             ("ttft:-1", "must be non-negative"),
             ("ttft:fast", "the value must be a number of milliseconds"),

@@ -33,6 +33,17 @@ pub struct ServerConfig {
     pub more_replicas: Vec<BaseUrl>,
     /// `--replica-affinity`: how sessions are spread over the replicas.
     pub replica_affinity: ReplicaAffinity,
+    /// `--mock-reasoning-tokens` / `--mock-thinking-ms`: the embedded mock thinks first.
+    pub mock_reasoning: MockReasoning,
+}
+
+/// How the embedded mock reasons before it answers (none by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MockReasoning {
+    /// Output tokens sent as reasoning first.
+    pub tokens: u64,
+    /// The pause after the reasoning, before the answer.
+    pub thinking: std::time::Duration,
 }
 
 impl ServerConfig {
@@ -102,6 +113,7 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerCon
         insecure: s.insecure,
         more_replicas: urls.into_iter().skip(1).collect(),
         replica_affinity: s.replica_affinity,
+        mock_reasoning: mock_reasoning(cli)?,
     })
 }
 
@@ -162,6 +174,48 @@ fn base_urls(given: &[String]) -> Result<Vec<BaseUrl>, ConfigError> {
         }
     }
     Ok(urls)
+}
+
+/// `--mock-reasoning-tokens N` and `--mock-thinking-ms MS`: only with `--mock-server`, and
+/// a thinking pause only with reasoning tokens to pause after.
+fn mock_reasoning(cli: &Cli) -> Result<MockReasoning, ConfigError> {
+    let s = &cli.server;
+    if !s.mock_server {
+        for (flag, given) in [
+            ("--mock-reasoning-tokens", s.mock_reasoning_tokens.is_some()),
+            ("--mock-thinking-ms", s.mock_thinking_ms.is_some()),
+        ] {
+            if given {
+                return Err(ConfigError::flag(
+                    flag,
+                    "configures the embedded mock; add --mock-server (a real server reasons \
+                     as its model does)",
+                ));
+            }
+        }
+    }
+    let tokens = s.mock_reasoning_tokens.unwrap_or(0);
+    let thinking = match s.mock_thinking_ms {
+        None => std::time::Duration::ZERO,
+        Some(ms) if tokens == 0 => {
+            return Err(ConfigError::value(
+                "--mock-thinking-ms",
+                crate::pyfmt::float_repr(ms),
+                "the pause follows the reasoning; add --mock-reasoning-tokens N (N > 0)",
+            ));
+        }
+        Some(ms) if ms.is_finite() && (0.0..=3_600_000.0).contains(&ms) => {
+            std::time::Duration::from_secs_f64(ms / 1000.0)
+        }
+        Some(ms) => {
+            return Err(ConfigError::value(
+                "--mock-thinking-ms",
+                crate::pyfmt::float_repr(ms),
+                "must be between 0 and 3600000 ms",
+            ));
+        }
+    };
+    Ok(MockReasoning { tokens, thinking })
 }
 
 fn check_host(host: &str) -> Result<(), ConfigError> {

@@ -26,7 +26,7 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
-use crate::backends::stream_chunk::{ChunkDecoder, ChunkTemplate, StreamApi};
+use crate::backends::stream_chunk::{ChunkDecoder, ChunkTemplate, StreamApi, Usage};
 use crate::backends::ResponseMode;
 use crate::backends::{anthropic_event, responses_event};
 use crate::http::conn::{Connection, Endpoint};
@@ -205,14 +205,20 @@ impl Default for ExchangeBuffers {
 #[derive(Debug, Default)]
 pub struct Measured {
     pub first_token: Option<Instant>,
+    /// The first token that is not reasoning (chat content or tool calls, Responses output
+    /// text, Anthropic text or tool input): TTFO's end. Equal to `first_token` when the
+    /// server sent no reasoning; `None` when it sent reasoning only.
+    pub first_output: Option<Instant>,
     pub last_token: Option<Instant>,
     pub end: Option<Instant>,
     pub chunks: u32,
     pub usage_prompt_tokens: Option<u64>,
     pub usage_completion_tokens: Option<u64>,
+    /// Of the completion tokens, the reasoning ones, when the server counts them apart.
+    pub usage_reasoning_tokens: Option<u64>,
     /// Usage seen on a chunk that also carried choices (llama.cpp); used only when no
     /// usage-only chunk arrives.
-    fallback_usage: Option<(Option<u64>, Option<u64>)>,
+    fallback_usage: Option<Usage>,
     /// `[DONE]` seen.
     pub done: bool,
     /// The last finish reason a chunk named.
@@ -617,9 +623,10 @@ impl BodySink {
         }
         let m = &mut *rec.m;
         if m.usage_completion_tokens.is_none() && m.usage_prompt_tokens.is_none() {
-            if let Some((p, c)) = m.fallback_usage.take() {
-                m.usage_prompt_tokens = p;
-                m.usage_completion_tokens = c;
+            if let Some(u) = m.fallback_usage.take() {
+                m.usage_prompt_tokens = u.prompt_tokens;
+                m.usage_completion_tokens = u.completion_tokens;
+                m.usage_reasoning_tokens = u.reasoning_tokens;
             }
         }
         text_verdict(m, rec.limits)?;
@@ -660,7 +667,7 @@ impl Recording<'_> {
             .with(|json| json.borrow_mut().decode_stream(api, data, template))
             .map_err(malformed_event)?;
         if chunk.has_choices && chunk.is_token(api) {
-            self.token_at_now();
+            self.token_at_now(chunk.is_output(api));
             if let Some(text) = &chunk.text {
                 self.keep_text(text.as_bytes());
             }
@@ -671,10 +678,11 @@ impl Recording<'_> {
                 m.finish_reason = Some(reason);
             }
             if let Some(u) = &chunk.usage {
-                m.fallback_usage = Some((u.prompt_tokens, u.completion_tokens));
+                m.fallback_usage = Some(*u);
             }
         } else if let Some(u) = &chunk.usage {
             m.usage_completion_tokens = u.completion_tokens;
+            m.usage_reasoning_tokens = u.reasoning_tokens;
             // Python's audio loop reads only the completion count.
             if u.prompt_tokens.is_some() && api != StreamApi::Audio {
                 m.usage_prompt_tokens = u.prompt_tokens;
@@ -695,7 +703,7 @@ impl Recording<'_> {
             .with(|json| responses_event::decode(&mut json.borrow_mut(), data))
             .map_err(malformed_event)?;
         if event.is_token() {
-            self.token_at_now();
+            self.token_at_now(event.is_output());
             if let Some(text) = &event.delta {
                 self.keep_text(text.as_bytes());
             }
@@ -707,6 +715,7 @@ impl Recording<'_> {
             if let Some(u) = event.usage {
                 m.usage_completion_tokens = u.completion_tokens.or(m.usage_completion_tokens);
                 m.usage_prompt_tokens = u.prompt_tokens.or(m.usage_prompt_tokens);
+                m.usage_reasoning_tokens = u.reasoning_tokens.or(m.usage_reasoning_tokens);
             }
             m.finish_reason = match event.status.as_deref() {
                 Some("incomplete") => Some(FinishReason::Length),
@@ -731,7 +740,7 @@ impl Recording<'_> {
             .with(|json| anthropic_event::decode(&mut json.borrow_mut(), data))
             .map_err(malformed_event)?;
         if event.is_token() {
-            self.token_at_now();
+            self.token_at_now(event.is_output());
             if let Some(text) = event.text() {
                 self.keep_text(text.as_bytes());
             }
@@ -772,9 +781,13 @@ impl Recording<'_> {
         }
     }
 
-    /// One token event at the current read's time: the first sets TTFT, later ones add a gap.
-    fn token_at_now(&mut self) {
+    /// One token event at the current read's time: the first sets TTFT, later ones add a gap;
+    /// the first `output` one (not reasoning) sets TTFO.
+    fn token_at_now(&mut self, output: bool) {
         let m = &mut *self.m;
+        if output && m.first_output.is_none() {
+            m.first_output = Some(self.now);
+        }
         match m.last_token {
             None => m.first_token = Some(self.now),
             Some(prev) => self
@@ -1061,6 +1074,72 @@ mod tests {
 
     fn anthropic() -> ResponseMode {
         ResponseMode::Stream(StreamApi::Anthropic)
+    }
+
+    /// `events` as one read each after the head's: the k-th event arrives at `k + 1` ms.
+    fn event_per_read(mode: ResponseMode, events: &[&str]) -> Outcome {
+        let bytes = http_response(events);
+        let head_end = memchr::memmem::find(&bytes, b"\r\n\r\n").unwrap() + 4;
+        let mut reads: Vec<&[u8]> = vec![&bytes[..head_end]];
+        let mut at = head_end;
+        for e in events {
+            let framed = format!("{:x}\r\n{e}\r\n", e.len()).len();
+            reads.push(&bytes[at..at + framed]);
+            at += framed;
+        }
+        reads.push(&bytes[at..]);
+        feed(mode, &reads)
+    }
+
+    /// TTFO's end minus TTFT's.
+    fn thinking(o: &Outcome) -> Option<Duration> {
+        Some(o.m.first_output?.duration_since(o.m.first_token?))
+    }
+
+    #[test]
+    fn the_first_output_token_is_the_first_that_is_not_reasoning_on_every_api() {
+        // Responses: reasoning at read 2, output text at read 4 (a comment between).
+        let o = event_per_read(responses(), RESPONSES_EVENTS);
+        assert_eq!(o.result, Some(Ok(())));
+        assert_eq!(thinking(&o), Some(Duration::from_millis(2)));
+        // Anthropic: thinking at read 4, text at read 7.
+        let o = event_per_read(anthropic(), ANTHROPIC_EVENTS);
+        assert_eq!(o.result, Some(Ok(())));
+        assert_eq!(thinking(&o), Some(Duration::from_millis(3)));
+        // Chat: the role chunk, two reasoning chunks (`reasoning`, then vLLM's older
+        // `reasoning_content`), content, the usage with its reasoning count.
+        let chat = [
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"hm\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":null,\"reasoning_content\":\"m\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" yes\"}}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"completion_tokens_details\":{\"reasoning_tokens\":2}}}\n\n",
+            "data: [DONE]\n\n",
+        ];
+        let chat_mode = ResponseMode::Stream(StreamApi::Chat);
+        let o = event_per_read(chat_mode, &chat);
+        assert_eq!(o.result, Some(Ok(())));
+        assert_eq!(o.m.chunks, 3);
+        assert_eq!(thinking(&o), Some(Duration::from_millis(2)));
+        assert_eq!(o.m.usage_reasoning_tokens, Some(2));
+        assert_eq!(o.log.text, b" yes");
+        // Tool calls are output; a stream of reasoning only has no first output token.
+        let tool =
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0}]}}]}\n\n";
+        let o = event_per_read(chat_mode, &[chat[1], tool, chat[5]]);
+        assert_eq!(thinking(&o), Some(Duration::from_millis(1)));
+        let o = event_per_read(chat_mode, &[chat[1], chat[2], chat[5]]);
+        assert_eq!(o.result, Some(Ok(())));
+        assert!(o.m.first_token.is_some() && o.m.first_output.is_none());
+        // Without reasoning the first output token is the first token (completions too).
+        let o = event_per_read(chat_mode, &[chat[0], chat[3], chat[5]]);
+        assert_eq!(thinking(&o), Some(Duration::ZERO));
+        let text = "data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n";
+        let o = event_per_read(
+            ResponseMode::Stream(StreamApi::Completions),
+            &[text, chat[5]],
+        );
+        assert_eq!(thinking(&o), Some(Duration::ZERO));
     }
 
     #[test]

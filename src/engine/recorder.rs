@@ -37,6 +37,8 @@ pub struct Record {
     /// When the request was sent (Python's `start_time`).
     pub start_ns: u64,
     pub first_token_ns: Option<u64>,
+    /// The first token that is not reasoning (TTFO's end); `None` when none came.
+    pub first_output_ns: Option<u64>,
     pub last_token_ns: u64,
     /// Range of this request's inter-token gaps in the core's ITL arena.
     pub itl: Range<u32>,
@@ -44,6 +46,8 @@ pub struct Record {
     pub text: Range<u32>,
     pub usage_prompt_tokens: Option<u64>,
     pub usage_completion_tokens: Option<u64>,
+    /// Of the completion tokens, the reasoning ones, when the server counts them apart.
+    pub usage_reasoning_tokens: Option<u64>,
     /// Token events (SSE chunks that carried a token).
     pub chunks: u32,
     pub client_prompt_len: u32,
@@ -351,6 +355,9 @@ fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput
         };
     }
     let text = &text_arena[rec.text.start as usize..rec.text.end as usize];
+    let ttfo = rec
+        .first_output_ns
+        .map(|first| secs(first.saturating_sub(rec.start_ns)));
     let (ttft, latency) = match rec.first_token_ns {
         Some(first) => (
             secs(first - rec.start_ns),
@@ -371,6 +378,8 @@ fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput
         client_queue_time,
         // The caller knows what each request carried (`Prepared::input_sequences`).
         input_sequences: 1,
+        ttfo,
+        reasoning_tokens: rec.usage_reasoning_tokens,
     }
 }
 

@@ -13,6 +13,10 @@
 //!   for goodput a shorter request has TPOT 0;
 //! - ITL samples are every request's ITL list, concatenated in request order;
 //! - throughputs divide by the run duration `dur_s`.
+//!
+//! Ours beside Python's: TTFO (time to first output token, the first token that is not
+//! reasoning) over the successful requests that sent an output token, the count of those
+//! that did not (all reasoning), and the server's reasoning-token total.
 
 use rayon::prelude::*;
 
@@ -34,6 +38,14 @@ pub struct BenchmarkMetrics {
     pub output_throughput: f64,
     pub total_token_throughput: f64,
     pub ttft: MetricStats,
+    /// Ours: time to first output token, over successful requests that sent one.
+    pub ttfo: MetricStats,
+    /// Ours: successful requests with no output token (every token was reasoning); left out
+    /// of `ttfo`.
+    pub no_output_token: u64,
+    /// Ours: the reasoning tokens of successful requests, summed over those the server
+    /// counted them for; `None` when it counted none.
+    pub total_reasoning: Option<u64>,
     pub tpot: MetricStats,
     pub itl: MetricStats,
     pub e2el: MetricStats,
@@ -78,6 +90,9 @@ pub fn calculate_metrics(
     let mut total_input = 0u64;
     let mut good_completed = 0u64;
     let mut ttfts = Vec::with_capacity(outputs.len());
+    let mut ttfos = Vec::with_capacity(outputs.len());
+    let mut no_output_token = 0u64;
+    let mut total_reasoning: Option<u64> = None;
     let mut tpots = Vec::with_capacity(outputs.len());
     let mut e2els = Vec::with_capacity(outputs.len());
     let itl_count = outputs
@@ -98,8 +113,15 @@ pub fn calculate_metrics(
             tpot = (o.latency - o.ttft) / (output_len - 1) as f64;
             tpots.push(tpot);
         }
-        if !goodput.is_empty() && goodput.is_good(o.ttft, tpot, o.latency) {
+        if !goodput.is_empty() && goodput.is_good(o.ttft, o.ttfo, tpot, o.latency) {
             good_completed += 1;
+        }
+        match o.ttfo {
+            Some(t) => ttfos.push(t),
+            None => no_output_token += 1,
+        }
+        if let Some(r) = o.reasoning_tokens {
+            total_reasoning = Some(total_reasoning.unwrap_or(0) + r);
         }
         itls.extend_from_slice(&o.itl);
         ttfts.push(o.ttft);
@@ -118,6 +140,9 @@ pub fn calculate_metrics(
         output_throughput: total_output as f64 / dur_s,
         total_token_throughput: (total_input + total_output) as f64 / dur_s,
         ttft: MetricStats::from_seconds(ttfts, selected_percentiles),
+        ttfo: MetricStats::from_seconds(ttfos, selected_percentiles),
+        no_output_token,
+        total_reasoning,
         tpot: MetricStats::from_seconds(tpots, selected_percentiles),
         itl: MetricStats::from_seconds(itls, selected_percentiles),
         e2el: MetricStats::from_seconds(e2els, selected_percentiles),
@@ -290,6 +315,34 @@ mod tests {
         let slo = GoodputConfig::parse(&["ttft:30", "tpot:8"]).unwrap();
         let (m, _) = calculate_metrics(&outs, 2.0, &never_called, &[], &slo);
         assert_eq!(m.request_goodput, 1.0);
+    }
+
+    #[test]
+    fn ttfo_skips_reasoning_only_requests_and_reasoning_tokens_add_up() {
+        let mut thought = ok(1, 5, 0.1, &[0.1; 4], 0.5);
+        thought.ttfo = Some(0.3);
+        thought.reasoning_tokens = Some(2);
+        let mut only_thought = ok(1, 3, 0.1, &[0.1; 2], 0.3);
+        only_thought.reasoning_tokens = Some(3);
+        let mut plain = ok(1, 2, 0.2, &[0.1], 0.3);
+        plain.ttfo = Some(0.2);
+        let outs = vec![thought, only_thought, plain, failed(1)];
+        let slo = GoodputConfig::parse(&["ttfo:250"]).unwrap();
+        let (m, _) = calculate_metrics(&outs, 1.0, &never_called, &[100.0], &slo);
+        assert_eq!(m.ttfo.percentiles_ms, vec![(100.0, 300.0)]);
+        assert_eq!(m.ttfo.mean_ms, (0.3 + 0.2) / 2.0 * 1000.0);
+        assert_eq!(m.no_output_token, 1);
+        assert_eq!(m.total_reasoning, Some(5));
+        // Only `plain` answered within 250 ms.
+        assert_eq!(m.request_goodput, 1.0);
+        let (m, _) = calculate_metrics(
+            &outs[2..],
+            1.0,
+            &never_called,
+            &[],
+            &GoodputConfig::default(),
+        );
+        assert_eq!(m.total_reasoning, None);
     }
 
     #[test]

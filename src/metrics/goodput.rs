@@ -3,9 +3,10 @@
 //! "is this request good?" test used by the calculator.
 //!
 //! This is the one `--goodput` parser: the configuration calls it and words its errors in the
-//! `--flag VALUE: reason` style from the structured [`GoodputError`]. One deliberate departure
+//! `--flag VALUE: reason` style from the structured [`GoodputError`]. Two deliberate departures
 //! from Python: a `nan` value is refused as a format error (Python accepts it, and then no
-//! request can ever meet the SLO).
+//! request can ever meet the SLO), and `ttfo` (time to first output token, ours) is a key too:
+//! a request whose tokens were all reasoning never meets a `ttfo` SLO.
 
 use crate::cli::pyvalue::py_float;
 use crate::pyfmt::float_repr;
@@ -15,6 +16,7 @@ use crate::pyfmt::float_repr;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GoodputConfig {
     pub ttft_ms: Option<f64>,
+    pub ttfo_ms: Option<f64>,
     pub tpot_ms: Option<f64>,
     pub e2el_ms: Option<f64>,
 }
@@ -35,7 +37,7 @@ pub enum GoodputError {
     },
     #[error(
         "--goodput: Invalid metric name found, {name}: {value}. The service level objective \
-         name should be one of ['ttft', 'tpot', 'e2el']. "
+         name should be one of ['ttft', 'ttfo', 'tpot', 'e2el']. "
     )]
     Name {
         name: String,
@@ -94,6 +96,7 @@ impl GoodputConfig {
         for (name, value, pair) in entries {
             let slot = match name {
                 "ttft" => &mut config.ttft_ms,
+                "ttfo" => &mut config.ttfo_ms,
                 "tpot" => &mut config.tpot_ms,
                 "e2el" => &mut config.e2el_ms,
                 _ => {
@@ -118,18 +121,30 @@ impl GoodputConfig {
 
     /// True when no SLO was given (Python: `if not goodput_config_dict`).
     pub fn is_empty(&self) -> bool {
-        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2el_ms.is_none()
+        self.ttft_ms.is_none()
+            && self.ttfo_ms.is_none()
+            && self.tpot_ms.is_none()
+            && self.e2el_ms.is_none()
     }
 
     /// Whether one successful request meets every given SLO. Inputs are seconds; `tpot_s`
-    /// is 0 for requests with at most one output token, as in Python.
-    pub fn is_good(&self, ttft_s: f64, tpot_s: f64, e2el_s: f64) -> bool {
+    /// is 0 for requests with at most one output token, as in Python; `ttfo_s` is `None`
+    /// for a request that never sent an output token (it fails a `ttfo` SLO).
+    pub fn is_good(&self, ttft_s: f64, ttfo_s: Option<f64>, tpot_s: f64, e2el_s: f64) -> bool {
         // Python compares `slo_ms / 1000 >= value_s`; NaN never meets an SLO.
         let meets = |slo_ms: Option<f64>, value_s: f64| match slo_ms {
             Some(ms) => ms / 1000.0 >= value_s,
             None => true,
         };
-        meets(self.ttft_ms, ttft_s) && meets(self.tpot_ms, tpot_s) && meets(self.e2el_ms, e2el_s)
+        let ttfo_met = match (self.ttfo_ms, ttfo_s) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(_), Some(v)) => meets(self.ttfo_ms, v),
+        };
+        meets(self.ttft_ms, ttft_s)
+            && ttfo_met
+            && meets(self.tpot_ms, tpot_s)
+            && meets(self.e2el_ms, e2el_s)
     }
 }
 
@@ -191,7 +206,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "--goodput: Invalid metric name found, foo: 1.0. The service level objective name \
-             should be one of ['ttft', 'tpot', 'e2el']. "
+             should be one of ['ttft', 'ttfo', 'tpot', 'e2el']. "
         );
         let err = GoodputConfig::parse(&["tpot:-2"]).unwrap_err();
         assert_eq!(
@@ -212,12 +227,22 @@ mod tests {
         let c = GoodputConfig {
             ttft_ms: Some(30.0),
             tpot_ms: Some(8.0),
-            e2el_ms: None,
+            ..GoodputConfig::default()
         };
-        assert!(c.is_good(0.030, 0.008, 99.0));
-        assert!(!c.is_good(0.0301, 0.0, 0.0));
-        assert!(!c.is_good(0.01, 0.0081, 0.0));
-        assert!(!c.is_good(f64::NAN, 0.0, 0.0));
-        assert!(GoodputConfig::default().is_good(1e9, 1e9, 1e9));
+        assert!(c.is_good(0.030, None, 0.008, 99.0));
+        assert!(!c.is_good(0.0301, None, 0.0, 0.0));
+        assert!(!c.is_good(0.01, None, 0.0081, 0.0));
+        assert!(!c.is_good(f64::NAN, None, 0.0, 0.0));
+        assert!(GoodputConfig::default().is_good(1e9, None, 1e9, 1e9));
+    }
+
+    #[test]
+    fn a_ttfo_slo_is_missed_by_a_request_that_only_reasoned() {
+        let c = GoodputConfig::parse(&["ttfo:500"]).unwrap();
+        assert_eq!(c.ttfo_ms, Some(500.0));
+        assert!(!c.is_empty());
+        assert!(c.is_good(0.01, Some(0.5), 0.0, 9.0));
+        assert!(!c.is_good(0.01, Some(0.501), 0.0, 9.0));
+        assert!(!c.is_good(0.01, None, 0.0, 9.0));
     }
 }

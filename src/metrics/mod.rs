@@ -37,6 +37,12 @@ pub struct RequestOutput {
     /// Inputs the request carried (Python's `num_input_sequences`: the texts of a batched
     /// pooling request, the documents of a rerank request; 1 otherwise).
     pub input_sequences: u64,
+    /// Ours, not Python's: time to first output token, seconds, the first token that is not
+    /// reasoning (equal to `ttft` for a server that sends no reasoning). `None` for a failed
+    /// request and for one whose tokens were all reasoning.
+    pub ttfo: Option<f64>,
+    /// Ours: the server's count of reasoning tokens among `output_tokens`, when it gives one.
+    pub reasoning_tokens: Option<u64>,
 }
 
 impl Default for RequestOutput {
@@ -53,6 +59,8 @@ impl Default for RequestOutput {
             start_time: 0.0,
             client_queue_time: 0.0,
             input_sequences: 1,
+            ttfo: None,
+            reasoning_tokens: None,
         }
     }
 }

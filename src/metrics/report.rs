@@ -44,7 +44,8 @@ impl TaskKind {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskMetrics {
     Generation {
-        metrics: BenchmarkMetrics,
+        /// Boxed: far larger than the pooling figures.
+        metrics: Box<BenchmarkMetrics>,
         /// Per request, in request order (Python's `actual_output_lens`).
         actual_output_lens: Vec<u64>,
     },
@@ -106,7 +107,7 @@ impl BenchmarkReport {
                     &settings.goodput,
                 );
                 TaskMetrics::Generation {
-                    metrics,
+                    metrics: Box::new(metrics),
                     actual_output_lens,
                 }
             }
@@ -164,11 +165,20 @@ impl BenchmarkReport {
             .collect()
     }
 
+    /// Whether TTFO (ours) is reported: selected with `--percentile-metrics` on a generation
+    /// run with a tokenizer. Its companion figures (requests with no output token, the
+    /// reasoning-token total) show with it, so a run that does not ask prints Python's block.
+    pub fn shows_ttfo(&self) -> bool {
+        self.percentile_metrics.contains(&MetricKind::Ttfo)
+            && self.stats(MetricKind::Ttfo).is_some()
+    }
+
     /// The statistics of one metric, when this run reports it.
     fn stats(&self, kind: MetricKind) -> Option<&MetricStats> {
         match (&self.metrics, kind) {
             (TaskMetrics::Generation { metrics, .. }, k) if self.has_tokenizer => match k {
                 MetricKind::Ttft => Some(&metrics.ttft),
+                MetricKind::Ttfo => Some(&metrics.ttfo),
                 MetricKind::Tpot => Some(&metrics.tpot),
                 MetricKind::Itl => Some(&metrics.itl),
                 MetricKind::E2el => Some(&metrics.e2el),
@@ -245,7 +255,7 @@ mod tests {
     #[test]
     fn sections_follow_python_order_not_selection_order() {
         let count = |s: &str| s.len();
-        let all = "e2el_including_client_queue,client_queue_time,e2el,itl,tpot,ttft";
+        let all = "e2el_including_client_queue,client_queue_time,e2el,itl,tpot,ttfo,ttft";
         let r = BenchmarkReport::compute(
             &[outcome()],
             &settings(TaskKind::Generation, all, Some(&count)),

@@ -24,6 +24,8 @@
 //!   and ended at or before it closed. TTFT and TPOT are computed over these only, so no
 //!   latency measured during the ramp-up burst or the drain enters. TPOT follows Python's
 //!   rule (`(latency - ttft) / (output_len - 1)`, requests with more than one token).
+//! - **TTFO** (with `--percentile-metrics ...,ttfo`): over the requests inside that sent an
+//!   output token (not only reasoning), with `--metric-percentiles`.
 //! - **No latency sample**: when no successful request lies wholly inside the window (a
 //!   window shorter than one request), TTFT has no sample, and TPOT none when no request
 //!   inside had more than one token; the figures are then absent (`N/A` in the block, `null`
@@ -138,8 +140,10 @@ pub struct SteadyStateSettings {
     pub min_window_s: Option<f64>,
     /// The whole run's duration, seconds (Python's `benchmark_duration`).
     pub duration_s: f64,
-    /// `--metric-percentiles`, for TTFT.
+    /// `--metric-percentiles`, for TTFT (and TTFO).
     pub ttft_percentiles: Vec<f64>,
+    /// TTFO is reported (`BenchmarkReport::shows_ttfo`): compute it over the window too.
+    pub ttfo: bool,
 }
 
 /// The figures over a found window.
@@ -172,6 +176,10 @@ pub struct SteadyState {
     /// Over the requests inside, with [`TPOT_PERCENTILES`] (zeros when there are none: see
     /// `tpot_samples`).
     pub tpot: MetricStats,
+    /// With TTFO reported: over the requests inside that sent an output token (their count,
+    /// and the figures, zeros when there are none), with `--metric-percentiles`.
+    /// Boxed: the outcome's other variant is two counts.
+    pub ttfo: Option<Box<(u64, MetricStats)>>,
 }
 
 impl SteadyState {
@@ -233,10 +241,11 @@ pub fn compute(
         input += o.prompt_len as f64 * share;
         output += len as f64 * share;
     }
-    let (mut ttfts, mut tpots) = (Vec::new(), Vec::new());
+    let (mut ttfts, mut tpots, mut ttfos) = (Vec::new(), Vec::new(), Vec::new());
     for (o, len, _) in requests().filter(|(_, _, s)| window.start <= s.start && s.end <= window.end)
     {
         ttfts.push(o.ttft);
+        ttfos.extend(o.ttfo);
         if len > 1 {
             tpots.push((o.latency - o.ttft) / (len - 1) as f64);
         }
@@ -260,6 +269,11 @@ pub fn compute(
         total_token_throughput: (input + output) / w,
         ttft: MetricStats::from_seconds(ttfts, &settings.ttft_percentiles),
         tpot: MetricStats::from_seconds(tpots, &TPOT_PERCENTILES),
+        ttfo: settings.ttfo.then(|| {
+            let n = ttfos.len() as u64;
+            let stats = MetricStats::from_seconds(ttfos, &settings.ttft_percentiles);
+            Box::new((n, stats))
+        }),
     })
 }
 
@@ -330,6 +344,7 @@ mod tests {
             min_window_s,
             duration_s: 8.0,
             ttft_percentiles: vec![50.0, 99.0],
+            ttfo: false,
         }
     }
 

@@ -43,6 +43,9 @@ impl MetricStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetricKind {
     Ttft,
+    /// Ours, not Python's: time to first output token (the first token that is not
+    /// reasoning). Reported only when selected, so a default run prints Python's block.
+    Ttfo,
     Tpot,
     Itl,
     E2el,
@@ -51,9 +54,10 @@ pub enum MetricKind {
 }
 
 impl MetricKind {
-    /// Every metric, in the order Python prints and saves them.
-    pub const ALL: [MetricKind; 6] = [
+    /// Every metric, in the order Python prints and saves them (TTFO, ours, beside TTFT).
+    pub const ALL: [MetricKind; 7] = [
         MetricKind::Ttft,
+        MetricKind::Ttfo,
         MetricKind::Tpot,
         MetricKind::Itl,
         MetricKind::E2el,
@@ -65,6 +69,7 @@ impl MetricKind {
     pub fn name(self) -> &'static str {
         match self {
             MetricKind::Ttft => "ttft",
+            MetricKind::Ttfo => "ttfo",
             MetricKind::Tpot => "tpot",
             MetricKind::Itl => "itl",
             MetricKind::E2el => "e2el",
@@ -77,6 +82,7 @@ impl MetricKind {
     pub fn label(self) -> &'static str {
         match self {
             MetricKind::Ttft => "TTFT",
+            MetricKind::Ttfo => "TTFO",
             MetricKind::Tpot => "TPOT",
             MetricKind::Itl => "ITL",
             MetricKind::E2el => "E2EL",
@@ -89,6 +95,7 @@ impl MetricKind {
     pub fn header(self) -> &'static str {
         match self {
             MetricKind::Ttft => "Time to First Token",
+            MetricKind::Ttfo => "Time to First Output Token",
             MetricKind::Tpot => "Time per Output Token (excl. 1st token)",
             MetricKind::Itl => "Inter-token Latency",
             MetricKind::E2el => "End-to-end Latency",

@@ -6,6 +6,10 @@
 //! stops at the output-token limit) and the usage, and `message_stop`. No `[DONE]`, no
 //! `ping` (vLLM sends none). The `stream_error` fault sends vLLM's `error` event instead of
 //! the rest of the stream.
+//!
+//! With reasoning, a `thinking` block (index 0, `thinking_delta`s) comes first and the text
+//! block is index 1. Anthropic's usage has no reasoning count (`output_tokens` includes the
+//! thinking).
 
 use std::io::Write;
 
@@ -47,6 +51,8 @@ pub struct Message {
     pub prompt_tokens: u64,
     /// `usage.output_tokens`.
     pub tokens: u64,
+    /// Of `tokens`, the thinking ones (sent first, in their own block).
+    pub reasoning: u64,
     /// Report usage (else no `usage` member).
     pub usage: bool,
     /// Filler bytes in every event and body.
@@ -97,11 +103,44 @@ impl Message {
         out.push(b'}');
     }
 
-    /// `content_block_start` of the text block.
+    /// The text block's index: 1 after a thinking block, else 0.
+    fn text_index(&self) -> u8 {
+        u8::from(self.reasoning > 0)
+    }
+
+    /// `content_block_start` of the first block: the thinking block with reasoning, else
+    /// the text block.
     pub fn block_start(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(
-            b"{\"type\":\"content_block_start\",\"content_block\":{\"type\":\"text\",\"text\":\"\"},\"index\":0}",
+        if self.reasoning > 0 {
+            out.extend_from_slice(
+                b"{\"type\":\"content_block_start\",\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"},\"index\":0}",
+            );
+        } else {
+            self.text_start(out);
+        }
+    }
+
+    /// `content_block_start` of the text block.
+    pub fn text_start(&self, out: &mut Vec<u8>) {
+        let _ = write!(
+            out,
+            "{{\"type\":\"content_block_start\",\"content_block\":{{\"type\":\"text\",\"text\":\"\"}},\"index\":{}}}",
+            self.text_index()
         );
+    }
+
+    /// `content_block_delta` with `tokens` tokens of thinking (block 0).
+    pub fn thinking_delta(&self, out: &mut Vec<u8>, tokens: u64) {
+        out.extend_from_slice(b"{\"type\":\"content_block_delta\",");
+        padding_member(out, self.padding);
+        out.extend_from_slice(b"\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"");
+        push_tokens(out, tokens);
+        out.extend_from_slice(b"\"},\"index\":0}");
+    }
+
+    /// `content_block_stop` of the thinking block.
+    pub fn thinking_stop(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"type\":\"content_block_stop\",\"index\":0}");
     }
 
     /// `content_block_delta` with `tokens` tokens of text.
@@ -110,12 +149,16 @@ impl Message {
         padding_member(out, self.padding);
         out.extend_from_slice(b"\"delta\":{\"type\":\"text_delta\",\"text\":\"");
         push_tokens(out, tokens);
-        out.extend_from_slice(b"\"},\"index\":0}");
+        let _ = write!(out, "\"}},\"index\":{}}}", self.text_index());
     }
 
     /// `content_block_stop` of the text block.
     pub fn block_stop(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"{\"type\":\"content_block_stop\",\"index\":0}");
+        let _ = write!(
+            out,
+            "{{\"type\":\"content_block_stop\",\"index\":{}}}",
+            self.text_index()
+        );
     }
 
     /// `message_delta` with the stop reason and the usage.
@@ -147,7 +190,7 @@ impl Message {
 pub fn body(m: &Message, out: &mut Vec<u8>, model_json: &str) {
     m.object(out, model_json, "\"max_tokens\"", m.tokens, |out| {
         out.extend_from_slice(b"{\"type\":\"text\",\"text\":\"");
-        push_tokens(out, m.tokens);
+        push_tokens(out, m.tokens - m.reasoning);
         out.extend_from_slice(b"\"}");
     });
 }
@@ -162,6 +205,7 @@ mod tests {
             id: 0xabc,
             prompt_tokens: 7,
             tokens: 3,
+            reasoning: 0,
             usage,
             padding: 0,
         }

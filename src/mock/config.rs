@@ -36,6 +36,15 @@ pub struct MockConfig {
     pub num_tokens: usize,
     /// Tokens carried by each content chunk (>= 1).
     pub tokens_per_chunk: usize,
+    /// The first output tokens of every chat, Responses and Anthropic stream that are
+    /// reasoning (at most all of them): chat `delta.reasoning`, Responses
+    /// `response.reasoning_text.delta`, an Anthropic `thinking` block; the usage counts them
+    /// (`completion_tokens_details` / `output_tokens_details.reasoning_tokens`). 0: none.
+    /// Completions and transcriptions have no reasoning field and ignore it.
+    pub reasoning_tokens: usize,
+    /// With reasoning: an extra pause after the last reasoning chunk, before the first answer
+    /// chunk (a model thinking without streaming its thoughts).
+    pub thinking_delay: Duration,
     /// Each delay gets a seeded uniform offset in `[-jitter, +jitter]` (never below zero).
     pub jitter: Duration,
     /// Send the usage chunk when the request asks for `stream_options.include_usage`
@@ -124,6 +133,8 @@ impl Default for MockConfig {
             token_interval: Duration::ZERO,
             num_tokens: 16,
             tokens_per_chunk: 1,
+            reasoning_tokens: 0,
+            thinking_delay: Duration::ZERO,
             jitter: Duration::ZERO,
             usage: true,
             close_after_response: false,

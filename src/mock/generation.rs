@@ -9,6 +9,12 @@
 //! `" tok"` once per token, the last with `finish_reason: "length"`; the usage chunk when
 //! asked for; `data: [DONE]`. One HTTP chunk per SSE event, as uvicorn sends them.
 //!
+//! With `MockConfig::reasoning_tokens` `r` (chat, Responses, Anthropic): the first
+//! `min(r, n)` tokens are reasoning, sent as `ceil(r/k)` reasoning chunks on the same
+//! schedule (chat `delta.reasoning`, `response.reasoning_text.delta`, Anthropic
+//! `thinking_delta` in a `thinking` block), then `MockConfig::thinking_delay` of silence,
+//! then the answer's `ceil((n-r)/k)` chunks; the usage counts the reasoning tokens.
+//!
 //! Every distinct event is serialized once per request into a [`Script`]; sending an
 //! event is then one `memcpy` into the write buffer. Events that are already due are
 //! batched into one write (up to [`FLUSH_AT`] bytes), so with zero delays the mock writes
@@ -55,6 +61,10 @@ pub struct Generation {
     pub tokens: u64,
     /// Tokens per content chunk `k`.
     pub per_chunk: u64,
+    /// Of the `tokens`, the reasoning ones sent first (0 for APIs without reasoning).
+    pub reasoning: u64,
+    /// The pause between the last reasoning chunk and the first answer chunk.
+    pub thinking: Duration,
     /// `usage.prompt_tokens`.
     pub prompt_tokens: u64,
     /// Send the usage chunk / usage object.
@@ -84,6 +94,7 @@ impl Generation {
             id: self.id,
             prompt_tokens: self.prompt_tokens,
             tokens: self.tokens,
+            reasoning: self.reasoning,
             usage: self.usage,
             padding: self.padding,
         }
@@ -101,19 +112,36 @@ impl Generation {
             created: self.created,
             prompt_tokens: self.prompt_tokens,
             tokens: self.tokens,
+            reasoning: self.reasoning,
             usage: self.usage,
             padding: self.padding,
         }
     }
 
-    /// Number of content chunks: `ceil(n / k)`.
+    /// Number of content chunks: `ceil(r / k)` reasoning chunks, then `ceil((n - r) / k)`
+    /// answer chunks (`ceil(n / k)` without reasoning).
     pub fn chunks(&self) -> u64 {
-        self.tokens.div_ceil(self.per_chunk)
+        self.reasoning_chunks() + self.answer_chunks()
     }
 
-    /// Tokens in the last content chunk.
+    /// Reasoning chunks, sent first.
+    pub fn reasoning_chunks(&self) -> u64 {
+        self.reasoning.div_ceil(self.per_chunk)
+    }
+
+    fn answer_chunks(&self) -> u64 {
+        (self.tokens - self.reasoning).div_ceil(self.per_chunk)
+    }
+
+    /// Tokens in the last answer chunk.
     fn last_tokens(&self) -> u64 {
-        self.tokens - (self.chunks() - 1) * self.per_chunk
+        let answer = self.tokens - self.reasoning;
+        answer - self.answer_chunks().saturating_sub(1) * self.per_chunk
+    }
+
+    /// Tokens in the last reasoning chunk.
+    fn last_reasoning_tokens(&self) -> u64 {
+        self.reasoning - self.reasoning_chunks().saturating_sub(1) * self.per_chunk
     }
 
     fn object(&self, stream: bool) -> &'static str {
@@ -142,21 +170,37 @@ impl Generation {
     fn usage_json(&self, out: &mut Vec<u8>) {
         let _ = write!(
             out,
-            "\"usage\":{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{}}}",
+            "\"usage\":{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{}",
             self.prompt_tokens,
             self.prompt_tokens + self.tokens,
             self.tokens
         );
+        if self.reasoning > 0 {
+            let _ = write!(
+                out,
+                ",\"completion_tokens_details\":{{\"reasoning_tokens\":{}}}",
+                self.reasoning
+            );
+        }
+        out.push(b'}');
     }
 
-    /// One streamed content event's JSON.
-    fn content_event(&self, out: &mut Vec<u8>, model_json: &str, tokens: u64, last: bool) {
+    /// One streamed content event's JSON; `reasoning` sends the tokens as chat's
+    /// `delta.reasoning`.
+    fn content_event(
+        &self,
+        out: &mut Vec<u8>,
+        model_json: &str,
+        tokens: u64,
+        last: bool,
+        reasoning: bool,
+    ) {
         self.open(out, model_json, true);
         out.extend_from_slice(b"\"choices\":[{\"index\":0,");
-        out.extend_from_slice(if self.chat() {
-            b"\"delta\":{\"content\":\""
-        } else {
-            b"\"text\":\""
+        out.extend_from_slice(match (self.chat(), reasoning) {
+            (true, true) => b"\"delta\":{\"reasoning\":\"",
+            (true, false) => b"\"delta\":{\"content\":\"",
+            (false, _) => b"\"text\":\"",
         });
         push_tokens(out, tokens);
         out.extend_from_slice(if self.chat() { b"\"}," } else { b"\"," });
@@ -203,6 +247,12 @@ pub struct Script {
     buf: Vec<u8>,
     tmp: Vec<u8>,
     role: Range<usize>,
+    /// Reasoning chunks: `k` tokens, and the last one's.
+    think: Range<usize>,
+    think_last: Range<usize>,
+    /// Sent right before the first answer chunk after reasoning (Anthropic: the thinking
+    /// block's stop and the text block's start); empty otherwise.
+    switch: Range<usize>,
     mid: Range<usize>,
     last: Range<usize>,
     malformed: Range<usize>,
@@ -216,6 +266,7 @@ impl Script {
     pub fn build(&mut self, g: &Generation, model_json: &str) {
         self.buf.clear();
         self.error = 0..0;
+        self.switch = 0..0;
         match g.shape {
             Shape::Responses => return self.build_responses(g, model_json),
             Shape::Anthropic => return self.build_anthropic(g, model_json),
@@ -229,8 +280,16 @@ impl Script {
                 );
             }
         });
-        self.mid = self.event(|tmp| g.content_event(tmp, model_json, g.per_chunk, false));
-        self.last = self.event(|tmp| g.content_event(tmp, model_json, g.last_tokens(), true));
+        // With nothing but reasoning, the last reasoning chunk carries the finish reason.
+        let only_reasoning = g.reasoning == g.tokens;
+        self.think = self.event(|tmp| g.content_event(tmp, model_json, g.per_chunk, false, true));
+        self.think_last = self.event(|tmp| {
+            let n = g.last_reasoning_tokens();
+            g.content_event(tmp, model_json, n, only_reasoning, true);
+        });
+        self.mid = self.event(|tmp| g.content_event(tmp, model_json, g.per_chunk, false, false));
+        self.last =
+            self.event(|tmp| g.content_event(tmp, model_json, g.last_tokens(), true, false));
         self.malformed = self.event(|tmp| {
             // Cut off mid-object: not JSON.
             g.open(tmp, model_json, true);
@@ -257,6 +316,12 @@ impl Script {
         use responses::Event;
         let r = g.responses();
         self.role = self.named(Event::Created.name(), |tmp| r.created(tmp, model_json));
+        self.think = self.named(Event::ReasoningDelta.name(), |tmp| {
+            r.reasoning_delta(tmp, g.per_chunk);
+        });
+        self.think_last = self.named(Event::ReasoningDelta.name(), |tmp| {
+            r.reasoning_delta(tmp, g.last_reasoning_tokens());
+        });
         self.mid = self.named(Event::Delta.name(), |tmp| r.delta(tmp, g.per_chunk));
         self.last = self.named(Event::Delta.name(), |tmp| r.delta(tmp, g.last_tokens()));
         self.malformed = self.named(Event::Delta.name(), |tmp| {
@@ -282,6 +347,18 @@ impl Script {
         self.named(Event::MessageStart.name(), |tmp| m.start(tmp, model_json));
         self.named(Event::BlockStart.name(), |tmp| m.block_start(tmp));
         self.role = start..self.buf.len();
+        self.think = self.named(Event::BlockDelta.name(), |tmp| {
+            m.thinking_delta(tmp, g.per_chunk);
+        });
+        self.think_last = self.named(Event::BlockDelta.name(), |tmp| {
+            m.thinking_delta(tmp, g.last_reasoning_tokens());
+        });
+        if g.reasoning > 0 {
+            let start = self.buf.len();
+            self.named(Event::BlockStop.name(), |tmp| m.thinking_stop(tmp));
+            self.named(Event::BlockStart.name(), |tmp| m.text_start(tmp));
+            self.switch = start..self.buf.len();
+        }
         self.mid = self.named(Event::BlockDelta.name(), |tmp| m.delta(tmp, g.per_chunk));
         self.last = self.named(Event::BlockDelta.name(), |tmp| {
             m.delta(tmp, g.last_tokens())
@@ -363,7 +440,11 @@ pub async fn stream(
         return endless(io, timers, script.get(&script.mid), Some(schedule)).await;
     }
     let chunks = g.chunks();
+    let thinking = g.reasoning_chunks();
     for i in 0..chunks {
+        if i == thinking && i > 0 {
+            schedule.pause(g.thinking);
+        }
         let deadline = schedule.next_deadline();
         if deadline > Instant::now() {
             io.flush().await?;
@@ -378,8 +459,13 @@ pub async fn stream(
             io.out.extend_from_slice(script.get(&script.error));
             return Ok(End::KeepAlive);
         }
+        if i == thinking && i > 0 {
+            io.out.extend_from_slice(script.get(&script.switch));
+        }
         let event = match g.fault {
             Some(FaultKind::Malformed) if i == chunks / 2 => &script.malformed,
+            _ if i + 1 == thinking => &script.think_last,
+            _ if i < thinking => &script.think,
             _ if i + 1 == chunks => &script.last,
             _ => &script.mid,
         };
@@ -439,6 +525,8 @@ mod tests {
             },
             tokens,
             per_chunk,
+            reasoning: 0,
+            thinking: Duration::ZERO,
             prompt_tokens: 7,
             usage,
             fault: None,

@@ -172,6 +172,7 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
         }
         Kind::Generate { gen, stream: false } => {
             let first = schedule.next_deadline();
+            schedule.pause(gen.thinking);
             let done = (1..gen.chunks()).fold(first, |_, _| schedule.next_deadline());
             let model = &shared.model_json;
             let fill = |out: &mut Vec<u8>| gen.body(out, model);
@@ -381,10 +382,23 @@ fn generation_job(
             max: cfg.max_model_len,
         });
     }
+    // Only the APIs with a reasoning field think.
+    let reasons = matches!(shape, Shape::Chat | Shape::Responses | Shape::Anthropic);
+    let reasoning = if reasons {
+        tokens.min(cfg.reasoning_tokens as u64)
+    } else {
+        0
+    };
     let gen = Generation {
         shape,
         tokens,
         per_chunk: cfg.tokens_per_chunk as u64,
+        reasoning,
+        thinking: if reasoning > 0 {
+            cfg.thinking_delay
+        } else {
+            Duration::ZERO
+        },
         prompt_tokens: prompt.tokens,
         usage: cfg.usage && wanted.usage,
         fault: None,

@@ -6,6 +6,9 @@
 //! Every event of a stream is serialized once (see `generation::Script`), so events that
 //! differ only by their position (`sequence_number`) would each need their own bytes; the
 //! mock leaves `sequence_number` out, which no client reads.
+//!
+//! With reasoning, `response.reasoning_text.delta` events (output item 0) come before the
+//! output text (item 1), and the usage's `output_tokens_details.reasoning_tokens` counts them.
 
 use std::io::Write;
 
@@ -15,6 +18,7 @@ use super::response::{padding_member, push_tokens};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     Created,
+    ReasoningDelta,
     Delta,
     Completed,
     Error,
@@ -25,6 +29,7 @@ impl Event {
     pub fn name(self) -> &'static str {
         match self {
             Event::Created => "response.created",
+            Event::ReasoningDelta => "response.reasoning_text.delta",
             Event::Delta => "response.output_text.delta",
             Event::Completed => "response.completed",
             Event::Error => "error",
@@ -43,6 +48,8 @@ pub struct Response {
     pub prompt_tokens: u64,
     /// `usage.output_tokens`.
     pub tokens: u64,
+    /// Of `tokens`, the reasoning ones (sent first).
+    pub reasoning: u64,
     /// Report usage (else `"usage": null`).
     pub usage: bool,
     /// Filler bytes in every event and body.
@@ -68,16 +75,17 @@ impl Response {
                 "{{\"id\":\"msg_{:032x}\",\"type\":\"message\",\"role\":\"assistant\",\"status\":\"{status}\",\"content\":[{{\"type\":\"output_text\",\"annotations\":[],\"text\":\"",
                 self.id
             );
-            push_tokens(out, self.tokens);
+            push_tokens(out, self.tokens - self.reasoning);
             out.extend_from_slice(b"\"}]}");
         }
         out.extend_from_slice(b"],\"usage\":");
         if self.usage && with_output {
             let _ = write!(
                 out,
-                "{{\"input_tokens\":{},\"input_tokens_details\":{{\"cached_tokens\":0}},\"output_tokens\":{},\"output_tokens_details\":{{\"reasoning_tokens\":0}},\"total_tokens\":{}}}",
+                "{{\"input_tokens\":{},\"input_tokens_details\":{{\"cached_tokens\":0}},\"output_tokens\":{},\"output_tokens_details\":{{\"reasoning_tokens\":{}}},\"total_tokens\":{}}}",
                 self.prompt_tokens,
                 self.tokens,
+                self.reasoning,
                 self.prompt_tokens + self.tokens
             );
         } else {
@@ -95,12 +103,27 @@ impl Response {
         out.push(b'}');
     }
 
-    /// `response.output_text.delta` with `tokens` tokens of text.
+    /// `response.reasoning_text.delta` with `tokens` tokens of reasoning (output item 0).
+    pub fn reasoning_delta(&self, out: &mut Vec<u8>, tokens: u64) {
+        let _ = write!(
+            out,
+            "{{\"type\":\"response.reasoning_text.delta\",\"item_id\":\"rs_{:032x}\",\"output_index\":0,\"content_index\":0,",
+            self.id
+        );
+        padding_member(out, self.padding);
+        out.extend_from_slice(b"\"delta\":\"");
+        push_tokens(out, tokens);
+        out.extend_from_slice(b"\"}");
+    }
+
+    /// `response.output_text.delta` with `tokens` tokens of text (output item 1 after
+    /// reasoning, else 0).
     pub fn delta(&self, out: &mut Vec<u8>, tokens: u64) {
         let _ = write!(
             out,
-            "{{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_{:032x}\",\"output_index\":0,\"content_index\":0,",
-            self.id
+            "{{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_{:032x}\",\"output_index\":{},\"content_index\":0,",
+            self.id,
+            u8::from(self.reasoning > 0)
         );
         padding_member(out, self.padding);
         out.extend_from_slice(b"\"delta\":\"");
@@ -143,6 +166,7 @@ mod tests {
             created: 1_700_000_000,
             prompt_tokens: 7,
             tokens: 3,
+            reasoning: 0,
             usage,
             padding: 0,
         }

@@ -51,6 +51,11 @@ impl Schedule {
         self.next
     }
 
+    /// Delays every later deadline by `d` (not jittered): a pause in the stream.
+    pub fn pause(&mut self, d: Duration) {
+        self.next += d;
+    }
+
     fn jittered(&mut self, d: Duration) -> Duration {
         if self.jitter.is_zero() {
             return d;

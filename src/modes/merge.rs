@@ -421,6 +421,7 @@ fn merged_result<'a>(
             ttft_ms: s0.settings.goodput[0],
             tpot_ms: s0.settings.goodput[1],
             e2el_ms: s0.settings.goodput[2],
+            ttfo_ms: s0.settings.goodput_ttfo,
         },
         max_concurrency: info.max_concurrency,
         request_rate: info.request_rate,
@@ -611,6 +612,14 @@ mod tests {
             start_time: f * 0.05,
             client_queue_time: 0.0001 * f,
             input_sequences: 1 + (i % 3) as u64,
+            // Every fifth request thought first (and one of those never answered).
+            ttfo: match (i % 7 == 3, i % 5) {
+                (true, _) => None,
+                (false, 0) if i.is_multiple_of(10) => None,
+                (false, 0) => Some(0.05 + f * 0.001),
+                (false, _) => Some(0.02 + f * 0.001),
+            },
+            reasoning_tokens: i.is_multiple_of(5).then_some(3),
             generated_text: String::new(),
         }
     }
@@ -660,8 +669,9 @@ mod tests {
             },
             settings: Settings {
                 percentiles: vec![50.0, 99.0],
-                percentile_metrics: "ttft,tpot,itl,e2el".into(),
+                percentile_metrics: "ttft,ttfo,tpot,itl,e2el".into(),
                 goodput: [Some(30.0), None, None],
+                goodput_ttfo: None,
                 has_tokenizer: true,
                 save_detailed: true,
                 steady_state: None,

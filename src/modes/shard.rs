@@ -276,6 +276,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
                 out.goodput.tpot_ms,
                 out.goodput.e2el_ms,
             ],
+            goodput_ttfo: out.goodput.ttfo_ms,
             has_tokenizer: report.has_tokenizer,
             save_detailed: out.save_detailed,
             steady_state,

@@ -66,6 +66,7 @@ pub fn measure(
         min_window_s: params.min_window_s,
         duration_s: report.duration_s,
         ttft_percentiles: percentiles.to_vec(),
+        ttfo: report.shows_ttfo(),
     };
     Some(compute(outputs, actual_output_lens, &spans, &settings))
 }

@@ -57,6 +57,9 @@ impl Target {
                 let cfg = MockConfig {
                     first_token_delay: MOCK_TTFT,
                     token_interval: MOCK_ITL,
+                    reasoning_tokens: usize::try_from(config.server.mock_reasoning.tokens)
+                        .unwrap_or(usize::MAX),
+                    thinking_delay: config.server.mock_reasoning.thinking,
                     core_ids: mock_core.map(|c| vec![c]),
                     pin: mock_core.is_some(),
                     driver: driver.into(),

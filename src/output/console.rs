@@ -165,6 +165,9 @@ fn generation_summary(out: &mut String, r: &BenchmarkReport, m: &BenchmarkMetric
     if r.has_tokenizer {
         int_line(out, "Total generated tokens:", m.total_output);
     }
+    if r.shows_ttfo() {
+        reasoning_lines(out, m);
+    }
     float_line(out, "Request throughput (req/s):", m.request_throughput);
     if r.goodput_enabled {
         float_line(out, "Request goodput (req/s):", m.request_goodput);
@@ -191,6 +194,17 @@ fn generation_summary(out: &mut String, r: &BenchmarkReport, m: &BenchmarkMetric
             "Total token throughput (tok/s):",
             m.total_token_throughput,
         );
+    }
+}
+
+/// Ours, with TTFO: the server's reasoning-token total (when it counted them) and the
+/// requests left out of TTFO because they sent no output token (when there are any).
+fn reasoning_lines(out: &mut String, m: &BenchmarkMetrics) {
+    if let Some(n) = m.total_reasoning {
+        int_line(out, "Total reasoning tokens:", n);
+    }
+    if m.no_output_token > 0 {
+        int_line(out, "Requests with no output token:", m.no_output_token);
     }
 }
 

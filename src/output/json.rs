@@ -11,6 +11,10 @@
 //! 3. per reported metric (`BenchmarkReport::sections`): `mean_X_ms, median_X_ms,
 //!    std_X_ms`, then `pP_X_ms` per percentile.
 //!
+//! With `--percentile-metrics ...,ttfo` (ours) the document is no longer Python's: the
+//! `ttfo` keys come beside `ttft`'s, and `total_reasoning_tokens` (null when the server
+//! counted none) and `no_output_token_requests` follow `total_output_tokens`.
+//!
 //! The document is built with Python dict semantics (`JsonObject::set` replaces an existing
 //! key in place, so a `--metadata` key named like a later key keeps its position and takes
 //! the later value). Without `--save-detailed` Python deletes `input_lens, output_lens,
@@ -142,6 +146,14 @@ pub fn build_result<'a>(
             doc.set("failed", Json::UInt(m.failed));
             doc.set("total_input_tokens", Json::UInt(m.total_input));
             doc.set("total_output_tokens", Json::UInt(m.total_output));
+            if report.shows_ttfo() {
+                // Ours, with TTFO (see `BenchmarkReport::shows_ttfo`).
+                doc.set(
+                    "total_reasoning_tokens",
+                    Json::opt(m.total_reasoning, Json::UInt),
+                );
+                doc.set("no_output_token_requests", Json::UInt(m.no_output_token));
+            }
             doc.set("request_throughput", Json::Float(m.request_throughput));
             let goodput = report.goodput_enabled.then_some(m.request_goodput);
             doc.set("request_goodput", Json::opt(goodput, Json::Float));

@@ -100,6 +100,9 @@ pub struct Settings {
     pub percentile_metrics: String,
     /// `--goodput` SLOs (ms): ttft, tpot, e2el.
     pub goodput: [Option<f64>; 3],
+    /// `--goodput ttfo:MS` (absent from files written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_ttfo: Option<f64>,
     pub has_tokenizer: bool,
     pub save_detailed: bool,
     /// The steady-state settings of the whole run, when they apply to it (the merge
@@ -137,6 +140,14 @@ pub struct Requests {
     pub conversation: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turn: Vec<u64>,
+    /// Time to first output token per request (`None`: failed, or reasoning only); empty
+    /// when no request had reasoning (each TTFO is then its TTFT) or in files written before
+    /// it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ttfo: Vec<Option<f64>>,
+    /// The server's reasoning-token count per request; empty when it gave none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning_tokens: Vec<Option<u64>>,
     /// Inputs per request; empty when every request carried one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input_sequences: Vec<u64>,
@@ -167,10 +178,26 @@ impl Requests {
             self.conversation.push(conversation.to_string());
             self.turn.push(turn);
         }
-        if o.input_sequences != 1 && self.input_sequences.is_empty() {
-            self.input_sequences = vec![1; self.index.len() - 1];
+        // Sparse columns: kept empty until a request differs from the default (then filled
+        // with the defaults of the requests before it; the first row may be that request).
+        let before = self.index.len() - 1;
+        let plain_ttfo = if o.success { Some(o.ttft) } else { None };
+        if o.ttfo != plain_ttfo && self.ttfo.is_empty() {
+            self.ttfo = (0..before).map(|i| self.default_ttfo(i)).collect();
+            self.ttfo.push(o.ttfo);
+        } else if !self.ttfo.is_empty() {
+            self.ttfo.push(o.ttfo);
         }
-        if !self.input_sequences.is_empty() {
+        if o.reasoning_tokens.is_some() && self.reasoning_tokens.is_empty() {
+            self.reasoning_tokens = vec![None; before];
+            self.reasoning_tokens.push(o.reasoning_tokens);
+        } else if !self.reasoning_tokens.is_empty() {
+            self.reasoning_tokens.push(o.reasoning_tokens);
+        }
+        if o.input_sequences != 1 && self.input_sequences.is_empty() {
+            self.input_sequences = vec![1; before];
+            self.input_sequences.push(o.input_sequences);
+        } else if !self.input_sequences.is_empty() {
             self.input_sequences.push(o.input_sequences);
         }
         if let Some(texts) = &mut self.generated_text {
@@ -180,6 +207,11 @@ impl Requests {
 
     pub fn len(&self) -> usize {
         self.index.len()
+    }
+
+    /// Request `i`'s TTFO when the column is empty: its TTFT if it succeeded.
+    fn default_ttfo(&self, i: usize) -> Option<f64> {
+        self.success[i].then(|| self.ttft[i])
     }
 
     pub fn is_empty(&self) -> bool {
@@ -205,6 +237,11 @@ impl Requests {
             start_time: self.start_time[i],
             client_queue_time: self.queue_time[i],
             input_sequences: self.input_sequences.get(i).copied().unwrap_or(1),
+            ttfo: match self.ttfo.get(i) {
+                Some(t) => *t,
+                None => self.default_ttfo(i),
+            },
+            reasoning_tokens: self.reasoning_tokens.get(i).copied().flatten(),
         }
     }
 
@@ -228,6 +265,16 @@ impl Requests {
                 n
             } else {
                 self.input_sequences.len()
+            },
+            if self.ttfo.is_empty() {
+                n
+            } else {
+                self.ttfo.len()
+            },
+            if self.reasoning_tokens.is_empty() {
+                n
+            } else {
+                self.reasoning_tokens.len()
             },
             self.start_ns.len(),
             self.end_ns.len(),

@@ -70,6 +70,15 @@ fn computed(out: &mut String, s: &SteadyState) {
         s.requests_inside,
         "no successful request started and ended inside the window",
     );
+    if let Some((samples, ttfo)) = s.ttfo.as_deref() {
+        section(
+            out,
+            MetricKind::Ttfo,
+            ttfo,
+            *samples,
+            "no request inside the window sent an output token",
+        );
+    }
     section(
         out,
         MetricKind::Tpot,
@@ -143,6 +152,9 @@ fn figures(s: &SteadyState) -> JsonObject<'static> {
         Json::Float(s.total_token_throughput),
     );
     stats_or_null(&mut o, MetricKind::Ttft, &s.ttft, s.requests_inside);
+    if let Some((samples, ttfo)) = s.ttfo.as_deref() {
+        stats_or_null(&mut o, MetricKind::Ttfo, ttfo, *samples);
+    }
     stats_or_null(&mut o, MetricKind::Tpot, &s.tpot, s.tpot_samples);
     o
 }
@@ -193,6 +205,7 @@ mod tests {
             total_token_throughput: 296.25 / 5.5,
             ttft: MetricStats::from_seconds(vec![0.125, 0.25, 0.5, 0.375], &[99.0]),
             tpot: MetricStats::from_seconds(vec![2.0, 0.8125, 1.4375], &TPOT_PERCENTILES),
+            ttfo: None,
         }
     }
 
@@ -228,6 +241,32 @@ mod tests {
         ]
         .concat();
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn ttfo_shows_beside_ttft_only_when_reported_and_null_without_a_sample() {
+        let mut s = state(false);
+        let plain = render(Some(&SteadyStateOutcome::Computed(s.clone())));
+        assert!(!plain.contains("TTFO"), "{plain}");
+        s.ttfo = Some(Box::new((
+            2,
+            MetricStats::from_seconds(vec![0.5, 0.75], &[99.0]),
+        )));
+        let text = render(Some(&SteadyStateOutcome::Computed(s.clone())));
+        let at = |needle: &str| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("{needle}: {text}"))
+        };
+        assert!(at("Mean TTFT (ms):") < at("Mean TTFO (ms):"));
+        assert!(at("Mean TTFO (ms):") < at("Mean TPOT (ms):"));
+        assert!(text.contains(&line("Mean TTFO (ms):", "625.00")), "{text}");
+        let doc = to_json(Some(&SteadyStateOutcome::Computed(s.clone()))).to_json_string();
+        assert!(doc.contains("\"mean_ttfo_ms\": 625.0"), "{doc}");
+        s.ttfo = Some(Box::new((0, MetricStats::from_seconds(vec![], &[99.0]))));
+        let text = render(Some(&SteadyStateOutcome::Computed(s.clone())));
+        assert!(text.contains(&line("Mean TTFO (ms):", "N/A")), "{text}");
+        let doc = to_json(Some(&SteadyStateOutcome::Computed(s))).to_json_string();
+        assert!(doc.contains("\"mean_ttfo_ms\": null"), "{doc}");
     }
 
     #[test]

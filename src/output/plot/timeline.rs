@@ -14,6 +14,11 @@
 //! time axis (zoom and pan move both), so a TTFT spike can be read against the server's
 //! queue at that moment; `data-server-samples` on the canvas is the samples the strip drew.
 //! Without samples the page is as before.
+//!
+//! A reasoning model's request (one whose first output token came after its first token:
+//! TTFO > TTFT) has its thinking part, from the first token to the first output token, drawn
+//! apart in its own colour over the gaps, and named in the hover text; the legend shows it
+//! only when some request thought.
 
 use std::fmt::Write;
 
@@ -33,6 +38,8 @@ const SERVER_LABELS: [&str; 3] = [
     "Server waiting requests",
     "Server KV-cache usage %",
 ];
+/// Ours: the thinking part of a reasoning request (plotly's fourth colour).
+const THINKING_COLOUR: &str = "#AB63FA";
 
 const SCRIPT: &str = include_str!("assets/timeline.js");
 
@@ -69,6 +76,9 @@ pub struct TimelineData {
     pub segments: Vec<i64>,
     /// The server's gauges at each scrape, when the run has them.
     pub server: Option<ServerData>,
+    /// Per request: the end of its thinking part, its first output token; minus its end when
+    /// every token was reasoning; 0 when it did not think. Empty when no request did.
+    pub thinking: Vec<i64>,
 }
 
 /// The server's gauges on the timeline's axis: the scrape times (µs from the earliest
@@ -128,7 +138,9 @@ impl TimelineData {
             requests: Vec::with_capacity(outputs.len() * 8),
             segments: Vec::new(),
             server: server.and_then(|s| ServerData::of(s, t0)),
+            thinking: Vec::new(),
         };
+        let mut thought = false;
         for o in outputs {
             let start = o.start_time - t0;
             let first = start + o.ttft;
@@ -142,6 +154,15 @@ impl TimelineData {
                 i64::from(o.success),
                 data.segments.len() as i64,
             ]);
+            let thinking_end = match o.ttfo {
+                _ if !o.success => 0,
+                Some(ttfo) if ttfo > o.ttft => us(start + ttfo),
+                Some(_) => 0,
+                // Successful without an output token: all of it was reasoning (negative).
+                None => -us(start + o.latency).max(1),
+            };
+            thought |= thinking_end != 0;
+            data.thinking.push(thinking_end);
             // Python's arithmetic: each gap added to the previous token's time.
             let mut t = first;
             let mut ends: Vec<(i64, u8)> = Vec::new();
@@ -158,6 +179,9 @@ impl TimelineData {
                 data.segments.push(3 * (end - previous) + i64::from(class));
                 previous = end;
             }
+        }
+        if !thought {
+            data.thinking.clear();
         }
         data
     }
@@ -185,6 +209,9 @@ pub fn render(
     };
     item(QUEUE_COLOUR, "Client queue", "queue");
     item(TTFT_COLOUR, "TTFT", "ttft");
+    if !data.thinking.is_empty() {
+        item(THINKING_COLOUR, "Thinking (until TTFO)", "thinking");
+    }
     for (i, (colour, label)) in ITL_COLOURS.iter().zip(&labels).enumerate() {
         item(colour, label, &format!("itl{i}"));
     }
@@ -209,10 +236,12 @@ pub fn render(
     push_ints(&mut script, &data.requests);
     script.push_str(",\"segments\":");
     push_ints(&mut script, &data.segments);
+    script.push_str(",\"thinking\":");
+    push_ints(&mut script, &data.thinking);
     let _ = write!(
         script,
         ",\"colours\":{{\"queue\":\"{QUEUE_COLOUR}\",\"ttft\":\"{TTFT_COLOUR}\",\
-         \"failed\":\"{FAILED_COLOUR}\",\"itl\":[\"{}\",\"{}\",\"{}\"]}},\"labels\":[",
+         \"failed\":\"{FAILED_COLOUR}\",\"thinking\":\"{THINKING_COLOUR}\",\"itl\":[\"{}\",\"{}\",\"{}\"]}},\"labels\":[",
         ITL_COLOURS[0], ITL_COLOURS[1], ITL_COLOURS[2]
     );
     for (i, l) in labels.iter().enumerate() {
@@ -290,6 +319,7 @@ mod tests {
             latency: ttft + itl.iter().sum::<f64>(),
             prompt_len: 10,
             output_tokens: itl.len() as u64 + 1,
+            ttfo: ok.then_some(ttft),
             ..RequestOutput::default()
         }
     }
@@ -311,6 +341,25 @@ mod tests {
         );
         // 10 ms + 20 ms (class 0, merged), 30 ms (class 1), 60 ms (class 2), 10 ms (class 0).
         assert_eq!(d.segments, [90_000, 90_001, 180_002, 30_000]);
+        assert!(d.thinking.is_empty(), "no request thought");
+    }
+
+    #[test]
+    fn the_thinking_part_ends_at_the_first_output_token() {
+        let mut thought = req(0.0, 0.0, 0.1, &[0.1, 0.1, 0.1], true);
+        thought.ttfo = Some(0.3);
+        let mut plain = req(1.0, 0.0, 0.1, &[0.1], true);
+        plain.ttfo = Some(0.1);
+        let mut only_thought = req(2.0, 0.0, 0.1, &[0.1], true);
+        only_thought.ttfo = None;
+        let failed = req(3.0, 0.0, 0.1, &[], false);
+        let d = TimelineData::of(&[thought, plain, only_thought, failed], (25.0, 50.0), None);
+        assert_eq!(d.thinking, [300_000, 0, -2_200_000, 0]);
+        let mut a = req(0.0, 0.0, 0.1, &[0.1], true);
+        a.ttfo = Some(0.2);
+        let html = render(&[a], (25.0, 50.0), "t", None);
+        assert!(html.contains("Thinking (until TTFO)"), "legend");
+        assert!(html.contains("\"thinking\":[200000]"), "data");
     }
 
     #[test]

@@ -7,6 +7,11 @@
   "use strict";
   const scriptStart = performance.now();
   const R = DATA.requests, S = DATA.segments, C = DATA.colours;
+  // Per request, the end of its thinking part (its first output token; negated when every
+  // token was reasoning), 0 when none; empty when no request thought.
+  const T = DATA.thinking || [];
+  const thinkingEnd = (i) => (T.length ? Math.abs(T[i]) : 0);
+  const noOutput = (i) => T.length > 0 && T[i] < 0;
   const n = R.length / 8;
   const canvas = document.getElementById("timeline");
   const tip = document.getElementById("tip");
@@ -124,6 +129,8 @@
       }
       segments += bar(start, firstToken, y, h, C.ttft, 0.5);
       segments += gaps(i, firstToken, y, h);
+      // The thinking part drawn apart, over its gaps.
+      if (thinkingEnd(i) > firstToken) segments += bar(firstToken, thinkingEnd(i), y, h, C.thinking, 0.5);
     }
     ctx.restore();
     axes(rh, first, last);
@@ -228,12 +235,18 @@
       "Client queue: " + ms(arrival, start)];
     if (R[o + 6]) {
       lines.push("TTFT: " + ms(start, first) + "   E2EL: " + ms(start, fin));
+      if (thinkingEnd(i) > first) {
+        lines.push(!noOutput(i)
+          ? "TTFO: " + ms(start, thinkingEnd(i)) + "   Thinking: " + ms(first, thinkingEnd(i))
+          : "Thinking: " + ms(first, thinkingEnd(i)) + " (no output token)");
+      }
       lines.push("Request End Time: " + clock(fin));
     }
     lines.push("Prompt Tokens: " + R[o + 4] + "   Output Tokens: " + R[o + 5]);
     let kind = null, a = 0, b = 0;
     if (t >= arrival && t < start) { kind = "Client queue"; a = arrival; b = start; }
     else if (t >= start && t < first) { kind = "TTFT"; a = start; b = first; }
+    else if (t >= first && t < thinkingEnd(i)) { kind = "Thinking"; a = first; b = thinkingEnd(i); }
     else if (R[o + 6]) {
       const seg = segmentAt(i, t);
       if (seg) { kind = seg[0]; a = seg[1]; b = seg[2]; }
