@@ -26,11 +26,10 @@ pub use args::{
     RequestArgs, SamplingArgs, ServerArgs, ServerMetricsArgs, ShardArgs, ShareGptArgs, SonnetArgs,
     SpecBenchArgs, SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
 };
-pub use choices::{
-    Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, SpeedBenchSubset,
-    TraceFormatChoice,
-};
+pub use choices::{SpeedBenchSubset, TraceFormatChoice};
 pub use error::{quote, CliError};
+// The shared vocabulary, named here too so `config` reads every flag's type from `cli`.
+pub use crate::types::{Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy};
 
 const ABOUT: &str =
     "Benchmark client for vLLM and OpenAI-compatible servers; a drop-in for `vllm bench serve`.";

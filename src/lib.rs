@@ -25,3 +25,4 @@ pub mod runtime;
 pub mod server_metrics;
 pub mod sse;
 pub mod tokenizer;
+pub mod types;

@@ -8,11 +8,10 @@
 
 use clap::Args;
 
-use super::choices::{
-    Backend, DatasetName, LoraAssignment, RampUpStrategy, SpeedBenchSubset, TraceFormatChoice,
-};
+use super::choices::{SpeedBenchSubset, TraceFormatChoice};
 use super::pyvalue::{parse_float, parse_int, parse_port};
 use crate::runtime::DriverChoice;
+use crate::types::{Backend, DatasetName, LoraAssignment, RampUpStrategy};
 
 /// Server connection.
 #[derive(Debug, Clone, Args)]

@@ -16,7 +16,6 @@ pub mod recorder;
 pub mod schedule;
 pub mod session;
 mod stop;
-pub mod timer;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -7,8 +7,8 @@
 //! from Python: a `nan` value is refused as a format error (Python accepts it, and then no
 //! request can ever meet the SLO).
 
-use crate::cli::pyvalue::py_float;
 use crate::pyfmt::float_repr;
+use crate::pyfmt::py_float;
 
 /// The SLOs given with `--goodput`, in milliseconds. An empty config means "no goodput":
 /// Python then prints no goodput line and saves `request_goodput: null`.

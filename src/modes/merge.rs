@@ -23,7 +23,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cli::Backend;
 use crate::engine::recorder::Histograms;
 use crate::metrics::goodput::GoodputConfig;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
@@ -35,6 +34,7 @@ use crate::output::json::{result_path, save_result, RpsChangeEvent};
 use crate::output::run_result::{MergedPart, MergedShards, RunResult, Section, Shards, Turns};
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
 use crate::output::stdio::Console;
+use crate::types::Backend;
 
 /// What `vllm-bench merge` was asked for.
 #[derive(Debug, Clone, PartialEq)]
