@@ -49,7 +49,49 @@ pub use crate::cli::{
     Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, SpeedBenchSubset,
 };
 
-use crate::cli::Cli;
+use std::path::PathBuf;
+
+use crate::cli::{Cli, Invocation};
+
+/// What the program does, decided once from the command line: `app` dispatches on it and
+/// nothing else looks at argv or at the flags that select a mode.
+#[derive(Debug)]
+pub enum Mode {
+    /// A benchmark: one point, a sweep's points or repeated runs.
+    Bench(Box<Config>),
+    /// `--dry-run`: build the dataset, describe it, send nothing.
+    DryRun(Box<Config>),
+    /// `--compare FILE...`: the table of saved results, after the notes the flags left.
+    Compare {
+        files: Vec<PathBuf>,
+        warnings: Vec<String>,
+    },
+    /// `--plot-summary FILE`: the page of a sweep summary or a `--num-runs` result.
+    PlotSummary(PathBuf),
+    /// `vllm-bench merge`: the results of a sharded run's shards, merged.
+    Merge(MergeConfig),
+}
+
+/// What `vllm-bench merge` was asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeConfig {
+    pub files: Vec<PathBuf>,
+    pub result_dir: Option<PathBuf>,
+    pub result_filename: Option<String>,
+}
+
+/// Resolves and validates what the command line asks for. Errors are one line and mean exit
+/// code 2.
+pub fn resolve(invocation: Invocation) -> Result<Mode, ConfigError> {
+    match invocation {
+        Invocation::Run(cli) => Ok(Config::from_cli(*cli)?.mode()),
+        Invocation::Merge(m) => Ok(Mode::Merge(MergeConfig {
+            files: m.files,
+            result_dir: m.result_dir,
+            result_filename: m.result_filename,
+        })),
+    }
+}
 
 /// Model and tokenizer selection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +153,24 @@ impl Config {
             .as_ref()
             .and_then(|m| m.concurrency)
             .or(self.rate.max_concurrency)
+    }
+
+    /// The mode this configuration selects: `--compare` before `--plot-summary` (each
+    /// refuses the other flags), then `--dry-run`, else a benchmark.
+    pub fn mode(self) -> Mode {
+        if let Some(files) = self.multi_run.compare.clone() {
+            return Mode::Compare {
+                files,
+                warnings: self.warnings,
+            };
+        }
+        if let Some(file) = self.output.plot_summary.clone() {
+            return Mode::PlotSummary(file);
+        }
+        if self.dry_run {
+            return Mode::DryRun(Box::new(self));
+        }
+        Mode::Bench(Box::new(self))
     }
 
     /// Resolves and validates `cli`. Errors are one line and mean exit code 2.

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::config::MergeConfig;
 use crate::engine::recorder::Histograms;
 use crate::metrics::goodput::GoodputConfig;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
@@ -35,14 +36,6 @@ use crate::output::run_result::{MergedPart, MergedShards, RunResult, Section, Sh
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
 use crate::output::stdio::Console;
 use crate::types::Backend;
-
-/// What `vllm-bench merge` was asked for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MergeArgs {
-    pub files: Vec<PathBuf>,
-    pub result_dir: Option<PathBuf>,
-    pub result_filename: Option<String>,
-}
 
 /// Why shard results cannot be merged. Every one is the user's input (exit status 2) but
 /// [`MergeError::Save`].
@@ -467,7 +460,7 @@ fn merged_result<'a>(
 
 /// Reads, checks and merges the shard results, prints the run's block and writes the
 /// merged result; returns where it was written and which shards were interrupted.
-pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
+pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> {
     let shards = args
         .files
         .iter()
@@ -627,7 +620,7 @@ mod tests {
             .iter()
             .map(|&k| write(&dir, &format!("s{k}.json"), &section(k, 3, &outputs)))
             .collect();
-        let args = MergeArgs {
+        let args = MergeConfig {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
@@ -668,7 +661,7 @@ mod tests {
         let dir = temp_dir("columns");
         let mut bad = section(0, 1, &outputs);
         bad.requests.ttft.pop();
-        let args = MergeArgs {
+        let args = MergeConfig {
             files: vec![write(&dir, "s.json", &bad)],
             result_dir: Some(dir.clone()),
             result_filename: None,
