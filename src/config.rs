@@ -33,10 +33,10 @@ pub use error::{ConfigError, ConfigErrorKind};
 pub use literal::parse_bucket_config;
 pub use literal::BucketKey;
 pub use modes::{
-    LoraConfig, MultiRunConfig, MultiTurnConfig, ProfilingConfig, SteadyStateConfig, SweepAxis,
+    LoraConfig, MultiRunConfig, MultiTurnConfig, ProfileWhen, SteadyStateConfig, SweepAxis,
     SweepConfig,
 };
-pub use output::OutputConfig;
+pub use output::{OutputConfig, ReportPolicy, RunPlots};
 pub use rate::RateConfig;
 pub use request::{RequestOptions, SamplingParams};
 pub use server::{ServerConfig, ServerLocation};
@@ -129,7 +129,8 @@ pub struct Config {
     pub request: RequestOptions,
     pub output: OutputConfig,
     pub steady_state: SteadyStateConfig,
-    pub profiling: ProfilingConfig,
+    /// How each run is reported: save, append, detailed, plots, profiling, quiet.
+    pub report: ReportPolicy,
     /// `--no-server-metrics`, `--server-metrics-interval`, `--server-metrics-url`.
     pub server_metrics: ServerMetricsConfig,
     pub sweep: Option<SweepConfig>,
@@ -187,15 +188,11 @@ impl Config {
         let sampling = request::sampling(&cli, &mut warnings)?;
         let request = request::options(&cli, &sampling)?;
         let output = output::resolve(&cli, &mut warnings)?;
+        let plots = output::run_plots(&cli)?;
         let sweep = modes::sweep(&cli)?;
-        output::check_result_filename(
-            &output,
-            dataset.plot_dataset_stats,
-            sweep.as_ref(),
-            multi_run.num_runs,
-        )?;
+        output::check_result_filename(&output, plots, sweep.as_ref(), multi_run.num_runs)?;
         let steady_state = modes::steady_state(&cli, &rate, sweep.as_ref(), &mut warnings)?;
-        let profiling = modes::profiling(&cli)?;
+        let report = output::report_policy(&cli, plots, modes::profiling(&cli)?);
         let server_metrics = server_metrics::resolve(&cli)?;
         let multi_turn = modes::multi_turn(&cli)?;
         let lora = modes::lora(&cli)?;
@@ -220,7 +217,7 @@ impl Config {
             request,
             output,
             steady_state,
-            profiling,
+            report,
             server_metrics,
             sweep,
             multi_turn,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde_json::json;
 use vllm_bench::cli::{self, Backend, Cli, CliError, DatasetName};
 use vllm_bench::config::{
-    self, Config, ConfigError, ConfigErrorKind, DatasetParams, Mode, ServerLocation,
+    self, Config, ConfigError, ConfigErrorKind, DatasetParams, Mode, ProfileWhen, ServerLocation,
 };
 use vllm_bench::engine::DriverChoice;
 use vllm_bench::metrics::goodput::GoodputConfig;
@@ -432,7 +432,7 @@ fn golden_command_lines_resolve_to_their_configs() {
         assert_eq!(cfg.dataset.name, expected, "{name}");
         assert_eq!(cfg.model.model.as_deref(), Some("mock-model"));
         assert_eq!(cfg.output.result_filename.as_deref(), Some("result.json"));
-        assert!(cfg.output.save_detailed && cfg.output.disable_tqdm);
+        assert!(cfg.report.detailed && cfg.output.disable_tqdm);
         checked += 1;
     }
     assert_eq!(checked, 6);
@@ -1509,6 +1509,32 @@ fn the_mode_is_decided_once_from_the_flags() {
         panic!("expected a comparison");
     };
     assert_eq!(files.len(), 2);
+}
+
+#[test]
+fn the_report_policy_is_resolved_once_from_the_flags() {
+    let cfg = ok(&["--append-result", "--num-runs", "3", "--plot-timeline"]);
+    let r = &cfg.report;
+    assert!(r.save && r.append && r.quiet && !r.detailed, "{r:?}");
+    assert_eq!(r.plots.timeline, Some((25.0, 50.0)));
+    assert_eq!(r.profile_when, ProfileWhen::Never);
+    let cfg = ok(&["--save-result", "--profile"]);
+    assert!(cfg.report.save && !cfg.report.append && !cfg.report.quiet);
+    assert_eq!(cfg.report.profile_when, ProfileWhen::WholeRun);
+    let cfg = ok(&[
+        "--profile",
+        "--profile-batch-threshold",
+        "8",
+        "--profile-duration",
+        "2.5",
+    ]);
+    assert_eq!(
+        cfg.report.profile_when,
+        ProfileWhen::AtBatch {
+            running: 8,
+            duration: std::time::Duration::from_millis(2500)
+        }
+    );
 }
 
 #[test]

@@ -157,10 +157,6 @@ fn combined(outcomes: Vec<Outcome>) -> Outcome {
     }
 }
 
-fn saves(config: &Config) -> bool {
-    config.output.save_result || config.output.append_result
-}
-
 /// Where a summary document goes: beside the results, named after `--result-filename`
 /// when given.
 fn summary_path(config: &Config, kind: &str) -> std::path::PathBuf {
@@ -258,7 +254,7 @@ fn sweep(
         let path = summary_path(config, "sweep-summary").with_extension("html");
         write_summary_plot(&path, &summary, &plan.console);
     }
-    if saves(config) {
+    if config.report.save {
         let path = summary_path(config, "sweep-summary");
         let doc = sweep_json(axis, shown, &reports, &steady, &interrupted, &files);
         save_result(&path, config.output.result_dir.as_deref(), &doc, false)?;
@@ -272,7 +268,6 @@ fn sweep(
 
 fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcome> {
     let how = Reporting {
-        quiet: true,
         collect: true,
         file_suffix: None,
         plot_suffix: None,
@@ -313,13 +308,13 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
             &plan.console,
         );
     }
-    if let Some(path) = path.filter(|_| saves(config)) {
+    if let Some(path) = path.filter(|_| config.report.save) {
         let doc = runs_json(documents, &interrupted, &stats);
         save_result(
             &path,
             config.output.result_dir.as_deref(),
             &doc.to_json_string(),
-            config.output.append_result,
+            config.report.append,
         )?;
         plan.console.err_line(format_args!(
             "Saved the {} runs and their statistics to {}",
