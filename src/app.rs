@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 
 use crate::cli;
-use crate::config::Config;
+use crate::config::{self, Config, MergeConfig, Mode};
 use crate::modes;
 use crate::output::stdio::Console;
 
@@ -45,10 +45,7 @@ fn dispatch(args: Vec<OsString>, console: &Console) -> i32 {
             return 0;
         }
     }
-    if args.get(1).is_some_and(|a| a == "merge") {
-        return merge(&args[2..], console);
-    }
-    let parsed = match cli::parse_from(args) {
+    let parsed = match cli::parse_invocation(args) {
         Ok(c) => c,
         Err(e) if e.is_info() => {
             console.out(&e);
@@ -59,8 +56,8 @@ fn dispatch(args: Vec<OsString>, console: &Console) -> i32 {
             return i32::from(e.exit_code());
         }
     };
-    let config = match Config::from_cli(parsed) {
-        Ok(c) => c,
+    let mode = match config::resolve(parsed) {
+        Ok(m) => m,
         Err(e) => {
             // One line per problem (`--slo` reports every malformed term).
             for line in e.to_string().lines() {
@@ -69,13 +66,19 @@ fn dispatch(args: Vec<OsString>, console: &Console) -> i32 {
             return i32::from(e.exit_code());
         }
     };
-    if let Some(files) = &config.multi_run.compare {
-        return compare(&config.warnings, files, console);
+    match mode {
+        Mode::Compare { files, warnings } => compare(&warnings, &files, console),
+        Mode::PlotSummary(file) => plot_summary(&file, console),
+        Mode::Merge(merge_config) => merge(&merge_config, console),
+        Mode::Bench(config) | Mode::DryRun(config) => bench(&config, console),
     }
-    if let Some(file) = &config.output.plot_summary {
-        return plot_summary(file, console);
-    }
-    match modes::benchmark::run(&config, console) {
+}
+
+/// A benchmark or `--dry-run`: 0 when at least one request succeeded (or the dry run
+/// described its dataset), 1 when none did or the run failed, 2 when nothing ran, 130 when
+/// interrupted.
+fn bench(config: &Config, console: &Console) -> i32 {
+    match modes::benchmark::run(config, console) {
         Ok(modes::benchmark::Outcome::Completed) => 0,
         Ok(modes::benchmark::Outcome::Interrupted) => modes::progress::INTERRUPTED_EXIT,
         Ok(modes::benchmark::Outcome::NoneSucceeded { failed, example }) => {
@@ -158,64 +161,10 @@ fn compare(warnings: &[String], files: &[std::path::PathBuf], console: &Console)
     }
 }
 
-/// The `merge` subcommand's command line.
-fn merge_command() -> clap::Command {
-    use clap::{Arg, ArgAction};
-    clap::Command::new("vllm-bench merge")
-        .about(
-            "Merge the results of the shards of one run (--shard K/N --save-result) into the \
-             result one process would have written",
-        )
-        .arg(
-            Arg::new("files")
-                .value_name("SHARD_RESULT")
-                .num_args(1..)
-                .required(true)
-                .value_parser(clap::value_parser!(std::path::PathBuf))
-                .help("Every shard's result file, in any order"),
-        )
-        .arg(
-            Arg::new("result-dir")
-                .long("result-dir")
-                .value_name("DIR")
-                .value_parser(clap::value_parser!(std::path::PathBuf))
-                .help("Directory of the merged result [default: the current directory]"),
-        )
-        .arg(
-            Arg::new("result-filename")
-                .long("result-filename")
-                .value_name("NAME")
-                .action(ArgAction::Set)
-                .help("File name of the merged result [default: Python's naming]"),
-        )
-}
-
 /// `vllm-bench merge`: 0 when the merged result was written, 2 for input that cannot be
 /// merged, 1 when it cannot be written.
-fn merge(args: &[OsString], console: &Console) -> i32 {
-    let argv = std::iter::once(OsString::from("vllm-bench merge")).chain(args.iter().cloned());
-    let m = match merge_command().try_get_matches_from(argv) {
-        Ok(m) => m,
-        Err(e) if !e.use_stderr() => {
-            console.out(&e);
-            return 0;
-        }
-        Err(e) => {
-            console.err_line(e.to_string().trim_end());
-            return 2;
-        }
-    };
-    let args = modes::merge::MergeArgs {
-        files: m
-            .get_many::<std::path::PathBuf>("files")
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect(),
-        result_dir: m.get_one::<std::path::PathBuf>("result-dir").cloned(),
-        result_filename: m.get_one::<String>("result-filename").cloned(),
-    };
-    match modes::merge::run(&args, console) {
+fn merge(args: &MergeConfig, console: &Console) -> i32 {
+    match modes::merge::run(args, console) {
         Ok(merged) => {
             console.err_line(merged.report());
             0
@@ -275,6 +224,24 @@ mod tests {
         assert!(out.stdout.is_empty(), "{out:?}");
         assert!(
             out.stderr.starts_with("error: ") && out.stderr.lines().count() == 1,
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn merge_accepts_the_python_spelling_of_its_flags() {
+        let missing = std::env::temp_dir().join(format!(
+            "vllm-bench-no-such-shard-{}.json",
+            std::process::id()
+        ));
+        let missing = missing.to_str().unwrap();
+        let (code, out) = run_captured(&["merge", missing, "--result_dir", missing]);
+        assert_eq!(code, 2);
+        assert_eq!(
+            out.stderr.lines().collect::<Vec<_>>(),
+            [format!(
+                "error: {missing}: cannot read it: No such file or directory (os error 2)"
+            )],
             "{out:?}"
         );
     }

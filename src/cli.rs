@@ -21,16 +21,17 @@ use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, Args, Command, FromArgMatches};
 
 pub use args::{
-    CustomArgs, DatasetArgs, EngineArgs, HfArgs, LoraArgs, ModelArgs, MultiRunArgs, MultiTurnArgs,
-    OutputArgs, PrefixRepetitionArgs, ProfilingArgs, RandomArgs, RandomMmArgs, RateArgs,
-    RequestArgs, SamplingArgs, ServerArgs, ServerMetricsArgs, ShardArgs, ShareGptArgs, SloArgs,
-    SonnetArgs, SpecBenchArgs, SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
+    CustomArgs, DatasetArgs, EngineArgs, HfArgs, LoraArgs, MergeArgs, ModelArgs, MultiRunArgs,
+    MultiTurnArgs, OutputArgs, PrefixRepetitionArgs, ProfilingArgs, RandomArgs, RandomMmArgs,
+    RateArgs, RequestArgs, SamplingArgs, ServerArgs, ServerMetricsArgs, ShardArgs, ShareGptArgs,
+    SloArgs, SonnetArgs, SpecBenchArgs, SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
 };
-pub use choices::{
-    Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, ReplicaAffinity,
-    SpeedBenchSubset, TraceFormatChoice,
-};
+pub use choices::{SpeedBenchSubset, TraceFormatChoice};
 pub use error::{quote, CliError};
+// The shared vocabulary, named here too so `config` reads every flag's type from `cli`.
+pub use crate::types::{
+    Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, ReplicaAffinity,
+};
 
 const ABOUT: &str =
     "Benchmark client for vLLM and OpenAI-compatible servers; a drop-in for `vllm bench serve`.";
@@ -38,6 +39,10 @@ const ABOUT: &str =
 /// The usage lines: a run, and the merge of a sharded run's results.
 const USAGE: &str = "vllm-bench [OPTIONS]
        vllm-bench merge [--result-dir DIR] [--result-filename NAME] SHARD_RESULT...";
+
+/// What `vllm-bench merge --help` says it does.
+const MERGE_ABOUT: &str = "Merge the results of the shards of one run (--shard K/N --save-result) \
+into the result one process would have written";
 
 const AFTER_HELP: &str = "\
 `vllm-bench merge --help` describes merging the results of `--shard K/N` runs. \
@@ -185,11 +190,55 @@ fn known_flags(cmd: &Command) -> argv::KnownFlags {
     argv::KnownFlags::new(names)
 }
 
+/// What the command line asks for: a run (its flags), or the merge of a sharded run's
+/// results (the `merge` subcommand, first on the line).
+#[derive(Debug, Clone)]
+pub enum Invocation {
+    Run(Box<Cli>),
+    Merge(MergeArgs),
+}
+
+/// The `merge` subcommand's clap command.
+pub fn merge_command() -> Command {
+    MergeArgs::augment_args(Command::new("vllm-bench merge").args_override_self(true))
+        .about(MERGE_ABOUT)
+        .long_about(None)
+}
+
+/// Parses a full argument list (program name first): `merge …` into its [`MergeArgs`],
+/// anything else into a [`Cli`]. Both go through Python's rewrites (see [`argv`]): `_` for
+/// `-`, unambiguous prefixes, `--key=value`, `--help=KEYWORD`.
+pub fn parse_invocation<I, T>(args: I) -> Result<Invocation, CliError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let (program, mut rest) = split_program(args)?;
+    if rest.first().is_some_and(|a| a == "merge") {
+        rest.remove(0);
+        let cmd = merge_command();
+        let (matches, _) = matches_of(&cmd, OsString::from("vllm-bench merge"), rest)?;
+        let merge = MergeArgs::from_arg_matches(&matches).map_err(error::from_clap)?;
+        return Ok(Invocation::Merge(merge));
+    }
+    parse_run(program, rest).map(|cli| Invocation::Run(Box::new(cli)))
+}
+
 /// Parses a full argument list (program name first) into a [`Cli`].
 ///
 /// Python's spellings are rewritten first (see [`argv`]); help, version and usage errors come
 /// back as [`CliError`].
 pub fn parse_from<I, T>(args: I) -> Result<Cli, CliError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let (program, rest) = split_program(args)?;
+    parse_run(program, rest)
+}
+
+/// The program name and the other arguments as UTF-8 text.
+fn split_program<I, T>(args: I) -> Result<(OsString, Vec<String>), CliError>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString>,
@@ -202,12 +251,19 @@ where
                 .map_err(|bad| CliError::Usage(format!("argument {bad:?} is not valid UTF-8")))
         })
         .collect::<Result<Vec<String>, CliError>>()?;
+    Ok((program, rest))
+}
 
-    let cmd = command();
+/// `cmd`'s matches for `rest` after Python's rewrites, and the rewritten arguments.
+fn matches_of(
+    cmd: &Command,
+    program: OsString,
+    rest: Vec<String>,
+) -> Result<(ArgMatches, Vec<String>), CliError> {
     let rewritten =
-        argv::rewrite(rest, &known_flags(&cmd)).map_err(|e| CliError::Usage(e.to_string()))?;
+        argv::rewrite(rest, &known_flags(cmd)).map_err(|e| CliError::Usage(e.to_string()))?;
     if let Some(keyword) = &rewritten.help_keyword {
-        return Err(match help::keyword_help(cmd, keyword) {
+        return Err(match help::keyword_help(cmd.clone(), keyword) {
             Some(text) => CliError::Help(error::with_newline(text)),
             None => CliError::Usage(format!(
                 "--help={keyword}: no group or option matches; `--help` lists every option \
@@ -222,6 +278,13 @@ where
         .clone()
         .try_get_matches_from(argv)
         .map_err(error::from_clap)?;
+    Ok((matches, rewritten.args))
+}
+
+/// A run's flags: [`Cli`] with the options given and the notes about them.
+fn parse_run(program: OsString, rest: Vec<String>) -> Result<Cli, CliError> {
+    let cmd = command();
+    let (matches, args) = matches_of(&cmd, program, rest)?;
     let mut cli = Cli::from_arg_matches(&matches).map_err(error::from_clap)?;
     cli.given = given_flags(
         &cmd,
@@ -229,8 +292,7 @@ where
         &[ValueSource::CommandLine, ValueSource::EnvVariable],
     );
     cli.from_env = given_flags(&cmd, &matches, &[ValueSource::EnvVariable]);
-    cli.warnings
-        .extend(duplicate_warning(&cmd, &rewritten.args));
+    cli.warnings.extend(duplicate_warning(&cmd, &args));
     Ok(cli)
 }
 

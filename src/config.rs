@@ -34,10 +34,10 @@ pub use error::{ConfigError, ConfigErrorKind};
 pub use literal::parse_bucket_config;
 pub use literal::BucketKey;
 pub use modes::{
-    LoraConfig, MultiRunConfig, MultiTurnConfig, ProfilingConfig, SteadyStateConfig, SweepAxis,
+    LoraConfig, MultiRunConfig, MultiTurnConfig, ProfileWhen, SteadyStateConfig, SweepAxis,
     SweepConfig,
 };
-pub use output::OutputConfig;
+pub use output::{OutputConfig, ReportPolicy, RunPlots};
 pub use rate::{CancelConfig, RateConfig};
 pub use request::{RequestOptions, SamplingParams};
 pub use server::{ServerConfig, ServerLocation};
@@ -51,7 +51,49 @@ pub use crate::cli::{
     Backend, DatasetName, LoraAssignment, RampUp, RampUpStrategy, SpeedBenchSubset,
 };
 
-use crate::cli::Cli;
+use std::path::PathBuf;
+
+use crate::cli::{Cli, Invocation};
+
+/// What the program does, decided once from the command line: `app` dispatches on it and
+/// nothing else looks at argv or at the flags that select a mode.
+#[derive(Debug)]
+pub enum Mode {
+    /// A benchmark: one point, a sweep's points or repeated runs.
+    Bench(Box<Config>),
+    /// `--dry-run`: build the dataset, describe it, send nothing.
+    DryRun(Box<Config>),
+    /// `--compare FILE...`: the table of saved results, after the notes the flags left.
+    Compare {
+        files: Vec<PathBuf>,
+        warnings: Vec<String>,
+    },
+    /// `--plot-summary FILE`: the page of a sweep summary or a `--num-runs` result.
+    PlotSummary(PathBuf),
+    /// `vllm-bench merge`: the results of a sharded run's shards, merged.
+    Merge(MergeConfig),
+}
+
+/// What `vllm-bench merge` was asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeConfig {
+    pub files: Vec<PathBuf>,
+    pub result_dir: Option<PathBuf>,
+    pub result_filename: Option<String>,
+}
+
+/// Resolves and validates what the command line asks for. Errors are one line and mean exit
+/// code 2.
+pub fn resolve(invocation: Invocation) -> Result<Mode, ConfigError> {
+    match invocation {
+        Invocation::Run(cli) => Ok(Config::from_cli(*cli)?.mode()),
+        Invocation::Merge(m) => Ok(Mode::Merge(MergeConfig {
+            files: m.files,
+            result_dir: m.result_dir,
+            result_filename: m.result_filename,
+        })),
+    }
+}
 
 /// Model and tokenizer selection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +131,8 @@ pub struct Config {
     pub request: RequestOptions,
     pub output: OutputConfig,
     pub steady_state: SteadyStateConfig,
-    pub profiling: ProfilingConfig,
+    /// How each run is reported: save, append, detailed, plots, profiling, quiet.
+    pub report: ReportPolicy,
     /// `--no-server-metrics`, `--server-metrics-interval`, `--server-metrics-url`.
     pub server_metrics: ServerMetricsConfig,
     pub sweep: Option<SweepConfig>,
@@ -117,6 +160,24 @@ impl Config {
             .or(self.rate.max_concurrency)
     }
 
+    /// The mode this configuration selects: `--compare` before `--plot-summary` (each
+    /// refuses the other flags), then `--dry-run`, else a benchmark.
+    pub fn mode(self) -> Mode {
+        if let Some(files) = self.multi_run.compare.clone() {
+            return Mode::Compare {
+                files,
+                warnings: self.warnings,
+            };
+        }
+        if let Some(file) = self.output.plot_summary.clone() {
+            return Mode::PlotSummary(file);
+        }
+        if self.dry_run {
+            return Mode::DryRun(Box::new(self));
+        }
+        Mode::Bench(Box::new(self))
+    }
+
     /// Resolves and validates `cli`. Errors are one line and mean exit code 2.
     pub fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
         let mut warnings = cli.warnings().to_vec();
@@ -131,15 +192,11 @@ impl Config {
         let sampling = request::sampling(&cli, &mut warnings)?;
         let request = request::options(&cli, &sampling)?;
         let output = output::resolve(&cli, &mut warnings)?;
+        let plots = output::run_plots(&cli)?;
         let sweep = modes::sweep(&cli)?;
-        output::check_result_filename(
-            &output,
-            dataset.plot_dataset_stats,
-            sweep.as_ref(),
-            multi_run.num_runs,
-        )?;
+        output::check_result_filename(&output, plots, sweep.as_ref(), multi_run.num_runs)?;
         let steady_state = modes::steady_state(&cli, &rate, sweep.as_ref(), &mut warnings)?;
-        let profiling = modes::profiling(&cli)?;
+        let report = output::report_policy(&cli, plots, modes::profiling(&cli)?);
         let server_metrics = server_metrics::resolve(&cli)?;
         let multi_turn = modes::multi_turn(&cli)?;
         let lora = modes::lora(&cli)?;
@@ -180,7 +237,7 @@ impl Config {
             request,
             output,
             steady_state,
-            profiling,
+            report,
             server_metrics,
             sweep,
             slo,

@@ -6,6 +6,9 @@
 //!
 //! `cli` → `config` → `datasets` (+ `tokenizer`) → `backends` (request bytes) → `engine`
 //! (pinned monoio runtimes, `http`, `sse`) → `metrics` → `output`.
+//!
+//! Imports point down floors (`types` at the bottom, `app` at the top; only `config` and
+//! `app` read `cli`): docs/architecture.md.
 
 pub mod allocator;
 pub mod app;
@@ -25,3 +28,4 @@ pub mod runtime;
 pub mod server_metrics;
 pub mod sse;
 pub mod tokenizer;
+pub mod types;

@@ -1,7 +1,7 @@
 //! Python's text forms of numbers: `repr(float)` / `str(float)` and `format(x, ".2f")`, and
 //! of JSON documents (`json.dump`: the result files, and the error texts Python's client
 //! builds with `json.dumps`), in [`json`].
-//! (Reading numbers the way `float()` does is `cli::pyvalue::py_float`.)
+//! Reading numbers the way `int()` and `float()` do is [`parse`] ([`py_int`], [`py_float`]).
 //!
 //! The console block, the result JSON, the result file name and several messages embed
 //! Python-formatted floats (`40.0`, `inf`, `1e-05`, `2.7940000109083485e-06`, `1e+16`).
@@ -13,6 +13,9 @@
 use std::fmt::Write;
 
 pub mod json;
+mod parse;
+
+pub use parse::{py_float, py_int};
 
 /// Appends Python's `repr(x)` of a float (also `str(x)` in Python 3).
 ///

@@ -3,6 +3,9 @@
 //! Both the client engine and the mock server build their runtimes here so the driver choice,
 //! the automatic fallback and the message that reports it exist once. A thread-per-core
 //! program builds one runtime per thread, inside that thread (monoio runtimes are `!Send`).
+//! Each runtime's sub-millisecond sleeps are [`timer`], shared the same way.
+
+pub mod timer;
 
 use std::fmt;
 use std::str::FromStr;

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use serde_json::json;
 use vllm_bench::cli::{self, Backend, Cli, CliError, DatasetName};
-use vllm_bench::config::{Config, ConfigError, ConfigErrorKind, DatasetParams, ServerLocation};
+use vllm_bench::config::{
+    self, Config, ConfigError, ConfigErrorKind, DatasetParams, Mode, ProfileWhen, ServerLocation,
+};
 use vllm_bench::engine::DriverChoice;
 use vllm_bench::metrics::goodput::GoodputConfig;
 use vllm_bench::metrics::summary::MetricKind;
@@ -444,7 +446,7 @@ fn golden_command_lines_resolve_to_their_configs() {
         assert_eq!(cfg.dataset.name, expected, "{name}");
         assert_eq!(cfg.model.model.as_deref(), Some("mock-model"));
         assert_eq!(cfg.output.result_filename.as_deref(), Some("result.json"));
-        assert!(cfg.output.save_detailed && cfg.output.disable_tqdm);
+        assert!(cfg.report.detailed && cfg.output.disable_tqdm);
         checked += 1;
     }
     assert_eq!(checked, 6);
@@ -1460,6 +1462,93 @@ fn help_usage_names_the_merge_subcommand() {
     assert!(
         usage[1].trim_start().starts_with("vllm-bench merge "),
         "{help}"
+    );
+}
+
+fn resolve(args: &[&str]) -> Mode {
+    let argv = std::iter::once("vllm-bench").chain(args.iter().copied());
+    config::resolve(cli::parse_invocation(argv).unwrap()).unwrap()
+}
+
+#[test]
+fn merge_takes_python_spellings_and_prefixes_like_every_flag() {
+    let Mode::Merge(m) = resolve(&[
+        "merge",
+        "a.json",
+        "--result_dir",
+        "out",
+        "--result-f",
+        "m.json",
+        "b.json",
+    ]) else {
+        panic!("expected a merge");
+    };
+    assert_eq!(m.files, [PathBuf::from("a.json"), PathBuf::from("b.json")]);
+    assert_eq!(m.result_dir, Some(PathBuf::from("out")));
+    assert_eq!(m.result_filename.as_deref(), Some("m.json"));
+}
+
+#[test]
+fn merge_without_files_or_with_an_ambiguous_prefix_is_one_line() {
+    let error = |args: &[&str]| {
+        let argv = std::iter::once("vllm-bench").chain(args.iter().copied());
+        match cli::parse_invocation(argv) {
+            Err(CliError::Usage(msg)) => msg,
+            other => panic!("{args:?}: expected a usage error, got {other:?}"),
+        }
+    };
+    let e = error(&["merge"]);
+    assert!(
+        !e.contains('\n') && e.starts_with("missing <SHARD_RESULT>"),
+        "{e}"
+    );
+    let e = error(&["merge", "a.json", "--res", "x"]);
+    assert_eq!(
+        e,
+        "ambiguous option: --res could match --result-dir, --result-filename"
+    );
+}
+
+#[test]
+fn the_mode_is_decided_once_from_the_flags() {
+    assert!(matches!(resolve(&[]), Mode::Bench(_)));
+    assert!(matches!(
+        resolve(&["--dry-run", "--model", "m"]),
+        Mode::DryRun(_)
+    ));
+    assert!(matches!(
+        resolve(&["--plot-summary", "s.json"]),
+        Mode::PlotSummary(_)
+    ));
+    let Mode::Compare { files, .. } = resolve(&["--compare", "a.json", "b.json"]) else {
+        panic!("expected a comparison");
+    };
+    assert_eq!(files.len(), 2);
+}
+
+#[test]
+fn the_report_policy_is_resolved_once_from_the_flags() {
+    let cfg = ok(&["--append-result", "--num-runs", "3", "--plot-timeline"]);
+    let r = &cfg.report;
+    assert!(r.save && r.append && r.quiet && !r.detailed, "{r:?}");
+    assert_eq!(r.plots.timeline, Some((25.0, 50.0)));
+    assert_eq!(r.profile_when, ProfileWhen::Never);
+    let cfg = ok(&["--save-result", "--profile"]);
+    assert!(cfg.report.save && !cfg.report.append && !cfg.report.quiet);
+    assert_eq!(cfg.report.profile_when, ProfileWhen::WholeRun);
+    let cfg = ok(&[
+        "--profile",
+        "--profile-batch-threshold",
+        "8",
+        "--profile-duration",
+        "2.5",
+    ]);
+    assert_eq!(
+        cfg.report.profile_when,
+        ProfileWhen::AtBatch {
+            running: 8,
+            duration: std::time::Duration::from_millis(2500)
+        }
     );
 }
 

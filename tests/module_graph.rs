@@ -154,3 +154,33 @@ fn a_cycle_is_found_and_named() {
         ["cli"]
     );
 }
+
+/// The command line is read by `config` (which resolves it) and `app` (which runs it); every
+/// layer below names the shared vocabulary from `crate::types`, so a flag's clap spelling can
+/// change without touching the engine, metrics, output or modes.
+#[test]
+fn nothing_below_config_and_app_imports_cli() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (top, _) = graphs(&src);
+    assert!(
+        top.get("config").is_some_and(|to| to.contains("cli")),
+        "graph read"
+    );
+    let below: Vec<&str> = top
+        .iter()
+        .filter(|(from, to)| to.contains("cli") && !matches!(from.as_str(), "config" | "app"))
+        .map(|(from, _)| from.as_str())
+        .collect();
+    assert!(
+        below.is_empty(),
+        "these modules import crate::cli; import the shared types from crate::types instead: {}",
+        below.join(", ")
+    );
+    let types = top
+        .get("types")
+        .map(|to| to.iter().cloned().collect::<Vec<_>>());
+    assert_eq!(
+        types, None,
+        "crate::types is the bottom floor: it imports nothing of the crate"
+    );
+}

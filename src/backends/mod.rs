@@ -4,7 +4,7 @@
 //! `vllm bench serve` 0.33 sends it. Bodies are built once, before the clock starts.
 //!
 //! The backend names and the facts about them (default endpoint, pooling or not) live once,
-//! on [`crate::cli::Backend`]; this module only maps them to an [`Api`].
+//! on [`crate::types::Backend`]; this module only maps them to an [`Api`].
 
 pub mod anthropic_event;
 pub mod conversation;
@@ -15,9 +15,9 @@ pub mod stream_chunk;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use crate::cli::Backend;
 use crate::datasets::media::{ChatMedia, ContentPart};
 use crate::datasets::Prompt;
+use crate::types::Backend;
 use stream_chunk::StreamApi;
 
 /// How a response body is read: what each API's answer looks like on the wire, which the

@@ -8,12 +8,10 @@
 
 use clap::Args;
 
-use super::choices::{
-    Backend, DatasetName, LoraAssignment, RampUpStrategy, ReplicaAffinity, SpeedBenchSubset,
-    TraceFormatChoice,
-};
+use super::choices::{SpeedBenchSubset, TraceFormatChoice};
 use super::pyvalue::{parse_float, parse_int, parse_port};
 use crate::runtime::DriverChoice;
+use crate::types::{Backend, DatasetName, LoraAssignment, RampUpStrategy, ReplicaAffinity};
 
 /// Server connection.
 #[derive(Debug, Clone, Args)]
@@ -735,4 +733,20 @@ pub struct EngineArgs {
     /// `response_too_long`) and bounds its memory (gaps, and 16 bytes of text per event)
     #[arg(long, default_value = "1000000", value_parser = parse_int::<u32>, value_name = "N")]
     pub max_response_events: u32,
+}
+
+/// `vllm-bench merge`'s flags: the result files of the shards of one run, and where the
+/// merged result goes (the run's `--result-dir`/`--result-filename`, which a shard's own run
+/// used for its file).
+#[derive(Debug, Clone, Args)]
+pub struct MergeArgs {
+    /// Every shard's result file, in any order
+    #[arg(value_name = "SHARD_RESULT", num_args = 1.., required = true)]
+    pub files: Vec<std::path::PathBuf>,
+    /// Directory of the merged result [default: the current directory]
+    #[arg(long, value_name = "DIR")]
+    pub result_dir: Option<std::path::PathBuf>,
+    /// File name of the merged result [default: Python's naming]
+    #[arg(long, value_name = "NAME")]
+    pub result_filename: Option<String>,
 }

@@ -127,6 +127,16 @@ fn one_line(err: &clap::Error) -> String {
             }
             line
         }
+        (ErrorKind::MissingRequiredArgument, _, _) => {
+            let missing = context_list(err, ContextKind::InvalidArg).join(", ");
+            match context_str(err, ContextKind::Usage) {
+                Some(usage) => format!(
+                    "missing {missing}; {}",
+                    usage.trim().replacen("Usage:", "usage:", 1)
+                ),
+                None => format!("missing {missing}"),
+            }
+        }
         _ => fallback(err),
     }
 }

@@ -28,7 +28,6 @@ pub struct DatasetConfig {
     pub skip_chat_template: bool,
     pub enable_multimodal_chat: bool,
     pub chat_template_kwargs: Option<Map<String, Value>>,
-    pub plot_dataset_stats: bool,
     pub params: DatasetParams,
 }
 
@@ -198,7 +197,6 @@ pub(super) fn resolve(cli: &Cli, backend: Backend) -> Result<DatasetConfig, Conf
         skip_chat_template: d.skip_chat_template,
         enable_multimodal_chat: d.enable_multimodal_chat,
         chat_template_kwargs,
-        plot_dataset_stats: d.plot_dataset_stats,
         params,
     })
 }

@@ -3,6 +3,7 @@
 //! own settings and its rules about which other flags it needs.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::parse::comma_list;
 use super::{ConfigError, RateConfig};
@@ -28,14 +29,18 @@ const STEADY_STATE_FLAGS: [&str; 3] = [
     "--no-steady-state",
 ];
 
-/// Server-side profiling.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProfilingConfig {
-    pub enabled: bool,
-    /// Start once `/metrics` shows this many running requests.
-    pub batch_threshold: Option<usize>,
-    /// Capture length after the threshold.
-    pub duration_sec: f64,
+/// When the server's profiler runs (`--profile`, `--profile-batch-threshold`,
+/// `--profile-duration`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileWhen {
+    Never,
+    /// Started before the measured run's preamble, stopped after its console block.
+    WholeRun,
+    /// Started once `/metrics` shows `running` requests, for `duration`.
+    AtBatch {
+        running: usize,
+        duration: Duration,
+    },
 }
 
 /// What a sweep varies.
@@ -148,7 +153,7 @@ pub(super) fn steady_state(
     })
 }
 
-pub(super) fn profiling(cli: &Cli) -> Result<ProfilingConfig, ConfigError> {
+pub(super) fn profiling(cli: &Cli) -> Result<ProfileWhen, ConfigError> {
     let p = &cli.profiling;
     if let Some(n) = p.profile_batch_threshold {
         if !p.profile {
@@ -179,10 +184,14 @@ pub(super) fn profiling(cli: &Cli) -> Result<ProfilingConfig, ConfigError> {
             "must be a positive number of seconds, at most 31536000 (365 days)",
         ));
     }
-    Ok(ProfilingConfig {
-        enabled: p.profile,
-        batch_threshold: p.profile_batch_threshold,
-        duration_sec: p.profile_duration,
+    Ok(match (p.profile, p.profile_batch_threshold) {
+        (false, _) => ProfileWhen::Never,
+        (true, None) => ProfileWhen::WholeRun,
+        (true, Some(running)) => ProfileWhen::AtBatch {
+            running,
+            // Checked above: positive, finite, at most a year.
+            duration: Duration::from_secs_f64(d),
+        },
     })
 }
 

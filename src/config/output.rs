@@ -1,5 +1,6 @@
 //! What is reported and saved: percentile metrics and percentiles, goodput SLOs, the result
-//! file, metadata, progress bar and timeline plot.
+//! file, metadata, progress bar and timeline plot; and the [`ReportPolicy`] the run's steps
+//! follow (save, append, detailed, plots, profiling, quiet), decided here once.
 //!
 //! The metric names ([`MetricKind`]) and the `--goodput` parser ([`GoodputConfig::parse`])
 //! belong to `metrics`; this module applies the CLI's stricter rules on top (an unknown
@@ -8,18 +9,42 @@
 use std::path::PathBuf;
 
 use super::parse::{comma_list, key_value};
-use super::{ConfigError, SweepAxis, SweepConfig};
+use super::{ConfigError, ProfileWhen, SweepAxis, SweepConfig};
 use crate::cli::{pyvalue::py_float, Cli};
 use crate::metrics::goodput::{GoodputConfig, GoodputError};
 use crate::metrics::report::TaskKind;
 use crate::metrics::summary::MetricKind;
 
+/// How every measured run is reported, decided once from the flags: the steps (a point's
+/// report, a sweep's or repeated runs' summary, the plan) read this instead of combining
+/// flags themselves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportPolicy {
+    /// A result document is written (`--save-result` or `--append-result`).
+    pub save: bool,
+    /// It is appended to the file (`--append-result`).
+    pub append: bool,
+    /// With the per-request lists and every generated text (`--save-detailed`).
+    pub detailed: bool,
+    /// A run's own plots, beside its result file.
+    pub plots: RunPlots,
+    /// When the server's profiler runs.
+    pub profile_when: ProfileWhen,
+    /// No console block per run: `--num-runs` prints one line per run instead.
+    pub quiet: bool,
+}
+
+/// A run's plots (`--plot-timeline`, `--plot-dataset-stats`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunPlots {
+    /// `--plot-timeline`, with its two ITL thresholds in ms (`--timeline-itl-thresholds`).
+    pub timeline: Option<(f64, f64)>,
+    pub dataset_stats: bool,
+}
+
 /// Reporting and result files.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputConfig {
-    pub save_result: bool,
-    pub save_detailed: bool,
-    pub append_result: bool,
     pub result_dir: Option<PathBuf>,
     pub result_filename: Option<String>,
     /// Metrics with percentile statistics, in the order given, without repeats.
@@ -36,9 +61,6 @@ pub struct OutputConfig {
     pub label: Option<String>,
     /// `--metadata` pairs, in order.
     pub metadata: Vec<(String, String)>,
-    pub plot_timeline: bool,
-    /// Two ITL thresholds (ms) for the timeline colours.
-    pub timeline_itl_thresholds: (f64, f64),
     /// `--plot`: an HTML plot of a sweep's or repeated runs' summary.
     pub plot: bool,
     /// `--plot-summary FILE`: plot a saved summary and run nothing.
@@ -100,9 +122,6 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
         warnings.push("pooling backends compute no goodput; ignoring --goodput".to_owned());
     }
     Ok(OutputConfig {
-        save_result: o.save_result,
-        save_detailed: o.save_detailed,
-        append_result: o.append_result,
         result_dir: o.result_dir.as_ref().map(PathBuf::from),
         result_filename: o.result_filename.clone(),
         percentile_metrics,
@@ -120,11 +139,32 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
             .iter()
             .map(|m| key_value("--metadata", m))
             .collect::<Result<_, _>>()?,
-        plot_timeline: o.plot_timeline,
-        timeline_itl_thresholds: itl_thresholds(&o.timeline_itl_thresholds)?,
         plot: o.plot,
         plot_summary: o.plot_summary.as_ref().map(PathBuf::from),
     })
+}
+
+/// The run's plots; the ITL thresholds are checked even without `--plot-timeline`.
+pub(super) fn run_plots(cli: &Cli) -> Result<RunPlots, ConfigError> {
+    let thresholds = itl_thresholds(&cli.output.timeline_itl_thresholds)?;
+    Ok(RunPlots {
+        timeline: cli.output.plot_timeline.then_some(thresholds),
+        dataset_stats: cli.dataset.plot_dataset_stats,
+    })
+}
+
+/// The [`ReportPolicy`] of the flags, with the plots and profiling already resolved.
+pub(super) fn report_policy(cli: &Cli, plots: RunPlots, profile_when: ProfileWhen) -> ReportPolicy {
+    let o = &cli.output;
+    ReportPolicy {
+        save: o.save_result || o.append_result,
+        append: o.append_result,
+        detailed: o.save_detailed,
+        plots,
+        profile_when,
+        // Repeated runs print one line each, an SLO search one per probe.
+        quiet: cli.multi_run.num_runs > 1 || cli.slo.slo_search.is_some(),
+    }
 }
 
 /// The longest file name the file system takes (Linux `NAME_MAX`, in bytes).
@@ -137,7 +177,7 @@ const NAME_MAX: usize = 255;
 /// configuration (see [`derived_growth`]).
 pub(super) fn check_result_filename(
     output: &OutputConfig,
-    plot_dataset_stats: bool,
+    plots: RunPlots,
     sweep: Option<&SweepConfig>,
     num_runs: usize,
 ) -> Result<(), ConfigError> {
@@ -153,9 +193,9 @@ pub(super) fn check_result_filename(
         ));
     }
     let file = name.rsplit('/').next().unwrap_or(name);
-    let plot = if plot_dataset_stats {
+    let plot = if plots.dataset_stats {
         ".dataset_stats.html"
-    } else if output.plot_timeline {
+    } else if plots.timeline.is_some() {
         ".timeline.html"
     } else {
         ""

@@ -20,9 +20,9 @@ use crate::metrics::RequestOutput;
 use super::recorder::{self, CoreOutputs, Histograms, WorkerLog};
 use super::replicas::Pool;
 use super::stop::{CoreStop, StopReceiver};
-use super::timer::Timers;
 use super::worker::{self, CoreHandles};
 use super::{CoreLoad, EngineError, EngineOptions, RunShared};
+use crate::runtime::timer::Timers;
 use crate::runtime::{self, Runtime};
 
 /// What one core hands back after a run: its workers' requests as outputs and its

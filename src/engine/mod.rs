@@ -17,7 +17,6 @@ pub mod replicas;
 pub mod schedule;
 pub mod session;
 mod stop;
-pub mod timer;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -15,7 +15,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Gamma};
 
-pub use crate::cli::{RampUp, RampUpStrategy};
+pub use crate::types::{RampUp, RampUpStrategy};
 
 /// How requests are released.
 #[derive(Debug, Clone, Copy, PartialEq)]

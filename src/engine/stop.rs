@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use super::timer::Timers;
+use crate::runtime::timer::Timers;
 
 /// The write ends of every core's stop eventfd, owned by the run's shared state so that a
 /// stop from another thread never writes to a descriptor that was closed (and reused).

@@ -29,8 +29,8 @@ use super::recorder::{Failure, Histograms, Record, WorkerLog};
 use super::replicas::Pool;
 use super::session::{FollowUps, NextRequest, Reply};
 use super::stop::CoreStop;
-use super::timer::Timers;
 use super::RunShared;
+use crate::runtime::timer::Timers;
 
 /// What a worker shares with the other workers of its core.
 pub struct CoreHandles {

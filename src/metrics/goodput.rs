@@ -8,8 +8,8 @@
 //! request can ever meet the SLO), and `ttfo` (time to first output token, ours) is a key too:
 //! a request whose tokens were all reasoning never meets a `ttfo` SLO.
 
-use crate::cli::pyvalue::py_float;
 use crate::pyfmt::float_repr;
+use crate::pyfmt::py_float;
 
 /// The SLOs given with `--goodput`, in milliseconds. An empty config means "no goodput":
 /// Python then prints no goodput line and saves `request_goodput: null`.

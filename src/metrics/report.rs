@@ -12,7 +12,7 @@ use super::calculator::{
 use super::goodput::GoodputConfig;
 use super::summary::{MetricKind, MetricStats};
 use super::RequestOutput;
-use crate::cli::Backend;
+use crate::types::Backend;
 
 /// Python's `TaskType`: generation (streamed tokens) or pooling (one response per request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

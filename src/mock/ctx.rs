@@ -14,7 +14,7 @@ use super::lifecycle::Lifecycle;
 use super::prefix_cache::PrefixCache;
 use super::prompt_tokenizer::PromptTokenizer;
 use super::stats::{MockStats, Stats, WorkerCounters};
-use crate::engine::timer::Timers;
+use crate::runtime::timer::Timers;
 
 /// State shared by all workers, read-mostly.
 #[derive(Debug)]

@@ -32,7 +32,7 @@ use super::io::Io;
 use super::response::{self, Framing, HeadOpts};
 use super::responses;
 use super::timing::Schedule;
-use crate::engine::timer::Timers;
+use crate::runtime::timer::Timers;
 
 /// Write-buffer size at which due events are flushed even if more are due.
 pub const FLUSH_AT: usize = 64 << 10;

@@ -12,7 +12,7 @@
 //!   absolute deadlines from the request's arrival (`timing`); faults are seeded per
 //!   request (`faults`).
 //! - Delays end on a per-worker timerfd rather than monoio's millisecond wheel
-//!   ([`crate::engine::timer`], shared with the client engine),
+//!   ([`crate::runtime::timer`], shared with the client engine),
 //!   and shutdown closes every live connection, even one parked in a long sleep
 //!   (`lifecycle`).
 //! - Prompts are counted and hashed in one pass over the JSON (`body`), with a toy

@@ -22,7 +22,7 @@ use super::response::{self, HeadOpts};
 use super::routes::Route;
 use super::timing::Schedule;
 use super::vllm_metrics::Finished;
-use crate::engine::timer::Timers;
+use crate::runtime::timer::Timers;
 
 /// Stream id of response ids, distinct from the fault and jitter streams.
 const ID_STREAM: u64 = 0x1d;

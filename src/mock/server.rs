@@ -39,7 +39,7 @@ use super::ctx::{Shared, WorkerCtx};
 use super::emission::TimingReport;
 use super::lifecycle::Lifecycle;
 use super::stats::{LoggedRequest, MockStats};
-use crate::engine::timer::Timers;
+use crate::runtime::timer::Timers;
 use crate::runtime::{build_runtime, resolve_driver, ResolvedDriver};
 
 /// How often an idle worker checks the stop flag (bounds shutdown latency).

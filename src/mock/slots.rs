@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::engine::timer::Timers;
+use crate::runtime::timer::Timers;
 
 /// How often a waiting request looks for a free slot.
 const POLL: Duration = Duration::from_millis(1);

@@ -23,13 +23,12 @@ pub fn run(config: &Config, console: &Console) -> Result<Outcome> {
     if let Some(w) = crate::runtime::uring_setup_env_warning() {
         console.warning(w);
     }
-    let saves = config.output.save_result || config.output.append_result;
-    if saves && !config.dry_run {
+    if config.report.save && !config.dry_run {
         // Before anything is sent: a run whose result cannot be saved is not worth running.
         check_result_target(
             config.output.result_dir.as_deref(),
             config.output.result_filename.as_deref(),
-            config.output.append_result,
+            config.report.append,
         )
         .map_err(nothing_ran)?;
     }

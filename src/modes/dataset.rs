@@ -15,7 +15,6 @@ use anyhow::{Context, Result};
 use clap::ValueEnum;
 use rayon::prelude::*;
 
-use crate::cli::{Backend, DatasetName};
 use crate::config::{
     Config, CustomParams, DatasetParams, HfParams, MultiTurnConfig, PrefixRepetitionParams,
     RandomParams, SonnetParams, SpeedBenchParams,
@@ -43,6 +42,7 @@ use crate::datasets::{spec_bench, speed_bench};
 use crate::datasets::{DatasetStats, SampleRequest, Sampling};
 use crate::output::stdio::Console;
 use crate::tokenizer::{self, TokenizeEndpoint, Tokenizer};
+use crate::types::{Backend, DatasetName};
 
 use super::trace::TraceReplay;
 

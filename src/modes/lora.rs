@@ -10,13 +10,13 @@
 //! `--model` (Python builds its test request with the base model).
 
 use crate::backends::BodyOptions;
-use crate::cli::LoraAssignment;
 use crate::config::LoraConfig;
 use crate::datasets::pyrandom::PyRandom;
 use crate::engine::recorder::Record;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskMetrics};
 use crate::metrics::RequestOutput;
 use crate::output::lora::AdapterSummary;
+use crate::types::LoraAssignment;
 
 /// The adapter index of each of `n` requests (or conversations).
 pub fn assign(config: &LoraConfig, n: usize, seed: u64) -> Vec<u32> {

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cli::Backend;
+use crate::config::MergeConfig;
 use crate::engine::recorder::Histograms;
 use crate::metrics::goodput::GoodputConfig;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
@@ -46,14 +46,7 @@ use crate::output::server_metrics;
 use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
 use crate::output::stdio::Console;
 use crate::server_metrics::ServerMetrics;
-
-/// What `vllm-bench merge` was asked for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MergeArgs {
-    pub files: Vec<PathBuf>,
-    pub result_dir: Option<PathBuf>,
-    pub result_filename: Option<String>,
-}
+use crate::types::Backend;
 
 /// Why shard results cannot be merged. Every one is the user's input (exit status 2) but
 /// [`MergeError::Save`].
@@ -528,7 +521,7 @@ fn server_metrics_shard(shards: &[ShardResult], duration: f64) -> Option<usize> 
 
 /// Reads, checks and merges the shard results, prints the run's block and writes the
 /// merged result; returns where it was written and which shards were interrupted.
-pub fn run(args: &MergeArgs, console: &Console) -> Result<Merged, MergeError> {
+pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> {
     let shards = args
         .files
         .iter()
@@ -712,7 +705,7 @@ mod tests {
             .iter()
             .map(|&k| write(&dir, &format!("s{k}.json"), &section(k, 3, &outputs)))
             .collect();
-        let args = MergeArgs {
+        let args = MergeConfig {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
@@ -753,7 +746,7 @@ mod tests {
         let dir = temp_dir("columns");
         let mut bad = section(0, 1, &outputs);
         bad.requests.ttft.pop();
-        let args = MergeArgs {
+        let args = MergeConfig {
             files: vec![write(&dir, "s.json", &bad)],
             result_dir: Some(dir.clone()),
             result_filename: None,
@@ -814,7 +807,7 @@ mod tests {
                 write_with_scrape(&dir, k, &s, *w, 100.0 + k as f64)
             })
             .collect();
-        let args = MergeArgs {
+        let args = MergeConfig {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
@@ -836,7 +829,7 @@ mod tests {
         let files: Vec<PathBuf> = (0..2)
             .map(|k| write_with_scrape(&dir, k, &section(k, 2, &outputs), None, 0.0))
             .collect();
-        let args = MergeArgs {
+        let args = MergeConfig {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),

@@ -93,7 +93,7 @@ impl Plan {
             driver,
             request_timeout: config.engine.request_timeout,
             preconnect: config.engine.preconnect,
-            keep_all_text: config.output.save_detailed,
+            keep_all_text: config.report.detailed,
             max_response_events: config.engine.max_response_events,
             interrupt_grace: config.engine.interrupt_grace,
         };

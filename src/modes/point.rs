@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 
-use crate::config::Config;
+use crate::config::{Config, ProfileWhen, RunPlots};
 use crate::engine::recorder::Record;
 use crate::engine::schedule::{
     arrival_offsets, rps_changes, to_durations, Cancellations, RampUp, RateSpec,
@@ -95,8 +95,8 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     // Before the line a user (or a script) sees, so a Ctrl-C right after it is handled.
     install_interrupt_handler();
     plan.console.line("Starting main benchmark run...");
-    let whole_run_profile = config.profiling.enabled && config.profiling.batch_threshold.is_none();
-    if whole_run_profile {
+    let profile_when = config.report.profile_when;
+    if profile_when == ProfileWhen::WholeRun {
         plan.profiler("start");
     }
     let ramp = config.rate.ramp_up;
@@ -124,11 +124,10 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     let mut trigger = None;
     let mut report = plan.engine.run_at(workload, start.map(|s| s.0), |p| {
         watcher = Some(Watcher::start(p, show_bar, plan.console.clone()));
-        if let (true, Some(n)) = (config.profiling.enabled, config.profiling.batch_threshold) {
-            let duration = Duration::from_secs_f64(config.profiling.duration_sec);
+        if let ProfileWhen::AtBatch { running, duration } = profile_when {
             trigger = Some(Trigger::start(
                 plan.target.clone(),
-                n,
+                running,
                 duration,
                 plan.console.clone(),
             ));
@@ -252,8 +251,6 @@ fn preamble<'a>(config: &Config, point: &Point, ramp: Option<&'a RampUp>) -> Pre
 /// How a measured point is reported.
 #[derive(Debug, Clone, Default)]
 pub struct Reporting {
-    /// No console block (repeated runs print one line each instead).
-    pub quiet: bool,
     /// Build the result document (`--save-result` / `--append-result`) but do not write it:
     /// the caller collects it (repeated runs write one file holding every run).
     pub collect: bool,
@@ -300,7 +297,7 @@ fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f
 /// `--plot-timeline` and `--plot-dataset-stats`: HTML files beside the result file, named
 /// as Python names them (`.timeline.html`; `.dataset_stats.html` where Python writes a PNG).
 fn write_plots(
-    config: &Config,
+    plots: RunPlots,
     outputs: &[crate::metrics::RequestOutput],
     server: Option<&crate::server_metrics::Series>,
     result: &Path,
@@ -309,8 +306,7 @@ fn write_plots(
     let title = result
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-    if config.output.plot_timeline {
-        let thresholds = config.output.timeline_itl_thresholds;
+    if let Some(thresholds) = plots.timeline {
         let html = plot::timeline::render(outputs, thresholds, &title, server);
         plot::write(
             &plot::beside(result, "timeline.html"),
@@ -319,7 +315,7 @@ fn write_plots(
             console,
         );
     }
-    if config.dataset.plot_dataset_stats {
+    if plots.dataset_stats {
         let html = plot::dataset_stats::render(outputs, &title);
         let path = plot::beside(result, "dataset_stats.html");
         plot::write(&path, &html, "Dataset statistics plot", console);
@@ -340,12 +336,12 @@ pub fn finish(
     measured: &Measured,
     how: &Reporting,
 ) -> Result<Finished> {
-    let saves = config.output.save_result || config.output.append_result;
-    let result = run_result(config, plan, point, measured, saves)?;
-    if !how.quiet {
+    let policy = &config.report;
+    let result = run_result(config, plan, point, measured, policy.save)?;
+    if !policy.quiet {
         plan.console.out(result.render(show_chart(config)));
     }
-    if config.profiling.enabled && config.profiling.batch_threshold.is_none() {
+    if policy.profile_when == ProfileWhen::WholeRun {
         // After the block, before the result is saved (Python's order).
         plan.profiler("stop");
     }
@@ -363,17 +359,12 @@ pub fn finish(
         path = path.with_file_name(with_suffix(&f.to_string_lossy(), s));
     }
     let (mut document, mut file) = (None, None);
-    if saves {
+    if policy.save {
         let doc = result.document()?;
         if how.collect {
             document = Some(doc.into_owned());
         } else {
-            save_result(
-                &path,
-                dir,
-                &doc.to_json_string(),
-                config.output.append_result,
-            )?;
+            save_result(&path, dir, &doc.to_json_string(), policy.append)?;
             plan.console
                 .err_line(format_args!("Saved the result to {}", path.display()));
         }
@@ -390,7 +381,7 @@ pub fn finish(
             .endpoints
             .first()
             .map(|e| &e.figures.series);
-        write_plots(config, result.outputs, server, &plots, &plan.console);
+        write_plots(policy.plots, result.outputs, server, &plots, &plan.console);
     }
     Ok(Finished {
         report: result.report,
@@ -487,7 +478,7 @@ fn run_result<'a>(
         report,
         outputs,
         rps_events: measured.rps_events.clone(),
-        save_detailed: config.output.save_detailed,
+        save_detailed: config.report.detailed,
         turns,
         adapters,
         steady_state,

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::cli::ReplicaAffinity;
 use crate::config::Config;
 use crate::engine::Workload;
 use crate::http::request::PreparedRequest;
+use crate::types::ReplicaAffinity;
 
 /// The replica table of `workload` for the run's servers (`None` with one server).
 pub fn table(config: &Config, workload: &Workload) -> Option<Arc<[u16]>> {

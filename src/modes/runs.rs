@@ -21,7 +21,7 @@ use super::outcome::{nothing_ran, outcome, Outcome};
 use super::plan::Plan;
 use super::point::{self, Point, Reporting};
 use super::prepare::Prepared;
-use super::summary_file::{saves, summary_path, write_summary_plot};
+use super::summary_file::{summary_path, write_summary_plot};
 
 /// The measured runs of one invocation.
 #[derive(Debug, Clone, PartialEq)]
@@ -234,7 +234,7 @@ fn sweep(
         let path = summary_path(config, "sweep-summary").with_extension("html");
         write_summary_plot(&path, &summary, &plan.console);
     }
-    if saves(config) {
+    if config.report.save {
         let path = summary_path(config, "sweep-summary");
         let doc = sweep_json(axis, shown, &reports, &steady, &interrupted, &files);
         save_result(&path, config.output.result_dir.as_deref(), &doc, false)?;
@@ -248,7 +248,6 @@ fn sweep(
 
 fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcome> {
     let how = Reporting {
-        quiet: true,
         collect: true,
         file_suffix: None,
         plot_suffix: None,
@@ -290,13 +289,13 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
             &plan.console,
         );
     }
-    if let Some(path) = path.filter(|_| saves(config)) {
+    if let Some(path) = path.filter(|_| config.report.save) {
         let doc = runs_json(documents, &interrupted, &stats);
         save_result(
             &path,
             config.output.result_dir.as_deref(),
             &doc.to_json_string(),
-            config.output.append_result,
+            config.report.append,
         )?;
         plan.console.err_line(format_args!(
             "Saved the {} runs and their statistics to {}",

@@ -232,7 +232,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         TaskMetrics::Pooling(_) => outputs.iter().map(|o| o.output_tokens).collect(),
     };
     let mut requests = Requests {
-        generated_text: config.output.save_detailed.then(Vec::new),
+        generated_text: config.report.detailed.then(Vec::new),
         ..Requests::default()
     };
     // The records are already globalized.
@@ -278,7 +278,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
             ],
             goodput_ttfo: out.goodput.ttfo_ms,
             has_tokenizer: report.has_tokenizer,
-            save_detailed: out.save_detailed,
+            save_detailed: config.report.detailed,
             steady_state,
         },
         failures: result.failures.clone(),

@@ -5,10 +5,6 @@ use crate::config::Config;
 use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
 
-pub fn saves(config: &Config) -> bool {
-    config.output.save_result || config.output.append_result
-}
-
 /// Where a summary document goes: beside the results, named after `--result-filename`
 /// when given.
 pub fn summary_path(config: &Config, kind: &str) -> std::path::PathBuf {

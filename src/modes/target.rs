@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::cli::Backend;
 use crate::config::Config;
 use crate::config::ServerLocation;
 use crate::http::conn::{tls_setup, Endpoint};
@@ -18,6 +17,7 @@ use crate::mock::{MockConfig, MockServer};
 use crate::output::stdio::Console;
 use crate::runtime::ResolvedDriver;
 use crate::tokenizer::{TokenizeEndpoint, Tokenizer};
+use crate::types::Backend;
 
 /// Timings of the embedded mock (`--mock-server`): a small, realistic stream so the demo run
 /// shows meaningful TTFT/ITL figures.

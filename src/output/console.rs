@@ -16,13 +16,13 @@
 
 use std::fmt::Write;
 
-use crate::cli::RampUp;
 use crate::metrics::calculator::{BenchmarkMetrics, EmbedBenchmarkMetrics};
 use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, TaskKind, TaskMetrics};
 use crate::metrics::summary::{percentile_word, MetricKind, MetricStats};
 use crate::metrics::RequestOutput;
 use crate::pyfmt::{fixed2, float_repr};
+use crate::types::RampUp;
 
 /// Width of the block's rules and headers.
 pub(super) const WIDTH: usize = 50;
@@ -326,7 +326,7 @@ mod tests {
              Maximum request concurrency: None\n"
         );
         let ramp = RampUp {
-            strategy: crate::cli::RampUpStrategy::Linear,
+            strategy: crate::types::RampUpStrategy::Linear,
             start_rps: 10,
             end_rps: 100,
         };

@@ -40,12 +40,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::cli::RampUp;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
 use crate::metrics::summary::{percentile_word, MetricStats};
 use crate::metrics::RequestOutput;
 use crate::pyfmt::float_repr;
 pub use crate::pyfmt::json::{Json, JsonObject};
+use crate::types::RampUp;
 
 /// Per-request keys Python removes unless `--save-detailed` is given.
 const DETAILED_KEYS: [&str; 7] = [
@@ -609,7 +609,7 @@ mod tests {
             PathBuf::from("out/mine-40.0qps-concurrency8-mock-model-20261130-084051.json")
         );
         r.ramp_up = Some(RampUp {
-            strategy: crate::cli::RampUpStrategy::Linear,
+            strategy: crate::types::RampUpStrategy::Linear,
             start_rps: 1,
             end_rps: 9,
         });

@@ -141,7 +141,6 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
         // As sweep points name theirs, and a value's later runs their run.
         let run_suffix = (run > 1).then(|| format!("-run{run}"));
         let how = Reporting {
-            quiet: true,
             file_suffix: Some(format!(
                 "-{variable}{}{}",
                 value_text(value),
@@ -280,7 +279,7 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
             super::summary_file::summary_path(config, "slo-search-summary").with_extension("html");
         super::summary_file::write_summary_plot(&path, &summary, &plan.console);
     }
-    if super::summary_file::saves(config) {
+    if config.report.save {
         let path = super::summary_file::summary_path(config, "slo-search-summary");
         save_result(
             &path,
