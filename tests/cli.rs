@@ -222,10 +222,10 @@ const ENGINE_FLAGS: &[&str] = &[
 /// Sharded runs across processes and machines (docs/distributed.md).
 const SHARD_FLAGS: &[&str] = &["--shard", "--start-at"];
 
-/// The server's Prometheus metrics over the run (docs/server-metrics.md, issue 29).
 /// Several replicas (docs/servers.md, "Several replicas").
 const REPLICA_FLAGS: &[&str] = &["--replica-affinity"];
 
+/// The server's Prometheus metrics over the run (docs/server-metrics.md, issue 29).
 const SERVER_METRICS_FLAGS: &[&str] = &[
     "--no-server-metrics",
     "--server-metrics-interval",
@@ -237,8 +237,21 @@ const CANCEL_FLAGS: &[&str] = &[
     "--request-cancellation-delay",
     "--request-cancellation-rate",
 ];
+
 /// The embedded mock's reasoning, to try TTFO (docs/reasoning.md, issue 31).
 const REASONING_FLAGS: &[&str] = &["--mock-reasoning-tokens", "--mock-thinking-ms"];
+
+/// The SLO capacity search and its slotted mock (docs/slo-search.md, issue 30).
+const SLO_FLAGS: &[&str] = &[
+    "--mock-slots",
+    "--slo",
+    "--slo-goodput",
+    "--slo-search",
+    "--slo-search-max-requests",
+    "--slo-search-max-time",
+    "--slo-search-range",
+    "--slo-search-tolerance",
+];
 
 fn python_flags() -> Vec<String> {
     read_shared(PYTHON_FLAGS)
@@ -282,6 +295,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .chain(REPLICA_FLAGS)
         .chain(CANCEL_FLAGS)
         .chain(REASONING_FLAGS)
+        .chain(SLO_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();
