@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use crate::http::conn::Connection;
 use crate::metrics::RequestOutput;
 
+use super::preconnect::{self, Opening};
 use super::recorder::{self, CoreOutputs, Histograms, WorkerLog};
 use super::replicas::Pool;
 use super::stop::{CoreStop, StopReceiver};
@@ -32,6 +33,8 @@ pub struct CoreResult {
     pub histograms: Histograms,
     pub probe: Option<Vec<RequestOutput>>,
     pub load: CoreLoad,
+    /// How the core opened its connections before the run and when it was ready.
+    pub opening: Opening,
 }
 
 /// A run for this core: the shared state, how many workers it runs here, and whether the
@@ -162,49 +165,17 @@ fn serve(mut rt: Runtime, wire: OwnedFd, inbox: mpsc::Receiver<Command>) {
     }
 }
 
-/// One run's workers on this core: connections from the pool (or new ones before the clock
-/// with preconnect), the common start, then every worker to its end; their connections go
-/// back to the pool. The barriers are always reached, so a slow core cannot skew the epoch.
 /// What a core runs of a run: its workers, and maybe the probe lane.
 struct Lanes {
     workers: usize,
     probe: bool,
 }
 
-/// Connections a core opens at once before a run. One at a time, 8,300 connections took
-/// 12-27 s here, and with `--start-at` (connections opened 2 s ahead) the clock started while
-/// they were still opening: the run's duration counted the wait. All at once overflow a
-/// server's listen queue (16,000 per shard did: connect timeouts). 128 per core open
-/// thousands in well under the lead and stay far below a listen backlog.
-const OPEN_AT_ONCE: usize = 128;
-
-/// One connection opened ahead of the clock to each replica of `replicas`, in order,
-/// [`OPEN_AT_ONCE`] at a time; `None` for one that failed (its worker connects on its first
-/// request, as without preconnect).
-async fn open_ahead(shared: &Arc<RunShared>, replicas: &[usize]) -> Vec<Option<Connection>> {
-    let n = replicas.len();
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
-        let batch = &replicas[out.len()..(out.len() + OPEN_AT_ONCE).min(n)];
-        let opens: Vec<_> = batch
-            .iter()
-            .map(|&r| {
-                let shared = shared.clone();
-                monoio::spawn(async move {
-                    Connection::open(shared.replicas.endpoint(r))
-                        .await
-                        .ok()
-                        .map(Connection::ahead)
-                })
-            })
-            .collect();
-        for open in opens {
-            out.push(open.await);
-        }
-    }
-    out
-}
-
+/// One run's workers on this core: connections from the pool (or new ones before the clock
+/// with preconnect, see [`preconnect`]), the common start, then every worker to its end;
+/// their connections go back to the pool. The barriers are always reached; the epoch is set
+/// once every core is at the first (with a set start: that instant, or later if a core was
+/// not ready by then, reported in `Opening`).
 async fn run_workers(
     shared: &Arc<RunShared>,
     lanes: Lanes,
@@ -215,7 +186,7 @@ async fn run_workers(
     let workers = lanes.workers;
     let replicas = shared.replicas.len();
     pool.resize_with(replicas, Vec::new);
-    if shared.fresh_connections {
+    if shared.start.is_some() {
         // The run starts at a set instant: connections kept since the warm-ups have idled
         // and may be past the server's keep-alive timeout; open new ones now, just before.
         pool.iter_mut().for_each(Vec::clear);
@@ -225,13 +196,16 @@ async fn run_workers(
     let mut conns: Vec<(usize, Option<Connection>)> = (0..workers)
         .map(|slot| (slot % replicas, pool[slot % replicas].pop()))
         .collect();
+    let mut connecting = std::time::Duration::ZERO;
     if shared.options.preconnect {
         let missing: Vec<usize> = conns
             .iter()
             .filter(|(_, c)| c.is_none())
             .map(|&(r, _)| r)
             .collect();
-        let mut opened = open_ahead(shared, &missing).await.into_iter();
+        let (opened, took) = preconnect::open_ahead(shared, &missing, timers).await;
+        connecting = took;
+        let mut opened = opened.into_iter();
         for (_, c) in conns.iter_mut().filter(|(_, c)| c.is_none()) {
             *c = opened.next().flatten();
         }
@@ -241,6 +215,11 @@ async fn run_workers(
         p.reserve(workers + 1);
     }
     let shared_pool = Rc::new(RefCell::new(std::mem::take(pool)));
+    let opening = Opening {
+        opened: conns.iter().filter(|(_, c)| c.is_some()).count(),
+        took: connecting,
+        ready_at: std::time::Instant::now(),
+    };
     shared.ready.wait();
     shared.go.wait();
     let epoch = *shared
@@ -332,6 +311,7 @@ async fn run_workers(
         histograms,
         probe: probe_log.map(recorder::outputs_of),
         load,
+        opening,
     }
 }
 

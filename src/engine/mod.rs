@@ -12,6 +12,7 @@
 mod core_thread;
 pub mod exchange;
 pub mod limits;
+pub mod preconnect;
 pub mod recorder;
 pub mod replicas;
 pub mod schedule;
@@ -128,8 +129,11 @@ struct RunShared {
     epoch: OnceLock<Instant>,
     ready: Barrier,
     go: Barrier,
-    /// The run starts at a set instant (`run_at`): cores open fresh connections for it.
-    fresh_connections: bool,
+    /// The set instant the run starts at (`run_at`), if any: cores open fresh connections
+    /// for it, paced to be ready just before it (see [`preconnect`]).
+    start: Option<Instant>,
+    /// The engine's learned connect rate (the next set start's lead).
+    connect_rate: Arc<preconnect::ConnectRate>,
 }
 
 /// A handle to a running engine: progress and stop, readable from another thread.
@@ -207,6 +211,37 @@ pub struct RunReport {
     pub probes: Vec<crate::metrics::RequestOutput>,
     /// Each core's load, in core order.
     pub loads: Vec<CoreLoad>,
+    /// How a run with a set start (`run_at`) started; `None` without one.
+    pub start: Option<StartReport>,
+}
+
+/// How a run with a set start began: when its cores were ready and how late its clock
+/// started. The clock (the epoch every time and arrival offset counts from) starts at the
+/// set instant, or when the last core is ready if that is later: a run's duration never
+/// counts connecting, and its arrivals keep their planned spacing instead of going out at
+/// once to catch up. How late it started is this report's `late`, not hidden.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartReport {
+    /// How long before the set instant the cores began opening their connections.
+    pub lead: Duration,
+    /// The epoch minus the set instant: zero when every core was ready in time.
+    pub late: Duration,
+    /// Each core's opening, in core order.
+    pub cores: Vec<CoreStart>,
+}
+
+/// One core's opening of its connections before a set start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoreStart {
+    /// The CPU the core thread runs on.
+    pub core: usize,
+    /// Connections it opened ahead.
+    pub opened: usize,
+    /// Time it spent opening them (pauses excluded).
+    pub connecting: Duration,
+    /// When it was ready (connections open), ms after the set instant: negative when ready
+    /// ahead.
+    pub ready_ms: f64,
 }
 
 /// Errors that prevent an engine from starting or a run from happening at all.
@@ -245,6 +280,8 @@ pub struct Engine {
     options: EngineOptions,
     cores: Vec<core_thread::CoreHandle>,
     wires: Arc<StopWires>,
+    /// Connections per second a core last opened, learned across this engine's runs.
+    connect_rate: Arc<preconnect::ConnectRate>,
 }
 
 impl Engine {
@@ -272,6 +309,7 @@ impl Engine {
             options,
             cores: handles,
             wires,
+            connect_rate: Arc::default(),
         })
     }
 
@@ -290,12 +328,14 @@ impl Engine {
         self.run_at(workload, None, on_progress)
     }
 
-    /// [`Engine::run`] with its epoch at `start` (`--start-at`) when given: shortly before
-    /// it the cores open fresh connections (kept ones may have idled past the server's
-    /// keep-alive timeout), get ready and wait; every arrival offset and time of the run
-    /// counts from `start`, so runs in other processes started at the same instant share one
-    /// time axis. `on_progress` is called before any wait, so a Ctrl-C during one stops the
-    /// run (every request counted as not sent).
+    /// [`Engine::run`] with its epoch at `start` (`--start-at`) when given: before it the
+    /// cores open fresh connections (kept ones may have idled past the server's keep-alive
+    /// timeout), beginning [`preconnect::lead`] ahead, get ready and wait; every arrival
+    /// offset and time of the run counts from `start`, so runs in other processes started at
+    /// the same instant share one time axis. If a core is not ready by `start`, the epoch is
+    /// the moment the last one is, and [`RunReport::start`] says how late that was.
+    /// `on_progress` is called before any wait, so a Ctrl-C during one stops the run (every
+    /// request counted as not sent).
     pub fn run_at(
         &self,
         workload: Workload,
@@ -331,17 +371,23 @@ impl Engine {
             epoch: OnceLock::new(),
             ready: Barrier::new(threads + 1),
             go: Barrier::new(threads + 1),
-            fresh_connections: start.is_some(),
+            start,
+            connect_rate: self.connect_rate.clone(),
         });
         let mut on_progress = Some(on_progress);
+        // In proportion to the connections the busiest core opens (the cores pace
+        // themselves from there, see `preconnect`); without preconnect, nothing to open.
+        let lead = if self.options.preconnect {
+            preconnect::lead(workers.div_ceil(threads), self.connect_rate.get())
+        } else {
+            preconnect::MIN_LEAD
+        };
         if let Some(at) = start {
-            // The progress hook first, so a Ctrl-C during the wait stops the run; the cores
-            // open their connections only PRECONNECT_LEAD before the start, well inside the
-            // keep-alive timeouts of servers (uvicorn, vLLM's server: 5 s).
+            // The progress hook first, so a Ctrl-C during the wait stops the run.
             if let Some(hook) = on_progress.take() {
                 hook(Progress(shared.clone()));
             }
-            wait_until(at.checked_sub(PRECONNECT_LEAD).unwrap_or(at), &shared.stop);
+            wait_until(at.checked_sub(lead).unwrap_or(at), &shared.stop);
         }
         let mut replies = Vec::with_capacity(threads);
         for (t, core) in self.cores.iter().take(threads).enumerate() {
@@ -350,9 +396,13 @@ impl Engine {
             replies.push(core.run(shared.clone(), per_core, t == 0)?);
         }
         shared.ready.wait();
+        let ready_at = Instant::now();
         let epoch = match start {
+            // Not ready in time: the clock starts now, not at the missed instant (see
+            // `StartReport`).
+            Some(at) if ready_at > at => ready_at,
             Some(at) => wait_until(at, &shared.stop),
-            None => Instant::now(),
+            None => ready_at,
         };
         let _ = shared.epoch.set(epoch);
         shared.go.wait();
@@ -364,6 +414,7 @@ impl Engine {
         let mut hists = Vec::with_capacity(threads);
         let mut probes = Vec::new();
         let mut loads = Vec::with_capacity(threads);
+        let mut starts = Vec::with_capacity(threads);
         let mut first_error = None;
         for (reply, handle) in replies.into_iter().zip(&self.cores) {
             match reply.recv() {
@@ -372,6 +423,9 @@ impl Engine {
                         core: handle.core,
                         ..r.load
                     });
+                    if let Some(at) = start {
+                        starts.push(r.opening.start_of(handle.core, at));
+                    }
                     outputs.push(r.outputs);
                     hists.push(r.histograms);
                     probes.extend(r.probe);
@@ -400,6 +454,11 @@ impl Engine {
             not_sent_session_cancelled,
             probes: probes.into_iter().flatten().collect(),
             loads,
+            start: start.map(|at| StartReport {
+                lead,
+                late: epoch.saturating_duration_since(at),
+                cores: starts,
+            }),
         })
     }
 
@@ -414,9 +473,6 @@ impl Drop for Engine {
         }
     }
 }
-
-/// How long before a set start (`run_at`) the cores open their connections.
-const PRECONNECT_LEAD: Duration = Duration::from_secs(2);
 
 /// Sleeps until `at` (in slices, so a stop is seen within one) and returns `at`; a stop
 /// ends the wait early.

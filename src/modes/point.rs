@@ -136,6 +136,11 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     if let Some(w) = watcher {
         w.finish();
     }
+    if let Some(line) = super::shard_clock::late_start_warning(report.start.as_ref()) {
+        plan.console.warning(line);
+    }
+    // The clock started late when a core was not ready by `--start-at`.
+    let wall_start = wall_start + report.start.as_ref().map_or(Duration::ZERO, |s| s.late);
     let server_metrics = super::server_scrape::finish(scraper, report.epoch, plan);
     if let Some(map) = &shard {
         map.globalize(&mut report);
@@ -498,7 +503,11 @@ fn run_result<'a>(
         }),
         interrupted: measured.interrupted,
         prefix_cache: measured.prefix_cache,
-        sections: vec![replicas, server],
+        sections: vec![
+            super::shard_clock::start_section(run.start.as_ref()),
+            replicas,
+            server,
+        ],
         shards: Shards::Whole,
     };
     if let Some(map) = measured.shard.as_ref().filter(|_| section) {

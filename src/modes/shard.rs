@@ -156,11 +156,12 @@ impl ShardMap {
     }
 }
 
-/// `--start-at` as the engine's epoch and as wall-clock time, checked again now that the
+/// `--start-at` as the engine's set start and as wall-clock time, checked again now that the
 /// plan is built (loading a tokenizer or a dataset can take long enough to miss it). A
-/// start up to [`crate::config::shard::START_AT_SLACK`] past is kept as the epoch (the
-/// schedule stays on the shared axis; the first requests go out late). When this shard was
-/// ready relative to it goes into `map` for the start checks of `vllm-bench merge`.
+/// start up to [`crate::config::shard::START_AT_SLACK`] past is taken: the engine starts
+/// the clock as soon as its cores are ready and reports how late (`RunReport::start`).
+/// When this shard's plan was ready relative to it goes into `map` for the start checks of
+/// `vllm-bench merge`.
 pub fn start_instant(
     c: &ShardConfig,
     map: Option<&mut ShardMap>,
@@ -185,7 +186,7 @@ pub fn start_instant(
     if ready_ms > 0.0 {
         console.line(format_args!(
             "Measured run starts at {when} ({ready_ms:.0} ms ago: this shard starts late, \
-             on the shared time axis)"
+             as soon as its connections are open)"
         ));
     } else {
         console.line(format_args!(

@@ -19,8 +19,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::engine::RunReport;
+use crate::engine::{RunReport, StartReport};
 use crate::output::json::{Json, JsonObject};
+use crate::output::run_result::Section;
 use crate::output::shard_file::{ShardSection, StartFacts};
 
 /// How far apart the shards' starts may be, and how late a shard's first request may go
@@ -34,7 +35,9 @@ fn ms(ns: u64) -> f64 {
 }
 
 /// This shard's start facts, after its run: `ready_ms` from
-/// [`super::shard::start_instant`], the first request's lateness from the run's records.
+/// [`super::shard::start_instant`], its clock's lateness from the engine (when its last
+/// core was ready, if after `--start-at`), the first request's lateness from the run's
+/// records.
 pub fn facts(ready_ms: f64, run: &RunReport) -> StartFacts {
     let first = run
         .merged
@@ -44,12 +47,91 @@ pub fn facts(ready_ms: f64, run: &RunReport) -> StartFacts {
     let (ntp_synchronized, clock_max_error_ms) = kernel_clock();
     StartFacts {
         ready_ms,
-        late_ms: ready_ms.max(0.0),
+        late_ms: run
+            .start
+            .as_ref()
+            .map_or(ready_ms.max(0.0), |s| s.late.as_secs_f64() * 1e3),
         first_send_late_ms: first.map(|r| ms(r.start_ns.saturating_sub(r.scheduled_ns))),
         host: host_name(),
         ntp_synchronized,
         clock_max_error_ms,
     }
+}
+
+/// The run's start with `--start-at` (nothing without): a "Start" block (how late the clock
+/// started, how long the cores took to open their connections and when each was ready) and
+/// `vllm_bench_start` in the result, for a shard and a whole run alike.
+pub fn start_section(start: Option<&StartReport>) -> Section {
+    let Some(start) = start else {
+        return Section::default();
+    };
+    let late_ms = start.late.as_secs_f64() * 1e3;
+    let mut console = String::new();
+    let _ = writeln!(console, "{:-^50}", "Start (--start-at)");
+    let _ = writeln!(
+        console,
+        "{:<40} {:<10.2}",
+        "Started late by (s):",
+        late_ms / 1e3
+    );
+    let _ = writeln!(
+        console,
+        "{:<40} {:<10.2}",
+        "Connecting began before it (s):",
+        start.lead.as_secs_f64()
+    );
+    let mut cores = Vec::with_capacity(start.cores.len());
+    for c in &start.cores {
+        let _ = writeln!(
+            console,
+            "{:<40} {} connections in {:.2} s, ready {:+.1} ms",
+            format!("Core {}:", c.core),
+            c.opened,
+            c.connecting.as_secs_f64(),
+            c.ready_ms,
+        );
+        let mut o = JsonObject::new();
+        o.set("core", Json::UInt(c.core as u64));
+        o.set("connections", Json::UInt(c.opened as u64));
+        o.set("connecting_s", Json::Float(c.connecting.as_secs_f64()));
+        o.set("ready_ms", Json::Float(c.ready_ms));
+        cores.push(Json::Object(o));
+    }
+    let _ = writeln!(console, "{}", "=".repeat(50));
+    let mut doc = JsonObject::new();
+    let mut o = JsonObject::new();
+    o.set("late_ms", Json::Float(late_ms));
+    o.set("lead_s", Json::Float(start.lead.as_secs_f64()));
+    o.set("cores", Json::List(cores));
+    doc.set("vllm_bench_start", Json::Object(o));
+    Section { console, json: doc }
+}
+
+/// One line (for stderr) when the run's clock started more than [`START_TOLERANCE_MS`]
+/// after `--start-at` because a core was still opening its connections: the duration and
+/// the rates count from that later start, and the line says so with the numbers.
+pub fn late_start_warning(start: Option<&StartReport>) -> Option<String> {
+    let start = start?;
+    let late_ms = start.late.as_secs_f64() * 1e3;
+    if late_ms <= START_TOLERANCE_MS {
+        return None;
+    }
+    let slowest = start
+        .cores
+        .iter()
+        .max_by(|a, b| a.ready_ms.total_cmp(&b.ready_ms))?;
+    Some(format!(
+        "the measured run started {:.2} s after --start-at: core {} was ready {:+.0} ms \
+         after it ({} connections opened in {:.2} s, from {:.1} s before it); the \
+         duration and rates count from the late start; give each core fewer connections \
+         (more cores or shards) or start later",
+        late_ms / 1e3,
+        slowest.core,
+        slowest.ready_ms,
+        slowest.opened,
+        slowest.connecting.as_secs_f64(),
+        start.lead.as_secs_f64(),
+    ))
 }
 
 /// The host's name (`/proc/sys/kernel/hostname`), `unknown` when it cannot be read.
@@ -337,6 +419,62 @@ mod tests {
         let c = check(Vec::new());
         assert!(c.warnings().is_empty() && c.render().is_empty());
         assert_eq!(Json::Object(c.to_json().unwrap()).to_json_string(), "{}");
+    }
+
+    fn started(late_ms: u64) -> StartReport {
+        use crate::engine::CoreStart;
+        let core = |core, ready_ms| CoreStart {
+            core,
+            opened: 4_000,
+            connecting: std::time::Duration::from_millis(9_000),
+            ready_ms,
+        };
+        StartReport {
+            lead: std::time::Duration::from_secs(8),
+            late: std::time::Duration::from_millis(late_ms),
+            cores: vec![core(0, -300.0), core(1, late_ms as f64 - 500.0)],
+        }
+    }
+
+    #[test]
+    fn a_run_ready_in_time_reports_no_late_start() {
+        let s = started(0);
+        assert_eq!(late_start_warning(Some(&s)), None);
+        let section = start_section(Some(&s));
+        assert!(
+            section
+                .console
+                .contains("Started late by (s):                     0.00"),
+            "{}",
+            section.console
+        );
+        let text = Json::Object(section.json).to_json_string();
+        assert!(text.contains("\"late_ms\": 0.0"), "{text}");
+        assert!(text.contains("\"connections\": 4000"), "{text}");
+    }
+
+    #[test]
+    fn a_late_start_is_one_warning_line_naming_the_slowest_core() {
+        let s = started(12_500);
+        let w = late_start_warning(Some(&s)).expect("late by 12.5 s");
+        assert!(!w.contains('\n'));
+        for needle in [
+            "started 12.50 s after --start-at",
+            "core 1 was ready +12000 ms",
+            "4000 connections opened in 9.00 s, from 8.0 s before it",
+            "count from the late start",
+        ] {
+            assert!(w.contains(needle), "{needle}: {w}");
+        }
+        assert!(start_section(Some(&s)).console.contains("12.50"));
+    }
+
+    #[test]
+    fn a_run_without_a_set_start_has_no_start_block() {
+        assert_eq!(late_start_warning(None), None);
+        let section = start_section(None);
+        assert!(section.console.is_empty());
+        assert_eq!(Json::Object(section.json).to_json_string(), "{}");
     }
 
     #[test]

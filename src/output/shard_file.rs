@@ -76,9 +76,10 @@ pub struct StartFacts {
     /// When the shard was ready to start (plan built, right before waiting), ms after
     /// `--start-at`; negative when it was ready ahead and waited.
     pub ready_ms: f64,
-    /// Its clock's start minus `--start-at`, ms: 0 when it was ready in time, else
-    /// `ready_ms` (the clock then starts at once, its epoch kept at `--start-at` so the
-    /// schedule stays on the shared axis). Wake-up jitter is not in it; the first send is.
+    /// Its clock's start minus `--start-at`, ms: 0 when its plan was built and every core
+    /// had its connections open in time, else when the last of them was (the clock starts
+    /// then, so the shard's duration holds no connecting; its times count from its own
+    /// start). Wake-up jitter is not in it; the first send is.
     pub late_ms: f64,
     /// Its first scheduled request's send time minus its scheduled time, ms: how late it
     /// actually began sending (`None` when it sent nothing).
