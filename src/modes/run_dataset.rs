@@ -221,3 +221,88 @@ fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f
         .sum();
     secs / dur_s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::report::TaskKind;
+
+    fn trace(parents: Option<Vec<Option<u32>>>, arrivals: Option<Vec<f64>>) -> RunDataset {
+        RunDataset::Trace {
+            arrivals: arrivals.map(Into::into),
+            parents: parents.map(Into::into),
+            ideal: PrefixCache {
+                ideal_token_hit_ratio: 0.5,
+                ideal_block_hit_ratio: 0.25,
+                measured_hit_ratio: None,
+            },
+        }
+    }
+
+    fn settings(duration_s: f64) -> ReportSettings<'static> {
+        ReportSettings {
+            duration_s,
+            task: TaskKind::Generation,
+            count_tokens: None,
+            percentiles: Vec::new(),
+            percentile_metrics: Vec::new(),
+            goodput: Default::default(),
+            max_concurrency: None,
+            request_rate: f64::INFINITY,
+        }
+    }
+
+    #[test]
+    fn samples_take_the_rates_times_and_run_each_request_alone() {
+        let samples = RunDataset::Samples {
+            input_sequences: None,
+            audio_s: None,
+        };
+        assert!(samples.arrivals().is_none());
+        assert!(matches!(samples.sessions(), Sessions::Independent));
+        let e = samples.extras(&[], &[], &settings(1.0));
+        assert!(
+            e.turns.is_none() && e.rtfx.is_none(),
+            "nothing beside the metrics"
+        );
+    }
+
+    #[test]
+    fn a_trace_chains_requests_only_with_wait_parent_and_keeps_its_own_times() {
+        let alone = trace(None, Some(vec![0.0, 0.5]));
+        assert!(matches!(alone.sessions(), Sessions::Independent));
+        assert_eq!(alone.arrivals(), Some(&[0.0, 0.5][..]));
+        let chained = trace(Some(vec![None, Some(0)]), None);
+        assert!(
+            matches!(chained.sessions(), Sessions::Chains(p) if p == [None, Some(0)]),
+            "--timed-trace-wait-parent"
+        );
+        assert!(chained.arrivals().is_none(), "--no-self-timed: the rate's");
+    }
+
+    #[test]
+    fn audio_samples_report_the_rtfx_of_the_successful_requests() {
+        let audio = RunDataset::Samples {
+            input_sequences: None,
+            audio_s: Some(vec![3.0, 5.0, 7.0].into()),
+        };
+        let outputs: Vec<RequestOutput> = [true, false, true]
+            .into_iter()
+            .map(|success| RequestOutput {
+                success,
+                ..RequestOutput::default()
+            })
+            .collect();
+        // Records in completion order: request 2 ended first.
+        let records: Vec<Record> = [2, 1, 0]
+            .into_iter()
+            .map(|index| Record {
+                index,
+                ..Record::default()
+            })
+            .collect();
+        let e = audio.extras(&outputs, &records, &settings(2.0));
+        // Requests 2 and 0 succeeded: (7 + 3) s of audio in 2 s.
+        assert_eq!(e.rtfx, Some(5.0));
+    }
+}
