@@ -376,7 +376,7 @@ fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput
         error: String::new(),
         start_time,
         client_queue_time,
-        // The caller knows what each request carried (`Prepared::input_sequences`).
+        // The caller knows what each request carried (`RunDataset::mark_outputs`).
         input_sequences: 1,
         ttfo,
         reasoning_tokens: rec.usage_reasoning_tokens,

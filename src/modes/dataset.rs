@@ -6,7 +6,9 @@
 //!
 //! [`for_run`] is the dispatch a run uses: it also gives a `timed_trace` replay (built from
 //! shared prompt fragments, with arrival times, by [`super::trace::TraceReplay`]) and
-//! `--multi-turn` conversations, so every dataset reaches the plan through one call.
+//! `--multi-turn` conversations, so every dataset reaches the plan through one call, as a
+//! [`Loaded`] dataset: described (`--dry-run`) or prepared into every request's bytes and
+//! the [`RunDataset`] the runs ask for sessions, arrival times and extras.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,43 +46,45 @@ use crate::output::stdio::Console;
 use crate::tokenizer::{self, TokenizeEndpoint, Tokenizer};
 use crate::types::{Backend, DatasetName};
 
+use super::prepare::{self, Media, PrepareCx, Prepared};
+use super::run_dataset::RunDataset;
 use super::trace::TraceReplay;
 
-/// A run's dataset, whichever it is.
-pub enum RunDataset {
-    /// One request per sample (every dataset but the two below).
-    Requests(Vec<SampleRequest>),
+/// A run's dataset as loaded, whichever it is.
+pub enum Loaded {
+    /// One request per sample (the random family and the files), and with `random-mm`,
+    /// `custom_image`, `custom_audio` and ShareGPT's media entries, each one's media.
+    Samples(Vec<SampleRequest>, Option<Media>),
     /// `--dataset-name timed_trace`: the trace's records, built later from shared fragments.
     Trace(Box<TraceReplay>),
     /// `--multi-turn`: conversations, each one session.
     Conversations(Conversations),
-    /// `random-mm` and `custom_audio`: the requests and each one's media.
-    Multimodal(Vec<SampleRequest>, Media),
 }
 
-/// The media of each request of a multimodal dataset.
-pub enum Media {
-    /// `random-mm`, `custom_image`: chat content parts.
-    Chat(Vec<ChatMedia>),
-    /// `custom_audio`: the audio file each request uploads.
-    Audio(Vec<AudioClip>),
-}
-
-impl RunDataset {
+impl Loaded {
     /// The `--dry-run` summary.
     pub fn describe(&self) -> String {
         match self {
-            RunDataset::Requests(r) => DatasetStats::from_requests(r).to_string(),
-            RunDataset::Trace(t) => t.stats().to_string(),
-            RunDataset::Conversations(c) => super::multi_turn::describe(c),
-            RunDataset::Multimodal(r, Media::Chat(mm)) => {
+            Loaded::Samples(r, None) => DatasetStats::from_requests(r).to_string(),
+            Loaded::Trace(t) => t.stats().to_string(),
+            Loaded::Conversations(c) => super::multi_turn::describe(c),
+            Loaded::Samples(r, Some(Media::Chat(mm))) => {
                 let items: usize = mm.iter().map(|m| m.parts.len()).sum();
                 format!("{}\nContent parts: {items}", DatasetStats::from_requests(r))
             }
-            RunDataset::Multimodal(r, Media::Audio(clips)) => {
+            Loaded::Samples(r, Some(Media::Audio(clips))) => {
                 let secs: f64 = clips.iter().map(|c| c.duration_s).sum();
                 format!("{}\nAudio: {secs:.2} s", DatasetStats::from_requests(r))
             }
+        }
+    }
+
+    /// Every request's bytes (before the clock), and what the runs ask of the dataset.
+    pub fn prepare(&self, cx: &PrepareCx<'_>) -> Result<(Prepared, RunDataset)> {
+        match self {
+            Loaded::Samples(r, media) => prepare::prepare(cx, r, media.as_ref()),
+            Loaded::Trace(t) => prepare::prepare_trace(cx, t),
+            Loaded::Conversations(c) => prepare::prepare_conversations(cx, c),
         }
     }
 }
@@ -93,14 +97,12 @@ pub fn for_run(
     tokenizer: Option<&Tokenizer>,
     align: Option<Arc<dyn TokenizeEndpoint>>,
     console: &Console,
-) -> Result<RunDataset> {
+) -> Result<Loaded> {
     if let Some(m) = &config.multi_turn {
-        return Ok(RunDataset::Conversations(conversations(
-            config, m, tokenizer,
-        )?));
+        return Ok(Loaded::Conversations(conversations(config, m, tokenizer)?));
     }
     if let DatasetParams::TimedTrace(p) = &config.dataset.params {
-        return Ok(RunDataset::Trace(Box::new(TraceReplay::load(
+        return Ok(Loaded::Trace(Box::new(TraceReplay::load(
             config, p, console,
         )?)));
     }
@@ -109,31 +111,30 @@ pub fn for_run(
         let requests = Cx::new(config, tokenizer, console).random(random)?;
         let images = random_mm::items(mm, requests.len(), config.dataset.seed)?;
         let media = images.into_iter().map(ChatMedia::beside_text).collect();
-        return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
+        return Ok(Loaded::Samples(requests, Some(Media::Chat(media))));
     }
     if let (DatasetParams::Custom(p), DatasetName::CustomAudio) =
         (&config.dataset.params, config.dataset.name)
     {
         let (requests, clips) = Cx::new(config, tokenizer, console).custom_audio(p)?;
-        return Ok(RunDataset::Multimodal(requests, Media::Audio(clips)));
+        return Ok(Loaded::Samples(requests, Some(Media::Audio(clips))));
     }
     if let (DatasetParams::Custom(p), DatasetName::CustomImage) =
         (&config.dataset.params, config.dataset.name)
     {
         let (requests, media) = Cx::new(config, tokenizer, console).custom_image(p)?;
-        return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
+        return Ok(Loaded::Samples(requests, Some(Media::Chat(media))));
     }
     if let DatasetParams::ShareGpt { output_len } = &config.dataset.params {
         let cx = Cx::new(config, tokenizer, console);
         let data = ShareGpt::load(&sharegpt_path(config.dataset.path.as_deref())?)?;
         if data.has_media() {
             let (requests, media) = cx.sharegpt_media(&data, *output_len)?;
-            return Ok(RunDataset::Multimodal(requests, Media::Chat(media)));
+            return Ok(Loaded::Samples(requests, Some(Media::Chat(media))));
         }
         let requests = cx.sharegpt_from(&data, *output_len)?;
-        return Ok(RunDataset::Requests(within_max_model_len(
-            config, requests, console,
-        )));
+        let requests = within_max_model_len(config, requests, console);
+        return Ok(Loaded::Samples(requests, None));
     }
     let mut requests = build(config, tokenizer, console)?;
     if let Some(endpoint) = align {
@@ -141,7 +142,7 @@ pub fn for_run(
             console.line(msg);
         }
     }
-    Ok(RunDataset::Requests(requests))
+    Ok(Loaded::Samples(requests, None))
 }
 
 /// The requests of every dataset but `timed_trace`, `--max-model-len` applied.

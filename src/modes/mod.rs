@@ -14,6 +14,7 @@ pub mod prepare;
 pub mod profiling;
 pub mod progress;
 pub mod replicas;
+pub mod run_dataset;
 pub mod runs;
 pub mod server_scrape;
 pub mod shard;

@@ -1,7 +1,8 @@
 //! Everything decided and built once, before any clock starts: the I/O driver and cores,
 //! the server and its model, the tokenizer, the dataset through the one dispatch, every
-//! request's bytes ([`super::prepare`]), and the persistent engine; plus the ready check,
-//! the warm-ups and the profiler calls that use them.
+//! request's bytes ([`super::prepare`]) and what the runs ask of the dataset
+//! ([`RunDataset`]), and the persistent engine; plus the ready check, the warm-ups and the
+//! profiler calls that use them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +17,8 @@ use crate::output::stdio::Console;
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
-use super::dataset::RunDataset;
-use super::prepare::{prepare, prepare_conversations, prepare_trace, probe, Prepared};
+use super::prepare::{probe, PrepareCx, Prepared};
+use super::run_dataset::RunDataset;
 use super::target::{wait_until_ready, Target};
 use super::trace::TraceReplay;
 
@@ -26,8 +27,9 @@ pub struct Plan {
     pub target: Arc<Target>,
     pub model_id: String,
     pub tokenizer: Option<Arc<Tokenizer>>,
-    pub trace: Option<TraceReplay>,
     pub prepared: Prepared,
+    /// What the runs ask of the dataset: sessions, arrival times, post-run extras.
+    pub dataset: RunDataset,
     pub engine_opts: EngineOptions,
     /// Started once: the ready check, the warm-ups and the measured run share its threads,
     /// rings and kept-alive connections.
@@ -81,7 +83,7 @@ impl Plan {
             Some(t) => Some(t),
             None => load_tokenizer(config, &target, &model_id, console)?.map(Arc::new),
         };
-        let Some((dataset, prepared)) = on_scratch_threads(|| {
+        let Some((prepared, dataset)) = on_scratch_threads(|| {
             build_requests(config, &target, &model_id, tokenizer.as_deref(), console)
         })?
         else {
@@ -98,16 +100,12 @@ impl Plan {
             interrupt_grace: config.engine.interrupt_grace,
         };
         let engine = Engine::start(target.replicas(), engine_opts.clone())?;
-        let trace = match dataset {
-            RunDataset::Trace(t) => Some(*t),
-            _ => None,
-        };
         Ok(Some(Plan {
             target,
             model_id,
             tokenizer,
-            trace,
             prepared,
+            dataset,
             engine_opts,
             engine,
             console: console.clone(),
@@ -237,18 +235,19 @@ fn needs_alignment(config: &Config) -> bool {
         && Api::for_backend(config.server.backend).is_some_and(|a| a.is_generation())
 }
 
-/// The dataset and every request's bytes (`None` after `--dry-run` printed its summary).
+/// Every request's bytes and what the runs ask of the dataset (`None` after `--dry-run`
+/// printed the dataset's summary).
 fn build_requests(
     config: &Config,
     target: &Arc<Target>,
     model_id: &str,
     tokenizer: Option<&Tokenizer>,
     console: &Console,
-) -> Result<Option<(RunDataset, Prepared)>> {
+) -> Result<Option<(Prepared, RunDataset)>> {
     let align = needs_alignment(config).then(|| target.tokenize_endpoint(model_id));
-    let dataset = super::dataset::for_run(config, tokenizer, align, console)?;
+    let loaded = super::dataset::for_run(config, tokenizer, align, console)?;
     if config.dry_run {
-        console.line(dataset.describe());
+        console.line(loaded.describe());
         return Ok(None);
     }
     let api = Api::for_backend(config.server.backend).with_context(|| {
@@ -262,20 +261,21 @@ fn build_requests(
         .served_model_name
         .clone()
         .unwrap_or_else(|| model_id.to_string());
-    let prepared = match &dataset {
-        RunDataset::Trace(t) => prepare_trace(config, target, api, &model_name, t, tokenizer),
-        RunDataset::Conversations(c) => prepare_conversations(config, target, api, &model_name, c),
-        RunDataset::Requests(r) => prepare(config, target, api, &model_name, r, None),
-        RunDataset::Multimodal(r, media) => {
-            prepare(config, target, api, &model_name, r, Some(media))
-        }
-    }?
-    .with_probe(probe(config, target, api, &model_name)?);
+    let cx = PrepareCx {
+        config,
+        target,
+        api,
+        model_name: &model_name,
+        tokenizer,
+    };
+    // The loaded prompts are in the requests' bytes now: they go with `loaded`.
+    let (prepared, dataset) = loaded.prepare(&cx)?;
+    let prepared = prepared.with_probe(probe(config, target, api, &model_name)?);
     if let Some(mock) = &target.mock {
         // Here, before the clock, rather than on the mock's core during the run.
         mock.count_ahead(prepared.requests.par_iter().map(|r| r.to_vec()));
     }
-    Ok(Some((dataset, prepared)))
+    Ok(Some((prepared, dataset)))
 }
 
 /// Runs `work` on a thread pool of its own that ends with it.

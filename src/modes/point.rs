@@ -10,31 +10,28 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 
 use crate::config::{Config, ProfileWhen, RunPlots};
-use crate::engine::recorder::Record;
 use crate::engine::schedule::{
     arrival_offsets, rps_changes, to_durations, Cancellations, RampUp, RateSpec,
 };
-use crate::engine::session::Chains;
 use crate::engine::{RunReport, Workload};
 use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetrics};
 use crate::metrics::steady_state::SteadyStateOutcome;
-use crate::metrics::RequestOutput;
 use crate::output::console::{render_preamble, Preamble};
 use crate::output::facts::{self, EngineFacts, Lag, PartHealth};
 use crate::output::health::ClientHealth;
 use crate::output::json::{result_path, save_result, JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
-use crate::output::run_result::{Adapters, Cancelled, RunResult, Section, Shards, Turns};
+use crate::output::run_result::{Adapters, Cancelled, RunResult, Section, Shards};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
 use super::prepare::Prepared;
 use super::profiling::Trigger;
 use super::progress::{install_interrupt_handler, interrupted, Watcher};
+use super::run_dataset::RunDataset;
 use super::shard::ShardMap;
-use super::trace::{measured_hit_ratio, prefix_cache_extras, scrape_prefix_cache, TraceReplay};
 
 /// What one measured run varies; everything else is the plan's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -71,16 +68,11 @@ pub struct Measured {
     pub server_metrics: crate::server_metrics::ServerMetrics,
 }
 
-/// The measured run of `point`: schedule, preamble, profiling start, progress bar,
-/// prefix-cache counters before and after.
+/// The measured run of `point`: schedule, preamble, profiling start, progress bar, and what
+/// the dataset reads from the server before and after (a trace's prefix-cache counters).
 pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> {
-    let trace_offsets = plan
-        .trace
-        .as_ref()
-        .filter(|_| config.rate.self_timed)
-        .map(TraceReplay::arrival_offsets);
     let (workload, offsets) =
-        schedule(config, &plan.prepared, point, trace_offsets).map_err(nothing_ran)?;
+        schedule(config, &plan.prepared, &plan.dataset, point).map_err(nothing_ran)?;
     let (workload, mut shard) = match config.shard.shard {
         Some(s) => {
             let (w, map) = super::shard::select(workload, s);
@@ -88,10 +80,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
         }
         None => (workload, None),
     };
-    let cache_before = plan
-        .trace
-        .as_ref()
-        .and_then(|_| scrape_prefix_cache(&plan.target));
+    let baseline = plan.dataset.baseline(&plan.target);
     // Before the line a user (or a script) sees, so a Ctrl-C right after it is handled.
     install_interrupt_handler();
     plan.console.line("Starting main benchmark run...");
@@ -145,16 +134,11 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     if let Some(map) = &shard {
         map.globalize(&mut report);
     }
-    plan.prepared.mark_input_sequences(&mut report.merged);
+    plan.dataset.mark_outputs(&mut report.merged);
     if let Some(t) = trigger {
         t.finish();
     }
-    let prefix_cache = plan.trace.as_ref().map(|t| {
-        let measured = cache_before
-            .zip(scrape_prefix_cache(&plan.target))
-            .and_then(|(before, after)| measured_hit_ratio(before, after));
-        prefix_cache_extras(&t.stats(), measured)
-    });
+    let prefix_cache = plan.dataset.prefix_cache(&plan.target, baseline);
     let rps_events = rps_changes(&rate_spec(config, point), offsets.as_deref().unwrap_or(&[]))
         .into_iter()
         .map(|(rps, at)| RpsChangeEvent {
@@ -183,20 +167,18 @@ fn rate_spec(config: &Config, point: &Point) -> RateSpec {
 }
 
 /// The measured workload of `point`: the plan's first `point.num_prompts` sessions with
-/// their arrival offsets (seconds; `None` when all are sent at once): the trace's own
-/// offsets when self-timed, else the rate's.
+/// their arrival offsets (seconds; `None` when all are sent at once): the dataset's own
+/// offsets when it has them (a self-timed trace), else the rate's; grouped into the
+/// dataset's sessions.
 pub fn schedule(
     config: &Config,
     prepared: &Prepared,
+    dataset: &RunDataset,
     point: &Point,
-    trace_offsets: Option<Vec<f64>>,
 ) -> Result<(Workload, Option<Vec<f64>>)> {
     let n = point.num_prompts.min(prepared.requests.len());
-    let offsets = match trace_offsets {
-        Some(mut o) => {
-            o.truncate(n);
-            Some(o)
-        }
+    let offsets = match dataset.arrivals() {
+        Some(own) => Some(own[..n.min(own.len())].to_vec()),
         None => arrival_offsets(&rate_spec(config, point), n)?,
     };
     let arrivals: Option<Arc<[Duration]>> = offsets.as_deref().map(|o| to_durations(o).into());
@@ -207,34 +189,19 @@ pub fn schedule(
             all[..n].into()
         }
     };
-    let mut workload = Workload {
+    let workload = Workload {
         requests: first(&prepared.requests),
         client_prompt_lens: prepared.prompt_lens[..n].into(),
         arrivals,
         max_concurrency: point.max_concurrency,
         mode: prepared.mode,
-        sessions: prepared
-            .conversations
-            .clone()
-            .map(|c| super::multi_turn::first_conversations(c, n)),
+        sessions: None,
         expected_tokens: prepared.output_lens.iter().copied().max().unwrap_or(0),
         probe: prepared.probe.clone(),
         replica_of: None,
         cancel: None,
     };
-    if let Some(parents) = &prepared.parents {
-        // A child turn waits for its parent: both run in one session.
-        let g = Chains::group(
-            workload.requests.clone(),
-            workload.client_prompt_lens.clone(),
-            workload.arrivals.clone(),
-            &parents[..n],
-        );
-        workload.requests = g.first_requests;
-        workload.client_prompt_lens = g.first_prompt_lens;
-        workload.arrivals = g.first_arrivals;
-        workload.sessions = Some(g.sessions);
-    }
+    let mut workload = dataset.sessions().shape(workload, n);
     workload.replica_of = super::replicas::table(config, &workload);
     workload.cancel = config
         .rate
@@ -286,17 +253,6 @@ fn with_suffix(name: &str, suffix: &str) -> String {
         Some((stem, ext)) if !stem.is_empty() => format!("{stem}{suffix}.{ext}"),
         _ => format!("{name}{suffix}"),
     }
-}
-
-/// Python's `rtfx`: the audio seconds of the successful requests per second of the run.
-fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f64) -> f64 {
-    let secs: f64 = outputs
-        .iter()
-        .zip(records)
-        .filter(|(o, _)| o.success)
-        .filter_map(|(_, r)| audio_s.get(r.index as usize))
-        .sum();
-    secs / dur_s
 }
 
 /// `--plot-timeline` and `--plot-dataset-stats`: HTML files beside the result file, named
@@ -429,10 +385,11 @@ fn run_result<'a>(
     };
     let mut report = BenchmarkReport::compute(outputs, &settings);
     report.probe = ProbeStats::of(&run.probes);
-    if let (Some(audio), TaskMetrics::Generation { metrics, .. }) =
-        (&plan.prepared.audio_s, &mut report.metrics)
+    let extras = plan.dataset.extras(outputs, records, &settings);
+    if let (Some(rtfx), TaskMetrics::Generation { metrics, .. }) =
+        (extras.rtfx, &mut report.metrics)
     {
-        metrics.rtfx = rtfx(outputs, records, audio, settings.duration_s);
+        metrics.rtfx = rtfx;
     }
     let steady_state = super::steady_state::measure(
         super::steady_state::params(config, max_concurrency, point.request_rate),
@@ -441,16 +398,6 @@ fn run_result<'a>(
         &report,
         &config.output.metric_percentiles,
     );
-    let turns = plan.prepared.conversations.as_ref().map(|c| {
-        let turn_of = c.turn_of_records();
-        let reports = super::multi_turn::per_turn_reports(outputs, records, &turn_of, &settings);
-        let (conversations, numbers) = super::multi_turn::request_turns(c, records, &turn_of);
-        Turns {
-            reports,
-            conversations,
-            numbers,
-        }
-    });
     let adapters = plan.prepared.lora.as_ref().map(|l| Adapters {
         summaries: l.summaries(outputs, records, &settings),
         per_request: l.names_of(records).into_iter().map(String::from).collect(),
@@ -484,7 +431,7 @@ fn run_result<'a>(
         outputs,
         rps_events: measured.rps_events.clone(),
         save_detailed: config.report.detailed,
-        turns,
+        turns: extras.turns,
         adapters,
         steady_state,
         engine: Some(EngineFacts::of(run, &plan.engine_opts)),
@@ -544,7 +491,7 @@ mod tests {
         Config::from_cli(cli).expect("valid config")
     }
 
-    fn prepared(n: usize, parents: Option<Vec<Option<u32>>>) -> Prepared {
+    fn prepared(n: usize) -> Prepared {
         let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
         Prepared {
             requests: (0..n)
@@ -553,12 +500,15 @@ mod tests {
             prompt_lens: (0..n as u32).collect(),
             output_lens: vec![4; n],
             mode: ResponseMode::Whole,
-            parents: parents.map(Into::into),
-            conversations: None,
             probe: None,
-            input_sequences: None,
             lora: None,
             warm: None,
+        }
+    }
+
+    fn samples() -> RunDataset {
+        RunDataset::Samples {
+            input_sequences: None,
             audio_s: None,
         }
     }
@@ -566,7 +516,7 @@ mod tests {
     #[test]
     fn a_point_takes_the_first_sessions_at_its_rate_and_cap() {
         let cfg = config(&["--request-rate", "10", "--max-concurrency", "7"]);
-        let p = prepared(5, None);
+        let p = prepared(5);
         let one = Point::of(&cfg, &p);
         assert_eq!(
             (one.num_prompts, one.request_rate, one.max_concurrency),
@@ -577,7 +527,7 @@ mod tests {
             request_rate: 2.0,
             max_concurrency: Some(2),
         };
-        let (w, offsets) = schedule(&cfg, &p, &point, None).unwrap();
+        let (w, offsets) = schedule(&cfg, &p, &samples(), &point).unwrap();
         assert_eq!(
             (w.requests.len(), w.total(), w.max_concurrency),
             (3, 3, Some(2))
@@ -591,22 +541,35 @@ mod tests {
             request_rate: f64::INFINITY,
             ..point
         };
-        assert!(schedule(&cfg, &p, &all_at_once, None).unwrap().1.is_none());
+        let at_once = schedule(&cfg, &p, &samples(), &all_at_once).unwrap();
+        assert!(at_once.1.is_none());
     }
 
     #[test]
     fn trace_chains_are_grouped_within_the_point() {
         let cfg = config(&[]);
         // 0 <- 2 <- 3, 1 alone; a point of 3 requests drops request 3.
-        let p = prepared(4, Some(vec![None, None, Some(0), Some(2)]));
+        let p = prepared(4);
+        let trace = RunDataset::Trace {
+            arrivals: Some(vec![0.0, 0.1, 0.2, 0.3].into()),
+            parents: Some(vec![None, None, Some(0), Some(2)].into()),
+            ideal: facts::PrefixCache {
+                ideal_token_hit_ratio: 0.0,
+                ideal_block_hit_ratio: 0.0,
+                measured_hit_ratio: None,
+            },
+        };
         let point = Point {
             num_prompts: 3,
             request_rate: f64::INFINITY,
             max_concurrency: None,
         };
-        let trace_offsets = Some(vec![0.0, 0.1, 0.2, 0.3]);
-        let (w, offsets) = schedule(&cfg, &p, &point, trace_offsets).unwrap();
-        assert_eq!(offsets.unwrap().len(), 3);
+        let (w, offsets) = schedule(&cfg, &p, &trace, &point).unwrap();
+        assert_eq!(
+            offsets.unwrap(),
+            vec![0.0, 0.1, 0.2],
+            "the trace's own times"
+        );
         assert_eq!(
             (w.requests.len(), w.total()),
             (2, 3),

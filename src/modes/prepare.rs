@@ -1,6 +1,7 @@
 //! Every request's bytes, built in parallel before the clock starts: the dataset's
 //! requests, a trace replay's shared-fragment requests, or a multi-turn run's first turns and
-//! the plan of its later ones.
+//! the plan of its later ones. Each kind's builder also gives the [`RunDataset`] the run
+//! keeps of it (sessions, arrival times, post-run extras).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,19 +15,38 @@ use crate::backends::{
     build_body, build_body_parts, input_sequences, Api, BodyError, BodyOptions, ResponseMode,
 };
 
-use super::dataset::Media;
 use crate::config::{Config, DatasetParams};
 use crate::datasets::conversations::Conversations;
+use crate::datasets::media::ChatMedia;
+use crate::datasets::wav::AudioClip;
 use crate::datasets::SampleRequest;
-use crate::engine::recorder::Merged;
 use crate::engine::{Probe, Workload};
 use crate::http::request::{HeadTemplate, Method, PreparedRequest};
 use crate::tokenizer::Tokenizer;
 
 use super::lora::{AdapterOptions, LoraPlan};
 use super::multi_turn::ConversationPlan;
+use super::run_dataset::RunDataset;
 use super::target::Target;
-use super::trace::TraceReplay;
+use super::trace::{prefix_cache_extras, TraceReplay};
+
+/// The media of each request of a multimodal dataset.
+pub enum Media {
+    /// `random-mm`, `custom_image`: chat content parts.
+    Chat(Vec<ChatMedia>),
+    /// `custom_audio`: the audio file each request uploads.
+    Audio(Vec<AudioClip>),
+}
+
+/// What every kind's builder reads.
+pub struct PrepareCx<'a> {
+    pub config: &'a Config,
+    pub target: &'a Target,
+    pub api: Api,
+    /// The `model` field of every body (`--served-model-name`, else the model).
+    pub model_name: &'a str,
+    pub tokenizer: Option<&'a Tokenizer>,
+}
 
 /// Every request's bytes, built in parallel before the clock starts.
 pub struct Prepared {
@@ -36,41 +56,19 @@ pub struct Prepared {
     pub prompt_lens: Arc<[u32]>,
     pub output_lens: Vec<usize>,
     pub mode: ResponseMode,
-    /// `--timed-trace-wait-parent`: the request each request waits for.
-    pub parents: Option<Arc<[Option<u32>]>>,
-    /// `--multi-turn`: the conversations (`requests` are their first turns).
-    pub conversations: Option<Arc<ConversationPlan>>,
     /// `--probe-request-rate`: the probe request and its interval.
     pub probe: Option<Probe>,
-    /// Inputs per request when some carry more than one (batched pooling, rerank).
-    pub input_sequences: Option<Arc<[u32]>>,
     /// `--lora-modules`: the adapter of every record.
     pub lora: Option<Arc<LoraPlan>>,
     /// With LoRA, the first requests with the base model's `model` field: the ready check
     /// and the warm-ups use them, as Python's test request names `--model`.
     pub warm: Option<Arc<[PreparedRequest]>>,
-    /// `custom_audio`: each request's audio duration in seconds (Python's
-    /// `input_audio_duration`, for `rtfx`).
-    pub audio_s: Option<Arc<[f64]>>,
 }
 
 impl Prepared {
     /// The same requests with `probe` beside them.
     pub fn with_probe(self, probe: Option<Probe>) -> Prepared {
         Prepared { probe, ..self }
-    }
-
-    /// Marks each output of a run with the inputs its request carried (the records hold
-    /// each request's index).
-    pub fn mark_input_sequences(&self, merged: &mut Merged) {
-        let Some(seqs) = &self.input_sequences else {
-            return;
-        };
-        for (o, rec) in merged.outputs.iter_mut().zip(&merged.records) {
-            if let Some(&n) = seqs.get(rec.index as usize) {
-                o.input_sequences = u64::from(n);
-            }
-        }
     }
 
     /// The first `n` requests (cycled), all at once, for warmups and the ready check.
@@ -140,13 +138,11 @@ fn warm_requests(
 /// parts) or audio file (`custom_audio`: a multipart upload), which the body references
 /// without copying.
 pub fn prepare(
-    config: &Config,
-    target: &Target,
-    api: Api,
-    model_name: &str,
+    cx: &PrepareCx<'_>,
     requests: &[SampleRequest],
     media: Option<&Media>,
-) -> Result<Prepared> {
+) -> Result<(Prepared, RunDataset)> {
+    let (config, target, api, model_name) = (cx.config, cx.target, cx.api, cx.model_name);
     let head = head_template(config, target);
     let opts = adapter_options(config, model_name, requests.len());
     // aiohttp draws a uuid4 boundary per form; one per run serves as well.
@@ -179,22 +175,23 @@ pub fn prepare(
         .iter()
         .map(|r| input_sequences(api, &r.prompt))
         .collect();
-    Ok(Prepared {
+    let prepared = Prepared {
         requests: built?.into(),
         prompt_lens: requests.iter().map(|r| r.prompt_len as u32).collect(),
         output_lens: requests.iter().map(|r| r.expected_output_len).collect(),
         mode: api.response_mode(),
-        parents: None,
-        conversations: None,
         probe: None,
-        input_sequences: seqs.iter().any(|&n| n != 1).then(|| seqs.into()),
         lora: opts.plan(|r| r, requests.len()).map(Arc::new),
         warm: warm_requests(config, &opts, build, requests.len())?,
+    };
+    let dataset = RunDataset::Samples {
+        input_sequences: seqs.iter().any(|&n| n != 1).then(|| seqs.into()),
         audio_s: match media {
             Some(Media::Audio(clips)) => Some(clips.iter().map(|c| c.duration_s).collect()),
             _ => None,
         },
-    })
+    };
+    Ok((prepared, dataset))
 }
 
 /// `--probe-request-rate`: Python's probe, the text prompt "Hi" asking for one token with
@@ -219,14 +216,12 @@ pub fn probe(
 
 /// A multi-turn run's first turns, and the plan that builds the later ones.
 pub fn prepare_conversations(
-    config: &Config,
-    target: &Target,
-    api: Api,
-    model_name: &str,
+    cx: &PrepareCx<'_>,
     conversations: &Conversations,
-) -> Result<Prepared> {
+) -> Result<(Prepared, RunDataset)> {
+    let (config, api) = (cx.config, cx.api);
     // One adapter per conversation: every turn of it names the same one (sticky).
-    let opts = adapter_options(config, model_name, conversations.list.len());
+    let opts = adapter_options(config, cx.model_name, conversations.list.len());
     // Synthetic answers get their planned length without --ignore-eos.
     let min_tokens = matches!(config.dataset.params, DatasetParams::Random(_));
     let base = ChatBody::new(api, opts.base(), min_tokens)?;
@@ -243,40 +238,32 @@ pub fn prepare_conversations(
         })
         .collect();
     let think = Duration::from_millis(config.multi_turn.as_ref().map_or(0, |m| m.delay_ms));
-    let plan = ConversationPlan::new(conversations, head_template(config, target), bodies, think);
+    let head = head_template(config, cx.target);
+    let plan = ConversationPlan::new(conversations, head, bodies, think);
     let (requests, prompt_lens) = plan.first_requests();
     let turn_of = plan.turn_of_records();
     let lora = opts.plan(|r| turn_of[r].conversation as usize, turn_of.len());
     let warm = opts
         .is_lora()
         .then(|| plan.first_requests_with(&base).into());
-    Ok(Prepared {
+    let prepared = Prepared {
         requests: requests.into(),
         prompt_lens: prompt_lens.into(),
         output_lens: vec![plan.max_output_len()],
         mode: api.response_mode(),
-        parents: None,
-        conversations: Some(Arc::new(plan)),
         probe: None,
-        input_sequences: None,
         lora: lora.map(Arc::new),
         warm,
-        audio_s: None,
-    })
+    };
+    Ok((prepared, RunDataset::Conversations(Arc::new(plan))))
 }
 
 /// A trace replay's requests, built from shared prompt fragments (see `super::trace`).
-pub fn prepare_trace(
-    config: &Config,
-    target: &Target,
-    api: Api,
-    model_name: &str,
-    trace: &TraceReplay,
-    tokenizer: Option<&Tokenizer>,
-) -> Result<Prepared> {
+pub fn prepare_trace(cx: &PrepareCx<'_>, trace: &TraceReplay) -> Result<(Prepared, RunDataset)> {
+    let (config, api, tokenizer) = (cx.config, cx.api, cx.tokenizer);
     let n = trace.prompt_lens().len();
-    let opts = adapter_options(config, model_name, n);
-    let head = head_template(config, target);
+    let opts = adapter_options(config, cx.model_name, n);
+    let head = head_template(config, cx.target);
     let id_prefix = &config.request.request_id_prefix;
     let requests = trace.prepare(api, &head, &|i| opts.of(i), id_prefix, tokenizer)?;
     let warm = match opts.is_lora() {
@@ -287,19 +274,24 @@ pub fn prepare_trace(
         }
         false => None,
     };
-    Ok(Prepared {
+    let prepared = Prepared {
         requests: requests.into(),
         prompt_lens: trace.prompt_lens().into(),
         output_lens: trace.output_lens(),
         mode: api.response_mode(),
-        parents: trace.parents().map(Into::into),
-        conversations: None,
         probe: None,
-        input_sequences: None,
         lora: opts.plan(|r| r, n).map(Arc::new),
         warm,
-        audio_s: None,
-    })
+    };
+    let dataset = RunDataset::Trace {
+        arrivals: config
+            .rate
+            .self_timed
+            .then(|| trace.arrival_offsets().into()),
+        parents: trace.parents().map(Into::into),
+        ideal: prefix_cache_extras(&trace.stats(), None),
+    };
+    Ok((prepared, dataset))
 }
 
 #[cfg(test)]
@@ -316,13 +308,9 @@ mod tests {
             prompt_lens: vec![10, 11, 12].into(),
             output_lens: vec![5, 6, 7],
             mode: ResponseMode::Whole,
-            parents: Some(vec![None, Some(0), None].into()),
-            conversations: None,
             probe: None,
-            input_sequences: None,
             lora: None,
             warm: None,
-            audio_s: None,
         };
         let w = p.subset(5, Some(2));
         assert_eq!(&*w.client_prompt_lens, &[10, 11, 12, 10, 11]);

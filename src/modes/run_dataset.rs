@@ -1,0 +1,308 @@
+//! The dataset as a measured run sees it: how its requests form sessions, whether it brings
+//! its own arrival times, and what it adds to the report after the run. Every dataset
+//! answers the same questions here, so [`super::point`] schedules and reports a run without
+//! asking which dataset it is.
+//!
+//! Lifecycle: [`super::dataset::for_run`] loads a [`super::dataset::Loaded`] dataset (its
+//! `--dry-run` summary is `describe`); `Loaded::prepare` builds every request's bytes
+//! ([`super::prepare::Prepared`]) and leaves this [`RunDataset`], which the
+//! [`super::plan::Plan`] keeps for every run. The two are separate types because the loaded
+//! prompts, media and conversation texts are all inside the requests' bytes once prepared:
+//! the plan keeps only what a run still asks for, not a second copy of every prompt.
+//!
+//! An enum with methods rather than a trait: the kinds are few and all known here, each
+//! question is one `match` the compiler checks for every kind, and nothing is boxed. A trait
+//! would not place each kind's answers in its own module either: the kinds' modules
+//! ([`super::trace`], [`super::multi_turn`]) sit below this one in the import graph.
+
+use std::sync::Arc;
+
+use crate::engine::recorder::{Merged, Record};
+use crate::engine::session::Chains;
+use crate::engine::Workload;
+use crate::metrics::report::ReportSettings;
+use crate::metrics::RequestOutput;
+use crate::output::facts::PrefixCache;
+use crate::output::run_result::Turns;
+
+use super::multi_turn::{first_conversations, per_turn_reports, request_turns, ConversationPlan};
+use super::target::Target;
+use super::trace::{measured_hit_ratio, scrape_prefix_cache};
+
+/// What a measured run asks of its dataset.
+pub enum RunDataset {
+    /// One independent request per sample: the random family (`random`, `random-mm`,
+    /// `random-rerank`, `prefix_repetition`, `sonnet`) and the file-based datasets alike;
+    /// they differ in how they load, not in how they run.
+    Samples {
+        /// Inputs per request when some carry more than one (batched pooling, rerank).
+        input_sequences: Option<Arc<[u32]>>,
+        /// `custom_audio`: each request's audio duration in seconds (Python's
+        /// `input_audio_duration`, for `rtfx`).
+        audio_s: Option<Arc<[f64]>>,
+    },
+    /// `--dataset-name timed_trace`: the trace's own arrival times and chains.
+    Trace {
+        /// The trace's arrival offsets (s from the run start), in request order; `None`
+        /// with `--no-self-timed` (the rate's schedule).
+        arrivals: Option<Arc<[f64]>>,
+        /// `--timed-trace-wait-parent`: the request each request waits for.
+        parents: Option<Arc<[Option<u32>]>>,
+        /// The trace's ideal prefix-cache hit ratios (`measured_hit_ratio` unset).
+        ideal: PrefixCache,
+    },
+    /// `--multi-turn`: each conversation one session, its later turns built as it runs.
+    Conversations(Arc<ConversationPlan>),
+}
+
+/// How a dataset's requests form the engine's sessions.
+pub enum Sessions<'a> {
+    /// Each request its own session.
+    Independent,
+    /// A request waits for the one it names (`parents[i]`, an earlier request) and runs in
+    /// its session.
+    Chains(&'a [Option<u32>]),
+    /// Each prepared request is a conversation's first turn.
+    Conversations(&'a Arc<ConversationPlan>),
+}
+
+impl Sessions<'_> {
+    /// `workload` (its first `n` sessions' first requests, prompt lengths and arrivals) with
+    /// these sessions: chains grouped within the `n` requests, the first `n` conversations.
+    pub fn shape(&self, mut workload: Workload, n: usize) -> Workload {
+        match self {
+            Sessions::Independent => {}
+            Sessions::Conversations(plan) => {
+                workload.sessions = Some(first_conversations(Arc::clone(plan), n));
+            }
+            Sessions::Chains(parents) => {
+                // A child turn waits for its parent: both run in one session.
+                let g = Chains::group(
+                    workload.requests.clone(),
+                    workload.client_prompt_lens.clone(),
+                    workload.arrivals.clone(),
+                    &parents[..n.min(parents.len())],
+                );
+                workload.requests = g.first_requests;
+                workload.client_prompt_lens = g.first_prompt_lens;
+                workload.arrivals = g.first_arrivals;
+                workload.sessions = Some(g.sessions);
+            }
+        }
+        workload
+    }
+}
+
+/// What a dataset reads from the server before a measured run, to compare with after it
+/// ([`RunDataset::baseline`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Baseline {
+    /// The trace's prefix-cache counters (queries, hits).
+    prefix_cache: Option<(f64, f64)>,
+}
+
+/// What a dataset adds to a run's report beside the metrics.
+#[derive(Default)]
+pub struct Extras {
+    /// `--multi-turn`: the per-turn figures and each request's conversation and turn.
+    pub turns: Option<Turns>,
+    /// `custom_audio`: Python's `rtfx`.
+    pub rtfx: Option<f64>,
+}
+
+impl RunDataset {
+    /// The sessions its requests form.
+    pub fn sessions(&self) -> Sessions<'_> {
+        match self {
+            RunDataset::Samples { .. } | RunDataset::Trace { parents: None, .. } => {
+                Sessions::Independent
+            }
+            RunDataset::Trace {
+                parents: Some(p), ..
+            } => Sessions::Chains(p),
+            RunDataset::Conversations(plan) => Sessions::Conversations(plan),
+        }
+    }
+
+    /// Its own arrival offsets (s from the run start, one per request); `None`: the rate's
+    /// schedule.
+    pub fn arrivals(&self) -> Option<&[f64]> {
+        match self {
+            RunDataset::Trace { arrivals, .. } => arrivals.as_deref(),
+            RunDataset::Samples { .. } | RunDataset::Conversations(_) => None,
+        }
+    }
+
+    /// Read before a measured run (the trace: the server's prefix-cache counters).
+    pub fn baseline(&self, target: &Target) -> Baseline {
+        Baseline {
+            prefix_cache: match self {
+                RunDataset::Trace { .. } => scrape_prefix_cache(target),
+                RunDataset::Samples { .. } | RunDataset::Conversations(_) => None,
+            },
+        }
+    }
+
+    /// Read right after the run, against `before` (the trace: its ideal prefix-cache hit
+    /// ratios and the one the server measured).
+    pub fn prefix_cache(&self, target: &Target, before: Baseline) -> Option<PrefixCache> {
+        let RunDataset::Trace { ideal, .. } = self else {
+            return None;
+        };
+        let measured = before
+            .prefix_cache
+            .zip(scrape_prefix_cache(target))
+            .and_then(|(before, after)| measured_hit_ratio(before, after));
+        Some(PrefixCache {
+            measured_hit_ratio: measured,
+            ..*ideal
+        })
+    }
+
+    /// Marks each output of a run with what its request carried that the engine does not
+    /// know (the inputs of a batched request); the records hold each request's index.
+    pub fn mark_outputs(&self, merged: &mut Merged) {
+        let RunDataset::Samples {
+            input_sequences: Some(seqs),
+            ..
+        } = self
+        else {
+            return;
+        };
+        for (o, rec) in merged.outputs.iter_mut().zip(&merged.records) {
+            if let Some(&n) = seqs.get(rec.index as usize) {
+                o.input_sequences = u64::from(n);
+            }
+        }
+    }
+
+    /// Its figures beside the run's metrics, from the run's outputs and records.
+    pub fn extras(
+        &self,
+        outputs: &[RequestOutput],
+        records: &[Record],
+        settings: &ReportSettings<'_>,
+    ) -> Extras {
+        match self {
+            RunDataset::Samples {
+                audio_s: Some(audio),
+                ..
+            } => Extras {
+                rtfx: Some(rtfx(outputs, records, audio, settings.duration_s)),
+                ..Extras::default()
+            },
+            RunDataset::Conversations(plan) => {
+                let turn_of = plan.turn_of_records();
+                let reports = per_turn_reports(outputs, records, &turn_of, settings);
+                let (conversations, numbers) = request_turns(plan, records, &turn_of);
+                Extras {
+                    turns: Some(Turns {
+                        reports,
+                        conversations,
+                        numbers,
+                    }),
+                    ..Extras::default()
+                }
+            }
+            RunDataset::Samples { audio_s: None, .. } | RunDataset::Trace { .. } => {
+                Extras::default()
+            }
+        }
+    }
+}
+
+/// Python's `rtfx`: the audio seconds of the successful requests per second of the run.
+fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f64) -> f64 {
+    let secs: f64 = outputs
+        .iter()
+        .zip(records)
+        .filter(|(o, _)| o.success)
+        .filter_map(|(_, r)| audio_s.get(r.index as usize))
+        .sum();
+    secs / dur_s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::report::TaskKind;
+
+    fn trace(parents: Option<Vec<Option<u32>>>, arrivals: Option<Vec<f64>>) -> RunDataset {
+        RunDataset::Trace {
+            arrivals: arrivals.map(Into::into),
+            parents: parents.map(Into::into),
+            ideal: PrefixCache {
+                ideal_token_hit_ratio: 0.5,
+                ideal_block_hit_ratio: 0.25,
+                measured_hit_ratio: None,
+            },
+        }
+    }
+
+    fn settings(duration_s: f64) -> ReportSettings<'static> {
+        ReportSettings {
+            duration_s,
+            task: TaskKind::Generation,
+            count_tokens: None,
+            percentiles: Vec::new(),
+            percentile_metrics: Vec::new(),
+            goodput: Default::default(),
+            max_concurrency: None,
+            request_rate: f64::INFINITY,
+        }
+    }
+
+    #[test]
+    fn samples_take_the_rates_times_and_run_each_request_alone() {
+        let samples = RunDataset::Samples {
+            input_sequences: None,
+            audio_s: None,
+        };
+        assert!(samples.arrivals().is_none());
+        assert!(matches!(samples.sessions(), Sessions::Independent));
+        let e = samples.extras(&[], &[], &settings(1.0));
+        assert!(
+            e.turns.is_none() && e.rtfx.is_none(),
+            "nothing beside the metrics"
+        );
+    }
+
+    #[test]
+    fn a_trace_chains_requests_only_with_wait_parent_and_keeps_its_own_times() {
+        let alone = trace(None, Some(vec![0.0, 0.5]));
+        assert!(matches!(alone.sessions(), Sessions::Independent));
+        assert_eq!(alone.arrivals(), Some(&[0.0, 0.5][..]));
+        let chained = trace(Some(vec![None, Some(0)]), None);
+        assert!(
+            matches!(chained.sessions(), Sessions::Chains(p) if p == [None, Some(0)]),
+            "--timed-trace-wait-parent"
+        );
+        assert!(chained.arrivals().is_none(), "--no-self-timed: the rate's");
+    }
+
+    #[test]
+    fn audio_samples_report_the_rtfx_of_the_successful_requests() {
+        let audio = RunDataset::Samples {
+            input_sequences: None,
+            audio_s: Some(vec![3.0, 5.0, 7.0].into()),
+        };
+        let outputs: Vec<RequestOutput> = [true, false, true]
+            .into_iter()
+            .map(|success| RequestOutput {
+                success,
+                ..RequestOutput::default()
+            })
+            .collect();
+        // Records in completion order: request 2 ended first.
+        let records: Vec<Record> = [2, 1, 0]
+            .into_iter()
+            .map(|index| Record {
+                index,
+                ..Record::default()
+            })
+            .collect();
+        let e = audio.extras(&outputs, &records, &settings(2.0));
+        // Requests 2 and 0 succeeded: (7 + 3) s of audio in 2 s.
+        assert_eq!(e.rtfx, Some(5.0));
+    }
+}
