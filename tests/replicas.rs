@@ -195,6 +195,66 @@ fn session_affinity_keeps_a_shared_prefix_on_one_replica() {
     assert_eq!((spread[0].len(), spread[1].len()), (3, 3), "{spread:?}");
 }
 
+/// The text of an Anthropic Messages request's first content block.
+fn anthropic_prompt_start(r: &LoggedRequest, n: usize) -> String {
+    let body: Value = serde_json::from_str(r.body.as_deref().expect("body logged")).unwrap();
+    body["messages"][0]["content"][0]["text"]
+        .as_str()
+        .expect("a text block")
+        .chars()
+        .take(n)
+        .collect()
+}
+
+#[test]
+fn session_affinity_groups_anthropic_messages_by_prompt_not_body_start() {
+    let dir = TempDir::new("replicas-affinity-anthropic");
+    let servers = [logging_bodies(), logging_bodies()];
+    // A served name this long fills the body's first 256 bytes (model and max_tokens come
+    // before Anthropic's messages): grouping by body bytes would put every session in one
+    // group, on one replica.
+    let long_name = "m".repeat(300);
+    ok(run(
+        &[&servers[0], &servers[1]],
+        &dir,
+        &[
+            "--backend",
+            "anthropic-messages",
+            "--served-model-name",
+            &long_name,
+            "--dataset-name",
+            "prefix_repetition",
+            "--prefix-repetition-num-prefixes",
+            "3",
+            "--prefix-repetition-prefix-len",
+            "128",
+            "--prefix-repetition-suffix-len",
+            "8",
+            "--prefix-repetition-output-len",
+            "4",
+            "--num-prompts",
+            "24",
+            "--replica-affinity",
+            "session",
+        ],
+    ));
+    let prefixes: Vec<BTreeSet<String>> = servers
+        .iter()
+        .map(|s| {
+            logged(s, "/v1/messages")
+                .iter()
+                .map(|r| anthropic_prompt_start(r, 100))
+                .collect()
+        })
+        .collect();
+    assert_eq!(prefixes[0].len() + prefixes[1].len(), 3, "{prefixes:?}");
+    assert!(
+        !prefixes[0].is_empty() && !prefixes[1].is_empty(),
+        "{prefixes:?}"
+    );
+    assert!(prefixes[0].is_disjoint(&prefixes[1]), "{prefixes:?}");
+}
+
 #[test]
 fn a_replica_down_at_start_is_named_after_a_bounded_wait() {
     let a = mock(|_| {});

@@ -217,6 +217,7 @@ pub fn schedule(
         replica_of: None,
         cancel: None,
     };
+    let mut prompt_keys: Option<Vec<u64>> = prepared.prompt_keys.as_ref().map(|k| k[..n].into());
     if let Some(parents) = &prepared.parents {
         // A child turn waits for its parent: both run in one session.
         let g = Chains::group(
@@ -229,8 +230,9 @@ pub fn schedule(
         workload.client_prompt_lens = g.first_prompt_lens;
         workload.arrivals = g.first_arrivals;
         workload.sessions = Some(g.sessions);
+        prompt_keys = prompt_keys.map(|k| g.first_indices.iter().map(|&i| k[i]).collect());
     }
-    workload.replica_of = super::replicas::table(config, &workload);
+    workload.replica_of = super::replicas::table(config, &workload, prompt_keys.as_deref());
     workload.cancel = config
         .rate
         .cancellation
@@ -551,6 +553,7 @@ mod tests {
             lora: None,
             warm: None,
             audio_s: None,
+            prompt_keys: None,
         }
     }
 

@@ -16,7 +16,7 @@ use crate::backends::{
 
 use super::dataset::Media;
 use crate::config::{Config, DatasetParams};
-use crate::datasets::conversations::Conversations;
+use crate::datasets::conversations::{Conversation, Conversations};
 use crate::datasets::SampleRequest;
 use crate::engine::recorder::Merged;
 use crate::engine::{Probe, Workload};
@@ -25,6 +25,7 @@ use crate::tokenizer::Tokenizer;
 
 use super::lora::{AdapterOptions, LoraPlan};
 use super::multi_turn::ConversationPlan;
+use super::replicas;
 use super::target::Target;
 use super::trace::TraceReplay;
 
@@ -52,6 +53,9 @@ pub struct Prepared {
     /// `custom_audio`: each request's audio duration in seconds (Python's
     /// `input_audio_duration`, for `rtfx`).
     pub audio_s: Option<Arc<[f64]>>,
+    /// `--replica-affinity session` with several replicas: each first request's prompt key
+    /// (`replicas::prompt_key`), aligned with `requests`.
+    pub prompt_keys: Option<Arc<[u64]>>,
 }
 
 impl Prepared {
@@ -194,6 +198,12 @@ pub fn prepare(
             Some(Media::Audio(clips)) => Some(clips.iter().map(|c| c.duration_s).collect()),
             _ => None,
         },
+        prompt_keys: replicas::wants_prompt_keys(config).then(|| {
+            requests
+                .iter()
+                .map(|r| replicas::prompt_key(&r.prompt))
+                .collect()
+        }),
     })
 }
 
@@ -262,6 +272,11 @@ pub fn prepare_conversations(
         lora: lora.map(Arc::new),
         warm,
         audio_s: None,
+        prompt_keys: replicas::wants_prompt_keys(config).then(|| {
+            let first =
+                |c: &Conversation| c.turns.first().map_or(0, |t| replicas::text_key(&t.text));
+            conversations.list.iter().map(first).collect()
+        }),
     })
 }
 
@@ -299,6 +314,7 @@ pub fn prepare_trace(
         lora: opts.plan(|r| r, n).map(Arc::new),
         warm,
         audio_s: None,
+        prompt_keys: replicas::wants_prompt_keys(config).then(|| trace.prompt_keys().into()),
     })
 }
 
@@ -323,6 +339,7 @@ mod tests {
             lora: None,
             warm: None,
             audio_s: None,
+            prompt_keys: None,
         };
         let w = p.subset(5, Some(2));
         assert_eq!(&*w.client_prompt_lens, &[10, 11, 12, 10, 11]);
