@@ -472,8 +472,11 @@ fn run_result<'a>(
         json: crate::output::server_metrics::to_json(&measured.server_metrics),
     };
     let urls: Vec<String> = plan.target.replica_urls();
-    let replicas =
-        crate::output::replicas::section(&crate::output::replicas::of(&urls, outputs, records));
+    let replicas = crate::output::replicas::section(&crate::output::replicas::of(
+        &urls,
+        outputs,
+        records.iter().map(|r| r.replica),
+    ));
     let mut result = RunResult {
         info,
         task,
@@ -514,6 +517,7 @@ fn run_result<'a>(
             run,
             result: &result,
             info: &whole,
+            replica_urls: &urls,
             steady_state: super::steady_state::params(
                 config,
                 point.max_concurrency,
