@@ -252,3 +252,55 @@ fn help_lists_the_backend() {
     assert_eq!(run.code, 0);
     assert!(run.stdout.contains("anthropic-messages"), "{}", run.stdout);
 }
+
+/// llama.cpp's `llama-server` serves `/v1/messages` (streamed Anthropic events, usage with
+/// `input_tokens`): every request completes with the server's counts.
+#[test]
+fn llama_cpp_serves_anthropic_messages_streams() {
+    let _serial = crate::util::serial();
+    let Some(llama) = crate::util::start_tool_server("llama-server.sh", &[], &[]) else {
+        return;
+    };
+    let dir = TempDir::new("anthropic-llama");
+    let tokenizer = crate::util::shared_dir().join("fixtures/tokenizers/smollm2");
+    let out = vllm_bench(
+        &[
+            "--base-url",
+            &llama.url,
+            "--backend",
+            "anthropic-messages",
+            "--model",
+            &llama.model,
+            "--tokenizer",
+            tokenizer.to_str().expect("utf-8 path"),
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "8",
+            "--num-prompts",
+            "4",
+            "--max-concurrency",
+            "2",
+            "--disable-tqdm",
+            "--save-result",
+            "--save-detailed",
+            "--result-dir",
+            dir.arg(),
+            "--result-filename",
+            crate::e2e::RESULT,
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let doc = saved(&dir);
+    assert_eq!((count(&doc, "completed"), count(&doc, "failed")), (4, 0));
+    for (input, output) in lists(&doc, "input_lens")
+        .iter()
+        .zip(lists(&doc, "output_lens"))
+    {
+        let (input, output) = (input.as_u64().unwrap(), output.as_u64().unwrap());
+        assert!(input > 1, "prompt tokens from the server's usage: {input}");
+        assert!((1..=8).contains(&output), "output tokens {output}");
+    }
+    assert!(lists(&doc, "ttfts").iter().all(|t| t.as_f64() > Some(0.0)));
+}

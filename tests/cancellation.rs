@@ -207,3 +207,65 @@ fn cancellation_flags_out_of_range_are_refused_in_one_line() {
         assert_refused(&all, needle);
     }
 }
+
+/// A llama.cpp run of `n` prompts with `extra` flags: its result document.
+fn llama_run(llama: &crate::util::ToolServer, n: &str, extra: &[&str]) -> Map<String, Value> {
+    let dir = TempDir::new("cancellation-llama");
+    let tokenizer = crate::util::shared_dir().join("fixtures/tokenizers/smollm2");
+    let mut args = vec![
+        "--base-url",
+        &llama.url,
+        "--backend",
+        "openai-chat",
+        "--model",
+        &llama.model,
+        "--tokenizer",
+        tokenizer.to_str().expect("utf-8 path"),
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "32",
+        "--num-prompts",
+        n,
+        "--max-concurrency",
+        "4",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "r.json",
+    ];
+    args.extend(extra);
+    let out = crate::util::vllm_bench(&args, dir.path());
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let text = std::fs::read_to_string(dir.path().join("r.json")).expect("result saved");
+    serde_json::from_str(&text).expect("one JSON object")
+}
+
+/// llama.cpp with half its requests cut 50 ms after sending: every request accounted for,
+/// and the server, whose streams the client left mid-way, answers a later run in full.
+#[test]
+fn llama_cpp_keeps_serving_after_cancelled_requests() {
+    let _serial = crate::util::serial();
+    let Some(llama) = crate::util::start_tool_server("llama-server.sh", &[], &[]) else {
+        return;
+    };
+    let doc = llama_run(
+        &llama,
+        "12",
+        &[
+            "--request-cancellation-rate",
+            "50",
+            "--request-cancellation-delay",
+            "0.05",
+        ],
+    );
+    let (_, cancelled) = accounted(&doc, 12);
+    assert!(cancelled >= 1, "{doc:?}");
+    let after = llama_run(&llama, "4", &[]);
+    assert_eq!(
+        (count(&after, "completed"), count(&after, "failed")),
+        (4, 0)
+    );
+}

@@ -20,7 +20,7 @@ use crate::util::{
 };
 
 /// The result file name every mock run here uses.
-const RESULT: &str = "r.json";
+pub(crate) const RESULT: &str = "r.json";
 
 /// An in-process mock that logs every request, with small real delays so the client's
 /// concurrency is visible in the server's in-flight count.

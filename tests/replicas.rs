@@ -195,6 +195,133 @@ fn session_affinity_keeps_a_shared_prefix_on_one_replica() {
     assert_eq!((spread[0].len(), spread[1].len()), (3, 3), "{spread:?}");
 }
 
+/// The text of an Anthropic Messages request's first content block.
+fn anthropic_prompt_start(r: &LoggedRequest, n: usize) -> String {
+    let body: Value = serde_json::from_str(r.body.as_deref().expect("body logged")).unwrap();
+    body["messages"][0]["content"][0]["text"]
+        .as_str()
+        .expect("a text block")
+        .chars()
+        .take(n)
+        .collect()
+}
+
+#[test]
+fn session_affinity_groups_anthropic_messages_by_prompt_not_body_start() {
+    let dir = TempDir::new("replicas-affinity-anthropic");
+    let servers = [logging_bodies(), logging_bodies()];
+    // A served name this long fills the body's first 256 bytes (model and max_tokens come
+    // before Anthropic's messages): grouping by body bytes would put every session in one
+    // group, on one replica.
+    let long_name = "m".repeat(300);
+    ok(run(
+        &[&servers[0], &servers[1]],
+        &dir,
+        &[
+            "--backend",
+            "anthropic-messages",
+            "--served-model-name",
+            &long_name,
+            "--dataset-name",
+            "prefix_repetition",
+            "--prefix-repetition-num-prefixes",
+            "3",
+            "--prefix-repetition-prefix-len",
+            "128",
+            "--prefix-repetition-suffix-len",
+            "8",
+            "--prefix-repetition-output-len",
+            "4",
+            "--num-prompts",
+            "24",
+            "--replica-affinity",
+            "session",
+        ],
+    ));
+    let prefixes: Vec<BTreeSet<String>> = servers
+        .iter()
+        .map(|s| {
+            logged(s, "/v1/messages")
+                .iter()
+                .map(|r| anthropic_prompt_start(r, 100))
+                .collect()
+        })
+        .collect();
+    assert_eq!(prefixes[0].len() + prefixes[1].len(), 3, "{prefixes:?}");
+    assert!(
+        !prefixes[0].is_empty() && !prefixes[1].is_empty(),
+        "{prefixes:?}"
+    );
+    assert!(prefixes[0].is_disjoint(&prefixes[1]), "{prefixes:?}");
+}
+
+/// `(url, requests, failed)` of each replica in a saved result's `vllm_bench_replicas`.
+fn replica_counts(doc: &Map<String, Value>) -> Vec<(String, u64, u64)> {
+    doc["vllm_bench_replicas"]
+        .as_array()
+        .expect("a replicas list")
+        .iter()
+        .map(|r| {
+            let n = |k: &str| r[k].as_u64().expect("a count");
+            (
+                r["url"].as_str().unwrap().to_owned(),
+                n("requests"),
+                n("failed"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn merged_shards_rebuild_the_replicas_block_of_the_one_process_run() {
+    let (a, b) = (mock(|_| {}), mock(|_| {}));
+    let dir = TempDir::new("replicas-merge");
+    // Three prefixes over two replicas by session: uneven counts, so a merge that dealt
+    // requests anew would not match.
+    let workload = [
+        "--dataset-name",
+        "prefix_repetition",
+        "--prefix-repetition-num-prefixes",
+        "3",
+        "--prefix-repetition-prefix-len",
+        "64",
+        "--prefix-repetition-suffix-len",
+        "8",
+        "--prefix-repetition-output-len",
+        "4",
+        "--num-prompts",
+        "24",
+        "--replica-affinity",
+        "session",
+    ];
+    ok(run(&[&a, &b], &dir, &workload));
+    let single = replica_counts(&saved(dir.path()));
+    let on: Vec<u64> = single.iter().map(|r| r.1).collect();
+    assert_eq!(on.iter().sum::<u64>(), 24, "{single:?}");
+    assert_ne!(on[0], on[1], "{single:?}");
+    crate::shards::at_one_start(2, |k, start_at| {
+        let spec = format!("{k}/2");
+        let name = format!("shard{k}.json");
+        let mut args = workload.to_vec();
+        args.extend([
+            "--shard",
+            &spec,
+            "--start-at",
+            start_at,
+            "--result-filename",
+            &name,
+        ]);
+        run(&[&a, &b], &dir, &args)
+    });
+    let files = ["shard0.json".to_string(), "shard1.json".to_string()];
+    let merged = crate::shards::merge(&dir, &files, "merged.json");
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+    assert!(merged.stdout.contains(" Replicas "), "{}", merged.stdout);
+    let text = std::fs::read_to_string(dir.path().join("merged.json")).unwrap();
+    let doc: Map<String, Value> = serde_json::from_str(&text).unwrap();
+    assert_eq!(replica_counts(&doc), single);
+}
+
 #[test]
 fn a_replica_down_at_start_is_named_after_a_bounded_wait() {
     let a = mock(|_| {});

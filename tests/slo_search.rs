@@ -267,3 +267,87 @@ fn bad_terms_are_refused_one_line_each() {
         out.stderr
     );
 }
+
+/// The embedded mock with two slots that reasons: 2 reasoning tokens and a 100 ms pause
+/// before the answer, so a request's first output token comes ~130 ms after it holds a slot
+/// (its first token after 20 ms). A third request in flight waits a whole service for a slot.
+fn reasoning_search(dir: &TempDir, slo: &str, reasoning_tokens: &str) -> Run {
+    vllm_bench(
+        &[
+            "--mock-server",
+            "--mock-slots",
+            "2",
+            "--backend",
+            "openai-chat",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--mock-reasoning-tokens",
+            reasoning_tokens,
+            "--mock-thinking-ms",
+            "100",
+            "--num-prompts",
+            "6",
+            "--slo-search",
+            "max-concurrency",
+            "--slo",
+            slo,
+            "--disable-tqdm",
+            "--save-result",
+            "--result-dir",
+            dir.arg(),
+            "--result-filename",
+            "s.json",
+        ],
+        dir.path(),
+    )
+}
+
+#[test]
+fn a_ttfo_slo_is_met_at_the_slot_count_and_missed_above() {
+    let _one_at_a_time = crate::util::serial();
+    let dir = TempDir::new("slo-ttfo");
+    // TTFO is ~130 ms with a free slot, ~260 ms for a request that waits for one (its TTFT,
+    // ~20 ms or ~150 ms, would meet the same bound at 3 as well).
+    let out = reasoning_search(&dir, "ttfo:p99=200", "2");
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let s = summary(&dir);
+    assert_eq!(s["best"]["max_concurrency"], 2, "{s:#}");
+    assert_eq!(s["next_failed"]["max_concurrency"], 3, "{s:#}");
+    // Every probe line reports the ttfo figure, and its verdict follows it.
+    let lines: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("SLO probe"))
+        .collect();
+    assert!(lines.len() >= 4, "{}", out.stdout);
+    for line in lines {
+        let figure = line
+            .split("ttfo:p99 ")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no ttfo figure: {line}"));
+        assert_eq!(line.ends_with("-> meets"), figure <= 200.0, "{line}");
+    }
+    // Each probe's result carries the figure judged.
+    let probe: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("s-max_concurrency2.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(probe["p99_ttfo_ms"].as_f64().is_some(), "{probe:#}");
+}
+
+#[test]
+fn a_ttfo_slo_is_not_met_when_no_request_answered() {
+    let dir = TempDir::new("slo-ttfo-none");
+    // Every output token is reasoning: the report's TTFO figures are empty, not 0 ms.
+    let out = reasoning_search(&dir, "ttfo:p99=200", "4");
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("ttfo:p99 n/a/200.00 ms MISS"),
+        "{}",
+        out.stdout
+    );
+}

@@ -19,6 +19,7 @@ use crate::pyfmt::float_repr;
 /// the search is one line here (its figures come from the run's report).
 pub const SLO_METRICS: &[MetricKind] = &[
     MetricKind::Ttft,
+    MetricKind::Ttfo,
     MetricKind::Tpot,
     MetricKind::Itl,
     MetricKind::E2el,

@@ -101,6 +101,8 @@ pub struct Grouped {
     pub first_requests: Arc<[PreparedRequest]>,
     pub first_prompt_lens: Arc<[u32]>,
     pub first_arrivals: Option<Arc<[Duration]>>,
+    /// The index (in the flat list) of each session's first request.
+    pub first_indices: Vec<usize>,
     pub sessions: Arc<Chains>,
 }
 
@@ -151,6 +153,7 @@ impl Chains {
             first_arrivals: arrivals
                 .as_ref()
                 .map(|a| firsts.iter().map(|&i| a[i]).collect()),
+            first_indices: firsts,
             sessions: Arc::new(Chains {
                 members,
                 starts,

@@ -39,6 +39,7 @@ use crate::metrics::RequestOutput;
 use crate::modes::multi_turn::{per_turn, TurnRequest};
 use crate::output::facts::{EngineFacts, Lag, PartHealth};
 use crate::output::json::{result_path, save_result, RpsChangeEvent};
+use crate::output::replicas;
 use crate::output::run_result::{
     Cancelled, MergedPart, MergedShards, RunResult, Section, Shards, Turns,
 };
@@ -73,6 +74,21 @@ pub enum MergeError {
     Format { path: String, found: u32 },
     #[error("{path}: the per-request columns of its {KEY} section differ in length")]
     Columns { path: String },
+    #[error(
+        "{path}: its requests name replicas outside its list of {count} (or none with \
+         several); the file was edited or is damaged"
+    )]
+    ReplicaIndex { path: String, count: usize },
+    #[error(
+        "{path}: ran against the replicas [{theirs}], {first} against [{ours}]; every \
+         shard must run with the same --base-url list"
+    )]
+    Replicas {
+        path: String,
+        first: String,
+        theirs: String,
+        ours: String,
+    },
     #[error(
         "{path}: a shard of a different workload than {first} (fingerprint {theirs}, not \
          {ours}); every shard must run the same command with the same --seed, only K of \
@@ -188,6 +204,16 @@ fn read(path: &Path) -> Result<ShardResult, MergeError> {
     if !section.requests.is_consistent() {
         return Err(MergeError::Columns { path: name });
     }
+    let (count, column) = (section.replicas.len(), &section.requests.replica);
+    let named = match count {
+        0 | 1 => column.is_empty(),
+        _ => {
+            column.len() == section.requests.len() && column.iter().all(|&r| usize::from(r) < count)
+        }
+    };
+    if !named {
+        return Err(MergeError::ReplicaIndex { path: name, count });
+    }
     let server_metrics = doc
         .get(server_metrics::KEY)
         .map(server_metrics::from_json)
@@ -230,6 +256,14 @@ fn check(mut shards: Vec<ShardResult>) -> Result<Vec<ShardResult>, MergeError> {
                 first: first_path,
                 theirs: s.fingerprint.clone(),
                 ours: s0.fingerprint.clone(),
+            });
+        }
+        if s.replicas != s0.replicas {
+            return Err(MergeError::Replicas {
+                path: r.path.clone(),
+                first: first_path,
+                theirs: s.replicas.join(", "),
+                ours: s0.replicas.join(", "),
             });
         }
         if s.start_at != s0.start_at {
@@ -534,6 +568,20 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
         .map(|&(s, j)| shards[s].section.requests.output(j))
         .collect();
     let mut result = merged_result(&shards, &rows, &outputs)?;
+    // Each replica's share, after our block, as one process shows it.
+    let urls = &shards[0].section.replicas;
+    let replica_of = rows.iter().map(|&(s, j)| {
+        shards[s]
+            .section
+            .requests
+            .replica
+            .get(j)
+            .copied()
+            .unwrap_or(0)
+    });
+    result
+        .sections
+        .push(replicas::section(&replicas::of(urls, &outputs, replica_of)));
     // Where each shard's clock started on the shared axis, after our block.
     let start = super::shard_clock::StartCheck::of(shards.iter().map(|r| &r.section));
     result.sections.push(Section {
@@ -633,6 +681,7 @@ mod tests {
                 output: o,
                 output_len: if o.success { o.output_tokens } else { 0 },
                 turn: None,
+                replica: None,
             });
         }
         ShardSection {
@@ -676,6 +725,7 @@ mod tests {
             engine: None,
             health: None,
             prefix_cache: None,
+            replicas: Vec::new(),
         }
     }
 
@@ -753,6 +803,40 @@ mod tests {
         };
         let e = run(&args, &Console::capture().0).unwrap_err().to_string();
         assert!(e.contains("columns"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn shards_of_other_replicas_or_unnamed_replicas_are_refused() {
+        let outputs: Vec<RequestOutput> = (0..4).map(output).collect();
+        let dir = temp_dir("replicas");
+        let urls = |ports: &[u16]| -> Vec<String> {
+            ports.iter().map(|p| format!("http://h:{p}")).collect()
+        };
+        let with = |k: usize, ports: &[u16]| {
+            let mut s = section(k, 2, &outputs);
+            s.replicas = urls(ports);
+            s.requests.replica = vec![1; s.requests.len()];
+            s
+        };
+        let merge = |a: &ShardSection, b: &ShardSection| {
+            let args = MergeConfig {
+                files: vec![write(&dir, "a.json", a), write(&dir, "b.json", b)],
+                result_dir: Some(dir.clone()),
+                result_filename: None,
+            };
+            run(&args, &Console::capture().0).map_err(|e| e.to_string())
+        };
+        let e = merge(&with(0, &[1, 2]), &with(1, &[1, 3])).unwrap_err();
+        assert!(e.contains("same --base-url list"), "{e}");
+        let mut unnamed = with(1, &[1, 2]);
+        unnamed.requests.replica.clear();
+        let e = merge(&with(0, &[1, 2]), &unnamed).unwrap_err();
+        assert!(e.contains("name replicas outside its list of 2"), "{e}");
+        let mut beyond = with(1, &[1, 2]);
+        beyond.requests.replica[0] = 2;
+        assert!(merge(&with(0, &[1, 2]), &beyond).is_err());
+        assert!(merge(&with(0, &[1, 2]), &with(1, &[1, 2])).is_ok());
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -201,8 +201,13 @@ pub fn schedule(
         replica_of: None,
         cancel: None,
     };
-    let mut workload = dataset.sessions().shape(workload, n);
-    workload.replica_of = super::replicas::table(config, &workload);
+    let (mut workload, firsts) = dataset.sessions().shape(workload, n);
+    // Each session's prompt key is its first request's.
+    let prompt_keys: Option<Vec<u64>> = prepared.prompt_keys.as_ref().map(|k| match &firsts {
+        Some(firsts) => firsts.iter().map(|&i| k[i]).collect(),
+        None => k[..n].into(),
+    });
+    workload.replica_of = super::replicas::table(config, &workload, prompt_keys.as_deref());
     workload.cancel = config
         .rate
         .cancellation
@@ -422,8 +427,11 @@ fn run_result<'a>(
         json: crate::output::server_metrics::to_json(&measured.server_metrics),
     };
     let urls: Vec<String> = plan.target.replica_urls();
-    let replicas =
-        crate::output::replicas::section(&crate::output::replicas::of(&urls, outputs, records));
+    let replicas = crate::output::replicas::section(&crate::output::replicas::of(
+        &urls,
+        outputs,
+        records.iter().map(|r| r.replica),
+    ));
     let mut result = RunResult {
         info,
         task,
@@ -468,6 +476,7 @@ fn run_result<'a>(
             run,
             result: &result,
             info: &whole,
+            replica_urls: &urls,
             steady_state: super::steady_state::params(
                 config,
                 point.max_concurrency,
@@ -503,6 +512,7 @@ mod tests {
             probe: None,
             lora: None,
             warm: None,
+            prompt_keys: None,
         }
     }
 

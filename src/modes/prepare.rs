@@ -16,7 +16,7 @@ use crate::backends::{
 };
 
 use crate::config::{Config, DatasetParams};
-use crate::datasets::conversations::Conversations;
+use crate::datasets::conversations::{Conversation, Conversations};
 use crate::datasets::media::ChatMedia;
 use crate::datasets::wav::AudioClip;
 use crate::datasets::SampleRequest;
@@ -26,6 +26,7 @@ use crate::tokenizer::Tokenizer;
 
 use super::lora::{AdapterOptions, LoraPlan};
 use super::multi_turn::ConversationPlan;
+use super::replicas;
 use super::run_dataset::RunDataset;
 use super::target::Target;
 use super::trace::{prefix_cache_extras, TraceReplay};
@@ -63,6 +64,9 @@ pub struct Prepared {
     /// With LoRA, the first requests with the base model's `model` field: the ready check
     /// and the warm-ups use them, as Python's test request names `--model`.
     pub warm: Option<Arc<[PreparedRequest]>>,
+    /// `--replica-affinity session` with several replicas: each first request's prompt key
+    /// (`replicas::prompt_key`), aligned with `requests`.
+    pub prompt_keys: Option<Arc<[u64]>>,
 }
 
 impl Prepared {
@@ -183,6 +187,12 @@ pub fn prepare(
         probe: None,
         lora: opts.plan(|r| r, requests.len()).map(Arc::new),
         warm: warm_requests(config, &opts, build, requests.len())?,
+        prompt_keys: replicas::wants_prompt_keys(config).then(|| {
+            requests
+                .iter()
+                .map(|r| replicas::prompt_key(&r.prompt))
+                .collect()
+        }),
     };
     let dataset = RunDataset::Samples {
         input_sequences: seqs.iter().any(|&n| n != 1).then(|| seqs.into()),
@@ -254,6 +264,11 @@ pub fn prepare_conversations(
         probe: None,
         lora: lora.map(Arc::new),
         warm,
+        prompt_keys: replicas::wants_prompt_keys(config).then(|| {
+            let first =
+                |c: &Conversation| c.turns.first().map_or(0, |t| replicas::text_key(&t.text));
+            conversations.list.iter().map(first).collect()
+        }),
     };
     Ok((prepared, RunDataset::Conversations(Arc::new(plan))))
 }
@@ -282,6 +297,7 @@ pub fn prepare_trace(cx: &PrepareCx<'_>, trace: &TraceReplay) -> Result<(Prepare
         probe: None,
         lora: opts.plan(|r| r, n).map(Arc::new),
         warm,
+        prompt_keys: replicas::wants_prompt_keys(config).then(|| trace.prompt_keys().into()),
     };
     let dataset = RunDataset::Trace {
         arrivals: config
@@ -311,6 +327,7 @@ mod tests {
             probe: None,
             lora: None,
             warm: None,
+            prompt_keys: None,
         };
         let w = p.subset(5, Some(2));
         assert_eq!(&*w.client_prompt_lens, &[10, 11, 12, 10, 11]);

@@ -3,10 +3,10 @@
 //! workload, and the ready check that waits for every replica.
 //!
 //! Spreading: with `round-robin` session `i` (in the one-process schedule order, so every
-//! `--shard` agrees) goes to replica `i mod R`; with `session`, sessions whose first
-//! requests' bodies start with the same [`AFFINITY_PREFIX_BYTES`] bytes form a group, and the
-//! groups are dealt round-robin in order of first appearance, so a shared prompt prefix
-//! stays in one replica's prefix cache. Either way a session (a multi-turn conversation, a
+//! `--shard` agrees) goes to replica `i mod R`; with `session`, sessions whose first prompts
+//! (as the dataset produced them, not the request bodies) start alike ([`prompt_key`]) form a
+//! group, and the groups are dealt round-robin in order of first appearance, so a shared
+//! prompt prefix stays in one replica's prefix cache. Either way a session (a multi-turn conversation, a
 //! trace chain) never leaves its replica: its later turns reuse its earlier ones' cache.
 
 use std::sync::Arc;
@@ -14,70 +14,97 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
+use std::hash::{Hash, Hasher};
+
 use crate::config::Config;
+use crate::datasets::Prompt;
 use crate::engine::Workload;
-use crate::http::request::PreparedRequest;
 use crate::types::ReplicaAffinity;
 
 /// The replica table of `workload` for the run's servers (`None` with one server).
-pub fn table(config: &Config, workload: &Workload) -> Option<Arc<[u16]>> {
+/// `prompt_keys` holds each session's [`prompt_key`] (aligned with `workload.requests`), for
+/// `--replica-affinity session`; without them every session is its own group.
+pub fn table(
+    config: &Config,
+    workload: &Workload,
+    prompt_keys: Option<&[u64]>,
+) -> Option<Arc<[u16]>> {
     let replicas = 1 + config.server.more_replicas.len();
-    (replicas > 1)
-        .then(|| assign(&workload.requests, replicas, config.server.replica_affinity).into())
+    (replicas > 1).then(|| {
+        let sessions = workload.requests.len();
+        let keys = match config.server.replica_affinity {
+            ReplicaAffinity::Session => prompt_keys.filter(|k| k.len() == sessions),
+            ReplicaAffinity::RoundRobin => None,
+        };
+        assign(sessions, keys, replicas).into()
+    })
 }
 
-/// How much of a session's first request body decides its group with
-/// `--replica-affinity session`: about 50 tokens of prompt after the JSON keys before it, enough to
-/// tell apart prompts that share no prefix and short enough to fall inside a shared one.
-pub const AFFINITY_PREFIX_BYTES: usize = 256;
+/// Whether the run needs [`prompt_key`]s (several replicas, `--replica-affinity session`):
+/// the preparation computes them only then.
+pub fn wants_prompt_keys(config: &Config) -> bool {
+    !config.server.more_replicas.is_empty()
+        && config.server.replica_affinity == ReplicaAffinity::Session
+}
 
-/// The replica of every session of `requests` (session `i`'s first request is
-/// `requests[i]`), decided before the clock.
-pub fn assign(
-    requests: &[PreparedRequest],
-    replicas: usize,
-    affinity: ReplicaAffinity,
-) -> Vec<u16> {
+/// How much of a session's first prompt decides its group with `--replica-affinity session`:
+/// the first 256 bytes of its text (about 50 tokens), or its first 64 token ids; enough to
+/// tell apart prompts that share no prefix, short enough to fall inside a shared one.
+pub const AFFINITY_PREFIX_BYTES: usize = 256;
+const AFFINITY_PREFIX_TOKENS: usize = AFFINITY_PREFIX_BYTES / 4;
+
+/// The group key of a prompt as the dataset produced it: the start of the prompt itself,
+/// not of the request body, whose first bytes differ by backend (`max_tokens` comes before
+/// Anthropic's `messages`) and by per-request fields.
+pub fn prompt_key(prompt: &Prompt) -> u64 {
+    match prompt {
+        Prompt::Text(t) => text_key(t),
+        Prompt::TokenIds(ids) => key_of(&ids[..ids.len().min(AFFINITY_PREFIX_TOKENS)]),
+        Prompt::Texts(ts) => ts.first().map_or(0, |t| text_key(t)),
+        Prompt::Chat(c) => text_key(&c.messages.to_string()),
+    }
+}
+
+/// [`prompt_key`] of a text prompt (a conversation's first user turn).
+pub fn text_key(text: &str) -> u64 {
+    let b = text.as_bytes();
+    key_of(&b[..b.len().min(AFFINITY_PREFIX_BYTES)])
+}
+
+/// [`prompt_key`] of a trace record rebuilt from prefix blocks: its first block's hash id
+/// (the blocks are the trace's own statement of what prompts share), or, without hash ids,
+/// a key of its own (`unique`, e.g. the record's index).
+pub fn block_key(hash_ids: &[u64], unique: u64) -> u64 {
+    match hash_ids.first() {
+        Some(first) => key_of(&(0u8, *first)),
+        None => key_of(&(1u8, unique)),
+    }
+}
+
+/// A fixed hash (std's SipHash with its fixed keys): every `--shard` computes the same.
+fn key_of(value: &(impl Hash + ?Sized)) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
+}
+
+/// The replica of each of `sessions` sessions, decided before the clock: by group of
+/// `keys` (groups dealt round-robin in order of first appearance) when given, else session
+/// `i` on replica `i mod replicas`.
+pub fn assign(sessions: usize, keys: Option<&[u64]>, replicas: usize) -> Vec<u16> {
     let r = replicas.clamp(1, usize::from(u16::MAX));
-    match affinity {
-        ReplicaAffinity::RoundRobin => (0..requests.len()).map(|i| (i % r) as u16).collect(),
-        ReplicaAffinity::Session => {
-            let mut groups: std::collections::HashMap<Vec<u8>, u16> = Default::default();
-            requests
-                .iter()
-                .map(|req| {
-                    let key = body_prefix(req, AFFINITY_PREFIX_BYTES);
+    match keys {
+        None => (0..sessions).map(|i| (i % r) as u16).collect(),
+        Some(keys) => {
+            let mut groups: std::collections::HashMap<u64, u16> = Default::default();
+            keys.iter()
+                .map(|&key| {
                     let next = (groups.len() % r) as u16;
                     *groups.entry(key).or_insert(next)
                 })
                 .collect()
         }
     }
-}
-
-/// The first `n` bytes of a request's body (after the head's blank line), across parts.
-fn body_prefix(req: &PreparedRequest, n: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n);
-    let mut in_body = false;
-    for part in req.parts.iter() {
-        let bytes: &[u8] = if in_body {
-            part
-        } else {
-            match memchr::memmem::find(part, b"\r\n\r\n") {
-                Some(at) => {
-                    in_body = true;
-                    &part[at + 4..]
-                }
-                None => continue,
-            }
-        };
-        let take = (n - out.len()).min(bytes.len());
-        out.extend_from_slice(&bytes[..take]);
-        if out.len() == n {
-            break;
-        }
-    }
-    out
 }
 
 /// Waits until every replica has answered one real request (`--ready-check-timeout-sec`),
@@ -131,26 +158,27 @@ pub fn wait_until_all_ready(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::request::{HeadTemplate, Method};
 
     #[test]
-    fn session_affinity_keeps_a_shared_prefix_on_one_replica() {
-        let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
-        let body = |p: &str| format!("{{\"prompt\":\"{p}\"}}");
+    fn session_affinity_keeps_a_shared_prompt_prefix_on_one_replica() {
         let shared = "x".repeat(300);
-        let reqs: Vec<_> = [
-            body(&format!("{shared}1")),
-            body("other"),
-            body(&format!("{shared}2")),
-            body("third"),
+        let keys: Vec<u64> = [
+            format!("{shared}1"),
+            "other".into(),
+            format!("{shared}2"),
+            "third".into(),
         ]
         .iter()
-        .enumerate()
-        .map(|(i, b)| head.build(Some(&i.to_string()), None, b.as_bytes()))
+        .map(|t| prompt_key(&Prompt::Text(t.as_str().into())))
         .collect();
-        assert_eq!(assign(&reqs, 2, ReplicaAffinity::Session), [0, 1, 0, 0]);
-        assert_eq!(assign(&reqs, 2, ReplicaAffinity::RoundRobin), [0, 1, 0, 1]);
-        assert_eq!(assign(&reqs, 3, ReplicaAffinity::Session), [0, 1, 0, 2]);
+        assert_eq!(assign(4, Some(&keys), 2), [0, 1, 0, 0]);
+        assert_eq!(assign(4, None, 2), [0, 1, 0, 1]);
+        assert_eq!(assign(4, Some(&keys), 3), [0, 1, 0, 2]);
+        let ids = |first: u32| Prompt::TokenIds((first..first + 100).collect::<Vec<u32>>().into());
+        assert_eq!(prompt_key(&ids(0)), prompt_key(&ids(0)));
+        assert_ne!(prompt_key(&ids(0)), prompt_key(&ids(1)));
+        assert_eq!(block_key(&[7, 8], 0), block_key(&[7, 9], 1));
+        assert_ne!(block_key(&[], 0), block_key(&[], 1));
     }
 
     #[test]

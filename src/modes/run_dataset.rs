@@ -69,7 +69,10 @@ pub enum Sessions<'a> {
 impl Sessions<'_> {
     /// `workload` (its first `n` sessions' first requests, prompt lengths and arrivals) with
     /// these sessions: chains grouped within the `n` requests, the first `n` conversations.
-    pub fn shape(&self, mut workload: Workload, n: usize) -> Workload {
+    /// Also, when chains were grouped, the request index each session starts with (`None`:
+    /// session `i` starts with request `i`).
+    pub fn shape(&self, mut workload: Workload, n: usize) -> (Workload, Option<Vec<usize>>) {
+        let mut firsts = None;
         match self {
             Sessions::Independent => {}
             Sessions::Conversations(plan) => {
@@ -87,9 +90,10 @@ impl Sessions<'_> {
                 workload.client_prompt_lens = g.first_prompt_lens;
                 workload.arrivals = g.first_arrivals;
                 workload.sessions = Some(g.sessions);
+                firsts = Some(g.first_indices);
             }
         }
-        workload
+        (workload, firsts)
     }
 }
 

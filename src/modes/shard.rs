@@ -208,6 +208,8 @@ pub struct SectionInput<'a> {
     pub info: &'a RunInfo,
     /// The steady-state settings of the whole run, when they apply.
     pub steady_state: Option<SteadyStateParams>,
+    /// The replicas' URLs (one with one server).
+    pub replica_urls: &'a [String],
 }
 
 /// The `vllm_bench_shard` section of this shard's result.
@@ -219,7 +221,9 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         result,
         info,
         steady_state,
+        replica_urls,
     } = *input;
+    let several = replica_urls.len() > 1;
     let report = &result.report;
     let turns = result
         .turns
@@ -248,6 +252,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
             output,
             output_len,
             turn: turns.map(|(ids, numbers)| (ids[j].as_str(), numbers[j])),
+            replica: several.then_some(rec.replica),
         });
     }
     let out = &config.output;
@@ -296,6 +301,11 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         engine: result.engine.clone(),
         health: result.health.first().map(|p| p.health.clone()),
         prefix_cache: result.prefix_cache,
+        replicas: if several {
+            replica_urls.to_vec()
+        } else {
+            Vec::new()
+        },
     }
 }
 

@@ -158,6 +158,15 @@ impl TraceReplay {
         })
     }
 
+    /// Each record's `replicas::block_key`: its first prefix block, or its own index.
+    pub fn prompt_keys(&self) -> Vec<u64> {
+        self.trace
+            .records
+            .iter()
+            .map(|r| super::replicas::block_key(&r.hash_ids, r.index))
+            .collect()
+    }
+
     pub fn prompt_lens(&self) -> Vec<u32> {
         self.trace.records.iter().map(|r| r.input_len).collect()
     }

@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use super::console::centred;
 use super::json::{Json, JsonObject};
 use super::run_result::Section;
-use crate::engine::recorder::Record;
 use crate::metrics::stats::percentile_sorted;
 use crate::metrics::RequestOutput;
 
@@ -27,14 +26,18 @@ pub struct ReplicaStats {
     pub itl_p99_ms: f64,
 }
 
-/// Each replica's figures: `urls[r]` is replica `r`; `outputs[i]` was recorded as
-/// `records[i]`, whose `replica` says where it went.
-pub fn of(urls: &[String], outputs: &[RequestOutput], records: &[Record]) -> Vec<ReplicaStats> {
+/// Each replica's figures: `urls[r]` is replica `r`; `outputs[i]` went to replica
+/// `replicas[i]` (a live run's records, or a merge's shard columns).
+pub fn of(
+    urls: &[String],
+    outputs: &[RequestOutput],
+    replicas: impl IntoIterator<Item = u16>,
+) -> Vec<ReplicaStats> {
     let mut ttft: Vec<Vec<f64>> = vec![Vec::new(); urls.len()];
     let mut itl: Vec<Vec<f64>> = vec![Vec::new(); urls.len()];
     let mut counts = vec![(0usize, 0usize); urls.len()];
-    for (o, rec) in outputs.iter().zip(records) {
-        let r = usize::from(rec.replica);
+    for (o, replica) in outputs.iter().zip(replicas) {
+        let r = usize::from(replica);
         let Some(c) = counts.get_mut(r) else {
             continue;
         };
@@ -134,12 +137,7 @@ mod tests {
             output(false, 0.0, &[]),
             output(true, 0.030, &[0.002]),
         ];
-        let rec = |replica| Record {
-            replica,
-            ..Record::default()
-        };
-        let records = [rec(0), rec(1), rec(0)];
-        let s = of(&urls, &outputs, &records);
+        let s = of(&urls, &outputs, [0, 1, 0]);
         assert_eq!((s[0].requests, s[0].failed), (2, 0));
         assert_eq!((s[1].requests, s[1].failed), (1, 1));
         assert!((s[0].ttft_p50_ms - 20.0).abs() < 1e-9);

@@ -65,6 +65,11 @@ pub struct ShardSection {
     /// written before it was recorded, and then not checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<StartFacts>,
+    /// The replicas' URLs (`--base-url` repeated; empty with one server, and in files
+    /// written before it was recorded): with `requests.replica`, what the merge rebuilds
+    /// the per-replica block from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<String>,
 }
 
 /// How a shard started on the axis of `--start-at`, and what it knows of its clock: what
@@ -152,6 +157,10 @@ pub struct Requests {
     /// Inputs per request; empty when every request carried one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub input_sequences: Vec<u64>,
+    /// The replica each request went to (an index into [`ShardSection::replicas`]); empty
+    /// with one server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica: Vec<u16>,
     /// Only with `--save-detailed`.
     pub generated_text: Option<Vec<String>>,
 }
@@ -178,6 +187,9 @@ impl Requests {
         if let Some((conversation, turn)) = row.turn {
             self.conversation.push(conversation.to_string());
             self.turn.push(turn);
+        }
+        if let Some(r) = row.replica {
+            self.replica.push(r);
         }
         // Sparse columns: kept empty until a request differs from the default (then filled
         // with the defaults of the requests before it; the first row may be that request).
@@ -289,6 +301,11 @@ impl Requests {
             } else {
                 self.conversation.len()
             },
+            if self.replica.is_empty() {
+                n
+            } else {
+                self.replica.len()
+            },
         ]
         .iter()
         .all(|&len| len == n)
@@ -306,6 +323,8 @@ pub struct Row<'a> {
     pub output_len: u64,
     /// `--multi-turn`: the conversation and the turn (1-based).
     pub turn: Option<(&'a str, u64)>,
+    /// With several replicas, the one it went to.
+    pub replica: Option<u16>,
 }
 
 /// Why a histogram of a shard file cannot be read.
@@ -414,6 +433,7 @@ mod tests {
             output: &o,
             output_len: 3,
             turn: None,
+            replica: None,
         });
         assert!(r.is_consistent());
         let text = serde_json::to_string(&r).unwrap();

@@ -14,6 +14,7 @@ use anyhow::Result;
 
 use crate::config::{Config, SearchVariable, SloConfig};
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
+use crate::metrics::summary::MetricKind;
 use crate::output::json::save_result;
 use crate::output::plot;
 use crate::output::slo_search::{
@@ -55,14 +56,22 @@ fn judge(
     report: &BenchmarkReport,
     figs: &[Figure],
 ) -> (Vec<TermFigure>, Option<(f64, f64)>, u64) {
+    // A probe whose requests all only reasoned has no TTFO sample: its report's zeros are
+    // no figure (n/a, a miss), not a met bound.
+    let no_ttfo = matches!(&report.metrics,
+        TaskMetrics::Generation { metrics: m, .. } if m.completed == m.no_output_token);
     let terms = slo
         .terms
         .iter()
         .map(|t| {
             let key = t.key();
+            let missing = t.metric == MetricKind::Ttfo && no_ttfo;
             TermFigure {
                 name: t.name(),
-                value_ms: figs.iter().find(|f| f.key == key).map(|f| f.value),
+                value_ms: figs
+                    .iter()
+                    .find(|f| f.key == key && !missing)
+                    .map(|f| f.value),
                 key,
                 bound_ms: t.bound_ms,
             }
