@@ -240,6 +240,59 @@ fn a_request_budget_stops_the_search_and_says_so() {
 }
 
 #[test]
+fn a_time_budget_stops_the_search_says_so_once_and_exits_by_what_met() {
+    // A first probe (concurrency 1, 8 requests of 160 ms) takes about 1.3 s: a budget of
+    // 0.5 s, checked before each probe, lets exactly one run.
+    let server = slotted(4, 100, 20);
+    let budget = |slo: &str, dir: &TempDir| {
+        search(
+            &server,
+            dir,
+            &[
+                "--num-prompts",
+                "8",
+                "--slo-search",
+                "max-concurrency",
+                "--slo",
+                slo,
+                "--slo-search-max-time",
+                "0.5",
+            ],
+        )
+    };
+    let said = "the time budget (0.5 s) was reached";
+    // Something met: the best reached, not confirmed, exit 0.
+    let dir = TempDir::new("slo-time");
+    let out = budget("ttft:p99=1000", &dir);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let s = summary(&dir);
+    assert_eq!(s["points"].as_array().unwrap().len(), 1, "{s:#}");
+    assert_eq!(
+        s["stopped_because"],
+        format!("{said}; not confirmed"),
+        "{s:#}"
+    );
+    assert_eq!(s["best"]["max_concurrency"], 1, "{s:#}");
+    let lines: Vec<&str> = out.stdout.lines().filter(|l| l.contains(said)).collect();
+    assert_eq!(lines.len(), 1, "{}", out.stdout);
+    assert!(lines[0].starts_with("Stopped because:"), "{}", lines[0]);
+    // Nothing met before the budget: exit 1, and stderr names the budget and the miss.
+    let dir = TempDir::new("slo-time-none");
+    let out = budget("ttft:p99=1", &dir);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "{said}; not confirmed (max_concurrency = 1: ttft:p99"
+        )),
+        "{}",
+        out.stderr
+    );
+    let s = summary(&dir);
+    assert!(s["best"].is_null(), "{s:#}");
+    assert_eq!(s["points"].as_array().unwrap().len(), 1, "{s:#}");
+}
+
+#[test]
 fn bad_terms_are_refused_one_line_each() {
     let dir = TempDir::new("slo-bad");
     let out = vllm_bench(
