@@ -293,6 +293,62 @@ fn a_time_budget_stops_the_search_says_so_once_and_exits_by_what_met() {
 }
 
 #[test]
+fn an_over_saturated_rate_probe_is_stopped_early_and_marked() {
+    let _one_at_a_time = crate::util::serial();
+    // 16 slots of 160 ms: 100 requests per second. The lowest rate of the range, 150 req/s,
+    // completes two requests for every three that arrive: the watcher stops each run of it
+    // after about 1.5 s of its 2.7 s, and the search ends with nothing met.
+    let server = slotted(16, 100, 20);
+    let dir = TempDir::new("slo-saturated");
+    let out = search(
+        &server,
+        &dir,
+        &[
+            "--num-prompts",
+            "400",
+            "--burstiness",
+            "100",
+            "--slo-search",
+            "request-rate",
+            "--slo-search-range",
+            "150,600",
+            "--slo",
+            "ttft:p99=300",
+        ],
+    );
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let s = summary(&dir);
+    let points = s["points"].as_array().unwrap();
+    assert!(!points.is_empty(), "{s:#}");
+    for p in points {
+        assert_eq!(p["request_rate"], 150, "{s:#}");
+        assert_eq!(p["saturated"], true, "{p:#}");
+        assert_eq!(p["meets"], false, "{p:#}");
+        let not_sent = p["stopped_early"]["not_sent"]
+            .as_u64()
+            .expect("stopped early");
+        assert!(not_sent > 0, "{p:#}");
+        // Every request accounted for: what was not sent is in the probe's own result.
+        let file = p["result_file"].as_str().unwrap();
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        let completed = doc["completed"].as_u64().unwrap();
+        let failed = doc["failed"].as_u64().unwrap_or(0);
+        assert_eq!(
+            doc["vllm_bench_not_sent"].as_u64(),
+            Some(not_sent),
+            "{doc:#}"
+        );
+        assert_eq!(completed + failed + not_sent, 400, "{doc:#}");
+    }
+    let marked = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("SLO probe") && l.contains("over-saturated: stopped after"))
+        .count();
+    assert_eq!(marked, points.len(), "{}", out.stdout);
+}
+
+#[test]
 fn bad_terms_are_refused_one_line_each() {
     let dir = TempDir::new("slo-bad");
     let out = vllm_bench(
