@@ -4,8 +4,12 @@
 //! the rate search a rate that meets again while 1.3× it does not; a never-met SLO exits 1
 //! with the lowest probe, a budget stops the search and says so, bad terms are refused.
 //!
-//! Delays are tens of milliseconds, far above this machine's noise for the bounds used,
-//! and probes are a few dozen requests, so the whole file runs in seconds.
+//! CI runs the suite in parallel on two busy cores, so every verdict these tests depend on
+//! has headroom over scheduling noise: services of 100+ ms (a late timer of a few
+//! milliseconds moves a capacity by a few per mille), bounds tens of milliseconds from the
+//! mock's nominal latency on either side, and arrivals evenly spaced. The rate test judges a
+//! mean (which the order the mock serves waiters in cannot move, unlike a p99 of a backlog)
+//! and checks "meets again" by the majority of three re-runs.
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,8 +20,8 @@ use vllm_bench::mock::MockServer;
 use crate::e2e::mock;
 use crate::util::{mock_random_args, vllm_bench, Run, TempDir};
 
-/// A mock of `slots` slots: 50 ms to the first token, then 20 ms per token (4 tokens: a
-/// request holds its slot 110 ms).
+/// A mock of `slots` slots: `first_ms` to the first token, then `itl_ms` per token (4
+/// tokens: a request holds its slot `first_ms + 3 × itl_ms`).
 fn slotted(slots: usize, first_ms: u64, itl_ms: u64) -> MockServer {
     mock(|c| {
         c.slots = Some(slots);
@@ -52,10 +56,10 @@ fn summary(dir: &TempDir) -> Value {
 #[test]
 fn the_concurrency_search_returns_exactly_the_slot_count() {
     let _one_at_a_time = crate::util::serial();
-    let server = slotted(4, 50, 20);
+    let server = slotted(4, 100, 20);
     let dir = TempDir::new("slo-c");
-    // A TTFT bound just above the first-token delay: a fifth request in flight waits a
-    // whole 110 ms service for its slot.
+    // A TTFT bound 50 ms above the first-token delay: a fifth request in flight waits a
+    // whole 160 ms service for its slot (a TTFT of 260 ms, 110 ms above the bound).
     let out = search(
         &server,
         &dir,
@@ -65,7 +69,7 @@ fn the_concurrency_search_returns_exactly_the_slot_count() {
             "--slo-search",
             "max-concurrency",
             "--slo",
-            "ttft:p99=80",
+            "ttft:p99=150",
             "--plot",
         ],
     );
@@ -97,7 +101,12 @@ fn the_concurrency_search_returns_exactly_the_slot_count() {
     assert!(page.contains("class=\"bound\"") && page.contains("class=\"answer\""));
 }
 
-fn p99_ttft_at(server: &MockServer, rate: f64) -> f64 {
+/// The rate test's probe size and SLO: `--num-prompts` 60, evenly spaced arrivals, mean
+/// TTFT at most 440 ms.
+const RATE_PROMPTS: &str = "60";
+const RATE_BOUND_MS: f64 = 440.0;
+
+fn mean_ttft_at(server: &MockServer, rate: f64) -> f64 {
     let dir = TempDir::new("slo-again");
     let rate = format!("{rate}");
     let base = mock_random_args(&server.base_url());
@@ -105,7 +114,7 @@ fn p99_ttft_at(server: &MockServer, rate: f64) -> f64 {
     args.extend([
         "--disable-tqdm",
         "--num-prompts",
-        "60",
+        RATE_PROMPTS,
         "--burstiness",
         "100",
         "--request-rate",
@@ -120,7 +129,7 @@ fn p99_ttft_at(server: &MockServer, rate: f64) -> f64 {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
-    doc["p99_ttft_ms"].as_f64().unwrap()
+    doc["mean_ttft_ms"].as_f64().unwrap()
 }
 
 #[test]
@@ -128,23 +137,27 @@ fn the_rate_search_answer_meets_again_and_1_3x_it_does_not() {
     // Alone: the answer is a boundary, and the re-run must not share the cores with
     // another search.
     let _one_at_a_time = crate::util::serial();
-    // 2 slots of 35 ms: about 57 requests per second at most. Arrivals nearly evenly spaced
-    // (burstiness 100), so below the capacity nothing queues and above it the queue grows
-    // through the run: the boundary is steep, and a re-run is not a coin toss.
-    let server = slotted(2, 20, 5);
+    // 16 slots of 400 ms: 40 requests per second at most. Arrivals nearly evenly spaced
+    // (burstiness 100), so below the capacity nothing waits (a TTFT of 340 ms, 100 ms under
+    // the bound) and above it the queue grows through the run. The mean TTFT of 60 requests
+    // crosses 440 ms near 46 req/s; at 1.3 × that it is about 590 ms. A service this long
+    // keeps what a busy machine's late timers take off the capacity (a few milliseconds a
+    // request) to about 1 %, well inside the 5 % between the answer and its miss.
+    let server = slotted(16, 340, 20);
     let dir = TempDir::new("slo-r");
+    let bound = format!("ttft:mean={RATE_BOUND_MS}");
     let out = search(
         &server,
         &dir,
         &[
             "--num-prompts",
-            "60",
+            RATE_PROMPTS,
             "--burstiness",
             "100",
             "--slo-search",
             "request-rate",
             "--slo",
-            "ttft:p99=100",
+            &bound,
         ],
     );
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
@@ -157,11 +170,13 @@ fn the_rate_search_answer_meets_again_and_1_3x_it_does_not() {
     let rate = s["best"]["request_rate"].as_f64().expect("a rate");
     let failed = s["next_failed"]["request_rate"].as_f64().expect("a rate");
     assert!((failed - rate) / rate <= 0.05 + 1e-9, "{rate} {failed}");
-    assert!(p99_ttft_at(&server, rate) <= 100.0, "{rate} meets again");
-    assert!(
-        p99_ttft_at(&server, rate * 1.3) > 100.0,
-        "1.3 × {rate} does not"
-    );
+    // The answer is a boundary by construction: "meets again" is the majority of three
+    // re-runs, as the search itself decides a value.
+    let again: Vec<f64> = (0..3).map(|_| mean_ttft_at(&server, rate)).collect();
+    let met = again.iter().filter(|&&t| t <= RATE_BOUND_MS).count();
+    assert!(met >= 2, "{rate} meets again: mean TTFTs {again:?}");
+    let above = mean_ttft_at(&server, rate * 1.3);
+    assert!(above > RATE_BOUND_MS, "1.3 × {rate} does not: {above}");
 }
 
 #[test]
@@ -222,6 +237,115 @@ fn a_request_budget_stops_the_search_and_says_so() {
     );
     assert_eq!(s["best"]["max_concurrency"], 2);
     assert!(out.stdout.contains("the request budget (25) was reached"));
+}
+
+#[test]
+fn a_time_budget_stops_the_search_says_so_once_and_exits_by_what_met() {
+    // A first probe (concurrency 1, 8 requests of 160 ms) takes about 1.3 s: a budget of
+    // 0.5 s, checked before each probe, lets exactly one run.
+    let server = slotted(4, 100, 20);
+    let budget = |slo: &str, dir: &TempDir| {
+        search(
+            &server,
+            dir,
+            &[
+                "--num-prompts",
+                "8",
+                "--slo-search",
+                "max-concurrency",
+                "--slo",
+                slo,
+                "--slo-search-max-time",
+                "0.5",
+            ],
+        )
+    };
+    let said = "the time budget (0.5 s) was reached";
+    // Something met: the best reached, not confirmed, exit 0.
+    let dir = TempDir::new("slo-time");
+    let out = budget("ttft:p99=1000", &dir);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let s = summary(&dir);
+    assert_eq!(s["points"].as_array().unwrap().len(), 1, "{s:#}");
+    assert_eq!(
+        s["stopped_because"],
+        format!("{said}; not confirmed"),
+        "{s:#}"
+    );
+    assert_eq!(s["best"]["max_concurrency"], 1, "{s:#}");
+    let lines: Vec<&str> = out.stdout.lines().filter(|l| l.contains(said)).collect();
+    assert_eq!(lines.len(), 1, "{}", out.stdout);
+    assert!(lines[0].starts_with("Stopped because:"), "{}", lines[0]);
+    // Nothing met before the budget: exit 1, and stderr names the budget and the miss.
+    let dir = TempDir::new("slo-time-none");
+    let out = budget("ttft:p99=1", &dir);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "{said}; not confirmed (max_concurrency = 1: ttft:p99"
+        )),
+        "{}",
+        out.stderr
+    );
+    let s = summary(&dir);
+    assert!(s["best"].is_null(), "{s:#}");
+    assert_eq!(s["points"].as_array().unwrap().len(), 1, "{s:#}");
+}
+
+#[test]
+fn an_over_saturated_rate_probe_is_stopped_early_and_marked() {
+    let _one_at_a_time = crate::util::serial();
+    // 16 slots of 160 ms: 100 requests per second. The lowest rate of the range, 150 req/s,
+    // completes two requests for every three that arrive: the watcher stops each run of it
+    // after about 1.5 s of its 2.7 s, and the search ends with nothing met.
+    let server = slotted(16, 100, 20);
+    let dir = TempDir::new("slo-saturated");
+    let out = search(
+        &server,
+        &dir,
+        &[
+            "--num-prompts",
+            "400",
+            "--burstiness",
+            "100",
+            "--slo-search",
+            "request-rate",
+            "--slo-search-range",
+            "150,600",
+            "--slo",
+            "ttft:p99=300",
+        ],
+    );
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let s = summary(&dir);
+    let points = s["points"].as_array().unwrap();
+    assert!(!points.is_empty(), "{s:#}");
+    for p in points {
+        assert_eq!(p["request_rate"], 150, "{s:#}");
+        assert_eq!(p["saturated"], true, "{p:#}");
+        assert_eq!(p["meets"], false, "{p:#}");
+        let not_sent = p["stopped_early"]["not_sent"]
+            .as_u64()
+            .expect("stopped early");
+        assert!(not_sent > 0, "{p:#}");
+        // Every request accounted for: what was not sent is in the probe's own result.
+        let file = p["result_file"].as_str().unwrap();
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        let completed = doc["completed"].as_u64().unwrap();
+        let failed = doc["failed"].as_u64().unwrap_or(0);
+        assert_eq!(
+            doc["vllm_bench_not_sent"].as_u64(),
+            Some(not_sent),
+            "{doc:#}"
+        );
+        assert_eq!(completed + failed + not_sent, 400, "{doc:#}");
+    }
+    let marked = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("SLO probe") && l.contains("over-saturated: stopped after"))
+        .count();
+    assert_eq!(marked, points.len(), "{}", out.stdout);
 }
 
 #[test]

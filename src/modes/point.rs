@@ -13,7 +13,7 @@ use crate::config::{Config, ProfileWhen, RunPlots};
 use crate::engine::schedule::{
     arrival_offsets, rps_changes, to_durations, Cancellations, RampUp, RateSpec,
 };
-use crate::engine::{RunReport, Workload};
+use crate::engine::{Progress, RunReport, Workload};
 use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetrics};
 use crate::metrics::steady_state::SteadyStateOutcome;
@@ -71,6 +71,18 @@ pub struct Measured {
 /// The measured run of `point`: schedule, preamble, profiling start, progress bar, and what
 /// the dataset reads from the server before and after (a trace's prefix-cache counters).
 pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> {
+    measure_watched(plan, config, point, |_, _| {})
+}
+
+/// [`measure`], handing `on_run` the run's [`Progress`] handle and its arrival offsets
+/// (seconds from the start; `None` when all are sent at once) as the run starts: the SLO
+/// search watches a probe for over-saturation with it.
+pub fn measure_watched(
+    plan: &Plan,
+    config: &Config,
+    point: &Point,
+    on_run: impl FnOnce(Progress, Option<&[f64]>),
+) -> Result<Measured> {
     let (workload, offsets) =
         schedule(config, &plan.prepared, &plan.dataset, point).map_err(nothing_ran)?;
     let (workload, mut shard) = match config.shard.shard {
@@ -112,6 +124,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
     let show_bar = !config.output.disable_tqdm;
     let mut trigger = None;
     let mut report = plan.engine.run_at(workload, start.map(|s| s.0), |p| {
+        on_run(p.clone(), offsets.as_deref());
         watcher = Some(Watcher::start(p, show_bar, plan.console.clone()));
         if let ProfileWhen::AtBatch { running, duration } = profile_when {
             trigger = Some(Trigger::start(

@@ -48,6 +48,9 @@ pub struct Probe {
     pub meets: bool,
     /// Missed with latencies growing through the run (over-saturated).
     pub saturated: bool,
+    /// Stopped early as over-saturated (`modes::slo_search::saturation`): seconds into
+    /// the run, and its requests not sent.
+    pub stopped_early: Option<(f64, usize)>,
     pub interrupted: bool,
     pub figures: Vec<Figure>,
     pub result_file: Option<String>,
@@ -169,8 +172,13 @@ pub fn render_probe_line(variable: &str, index: usize, p: &Probe) -> String {
         " -> {}",
         if p.meets { "meets" } else { "does not meet" }
     );
-    if p.saturated {
-        line.push_str(" (over-saturated: latency grew through the run)");
+    match p.stopped_early {
+        Some((at, not_sent)) => line.push_str(&format!(
+            " (over-saturated: stopped after {at:.1} s, completions falling behind \
+             arrivals; {not_sent} not sent)"
+        )),
+        None if p.saturated => line.push_str(" (over-saturated: latency grew through the run)"),
+        None => {}
     }
     line
 }
@@ -263,6 +271,12 @@ fn probe_json(variable: &str, p: &Probe) -> JsonObject<'static> {
     o.set("run", Json::UInt(p.run as u64));
     o.set("meets", Json::Bool(p.meets));
     o.set("saturated", Json::Bool(p.saturated));
+    if let Some((at, not_sent)) = p.stopped_early {
+        let mut stop = JsonObject::new();
+        stop.set("after_s", Json::Float(at));
+        stop.set("not_sent", Json::UInt(not_sent as u64));
+        o.set("stopped_early", Json::Object(stop));
+    }
     o.set("interrupted", Json::Bool(p.interrupted));
     let mut terms = JsonObject::new();
     for t in &p.terms {
@@ -360,6 +374,7 @@ mod tests {
             failed: 0,
             meets,
             saturated: false,
+            stopped_early: None,
             interrupted: false,
             figures: vec![Figure {
                 key: "request_throughput".into(),

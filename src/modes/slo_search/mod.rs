@@ -3,10 +3,12 @@
 //! normal measured run of the one plan on the one persistent engine (`point::measure` and
 //! `point::finish`, as a sweep point: same dataset and seed, its own result file), judged
 //! on the figures its report computes, and printed as one line as it finishes. Budgets
-//! (`--slo-search-max-time`, `--slo-search-max-requests`) are checked before each probe.
+//! (`--slo-search-max-time`, `--slo-search-max-requests`) are checked before each probe; a
+//! rate probe that is clearly over-saturated is stopped early ([`saturation`]).
 //! Then the block, the summary document and the plot (`output::slo_search`).
 
 pub mod algorithm;
+pub mod saturation;
 
 use std::time::Instant;
 
@@ -105,6 +107,13 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
     let mut last_end: Option<Instant> = None;
     let mut sent: u64 = 0;
     let mut interrupted = false;
+    // Only a rate search stops a probe early, and only for a term a growing queue drives
+    // (a TPOT or ITL bound may hold however long requests wait).
+    let watch_saturation = slo.variable == SearchVariable::RequestRate
+        && slo
+            .terms
+            .iter()
+            .any(|t| !matches!(t.metric, MetricKind::Tpot | MetricKind::Itl));
     let answer = loop {
         let value = match search.next() {
             Step::Done(a) => break Ok(a),
@@ -144,7 +153,13 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
         if let Some(end) = last_end {
             overhead_ms.push(end.elapsed().as_secs_f64() * 1000.0);
         }
-        let m = point::measure(plan, config, &point)?;
+        let mut watch = None;
+        let m = point::measure_watched(plan, config, &point, |progress, offsets| {
+            if watch_saturation {
+                watch = Some(saturation::Watch::start(progress, offsets));
+            }
+        })?;
+        let stopped_saturated = watch.and_then(saturation::Watch::finish);
         let measured_end = Instant::now();
         sent += m.report.merged.outputs.len() as u64;
         // As sweep points name theirs, and a value's later runs their run.
@@ -172,6 +187,7 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
         }
         let (terms, goodput, failed) = judge(slo, &f.report, &figs);
         let meets = !m.interrupted
+            && stopped_saturated.is_none()
             && failed == 0
             && terms.iter().all(TermFigure::meets)
             && goodput.is_none_or(|(s, need)| s >= need);
@@ -200,7 +216,9 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
             meets,
             // Only an open loop can over-saturate: with every request released at once
             // (rate inf), queueing grows through any run by design.
-            saturated: !meets && point.request_rate.is_finite() && saturated(&latencies),
+            saturated: stopped_saturated.is_some()
+                || (!meets && point.request_rate.is_finite() && saturated(&latencies)),
+            stopped_early: stopped_saturated.map(|at| (at.as_secs_f64(), m.report.not_sent)),
             interrupted: m.interrupted,
             figures: figs,
             result_file: f.file.map(|p| p.display().to_string()),
