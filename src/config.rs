@@ -194,7 +194,6 @@ impl Config {
         let output = output::resolve(&cli, &mut warnings)?;
         let plots = output::run_plots(&cli)?;
         let sweep = modes::sweep(&cli)?;
-        output::check_result_filename(&output, plots, sweep.as_ref(), multi_run.num_runs)?;
         let steady_state = modes::steady_state(&cli, &rate, sweep.as_ref(), &mut warnings)?;
         let report = output::report_policy(&cli, plots, modes::profiling(&cli)?);
         let server_metrics = server_metrics::resolve(&cli)?;
@@ -209,6 +208,13 @@ impl Config {
             capped: rate.max_concurrency.is_some()
                 || multi_turn.as_ref().is_some_and(|m| m.concurrency.is_some()),
         })?;
+        output::check_result_filename(
+            &output,
+            plots,
+            sweep.as_ref(),
+            multi_run.num_runs,
+            slo.as_ref().map(|s| s.variable),
+        )?;
         let mut output = output;
         if let Some(s) = &slo {
             s.add_reported(

@@ -345,6 +345,26 @@ fn sweep_derived_result_filename_over_name_max_is_refused() {
 }
 
 #[test]
+fn slo_search_derived_result_filename_over_name_max_is_refused() {
+    // 220 bytes fit alone, not with a probe's "-request_rate{rate}-run{k}" before the
+    // extension, which would only fail when that probe's result is saved.
+    let name = format!("{}.json", "a".repeat(215));
+    let e = refused(&[
+        "--save-result",
+        "--result-filename",
+        &name,
+        "--slo-search",
+        "request-rate",
+        "--slo",
+        "ttft:p99=500",
+    ]);
+    assert!(
+        e.contains("the longest name derived from it here is"),
+        "{e}"
+    );
+}
+
+#[test]
 fn fifo_dataset_path_is_refused_not_a_hang() {
     let dir = TempDir::new("fifo");
     let fifo = dir.path().join("data.json");

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use super::parse::{comma_list, key_value};
-use super::{ConfigError, ProfileWhen, SweepAxis, SweepConfig};
+use super::{ConfigError, ProfileWhen, SearchVariable, SweepAxis, SweepConfig};
 use crate::cli::{pyvalue::py_float, Cli};
 use crate::metrics::goodput::{GoodputConfig, GoodputError};
 use crate::metrics::report::TaskKind;
@@ -180,6 +180,7 @@ pub(super) fn check_result_filename(
     plots: RunPlots,
     sweep: Option<&SweepConfig>,
     num_runs: usize,
+    search: Option<SearchVariable>,
 ) -> Result<(), ConfigError> {
     const FLAG: &str = "--result-filename";
     let Some(name) = output.result_filename.as_deref() else {
@@ -200,7 +201,7 @@ pub(super) fn check_result_filename(
     } else {
         ""
     };
-    let longest = file.len() + derived_growth(file, plot, sweep, num_runs);
+    let longest = file.len() + derived_growth(file, plot, sweep, num_runs, search);
     if longest > NAME_MAX {
         return Err(ConfigError::flag(
             FLAG,
@@ -216,10 +217,18 @@ pub(super) fn check_result_filename(
 
 /// The most bytes vllm-bench adds to a result file name (`modes::runs`, `modes::point`): a
 /// sweep point's `-max_concurrency{N}` or `-request_rate{rate}`, a summary's
-/// `-sweep-summary`/`-runs-summary`, a repeated run's plot `-run{i}`, and a plot's suffix
-/// (`plot`, e.g. `.timeline.html`) in place of the extension. An upper bound: not all of them
-/// meet in one name.
-fn derived_growth(file: &str, plot: &str, sweep: Option<&SweepConfig>, num_runs: usize) -> usize {
+/// `-sweep-summary`/`-runs-summary`, a repeated run's plot `-run{i}`, an SLO search's probe
+/// (`modes::slo_search`: `-max_concurrency{N}` or `-request_rate{rate}`, then `-run{k}` for a
+/// value's later runs) and its `-slo-search-summary`, and a plot's suffix (`plot`, e.g.
+/// `.timeline.html`) in place of the extension. An upper bound: not all of them meet in one
+/// name.
+fn derived_growth(
+    file: &str,
+    plot: &str,
+    sweep: Option<&SweepConfig>,
+    num_runs: usize,
+    search: Option<SearchVariable>,
+) -> usize {
     let point = match sweep.map(|s| &s.axis) {
         None => 0,
         Some(SweepAxis::MaxConcurrency(cs)) => cs
@@ -244,9 +253,21 @@ fn derived_growth(file: &str, plot: &str, sweep: Option<&SweepConfig>, num_runs:
     } else {
         0
     };
+    // A probed value: a concurrency has at most 20 digits, a rate's float repr at most 24
+    // bytes; a value runs at most as often as the search's 200 probes.
+    let search = match search {
+        None => 0,
+        Some(v) => {
+            let value = match v {
+                SearchVariable::MaxConcurrency => "-max_concurrency".len() + 20,
+                SearchVariable::RequestRate => "-request_rate".len() + 24,
+            };
+            value.max("-slo-search-summary".len()) + "-run200".len()
+        }
+    };
     let ext = file.rsplit_once('.').map_or(0, |(_, e)| e.len() + 1);
     let plot = plot.len().saturating_sub(ext);
-    point.max(summary) + run + plot
+    (point.max(summary) + run).max(search) + plot
 }
 
 /// Python: `--percentile-metrics` or the task's default ("ttft,tpot,itl" for generation,
