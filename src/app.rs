@@ -123,8 +123,8 @@ fn plot_summary(file: &std::path::Path, console: &Console) -> i32 {
         Ok(s) => s,
         Err(e) => {
             console.err_line(format_args!(
-                "error: --plot-summary {}: {e}; give a sweep-summary-*.json or a --num-runs \
-                 result file",
+                "error: --plot-summary {}: {e}; give a sweep-summary-*.json, an \
+                 slo-search-summary-*.json or a --num-runs result file",
                 file.display()
             ));
             return 2;

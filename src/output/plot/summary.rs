@@ -44,7 +44,8 @@ pub enum SummaryError {
     #[error("not JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error(
-        "neither a sweep summary (\"axis\" and \"points\") nor a --num-runs result (\"runs\")"
+        "neither a sweep summary (\"axis\" and \"points\"), an SLO search summary \
+         (\"vllm_bench_slo_search\") nor a --num-runs result (\"runs\")"
     )]
     Shape,
 }
@@ -97,9 +98,13 @@ fn numbers(o: &serde_json::Map<String, serde_json::Value>) -> Figures {
 }
 
 impl Summary {
-    /// Reads a sweep summary (`sweep-summary-*.json`) or a `--num-runs` result file.
+    /// Reads a sweep summary (`sweep-summary-*.json`), an SLO search summary
+    /// (`slo-search-summary-*.json`) or a `--num-runs` result file.
     pub fn from_json(text: &str) -> Result<Summary, SummaryError> {
         let doc: serde_json::Value = serde_json::from_str(text)?;
+        if let Some(search) = doc.get("vllm_bench_slo_search") {
+            return Summary::search_from_json(search).ok_or(SummaryError::Shape);
+        }
         if let (Some(axis), Some(points)) = (
             doc.get("axis").and_then(|a| a.as_str()),
             doc.get("points").and_then(|p| p.as_array()),
@@ -130,6 +135,64 @@ impl Summary {
             return Ok(Summary::Runs { runs });
         }
         Err(SummaryError::Shape)
+    }
+}
+
+impl Summary {
+    /// The page of a saved SLO search (`vllm_bench_slo_search`), as the search drew it: the
+    /// probes in ascending value (a value's runs in their order), each term's bound from the
+    /// probes' `slo` figures, and the answer (`best`, the same value and run) marked.
+    fn search_from_json(search: &serde_json::Value) -> Option<Summary> {
+        use serde_json::Value;
+        let axis = search.get("variable")?.as_str()?;
+        let value_of = |p: &serde_json::Map<String, Value>| match p.get(axis) {
+            Some(Value::String(s)) if s == "inf" => f64::INFINITY,
+            Some(v) => v.as_f64().unwrap_or(f64::NAN),
+            None => f64::NAN,
+        };
+        let mut probes: Vec<&serde_json::Map<String, Value>> = search
+            .get("points")?
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_object)
+            .collect();
+        // Stable: a value's runs stay in the order they ran.
+        probes.sort_by(|a, b| value_of(a).total_cmp(&value_of(b)));
+        let bounds = probes
+            .first()
+            .and_then(|p| p.get("slo")?.as_object())
+            .map(|terms| {
+                terms
+                    .values()
+                    .filter_map(|t| {
+                        let key = t.get("key")?.as_str()?.to_string();
+                        Some((key, t.get("bound_ms")?.as_f64()?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let best = search.get("best").and_then(Value::as_object).and_then(|b| {
+            probes
+                .iter()
+                .position(|p| p.get(axis) == b.get(axis) && p.get("run") == b.get("run"))
+        });
+        let points = probes
+            .iter()
+            .map(|p| {
+                let value = match p.get(axis) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                    None => String::new(),
+                };
+                (value, numbers(p))
+            })
+            .collect();
+        Some(Summary::Search {
+            axis: axis.to_string(),
+            points,
+            bounds,
+            best,
+        })
     }
 }
 
@@ -487,6 +550,42 @@ mod tests {
             Summary::from_json("{\"x\": 1}"),
             Err(SummaryError::Shape)
         ));
+    }
+
+    #[test]
+    fn a_saved_slo_search_summary_reads_back_with_its_bounds_and_answer() {
+        let text = r#"{"vllm_bench_slo_search": {"variable": "max_concurrency",
+            "slo": ["ttft:p99=300"], "best": {"max_concurrency": 2, "run": 2},
+            "points": [
+              {"max_concurrency": 1, "run": 1, "meets": true, "p99_ttft_ms": 20.0,
+               "request_throughput": 10.0,
+               "slo": {"ttft:p99": {"key": "p99_ttft_ms", "value_ms": 20.0, "bound_ms": 300.0}}},
+              {"max_concurrency": 4, "run": 1, "meets": false, "p99_ttft_ms": 400.0,
+               "request_throughput": 30.0},
+              {"max_concurrency": 2, "run": 1, "meets": true, "p99_ttft_ms": 250.0,
+               "request_throughput": 19.0},
+              {"max_concurrency": 2, "run": 2, "meets": true, "p99_ttft_ms": 260.0,
+               "request_throughput": 20.0}]}}"#;
+        let s = Summary::from_json(text).unwrap();
+        let Summary::Search {
+            axis,
+            points,
+            bounds,
+            best,
+        } = &s
+        else {
+            panic!("a search: {s:?}")
+        };
+        assert_eq!(axis, "max_concurrency");
+        let values: Vec<&str> = points.iter().map(|(v, _)| v.as_str()).collect();
+        assert_eq!(
+            values,
+            ["1", "2", "2", "4"],
+            "ascending, a value's runs in order"
+        );
+        assert_eq!(bounds, &[("p99_ttft_ms".to_string(), 300.0)]);
+        assert_eq!(*best, Some(2), "the answer is the value's second run");
+        assert_eq!(get(&points[2].1, "p99_ttft_ms"), Some(260.0));
     }
 
     #[test]
