@@ -21,7 +21,7 @@ use super::endpoints;
 use super::exchange::{self, Exchange, Request, Served};
 use super::generation::{End, Script};
 use super::io::Io;
-use super::request::{self, BodyFraming, ChunkedDecoder, FramingError, Head};
+use super::request::{self, BodyFraming, ChunkedBody, FramingError, Head};
 use super::response::{self, HeadOpts};
 use super::routes::{self, Lookup};
 use super::stats::LoggedRequest;
@@ -250,7 +250,7 @@ impl Conn {
                 Ok(Step::Ready(need))
             }
             BodyFraming::Chunked => {
-                let mut decoder = ChunkedDecoder::default();
+                let mut decoder = ChunkedBody::default();
                 self.chunked.clear();
                 loop {
                     match decoder.decode(&self.buf[head.len..], &mut self.chunked, max_body) {
