@@ -6,46 +6,13 @@
 
 use std::ops::Range;
 
+use crate::http::request::Method;
 use crate::http::response::{list_items, parse_decimal, ChunkedDecoder, HttpError};
 
 /// Largest request head accepted; beyond it the answer is `431`.
 pub const MAX_HEAD_BYTES: usize = 64 << 10;
 /// Headers parsed per request at most; more is answered with `431`.
 const MAX_HEADERS: usize = 64;
-
-/// The request method, as far as routing cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// `GET`
-    Get,
-    /// `POST`
-    Post,
-    /// `HEAD`
-    Head,
-    /// Anything else (answered with 405 or 404).
-    Other,
-}
-
-impl Method {
-    fn parse(m: &str) -> Method {
-        match m {
-            "GET" => Method::Get,
-            "POST" => Method::Post,
-            "HEAD" => Method::Head,
-            _ => Method::Other,
-        }
-    }
-
-    /// The method's name for the request log.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
-            Method::Head => "HEAD",
-            Method::Other => "OTHER",
-        }
-    }
-}
 
 /// How the request body is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +28,8 @@ pub enum BodyFraming {
 pub struct Head {
     /// Bytes of the head including the blank line.
     pub len: usize,
-    /// Request method.
-    pub method: Method,
+    /// Request method; `None` for one the mock does not know (answered with 405 or 404).
+    pub method: Option<Method>,
     /// The path without the query string.
     pub path: Range<usize>,
     /// The `X-Request-Id` header value, if any.
@@ -283,7 +250,7 @@ mod tests {
         let h = parse_head(raw, MAX).unwrap().unwrap();
         assert_eq!(h.len, raw.len());
         assert_eq!(&raw[h.path.clone()], b"/v1/completions");
-        assert_eq!(h.method, Method::Post);
+        assert_eq!(h.method, Some(Method::Post));
         assert_eq!(h.body, BodyFraming::Length(5));
         assert!(!h.close);
     }
