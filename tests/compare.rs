@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vllm_bench::metrics::comparison::{rows, Change, Direction, Num, Row, Verdict};
+use vllm_bench::metrics::comparison::{rows, Change, ComparedMetric, Direction, Num, Verdict};
 use vllm_bench::output::result_file::{load, SavedResult};
 
 use crate::util::shared_dir;
@@ -29,7 +29,7 @@ fn ours(name: &str) -> PathBuf {
 const GOLDEN_01: &str = "01-random-c16-p50-90-99-99.9";
 const GOLDEN_02: &str = "02-random-rate40-burst0.5-goodput";
 
-fn compared(paths: &[PathBuf]) -> (Vec<SavedResult>, Vec<Row>) {
+fn compared(paths: &[PathBuf]) -> (Vec<SavedResult>, Vec<ComparedMetric>) {
     let results: Vec<SavedResult> = paths
         .iter()
         .map(|p| load(p).unwrap_or_else(|e| panic!("{e}")))
@@ -40,13 +40,13 @@ fn compared(paths: &[PathBuf]) -> (Vec<SavedResult>, Vec<Row>) {
     (results, rows)
 }
 
-fn row<'a>(rows: &'a [Row], key: &str) -> &'a Row {
+fn row<'a>(rows: &'a [ComparedMetric], key: &str) -> &'a ComparedMetric {
     rows.iter()
         .find(|r| r.key == key)
         .unwrap_or_else(|| panic!("no row {key}"))
 }
 
-fn first_change(rows: &[Row], key: &str) -> Change {
+fn first_change(rows: &[ComparedMetric], key: &str) -> Change {
     row(rows, key).changes[0].unwrap_or_else(|| panic!("{key}: no change"))
 }
 

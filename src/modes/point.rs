@@ -59,7 +59,7 @@ impl Point {
 }
 
 /// What the measured run produced.
-pub struct Measured {
+pub struct MeasuredPoint {
     pub report: RunReport,
     pub rps_events: Vec<RpsChangeEvent>,
     pub prefix_cache: Option<facts::PrefixCache>,
@@ -73,7 +73,7 @@ pub struct Measured {
 
 /// The measured run of `point`: schedule, preamble, profiling start, progress bar,
 /// prefix-cache counters before and after.
-pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> {
+pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<MeasuredPoint> {
     let trace_offsets = plan
         .trace
         .as_ref()
@@ -157,7 +157,7 @@ pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> 
             timestamp: LocalDateTime::at(wall_start + Duration::from_secs_f64(at)).isoformat(),
         })
         .collect();
-    Ok(Measured {
+    Ok(MeasuredPoint {
         report,
         rps_events,
         prefix_cache,
@@ -333,7 +333,7 @@ pub fn finish(
     config: &Config,
     plan: &Plan,
     point: &Point,
-    measured: &Measured,
+    measured: &MeasuredPoint,
     how: &Reporting,
 ) -> Result<Finished> {
     let policy = &config.report;
@@ -398,7 +398,7 @@ fn run_result<'a>(
     config: &Config,
     plan: &Plan,
     point: &Point,
-    measured: &'a Measured,
+    measured: &'a MeasuredPoint,
     section: bool,
 ) -> Result<RunResult<'a>> {
     let run = &measured.report;
@@ -429,8 +429,8 @@ fn run_result<'a>(
     {
         metrics.rtfx = rtfx(outputs, records, audio, settings.duration_s);
     }
-    let steady_state = super::steady_state::measure(
-        super::steady_state::params(config, max_concurrency, point.request_rate),
+    let steady_state = super::steady_state_gate::measure(
+        super::steady_state_gate::params(config, max_concurrency, point.request_rate),
         outputs,
         records.iter().map(|r| (r.start_ns, r.end_ns)),
         &report,
@@ -512,7 +512,7 @@ fn run_result<'a>(
             run,
             result: &result,
             info: &whole,
-            steady_state: super::steady_state::params(
+            steady_state: super::steady_state_gate::params(
                 config,
                 point.max_concurrency,
                 point.request_rate,

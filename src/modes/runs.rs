@@ -13,7 +13,7 @@ use crate::config::{Config, SloConfig, SweepAxis};
 use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
 use crate::output::json::save_result;
 use crate::output::plot;
-use crate::output::summary::{
+use crate::output::runs_summary::{
     figures, render_run_line, render_spreads, render_sweep, runs_json, spreads, sweep_json,
 };
 
@@ -171,7 +171,7 @@ fn combined(outcomes: Vec<Outcome>) -> Outcome {
 }
 
 /// A report's figures as the summary plots take them.
-fn figure_pairs(r: &crate::metrics::report::BenchmarkReport) -> plot::summary::Figures {
+fn figure_pairs(r: &crate::metrics::report::BenchmarkReport) -> plot::runs_plot::Figures {
     figures(r).into_iter().map(|f| (f.key, f.value)).collect()
 }
 
@@ -227,7 +227,7 @@ fn sweep(
             .zip(&reports)
             .map(|(v, r)| (v.clone(), figure_pairs(r)))
             .collect();
-        let summary = plot::summary::Summary::Sweep {
+        let summary = plot::runs_plot::Summary::Sweep {
             axis: axis.to_string(),
             points,
         };
@@ -285,7 +285,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
             .unwrap_or_else(|| summary_path(config, "runs-summary"));
         write_summary_plot(
             &file.with_extension("html"),
-            &plot::summary::Summary::Runs { runs },
+            &plot::runs_plot::Summary::Runs { runs },
             &plan.console,
         );
     }
