@@ -9,8 +9,8 @@ use std::process::Command;
 use vllm_bench::metrics::comparison::{rows, Change, ComparedMetric, Direction, Num, Verdict};
 use vllm_bench::output::result_file::{load, SavedResult};
 
+use crate::util::run_in_process;
 use crate::util::shared_dir;
-use crate::util::vllm_bench;
 use crate::util::TempDir;
 
 fn golden(scenario: &str) -> PathBuf {
@@ -232,10 +232,11 @@ fn deltas_on_our_results_are_exact() {
     );
 }
 
+/// `--compare` on `args`, in process: it reads files and prints, nothing process-wide.
 fn run_compare(args: &[&str]) -> crate::util::Run {
     let mut all = vec!["--compare"];
     all.extend_from_slice(args);
-    vllm_bench(&all, Path::new("."))
+    run_in_process(&all)
 }
 
 #[test]
@@ -353,16 +354,13 @@ fn a_file_that_is_not_a_result_is_one_line_and_exit_2() {
     let run = run_compare(&[good.to_str().unwrap()]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("--compare"), "{}", run.stderr);
-    let run = vllm_bench(
-        &[
-            "--compare",
-            good.to_str().unwrap(),
-            good.to_str().unwrap(),
-            "--seed",
-            "1",
-        ],
-        Path::new("."),
-    );
+    let run = run_in_process(&[
+        "--compare",
+        good.to_str().unwrap(),
+        good.to_str().unwrap(),
+        "--seed",
+        "1",
+    ]);
     assert_eq!(run.code, 2);
     assert_eq!(
         run.stderr,
