@@ -11,8 +11,8 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughpu
 use vllm_bench::engine::recorder::{self, Histograms, Record, WorkerLog};
 use vllm_bench::metrics::calculator::calculate_metrics;
 use vllm_bench::metrics::goodput::GoodputConfig;
+use vllm_bench::metrics::metric_stats::MetricKind;
 use vllm_bench::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
-use vllm_bench::metrics::summary::MetricKind;
 use vllm_bench::metrics::RequestOutput;
 use vllm_bench::output::json::{build_result, RunInfo};
 

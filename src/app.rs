@@ -119,7 +119,7 @@ fn plot_summary(file: &std::path::Path, console: &Console) -> i32 {
             return 2;
         }
     };
-    let summary = match plot::summary::Summary::from_json(&text) {
+    let summary = match plot::runs_plot::Summary::from_json(&text) {
         Ok(s) => s,
         Err(e) => {
             console.err_line(format_args!(
@@ -134,7 +134,7 @@ fn plot_summary(file: &std::path::Path, console: &Console) -> i32 {
     let title = path
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-    let html = plot::summary::render(&summary, &title);
+    let html = plot::runs_plot::render(&summary, &title);
     match std::fs::write(&path, html) {
         Ok(()) => {
             console.line(format_args!("Summary plot saved to: {}", path.display()));

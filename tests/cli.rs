@@ -13,7 +13,7 @@ use vllm_bench::config::{
 };
 use vllm_bench::engine::DriverChoice;
 use vllm_bench::metrics::goodput::GoodputConfig;
-use vllm_bench::metrics::summary::MetricKind;
+use vllm_bench::metrics::metric_stats::MetricKind;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use vllm_bench::metrics::comparison::{rows, Change, Direction, Num, Row, Verdict};
+use vllm_bench::metrics::comparison::{rows, Change, ComparedMetric, Direction, Num, Verdict};
 use vllm_bench::output::result_file::{load, SavedResult};
 
+use crate::util::run_in_process;
 use crate::util::shared_dir;
-use crate::util::vllm_bench;
 use crate::util::TempDir;
 
 fn golden(scenario: &str) -> PathBuf {
@@ -29,7 +29,7 @@ fn ours(name: &str) -> PathBuf {
 const GOLDEN_01: &str = "01-random-c16-p50-90-99-99.9";
 const GOLDEN_02: &str = "02-random-rate40-burst0.5-goodput";
 
-fn compared(paths: &[PathBuf]) -> (Vec<SavedResult>, Vec<Row>) {
+fn compared(paths: &[PathBuf]) -> (Vec<SavedResult>, Vec<ComparedMetric>) {
     let results: Vec<SavedResult> = paths
         .iter()
         .map(|p| load(p).unwrap_or_else(|e| panic!("{e}")))
@@ -40,13 +40,13 @@ fn compared(paths: &[PathBuf]) -> (Vec<SavedResult>, Vec<Row>) {
     (results, rows)
 }
 
-fn row<'a>(rows: &'a [Row], key: &str) -> &'a Row {
+fn row<'a>(rows: &'a [ComparedMetric], key: &str) -> &'a ComparedMetric {
     rows.iter()
         .find(|r| r.key == key)
         .unwrap_or_else(|| panic!("no row {key}"))
 }
 
-fn first_change(rows: &[Row], key: &str) -> Change {
+fn first_change(rows: &[ComparedMetric], key: &str) -> Change {
     row(rows, key).changes[0].unwrap_or_else(|| panic!("{key}: no change"))
 }
 
@@ -232,10 +232,11 @@ fn deltas_on_our_results_are_exact() {
     );
 }
 
+/// `--compare` on `args`, in process: it reads files and prints, nothing process-wide.
 fn run_compare(args: &[&str]) -> crate::util::Run {
     let mut all = vec!["--compare"];
     all.extend_from_slice(args);
-    vllm_bench(&all, Path::new("."))
+    run_in_process(&all)
 }
 
 #[test]
@@ -353,16 +354,13 @@ fn a_file_that_is_not_a_result_is_one_line_and_exit_2() {
     let run = run_compare(&[good.to_str().unwrap()]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("--compare"), "{}", run.stderr);
-    let run = vllm_bench(
-        &[
-            "--compare",
-            good.to_str().unwrap(),
-            good.to_str().unwrap(),
-            "--seed",
-            "1",
-        ],
-        Path::new("."),
-    );
+    let run = run_in_process(&[
+        "--compare",
+        good.to_str().unwrap(),
+        good.to_str().unwrap(),
+        "--seed",
+        "1",
+    ]);
     assert_eq!(run.code, 2);
     assert_eq!(
         run.stderr,

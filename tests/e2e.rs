@@ -16,7 +16,8 @@ use vllm_bench::engine::schedule::{arrival_offsets, RampUp, RampUpStrategy, Rate
 use vllm_bench::mock::{AfterCrash, Crash, FaultConfig, MockConfig, MockServer};
 
 use crate::util::{
-    free_port, shared_dir, start_tool_server, vllm_bench, vllm_bench_env, Run, TempDir,
+    free_port, run_in_process, shared_dir, start_tool_server, vllm_bench, vllm_bench_env, Run,
+    TempDir,
 };
 
 /// The result file name every mock run here uses.
@@ -551,10 +552,20 @@ fn append_label_metadata_and_default_file_name() {
     );
 }
 
-/// A run that must stop before sending anything: exit 2, exactly one `error:` line.
+/// A command line the configuration refuses: exit 2, exactly one `error:` line. Run in
+/// process (`util::run_in_process`), which fails the test if the run got further.
 pub(crate) fn assert_refused(args: &[&str], needle: &str) {
+    assert_refusal(run_in_process(args), args, needle);
+}
+
+/// A run that must stop before sending anything, after the configuration (a dataset file,
+/// the server, the working directory): the binary, exit 2, exactly one `error:` line.
+pub(crate) fn assert_refused_by_the_binary(args: &[&str], needle: &str) {
     let dir = TempDir::new("bad");
-    let run = vllm_bench(args, dir.path());
+    assert_refusal(vllm_bench(args, dir.path()), args, needle);
+}
+
+fn assert_refusal(run: Run, args: &[&str], needle: &str) {
     assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
     let lines: Vec<&str> = run
         .stderr
@@ -581,11 +592,12 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_refused(&["--num-prompts", "abc"], "--num-prompts abc");
     assert_refused(&["--mock-server", "--bogus-flag", "1"], "--bogus-flag");
     assert_refused(&["--dataset-name", "nope"], "--dataset-name nope");
-    assert_refused(
+    // Past the configuration (the dataset, the tokenizer, the server): the binary.
+    assert_refused_by_the_binary(
         &["--mock-server", "--dataset-name", "hf"],
         "--dataset-name hf needs --dataset-path ORG/NAME",
     );
-    assert_refused(
+    assert_refused_by_the_binary(
         &[
             "--mock-server",
             "--tokenizer",
@@ -598,11 +610,11 @@ fn bad_input_is_one_line_and_exit_2() {
     // No server: said first, with what to check, and no hint about --model or --tokenizer
     // (neither can make a missing server answer).
     let missing = format!("no server is reachable at {unreachable} (cannot connect to");
-    assert_refused(
+    assert_refused_by_the_binary(
         &["--base-url", &unreachable, "--num-prompts", "2"],
         &missing,
     );
-    assert_refused(
+    assert_refused_by_the_binary(
         &[
             "--base-url",
             &unreachable,
@@ -817,7 +829,7 @@ fn a_missing_dataset_file_names_the_os_error_once() {
             "--num-prompts",
             "2",
         ];
-        assert_refused(&args, missing);
+        assert_refused_by_the_binary(&args, missing);
         let run = vllm_bench(&args, Path::new("."));
         assert_eq!(
             run.stderr.matches("os error 2").count(),

@@ -17,8 +17,8 @@ use clap::ValueEnum;
 use serde_json::Value;
 use vllm_bench::cli::Backend;
 use vllm_bench::metrics::goodput::GoodputConfig;
+use vllm_bench::metrics::metric_stats::{MetricKind, MetricStats};
 use vllm_bench::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetrics};
-use vllm_bench::metrics::summary::{MetricKind, MetricStats};
 use vllm_bench::metrics::RequestOutput;
 use vllm_bench::output::console::{render_block, render_notices, render_preamble, Preamble};
 use vllm_bench::output::json::{build_result, Json, RunInfo};
@@ -466,7 +466,7 @@ fn metrics_match_python_bit_for_bit() {
                 ours_inline.push((format!("median_{name}_ms"), stats.median_ms.to_bits()));
                 ours_inline.push((format!("std_{name}_ms"), stats.std_ms.to_bits()));
                 for &(p, v) in &stats.percentiles_ms {
-                    let word = vllm_bench::metrics::summary::percentile_word(p);
+                    let word = vllm_bench::metrics::metric_stats::percentile_word(p);
                     ours_inline.push((format!("p{word}_{name}_ms"), v.to_bits()));
                 }
             }

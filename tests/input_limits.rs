@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use crate::util::{shared_dir, vllm_bench, vllm_bench_env, vllm_bench_via, Run, TempDir};
+use crate::util::{
+    run_in_process, shared_dir, vllm_bench, vllm_bench_env, vllm_bench_via, Run, TempDir,
+};
 
 /// A run that needs no server: the configuration is refused first.
 fn base() -> Vec<String> {
@@ -53,14 +55,11 @@ fn one_line_refusal(run: Run, what: &str) -> String {
     lines[0].to_owned()
 }
 
-/// `extra` after [`base`] is refused; the line.
+/// `extra` after [`base`] is refused by the configuration (in process: nothing else ran);
+/// the line.
 fn refused(extra: &[&str]) -> String {
-    let dir = TempDir::new("limits");
     let b = base();
-    one_line_refusal(
-        vllm_bench(&args(&b, extra), dir.path()),
-        &format!("{extra:?}"),
-    )
+    one_line_refusal(run_in_process(&args(&b, extra)), &format!("{extra:?}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -374,7 +373,10 @@ fn fifo_dataset_path_is_refused_not_a_hang() {
         .expect("run mkfifo");
     assert!(made.success(), "mkfifo");
     let path = fifo.to_str().expect("utf-8 path");
-    let e = refused(&["--dataset-name", "sharegpt", "--dataset-path", path]);
+    // Out of process, under the run timeout: a regression here hangs.
+    let b = base();
+    let a = args(&b, &["--dataset-name", "sharegpt", "--dataset-path", path]);
+    let e = one_line_refusal(vllm_bench(&a, dir.path()), "a FIFO as --dataset-path");
     assert!(e.contains("is not a regular file"), "{e}");
     // A directory is refused for a dataset that reads one file.
     let e = refused(&["--dataset-name", "sharegpt", "--dataset-path", dir.arg()]);

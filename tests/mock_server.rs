@@ -504,6 +504,23 @@ fn chunked_and_large_request_bodies_are_read() {
 }
 
 #[test]
+fn chunked_request_body_with_a_bare_lf_after_chunk_data_is_refused() {
+    let server = start(MockConfig::default());
+    let mut c = Client::connect(server.addr());
+    c.send_raw(
+        b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\r\n{\"a\":\n0\r\n\r\n",
+    );
+    let r = c.read_response();
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("chunk data not followed by CRLF"));
+    assert!(c.closed_by_server());
+}
+
+#[test]
 fn bad_requests_get_json_errors() {
     let server = start(MockConfig {
         max_body_bytes: 1000,

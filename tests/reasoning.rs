@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::e2e::{base_args, count, mock, saved};
-use crate::util::{vllm_bench, TempDir};
+use crate::util::{run_in_process, vllm_bench, TempDir};
 use vllm_bench::mock::MockServer;
 
 /// The mock's pause between its reasoning and its answer.
@@ -152,15 +152,14 @@ fn a_request_that_only_reasons_is_left_out_of_ttfo_and_misses_a_ttfo_slo() {
 
 #[test]
 fn mock_reasoning_flags_need_the_embedded_mock_and_a_pause_needs_tokens() {
-    let dir = TempDir::new("reasoning-flags");
-    let run = vllm_bench(&["--mock-reasoning-tokens", "4"], dir.path());
+    let run = run_in_process(&["--mock-reasoning-tokens", "4"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr.contains("--mock-reasoning-tokens") && run.stderr.contains("--mock-server"),
         "{}",
         run.stderr
     );
-    let run = vllm_bench(&["--mock-server", "--mock-thinking-ms", "50"], dir.path());
+    let run = run_in_process(&["--mock-server", "--mock-thinking-ms", "50"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr.contains("--mock-thinking-ms 50.0")

@@ -18,7 +18,7 @@ use serde_json::Value;
 use vllm_bench::mock::MockServer;
 
 use crate::e2e::mock;
-use crate::util::{mock_random_args, vllm_bench, Run, TempDir};
+use crate::util::{mock_random_args, run_in_process, vllm_bench, Run, TempDir};
 
 /// A mock of `slots` slots: `first_ms` to the first token, then `itl_ms` per token (4
 /// tokens: a request holds its slot `first_ms + 3 × itl_ms`).
@@ -350,19 +350,15 @@ fn an_over_saturated_rate_probe_is_stopped_early_and_marked() {
 
 #[test]
 fn bad_terms_are_refused_one_line_each() {
-    let dir = TempDir::new("slo-bad");
-    let out = vllm_bench(
-        &[
-            "--mock-server",
-            "--slo-search",
-            "max-concurrency",
-            "--slo",
-            "ttft:p99=500,tfft:p99=5",
-            "--slo",
-            "tpot:p100.5=50,e2el:mean",
-        ],
-        dir.path(),
-    );
+    let out = run_in_process(&[
+        "--mock-server",
+        "--slo-search",
+        "max-concurrency",
+        "--slo",
+        "ttft:p99=500,tfft:p99=5",
+        "--slo",
+        "tpot:p100.5=50,e2el:mean",
+    ]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     let errors: Vec<&str> = out
         .stderr
@@ -371,18 +367,15 @@ fn bad_terms_are_refused_one_line_each() {
         .collect();
     assert_eq!(errors.len(), 3, "{}", out.stderr);
     assert!(errors[0].contains("--slo tfft:p99=5: unknown metric 'tfft'"));
-    let out = vllm_bench(
-        &[
-            "--mock-server",
-            "--slo-search",
-            "request-rate",
-            "--slo",
-            "ttft:p99=5",
-            "--shard",
-            "0/2",
-        ],
-        dir.path(),
-    );
+    let out = run_in_process(&[
+        "--mock-server",
+        "--slo-search",
+        "request-rate",
+        "--slo",
+        "ttft:p99=5",
+        "--shard",
+        "0/2",
+    ]);
     assert_eq!(out.code, 2);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert!(

@@ -244,6 +244,30 @@ pub fn vllm_bench_via(wrapper: &[&str], args: &[&str], cwd: &Path, env: &[(&str,
     run_command(cmd, &format!("vllm-bench {args:?}"))
 }
 
+/// Runs the program in this process (`vllm_bench::app::run`, output captured): no process to
+/// start, for runs that end before they touch anything process-wide, i.e. refusals of the
+/// command line and the configuration (exit 2). Anything that gets further (a dataset file
+/// read, a server, a benchmark) installs the Ctrl-C handlers for the rest of the process and
+/// depends on the working directory and environment: run it with [`vllm_bench`]. A run that
+/// installed the handlers fails the test, so it is moved out of process. The environment is
+/// this process's (`VLLM_BENCH_CORES` is read as `--num-cores`, as by the binary).
+pub fn run_in_process(args: &[&str]) -> Run {
+    let (console, captured) = vllm_bench::output::stdio::Console::capture();
+    let argv = std::iter::once("vllm-bench").chain(args.iter().copied());
+    let code = vllm_bench::app::run(argv.map(std::ffi::OsString::from), &console);
+    assert!(
+        !vllm_bench::modes::progress::interrupt_handler_installed(),
+        "vllm-bench {args:?} (or a run before it in this process) installed the Ctrl-C \
+         handlers: it got past the configuration, so run it out of process (util::vllm_bench)"
+    );
+    let out = captured.lock().expect("captured output").clone();
+    Run {
+        code,
+        stdout: out.stdout,
+        stderr: out.stderr,
+    }
+}
+
 /// Runs `cmd` (stdin closed, both streams collected), killing it after [`RUN_TIMEOUT`].
 /// Panic text in either stream fails the test whatever the exit code.
 pub fn run_command(mut cmd: Command, what: &str) -> Run {

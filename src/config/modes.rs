@@ -94,7 +94,7 @@ pub struct MultiRunConfig {
 
 /// The steady-state flags: checked, and a note when they cannot take effect (they only
 /// apply to a closed loop of a generation backend, at least at one sweep point; see
-/// `modes::steady_state`).
+/// `modes::steady_state_gate`).
 pub(super) fn steady_state(
     cli: &Cli,
     rate: &RateConfig,

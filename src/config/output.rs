@@ -12,8 +12,8 @@ use super::parse::{comma_list, key_value};
 use super::{ConfigError, ProfileWhen, SearchVariable, SweepAxis, SweepConfig};
 use crate::cli::{pyvalue::py_float, Cli};
 use crate::metrics::goodput::{GoodputConfig, GoodputError};
+use crate::metrics::metric_stats::MetricKind;
 use crate::metrics::report::TaskKind;
-use crate::metrics::summary::MetricKind;
 
 /// How every measured run is reported, decided once from the flags: the steps (a point's
 /// report, a sweep's or repeated runs' summary, the plan) read this instead of combining

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::ConfigError;
 use crate::cli::{pyvalue, Cli};
+use crate::metrics::metric_stats::{percentile_word, MetricKind};
 use crate::metrics::report::TaskKind;
-use crate::metrics::summary::{percentile_word, MetricKind};
 use crate::pyfmt::float_repr;
 
 /// The metrics an `--slo` term may name, in the order they are listed: adding a metric to

@@ -30,7 +30,7 @@ pub enum DatasetError {
     Unusable(String),
     /// The tokenizer failed on a prompt (a server-side tokenizer that is unreachable).
     #[error("tokenizing the dataset failed: {0:#}")]
-    Tokenize(anyhow::Error),
+    Tokenize(crate::tokenizer::TokenizerError),
 }
 
 impl DatasetError {

@@ -21,7 +21,7 @@ use anyhow::Result;
 use rayon::prelude::*;
 
 use super::token_fit::{Fitted, Vocabulary};
-use crate::tokenizer::{TokenSpans, Tokenizer};
+use crate::tokenizer::{TokenSpans, Tokenizer, TokenizerError};
 
 /// Prefix tokens re-encoded together with a window's head.
 const PREFIX_TAIL: usize = 8;
@@ -268,13 +268,13 @@ fn encode_walk(
     let texts = pieces
         .par_iter()
         .map(|ids| tokenizer.decode(ids, false))
-        .collect::<Result<Vec<String>>>()?;
+        .collect::<Result<Vec<String>, TokenizerError>>()?;
     let turn_bytes: usize = texts[..texts.len() - 1].iter().map(String::len).sum();
     let text = texts.concat();
     let encoded = texts
         .par_iter()
         .map(|t| tokenizer.encode_with_offsets(t))
-        .collect::<Result<Vec<Option<TokenSpans>>>>()?;
+        .collect::<Result<Vec<Option<TokenSpans>>, TokenizerError>>()?;
     let Some(encoded) = encoded.into_iter().collect::<Option<Vec<TokenSpans>>>() else {
         return Ok(None);
     };

@@ -348,3 +348,50 @@ fn thread_cpu_time() -> std::time::Duration {
     }
     std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::stop::StopWires;
+
+    fn options() -> EngineOptions {
+        EngineOptions {
+            cores: vec![0],
+            pin: false,
+            driver: runtime::resolve_driver(runtime::DriverChoice::Auto)
+                .expect("a driver")
+                .0,
+            request_timeout: std::time::Duration::from_secs(1),
+            preconnect: false,
+            keep_all_text: false,
+            max_response_events: 16,
+            interrupt_grace: std::time::Duration::from_millis(10),
+        }
+    }
+
+    #[test]
+    fn a_core_thread_comes_up_with_its_os_id_and_ends_when_stopped() {
+        let wires = StopWires::new(1).expect("stop wires");
+        let core = CoreHandle::start(0, &options(), wires.receiver(0).expect("wire"))
+            .expect("the core starts");
+        assert!(core.tid > 0);
+        assert_eq!(core.core, 0);
+        assert!(core.alive(), "it waits for a run");
+        // Returns only once the thread has ended (it would hang otherwise).
+        core.stop_and_join();
+    }
+
+    #[test]
+    fn thread_cpu_time_counts_this_threads_work() {
+        let before = thread_cpu_time();
+        let mut x = 0u64;
+        // Bounded: a few hundred million steps at most.
+        for i in 0..400_000_000u64 {
+            x = std::hint::black_box(x.wrapping_add(i));
+            if i % 1_000_000 == 0 && thread_cpu_time() > before {
+                break;
+            }
+        }
+        assert!(thread_cpu_time() > before, "{x}");
+    }
+}

@@ -496,3 +496,76 @@ pub fn run(
 ) -> Result<RunReport, EngineError> {
     Engine::start(endpoint, options)?.run(workload, on_progress)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::request::{HeadTemplate, Method};
+
+    /// `n` one-request sessions, at most `max_concurrency` in flight.
+    fn workload(n: usize, max_concurrency: Option<usize>) -> Workload {
+        let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
+        Workload {
+            requests: (0..n).map(|_| head.build(None, None, b"")).collect(),
+            client_prompt_lens: vec![1; n].into(),
+            arrivals: None,
+            max_concurrency,
+            mode: ResponseMode::Whole,
+            sessions: None,
+            expected_tokens: 1,
+            probe: None,
+            replica_of: None,
+            cancel: None,
+        }
+    }
+
+    #[test]
+    fn workers_are_the_concurrency_limit_but_never_more_than_the_sessions() {
+        assert_eq!(worker_count(&workload(10, Some(4))), 4);
+        assert_eq!(worker_count(&workload(3, Some(4))), 3);
+        assert_eq!(
+            worker_count(&workload(7, None)),
+            7,
+            "no limit: one per session"
+        );
+        assert_eq!(
+            worker_count(&workload(0, None)),
+            0,
+            "no sessions, no workers"
+        );
+        assert_eq!(
+            worker_count(&workload(5, Some(0))),
+            1,
+            "a zero limit still runs the sessions"
+        );
+    }
+
+    #[test]
+    fn sessions_go_round_robin_over_replicas_unless_a_table_assigns_them() {
+        let mut w = workload(5, None);
+        let spread: Vec<_> = (0..5).map(|s| w.replica(s, 2)).collect();
+        assert_eq!(spread, [0, 1, 0, 1, 0]);
+        assert_eq!(w.replica(3, 0), 0, "no replica count is one server");
+        w.replica_of = Some(vec![2, 2, 0, 1, 5].into());
+        let spread: Vec<_> = (0..5).map(|s| w.replica(s, 3)).collect();
+        assert_eq!(spread, [2, 2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn waiting_for_a_start_ends_at_once_when_the_run_is_stopped() {
+        let stop = AtomicBool::new(true);
+        let far = Instant::now() + Duration::from_secs(3600);
+        let woke = wait_until(far, &stop);
+        assert!(woke < far, "a stopped run does not wait for its start");
+    }
+
+    #[test]
+    fn waiting_for_a_start_that_has_passed_returns_the_start() {
+        let stop = AtomicBool::new(false);
+        let past = Instant::now();
+        assert_eq!(wait_until(past, &stop), past);
+        let soon = Instant::now() + Duration::from_millis(5);
+        assert_eq!(wait_until(soon, &stop), soon);
+        assert!(Instant::now() >= soon);
+    }
+}

@@ -485,3 +485,32 @@ fn interrupted_failure(grace: Duration) -> Failure {
         detail: format!("still running {grace:?} after the run was stopped (Ctrl-C or SIGTERM)"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_past_its_timeout_fails_as_python_names_it() {
+        let f = timeout_failure(Duration::from_secs(5));
+        assert_eq!(
+            (f.kind.as_str(), f.error.as_str()),
+            ("timeout", "TimeoutError")
+        );
+        assert!(f.detail.contains("--request-timeout-sec"), "{}", f.detail);
+    }
+
+    #[test]
+    fn a_request_still_running_after_a_stop_is_interrupted() {
+        let f = interrupted_failure(Duration::from_millis(500));
+        assert_eq!(f.kind.as_str(), "interrupted");
+        assert!(f.detail.contains("Ctrl-C or SIGTERM"), "{}", f.detail);
+    }
+
+    #[test]
+    fn an_instant_before_the_epoch_counts_as_the_epoch() {
+        let epoch = Instant::now() + Duration::from_secs(1);
+        assert_eq!(ns_since(epoch, Instant::now()), 0);
+        assert_eq!(ns_since(epoch, epoch + Duration::from_micros(3)), 3_000);
+    }
+}

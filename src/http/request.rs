@@ -7,11 +7,39 @@
 
 use bytes::Bytes;
 
-/// The HTTP method of a request.
+/// The HTTP method of a request: what the client sends and what the mock routes on (one
+/// type for both). The client sends `GET` and `POST`; `HEAD` is here for the mock, which
+/// serves it like `GET` without a body (the client's response decoder cannot know a body
+/// is absent, so it never sends one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
+    /// `GET`
     Get,
+    /// `POST`
     Post,
+    /// `HEAD`
+    Head,
+}
+
+impl Method {
+    /// The method named by a request line; `None` for any other (the mock answers 405/404).
+    pub fn parse(name: &str) -> Option<Method> {
+        match name {
+            "GET" => Some(Method::Get),
+            "POST" => Some(Method::Post),
+            "HEAD" => Some(Method::Head),
+            _ => None,
+        }
+    }
+
+    /// The method's name on the request line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Head => "HEAD",
+        }
+    }
 }
 
 /// Headers common to every request of a run (everything but the per-request ones).
@@ -30,10 +58,7 @@ impl HeadTemplate {
         host_header: &str,
         extra_headers: &[(String, String)],
     ) -> Self {
-        let method = match method {
-            Method::Get => "GET",
-            Method::Post => "POST",
-        };
+        let method = method.as_str();
         let mut prefix = format!("{method} {path} HTTP/1.1\r\nHost: {host_header}\r\n");
         prefix.push_str(concat!(
             "User-Agent: vllm-bench/",

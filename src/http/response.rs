@@ -517,6 +517,16 @@ impl ChunkedDecoder {
         self.state == ChunkState::Done
     }
 
+    /// Payload bytes the current chunk's size line announced that no step has yielded yet
+    /// (0 between chunks). A reader with a body limit adds it to what it holds to refuse an
+    /// oversized chunk as soon as its size line is in, before its data arrives.
+    pub fn announced_remaining(&self) -> u64 {
+        match self.state {
+            ChunkState::Data { remaining } => remaining,
+            _ => 0,
+        }
+    }
+
     /// Decode from `input` until one payload slice is available, the input is used up, or the
     /// body ends. Call again with `&input[consumed..]` while input remains and not `done`.
     pub fn decode<'a>(&mut self, input: &'a [u8]) -> Result<Decoded<'a>, HttpError> {

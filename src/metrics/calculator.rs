@@ -21,8 +21,8 @@
 use rayon::prelude::*;
 
 use super::goodput::GoodputConfig;
+use super::metric_stats::MetricStats;
 use super::peaks::peaks;
-use super::summary::MetricStats;
 use super::RequestOutput;
 
 /// Python's `BenchmarkMetrics` (generation tasks). Latency statistics are in milliseconds.

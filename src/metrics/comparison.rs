@@ -161,7 +161,7 @@ pub fn change(base: Num, other: Num, direction: Direction) -> Change {
 
 /// One metric across the compared results.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Row {
+pub struct ComparedMetric {
     pub key: String,
     pub direction: Direction,
     /// One per result, in order; `None` where a result lacks the key or holds `null`.
@@ -173,7 +173,7 @@ pub struct Row {
 
 /// The rows of a comparison: every key any result has, in the baseline's order, then the
 /// keys only later results have, in their order. `results[0]` is the baseline.
-pub fn rows(results: &[&[(String, Option<Num>)]]) -> Vec<Row> {
+pub fn rows(results: &[&[(String, Option<Num>)]]) -> Vec<ComparedMetric> {
     let mut keys: Vec<&str> = Vec::new();
     for result in results {
         for (k, _) in result.iter() {
@@ -194,7 +194,7 @@ pub fn rows(results: &[&[(String, Option<Num>)]]) -> Vec<Row> {
                 .skip(1)
                 .map(|v| Some(change(values[0]?, (*v)?, direction)))
                 .collect();
-            Row {
+            ComparedMetric {
                 key: key.to_string(),
                 direction,
                 values,

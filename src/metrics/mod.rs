@@ -8,12 +8,12 @@
 pub mod calculator;
 pub mod comparison;
 pub mod goodput;
+pub mod metric_stats;
 pub mod peaks;
 pub mod probe;
 pub mod report;
 pub mod stats;
 pub mod steady_state;
-pub mod summary;
 
 /// The outcome of one request, field for field Python's `RequestFuncOutput`.
 ///

@@ -10,7 +10,7 @@ use super::calculator::{
     ClientQueueStats, CountTokens, EmbedBenchmarkMetrics,
 };
 use super::goodput::GoodputConfig;
-use super::summary::{MetricKind, MetricStats};
+use super::metric_stats::{MetricKind, MetricStats};
 use super::RequestOutput;
 use crate::types::Backend;
 

@@ -33,7 +33,7 @@
 //! - **Minimum window**: `--steady-state-min-window`, else `max(10 s, 10 % of the run)`. A
 //!   shorter window is still reported, flagged as short.
 
-use super::summary::MetricStats;
+use super::metric_stats::MetricStats;
 use super::RequestOutput;
 
 /// The TPOT percentiles the steady-state block reports (TTFT uses `--metric-percentiles`).

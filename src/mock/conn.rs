@@ -15,13 +15,15 @@ use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::net::TcpStream;
 
+use crate::http::request::Method;
+
 use super::ctx::WorkerCtx;
 use super::emission::StreamTrace;
 use super::endpoints;
 use super::exchange::{self, Exchange, Request, Served};
 use super::generation::{End, Script};
 use super::io::Io;
-use super::request::{self, BodyFraming, ChunkedDecoder, FramingError, Head};
+use super::request::{self, BodyFraming, ChunkedBody, FramingError, Head};
 use super::response::{self, HeadOpts};
 use super::routes::{self, Lookup};
 use super::stats::LoggedRequest;
@@ -122,7 +124,7 @@ impl Conn {
             arrival,
             request_id,
             close: head.close,
-            head_only: head.method == request::Method::Head,
+            head_only: head.method == Some(Method::Head),
         };
         let served = match lookup {
             Lookup::Found(route) => endpoints::serve(ctx, &mut self.ex, route, &req).await,
@@ -250,7 +252,7 @@ impl Conn {
                 Ok(Step::Ready(need))
             }
             BodyFraming::Chunked => {
-                let mut decoder = ChunkedDecoder::default();
+                let mut decoder = ChunkedBody::default();
                 self.chunked.clear();
                 loop {
                     match decoder.decode(&self.buf[head.len..], &mut self.chunked, max_body) {
@@ -312,7 +314,7 @@ fn log_entry(
         session_id: None,
         body: None,
         seq: served.seq,
-        method: head.method.as_str(),
+        method: head.method.map_or("OTHER", Method::as_str),
         path: String::from_utf8_lossy(path).into_owned(),
         body_len,
         prompt_hash: served.prompt.map(|p| p.0),

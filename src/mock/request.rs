@@ -6,46 +6,13 @@
 
 use std::ops::Range;
 
-use crate::http::response::{list_items, parse_decimal};
+use crate::http::request::Method;
+use crate::http::response::{list_items, parse_decimal, ChunkedDecoder, HttpError};
 
 /// Largest request head accepted; beyond it the answer is `431`.
 pub const MAX_HEAD_BYTES: usize = 64 << 10;
 /// Headers parsed per request at most; more is answered with `431`.
 const MAX_HEADERS: usize = 64;
-
-/// The request method, as far as routing cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// `GET`
-    Get,
-    /// `POST`
-    Post,
-    /// `HEAD`
-    Head,
-    /// Anything else (answered with 405 or 404).
-    Other,
-}
-
-impl Method {
-    fn parse(m: &str) -> Method {
-        match m {
-            "GET" => Method::Get,
-            "POST" => Method::Post,
-            "HEAD" => Method::Head,
-            _ => Method::Other,
-        }
-    }
-
-    /// The method's name for the request log.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
-            Method::Head => "HEAD",
-            Method::Other => "OTHER",
-        }
-    }
-}
 
 /// How the request body is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +28,8 @@ pub enum BodyFraming {
 pub struct Head {
     /// Bytes of the head including the blank line.
     pub len: usize,
-    /// Request method.
-    pub method: Method,
+    /// Request method; `None` for one the mock does not know (answered with 405 or 404).
+    pub method: Option<Method>,
     /// The path without the query string.
     pub path: Range<usize>,
     /// The `X-Request-Id` header value, if any.
@@ -209,92 +176,56 @@ fn has_token(value: &[u8], token: &[u8]) -> bool {
     list_items(value).any(|t| t.eq_ignore_ascii_case(token))
 }
 
-/// Incremental decoder of a chunked request body: call [`ChunkedDecoder::decode`] with the
-/// bytes after the head each time more arrive; it resumes where it stopped.
+/// A chunked request body read with the client's strict decoder
+/// ([`crate::http::response::ChunkedDecoder`], CRLF after chunk data as RFC 9112 requires):
+/// call [`ChunkedBody::decode`] with the bytes after the head each time more arrive; it
+/// resumes where it stopped. The mock refuses what the client would refuse, so it cannot
+/// hide a framing bug that a real server would answer with an error.
 #[derive(Debug, Default)]
-pub struct ChunkedDecoder {
+pub struct ChunkedBody {
+    decoder: ChunkedDecoder,
+    /// Bytes of `src` already fed to the decoder.
     consumed: usize,
-    state: ChunkState,
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum ChunkState {
-    #[default]
-    Size,
-    Data(u64),
-    DataEnd,
-    Trailers,
-}
-
-impl ChunkedDecoder {
+impl ChunkedBody {
     /// Decodes from `src` (all body bytes received so far, from the first chunk-size line)
     /// into `out`. Returns the total bytes of `src` the body occupies once the last chunk
-    /// and trailers are in, `Ok(None)` while more bytes are needed.
+    /// and trailers are in, `Ok(None)` while more bytes are needed. A chunk that would take
+    /// the body past `max_body` is refused as soon as its size line is in.
     pub fn decode(
         &mut self,
         src: &[u8],
         out: &mut Vec<u8>,
         max_body: usize,
     ) -> Result<Option<usize>, FramingError> {
+        // Each pass consumes at least one byte or returns.
         loop {
-            let rest = &src[self.consumed..];
-            match self.state {
-                ChunkState::Size => match httparse::parse_chunk_size(rest) {
-                    Ok(httparse::Status::Complete((n, 0))) => {
-                        self.consumed += n;
-                        self.state = ChunkState::Trailers;
-                    }
-                    Ok(httparse::Status::Complete((n, size))) => {
-                        if out.len() as u64 + size > max_body as u64 {
-                            return Err(FramingError::BodyTooLarge);
-                        }
-                        self.consumed += n;
-                        self.state = ChunkState::Data(size);
-                    }
-                    Ok(httparse::Status::Partial) => return Ok(None),
-                    Err(_) => return Err(FramingError::Bad("invalid chunk size line")),
-                },
-                ChunkState::Data(left) => {
-                    let take = rest.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                    if take == 0 {
-                        return Ok(None);
-                    }
-                    out.extend_from_slice(&rest[..take]);
-                    self.consumed += take;
-                    let left = left - take as u64;
-                    self.state = if left == 0 {
-                        ChunkState::DataEnd
-                    } else {
-                        ChunkState::Data(left)
-                    };
-                }
-                ChunkState::DataEnd => match rest {
-                    [b'\r', b'\n', ..] => {
-                        self.consumed += 2;
-                        self.state = ChunkState::Size;
-                    }
-                    [b'\n', ..] => {
-                        self.consumed += 1;
-                        self.state = ChunkState::Size;
-                    }
-                    [] | [b'\r'] => return Ok(None),
-                    _ => return Err(FramingError::Bad("chunk data not followed by CRLF")),
-                },
-                ChunkState::Trailers => {
-                    let Some(nl) = memchr::memchr(b'\n', rest) else {
-                        if rest.len() > MAX_HEAD_BYTES {
-                            return Err(FramingError::HeadTooLarge);
-                        }
-                        return Ok(None);
-                    };
-                    let line = &rest[..nl];
-                    self.consumed += nl + 1;
-                    if line.is_empty() || line == b"\r" {
-                        return Ok(Some(self.consumed));
-                    }
-                }
+            let step = self
+                .decoder
+                .decode(&src[self.consumed..])
+                .map_err(framing_error)?;
+            self.consumed += step.consumed;
+            out.extend_from_slice(step.data);
+            if out.len() as u64 + self.decoder.announced_remaining() > max_body as u64 {
+                return Err(FramingError::BodyTooLarge);
+            }
+            if step.done {
+                return Ok(Some(self.consumed));
+            }
+            if self.consumed == src.len() || step.consumed == 0 {
+                return Ok(None);
             }
         }
+    }
+}
+
+/// The mock's answer to a chunked framing error of the request body.
+fn framing_error(e: HttpError) -> FramingError {
+    match e {
+        HttpError::TrailersTooLarge { .. } => FramingError::HeadTooLarge,
+        HttpError::MissingChunkCrlf => FramingError::Bad("chunk data not followed by CRLF"),
+        _ => FramingError::Bad("invalid chunk size line"),
     }
 }
 
@@ -319,7 +250,7 @@ mod tests {
         let h = parse_head(raw, MAX).unwrap().unwrap();
         assert_eq!(h.len, raw.len());
         assert_eq!(&raw[h.path.clone()], b"/v1/completions");
-        assert_eq!(h.method, Method::Post);
+        assert_eq!(h.method, Some(Method::Post));
         assert_eq!(h.body, BodyFraming::Length(5));
         assert!(!h.close);
     }
@@ -391,7 +322,7 @@ mod tests {
         let body_end = raw.len() - 4;
         // Feed growing prefixes to one decoder, as the connection does.
         for step in 1..=7 {
-            let mut dec = ChunkedDecoder::default();
+            let mut dec = ChunkedBody::default();
             let mut out = Vec::new();
             let mut end = 0;
             let mut done = None;
@@ -409,17 +340,31 @@ mod tests {
     fn chunked_errors() {
         let mut out = Vec::new();
         assert_eq!(
-            ChunkedDecoder::default().decode(b"zz\r\n", &mut out, MAX),
+            ChunkedBody::default().decode(b"zz\r\n", &mut out, MAX),
             Err(FramingError::Bad("invalid chunk size line"))
         );
         assert_eq!(
-            ChunkedDecoder::default().decode(b"2\r\nabX", &mut out, MAX),
+            ChunkedBody::default().decode(b"2\r\nabX", &mut out, MAX),
             Err(FramingError::Bad("chunk data not followed by CRLF"))
         );
         out.clear();
         assert_eq!(
-            ChunkedDecoder::default().decode(b"10\r\n", &mut out, 8),
+            ChunkedBody::default().decode(b"10\r\n", &mut out, 8),
             Err(FramingError::BodyTooLarge)
         );
+    }
+
+    #[test]
+    fn chunked_body_with_a_bare_lf_after_chunk_data_is_refused() {
+        // RFC 9112 §7.1: chunk data ends in CRLF; a bare LF is a framing error (400).
+        for raw in [&b"5\r\nhello\n0\r\n\r\n"[..], b"5\r\nhello\r\n0\r\n\n"] {
+            let mut out = Vec::new();
+            assert_eq!(
+                ChunkedBody::default().decode(raw, &mut out, MAX),
+                Err(FramingError::Bad("chunk data not followed by CRLF")),
+                "{:?}",
+                String::from_utf8_lossy(raw)
+            );
+        }
     }
 }

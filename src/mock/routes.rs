@@ -1,7 +1,7 @@
 //! The mock's URL space: which `(method, path)` is which endpoint, and the stable list of
 //! endpoints that per-path statistics are kept for.
 
-use super::request::Method;
+use crate::http::request::Method;
 
 /// One endpoint of the mock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,12 +114,13 @@ pub enum Lookup {
     NotFound,
 }
 
-/// Resolves a request. `HEAD` is served like `GET` (without a body) where `GET` is allowed.
-pub fn lookup(method: Method, path: &[u8]) -> Lookup {
+/// Resolves a request (`method` is `None` for one the mock does not know). `HEAD` is served
+/// like `GET` (without a body) where `GET` is allowed.
+pub fn lookup(method: Option<Method>, path: &[u8]) -> Lookup {
     let Some(&(route, allowed, _)) = ROUTES.iter().find(|(_, _, p)| p.as_bytes() == path) else {
         return Lookup::NotFound;
     };
-    if method == allowed || (method == Method::Head && allowed == Method::Get) {
+    if method == Some(allowed) || (method == Some(Method::Head) && allowed == Method::Get) {
         Lookup::Found(route)
     } else {
         Lookup::WrongMethod(allowed)
@@ -134,25 +135,31 @@ mod tests {
     fn indices_are_distinct_and_paths_round_trip() {
         for (i, (route, method, path)) in ROUTES.iter().enumerate() {
             assert_eq!(route.index(), i);
-            assert_eq!(lookup(*method, path.as_bytes()), Lookup::Found(*route));
+            assert_eq!(
+                lookup(Some(*method), path.as_bytes()),
+                Lookup::Found(*route)
+            );
         }
     }
 
     #[test]
     fn wrong_method_and_unknown_path() {
         assert_eq!(
-            lookup(Method::Get, b"/v1/completions"),
+            lookup(Some(Method::Get), b"/v1/completions"),
             Lookup::WrongMethod(Method::Post)
         );
         assert_eq!(
-            lookup(Method::Post, b"/health"),
+            lookup(Some(Method::Post), b"/health"),
             Lookup::WrongMethod(Method::Get)
         );
         assert_eq!(
-            lookup(Method::Head, b"/health"),
+            lookup(Some(Method::Head), b"/health"),
             Lookup::Found(Route::Health)
         );
-        assert_eq!(lookup(Method::Get, b"/nope"), Lookup::NotFound);
-        assert_eq!(lookup(Method::Post, b"/v1/completions/"), Lookup::NotFound);
+        assert_eq!(lookup(Some(Method::Get), b"/nope"), Lookup::NotFound);
+        assert_eq!(
+            lookup(Some(Method::Post), b"/v1/completions/"),
+            Lookup::NotFound
+        );
     }
 }

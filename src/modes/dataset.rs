@@ -267,7 +267,7 @@ impl<'a> Cx<'a> {
     }
 
     fn tok(&self, what: &str) -> Result<&Tokenizer> {
-        tokenizer::required(self.tokenizer, what)
+        Ok(tokenizer::required(self.tokenizer, what)?)
     }
 
     /// `--dataset-path`, or the one line saying what `name` needs there.

@@ -33,8 +33,8 @@ use serde_json::Value;
 use crate::config::MergeConfig;
 use crate::engine::recorder::Histograms;
 use crate::metrics::goodput::GoodputConfig;
+use crate::metrics::metric_stats::MetricKind;
 use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
-use crate::metrics::summary::MetricKind;
 use crate::metrics::RequestOutput;
 use crate::modes::multi_turn::{per_turn, TurnRequest};
 use crate::output::facts::{EngineFacts, Lag, PartHealth};
@@ -455,7 +455,7 @@ fn merged_result<'a>(
     };
     let report = BenchmarkReport::compute(outputs, &settings);
     let req = |&(s, j): &(usize, usize)| (&shards[s].section.requests, j);
-    let steady_state = super::steady_state::measure(
+    let steady_state = super::steady_state_gate::measure(
         s0.settings.steady_state,
         outputs,
         rows.iter()
@@ -632,7 +632,7 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
 mod tests {
     use super::*;
     use crate::output::json::{build_result, RunInfo};
-    use crate::output::shard_file::{Requests, Row, Settings};
+    use crate::output::shard_file::{Requests, Settings, ShardRequest};
 
     fn output(i: usize) -> RequestOutput {
         let f = i as f64;
@@ -672,7 +672,7 @@ mod tests {
             .enumerate()
             .filter(|(i, _)| i % shards == shard)
         {
-            requests.push(Row {
+            requests.push(ShardRequest {
                 index: i as u32,
                 hash: Some(i as u64),
                 scheduled: o.start_time,

@@ -20,7 +20,7 @@ pub mod server_scrape;
 pub mod shard;
 pub mod shard_clock;
 pub mod slo_search;
-pub mod steady_state;
+pub mod steady_state_gate;
 pub mod summary_file;
 pub mod target;
 pub mod trace;

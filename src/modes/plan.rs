@@ -337,3 +337,51 @@ fn one_request(engine: &Engine, prepared: &Prepared) -> Result<()> {
         None => Err(anyhow::anyhow!("no response")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> Config {
+        let cli = crate::cli::parse_from(std::iter::once("vllm-bench").chain(args.iter().copied()))
+            .expect("valid flags");
+        Config::from_cli(cli).expect("valid config")
+    }
+
+    const MOCK_RUN: [&str; 7] = [
+        "--mock-server",
+        "--num-prompts",
+        "3",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "2",
+    ];
+
+    #[test]
+    fn a_plan_against_the_embedded_mock_prepares_every_request_before_the_clock() {
+        let (console, captured) = Console::capture();
+        let plan = Plan::build(&config(&MOCK_RUN), &console)
+            .expect("the plan builds")
+            .expect("not a dry run");
+        assert!(plan.target.mock.is_some(), "the embedded mock serves it");
+        assert_eq!(plan.prepared.requests.len(), 3);
+        assert_eq!(&plan.prepared.prompt_lens[..], [8, 8, 8]);
+        assert_eq!(plan.prepared.output_lens, [2, 2, 2]);
+        assert!(plan.tokenizer.is_some());
+        assert!(!plan.engine_opts.cores.is_empty());
+        let out = captured.lock().unwrap().clone();
+        assert!(out.stdout.is_empty(), "building prints no result: {out:?}");
+    }
+
+    #[test]
+    fn a_dry_run_plan_prints_its_dataset_and_builds_no_engine() {
+        let (console, captured) = Console::capture();
+        let mut args = MOCK_RUN.to_vec();
+        args.push("--dry-run");
+        let plan = Plan::build(&config(&args), &console).expect("the dry run succeeds");
+        assert!(plan.is_none());
+        let out = captured.lock().unwrap().clone();
+        assert!(out.stdout.contains("Requests: 3 (text prompts)"), "{out:?}");
+    }
+}

@@ -56,7 +56,7 @@ impl Point {
 }
 
 /// What the measured run produced.
-pub struct Measured {
+pub struct MeasuredPoint {
     pub report: RunReport,
     pub rps_events: Vec<RpsChangeEvent>,
     pub prefix_cache: Option<facts::PrefixCache>,
@@ -70,7 +70,7 @@ pub struct Measured {
 
 /// The measured run of `point`: schedule, preamble, profiling start, progress bar, and what
 /// the dataset reads from the server before and after (a trace's prefix-cache counters).
-pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<Measured> {
+pub fn measure(plan: &Plan, config: &Config, point: &Point) -> Result<MeasuredPoint> {
     measure_watched(plan, config, point, |_, _| {})
 }
 
@@ -82,7 +82,7 @@ pub fn measure_watched(
     config: &Config,
     point: &Point,
     on_run: impl FnOnce(Progress, Option<&[f64]>),
-) -> Result<Measured> {
+) -> Result<MeasuredPoint> {
     let (workload, offsets) =
         schedule(config, &plan.prepared, &plan.dataset, point).map_err(nothing_ran)?;
     let (workload, mut shard) = match config.shard.shard {
@@ -159,7 +159,7 @@ pub fn measure_watched(
             timestamp: LocalDateTime::at(wall_start + Duration::from_secs_f64(at)).isoformat(),
         })
         .collect();
-    Ok(Measured {
+    Ok(MeasuredPoint {
         report,
         rps_events,
         prefix_cache,
@@ -312,7 +312,7 @@ pub fn finish(
     config: &Config,
     plan: &Plan,
     point: &Point,
-    measured: &Measured,
+    measured: &MeasuredPoint,
     how: &Reporting,
 ) -> Result<Finished> {
     let policy = &config.report;
@@ -377,7 +377,7 @@ fn run_result<'a>(
     config: &Config,
     plan: &Plan,
     point: &Point,
-    measured: &'a Measured,
+    measured: &'a MeasuredPoint,
     section: bool,
 ) -> Result<RunResult<'a>> {
     let run = &measured.report;
@@ -409,8 +409,8 @@ fn run_result<'a>(
     {
         metrics.rtfx = rtfx;
     }
-    let steady_state = super::steady_state::measure(
-        super::steady_state::params(config, max_concurrency, point.request_rate),
+    let steady_state = super::steady_state_gate::measure(
+        super::steady_state_gate::params(config, max_concurrency, point.request_rate),
         outputs,
         records.iter().map(|r| (r.start_ns, r.end_ns)),
         &report,
@@ -490,7 +490,7 @@ fn run_result<'a>(
             result: &result,
             info: &whole,
             replica_urls: &urls,
-            steady_state: super::steady_state::params(
+            steady_state: super::steady_state_gate::params(
                 config,
                 point.max_concurrency,
                 point.request_rate,

@@ -75,6 +75,12 @@ fn on_interrupt() {
     INTERRUPTS.fetch_add(1, Ordering::SeqCst);
 }
 
+/// The Ctrl-C and SIGTERM handlers are installed (they stay for the life of the process).
+/// Tests that run the program in their own process check that a run did not install them.
+pub fn interrupt_handler_installed() -> bool {
+    INSTALL.is_completed()
+}
+
 /// Installs the Ctrl-C and SIGTERM handler and its wake-up socket (idempotent).
 pub fn install_interrupt_handler() {
     INSTALL.call_once(|| {

@@ -13,7 +13,7 @@ use crate::config::{Config, SloConfig, SweepAxis};
 use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
 use crate::output::json::save_result;
 use crate::output::plot;
-use crate::output::summary::{
+use crate::output::runs_summary::{
     figures, render_run_line, render_spreads, render_sweep, runs_json, spreads, sweep_json,
 };
 
@@ -76,7 +76,7 @@ pub fn plan_config(config: &Config) -> Cow<'_, Config> {
     Cow::Owned(c)
 }
 
-/// A rate as the summary shows it (`inf`, `10`, `2.5`).
+/// A rate as the summary shows it, Python's repr (`inf`, `10.0`, `2.5`).
 fn rate_text(r: f64) -> String {
     if r.is_infinite() {
         "inf".into()
@@ -171,7 +171,7 @@ fn combined(outcomes: Vec<Outcome>) -> Outcome {
 }
 
 /// A report's figures as the summary plots take them.
-fn figure_pairs(r: &crate::metrics::report::BenchmarkReport) -> plot::summary::Figures {
+fn figure_pairs(r: &crate::metrics::report::BenchmarkReport) -> plot::runs_plot::Figures {
     figures(r).into_iter().map(|f| (f.key, f.value)).collect()
 }
 
@@ -227,7 +227,7 @@ fn sweep(
             .zip(&reports)
             .map(|(v, r)| (v.clone(), figure_pairs(r)))
             .collect();
-        let summary = plot::summary::Summary::Sweep {
+        let summary = plot::runs_plot::Summary::Sweep {
             axis: axis.to_string(),
             points,
         };
@@ -285,7 +285,7 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
             .unwrap_or_else(|| summary_path(config, "runs-summary"));
         write_summary_plot(
             &file.with_extension("html"),
-            &plot::summary::Summary::Runs { runs },
+            &plot::runs_plot::Summary::Runs { runs },
             &plan.console,
         );
     }
@@ -304,4 +304,118 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         ));
     }
     Ok(combined(outcomes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::ResponseMode;
+    use crate::http::request::{HeadTemplate, Method};
+
+    fn config(args: &[&str]) -> Config {
+        let cli = crate::cli::parse_from(std::iter::once("vllm-bench").chain(args.iter().copied()))
+            .expect("valid flags");
+        Config::from_cli(cli).expect("valid config")
+    }
+
+    /// `n` prepared single-request sessions.
+    fn prepared(n: usize) -> Prepared {
+        let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
+        Prepared {
+            requests: (0..n)
+                .map(|i| head.build(Some(&i.to_string()), None, b""))
+                .collect(),
+            prompt_lens: vec![1; n].into(),
+            output_lens: vec![1; n],
+            mode: ResponseMode::Whole,
+            probe: None,
+            lora: None,
+            warm: None,
+            prompt_keys: None,
+        }
+    }
+
+    #[test]
+    fn a_plain_invocation_is_one_run_of_every_session() {
+        let cfg = config(&["--num-prompts", "5", "--max-concurrency", "2"]);
+        assert_eq!(
+            Runs::of(&cfg, &prepared(5)),
+            Runs::One(Point {
+                num_prompts: 5,
+                request_rate: f64::INFINITY,
+                max_concurrency: Some(2),
+            })
+        );
+    }
+
+    #[test]
+    fn a_concurrency_sweep_gives_each_point_factor_times_its_concurrency_sessions() {
+        let cfg = config(&[
+            "--sweep-max-concurrency",
+            "1,4,50",
+            "--sweep-num-prompts-factor",
+            "3",
+        ]);
+        // The plan was sized for the largest point (150), but only 20 sessions were prepared:
+        // a point never takes more than there are.
+        let Runs::Sweep {
+            axis,
+            values,
+            points,
+            ..
+        } = Runs::of(&cfg, &prepared(20))
+        else {
+            panic!("a sweep");
+        };
+        assert_eq!(axis, "max_concurrency");
+        assert_eq!(values, ["1", "4", "50"]);
+        let split: Vec<_> = points
+            .iter()
+            .map(|p| (p.num_prompts, p.max_concurrency))
+            .collect();
+        assert_eq!(split, [(3, Some(1)), (12, Some(4)), (20, Some(50))]);
+    }
+
+    #[test]
+    fn a_rate_sweep_runs_every_session_at_each_rate() {
+        let cfg = config(&["--sweep-request-rate", "1,2.5,inf", "--num-prompts", "7"]);
+        let Runs::Sweep {
+            axis,
+            values,
+            points,
+            ..
+        } = Runs::of(&cfg, &prepared(7))
+        else {
+            panic!("a sweep");
+        };
+        assert_eq!(axis, "request_rate");
+        assert_eq!(values, ["1.0", "2.5", "inf"], "Python's repr of each rate");
+        assert!(points.iter().all(|p| p.num_prompts == 7));
+        let rates: Vec<f64> = points.iter().map(|p| p.request_rate).collect();
+        assert_eq!(rates, [1.0, 2.5, f64::INFINITY]);
+    }
+
+    #[test]
+    fn num_runs_repeats_the_one_point() {
+        let cfg = config(&["--num-runs", "3", "--num-prompts", "4"]);
+        let Runs::Repeat { point, runs } = Runs::of(&cfg, &prepared(4)) else {
+            panic!("repetitions");
+        };
+        assert_eq!((point.num_prompts, runs), (4, 3));
+    }
+
+    #[test]
+    fn the_plan_of_a_concurrency_sweep_is_sized_for_its_largest_point() {
+        let cfg = config(&[
+            "--sweep-max-concurrency",
+            "2,8",
+            "--sweep-num-prompts-factor",
+            "5",
+            "--num-prompts",
+            "3",
+        ]);
+        assert_eq!(plan_config(&cfg).dataset.num_prompts, 40);
+        let plain = config(&["--num-prompts", "3"]);
+        assert!(matches!(plan_config(&plain), Cow::Borrowed(_)));
+    }
 }

@@ -20,7 +20,7 @@ use crate::mix::Fnv64;
 use crate::output::json::RunInfo;
 use crate::output::localtime::LocalDateTime;
 use crate::output::run_result::RunResult;
-use crate::output::shard_file::{self, Requests, Row, Settings, ShardSection};
+use crate::output::shard_file::{self, Requests, Settings, ShardRequest, ShardSection};
 use crate::output::stdio::Console;
 
 /// Where a shard's records sit in the one-process run.
@@ -243,7 +243,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
     // The records are already globalized.
     let records = run.merged.records.iter().zip(outputs).zip(&lens);
     for (j, ((rec, output), &output_len)) in records.enumerate() {
-        requests.push(Row {
+        requests.push(ShardRequest {
             index: rec.index,
             hash: map.hash_of_global.get(&rec.index).copied(),
             scheduled: Duration::from_nanos(rec.scheduled_ns).as_secs_f64(),

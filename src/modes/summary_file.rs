@@ -24,7 +24,7 @@ pub fn summary_path(config: &Config, kind: &str) -> std::path::PathBuf {
 /// `--plot`: the summary's page at `path` (the summary document's, with `.html`).
 pub fn write_summary_plot(
     path: &std::path::Path,
-    summary: &plot::summary::Summary,
+    summary: &plot::runs_plot::Summary,
     console: &crate::output::stdio::Console,
 ) {
     let title = path
@@ -32,7 +32,7 @@ pub fn write_summary_plot(
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     plot::write(
         path,
-        &plot::summary::render(summary, &title),
+        &plot::runs_plot::render(summary, &title),
         "Summary plot",
         console,
     );

@@ -24,7 +24,7 @@ use std::fmt::Write as _;
 
 use super::printable::printable;
 use super::result_file::SavedResult;
-use crate::metrics::comparison::{rows, Change, Num, Row};
+use crate::metrics::comparison::{rows, Change, ComparedMetric, Num};
 
 /// Column letters: A is the baseline.
 fn letter(i: usize) -> String {
@@ -70,7 +70,7 @@ fn legend(out: &mut String, results: &[SavedResult]) {
 
 /// The cells of one line: metric, direction, then per result its value and, for candidates,
 /// delta, % change and verdict.
-fn cells(n: usize, row: &Row) -> Vec<String> {
+fn cells(n: usize, row: &ComparedMetric) -> Vec<String> {
     let mut c = vec![
         printable(&row.key).into_owned(),
         row.direction.word().to_string(),
@@ -106,7 +106,7 @@ fn header(n: usize) -> Vec<String> {
 
 /// Left-aligned name and direction, right-aligned numbers, a left-aligned verdict; columns
 /// as wide as their widest cell, two spaces apart.
-fn table(out: &mut String, n: usize, rows: &[Row]) {
+fn table(out: &mut String, n: usize, rows: &[ComparedMetric]) {
     let lines: Vec<Vec<String>> = std::iter::once(header(n))
         .chain(rows.iter().map(|r| cells(n, r)))
         .collect();

@@ -17,9 +17,9 @@
 use std::fmt::Write;
 
 use crate::metrics::calculator::{BenchmarkMetrics, EmbedBenchmarkMetrics};
+use crate::metrics::metric_stats::{percentile_word, MetricKind, MetricStats};
 use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, TaskKind, TaskMetrics};
-use crate::metrics::summary::{percentile_word, MetricKind, MetricStats};
 use crate::metrics::RequestOutput;
 use crate::pyfmt::{fixed2, float_repr};
 use crate::types::RampUp;

@@ -40,8 +40,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
+use crate::metrics::metric_stats::{percentile_word, MetricStats};
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
-use crate::metrics::summary::{percentile_word, MetricStats};
 use crate::metrics::RequestOutput;
 use crate::pyfmt::float_repr;
 pub use crate::pyfmt::json::{Json, JsonObject};

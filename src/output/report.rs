@@ -13,7 +13,7 @@ use crate::output::json::{append_extras, build_result, turn_metrics, Json, JsonO
 use crate::output::lora;
 use crate::output::run_result::{RunResult, Shards};
 use crate::output::shard_file::KEY;
-use crate::output::{steady_state, terminal_chart};
+use crate::output::{steady_state_block, terminal_chart};
 
 impl RunResult<'_> {
     /// The console block: Python's notices and block, the per-second chart when `chart`,
@@ -30,7 +30,7 @@ impl RunResult<'_> {
         if let Some(a) = &self.adapters {
             out.push_str(&lora::render(&a.summaries));
         }
-        out.push_str(&steady_state::render(self.steady_state.as_ref()));
+        out.push_str(&steady_state_block::render(self.steady_state.as_ref()));
         out.push_str(&extras::render(self));
         for s in &self.sections {
             out.push_str(&s.console);
@@ -66,7 +66,10 @@ impl RunResult<'_> {
             append_extras(&mut doc, lora::to_json(&a.per_request, &a.summaries));
         }
         append_extras(&mut doc, extras::to_json(self));
-        append_extras(&mut doc, steady_state::to_json(self.steady_state.as_ref()));
+        append_extras(
+            &mut doc,
+            steady_state_block::to_json(self.steady_state.as_ref()),
+        );
         for s in &self.sections {
             append_extras(&mut doc, s.json.clone());
         }

@@ -17,8 +17,8 @@ use serde_json::Value;
 
 use super::console::{centred, float_line, WIDTH};
 use super::json::{Json, JsonObject};
+use crate::metrics::metric_stats::{MetricKind, MetricStats};
 use crate::metrics::report::BenchmarkReport;
-use crate::metrics::summary::{MetricKind, MetricStats};
 use crate::server_metrics::{
     self as sm, llamacpp, vllm, EndpointMetrics, Figures, GaugeStats, HistogramDelta, Series,
     ServerMetrics, WentDown,

@@ -167,7 +167,7 @@ pub struct Requests {
 
 impl Requests {
     /// Appends one request.
-    pub fn push(&mut self, row: Row<'_>) {
+    pub fn push(&mut self, row: ShardRequest<'_>) {
         let o = row.output;
         self.index.push(row.index);
         self.request_hash
@@ -313,7 +313,7 @@ impl Requests {
 }
 
 /// One request of a shard, for [`Requests::push`].
-pub struct Row<'a> {
+pub struct ShardRequest<'a> {
     pub index: u32,
     pub hash: Option<u64>,
     pub scheduled: f64,
@@ -424,7 +424,7 @@ mod tests {
             generated_text: Some(Vec::new()),
             ..Requests::default()
         };
-        r.push(Row {
+        r.push(ShardRequest {
             index: 4,
             hash: Some(0xab),
             scheduled: 1.25,

@@ -6,8 +6,8 @@
 use std::fmt::Write;
 
 use crate::output::json::{Json, JsonObject};
-use crate::output::plot::summary::Figures;
-use crate::output::summary::Figure;
+use crate::output::plot::runs_plot::Figures;
+use crate::output::runs_summary::Figure;
 use crate::pyfmt::float_repr;
 
 /// One SLO term's figure in one probe.

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Result};
+use super::{Result, TokenizerError};
 use tokenizers::PostProcessor;
 
 use super::hf_json::Loaded;
@@ -47,7 +47,10 @@ impl HfTokenizer {
             t.with_padding(None);
             t.with_truncation(None).map(drop)
         })
-        .map_err(|e| anyhow!("{}: cannot disable truncation: {e}", path.display()))?;
+        .map_err(|e| TokenizerError::Truncation {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
         let config = SpecialTokensConfig::from_dir(dir)?;
         Ok(Self::new(inner, &config))
@@ -100,7 +103,7 @@ impl HfTokenizer {
     /// Token ids of `text`.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
         let enc = with_loaded!(&self.inner, t => t.encode_fast(text, add_special_tokens))
-            .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))?;
+            .map_err(|e| TokenizerError::Encode(e.to_string()))?;
         let ids = enc.get_ids();
         if !add_special_tokens || (self.extra_bos.is_none() && self.extra_eos.is_none()) {
             return Ok(ids.to_vec());
@@ -115,7 +118,7 @@ impl HfTokenizer {
     /// Ids of `text` (no special tokens) with their byte offsets.
     pub fn encode_with_offsets(&self, text: &str) -> Result<super::TokenSpans> {
         let enc = with_loaded!(&self.inner, t => t.encode(text, false))
-            .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))?;
+            .map_err(|e| TokenizerError::Encode(e.to_string()))?;
         Ok(super::TokenSpans {
             ids: enc.get_ids().to_vec(),
             offsets: enc.get_offsets().to_vec(),
@@ -126,13 +129,13 @@ impl HfTokenizer {
     pub fn count(&self, text: &str) -> Result<usize> {
         with_loaded!(&self.inner, t => t.encode_fast(text, false))
             .map(|e| e.len())
-            .map_err(|e| anyhow!("tokenizer cannot encode the text: {e}"))
+            .map_err(|e| TokenizerError::Encode(e.to_string()))
     }
 
     /// Text of `ids` (unknown ids are skipped, as the Rust and Python fast tokenizers do).
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         let text = with_loaded!(&self.inner, t => t.decode(ids, skip_special_tokens))
-            .map_err(|e| anyhow!("tokenizer cannot decode the ids: {e}"))?;
+            .map_err(|e| TokenizerError::Decode(e.to_string()))?;
         Ok(if self.clean_up_spaces {
             clean_up_tokenization(&text)
         } else {

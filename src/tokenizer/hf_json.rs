@@ -22,7 +22,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use super::{Result, TokenizerError};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer};
 use tokenizers::models::bpe::{Merges, Vocab};
@@ -52,25 +52,21 @@ pub(super) enum Loaded {
 /// Loads the `tokenizer.json` at `path`; a BPE model gets the compact per-thread word cache
 /// of [`super::word_cache`].
 pub(super) fn load(path: &Path) -> Result<Loaded> {
-    let cannot_read = || {
-        format!(
-            "cannot read tokenizer file {}; check the --tokenizer path",
-            path.display()
-        )
+    let cannot_read = |source| TokenizerError::ReadTokenizerFile {
+        path: path.to_owned(),
+        source,
     };
-    let file = File::open(path).with_context(cannot_read)?;
+    let file = File::open(path).map_err(cannot_read)?;
     if let Ok(tokenizer) = parse_bpe(BufReader::with_capacity(1 << 16, file)) {
         return Ok(Loaded::Bpe(tokenizer));
     }
     // Not a BPE model (or not valid): the crate's generic path decides and explains.
-    let bytes = std::fs::read(path).with_context(cannot_read)?;
+    let bytes = std::fs::read(path).map_err(cannot_read)?;
     Tokenizer::from_bytes(&bytes)
         .map(Loaded::Other)
-        .map_err(|e| {
-            anyhow!(
-            "{} is not a valid tokenizer.json ({e}); re-download it or point --tokenizer elsewhere",
-            path.display()
-        )
+        .map_err(|e| TokenizerError::InvalidTokenizerJson {
+            path: path.to_owned(),
+            reason: e.to_string(),
         })
 }
 

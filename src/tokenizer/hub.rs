@@ -15,9 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Result};
-
-use super::{find_in_dir, Located, NotFound, TokenizerOptions};
+use super::{find_in_dir, Located, Result, TokenizerError, TokenizerOptions};
 
 /// True when `HF_HUB_OFFLINE` or `TRANSFORMERS_OFFLINE` is set to a true value
 /// (`1`, `true`, `yes`, `on`, any case), as `huggingface_hub` reads them.
@@ -73,14 +71,13 @@ pub(super) fn locate(opts: &TokenizerOptions) -> Result<Located> {
         |c| format!("not in the HF cache {}", c.display()),
     );
     if opts.offline {
-        return Err(NotFound(format!(
+        return Err(TokenizerError::NotFound(format!(
             "tokenizer {id} not found: {where_} and HF_HUB_OFFLINE is set; download it once \
              without HF_HUB_OFFLINE, or pass --tokenizer <directory with tokenizer.json>"
-        ))
-        .into());
+        )));
     }
     let cache = cache.ok_or_else(|| {
-        NotFound(format!(
+        TokenizerError::NotFound(format!(
             "tokenizer {id} not found: {where_}; set HF_HOME or pass --tokenizer <directory with tokenizer.json>"
         ))
     })?;
@@ -143,7 +140,7 @@ pub fn hub_api(
 fn download(cache: &Path, id: &str, revision: &str) -> Result<Located> {
     use hf_hub::{Repo, RepoType};
 
-    let api = hub_api(cache, false).map_err(|e| anyhow!("cannot set up the HF Hub client: {e}"))?;
+    let api = hub_api(cache, false).map_err(|e| TokenizerError::HubSetup(e.to_string()))?;
     let repo = api.repo(Repo::with_revision(
         id.to_owned(),
         RepoType::Model,
@@ -151,31 +148,32 @@ fn download(cache: &Path, id: &str, revision: &str) -> Result<Located> {
     ));
     // An unreachable Hub counts as "not found" so a caller may fall back to the server.
     let info = repo.info().map_err(|e| {
-        NotFound(format!(
+        TokenizerError::NotFound(format!(
             "tokenizer {id} not found locally and the Hub lookup failed ({e}); check the id, \
              set HF_TOKEN for gated repos, or pass --tokenizer <directory with tokenizer.json>"
         ))
     })?;
     let files: Vec<&str> = info.siblings.iter().map(|s| s.rfilename.as_str()).collect();
     let wanted = files_to_fetch(&files).ok_or_else(|| {
-        NotFound(format!(
+        TokenizerError::NotFound(format!(
             "Hub repo {id} has no tokenizer.json and no tiktoken file; pass --tokenizer \
              <directory with tokenizer.json> or a repo that ships one"
         ))
     })?;
     let mut main_path = None;
     for (i, name) in wanted.iter().enumerate() {
-        let path = repo
-            .get(name)
-            .map_err(|e| anyhow!("downloading {name} of {id} from the Hub failed: {e}"))?;
+        let path = repo.get(name).map_err(|e| TokenizerError::HubDownload {
+            name: (*name).to_owned(),
+            id: id.to_owned(),
+            reason: e.to_string(),
+        })?;
         if i == 0 {
             main_path = Some(path);
         }
     }
-    let main = main_path.ok_or_else(|| anyhow!("no tokenizer file to download for {id}"))?;
+    let main = main_path.ok_or_else(|| TokenizerError::NothingToDownload { id: id.to_owned() })?;
     let dir = main.parent().unwrap_or(cache);
-    find_in_dir(dir)?
-        .ok_or_else(|| anyhow!("downloaded {} but found no tokenizer in it", main.display()))
+    find_in_dir(dir)?.ok_or_else(|| TokenizerError::NoTokenizerInDownload { path: main.clone() })
 }
 
 /// Which repo files make a tokenizer, main file first: `tokenizer.json`, else a tiktoken

@@ -26,11 +26,11 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
 use rayon::prelude::*;
 
 pub mod chat_template;
 mod compact_bpe;
+pub mod error;
 pub mod hf;
 mod hf_json;
 pub mod hub;
@@ -41,6 +41,10 @@ pub mod tiktoken;
 mod word_cache;
 
 pub use chat_template::{ChatTemplate, ChatTemplateError};
+pub use error::{RankFileError, TokenizerError};
+
+/// The result of the tokenizer module's operations.
+pub type Result<T, E = TokenizerError> = std::result::Result<T, E>;
 pub use server::{ServerTokenizer, TokenizeEndpoint};
 
 /// `--tokenizer-mode`, as Python accepts it.
@@ -58,7 +62,7 @@ pub enum TokenizerMode {
 }
 
 impl FromStr for TokenizerMode {
-    type Err = anyhow::Error;
+    type Err = TokenizerError;
 
     fn from_str(s: &str) -> Result<Self> {
         match s {
@@ -66,9 +70,7 @@ impl FromStr for TokenizerMode {
             "hf" => Ok(Self::Hf),
             "slow" => Ok(Self::Slow),
             "mistral" => Ok(Self::Mistral),
-            other => {
-                bail!("--tokenizer-mode {other}: unknown mode; use one of auto, hf, slow, mistral")
-            }
+            other => Err(TokenizerError::UnknownMode(other.to_owned())),
         }
     }
 }
@@ -194,7 +196,7 @@ impl Tokenizer {
         refuse_unsupported_mode(opts)?;
         match locate(opts) {
             Ok(located) => Ok((Self::from_located(&opts.id, located)?, None)),
-            Err(err) if err.downcast_ref::<NotFound>().is_some() => {
+            Err(err @ TokenizerError::NotFound(_)) => {
                 let tok = Self::server(&opts.id, endpoint)?;
                 Ok((
                     tok,
@@ -407,11 +409,8 @@ impl Tokenizer {
 /// prompts with a tokenizer (random, sonnet, sharegpt, …) fails — Python with an
 /// `AttributeError` on `None`, we with this message.
 pub fn required<'a>(tokenizer: Option<&'a Tokenizer>, needed_for: &str) -> Result<&'a Tokenizer> {
-    tokenizer.ok_or_else(|| {
-        anyhow::anyhow!(
-            "{needed_for} needs a tokenizer, but --skip-tokenizer-init is set; drop \
-             --skip-tokenizer-init (and pass --tokenizer if the model has no local one)"
-        )
+    tokenizer.ok_or_else(|| TokenizerError::Required {
+        needed_for: needed_for.to_owned(),
     })
 }
 
@@ -432,29 +431,11 @@ pub struct TokenSpans {
 
 /// The error [`locate`] returns when nothing exists under the name (as opposed to a file that
 /// exists but is broken). [`Tokenizer::load_or_server`] falls back to the server only then.
-#[derive(Debug)]
-pub struct NotFound(pub String);
-
-impl fmt::Display for NotFound {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for NotFound {}
-
 fn refuse_unsupported_mode(opts: &TokenizerOptions) -> Result<()> {
     match opts.mode {
         TokenizerMode::Auto | TokenizerMode::Hf => Ok(()),
-        TokenizerMode::Slow => bail!(
-            "--tokenizer-mode slow is not supported: it needs Python's slow (SentencePiece) \
-             tokenizer classes; use --tokenizer-mode auto (tokenizer.json, tiktoken or the server)"
-        ),
-        TokenizerMode::Mistral => bail!(
-            "--tokenizer-mode mistral is not supported: mistral_common's tekken format has no \
-             Rust loader here; point --tokenizer at a repo that ships tokenizer.json, or use \
-             --tokenizer-mode auto"
-        ),
+        TokenizerMode::Slow => Err(TokenizerError::SlowModeUnsupported),
+        TokenizerMode::Mistral => Err(TokenizerError::MistralModeUnsupported),
     }
 }
 
@@ -462,7 +443,7 @@ fn refuse_unsupported_mode(opts: &TokenizerOptions) -> Result<()> {
 fn locate(opts: &TokenizerOptions) -> Result<Located> {
     let id = opts.id.as_str();
     if id.is_empty() {
-        bail!("--tokenizer is empty: pass a directory with tokenizer.json, a Hub id or a tiktoken encoding name");
+        return Err(TokenizerError::EmptyId);
     }
     let path = std::path::Path::new(id);
     if path.exists() {
@@ -472,10 +453,9 @@ fn locate(opts: &TokenizerOptions) -> Result<Located> {
         return Ok(Located::TiktokenBuiltin(b));
     }
     if looks_like_path(id) {
-        return Err(NotFound(format!(
+        return Err(TokenizerError::NotFound(format!(
             "tokenizer path {id} does not exist; pass --tokenizer <directory with tokenizer.json>"
-        ))
-        .into());
+        )));
     }
     hub::locate(opts)
 }
@@ -505,12 +485,11 @@ fn locate_path(path: &std::path::Path) -> Result<Located> {
     }
     match find_in_dir(path)? {
         Some(located) => Ok(located),
-        None => Err(NotFound(format!(
+        None => Err(TokenizerError::NotFound(format!(
             "no tokenizer in {}: it has no tokenizer.json and no *.tiktoken / tiktoken.model; \
              point --tokenizer at a directory that has one (or a Hub id / tiktoken encoding name)",
             path.display()
-        ))
-        .into()),
+        ))),
     }
 }
 
@@ -525,11 +504,9 @@ fn find_in_dir(dir: &std::path::Path) -> Result<Option<Located>> {
         return Ok(Some(Located::TiktokenFile(file)));
     }
     if dir.join("tekken.json").is_file() {
-        bail!(
-            "{} only has a mistral tekken.json, which is not supported; point --tokenizer at a \
-             repo that ships tokenizer.json",
-            dir.display()
-        );
+        return Err(TokenizerError::TekkenOnly {
+            dir: dir.to_owned(),
+        });
     }
     Ok(None)
 }

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use super::{Result, TokenizerError};
 
 /// Something that can call a server's tokenizer. The engine implements it over HTTP
 /// (`POST {base}/tokenize` with `{"model", "prompt", "add_special_tokens"}` and
@@ -38,9 +38,13 @@ pub struct ServerTokenizer {
 impl ServerTokenizer {
     /// Wraps `endpoint`; one `/tokenize` call measures how many special tokens it adds.
     pub fn new(endpoint: Arc<dyn TokenizeEndpoint>) -> Result<Self> {
-        let with = endpoint.tokenize("", true).context(
-            "the server's /tokenize endpoint does not answer; pass --tokenizer <local tokenizer>",
-        )?;
+        let with = endpoint
+            .tokenize("", true)
+            .map_err(|source| TokenizerError::Server {
+                what: "the server's /tokenize endpoint does not answer; pass --tokenizer <local \
+                       tokenizer>",
+                source,
+            })?;
         Ok(Self {
             num_special: with.len(),
             endpoint,
@@ -50,13 +54,19 @@ impl ServerTokenizer {
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
         self.endpoint
             .tokenize(text, add_special_tokens)
-            .context("server /tokenize failed")
+            .map_err(|source| TokenizerError::Server {
+                what: "server /tokenize failed",
+                source,
+            })
     }
 
     pub fn decode(&self, ids: &[u32], _skip_special_tokens: bool) -> Result<String> {
         self.endpoint
             .detokenize(ids)
-            .context("server /detokenize failed")
+            .map_err(|source| TokenizerError::Server {
+                what: "server /detokenize failed",
+                source,
+            })
     }
 
     pub fn vocab_size(&self) -> Option<usize> {

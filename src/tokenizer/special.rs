@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use super::{Result, TokenizerError};
 use serde_json::Value;
 
 /// `transformers`' `SPECIAL_TOKENS_ATTRIBUTES` (minus `additional_special_tokens`), in the
@@ -118,13 +118,23 @@ fn read_json_object(path: &Path) -> Result<Option<serde_json::Map<String, Value>
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Err(source) => {
+            return Err(TokenizerError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
     };
-    let value: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not valid JSON; fix or remove it", path.display()))?;
+    let value: Value =
+        serde_json::from_str(&text).map_err(|source| TokenizerError::InvalidJson {
+            path: path.to_owned(),
+            source,
+        })?;
     match value {
         Value::Object(map) => Ok(Some(map)),
-        _ => anyhow::bail!("{} is not a JSON object; fix or remove it", path.display()),
+        _ => Err(TokenizerError::NotJsonObject {
+            path: path.to_owned(),
+        }),
     }
 }
 

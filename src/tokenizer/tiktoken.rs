@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
+use super::{RankFileError, Result, TokenizerError};
 use tiktoken_rs::CoreBPE;
 
 use super::special::SpecialTokensConfig;
@@ -56,7 +56,10 @@ impl Builtin {
             Self::Cl100kBase => tiktoken_rs::cl100k_base(),
             Self::O200kBase => tiktoken_rs::o200k_base(),
         };
-        bpe.map_err(|e| anyhow!("cannot build the built-in tiktoken encoding {self:?}: {e}"))
+        bpe.map_err(|e| TokenizerError::BuiltinEncoding {
+            name: format!("{self:?}"),
+            reason: e.to_string(),
+        })
     }
 
     /// One past the largest ordinary rank (the embedded files' sizes).
@@ -119,18 +122,13 @@ impl TiktokenTokenizer {
     /// A rank file (`*.tiktoken`, `tiktoken.model`) with its directory's config and
     /// `tokenization*.py`.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read(path).with_context(|| {
-            format!(
-                "cannot read tiktoken file {}; check the --tokenizer path",
-                path.display()
-            )
+        let text = std::fs::read(path).map_err(|source| TokenizerError::ReadTiktokenFile {
+            path: path.to_owned(),
+            source,
         })?;
-        let ranks = parse_rank_file(&text).with_context(|| {
-            format!(
-                "{} is not a tiktoken rank file (expected '<base64> <rank>' lines; SentencePiece \
-                 .model files are not supported)",
-                path.display()
-            )
+        let ranks = parse_rank_file(&text).map_err(|source| TokenizerError::NotARankFile {
+            path: path.to_owned(),
+            source,
         })?;
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
         let pattern = pattern_from_dir(dir)?.unwrap_or_else(|| CL100K_PATTERN.to_owned());
@@ -149,10 +147,10 @@ impl TiktokenTokenizer {
         let special_encoder = special_map.iter().map(|(k, v)| (k.clone(), *v)).collect();
         let bpe =
             CoreBPE::new(ranks.into_iter().collect(), special_encoder, &pattern).map_err(|e| {
-                anyhow!(
-                    "the pat_str regex for {} does not compile: {e}",
-                    path.display()
-                )
+                TokenizerError::PatternRegex {
+                    path: path.to_owned(),
+                    reason: e.to_string(),
+                }
             })?;
         let mut specials: Vec<u32> = special_map.values().copied().collect();
         specials.sort_unstable();
@@ -247,9 +245,7 @@ impl TiktokenTokenizer {
                 continue;
             }
             let token = self.decoder.get(id as usize).and_then(Option::as_deref);
-            bytes.extend_from_slice(
-                token.ok_or_else(|| anyhow!("token id {id} is not in the tiktoken vocabulary"))?,
-            );
+            bytes.extend_from_slice(token.ok_or(TokenizerError::UnknownTokenId(id))?);
         }
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
@@ -320,8 +316,8 @@ pub fn find_rank_file(dir: &Path) -> Result<Option<PathBuf>> {
 }
 
 /// Parses `<base64> <rank>` lines (blank lines skipped).
-pub fn parse_rank_file(bytes: &[u8]) -> Result<Vec<(Vec<u8>, u32)>> {
-    let text = std::str::from_utf8(bytes).map_err(|_| anyhow!("the file is not text"))?;
+pub fn parse_rank_file(bytes: &[u8]) -> Result<Vec<(Vec<u8>, u32)>, RankFileError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| RankFileError::NotText)?;
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -330,31 +326,36 @@ pub fn parse_rank_file(bytes: &[u8]) -> Result<Vec<(Vec<u8>, u32)>> {
         }
         let (token, rank) = line
             .split_once(' ')
-            .ok_or_else(|| anyhow!("line {}: expected '<base64> <rank>'", n + 1))?;
-        let token = base64_decode(token)
-            .ok_or_else(|| anyhow!("line {}: invalid base64 {token:?}", n + 1))?;
+            .ok_or(RankFileError::MissingRank(n + 1))?;
+        let token = base64_decode(token).ok_or_else(|| RankFileError::InvalidBase64 {
+            line: n + 1,
+            token: token.to_owned(),
+        })?;
         let rank: u32 = rank
             .trim()
             .parse()
-            .map_err(|_| anyhow!("line {}: invalid rank {rank:?}", n + 1))?;
+            .map_err(|_| RankFileError::InvalidRank {
+                line: n + 1,
+                rank: rank.to_owned(),
+            })?;
         out.push((token, rank));
     }
     if out.is_empty() {
-        bail!("no tokens in the file");
+        return Err(RankFileError::Empty);
     }
     // CoreBPE::new panics on duplicate ranks, and the decoder table is sized by the largest
     // rank: allow gaps (p50k has one) but not a rank far beyond the number of tokens.
     let limit = (2 * out.len()).max(out.len() + 65_536);
     let mut seen = vec![false; limit];
     for (_, rank) in &out {
-        let slot = seen.get_mut(*rank as usize).ok_or_else(|| {
-            anyhow!(
-                "rank {rank} is far beyond the number of tokens ({})",
-                out.len()
-            )
-        })?;
+        let slot = seen
+            .get_mut(*rank as usize)
+            .ok_or(RankFileError::RankTooLarge {
+                rank: *rank,
+                tokens: out.len(),
+            })?;
         if std::mem::replace(slot, true) {
-            bail!("rank {rank} appears twice");
+            return Err(RankFileError::DuplicateRank(*rank));
         }
     }
     Ok(out)
@@ -407,8 +408,10 @@ fn pattern_from_dir(dir: &Path) -> Result<Option<String>> {
         (!name.starts_with("tokenization"), name)
     });
     for path in sources {
-        let source = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let source = std::fs::read_to_string(&path).map_err(|source| TokenizerError::Read {
+            path: path.clone(),
+            source,
+        })?;
         if let Some(pattern) = super::pat_str::extract(&source) {
             return Ok(Some(pattern));
         }
@@ -422,18 +425,22 @@ fn added_tokens_from_config(dir: &Path) -> Result<HashMap<String, u32>> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Err(source) => return Err(TokenizerError::Read { path, source }),
     };
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not valid JSON; fix or remove it", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| TokenizerError::InvalidJson {
+            path: path.clone(),
+            source,
+        })?;
     let mut out = HashMap::new();
     if let Some(map) = value
         .get("added_tokens_decoder")
         .and_then(|v| v.as_object())
     {
         for (id, token) in map {
-            let id: u32 = id.parse().map_err(|_| {
-                anyhow!("{}: added token id {id:?} is not a number", path.display())
+            let id: u32 = id.parse().map_err(|_| TokenizerError::AddedTokenId {
+                path: path.clone(),
+                id: id.clone(),
             })?;
             if let Some(content) = token.get("content").and_then(|c| c.as_str()) {
                 out.insert(content.to_owned(), id);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::e2e::{assert_refused, mock};
+use crate::e2e::{assert_refused_by_the_binary, mock};
 use crate::util::{shared_dir, vllm_bench, vllm_bench_env, TempDir};
 
 fn path_of(rel: &str) -> String {
@@ -144,7 +144,7 @@ fn sharegpt_bad_input_is_one_line() {
     ] {
         let mut args = base.to_vec();
         args.extend(["--dataset-path", path]);
-        assert_refused(&args, needle);
+        assert_refused_by_the_binary(&args, needle);
     }
 }
 
@@ -252,7 +252,7 @@ fn sonnet_needs_a_chat_template_unless_skipped() {
         "--num-prompts",
         "5",
     ];
-    assert_refused(&base, "--skip-chat-template");
+    assert_refused_by_the_binary(&base, "--skip-chat-template");
     let mut skip = base.to_vec();
     skip.extend(["--skip-chat-template", "--disable-tqdm"]);
     run_ok(&skip, &dir, 5);
@@ -316,18 +316,18 @@ fn custom_bad_input_is_one_line_with_file_and_line() {
     ];
     let mut args = base.to_vec();
     args.extend(["--dataset-path", &path]);
-    assert_refused(&args, &format!("{path}:2: no \"prompt\" key"));
+    assert_refused_by_the_binary(&args, &format!("{path}:2: no \"prompt\" key"));
     let ok = dir.path().join("ok.jsonl");
     std::fs::write(&ok, "{\"prompt\": \"ok\"}\n").unwrap();
     let ok = ok.to_str().unwrap().to_string();
     let mut args = base.to_vec();
     args.extend(["--dataset-path", &ok, "--custom-output-len", "-1"]);
-    assert_refused(&args, "ok.jsonl:1: no \"output_tokens\"");
+    assert_refused_by_the_binary(&args, "ok.jsonl:1: no \"output_tokens\"");
     let csv = dir.path().join("p.csv");
     std::fs::write(&csv, "prompt\nx\n").unwrap();
     let mut args = base.to_vec();
     args.extend(["--dataset-path", csv.to_str().unwrap()]);
-    assert_refused(&args, "reads JSONL only");
+    assert_refused_by_the_binary(&args, "reads JSONL only");
 }
 
 #[test]
@@ -367,7 +367,7 @@ fn prefix_repetition_runs_against_the_mock() {
     let mut args = args.to_vec();
     let at = args.iter().position(|a| *a == "12").unwrap();
     args[at] = "3";
-    assert_refused(
+    assert_refused_by_the_binary(
         &args,
         "must be at least --prefix-repetition-num-prefixes (4)",
     );
@@ -665,5 +665,5 @@ fn speed_bench_from_a_prepared_directory() {
         "--num-prompts",
         "1",
     ]);
-    assert_refused(&args, "throughput_8k.jsonl: not found");
+    assert_refused_by_the_binary(&args, "throughput_8k.jsonl: not found");
 }

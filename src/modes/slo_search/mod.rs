@@ -15,15 +15,15 @@ use std::time::Instant;
 use anyhow::Result;
 
 use crate::config::{Config, SearchVariable, SloConfig};
+use crate::metrics::metric_stats::MetricKind;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
-use crate::metrics::summary::MetricKind;
 use crate::output::json::save_result;
 use crate::output::plot;
+use crate::output::runs_summary::{figures, Figure};
 use crate::output::slo_search::{
     plot_points, render_block, render_probe_line, to_json, value_text, Probe, SearchReport,
     TermFigure,
 };
-use crate::output::summary::{figures, Figure};
 
 use self::algorithm::{saturated, Answer, Search, Space, Step};
 use super::outcome::{nothing_ran, Outcome};
@@ -296,7 +296,7 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
     if config.output.plot {
         let (points, best) = plot_points(&report);
         let bounds = slo.terms.iter().map(|t| (t.key(), t.bound_ms)).collect();
-        let summary = plot::summary::Summary::Search {
+        let summary = plot::runs_plot::Summary::Search {
             axis: variable.to_string(),
             points,
             bounds,

@@ -8,7 +8,7 @@
 //! runs during a measurement.
 
 pub mod dataset_stats;
-pub mod summary;
+pub mod runs_plot;
 pub mod svg;
 pub mod timeline;
 

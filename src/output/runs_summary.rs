@@ -11,9 +11,9 @@
 
 use std::fmt::Write;
 
+use crate::metrics::metric_stats::percentile_word;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
 use crate::metrics::steady_state::SteadyState;
-use crate::metrics::summary::percentile_word;
 use crate::output::json::{Json, JsonObject};
 
 /// One figure of a run: its result key, its label, its value.
@@ -466,8 +466,8 @@ pub fn runs_json(
 mod tests {
     use super::*;
     use crate::metrics::goodput::GoodputConfig;
+    use crate::metrics::metric_stats::MetricKind;
     use crate::metrics::report::{ReportSettings, TaskKind};
-    use crate::metrics::summary::MetricKind;
     use crate::metrics::RequestOutput;
 
     /// A run of `n` one-token requests of 0.1 s over `duration_s` seconds (so

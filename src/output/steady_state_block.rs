@@ -18,8 +18,8 @@ use std::fmt::Write as _;
 
 use super::console::{centred, float_line, int_line, metric_section, WIDTH};
 use super::json::{set_stats, Json, JsonObject};
+use crate::metrics::metric_stats::{percentile_word, MetricKind, MetricStats};
 use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
-use crate::metrics::summary::{percentile_word, MetricKind, MetricStats};
 
 /// The result-JSON key.
 pub const KEY: &str = "steady_state";
