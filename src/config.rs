@@ -150,6 +150,17 @@ pub struct Config {
     pub warnings: Vec<String>,
 }
 
+#[cfg(test)]
+impl Config {
+    /// The configuration of `vllm-bench ARGS` (for the tests of the steps above `config`,
+    /// which take a resolved configuration, not flags).
+    pub fn of_args(args: &[&str]) -> Config {
+        let cli = crate::cli::parse_from(std::iter::once("vllm-bench").chain(args.iter().copied()))
+            .expect("valid flags");
+        Config::from_cli(cli).expect("valid config")
+    }
+}
+
 impl Config {
     /// The cap on requests in flight: `--multi-turn-concurrency` (conversations in flight,
     /// each one request at a time) before `--max-concurrency`.

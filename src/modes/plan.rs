@@ -342,12 +342,6 @@ fn one_request(engine: &Engine, prepared: &Prepared) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn config(args: &[&str]) -> Config {
-        let cli = crate::cli::parse_from(std::iter::once("vllm-bench").chain(args.iter().copied()))
-            .expect("valid flags");
-        Config::from_cli(cli).expect("valid config")
-    }
-
     const MOCK_RUN: [&str; 7] = [
         "--mock-server",
         "--num-prompts",
@@ -361,7 +355,7 @@ mod tests {
     #[test]
     fn a_plan_against_the_embedded_mock_prepares_every_request_before_the_clock() {
         let (console, captured) = Console::capture();
-        let plan = Plan::build(&config(&MOCK_RUN), &console)
+        let plan = Plan::build(&Config::of_args(&MOCK_RUN), &console)
             .expect("the plan builds")
             .expect("not a dry run");
         assert!(plan.target.mock.is_some(), "the embedded mock serves it");
@@ -379,7 +373,7 @@ mod tests {
         let (console, captured) = Console::capture();
         let mut args = MOCK_RUN.to_vec();
         args.push("--dry-run");
-        let plan = Plan::build(&config(&args), &console).expect("the dry run succeeds");
+        let plan = Plan::build(&Config::of_args(&args), &console).expect("the dry run succeeds");
         assert!(plan.is_none());
         let out = captured.lock().unwrap().clone();
         assert!(out.stdout.contains("Requests: 3 (text prompts)"), "{out:?}");

@@ -504,30 +504,6 @@ fn run_result<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::ResponseMode;
-    use crate::http::request::{HeadTemplate, Method};
-
-    fn config(args: &[&str]) -> Config {
-        let cli = crate::cli::parse_from(std::iter::once("vllm-bench").chain(args.iter().copied()))
-            .expect("valid flags");
-        Config::from_cli(cli).expect("valid config")
-    }
-
-    fn prepared(n: usize) -> Prepared {
-        let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
-        Prepared {
-            requests: (0..n)
-                .map(|i| head.build(Some(&i.to_string()), None, b""))
-                .collect(),
-            prompt_lens: (0..n as u32).collect(),
-            output_lens: vec![4; n],
-            mode: ResponseMode::Whole,
-            probe: None,
-            lora: None,
-            warm: None,
-            prompt_keys: None,
-        }
-    }
 
     fn samples() -> RunDataset {
         RunDataset::Samples {
@@ -538,8 +514,8 @@ mod tests {
 
     #[test]
     fn a_point_takes_the_first_sessions_at_its_rate_and_cap() {
-        let cfg = config(&["--request-rate", "10", "--max-concurrency", "7"]);
-        let p = prepared(5);
+        let cfg = Config::of_args(&["--request-rate", "10", "--max-concurrency", "7"]);
+        let p = Prepared::single_requests(5);
         let one = Point::of(&cfg, &p);
         assert_eq!(
             (one.num_prompts, one.request_rate, one.max_concurrency),
@@ -570,9 +546,9 @@ mod tests {
 
     #[test]
     fn trace_chains_are_grouped_within_the_point() {
-        let cfg = config(&[]);
+        let cfg = Config::of_args(&[]);
         // 0 <- 2 <- 3, 1 alone; a point of 3 requests drops request 3.
-        let p = prepared(4);
+        let p = Prepared::single_requests(4);
         let trace = RunDataset::Trace {
             arrivals: Some(vec![0.0, 0.1, 0.2, 0.3].into()),
             parents: Some(vec![None, None, Some(0), Some(2)].into()),
@@ -604,7 +580,7 @@ mod tests {
 
     #[test]
     fn conversations_in_flight_come_before_max_concurrency() {
-        let cfg = config(&[
+        let cfg = Config::of_args(&[
             "--backend",
             "openai-chat",
             "--multi-turn",
@@ -614,6 +590,9 @@ mod tests {
             "9",
         ]);
         assert_eq!(cfg.max_in_flight(), Some(3));
-        assert_eq!(config(&["--max-concurrency", "9"]).max_in_flight(), Some(9));
+        assert_eq!(
+            Config::of_args(&["--max-concurrency", "9"]).max_in_flight(),
+            Some(9)
+        );
     }
 }

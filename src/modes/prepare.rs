@@ -311,6 +311,27 @@ pub fn prepare_trace(cx: &PrepareCx<'_>, trace: &TraceReplay) -> Result<(Prepare
 }
 
 #[cfg(test)]
+impl Prepared {
+    /// `n` prepared single-request sessions (request `i` has `i` prompt tokens and asks for
+    /// 4), for the tests of the steps that take prepared requests.
+    pub fn single_requests(n: usize) -> Prepared {
+        let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
+        Prepared {
+            requests: (0..n)
+                .map(|i| head.build(Some(&i.to_string()), None, b""))
+                .collect(),
+            prompt_lens: (0..n as u32).collect(),
+            output_lens: vec![4; n],
+            mode: ResponseMode::Whole,
+            probe: None,
+            lora: None,
+            warm: None,
+            prompt_keys: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

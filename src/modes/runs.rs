@@ -309,37 +309,12 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backends::ResponseMode;
-    use crate::http::request::{HeadTemplate, Method};
-
-    fn config(args: &[&str]) -> Config {
-        let cli = crate::cli::parse_from(std::iter::once("vllm-bench").chain(args.iter().copied()))
-            .expect("valid flags");
-        Config::from_cli(cli).expect("valid config")
-    }
-
-    /// `n` prepared single-request sessions.
-    fn prepared(n: usize) -> Prepared {
-        let head = HeadTemplate::new(Method::Post, "/", "h", &[]);
-        Prepared {
-            requests: (0..n)
-                .map(|i| head.build(Some(&i.to_string()), None, b""))
-                .collect(),
-            prompt_lens: vec![1; n].into(),
-            output_lens: vec![1; n],
-            mode: ResponseMode::Whole,
-            probe: None,
-            lora: None,
-            warm: None,
-            prompt_keys: None,
-        }
-    }
 
     #[test]
     fn a_plain_invocation_is_one_run_of_every_session() {
-        let cfg = config(&["--num-prompts", "5", "--max-concurrency", "2"]);
+        let cfg = Config::of_args(&["--num-prompts", "5", "--max-concurrency", "2"]);
         assert_eq!(
-            Runs::of(&cfg, &prepared(5)),
+            Runs::of(&cfg, &Prepared::single_requests(5)),
             Runs::One(Point {
                 num_prompts: 5,
                 request_rate: f64::INFINITY,
@@ -350,7 +325,7 @@ mod tests {
 
     #[test]
     fn a_concurrency_sweep_gives_each_point_factor_times_its_concurrency_sessions() {
-        let cfg = config(&[
+        let cfg = Config::of_args(&[
             "--sweep-max-concurrency",
             "1,4,50",
             "--sweep-num-prompts-factor",
@@ -363,7 +338,7 @@ mod tests {
             values,
             points,
             ..
-        } = Runs::of(&cfg, &prepared(20))
+        } = Runs::of(&cfg, &Prepared::single_requests(20))
         else {
             panic!("a sweep");
         };
@@ -378,13 +353,13 @@ mod tests {
 
     #[test]
     fn a_rate_sweep_runs_every_session_at_each_rate() {
-        let cfg = config(&["--sweep-request-rate", "1,2.5,inf", "--num-prompts", "7"]);
+        let cfg = Config::of_args(&["--sweep-request-rate", "1,2.5,inf", "--num-prompts", "7"]);
         let Runs::Sweep {
             axis,
             values,
             points,
             ..
-        } = Runs::of(&cfg, &prepared(7))
+        } = Runs::of(&cfg, &Prepared::single_requests(7))
         else {
             panic!("a sweep");
         };
@@ -397,8 +372,8 @@ mod tests {
 
     #[test]
     fn num_runs_repeats_the_one_point() {
-        let cfg = config(&["--num-runs", "3", "--num-prompts", "4"]);
-        let Runs::Repeat { point, runs } = Runs::of(&cfg, &prepared(4)) else {
+        let cfg = Config::of_args(&["--num-runs", "3", "--num-prompts", "4"]);
+        let Runs::Repeat { point, runs } = Runs::of(&cfg, &Prepared::single_requests(4)) else {
             panic!("repetitions");
         };
         assert_eq!((point.num_prompts, runs), (4, 3));
@@ -406,7 +381,7 @@ mod tests {
 
     #[test]
     fn the_plan_of_a_concurrency_sweep_is_sized_for_its_largest_point() {
-        let cfg = config(&[
+        let cfg = Config::of_args(&[
             "--sweep-max-concurrency",
             "2,8",
             "--sweep-num-prompts-factor",
@@ -415,7 +390,7 @@ mod tests {
             "3",
         ]);
         assert_eq!(plan_config(&cfg).dataset.num_prompts, 40);
-        let plain = config(&["--num-prompts", "3"]);
+        let plain = Config::of_args(&["--num-prompts", "3"]);
         assert!(matches!(plan_config(&plain), Cow::Borrowed(_)));
     }
 }
