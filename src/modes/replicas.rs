@@ -10,7 +10,7 @@
 //! trace chain) never leaves its replica: its later turns reuse its earlier ones' cache.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 
@@ -20,6 +20,8 @@ use crate::config::Config;
 use crate::datasets::Prompt;
 use crate::engine::Workload;
 use crate::types::ReplicaAffinity;
+
+use super::target::retry_until_ready;
 
 /// The replica table of `workload` for the run's servers (`None` with one server).
 /// `prompt_keys` holds each session's [`prompt_key`] (aligned with `workload.requests`), for
@@ -118,41 +120,30 @@ pub fn wait_until_all_ready(
     mut send_each: impl FnMut(&[usize]) -> Result<Vec<(usize, String)>>,
     stopped: impl Fn() -> bool,
 ) -> Result<()> {
-    let deadline = Instant::now() + timeout;
     let mut waiting: Vec<usize> = (0..urls.len()).collect();
-    loop {
+    let attempt = || {
         let failed = send_each(&waiting)?;
         if failed.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         waiting = failed.iter().map(|(r, _)| *r).collect();
-        let retry = Instant::now() + Duration::from_secs(5);
-        loop {
-            if stopped() {
-                return Ok(());
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                let missing: Vec<String> = failed
-                    .iter()
-                    .map(|(r, e)| format!("{} ({e})", urls[*r]))
-                    .collect();
-                bail!(
-                    "{} of {} replicas not ready after {}s: {}; raise --ready-check-timeout-sec, \
-                     start them, or leave them out of --base-url",
-                    missing.len(),
-                    urls.len(),
-                    timeout.as_secs(),
-                    missing.join(", ")
-                );
-            }
-            if now >= retry {
-                break;
-            }
-            // In slices, so a stop is seen within one.
-            std::thread::sleep(Duration::from_millis(50).min(deadline - now));
-        }
-    }
+        Ok(Some(failed))
+    };
+    let Some(failed) = retry_until_ready(timeout, attempt, stopped)? else {
+        return Ok(());
+    };
+    let missing: Vec<String> = failed
+        .iter()
+        .map(|(r, e)| format!("{} ({e})", urls[*r]))
+        .collect();
+    bail!(
+        "{} of {} replicas not ready after {}s: {}; raise --ready-check-timeout-sec, start \
+         them, or leave them out of --base-url",
+        missing.len(),
+        urls.len(),
+        timeout.as_secs(),
+        missing.join(", ")
+    )
 }
 
 #[cfg(test)]

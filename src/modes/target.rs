@@ -341,25 +341,42 @@ pub fn wait_until_ready(
     mut send_one: impl FnMut() -> Result<()>,
     stopped: impl Fn() -> bool,
 ) -> Result<()> {
+    match retry_until_ready(timeout, || Ok(send_one().err()), stopped)? {
+        None => Ok(()),
+        Some(err) => bail!(
+            "the endpoint is not ready after {}s: {err}; raise --ready-check-timeout-sec or \
+             check the server",
+            timeout.as_secs()
+        ),
+    }
+}
+
+/// The ready check's loop, for one server and for several replicas: `attempt` returns
+/// `None` when ready, else why not (tried again 5 s later, as Python does), or an error
+/// that ends the wait at once. Returns `None` when ready or stopped (`stopped()`, checked in
+/// slices of 50 ms), and the last reason when `timeout` passed first.
+pub fn retry_until_ready<E>(
+    timeout: Duration,
+    mut attempt: impl FnMut() -> Result<Option<E>>,
+    stopped: impl Fn() -> bool,
+) -> Result<Option<E>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let err = match send_one() {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
+        let Some(why) = attempt()? else {
+            return Ok(None);
         };
         let retry = Instant::now() + Duration::from_secs(5);
         loop {
             if stopped() {
-                return Ok(());
+                return Ok(None);
             }
             let now = Instant::now();
             if now >= deadline {
-                bail!("the endpoint is not ready after {}s: {err}; raise --ready-check-timeout-sec or check the server", timeout.as_secs());
+                return Ok(Some(why));
             }
             if now >= retry {
                 break;
             }
-            // In slices, so a stop is seen within one.
             std::thread::sleep(Duration::from_millis(50).min(deadline - now));
         }
     }
