@@ -121,11 +121,11 @@ fn read_event<'a>(root: Json<'_, 'a>) -> Result<AnthropicEvent<'a>, ChunkError> 
     match event_type {
         Some("message_start") => {
             event.kind = EventKind::MessageStart;
-            if let Some(m) = message.filter(|m| !m.is_null()) {
-                let members = m.members().ok_or(ChunkError::BadField {
-                    field: "message",
-                    expected: "an object or null",
-                })?;
+            if let Some(members) = message
+                .map(|m| m.object_or_null("message"))
+                .transpose()?
+                .flatten()
+            {
                 for (key, value) in members {
                     if key == "usage" {
                         event.usage = read_usage(value, "message.usage")?;
@@ -140,11 +140,11 @@ fn read_event<'a>(root: Json<'_, 'a>) -> Result<AnthropicEvent<'a>, ChunkError> 
         }
         Some("message_delta") => {
             event.kind = EventKind::MessageDelta;
-            if let Some(d) = delta.filter(|d| !d.is_null()) {
-                let members = d.members().ok_or(ChunkError::BadField {
-                    field: "delta",
-                    expected: "an object or null",
-                })?;
+            if let Some(members) = delta
+                .map(|d| d.object_or_null("delta"))
+                .transpose()?
+                .flatten()
+            {
                 for (key, value) in members {
                     if key == "stop_reason" {
                         event.stop_reason = opt_str(value, "delta.stop_reason")?;
@@ -197,13 +197,9 @@ fn read_block_delta<'a>(
 
 /// `usage` of `message_start` / `message_delta` (`null` or absent = none).
 fn read_usage(value: Json<'_, '_>, field: &'static str) -> Result<Option<Usage>, ChunkError> {
-    if value.is_null() {
+    let Some(members) = value.object_or_null(field)? else {
         return Ok(None);
-    }
-    let members = value.members().ok_or(ChunkError::BadField {
-        field,
-        expected: "an object or null",
-    })?;
+    };
     let mut usage = Usage::default();
     let mut input: Option<u64> = None;
     for (key, value) in members {

@@ -131,13 +131,9 @@ fn read_response<'a>(
     value: Json<'_, 'a>,
     event: &mut ResponsesEvent<'a>,
 ) -> Result<(), ChunkError> {
-    if value.is_null() {
+    let Some(members) = value.object_or_null("response")? else {
         return Ok(());
-    }
-    let members = value.members().ok_or(ChunkError::BadField {
-        field: "response",
-        expected: "an object or null",
-    })?;
+    };
     for (key, value) in members {
         match key {
             "status" => event.status = opt_str(value, "response.status")?,

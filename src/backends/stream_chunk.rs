@@ -371,6 +371,21 @@ impl<'t, 'a> Json<'t, 'a> {
         }
     }
 
+    /// The members of an object where the APIs allow `null` too: `None` for `null` (or
+    /// absent), a [`ChunkError::BadField`] naming `field` for anything but an object.
+    pub(super) fn object_or_null(
+        self,
+        field: &'static str,
+    ) -> Result<Option<Members<'t, 'a>>, ChunkError> {
+        if self.is_null() {
+            return Ok(None);
+        }
+        self.members().map(Some).ok_or(ChunkError::BadField {
+            field,
+            expected: "an object or null",
+        })
+    }
+
     /// The elements of an array (none if this is not an array).
     pub(super) fn elements(self) -> impl Iterator<Item = Json<'t, 'a>> {
         let (mut rest, len) = match self.head() {
@@ -493,13 +508,9 @@ fn read_choices<'a>(
 
 /// Chat `choices[0].delta` (absent or `null` is tolerated: no content).
 fn read_delta<'a>(value: Json<'_, 'a>, fields: &mut ChunkFields<'a>) -> Result<(), ChunkError> {
-    if value.is_null() {
+    let Some(members) = value.object_or_null("choices[0].delta")? else {
         return Ok(());
-    }
-    let members = value.members().ok_or(ChunkError::BadField {
-        field: "choices[0].delta",
-        expected: "an object or null",
-    })?;
+    };
     let (mut reasoning, mut reasoning_content) = (None, None);
     for (key, value) in members {
         match key {
@@ -542,13 +553,9 @@ pub(super) fn opt_str<'a>(
 
 /// The top-level `usage` object, or `None` for `null`.
 fn read_usage(value: Json<'_, '_>) -> Result<Option<Usage>, ChunkError> {
-    if value.is_null() {
+    let Some(members) = value.object_or_null("usage")? else {
         return Ok(None);
-    }
-    let members = value.members().ok_or(ChunkError::BadField {
-        field: "usage",
-        expected: "an object or null",
-    })?;
+    };
     let mut usage = Usage::default();
     for (key, value) in members {
         match key {
@@ -572,13 +579,9 @@ pub(super) fn reasoning_tokens(
     value: Json<'_, '_>,
     field: &'static str,
 ) -> Result<Option<u64>, ChunkError> {
-    if value.is_null() {
+    let Some(members) = value.object_or_null(field)? else {
         return Ok(None);
-    }
-    let members = value.members().ok_or(ChunkError::BadField {
-        field,
-        expected: "an object or null",
-    })?;
+    };
     let mut count = None;
     for (key, value) in members {
         if key == "reasoning_tokens" {
