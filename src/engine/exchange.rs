@@ -979,37 +979,18 @@ mod tests {
 
     #[test]
     fn responses_stream_split_at_every_byte_gives_the_same_events() {
-        let bytes = http_response(RESPONSES_EVENTS);
-        for at in 0..=bytes.len() {
-            let o = feed(responses(), &[&bytes[..at], &bytes[at..]]);
-            assert_eq!(o.result, Some(Ok(())), "split at {at}");
-            assert_eq!(o.m.chunks, 3, "split at {at}: reasoning + 2 output deltas");
-            assert_eq!(o.log.text, " Hel\u{e9}lo".as_bytes(), "split at {at}");
-            assert_eq!(
-                (o.m.usage_prompt_tokens, o.m.usage_completion_tokens),
-                (Some(12), Some(3)),
-                "split at {at}"
-            );
-            assert!(o.m.terminal && !o.m.done, "split at {at}");
-            assert_eq!(o.m.finish_reason, Some(FinishReason::Length));
-        }
+        assert_every_split_gives_the_same_events(
+            responses(),
+            RESPONSES_EVENTS,
+            "reasoning + 2 output deltas",
+        );
     }
 
     #[test]
     fn responses_timings_follow_python() {
         // Head, then one event per read, 1 ms apart: TTFT at the reasoning delta (read 2),
         // ITL gaps between token events only, the end at the last token.
-        let bytes = http_response(RESPONSES_EVENTS);
-        let head_end = memchr::memmem::find(&bytes, b"\r\n\r\n").unwrap() + 4;
-        let mut reads: Vec<&[u8]> = vec![&bytes[..head_end]];
-        let mut at = head_end;
-        for e in RESPONSES_EVENTS {
-            let framed = format!("{:x}\r\n{e}\r\n", e.len()).len();
-            reads.push(&bytes[at..at + framed]);
-            at += framed;
-        }
-        reads.push(&bytes[at..]);
-        let o = feed(responses(), &reads);
+        let o = event_per_read(responses(), RESPONSES_EVENTS);
         assert_eq!(o.result, Some(Ok(())));
         let first = o.m.first_token.unwrap();
         let last = o.m.last_token.unwrap();
@@ -1071,6 +1052,25 @@ mod tests {
         "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"input_tokens\":12,\"output_tokens\":3}}\n\n",
         "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     ];
+
+    /// `events` split in two at every byte: the same three token events (one reasoning or
+    /// thinking, two with text), text, usage and end every time (`what`: the token events).
+    fn assert_every_split_gives_the_same_events(mode: ResponseMode, events: &[&str], what: &str) {
+        let bytes = http_response(events);
+        for at in 0..=bytes.len() {
+            let o = feed(mode, &[&bytes[..at], &bytes[at..]]);
+            assert_eq!(o.result, Some(Ok(())), "split at {at}");
+            assert_eq!(o.m.chunks, 3, "split at {at}: {what}");
+            assert_eq!(o.log.text, " Hel\u{e9}lo".as_bytes(), "split at {at}");
+            assert_eq!(
+                (o.m.usage_prompt_tokens, o.m.usage_completion_tokens),
+                (Some(12), Some(3)),
+                "split at {at}"
+            );
+            assert!(o.m.terminal && !o.m.done, "split at {at}");
+            assert_eq!(o.m.finish_reason, Some(FinishReason::Length));
+        }
+    }
 
     fn anthropic() -> ResponseMode {
         ResponseMode::Stream(StreamApi::Anthropic)
@@ -1144,37 +1144,18 @@ mod tests {
 
     #[test]
     fn anthropic_stream_split_at_every_byte_gives_the_same_events() {
-        let bytes = http_response(ANTHROPIC_EVENTS);
-        for at in 0..=bytes.len() {
-            let o = feed(anthropic(), &[&bytes[..at], &bytes[at..]]);
-            assert_eq!(o.result, Some(Ok(())), "split at {at}");
-            assert_eq!(o.m.chunks, 3, "split at {at}: thinking + 2 text deltas");
-            assert_eq!(o.log.text, " Hel\u{e9}lo".as_bytes(), "split at {at}");
-            assert_eq!(
-                (o.m.usage_prompt_tokens, o.m.usage_completion_tokens),
-                (Some(12), Some(3)),
-                "split at {at}"
-            );
-            assert!(o.m.terminal && !o.m.done, "split at {at}");
-            assert_eq!(o.m.finish_reason, Some(FinishReason::Length));
-        }
+        assert_every_split_gives_the_same_events(
+            anthropic(),
+            ANTHROPIC_EVENTS,
+            "thinking + 2 text deltas",
+        );
     }
 
     #[test]
     fn anthropic_thinking_is_the_first_token_and_only_deltas_add_gaps() {
         // One event per read, 1 ms apart: TTFT at the thinking delta (read 4), gaps between
         // the three deltas only (reads 4, 7, 8).
-        let bytes = http_response(ANTHROPIC_EVENTS);
-        let head_end = memchr::memmem::find(&bytes, b"\r\n\r\n").unwrap() + 4;
-        let mut reads: Vec<&[u8]> = vec![&bytes[..head_end]];
-        let mut at = head_end;
-        for e in ANTHROPIC_EVENTS {
-            let framed = format!("{:x}\r\n{e}\r\n", e.len()).len();
-            reads.push(&bytes[at..at + framed]);
-            at += framed;
-        }
-        reads.push(&bytes[at..]);
-        let o = feed(anthropic(), &reads);
+        let o = event_per_read(anthropic(), ANTHROPIC_EVENTS);
         assert_eq!(o.result, Some(Ok(())));
         assert_eq!(
             o.log.itl_ns.range(0..2).collect::<Vec<_>>(),
