@@ -419,6 +419,20 @@ mod tests {
     }
 
     #[test]
+    fn each_run_after_the_first_has_its_own_seed_derived_from_the_seed() {
+        assert_eq!(point_seed(7, 0), 7, "the first run is the plain run");
+        let seeds: Vec<u64> = (0..64).map(|n| point_seed(7, n)).collect();
+        let distinct: std::collections::HashSet<&u64> = seeds.iter().collect();
+        assert_eq!(distinct.len(), 64, "{seeds:?}");
+        assert!(
+            seeds[1..].iter().all(|&s| s <= u64::from(u32::MAX)),
+            "numpy takes 32 bits"
+        );
+        assert_eq!(point_seed(7, 3), point_seed(7, 3), "deterministic");
+        assert_ne!(point_seed(8, 1), point_seed(7, 1), "from --seed");
+    }
+
+    #[test]
     fn num_runs_repeats_the_one_point() {
         let cfg = Config::of_args(&["--num-runs", "3", "--num-prompts", "4"]);
         let Runs::Repeat { point, runs } = Runs::of(&cfg, &Prepared::single_requests(4)) else {
