@@ -112,18 +112,22 @@ impl Axes {
         x_ticks: &[(f64, String)],
     ) {
         self.frame(out, title, x_label, y_label, (false, true));
-        let y0 = self.py(self.y.0);
         for (t, text) in x_ticks {
-            let x = self.px(*t);
-            let _ = write!(
-                out,
-                "<line class=\"axis\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{y0:.1}\" y2=\"{:.1}\"/>\
-                 <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-                y0 + 4.0,
-                y0 + 16.0,
-                escape(text)
-            );
+            self.x_tick(out, *t, text);
         }
+    }
+
+    /// One x tick: its mark under the axis and its label.
+    fn x_tick(&self, out: &mut String, t: f64, text: &str) {
+        let (x, y0) = (self.px(t), self.py(self.y.0));
+        let _ = write!(
+            out,
+            "<line class=\"axis\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{y0:.1}\" y2=\"{:.1}\"/>\
+             <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            y0 + 4.0,
+            y0 + 16.0,
+            escape(text)
+        );
     }
 
     /// [`Axes::open`] for a strip of values along x: no y ticks (y is only room).
@@ -178,15 +182,7 @@ impl Axes {
         };
         let x_step = step_of(&x_ticks);
         for &t in &x_ticks {
-            let x = self.px(t);
-            let _ = write!(
-                out,
-                "<line class=\"axis\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{y0:.1}\" y2=\"{:.1}\"/>\
-                 <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-                y0 + 4.0,
-                y0 + 16.0,
-                label(t, x_step)
-            );
+            self.x_tick(out, t, &label(t, x_step));
         }
         let _ = write!(
             out,
