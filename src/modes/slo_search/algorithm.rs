@@ -3,7 +3,8 @@
 //!
 //! The search assumes that meeting the SLO is monotonic in the value (more load never helps)
 //! and guards against noise instead of trusting one run:
-//! - a value's verdict is the majority of its runs; a tie counts as a miss and is run again;
+//! - a value's verdict is the majority of its runs; a tie is run again at once (an odd
+//!   number of runs cannot tie), before the search moves on from the value;
 //! - the two values that decide the answer (the best that meets, the next that misses) are
 //!   each run at least `confirm` times (2, or `--num-runs`), so one noisy run cannot decide;
 //!   every value at least `min_runs` times (`--num-runs`);

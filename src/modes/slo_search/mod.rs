@@ -2,10 +2,10 @@
 //! met. The search ([`algorithm`], pure) says which value to probe next; each probe here is a
 //! normal measured run of the one plan on the one persistent engine (`point::measure` and
 //! `point::finish`, as a sweep point: prompts of its own unless `--same-prompts`, its own
-//! result file), judged
-//! on the figures its report computes, and printed as one line as it finishes. Budgets
-//! (`--slo-search-max-time`, `--slo-search-max-requests`) are checked before each probe; a
-//! rate probe that is clearly over-saturated is stopped early ([`saturation`]).
+//! result file), judged on the figures its report computes, and printed as one line as it
+//! finishes. Budgets (`--slo-search-max-time`, `--slo-search-max-requests`) are checked
+//! before each probe; a rate probe that is clearly over-saturated is stopped early
+//! ([`saturation`]).
 //! Then the block, the summary document and the plot (`output::slo_search`).
 
 pub mod algorithm;
