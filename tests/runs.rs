@@ -398,8 +398,10 @@ fn sweep_points_do_not_measure_the_prefix_cache_of_earlier_points() {
         .collect();
     assert_eq!(warnings.len(), 1, "said once: {stderr}");
     assert!(
-        warnings[0]
-            .starts_with("warning: sweep point 2 (max_concurrency = 2): the server answered"),
+        warnings[0].starts_with(
+            "warning: sweep point 2 (max_concurrency = 2): 6 of its 6 requests were sent by an \
+             earlier run, and the server answered"
+        ),
         "{stderr}"
     );
     assert!(warnings[0].contains("drop it"), "{stderr}");

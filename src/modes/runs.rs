@@ -109,6 +109,13 @@ pub fn own_prompts<'c>(plan: &mut Plan, config: &'c Config, n: usize) -> Result<
     Ok(Cow::Owned(c))
 }
 
+/// The requests `point` sent: the plan's first ones (what the cache watch compares across
+/// runs).
+pub fn sent_by<'p>(plan: &'p Plan, point: &Point) -> &'p [crate::http::request::PreparedRequest] {
+    let all = &plan.prepared.requests;
+    &all[..point.num_prompts.min(all.len())]
+}
+
 /// A rate as the summary shows it, Python's repr (`inf`, `10.0`, `2.5`).
 fn rate_text(r: f64) -> String {
     if r.is_infinite() {
@@ -240,7 +247,7 @@ fn sweep(
         };
         let f = point::finish(config, plan, p, &m, &how)?;
         let what = format!("sweep point {} ({axis} = {v})", i + 1);
-        if let Some(w) = cache.observe(&what, &m.server_metrics) {
+        if let Some(w) = cache.observe(&what, sent_by(plan, p), &m.server_metrics) {
             plan.console.warning(w);
         }
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
@@ -309,7 +316,7 @@ fn repeat(plan: &mut Plan, config: &Config, p: &Point, runs: usize) -> Result<Ou
         plan.console
             .out(render_run_line(i + 1, runs, &f.report, m.interrupted));
         let what = format!("run {}/{runs}", i + 1);
-        if let Some(w) = cache.observe(&what, &m.server_metrics) {
+        if let Some(w) = cache.observe(&what, sent_by(plan, p), &m.server_metrics) {
             plan.console.warning(w);
         }
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));

@@ -3,15 +3,21 @@
 //! earlier one.
 //!
 //! Each run after the first sends prompts of its own ([`super::runs::point_seed`]), so the
-//! share of prompt tokens the server finds cached should stay what the first run's was: the
-//! sharing the workload itself has (`--random-prefix-len`, a trace's repeated blocks, the
-//! warm-ups). A later run whose share is [`EXCESS`] or more above the first's was answered
-//! from the cache of an earlier one (`--same-prompts`, or a dataset whose prompts do not
-//! change with the seed): its TTFT reads low and the capacity it suggests is inflated. The
-//! evidence is the server's own `vllm:prefix_cache_{hits,queries}` over each run (the
-//! scrape, `crate::server_metrics`); without them, or after `--reset-prefix-cache`, there
-//! is nothing to say. Said once per invocation: one line is enough to act on.
+//! share of prompt tokens the server finds cached is the sharing the workload itself has
+//! (`--random-prefix-len`, a trace's repeated blocks, the warm-ups), however high. A run
+//! that re-sent prompts of an earlier one (`--same-prompts`, or a dataset whose prompts do
+//! not change with the seed) and whose cached share is [`EXCESS`] or more above the first
+//! run's was answered from the cache of the earlier one: its TTFT reads low and the
+//! capacity it suggests is inflated. Both halves are evidence: the client knows which
+//! prompts it sent before (a hash of each request's bytes), the server's own
+//! `vllm:prefix_cache_{hits,queries}` over each run (the scrape, `crate::server_metrics`)
+//! say what the cache answered. Without the counters, or after `--reset-prefix-cache`,
+//! there is nothing to say. Said once per invocation: one line is enough to act on.
 
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::http::request::PreparedRequest;
 use crate::server_metrics::{window, ServerMetrics};
 
 /// How far (a share of the prompt tokens, absolute) a run's cached share may exceed the
@@ -48,9 +54,11 @@ impl CachedShare {
     }
 }
 
-/// The runs seen so far, and whether the warning was given.
+/// The runs seen so far, the prompts they sent, and whether the warning was given.
 #[derive(Debug, Clone)]
 pub struct CacheWatch {
+    /// A hash of every request an earlier run sent.
+    sent: HashSet<u64>,
     /// The first run's share: what the workload's own sharing gives.
     first: Option<CachedShare>,
     /// `--same-prompts`: the fix named is dropping it.
@@ -64,6 +72,7 @@ pub struct CacheWatch {
 impl CacheWatch {
     pub fn new(same_prompts: bool, reset_prefix_cache: bool) -> CacheWatch {
         CacheWatch {
+            sent: HashSet::new(),
             first: None,
             same_prompts,
             reset: reset_prefix_cache,
@@ -72,17 +81,26 @@ impl CacheWatch {
         }
     }
 
-    /// Takes one run's server metrics (`what` names the run: `sweep point 2
-    /// (max_concurrency = 4)`); the warning to print, at most once per watch.
-    pub fn observe(&mut self, what: &str, m: &ServerMetrics) -> Option<String> {
+    /// Takes one run: the requests it sent and the server's metrics over it (`what` names
+    /// the run: `sweep point 2 (max_concurrency = 4)`); the warning to print, at most once
+    /// per watch. Between runs, never inside one: hashing the requests reads their bytes.
+    pub fn observe(
+        &mut self,
+        what: &str,
+        sent: &[PreparedRequest],
+        m: &ServerMetrics,
+    ) -> Option<String> {
         let share = CachedShare::of(m);
+        let keys: Vec<u64> = sent.iter().map(key).collect();
+        let re_sent = keys.iter().filter(|k| self.sent.contains(k)).count();
+        self.sent.extend(keys);
         self.runs += 1;
         if self.runs == 1 {
             self.first = share;
             return None;
         }
         let (first, now) = (self.first?, share?);
-        if self.reset || self.warned || now.share() < first.share() + EXCESS {
+        if self.reset || self.warned || re_sent == 0 || now.share() < first.share() + EXCESS {
             return None;
         }
         self.warned = true;
@@ -96,9 +114,11 @@ impl CacheWatch {
              dataset more prompts than one run sends"
         };
         Some(format!(
-            "{what}: the server answered {:.0} % of its prompt tokens from its prefix cache \
-             ({} of {} tokens, vllm:prefix_cache_hits/queries), against {:.0} % in the first \
-             run: its latencies are those of cached prompts, not of this workload; {fix}",
+            "{what}: {re_sent} of its {} requests were sent by an earlier run, and the server \
+             answered {:.0} % of its prompt tokens from its prefix cache ({} of {} tokens, \
+             vllm:prefix_cache_hits/queries) against {:.0} % in the first run: its latencies \
+             are those of cached prompts, not of this workload; {fix}",
+            sent.len(),
             now.share() * 100.0,
             now.hits,
             now.queries,
@@ -107,10 +127,28 @@ impl CacheWatch {
     }
 }
 
+/// A request's identity across runs: a hash of its bytes.
+fn key(r: &PreparedRequest) -> u64 {
+    let mut h = DefaultHasher::new();
+    for part in r.parts.iter() {
+        part.hash(&mut h);
+    }
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::server_metrics::{EndpointMetrics, Figures};
+
+    /// `n` requests, numbered from `from`.
+    fn requests(from: usize, n: usize) -> Vec<PreparedRequest> {
+        (from..from + n)
+            .map(|i| PreparedRequest {
+                parts: vec![bytes::Bytes::from(format!("prompt {i}"))].into(),
+            })
+            .collect()
+    }
 
     fn scraped(hits: f64, queries: f64) -> ServerMetrics {
         let mut figures = Figures::default();
@@ -134,27 +172,27 @@ mod tests {
     #[test]
     fn a_later_run_answered_from_the_cache_of_an_earlier_one_is_said_once() {
         let mut w = CacheWatch::new(true, false);
-        assert_eq!(w.observe("sweep point 1", &scraped(12.0, 512.0)), None);
+        let first = w.observe("sweep point 1", &requests(0, 4), &scraped(12.0, 512.0));
+        assert_eq!(first, None);
         let line = w
             .observe(
                 "sweep point 2 (max_concurrency = 4)",
+                &requests(0, 8),
                 &scraped(504.0, 1024.0),
             )
-            .expect("49 % cached against 2 % is said");
+            .expect("49 % cached against 2 %, 4 requests re-sent: said");
         assert!(
             line.starts_with(
-                "sweep point 2 (max_concurrency = 4): the server answered 49 % of its prompt \
-                 tokens from its prefix cache (504 of 1024 tokens"
+                "sweep point 2 (max_concurrency = 4): 4 of its 8 requests were sent by an \
+                 earlier run, and the server answered 49 % of its prompt tokens from its \
+                 prefix cache (504 of 1024 tokens"
             ),
             "{line}"
         );
         assert!(line.contains("against 2 % in the first run"), "{line}");
         assert!(line.contains("drop it"), "{line}");
-        assert_eq!(
-            w.observe("sweep point 3", &scraped(2000.0, 2048.0)),
-            None,
-            "once per invocation"
-        );
+        let third = w.observe("sweep point 3", &requests(0, 16), &scraped(2000.0, 2048.0));
+        assert_eq!(third, None, "once per invocation");
     }
 
     #[test]
@@ -162,22 +200,38 @@ mod tests {
         // Every run shares 60 % by design (a long common prefix): not the cache of an
         // earlier run.
         let mut w = CacheWatch::new(false, false);
-        assert_eq!(w.observe("run 1", &scraped(600.0, 1000.0)), None);
-        assert_eq!(w.observe("run 2", &scraped(650.0, 1000.0)), None);
+        assert_eq!(
+            w.observe("run 1", &requests(0, 4), &scraped(600.0, 1000.0)),
+            None
+        );
+        assert_eq!(
+            w.observe("run 2", &requests(4, 4), &scraped(650.0, 1000.0)),
+            None
+        );
+        // A larger point of a workload that shares within itself (4 prompts on 4 prefixes,
+        // then 100 on the same 4): a high share, but nothing re-sent, so nothing to say.
+        assert_eq!(
+            w.observe("run 3", &requests(8, 100), &scraped(960.0, 1000.0)),
+            None
+        );
         // After --reset-prefix-cache, or without the counters, there is nothing to say.
         let mut reset = CacheWatch::new(false, true);
-        reset.observe("run 1", &scraped(0.0, 1000.0));
-        assert_eq!(reset.observe("run 2", &scraped(900.0, 1000.0)), None);
+        reset.observe("run 1", &requests(0, 4), &scraped(0.0, 1000.0));
+        let again = reset.observe("run 2", &requests(0, 4), &scraped(900.0, 1000.0));
+        assert_eq!(again, None);
         let mut blind = CacheWatch::new(false, false);
-        blind.observe("run 1", &ServerMetrics::default());
-        assert_eq!(blind.observe("run 2", &scraped(900.0, 1000.0)), None);
+        blind.observe("run 1", &requests(0, 4), &ServerMetrics::default());
+        let again = blind.observe("run 2", &requests(0, 4), &scraped(900.0, 1000.0));
+        assert_eq!(again, None);
     }
 
     #[test]
     fn fresh_prompts_that_hit_anyway_name_the_dataset_as_the_cause() {
         let mut w = CacheWatch::new(false, false);
-        w.observe("run 1", &scraped(0.0, 1000.0));
-        let line = w.observe("run 2", &scraped(990.0, 1000.0)).unwrap();
+        w.observe("run 1", &requests(0, 4), &scraped(0.0, 1000.0));
+        let line = w
+            .observe("run 2", &requests(0, 4), &scraped(990.0, 1000.0))
+            .unwrap();
         assert!(
             line.contains("prompts do not change with the seed"),
             "{line}"

@@ -31,7 +31,7 @@ use self::algorithm::{saturated, Answer, Search, Space, Step};
 use super::outcome::{nothing_ran, Outcome};
 use super::plan::Plan;
 use super::point::{self, Point, Reporting};
-use super::runs::own_prompts;
+use super::runs::{own_prompts, sent_by};
 use super::sweep_cache::CacheWatch;
 
 /// A safety net far beyond any real search (doubling plus bisection of a 64-bit range, each
@@ -189,7 +189,7 @@ pub fn run(plan: &mut Plan, config: &Config, slo: &SloConfig, base: &Point) -> R
             probes.len() + 1,
             value_text(value)
         );
-        if let Some(w) = cache.observe(&what, &m.server_metrics) {
+        if let Some(w) = cache.observe(&what, sent_by(plan, &point), &m.server_metrics) {
             plan.console.warning(w);
         }
         let mut figs = figures(&f.report);
