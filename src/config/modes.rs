@@ -88,7 +88,7 @@ pub struct LoraConfig {
 pub struct MultiRunConfig {
     pub num_runs: usize,
     /// `--same-prompts`: every point, repetition and probe re-sends the plan's prompts
-    /// instead of its own (`modes::runs::point_seed`).
+    /// instead of its own (`modes::sweep_prompts::point_seed`).
     pub same_prompts: bool,
     /// `--compare BASELINE CANDIDATE [...]`: compare saved result files (at least two)
     /// instead of running.

@@ -114,7 +114,7 @@ impl Plan {
 
     /// Rebuilds every request's bytes from `config` on the same server, tokenizer and
     /// engine: a sweep point, repetition or SLO probe with its own seed
-    /// ([`super::runs::point_seed`]) gets its own prompts, so it does not re-send (and the
+    /// ([`super::sweep_prompts::point_seed`]) gets its own prompts, so it does not re-send (and the
     /// server's prefix cache does not answer) an earlier one's. The dataset says what it
     /// says again (its lines are those of the new prompts).
     pub fn prepare_again(&mut self, config: &Config) -> Result<()> {

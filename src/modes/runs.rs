@@ -4,8 +4,9 @@
 //!
 //! A sweep sizes its dataset for its largest point, and every point takes the first sessions
 //! it needs. Every run after the first (point, repetition, SLO probe) sends prompts of its
-//! own, drawn with its own seed ([`point_seed`]): re-sent prompts would be answered from the
-//! server's prefix cache, and a later point would measure the cache, not the load.
+//! own, drawn with its own seed ([`super::sweep_prompts`]): re-sent prompts would be
+//! answered from the server's prefix cache, and a later point would measure the cache, not
+//! the load.
 //! `--same-prompts` keeps one prompt set for all; [`super::sweep_cache`] says when a run's
 //! cached share shows it measured an earlier one's prompts.
 
@@ -27,6 +28,7 @@ use super::point::{self, Point, Reporting};
 use super::prepare::Prepared;
 use super::summary_file::{summary_path, write_summary_plot};
 use super::sweep_cache::CacheWatch;
+use super::sweep_prompts::{own_prompts, sent_by};
 
 /// The measured runs of one invocation.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,41 +81,6 @@ pub fn plan_config(config: &Config) -> Cow<'_, Config> {
         }
     }
     Cow::Owned(c)
-}
-
-/// The seed of measured run `n` (from 0) of an invocation: a sweep's point, a `--num-runs`
-/// repetition or an SLO probe. The first is `--seed` itself, so a one-point sweep is the
-/// plain run; run `n` after it takes the high 32 bits of the `n`-th output of SplitMix64
-/// seeded with `--seed` (32 bits: numpy's `RandomState`, which some datasets sample with,
-/// takes no more). The same command line sends the same prompts at the same point.
-pub fn point_seed(seed: u64, n: usize) -> u64 {
-    if n == 0 {
-        return seed;
-    }
-    let mut z = seed.wrapping_add((n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) >> 32
-}
-
-/// The configuration measured run `n` (from 0) is run and reported with: its own seed
-/// ([`point_seed`]), the plan's requests rebuilt from it; or, with `--same-prompts` (and
-/// for the first run, whose prompts the plan holds), `config` as it is.
-pub fn own_prompts<'c>(plan: &mut Plan, config: &'c Config, n: usize) -> Result<Cow<'c, Config>> {
-    if n == 0 || config.multi_run.same_prompts {
-        return Ok(Cow::Borrowed(config));
-    }
-    let mut c = config.clone();
-    c.dataset.seed = point_seed(config.dataset.seed, n);
-    plan.prepare_again(&c)?;
-    Ok(Cow::Owned(c))
-}
-
-/// The requests `point` sent: the plan's first ones (what the cache watch compares across
-/// runs).
-pub fn sent_by<'p>(plan: &'p Plan, point: &Point) -> &'p [crate::http::request::PreparedRequest] {
-    let all = &plan.prepared.requests;
-    &all[..point.num_prompts.min(all.len())]
 }
 
 /// A rate as the summary shows it, Python's repr (`inf`, `10.0`, `2.5`).
@@ -423,20 +390,6 @@ mod tests {
         assert!(points.iter().all(|p| p.num_prompts == 7));
         let rates: Vec<f64> = points.iter().map(|p| p.request_rate).collect();
         assert_eq!(rates, [1.0, 2.5, f64::INFINITY]);
-    }
-
-    #[test]
-    fn each_run_after_the_first_has_its_own_seed_derived_from_the_seed() {
-        assert_eq!(point_seed(7, 0), 7, "the first run is the plain run");
-        let seeds: Vec<u64> = (0..64).map(|n| point_seed(7, n)).collect();
-        let distinct: std::collections::HashSet<&u64> = seeds.iter().collect();
-        assert_eq!(distinct.len(), 64, "{seeds:?}");
-        assert!(
-            seeds[1..].iter().all(|&s| s <= u64::from(u32::MAX)),
-            "numpy takes 32 bits"
-        );
-        assert_eq!(point_seed(7, 3), point_seed(7, 3), "deterministic");
-        assert_ne!(point_seed(8, 1), point_seed(7, 1), "from --seed");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! repetitions, SLO probes) measured their workload or the server's prefix cache of an
 //! earlier one.
 //!
-//! Each run after the first sends prompts of its own ([`super::runs::point_seed`]), so the
+//! Each run after the first sends prompts of its own ([`super::sweep_prompts::point_seed`]), so the
 //! share of prompt tokens the server finds cached is the sharing the workload itself has
 //! (`--random-prefix-len`, a trace's repeated blocks, the warm-ups), however high. A run
 //! that re-sent prompts of an earlier one (`--same-prompts`, or a dataset whose prompts do

@@ -31,8 +31,8 @@ use self::algorithm::{saturated, Answer, Search, Space, Step};
 use super::outcome::{nothing_ran, Outcome};
 use super::plan::Plan;
 use super::point::{self, Point, Reporting};
-use super::runs::{own_prompts, sent_by};
 use super::sweep_cache::CacheWatch;
+use super::sweep_prompts::{own_prompts, sent_by};
 
 /// A safety net far beyond any real search (doubling plus bisection of a 64-bit range, each
 /// boundary value run a few times).
@@ -150,7 +150,7 @@ pub fn run(plan: &mut Plan, config: &Config, slo: &SloConfig, base: &Point) -> R
                 ..*base
             },
         };
-        // Each probe its own prompts (`runs::point_seed`): a probe answered from the cache
+        // Each probe its own prompts (`sweep_prompts::point_seed`): a probe answered from the cache
         // of the one before would meet a TTFT bound the load does not.
         let own = own_prompts(plan, config, probes.len())?;
         let config = &*own;

@@ -268,9 +268,13 @@ pub fn axis_title(axis: &str) -> String {
     }
 }
 
-/// A figure's result key as a title: `p99_ttft_ms` → `P99 TTFT (ms)`,
-/// `mean_client_queue_time_ms` → `Mean Client Queue Time (ms)`; other keys as they are.
+/// A figure's result key as a title: the throughputs by their [`RUN_FIGURES`] titles,
+/// `p99_ttft_ms` → `P99 TTFT (ms)`, `mean_client_queue_time_ms` → `Mean Client Queue Time
+/// (ms)`; other keys as they are.
 pub fn figure_title(key: &str) -> String {
+    if let Some((_, title)) = RUN_FIGURES.iter().find(|(k, _)| *k == key) {
+        return (*title).to_owned();
+    }
     let Some(body) = key.strip_suffix("_ms") else {
         return key.to_owned();
     };
@@ -785,7 +789,10 @@ mod tests {
         assert!(chart.contains(&format!("fill=\"{MEETS_COLOUR}\"")));
         assert!(chart.contains(&format!("fill=\"{MISSES_COLOUR}\"")));
         assert!(chart.contains("class=\"answer\""));
-        assert!(!html.contains(">p99_ttft_ms<"), "a raw key as a title");
+        for raw in [">p99_ttft_ms<", ">request_throughput<", ">request_rate<"] {
+            assert!(!html.contains(raw), "a raw key as a title: {raw}");
+        }
+        assert!(html.contains(">Request throughput (req/s)<"));
     }
 
     #[test]
