@@ -179,6 +179,7 @@ const SEED_EXTRA_FLAGS: &[&str] = &[
     "--profile-duration",
     "--prompt-token-ids",
     "--reset-prefix-cache",
+    "--same-prompts",
     "--sonnet-input-len",
     "--sonnet-output-len",
     "--sonnet-prefix-len",

@@ -250,7 +250,21 @@ fn the_binary_prints_the_table_without_a_server() {
         c.to_str().unwrap(),
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.stderr, "");
+    // The three runs are of different workloads (200, 150 and 100 prompts): said, each once.
+    let warnings: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(warnings.len(), 2, "{}", run.stderr);
+    assert!(
+        warnings[0].starts_with(
+            "warning: B ran a different workload than A (the baseline): num_prompts 150 vs 200"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        warnings[1].starts_with("warning: C ran a different workload than A (the baseline)"),
+        "{}",
+        run.stderr
+    );
     let out = &run.stdout;
     assert!(
         out.starts_with(&format!("A (baseline): {}\n", a.display())),

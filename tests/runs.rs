@@ -332,3 +332,119 @@ fn an_interrupted_repetition_is_excluded_from_the_spread() {
     assert_eq!(agg["std"], 0.0, "{agg}");
     assert_eq!(doc["aggregate"]["completed"]["min"], 30.0);
 }
+
+/// The server's prefix-cache hit rate over each result file's run, in file-name order.
+fn hit_rates(dir: &TempDir) -> Vec<f64> {
+    results(dir)
+        .iter()
+        .map(|(name, doc)| {
+            doc["vllm_bench_server_metrics"]["prefix_cache_hit_rate"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name}: no prefix_cache_hit_rate"))
+        })
+        .collect()
+}
+
+/// Issue 36: every sweep point re-sent the first point's prompts, so from the second on the
+/// server's prefix cache answered them (252/512, 504/1024, 1008/2048 prompt tokens cached)
+/// and the later points measured the cache. Against the mock's prefix cache: by default no
+/// point finds an earlier one's prompts cached; `--same-prompts` re-sends them, the cache
+/// answers nearly all, and one warning says so with the evidence and the fix.
+#[test]
+fn sweep_points_do_not_measure_the_prefix_cache_of_earlier_points() {
+    let sweep = |dir: &TempDir, extra: &[&str]| {
+        let server = mock(|_| {});
+        let base = crate::util::mock_random_args(&server.base_url());
+        let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+        // Prompts of 160 tokens: several of the mock's 16-token cache blocks each.
+        args.extend([
+            "--random-input-len",
+            "160",
+            "--num-prompts",
+            "6",
+            "--sweep-max-concurrency",
+            "1,2,3",
+            "--disable-tqdm",
+            "--save-result",
+            "--result-dir",
+            dir.arg(),
+            "--result-filename",
+            "s.json",
+        ]);
+        args.extend(extra);
+        let out = vllm_bench(&args, dir.path());
+        assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+        (hit_rates(dir), out.stderr)
+    };
+    let fresh = TempDir::new("sweep-fresh-prompts");
+    let (rates, stderr) = sweep(&fresh, &[]);
+    assert_eq!(rates.len(), 3);
+    assert!(
+        rates.iter().all(|&r| r < 0.05),
+        "a point found earlier prompts cached: {rates:?}"
+    );
+    assert!(!stderr.contains("prefix cache"), "{stderr}");
+
+    let same = TempDir::new("sweep-same-prompts");
+    let (rates, stderr) = sweep(&same, &["--same-prompts"]);
+    assert!(rates[0] < 0.05, "the first point is cold: {rates:?}");
+    assert!(
+        rates[1..].iter().all(|&r| r > 0.9),
+        "--same-prompts re-sends the first point's prompts: {rates:?}"
+    );
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("from its prefix cache"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "said once: {stderr}");
+    assert!(
+        warnings[0].starts_with(
+            "warning: sweep point 2 (max_concurrency = 2): 6 of its 6 requests were sent by an \
+             earlier run, and the server answered"
+        ),
+        "{stderr}"
+    );
+    assert!(warnings[0].contains("drop it"), "{stderr}");
+}
+
+/// `--num-runs` repetitions send prompts of their own too.
+#[test]
+fn repetitions_do_not_measure_the_prefix_cache_of_earlier_runs() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("runs-fresh-prompts");
+    run(
+        &server,
+        &dir,
+        &[
+            "--random-input-len",
+            "160",
+            "--num-prompts",
+            "4",
+            "--num-runs",
+            "2",
+            "--result-filename",
+            "r.json",
+        ],
+    );
+    let doc = json(&dir.path().join("r.json"));
+    let rates: Vec<f64> = doc["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["vllm_bench_server_metrics"]["prefix_cache_hit_rate"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(rates.len(), 2);
+    assert!(rates.iter().all(|&r| r < 0.05), "{rates:?}");
+}
+
+#[test]
+fn same_prompts_without_several_runs_is_refused() {
+    crate::e2e::assert_refused(
+        &["--mock-server", "--same-prompts"],
+        "--same-prompts: needs a sweep, --num-runs 2 or more, or --slo-search",
+    );
+}

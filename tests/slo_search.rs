@@ -468,3 +468,63 @@ fn a_ttfo_slo_is_not_met_when_no_request_answered() {
         out.stdout
     );
 }
+
+/// Issue 36: `client_queue_time` falls as the concurrency cap rises, so a concurrency
+/// search for it returned "none found"; it is refused, one line, exit 2.
+#[test]
+fn a_client_queue_time_term_in_a_concurrency_search_is_refused() {
+    crate::e2e::assert_refused(
+        &[
+            "--mock-server",
+            "--slo-search",
+            "max-concurrency",
+            "--slo",
+            "client_queue_time:p99=50",
+        ],
+        "--slo client_queue_time:p99=50: client_queue_time falls as max-concurrency rises",
+    );
+}
+
+/// Issue 36: `--slo-search-tolerance 1e-300` was accepted and printed as a 300-digit
+/// percentage.
+#[test]
+fn a_tolerance_outside_its_range_is_refused_instead_of_printed_with_300_digits() {
+    for bad in ["1e-300", "0.0001", "0.9"] {
+        crate::e2e::assert_refused(
+            &[
+                "--mock-server",
+                "--slo-search",
+                "request-rate",
+                "--slo",
+                "ttft:p99=50",
+                "--slo-search-tolerance",
+                bad,
+            ],
+            "must be a fraction from 0.001 to 0.5",
+        );
+    }
+}
+
+/// Issue 36: `--help=slo` listed the metrics of a hand-written line that had no `ttfo`; the
+/// help now names every metric the terms accept.
+#[test]
+fn help_slo_lists_every_metric_a_term_accepts_ttfo_included() {
+    let out = run_in_process(&["--help=slo"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.contains("--slo "))
+        .take(4)
+        .collect::<Vec<_>>()
+        .join(" ");
+    for m in vllm_bench::metrics::metric_stats::SLO_METRICS {
+        assert!(
+            line.contains(m.name()),
+            "{} missing: {}",
+            m.name(),
+            out.stdout
+        );
+    }
+    assert!(line.contains("ttfo"), "{}", out.stdout);
+}

@@ -10,6 +10,7 @@ use clap::Args;
 
 use super::choices::{SpeedBenchSubset, TraceFormatChoice};
 use super::pyvalue::{parse_float, parse_int, parse_port};
+use crate::metrics::metric_stats::SLO_METRICS;
 use crate::runtime::DriverChoice;
 use crate::types::{Backend, DatasetName, LoraAssignment, RampUpStrategy, ReplicaAffinity};
 
@@ -599,13 +600,22 @@ pub struct SweepArgs {
     pub reset_prefix_cache: bool,
 }
 
+/// The `--slo` help, naming every metric of [`SLO_METRICS`], the one list the terms are
+/// parsed from.
+fn slo_help() -> String {
+    let names: Vec<&str> = SLO_METRICS.iter().map(|m| m.name()).collect();
+    format!(
+        "SLO terms METRIC:STAT=MS, comma-separated or repeated, e.g. ttft:p99=500,tpot:p99=50 \
+         (metrics {}; stats mean, median, pNN[.N])",
+        names.join(", ")
+    )
+}
+
 /// SLO capacity search (docs/slo-search.md).
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "SLO search")]
 pub struct SloArgs {
-    /// SLO terms METRIC:STAT=MS, comma-separated or repeated, e.g. ttft:p99=500,tpot:p99=50
-    /// (metrics ttft, tpot, itl, e2el, client_queue_time; stats mean, median, pNN[.N])
-    #[arg(long, value_name = "TERMS")]
+    #[arg(long, value_name = "TERMS", help = slo_help())]
     pub slo: Vec<String>,
     /// Least share of requests that must meet every --goodput threshold, in (0, 1], e.g. 0.95
     #[arg(long, value_parser = parse_float, value_name = "SHARE")]
@@ -616,8 +626,8 @@ pub struct SloArgs {
     /// Where to search [default: concurrency 1,--num-prompts; rate: bracketed from a run at inf]
     #[arg(long, value_name = "LO,HI")]
     pub slo_search_range: Option<String>,
-    /// Relative tolerance of a rate search: stop when the next failing rate is within this
-    /// fraction of the best
+    /// Relative tolerance of a rate search, from 0.001 to 0.5: stop when the next failing
+    /// rate is within this fraction of the best
     #[arg(long, default_value = "0.05", value_parser = parse_float, value_name = "FRACTION")]
     pub slo_search_tolerance: f64,
     /// Stop the search after this many seconds (no probe starts after it) and report what was
@@ -682,6 +692,11 @@ pub struct MultiRunArgs {
     /// Run the benchmark N times; report mean/std/min/max and CV
     #[arg(long, default_value = "1", value_parser = parse_int::<usize>, value_name = "N")]
     pub num_runs: usize,
+    /// Send the same prompts at every sweep point, --num-runs repetition and --slo-search
+    /// probe (by default each gets fresh prompts from its own seed derived from --seed, so no
+    /// point measures the server's prefix cache of an earlier one)
+    #[arg(long)]
+    pub same_prompts: bool,
     /// Compare saved result files (ours or Python's) with the first; no benchmark is run
     #[arg(long, num_args = 2.., value_names = ["BASELINE", "CANDIDATE"])]
     pub compare: Vec<String>,

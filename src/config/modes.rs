@@ -87,6 +87,9 @@ pub struct LoraConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MultiRunConfig {
     pub num_runs: usize,
+    /// `--same-prompts`: every point, repetition and probe re-sends the plan's prompts
+    /// instead of its own (`modes::sweep_prompts::point_seed`).
+    pub same_prompts: bool,
     /// `--compare BASELINE CANDIDATE [...]`: compare saved result files (at least two)
     /// instead of running.
     pub compare: Option<Vec<PathBuf>>,
@@ -432,6 +435,14 @@ pub(super) fn multi_run(cli: &Cli) -> Result<MultiRunConfig, ConfigError> {
             "cannot be combined with a sweep; run the sweep once per repetition",
         ));
     }
+    let searching = cli.slo.slo_search.is_some();
+    if m.same_prompts && !(sweeping || searching || m.num_runs > 1) {
+        return Err(ConfigError::flag(
+            "--same-prompts",
+            "needs a sweep, --num-runs 2 or more, or --slo-search: one run has no earlier \
+             point whose prompts it could re-send",
+        ));
+    }
     let compare = match &m.compare[..] {
         [] => None,
         [_] => {
@@ -462,6 +473,7 @@ pub(super) fn multi_run(cli: &Cli) -> Result<MultiRunConfig, ConfigError> {
     };
     Ok(MultiRunConfig {
         num_runs: m.num_runs,
+        same_prompts: m.same_prompts,
         compare,
     })
 }

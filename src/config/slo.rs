@@ -15,16 +15,7 @@ use crate::metrics::metric_stats::{percentile_word, MetricKind};
 use crate::metrics::report::TaskKind;
 use crate::pyfmt::float_repr;
 
-/// The metrics an `--slo` term may name, in the order they are listed: adding a metric to
-/// the search is one line here (its figures come from the run's report).
-pub const SLO_METRICS: &[MetricKind] = &[
-    MetricKind::Ttft,
-    MetricKind::Ttfo,
-    MetricKind::Tpot,
-    MetricKind::Itl,
-    MetricKind::E2el,
-    MetricKind::ClientQueueTime,
-];
+pub use crate::metrics::metric_stats::SLO_METRICS;
 
 /// Which statistic of a metric a term bounds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -130,6 +121,16 @@ impl SloConfig {
             }
         }
     }
+}
+
+/// The `--slo-search-tolerance` accepted: probed rates are rounded to four significant
+/// digits, so below 0.1 % two rates would not differ, and a run's own noise is larger than
+/// that anyway; above 50 % the answer says little more than the bracket.
+pub const TOLERANCE: (f64, f64) = (0.001, 0.5);
+
+/// A tolerance as a percentage, as precise as the accepted range needs (`5`, `0.1`, `12.5`).
+pub fn tolerance_percent(tolerance: f64) -> String {
+    number((tolerance * 1000.0).round() / 10.0)
 }
 
 /// The flags of the search other than `--slo-search` itself.
@@ -261,6 +262,16 @@ pub(super) fn resolve(cx: &Context<'_>) -> Result<Option<SloConfig>, ConfigError
             };
             return Err(ConfigError::value("--slo", t.text(), why));
         }
+        if t.metric == MetricKind::ClientQueueTime && variable == SearchVariable::MaxConcurrency {
+            // Waiting for a free worker shrinks as the cap grows: the term would be met
+            // best at the highest concurrency, the opposite of what the search assumes.
+            return Err(ConfigError::value(
+                "--slo",
+                t.text(),
+                "client_queue_time falls as max-concurrency rises, so a concurrency search \
+                 cannot bound it; search request-rate with --max-concurrency",
+            ));
+        }
         let uncapped = variable == SearchVariable::RequestRate && !cx.capped;
         if t.metric == MetricKind::ClientQueueTime && uncapped {
             return Err(ConfigError::value(
@@ -299,11 +310,14 @@ pub(super) fn resolve(cx: &Context<'_>) -> Result<Option<SloConfig>, ConfigError
         ));
     }
     let tolerance = s.slo_search_tolerance;
-    if !(tolerance > 0.0 && tolerance < 1.0) {
+    if !(TOLERANCE.0..=TOLERANCE.1).contains(&tolerance) {
         return Err(ConfigError::value(
             "--slo-search-tolerance",
             float_repr(tolerance),
-            "must be a fraction in (0, 1), e.g. 0.05",
+            format!(
+                "must be a fraction from {} to {}, e.g. 0.05 (5 %)",
+                TOLERANCE.0, TOLERANCE.1
+            ),
         ));
     }
     let max_time = match s.slo_search_max_time {

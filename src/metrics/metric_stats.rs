@@ -39,6 +39,18 @@ impl MetricStats {
     }
 }
 
+/// The metrics an `--slo` term may name, in the order they are listed: adding a metric to
+/// the search is one line here (its figures come from the run's report; the `--slo` help
+/// and the term parser read this list).
+pub const SLO_METRICS: &[MetricKind] = &[
+    MetricKind::Ttft,
+    MetricKind::Ttfo,
+    MetricKind::Tpot,
+    MetricKind::Itl,
+    MetricKind::E2el,
+    MetricKind::ClientQueueTime,
+];
+
 /// A metric `--percentile-metrics` can select, in Python's reporting order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetricKind {

@@ -40,12 +40,12 @@ pub fn run(config: &Config, console: &Console) -> Result<Outcome> {
         install_interrupt_handler();
     }
     let config = &*runs::plan_config(config);
-    let Some(plan) = Plan::build(config, console).map_err(nothing_ran)? else {
+    let Some(mut plan) = Plan::build(config, console).map_err(nothing_ran)? else {
         return Ok(Outcome::Completed); // --dry-run: the dataset was described, nothing is sent
     };
     plan.ready_check(config).map_err(nothing_ran)?;
     if !interrupted() {
         plan.warm_up(config)?;
     }
-    Runs::of(config, &plan.prepared).run(&plan, config)
+    Runs::of(config, &plan.prepared).run(&mut plan, config)
 }

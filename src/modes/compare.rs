@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::output::compare::render;
+use crate::output::compare::{render, workload_warnings};
 use crate::output::result_file::{load, ResultFileError};
 use crate::output::stdio::Console;
 
@@ -21,6 +21,9 @@ pub fn run(paths: &[PathBuf], console: &Console) -> Result<(), CompareError> {
         .iter()
         .map(|p| load(p))
         .collect::<Result<Vec<_>, _>>()?;
+    for w in workload_warnings(&results) {
+        console.warning(w);
+    }
     console.out(render(&results));
     Ok(())
 }

@@ -22,5 +22,7 @@ pub mod shard_clock;
 pub mod slo_search;
 pub mod steady_state_gate;
 pub mod summary_file;
+pub mod sweep_cache;
+pub mod sweep_prompts;
 pub mod target;
 pub mod trace;

@@ -112,6 +112,22 @@ impl Plan {
         }))
     }
 
+    /// Rebuilds every request's bytes from `config` on the same server, tokenizer and
+    /// engine: a sweep point, repetition or SLO probe with its own seed
+    /// ([`super::sweep_prompts::point_seed`]) gets its own prompts, so it does not re-send (and the
+    /// server's prefix cache does not answer) an earlier one's. The dataset says what it
+    /// says again (its lines are those of the new prompts).
+    pub fn prepare_again(&mut self, config: &Config) -> Result<()> {
+        let (target, model_id) = (&self.target, self.model_id.as_str());
+        let (tokenizer, console) = (self.tokenizer.as_deref(), &self.console);
+        let built =
+            on_scratch_threads(|| build_requests(config, target, model_id, tokenizer, console))?;
+        // `None` is a dry run's, which never gets this far.
+        let (prepared, dataset) = built.context("a dry run prepares no requests")?;
+        (self.prepared, self.dataset) = (prepared, dataset);
+        Ok(())
+    }
+
     /// `--ready-check-timeout-sec`: one real request until it succeeds; with several
     /// replicas, one to each until every one has answered.
     pub fn ready_check(&self, config: &Config) -> Result<()> {

@@ -2,8 +2,13 @@
 //! of a plain benchmark, a sweep's points (`--sweep-max-concurrency`, `--sweep-request-rate`)
 //! or `--num-runs` repetitions; and the summary after them.
 //!
-//! A sweep generates its dataset once, for its largest point, and every point takes the
-//! first sessions it needs, so the points differ only in what they sweep.
+//! A sweep sizes its dataset for its largest point, and every point takes the first sessions
+//! it needs. Every run after the first (point, repetition, SLO probe) sends prompts of its
+//! own, drawn with its own seed ([`super::sweep_prompts`]): re-sent prompts would be
+//! answered from the server's prefix cache, and a later point would measure the cache, not
+//! the load.
+//! `--same-prompts` keeps one prompt set for all; [`super::sweep_cache`] says when a run's
+//! cached share shows it measured an earlier one's prompts.
 
 use std::borrow::Cow;
 
@@ -22,6 +27,8 @@ use super::plan::Plan;
 use super::point::{self, Point, Reporting};
 use super::prepare::Prepared;
 use super::summary_file::{summary_path, write_summary_plot};
+use super::sweep_cache::CacheWatch;
+use super::sweep_prompts::{own_prompts, sent_by};
 
 /// The measured runs of one invocation.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,7 +147,7 @@ impl Runs {
 
     /// Runs them all (stopping after an interrupted one) and reports; the outcome of the
     /// invocation: interrupted if any run was, none succeeded if no run had a success.
-    pub fn run(&self, plan: &Plan, config: &Config) -> Result<Outcome> {
+    pub fn run(&self, plan: &mut Plan, config: &Config) -> Result<Outcome> {
         match self {
             Runs::One(p) => {
                 let m = point::measure(plan, config, p)?;
@@ -176,7 +183,7 @@ fn figure_pairs(r: &crate::metrics::report::BenchmarkReport) -> plot::runs_plot:
 }
 
 fn sweep(
-    plan: &Plan,
+    plan: &mut Plan,
     config: &Config,
     axis: &str,
     values: &[String],
@@ -185,7 +192,11 @@ fn sweep(
 ) -> Result<Outcome> {
     let (mut reports, mut files, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut steady, mut interrupted) = (Vec::new(), Vec::new());
+    let mut cache = CacheWatch::new(config.multi_run.same_prompts, reset);
     for (i, (p, v)) in points.iter().zip(values).enumerate() {
+        // Built before the cache reset and the point's line: the reset is for its run.
+        let own = own_prompts(plan, config, i)?;
+        let config = &*own;
         if reset {
             let done = plan.target.reset_prefix_cache();
             // Refused before the first point: nothing ran.
@@ -202,6 +213,10 @@ fn sweep(
             ..Reporting::default()
         };
         let f = point::finish(config, plan, p, &m, &how)?;
+        let what = format!("sweep point {} ({axis} = {v})", i + 1);
+        if let Some(w) = cache.observe(&what, sent_by(plan, p), &m.server_metrics) {
+            plan.console.warning(w);
+        }
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);
         steady.push(f.steady_state);
@@ -246,7 +261,7 @@ fn sweep(
     Ok(combined(outcomes))
 }
 
-fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcome> {
+fn repeat(plan: &mut Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcome> {
     let how = Reporting {
         collect: true,
         file_suffix: None,
@@ -255,7 +270,10 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
     };
     let (mut reports, mut documents, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut path, mut interrupted) = (None, Vec::new());
+    let mut cache = CacheWatch::new(config.multi_run.same_prompts, false);
     for i in 0..runs {
+        let own = own_prompts(plan, config, i)?;
+        let config = &*own;
         let m = point::measure(plan, config, p)?;
         let run_how = Reporting {
             plot_suffix: Some(format!("-run{}", i + 1)),
@@ -264,6 +282,10 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         let f = point::finish(config, plan, p, &m, &run_how)?;
         plan.console
             .out(render_run_line(i + 1, runs, &f.report, m.interrupted));
+        let what = format!("run {}/{runs}", i + 1);
+        if let Some(w) = cache.observe(&what, sent_by(plan, p), &m.server_metrics) {
+            plan.console.warning(w);
+        }
         outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
         reports.push(f.report);
         interrupted.push(m.interrupted);

@@ -35,15 +35,85 @@ fn letter(i: usize) -> String {
     }
 }
 
+/// Figures only some runs have: left out when no file has them above zero (`rtfx` of runs
+/// without audio is Python's `0.0`, no figure).
+const ONLY_WHEN_MEASURED: [&str; 1] = ["rtfx"];
+
+/// How far a candidate's input tokens per request may differ from the baseline's (a share)
+/// before the two are said to be different workloads: one dataset and lengths give equal
+/// counts, a resampled file a few percent.
+const INPUT_DIFFERENCE: f64 = 0.25;
+
 /// The comparison of `results` (`results[0]` is the baseline) as text.
 pub fn render(results: &[SavedResult]) -> String {
     let metrics: Vec<&[(String, Option<Num>)]> =
         results.iter().map(|r| r.metrics.as_slice()).collect();
-    let rows = rows(&metrics);
+    let mut rows = rows(&metrics);
+    rows.retain(|r| {
+        !ONLY_WHEN_MEASURED.contains(&r.key.as_str())
+            || r.values.iter().flatten().any(|v| v.as_f64() > 0.0)
+    });
     let mut out = String::new();
     legend(&mut out, results);
     out.push('\n');
     table(&mut out, results.len(), &rows);
+    out
+}
+
+/// One line per candidate that ran a different workload than the baseline: another
+/// `num_prompts`, or input tokens per completed request more than [`INPUT_DIFFERENCE`]
+/// apart. Its figures then differ by the workload, whatever else changed.
+pub fn workload_warnings(results: &[SavedResult]) -> Vec<String> {
+    let Some((base, candidates)) = results.split_first() else {
+        return Vec::new();
+    };
+    let fact = |r: &SavedResult, k: &str| {
+        r.facts
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    };
+    let metric = |r: &SavedResult, k: &str| {
+        r.metrics
+            .iter()
+            .find(|(key, _)| key == k)
+            .and_then(|(_, v)| v.map(Num::as_f64))
+    };
+    let input_per_request = |r: &SavedResult| {
+        let (tokens, done) = (metric(r, "total_input_tokens")?, metric(r, "completed")?);
+        (done > 0.0).then(|| tokens / done)
+    };
+    let mut out = Vec::new();
+    for (i, c) in candidates.iter().enumerate() {
+        let mut evidence = Vec::new();
+        if let (Some(a), Some(b)) = (fact(base, "num_prompts"), fact(c, "num_prompts")) {
+            if a != b {
+                evidence.push(format!(
+                    "num_prompts {} vs {}",
+                    printable(&b),
+                    printable(&a)
+                ));
+            }
+        }
+        if let (Some(a), Some(b)) = (input_per_request(base), input_per_request(c)) {
+            if a > 0.0 && ((b - a) / a).abs() > INPUT_DIFFERENCE {
+                evidence.push(format!(
+                    "input tokens per request {b:.0} vs {a:.0} ({:+.0} %)",
+                    (b - a) / a * 100.0
+                ));
+            }
+        }
+        if !evidence.is_empty() {
+            out.push(format!(
+                "{} ran a different workload than {} (the baseline): {}; its figures differ \
+                 by the workload, not only by what changed; compare runs of one workload (the \
+                 same dataset, lengths and --num-prompts)",
+                letter(i + 1),
+                letter(0),
+                evidence.join(", ")
+            ));
+        }
+    }
     out
 }
 
@@ -208,6 +278,43 @@ total_input_tokens            100      90     -10  -10.00%
 request_goodput     higher      -    1.00       -        -
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn compare_of_different_workloads_warns_and_shows_no_rtfx_without_audio() {
+        let run = |path: &str, prompts: &str, done: i64, input: i64| {
+            let mut r = result(
+                path,
+                &[
+                    ("completed", Some(Num::Int(done))),
+                    ("total_input_tokens", Some(Num::Int(input))),
+                    ("rtfx", Some(Num::Float(0.0))),
+                ],
+            );
+            r.facts.push(("num_prompts".into(), prompts.into()));
+            r
+        };
+        // 200 prompts of 128 tokens against 100 of 1711 (+1237 %).
+        let a = run("a.json", "200", 200, 25_600);
+        let b = run("b.json", "100", 100, 171_100);
+        let warnings = workload_warnings(&[a.clone(), b]);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(
+                "B ran a different workload than A (the baseline): num_prompts 100 vs 200, \
+                 input tokens per request 1711 vs 128 (+1237 %)"
+            ),
+            "{warnings:?}"
+        );
+        // One workload, measured twice: nothing to say.
+        let same = run("c.json", "200", 198, 25_344);
+        assert!(workload_warnings(&[a.clone(), same.clone()]).is_empty());
+        let text = render(&[a.clone(), same]);
+        assert!(!text.contains("rtfx"), "no audio, no rtfx row:\n{text}");
+        // A run with audio keeps its row.
+        let mut audio = a.clone();
+        audio.metrics[2].1 = Some(Num::Float(12.5));
+        assert!(render(&[a, audio]).contains("\nrtfx "));
     }
 
     #[test]

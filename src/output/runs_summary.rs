@@ -82,7 +82,10 @@ pub fn figures(r: &BenchmarkReport) -> Vec<Figure> {
             format!("Median {label} (ms)"),
             stats.median_ms,
         ));
-        for &(p, v) in &stats.percentiles_ms {
+        // Ascending (P90 before P99), whatever order the flags listed them in.
+        let mut percentiles = stats.percentiles_ms.clone();
+        percentiles.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for &(p, v) in &percentiles {
             let w = percentile_word(p);
             out.push(figure(
                 format!("p{w}_{name}_ms"),
@@ -115,28 +118,24 @@ fn was_interrupted(interrupted: &[bool], i: usize) -> bool {
     interrupted.get(i).copied().unwrap_or(false)
 }
 
-/// Columns of the sweep table: throughput, then the latency figures the runs computed
-/// (mean and percentiles; medians are left to the per-point blocks).
-fn sweep_columns(figures: &[Figure]) -> Vec<&Figure> {
+/// Rows of the sweep table: the counts, throughput, then the latency figures the runs
+/// computed (mean and percentiles, ascending; medians are left to the per-point blocks),
+/// then the steady-state window's.
+fn sweep_rows(figures: &[Figure]) -> Vec<&Figure> {
     figures
         .iter()
         .filter(|f| {
             matches!(
                 f.key.as_str(),
-                "request_throughput" | "output_throughput" | "total_token_throughput"
+                "completed"
+                    | "failed"
+                    | "request_throughput"
+                    | "output_throughput"
+                    | "total_token_throughput"
             ) || f.key.starts_with("ss_")
                 || (f.key.ends_with("_ms") && !f.key.starts_with("median_"))
         })
         .collect()
-}
-
-/// Short column headers: `req/s`, `out tok/s`, `P99 TTFT`, ...
-fn short(label: &str) -> String {
-    label
-        .replace("Request throughput (req/s)", "req/s")
-        .replace("Output token throughput (tok/s)", "out tok/s")
-        .replace("Total token throughput (tok/s)", "total tok/s")
-        .replace(" (ms)", "")
 }
 
 /// The steady-state figures a sweep shows beside each point's (closed-loop points); a
@@ -144,21 +143,32 @@ fn short(label: &str) -> String {
 /// not 0.
 pub fn steady_figures(s: &SteadyState) -> Vec<Figure> {
     let sampled = |n: u64, v: f64| if n > 0 { v } else { f64::NAN };
-    vec![
-        figure("ss_request_throughput", "SS req/s", s.request_throughput),
-        figure("ss_output_throughput", "SS out tok/s", s.output_throughput),
-        figure(
-            "ss_mean_ttft_ms",
-            "SS Mean TTFT (ms)",
-            sampled(s.requests_inside, s.ttft.mean_ms),
-        ),
-        figure(
-            "ss_mean_tpot_ms",
-            "SS Mean TPOT (ms)",
-            sampled(s.tpot_samples, s.tpot.mean_ms),
-        ),
-    ]
+    let values = [
+        s.request_throughput,
+        s.output_throughput,
+        sampled(s.requests_inside, s.ttft.mean_ms),
+        sampled(s.tpot_samples, s.tpot.mean_ms),
+    ];
+    STEADY
+        .iter()
+        .zip(values)
+        .map(|((k, l), v)| figure(*k, *l, v))
+        .collect()
 }
+
+/// The steady-state figures' keys and labels.
+const STEADY: [(&str, &str); 4] = [
+    (
+        "ss_request_throughput",
+        "Steady-state request throughput (req/s)",
+    ),
+    (
+        "ss_output_throughput",
+        "Steady-state output throughput (tok/s)",
+    ),
+    ("ss_mean_ttft_ms", "Steady-state mean TTFT (ms)"),
+    ("ss_mean_tpot_ms", "Steady-state mean TPOT (ms)"),
+];
 
 /// Every point's figures, with its steady-state ones when some point has them.
 fn point_figures(reports: &[BenchmarkReport], steady: &[Option<&SteadyState>]) -> Vec<Vec<Figure>> {
@@ -179,27 +189,33 @@ fn point_figures(reports: &[BenchmarkReport], steady: &[Option<&SteadyState>]) -
         .collect()
 }
 
-/// A point without a steady state: its columns show NaN.
+/// A point without a steady state: its cells show NaN.
 fn steady_figures_missing() -> Vec<Figure> {
-    let keys = [
-        ("ss_request_throughput", "SS req/s"),
-        ("ss_output_throughput", "SS out tok/s"),
-        ("ss_mean_ttft_ms", "SS Mean TTFT (ms)"),
-        ("ss_mean_tpot_ms", "SS Mean TPOT (ms)"),
-    ];
-    keys.iter().map(|(k, l)| figure(*k, *l, f64::NAN)).collect()
+    STEADY
+        .iter()
+        .map(|(k, l)| figure(*k, *l, f64::NAN))
+        .collect()
 }
 
-/// Width of the sweep tables' first column (the swept value).
-const SWEEP_AXIS_WIDTH: usize = 16;
-/// Width of each figure's column (`SS out tok/s` and `99999999.99` fit).
-const SWEEP_COLUMN_WIDTH: usize = 12;
-/// Figures per sweep table: 16 + 7 × 12 = 100 columns.
-const SWEEP_COLUMNS: usize = 7;
+/// Least width of a point's column; columns are two spaces apart, so no header or value
+/// runs into its neighbour whatever its length.
+const SWEEP_COLUMN_WIDTH: usize = 10;
+const SWEEP_GAP: &str = "  ";
 
-/// The sweep's summary table (one row per point, `axis` naming the varied value, `*` after
-/// an interrupted point's; the steady-state window's figures when a point computed one),
-/// then the best point.
+/// A cell of the sweep table: counts whole, the rest with two decimals.
+fn cell(key: &str, v: f64) -> String {
+    if matches!(key, "completed" | "failed") && v.is_finite() {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The sweep's summary table: one row per figure, one column per point (`axis` naming the
+/// varied value, `*` after an interrupted point's; the steady-state window's figures when a
+/// point computed one), then the best point. Points are columns so that any number of
+/// figures (percentiles, steady state) stays one table a reader scans down, with every
+/// header over its own column.
 pub fn render_sweep(
     axis: &str,
     values: &[String],
@@ -212,33 +228,56 @@ pub fn render_sweep(
     let Some(first) = all.first() else {
         return out;
     };
-    let columns = sweep_columns(first);
-    // Tables of at most SWEEP_COLUMNS figures, the axis repeated in each, so that no line
-    // is wider than 100 columns (one table of 13 figures was 183 wide).
-    let width = SWEEP_AXIS_WIDTH + columns.len().min(SWEEP_COLUMNS) * SWEEP_COLUMN_WIDTH;
-    let _ = writeln!(out, "{:=^width$}", " Sweep Summary (latencies in ms) ");
-    for (t, table) in columns.chunks(SWEEP_COLUMNS).enumerate() {
-        if t > 0 {
-            out.push('\n');
-        }
-        let _ = write!(out, "{axis:<SWEEP_AXIS_WIDTH$}");
-        for c in table {
-            let _ = write!(out, "{:>SWEEP_COLUMN_WIDTH$}", short(&c.label));
-        }
-        out.push('\n');
-        for (i, (v, figs)) in values.iter().zip(&all).enumerate() {
+    let rows = sweep_rows(first);
+    let heads: Vec<String> = values
+        .iter()
+        .take(all.len())
+        .enumerate()
+        .map(|(i, v)| {
             let mark = if was_interrupted(interrupted, i) {
                 "*"
             } else {
                 ""
             };
-            let _ = write!(out, "{:<SWEEP_AXIS_WIDTH$}", format!("{v}{mark}"));
-            for c in table {
-                let figure = value(figs, &c.key).unwrap_or(f64::NAN);
-                let _ = write!(out, "{figure:>SWEEP_COLUMN_WIDTH$.2}");
-            }
-            out.push('\n');
+            format!("{v}{mark}")
+        })
+        .collect();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            all.iter()
+                .map(|figs| cell(&r.key, value(figs, &r.key).unwrap_or(f64::NAN)))
+                .collect()
+        })
+        .collect();
+    let label_width = rows
+        .iter()
+        .map(|r| r.label.chars().count())
+        .chain([axis.chars().count()])
+        .max()
+        .unwrap_or(0);
+    let widths: Vec<usize> = (0..heads.len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|row| row[c].chars().count())
+                .chain([heads[c].chars().count(), SWEEP_COLUMN_WIDTH])
+                .max()
+                .unwrap_or(SWEEP_COLUMN_WIDTH)
+        })
+        .collect();
+    let width = label_width + widths.iter().map(|w| w + SWEEP_GAP.len()).sum::<usize>();
+    let _ = writeln!(out, "{:=^width$}", " Sweep Summary ");
+    let line = |out: &mut String, label: &str, cells: &[String]| {
+        let _ = write!(out, "{label:<label_width$}");
+        for (c, w) in cells.iter().zip(&widths) {
+            let _ = write!(out, "{SWEEP_GAP}{c:>w$}");
         }
+        out.push('\n');
+    };
+    line(&mut out, axis, &heads);
+    for (r, row) in rows.iter().zip(&cells) {
+        line(&mut out, &r.label, row);
     }
     let any_interrupted = (0..all.len()).any(|i| was_interrupted(interrupted, i));
     if any_interrupted {
@@ -473,6 +512,11 @@ mod tests {
     /// A run of `n` one-token requests of 0.1 s over `duration_s` seconds (so
     /// `n / duration_s` requests per second and as many output tokens).
     fn report(n: usize, duration_s: f64) -> BenchmarkReport {
+        report_with(n, duration_s, vec![99.0])
+    }
+
+    /// [`report`] with these percentiles computed, in this order.
+    fn report_with(n: usize, duration_s: f64, percentiles: Vec<f64>) -> BenchmarkReport {
         let outputs: Vec<RequestOutput> = (0..n)
             .map(|i| RequestOutput {
                 success: true,
@@ -488,13 +532,61 @@ mod tests {
             duration_s,
             task: TaskKind::Generation,
             count_tokens: None,
-            percentiles: vec![99.0],
+            percentiles,
             percentile_metrics: MetricKind::parse_list("ttft,e2el"),
             goodput: GoodputConfig::default(),
             max_concurrency: Some(2),
             request_rate: f64::INFINITY,
         };
         BenchmarkReport::compute(&outputs, &settings)
+    }
+
+    #[test]
+    fn sweep_headers_never_run_together_and_p90_comes_before_p99() {
+        // Percentiles asked in the order 99, 90: the table had its columns as
+        // `SS req/sSS out tok/s...`, wrapped into sub-tables of 7, P99 before P90.
+        let reports: Vec<BenchmarkReport> = [10, 20, 40]
+            .iter()
+            .map(|&n| report_with(n, 1.0, vec![99.0, 90.0]))
+            .collect();
+        let values = ["1".to_string(), "16".into(), "1024".into()];
+        let table = render_sweep(
+            "max_concurrency",
+            &values,
+            &reports,
+            &[None, None, None],
+            &[],
+        );
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            table.matches("Sweep Summary").count(),
+            1,
+            "one table:\n{table}"
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["max_concurrency", "1", "16", "1024"],
+            "every header over its own column:\n{table}"
+        );
+        // Every row: its label, then one cell per point, at least two spaces apart.
+        for row in &lines[2..lines.len() - 2] {
+            assert_eq!(
+                row.split("  ").filter(|c| !c.trim().is_empty()).count(),
+                4,
+                "a row whose cells run together: {row:?}\n{table}"
+            );
+        }
+        let at = |label: &str| {
+            lines
+                .iter()
+                .position(|l| l.starts_with(label))
+                .unwrap_or_else(|| panic!("no {label} row:\n{table}"))
+        };
+        assert!(at("P90 E2EL (ms)") < at("P99 E2EL (ms)"), "{table}");
+        assert!(
+            lines[at("Successful requests")].ends_with("  40"),
+            "{table}"
+        );
     }
 
     fn spread<'a>(stats: &'a [Spread], key: &str) -> &'a Spread {
@@ -583,14 +675,10 @@ mod tests {
         let values = ["1".to_string(), "2".into(), "4".into()];
         let steady = [None, None, None];
         let table = render_sweep("max_concurrency", &values, &reports, &steady, &interrupted);
-        assert!(table.contains("\n4*  "), "{table}");
+        let head = table.lines().nth(1).unwrap_or("");
+        assert!(head.ends_with("  4*"), "{table}");
         assert!(table.contains("Best point: max_concurrency 2 "), "{table}");
         assert!(table.contains("* interrupted: partial figures"), "{table}");
-        let widest = table.lines().map(str::len).max().unwrap_or(0);
-        assert!(
-            widest <= 100,
-            "a sweep table line of {widest} columns:\n{table}"
-        );
         let files = [None, None, None];
         let text = sweep_json(
             "max_concurrency",

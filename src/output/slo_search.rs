@@ -167,6 +167,14 @@ pub fn render_probe_line(variable: &str, index: usize, p: &Probe) -> String {
     if p.failed > 0 {
         let _ = write!(line, "; {} failed", p.failed);
     }
+    if p.interrupted {
+        // Its figures cover the part it ran: neither a meet nor a miss.
+        line.push_str(
+            " -> not judged: interrupted (Ctrl-C or SIGTERM) before its end, its figures \
+             cover part of the run",
+        );
+        return line;
+    }
     let _ = write!(
         line,
         " -> {}",
@@ -339,9 +347,9 @@ pub fn to_json(r: &SearchReport) -> String {
     doc.to_json_string()
 }
 
-/// The plot's points, in ascending value (a value run twice shows twice), and the index of
-/// the answer's among them.
-pub fn plot_points(r: &SearchReport) -> (Vec<(String, Figures)>, Option<usize>) {
+/// The plot's points, in ascending value (a value run twice shows twice), the index of the
+/// answer's among them, and each one's verdict.
+pub fn plot_points(r: &SearchReport) -> (Vec<(String, Figures)>, Option<usize>, Vec<bool>) {
     let mut order: Vec<usize> = (0..r.probes.len()).collect();
     order.sort_by(|&a, &b| r.probes[a].value.total_cmp(&r.probes[b].value));
     let points = order
@@ -353,7 +361,8 @@ pub fn plot_points(r: &SearchReport) -> (Vec<(String, Figures)>, Option<usize>) 
         })
         .collect();
     let best = r.best.and_then(|b| order.iter().position(|&i| i == b));
-    (points, best)
+    let meets = order.iter().map(|&i| r.probes[i].meets).collect();
+    (points, best, meets)
 }
 
 #[cfg(test)]
@@ -412,5 +421,20 @@ mod tests {
             line.ends_with("ttft:p99 45.00/30.00 ms MISS -> does not meet"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn an_interrupted_probe_says_why_instead_of_ok_does_not_meet() {
+        let mut p = probe(4.0, 24.0, false);
+        p.interrupted = true;
+        let line = render_probe_line("max_concurrency", 0, &p);
+        assert!(
+            line.ends_with(
+                "ttft:p99 24.00/30.00 ms ok -> not judged: interrupted (Ctrl-C or SIGTERM) \
+                 before its end, its figures cover part of the run"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("does not meet"), "{line}");
     }
 }

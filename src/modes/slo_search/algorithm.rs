@@ -3,7 +3,8 @@
 //!
 //! The search assumes that meeting the SLO is monotonic in the value (more load never helps)
 //! and guards against noise instead of trusting one run:
-//! - a value's verdict is the majority of its runs; a tie counts as a miss and is run again;
+//! - a value's verdict is the majority of its runs; a tie is run again at once (an odd
+//!   number of runs cannot tie), before the search moves on from the value;
 //! - the two values that decide the answer (the best that meets, the next that misses) are
 //!   each run at least `confirm` times (2, or `--num-runs`), so one noisy run cannot decide;
 //!   every value at least `min_runs` times (`--num-runs`);
@@ -112,9 +113,12 @@ impl Search {
             let (m, n) = runs(v);
             n < want || 2 * m == n
         };
-        // Every value gets its `--num-runs` first, in the order it was probed.
+        // Every value gets its `--num-runs` first, in the order it was probed; a value whose
+        // runs tie (met once, missed once) is run again at once, before the search moves on
+        // from it: counted as a miss, it would send the search below a value that may meet,
+        // or a search that found a lower miss would never look at it again.
         if let Some(&(v, _)) = self.runs.last() {
-            if unsettled(v, self.min_runs) && runs(v).1 < self.min_runs {
+            if unsettled(v, self.min_runs) {
                 return Step::Probe(v);
             }
         }
@@ -365,6 +369,36 @@ mod tests {
             panic!("{a:?}")
         };
         assert!(lowest >= 0.5, "{lowest} {probes:?}");
+    }
+
+    #[test]
+    fn a_rate_that_met_once_and_missed_once_is_run_again() {
+        // inf meets on its first run and misses on its second (a tie): the third probe is
+        // inf again, and its verdict (a miss) decides; the search then brackets from inf's
+        // throughput as usual.
+        let space = Space::Rate {
+            range: None,
+            tolerance: 0.05,
+            floor: 0.01,
+        };
+        let (a, probes) = drive(Search::new(space, 1), |v, i| v <= 37.0 || i == 0, 100.0);
+        assert_eq!(
+            probes[..4],
+            [f64::INFINITY, f64::INFINITY, f64::INFINITY, 100.0],
+            "{probes:?}"
+        );
+        assert!(
+            matches!(a, Answer::Found { best, .. } if best <= 37.0),
+            "{a:?}"
+        );
+        // With --num-runs 2, a value whose two runs tie gets a third before the search moves.
+        let s = Search::new(Space::Integer { lo: 1, hi: 8 }, 2);
+        let (_, probes) = drive(s, |v, i| v <= 2.0 || (v == 4.0 && i == 4), 0.0);
+        assert_eq!(
+            probes[..7],
+            [1.0, 1.0, 2.0, 2.0, 4.0, 4.0, 4.0],
+            "{probes:?}"
+        );
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! `--slo-search`: the largest concurrency or request rate at which every `--slo` term is
 //! met. The search ([`algorithm`], pure) says which value to probe next; each probe here is a
 //! normal measured run of the one plan on the one persistent engine (`point::measure` and
-//! `point::finish`, as a sweep point: same dataset and seed, its own result file), judged
-//! on the figures its report computes, and printed as one line as it finishes. Budgets
-//! (`--slo-search-max-time`, `--slo-search-max-requests`) are checked before each probe; a
-//! rate probe that is clearly over-saturated is stopped early ([`saturation`]).
+//! `point::finish`, as a sweep point: prompts of its own unless `--same-prompts`, its own
+//! result file), judged on the figures its report computes, and printed as one line as it
+//! finishes. Budgets (`--slo-search-max-time`, `--slo-search-max-requests`) are checked
+//! before each probe; a rate probe that is clearly over-saturated is stopped early
+//! ([`saturation`]).
 //! Then the block, the summary document and the plot (`output::slo_search`).
 
 pub mod algorithm;
@@ -14,6 +15,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
+use crate::config::slo::tolerance_percent;
 use crate::config::{Config, SearchVariable, SloConfig};
 use crate::metrics::metric_stats::MetricKind;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
@@ -29,6 +31,8 @@ use self::algorithm::{saturated, Answer, Search, Space, Step};
 use super::outcome::{nothing_ran, Outcome};
 use super::plan::Plan;
 use super::point::{self, Point, Reporting};
+use super::sweep_cache::CacheWatch;
+use super::sweep_prompts::{own_prompts, sent_by};
 
 /// A safety net far beyond any real search (doubling plus bisection of a 64-bit range, each
 /// boundary value run a few times).
@@ -94,7 +98,7 @@ fn judge(
 
 /// Runs the search; the outcome of the invocation (a capacity found: completed; none:
 /// `SloNotMet`).
-pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Result<Outcome> {
+pub fn run(plan: &mut Plan, config: &Config, slo: &SloConfig, base: &Point) -> Result<Outcome> {
     let variable = slo.variable.key();
     let floor = crate::datasets::limits::min_rate(base.num_prompts as u64) * 1.01;
     let mut search = Search::new(
@@ -107,6 +111,7 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
     let mut last_end: Option<Instant> = None;
     let mut sent: u64 = 0;
     let mut interrupted = false;
+    let mut cache = CacheWatch::new(config.multi_run.same_prompts, slo.reset_prefix_cache);
     // Only a rate search stops a probe early, and only for a term a growing queue drives
     // (a TPOT or ITL bound may hold however long requests wait).
     let watch_saturation = slo.variable == SearchVariable::RequestRate
@@ -145,6 +150,10 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
                 ..*base
             },
         };
+        // Each probe its own prompts (`sweep_prompts::point_seed`): a probe answered from the cache
+        // of the one before would meet a TTFT bound the load does not.
+        let own = own_prompts(plan, config, probes.len())?;
+        let config = &*own;
         if slo.reset_prefix_cache {
             let done = plan.target.reset_prefix_cache();
             done.map_err(|e| if probes.is_empty() { nothing_ran(e) } else { e })?;
@@ -175,6 +184,14 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
             default_name_suffix: run_suffix,
         };
         let f = point::finish(config, plan, &point, &m, &how)?;
+        let what = format!(
+            "SLO probe {} ({variable} = {})",
+            probes.len() + 1,
+            value_text(value)
+        );
+        if let Some(w) = cache.observe(&what, sent_by(plan, &point), &m.server_metrics) {
+            plan.console.warning(w);
+        }
         let mut figs = figures(&f.report);
         if let TaskMetrics::Generation { metrics, .. } = &f.report.metrics {
             if f.report.goodput_enabled {
@@ -246,7 +263,7 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
                     "found: {} meets and {} does not, within the tolerance ({} %)",
                     value_text(best),
                     value_text(failed),
-                    slo.tolerance * 100.0
+                    tolerance_percent(slo.tolerance)
                 ),
             },
         ),
@@ -268,9 +285,10 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
         ),
         Err(why) => {
             // What was reached: the best that meets below the lowest miss so far.
+            // An interrupted probe was not judged: not a miss.
             let miss = probes
                 .iter()
-                .filter(|p| !p.meets)
+                .filter(|p| !p.meets && !p.interrupted)
                 .map(|p| p.value)
                 .fold(f64::INFINITY, f64::min);
             let best = probes
@@ -294,13 +312,14 @@ pub fn run(plan: &Plan, config: &Config, slo: &SloConfig, base: &Point) -> Resul
     };
     plan.console.out(render_block(&report));
     if config.output.plot {
-        let (points, best) = plot_points(&report);
+        let (points, best, meets) = plot_points(&report);
         let bounds = slo.terms.iter().map(|t| (t.key(), t.bound_ms)).collect();
         let summary = plot::runs_plot::Summary::Search {
             axis: variable.to_string(),
             points,
             bounds,
             best,
+            meets,
         };
         let path =
             super::summary_file::summary_path(config, "slo-search-summary").with_extension("html");

@@ -29,12 +29,14 @@ pub enum Summary {
     /// Repeated runs of one point.
     Runs { runs: Vec<Figures> },
     /// An SLO capacity search: its probes in ascending value, each term's figure key and
-    /// bound (ms, drawn as a line), and the answer's index among the points.
+    /// bound (ms, drawn as a line), the answer's index among the points, and each point's
+    /// verdict (met every term or not; drawn in its colour).
     Search {
         axis: String,
         points: Vec<(String, Figures)>,
         bounds: Vec<(String, f64)>,
         best: Option<usize>,
+        meets: Vec<bool>,
     },
 }
 
@@ -187,11 +189,16 @@ impl Summary {
                 (value, numbers(p))
             })
             .collect();
+        let meets = probes
+            .iter()
+            .map(|p| p.get("meets").and_then(Value::as_bool).unwrap_or(false))
+            .collect();
         Some(Summary::Search {
             axis: axis.to_string(),
             points,
             bounds,
             best,
+            meets,
         })
     }
 }
@@ -220,7 +227,8 @@ pub fn render(summary: &Summary, title: &str) -> String {
             points,
             bounds,
             best,
-        } => search(&mut body, axis, points, bounds, *best),
+            meets,
+        } => search(&mut body, axis, points, bounds, *best, meets),
     }
     page(title, &body, None)
 }
@@ -233,7 +241,7 @@ fn sweep(out: &mut String, axis: &str, points: &[(String, Figures)]) {
          </span>sweep point</li><li><span class=\"swatch\" style=\"background:{FRONT_COLOUR}\">\
          </span>Pareto front (lower latency, higher throughput)</li></ul>\n<div class=\"grid\">",
         points.len(),
-        escape(axis)
+        escape(&axis_title(axis))
     );
     for (key, label) in LATENCIES {
         against_throughput(out, axis, points, key, label);
@@ -242,20 +250,48 @@ fn sweep(out: &mut String, axis: &str, points: &[(String, Figures)]) {
         vec![("output_throughput", "Output token throughput (tok/s)")];
     metrics.extend(LATENCIES);
     for (key, label) in metrics {
-        against_axis(out, axis, points, key, label, Marks::default());
+        against_axis(out, axis, points, key, label);
     }
     out.push_str("</div>\n");
 }
 
-const BOUND_COLOUR: &str = "#2ca02c";
+const MEETS_COLOUR: &str = "#2ca02c";
+const MISSES_COLOUR: &str = "#d62728";
+const LINE_COLOUR: &str = "#555";
 
-/// What a chart of a search marks beside its points.
-#[derive(Default, Clone, Copy)]
-struct Marks {
-    /// The SLO bound, a horizontal line.
-    bound: Option<f64>,
-    /// The answer's point index, ringed.
-    best: Option<usize>,
+/// The swept or searched variable as an axis title: `Request rate (req/s)`.
+pub fn axis_title(axis: &str) -> String {
+    match axis {
+        "request_rate" => "Request rate (req/s)".to_owned(),
+        "max_concurrency" => "Max concurrency (requests in flight)".to_owned(),
+        other => other.replace('_', " "),
+    }
+}
+
+/// A figure's result key as a title: the throughputs by their [`RUN_FIGURES`] titles,
+/// `p99_ttft_ms` → `P99 TTFT (ms)`, `mean_client_queue_time_ms` → `Mean Client Queue Time
+/// (ms)`; other keys as they are.
+pub fn figure_title(key: &str) -> String {
+    if let Some((_, title)) = RUN_FIGURES.iter().find(|(k, _)| *k == key) {
+        return (*title).to_owned();
+    }
+    let Some(body) = key.strip_suffix("_ms") else {
+        return key.to_owned();
+    };
+    let Some((stat, metric)) = body.split_once('_') else {
+        return key.to_owned();
+    };
+    let Some(kind) = crate::metrics::metric_stats::MetricKind::from_name(metric) else {
+        return key.to_owned();
+    };
+    let stat = match stat {
+        "mean" => "Mean".to_owned(),
+        "median" => "Median".to_owned(),
+        "std" => "Std".to_owned(),
+        p if p.starts_with('p') => format!("P{}", &p[1..]),
+        _ => return key.to_owned(),
+    };
+    format!("{stat} {} (ms)", kind.label())
 }
 
 fn search(
@@ -264,33 +300,163 @@ fn search(
     points: &[(String, Figures)],
     bounds: &[(String, f64)],
     best: Option<usize>,
+    meets: &[bool],
 ) {
     let answer = best.map_or_else(
         || "no value met every term".to_owned(),
         |b| format!("the answer, {}, ringed", escape(&points[b].0)),
     );
+    let swatch = |colour: &str, what: &str| {
+        format!("<li><span class=\"swatch\" style=\"background:{colour}\"></span>{what}</li>")
+    };
     let _ = write!(
         out,
-        "<p class=\"note\">{} probes of an SLO capacity search over {}, in ascending value; \
-         {answer}; each SLO term's bound is the green line.</p>\n<div class=\"grid\">",
+        "<p class=\"note\">{} probes of an SLO capacity search over {}; {answer}; hover a \
+         point for its figures.</p><ul class=\"legend\">{}{}{}</ul>\n<div class=\"grid\">",
         points.len(),
-        escape(axis)
+        escape(&axis_title(axis)),
+        swatch(MEETS_COLOUR, "meets every term"),
+        swatch(MISSES_COLOUR, "does not meet"),
+        swatch(LINE_COLOUR, "SLO bound (dashed)"),
     );
+    let verdicts = SearchMarks { best, meets };
     for (key, bound) in bounds {
-        let marks = Marks {
-            bound: Some(*bound),
-            best,
-        };
-        against_axis(out, axis, points, key, key, marks);
+        search_chart(out, axis, points, key, Some(*bound), &verdicts);
     }
-    for (key, label) in [
-        ("request_throughput", "Request throughput (req/s)"),
-        ("output_throughput", "Output token throughput (tok/s)"),
-    ] {
-        let marks = Marks { bound: None, best };
-        against_axis(out, axis, points, key, label, marks);
+    for key in ["request_throughput", "output_throughput"] {
+        search_chart(out, axis, points, key, None, &verdicts);
     }
     out.push_str("</div>\n");
+}
+
+/// What a search chart marks: the answer, and each point's verdict.
+struct SearchMarks<'a> {
+    best: Option<usize>,
+    meets: &'a [bool],
+}
+
+/// A probe's value on the x axis (`inf` as infinity).
+fn probe_value(text: &str) -> Option<f64> {
+    match text {
+        "inf" => Some(f64::INFINITY),
+        t => t.parse().ok().filter(|v: &f64| v.is_finite()),
+    }
+}
+
+/// One figure of the search's probes against the searched value, on a numeric x axis (a
+/// value probed twice is one x with two points; `inf` gets a slot of its own beyond the
+/// largest finite value), each point in its verdict's colour, the bound a dashed line.
+fn search_chart(
+    out: &mut String,
+    axis: &str,
+    points: &[(String, Figures)],
+    key: &str,
+    bound: Option<f64>,
+    marks: &SearchMarks<'_>,
+) {
+    let data: Vec<(usize, &str, f64, f64)> = points
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (v, f))| Some((i, v.as_str(), probe_value(v)?, get(f, key)?)))
+        .collect();
+    if data.is_empty() {
+        return;
+    }
+    let finite = data.iter().map(|d| d.2).filter(|x| x.is_finite());
+    let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+        (a.min(x), b.max(x))
+    });
+    let (lo, hi) = if lo.is_finite() {
+        (lo.min(0.0), hi)
+    } else {
+        (0.0, 1.0)
+    };
+    let numbers = super::svg::ticks(lo, hi, 5);
+    let step = match numbers[..] {
+        [a, b, ..] => b - a,
+        _ => hi.max(1.0),
+    };
+    // `inf` one and a half tick steps beyond the largest value, clear of its labels.
+    let has_inf = data.iter().any(|d| d.2.is_infinite());
+    let inf_at = hi + 1.5 * step;
+    let x_of = |x: f64| if x.is_infinite() { inf_at } else { x };
+    let mut x_ticks: Vec<(f64, String)> = numbers
+        .iter()
+        .map(|&t| (t, super::svg::label(t, step)))
+        .collect();
+    if has_inf {
+        x_ticks.push((inf_at, "inf".to_owned()));
+    }
+    let (ylo, yhi) = data
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), d| {
+            (a.min(d.3), b.max(d.3))
+        });
+    let yhi = bound.map_or(yhi, |b| yhi.max(b));
+    let right = if has_inf { inf_at } else { hi };
+    let axes = Axes::fit((lo, right), (ylo.min(0.0), yhi), W, H);
+    let label = figure_title(key);
+    let title = format!("{label} vs {}", axis_title(axis));
+    axes.open_with_x_ticks(out, &title, &axis_title(axis), &label, &x_ticks);
+    if let Some(b) = bound {
+        let y = axes.py(b);
+        let _ = write!(
+            out,
+            "<line class=\"bound\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" \
+             stroke=\"{LINE_COLOUR}\" stroke-dasharray=\"6 3\"><title>SLO bound {b} ms</title>\
+             </line>",
+            axes.px(axes.x.0),
+            axes.px(axes.x.1),
+        );
+    }
+    for &(i, v, x, y) in &data {
+        let meets = marks.meets.get(i).copied().unwrap_or(false);
+        let (class, colour, verdict) = if meets {
+            ("point meets", MEETS_COLOUR, "meets")
+        } else {
+            ("point misses", MISSES_COLOUR, "does not meet")
+        };
+        let (px, py) = (axes.px(x_of(x)), axes.py(y));
+        let _ = write!(
+            out,
+            "<g class=\"{class}\"><title>{}={}: {} {y:.2} ({verdict})</title><circle \
+             cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"4.5\" fill=\"{colour}\" fill-opacity=\"0.85\"/></g>",
+            escape(axis),
+            escape(v),
+            escape(&label),
+        );
+        if marks.best == Some(i) {
+            let _ = write!(
+                out,
+                "<circle class=\"answer\" cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"9\" fill=\"none\" \
+                 stroke=\"{LINE_COLOUR}\" stroke-width=\"2\"><title>the answer</title></circle>"
+            );
+        }
+    }
+    out.push_str("</svg>");
+}
+
+/// Which flag would have computed a missing `pNN_METRIC_ms` figure: the metric itself
+/// (`--percentile-metrics`, when no point has any figure of it; E2EL is not in Python's
+/// default list) or the percentile (`--metric-percentiles`).
+fn missing_hint(points: &[(String, Figures)], key: &str) -> String {
+    let metric = key
+        .strip_suffix("_ms")
+        .and_then(|k| k.split_once('_'))
+        .map_or(key, |(_, m)| m);
+    let computed = points.iter().any(|(_, f)| {
+        f.iter().any(|(k, _)| {
+            k.strip_suffix("_ms")
+                .and_then(|k| k.split_once('_'))
+                .map(|(_, m)| m)
+                == Some(metric)
+        })
+    });
+    if computed {
+        "run with --metric-percentiles including 99".to_owned()
+    } else {
+        format!("run with --percentile-metrics including {metric}")
+    }
 }
 
 /// Throughput against one latency figure, the front joined.
@@ -312,9 +478,9 @@ fn against_throughput(
     if data.is_empty() {
         let _ = write!(
             out,
-            "<p class=\"note\">{}: no {key} in this summary (run with --metric-percentiles \
-             including 99).</p>",
-            escape(&title)
+            "<p class=\"note\">{}: no {key} in this summary ({}).</p>",
+            escape(&title),
+            escape(&missing_hint(points, key))
         );
         return;
     }
@@ -376,7 +542,6 @@ fn against_axis(
     points: &[(String, Figures)],
     key: &str,
     label: &str,
-    marks: Marks,
 ) {
     let data: Vec<(usize, &str, f64)> = points
         .iter()
@@ -391,14 +556,13 @@ fn against_axis(
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), d| {
             (a.min(d.2), b.max(d.2))
         });
-    let hi = marks.bound.map_or(hi, |b| hi.max(b));
     let axes = Axes {
         x: (-0.5, points.len() as f64 - 0.5),
         ..Axes::fit((0.0, 1.0), (lo.min(0.0), hi), W, H)
     };
-    let title = format!("{label} vs {axis}");
-    // The x ticks are the swept values, not numbers.
-    axes.open_categorical(out, &title, axis, label);
+    let title = format!("{label} vs {}", axis_title(axis));
+    // The x ticks are the swept values (the user's list, each once), not numbers.
+    axes.open_categorical(out, &title, &axis_title(axis), label);
     for (i, v, _) in &data {
         let _ = write!(
             out,
@@ -417,25 +581,6 @@ fn against_axis(
         "<polyline points=\"{}\" fill=\"none\" stroke=\"{POINT_COLOUR}\" stroke-width=\"1.5\"/>",
         line.join(" ")
     );
-    if let Some(b) = marks.bound {
-        let y = axes.py(b);
-        let _ = write!(
-            out,
-            "<line class=\"bound\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" \
-             stroke=\"{BOUND_COLOUR}\" stroke-dasharray=\"6 3\"><title>SLO bound {b}</title></line>",
-            axes.px(-0.5),
-            axes.px(points.len() as f64 - 0.5),
-        );
-    }
-    if let Some((i, _, y)) = data.iter().find(|d| Some(d.0) == marks.best) {
-        let _ = write!(
-            out,
-            "<circle class=\"answer\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"9\" fill=\"none\" \
-             stroke=\"{FRONT_COLOUR}\" stroke-width=\"2\"><title>the answer</title></circle>",
-            axes.px(*i as f64),
-            axes.py(*y)
-        );
-    }
     for (i, v, y) in &data {
         let _ = write!(
             out,
@@ -572,10 +717,12 @@ mod tests {
             points,
             bounds,
             best,
+            meets,
         } = &s
         else {
             panic!("a search: {s:?}")
         };
+        assert_eq!(meets, &[true, true, true, false]);
         assert_eq!(axis, "max_concurrency");
         let values: Vec<&str> = points.iter().map(|(v, _)| v.as_str()).collect();
         assert_eq!(
@@ -586,6 +733,96 @@ mod tests {
         assert_eq!(bounds, &[("p99_ttft_ms".to_string(), 300.0)]);
         assert_eq!(*best, Some(2), "the answer is the value's second run");
         assert_eq!(get(&points[2].1, "p99_ttft_ms"), Some(260.0));
+    }
+
+    #[test]
+    fn the_slo_page_has_a_numeric_axis_readable_titles_and_verdict_colours() {
+        // Rates probed close together, one twice, and `inf`: the categorical axis repeated
+        // 1.266 and ran the labels into `1.0131.2661.393...`, titled `p99_ttft_ms`.
+        let rates = ["inf", "1.013", "1.266", "1.266", "1.393", "1.52", "2.5"];
+        let meets = vec![false, true, true, false, true, false, false];
+        let points: Vec<(String, Figures)> = rates
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let f = figs(&[
+                    ("p99_ttft_ms", 10.0 * i as f64),
+                    ("request_throughput", 1.0),
+                ]);
+                (r.to_string(), f)
+            })
+            .collect();
+        let summary = Summary::Search {
+            axis: "request_rate".into(),
+            points,
+            bounds: vec![("p99_ttft_ms".into(), 35.0)],
+            best: Some(4),
+            meets,
+        };
+        let html = render(&summary, "search");
+        let chart = html
+            .split("<svg")
+            .find(|c| c.contains("P99 TTFT (ms) vs Request rate (req/s)"))
+            .unwrap_or_else(|| panic!("no titled TTFT chart: {html}"));
+        let ticks: Vec<&str> = chart
+            .split("<text class=\"tick\"")
+            .skip(1)
+            .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+            .collect();
+        assert!(!ticks.contains(&"1.266"), "no tick per probe: {ticks:?}");
+        assert_eq!(ticks.last(), Some(&"inf"), "{ticks:?}");
+        let numeric: Vec<f64> = ticks.iter().filter_map(|t| t.parse().ok()).collect();
+        assert!(numeric.len() >= 2, "{ticks:?}");
+        assert!(
+            numeric.windows(2).all(|w| w[0] < w[1]),
+            "ascending: {ticks:?}"
+        );
+        // The x of each tick: far enough apart that no two labels overlap.
+        let xs: Vec<f64> = chart
+            .split("<text class=\"tick\" x=\"")
+            .skip(1)
+            .filter_map(|t| t.split('"').next()?.parse().ok())
+            .collect();
+        assert!(xs.windows(2).all(|w| w[1] - w[0] > 40.0), "{xs:?}");
+        assert_eq!(chart.matches("<g class=\"point meets\">").count(), 3);
+        assert_eq!(chart.matches("<g class=\"point misses\">").count(), 4);
+        assert!(chart.contains(&format!("fill=\"{MEETS_COLOUR}\"")));
+        assert!(chart.contains(&format!("fill=\"{MISSES_COLOUR}\"")));
+        assert!(chart.contains("class=\"answer\""));
+        for raw in [">p99_ttft_ms<", ">request_throughput<", ">request_rate<"] {
+            assert!(!html.contains(raw), "a raw key as a title: {raw}");
+        }
+        assert!(html.contains(">Request throughput (req/s)<"));
+    }
+
+    #[test]
+    fn the_e2el_hint_names_the_flag_that_computes_e2el() {
+        // No point computed E2EL at all: the missing flag is --percentile-metrics.
+        let points = vec![(
+            "1".to_string(),
+            figs(&[("output_throughput", 10.0), ("p99_ttft_ms", 5.0)]),
+        )];
+        let html = render(
+            &Summary::Sweep {
+                axis: "max_concurrency".into(),
+                points: points.clone(),
+            },
+            "sweep",
+        );
+        assert!(
+            html.contains(
+                "no p99_e2el_ms in this summary (run with --percentile-metrics including e2el)"
+            ),
+            "{html}"
+        );
+        // E2EL computed, its 99th percentile not: --metric-percentiles.
+        assert_eq!(
+            missing_hint(
+                &[("1".into(), figs(&[("mean_e2el_ms", 3.0)]))],
+                "p99_e2el_ms"
+            ),
+            "run with --metric-percentiles including 99"
+        );
     }
 
     #[test]

@@ -101,6 +101,35 @@ impl Axes {
         self.frame(out, title, x_label, y_label, (false, true));
     }
 
+    /// [`Axes::open`] with the caller's x ticks (position, label): a numeric axis with a
+    /// slot of its own beyond the numbers (`inf`).
+    pub fn open_with_x_ticks(
+        &self,
+        out: &mut String,
+        title: &str,
+        x_label: &str,
+        y_label: &str,
+        x_ticks: &[(f64, String)],
+    ) {
+        self.frame(out, title, x_label, y_label, (false, true));
+        for (t, text) in x_ticks {
+            self.x_tick(out, *t, text);
+        }
+    }
+
+    /// One x tick: its mark under the axis and its label.
+    fn x_tick(&self, out: &mut String, t: f64, text: &str) {
+        let (x, y0) = (self.px(t), self.py(self.y.0));
+        let _ = write!(
+            out,
+            "<line class=\"axis\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{y0:.1}\" y2=\"{:.1}\"/>\
+             <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            y0 + 4.0,
+            y0 + 16.0,
+            escape(text)
+        );
+    }
+
     /// [`Axes::open`] for a strip of values along x: no y ticks (y is only room).
     pub fn open_strip(&self, out: &mut String, title: &str, x_label: &str) {
         self.frame(out, title, x_label, "", (true, false));
@@ -153,15 +182,7 @@ impl Axes {
         };
         let x_step = step_of(&x_ticks);
         for &t in &x_ticks {
-            let x = self.px(t);
-            let _ = write!(
-                out,
-                "<line class=\"axis\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{y0:.1}\" y2=\"{:.1}\"/>\
-                 <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-                y0 + 4.0,
-                y0 + 16.0,
-                label(t, x_step)
-            );
+            self.x_tick(out, t, &label(t, x_step));
         }
         let _ = write!(
             out,
