@@ -222,7 +222,11 @@ fn a_usage_no_response_can_hold_fails_the_request_instead_of_wrapping_the_totals
     let server = mock(|c| c.usage_completion_tokens = Some(1_000_000_000_000_000_000));
     let dir = TempDir::new("bad-usage");
     let r = run_output(&server, &dir, 20, 4, &["--save-detailed"]);
-    assert_eq!(r.code, 1, "no request succeeded:\n{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.code, 1,
+        "no request succeeded:\n{}\n{}",
+        r.stdout, r.stderr
+    );
     let doc = saved(&dir);
     assert_eq!(reasons(&doc), [("bad_usage".to_string(), 20)]);
     assert_eq!(

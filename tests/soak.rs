@@ -38,6 +38,8 @@ fn rss_kib(pid: u32) -> Option<u64> {
 }
 
 /// One run of `requests` requests: (resident KiB when the clock started, peak resident KiB).
+// The child is reaped by `wait4` (which also reads its peak memory), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn run(requests: u64, dir: &TempDir) -> (u64, u64) {
     let n = requests.to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
@@ -86,7 +88,8 @@ fn run(requests: u64, dir: &TempDir) -> (u64, u64) {
         // not yet reaped (std's `Child` is never waited on here).
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: as above; WNOHANG returns at once.
-        let got = unsafe { libc::wait4(pid as libc::pid_t, &mut status, libc::WNOHANG, &mut usage) };
+        let got =
+            unsafe { libc::wait4(pid as libc::pid_t, &mut status, libc::WNOHANG, &mut usage) };
         assert!(got >= 0, "wait4: {}", std::io::Error::last_os_error());
         if got > 0 {
             break (status, usage.ru_maxrss as u64);
@@ -107,7 +110,11 @@ fn run(requests: u64, dir: &TempDir) -> (u64, u64) {
         .lines()
         .find_map(|l| l.strip_prefix("Successful requests:"))
         .map(str::trim);
-    assert_eq!(completed, Some(n.as_str()), "every request completes:\n{stdout}");
+    assert_eq!(
+        completed,
+        Some(n.as_str()),
+        "every request completes:\n{stdout}"
+    );
     let start_kib = rx
         .try_recv()
         .ok()

@@ -1310,6 +1310,9 @@ mod tests {
             usage_reasoning_tokens: Some(MAX_USAGE_TOKENS + 1),
             ..Measured::default()
         };
-        assert!(usage_verdict(&reasoning).unwrap_err().error.contains("reasoning_tokens"));
+        assert!(usage_verdict(&reasoning)
+            .unwrap_err()
+            .error
+            .contains("reasoning_tokens"));
     }
 }

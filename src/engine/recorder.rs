@@ -563,7 +563,12 @@ mod tests {
         for indexes in [&[7, 2, 9, 4][..], &[0, 8, 5], &[3, 6, 1]] {
             let mut log = WorkerLog::default();
             for &i in indexes {
-                let rec = record(i, u64::from(i) * 1_000, &[u64::from(i) * 1_000 + 500], &mut log);
+                let rec = record(
+                    i,
+                    u64::from(i) * 1_000,
+                    &[u64::from(i) * 1_000 + 500],
+                    &mut log,
+                );
                 log.push(rec, &mut h);
             }
             cores.push(outputs(vec![log]));
@@ -574,7 +579,10 @@ mod tests {
         let starts: Vec<f64> = m.outputs.iter().map(|o| o.start_time).collect();
         let expected: Vec<f64> = (0..9).map(|i| secs(i * 1_000)).collect();
         assert_eq!(starts, expected, "each output stays with its record");
-        assert_eq!(m.last_end_ns, 9_510, "the dropped request still ends the run");
+        assert_eq!(
+            m.last_end_ns, 9_510,
+            "the dropped request still ends the run"
+        );
     }
 
     #[test]
