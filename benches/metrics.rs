@@ -121,10 +121,9 @@ fn synthetic_logs() -> (Vec<WorkerLog>, Vec<Histograms>) {
                 index,
                 scheduled_ns: start_ns,
                 start_ns,
-                first_token_ns: Some(first),
+                first_token_ns: Some(recorder::nonzero_ns(first)),
                 last_token_ns: last,
                 itl: itl_start..log.itl_ns.len() as u32,
-                chunks: TOKENS as u32,
                 client_prompt_len: 512,
                 end_ns: last,
                 ..Record::default()

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
 
 use super::e2e::{count, saved};
-use super::util::{shared_dir, vllm_bench, TempDir};
+use super::util::{shared_dir, vllm_bench, Run, TempDir};
 
 fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
     let mut cfg = MockConfig::default();
@@ -16,8 +16,19 @@ fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
 }
 
 /// A completions run of `n` random prompts asking for `output_len` tokens, saved as
-/// `r.json` in `dir`, with `extra` flags.
+/// `r.json` in `dir`, with `extra` flags: its exit code.
 fn run(server: &MockServer, dir: &TempDir, n: usize, output_len: usize, extra: &[&str]) -> i32 {
+    run_output(server, dir, n, output_len, extra).code
+}
+
+/// [`run`], the whole output.
+fn run_output(
+    server: &MockServer,
+    dir: &TempDir,
+    n: usize,
+    output_len: usize,
+    extra: &[&str],
+) -> Run {
     let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
     let (n, output_len, url) = (n.to_string(), output_len.to_string(), server.base_url());
     let mut args = vec![
@@ -55,7 +66,7 @@ fn run(server: &MockServer, dir: &TempDir, n: usize, output_len: usize, extra: &
     args.extend_from_slice(extra);
     let r = vllm_bench(&args, dir.path());
     assert!(r.code == 0 || r.code == 1, "exit {}: {}", r.code, r.stderr);
-    r.code
+    r
 }
 
 fn reasons(doc: &Map<String, Value>) -> Vec<(String, u64)> {
@@ -199,4 +210,42 @@ fn max_response_events_zero_is_refused() {
         "{}",
         r.stderr
     );
+}
+
+/// A server whose usage counts 10^18 tokens per response: before, 20 such responses summed to
+/// `Total generated tokens: 1553255926290448384` (wrapped past 2^64) while the throughput
+/// used the unwrapped sum. Now each such response is a failed request (`bad_usage`) whose
+/// error names the figure, and its tokens are in no total, so console, file and throughput
+/// agree.
+#[test]
+fn a_usage_no_response_can_hold_fails_the_request_instead_of_wrapping_the_totals() {
+    let server = mock(|c| c.usage_completion_tokens = Some(1_000_000_000_000_000_000));
+    let dir = TempDir::new("bad-usage");
+    let r = run_output(&server, &dir, 20, 4, &["--save-detailed"]);
+    assert_eq!(
+        r.code, 1,
+        "no request succeeded:\n{}\n{}",
+        r.stdout, r.stderr
+    );
+    let doc = saved(&dir);
+    assert_eq!(reasons(&doc), [("bad_usage".to_string(), 20)]);
+    assert_eq!(
+        (
+            count(&doc, "completed"),
+            count(&doc, "failed"),
+            count(&doc, "total_output_tokens")
+        ),
+        (0, 20, 0)
+    );
+    assert_eq!(doc["output_throughput"].as_f64(), Some(0.0));
+    let errors = doc["errors"].as_array().expect("errors");
+    assert!(
+        errors.iter().all(|e| e
+            .as_str()
+            .is_some_and(|e| e.contains("completion_tokens = 1000000000000000000"))),
+        "{errors:?}"
+    );
+    let console = format!("{}{}", r.stdout, r.stderr);
+    assert!(console.contains("bad_usage"), "{console}");
+    assert!(!console.contains("1553255926290448384"), "{console}");
 }

@@ -29,6 +29,7 @@ mod server_metrics;
 mod shards;
 mod slo_search;
 mod slurm;
+mod soak;
 mod start_at;
 mod steady_state;
 mod timed_trace;

@@ -34,7 +34,7 @@ use crate::http::response::{parse_head, BodyDecoder, ResponseHead};
 use crate::sse::SseDecoder;
 use bytes::Bytes;
 
-use super::recorder::{Failure, WorkerLog};
+use super::recorder::{Failure, WorkerLog, MAX_USAGE_TOKENS};
 use super::session::FinishReason;
 
 /// A connection's read buffer. Small on purpose: at 10,000 streams every byte here is
@@ -292,7 +292,7 @@ pub async fn exchange(
                 if !(keep_alive && result.is_ok()) {
                     *slot = None;
                 }
-                return result;
+                return result.and_then(|()| usage_verdict(m));
             }
         }
     }
@@ -848,6 +848,32 @@ fn text_verdict(m: &Measured, limits: ResponseLimits) -> Result<(), Failure> {
     ))
 }
 
+/// A usage count past [`MAX_USAGE_TOKENS`] is the server's error, not a count: the request
+/// fails as `bad_usage`, naming the figure, instead of swamping (or wrapping) the run's
+/// token totals while its throughput read something else.
+fn usage_verdict(m: &Measured) -> Result<(), Failure> {
+    let counts = [
+        ("prompt_tokens", m.usage_prompt_tokens),
+        ("completion_tokens", m.usage_completion_tokens),
+        ("reasoning_tokens", m.usage_reasoning_tokens),
+    ];
+    match counts
+        .into_iter()
+        .find_map(|(name, n)| n.filter(|&n| n > MAX_USAGE_TOKENS).map(|n| (name, n)))
+    {
+        None => Ok(()),
+        Some((name, n)) => Err(failure(
+            "bad_usage",
+            format!("server reported usage {name} = {n}, over {MAX_USAGE_TOKENS}"),
+            format!(
+                "the server's usage says {name} = {n} for one response, more than the \
+                 {MAX_USAGE_TOKENS} tokens any response can hold: a server bug; the request \
+                 is counted as failed and its tokens in no total"
+            ),
+        )),
+    }
+}
+
 fn malformed_event(e: crate::backends::stream_chunk::ChunkError) -> Failure {
     let msg = format!("malformed SSE event: {e}");
     failure("malformed_event", msg.clone(), msg)
@@ -1259,5 +1285,34 @@ mod tests {
         assert_eq!(l.max_events, 1_000_000);
         assert_eq!(l.max_text_bytes, 16_000_000);
         assert_eq!(ResponseLimits::new(u32::MAX).max_text_bytes, u32::MAX);
+    }
+
+    #[test]
+    fn a_usage_no_response_can_hold_fails_its_request_naming_the_figure() {
+        let fine = Measured {
+            usage_prompt_tokens: Some(MAX_USAGE_TOKENS),
+            usage_completion_tokens: Some(5),
+            ..Measured::default()
+        };
+        assert_eq!(usage_verdict(&fine), Ok(()));
+        let huge = Measured {
+            usage_completion_tokens: Some(1_000_000_000_000_000_000),
+            ..Measured::default()
+        };
+        let f = usage_verdict(&huge).unwrap_err();
+        assert_eq!(f.kind, "bad_usage");
+        assert!(
+            f.error.contains("completion_tokens = 1000000000000000000"),
+            "{}",
+            f.error
+        );
+        let reasoning = Measured {
+            usage_reasoning_tokens: Some(MAX_USAGE_TOKENS + 1),
+            ..Measured::default()
+        };
+        assert!(usage_verdict(&reasoning)
+            .unwrap_err()
+            .error
+            .contains("reasoning_tokens"));
     }
 }

@@ -9,6 +9,7 @@
 //! the clock started, not an allocation per request.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -28,7 +29,43 @@ pub struct Failure {
     pub detail: String,
 }
 
-/// One request as recorded on its core. Times are nanoseconds since the run epoch.
+/// The most tokens one response's usage may count (prompt, completion or reasoning): a
+/// billion, beyond any context window and any stream a run could read. A larger figure is a
+/// server error (`bad_usage`), not a count: summed into the run's totals it would swamp
+/// them (or, at 10^19, wrap them).
+pub const MAX_USAGE_TOKENS: u64 = 1_000_000_000;
+
+/// A token count from the server's usage, in 4 bytes (a record is kept per request, so its
+/// size is the run's memory per request): `None` when the server sent none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenCount(u32);
+
+impl TokenCount {
+    /// No count was sent.
+    pub const NONE: TokenCount = TokenCount(u32::MAX);
+
+    /// The server's count, when it sent one that is at most [`MAX_USAGE_TOKENS`] (a larger
+    /// one fails its request before it is recorded, so it is never kept).
+    pub fn of(count: Option<u64>) -> TokenCount {
+        match count {
+            Some(n) if n <= MAX_USAGE_TOKENS => TokenCount(n as u32),
+            _ => TokenCount::NONE,
+        }
+    }
+
+    pub fn get(self) -> Option<u64> {
+        (self != TokenCount::NONE).then_some(u64::from(self.0))
+    }
+}
+
+impl Default for TokenCount {
+    fn default() -> Self {
+        TokenCount::NONE
+    }
+}
+
+/// One request as recorded on its core: fixed-size (96 bytes; `record_stays_small`), because
+/// one is kept per request for the whole run. Times are nanoseconds since the run epoch.
 #[derive(Debug, Clone, Default)]
 pub struct Record {
     pub index: u32,
@@ -36,20 +73,19 @@ pub struct Record {
     pub scheduled_ns: u64,
     /// When the request was sent (Python's `start_time`).
     pub start_ns: u64,
-    pub first_token_ns: Option<u64>,
+    /// When the first token came (never 0: the epoch precedes every send).
+    pub first_token_ns: Option<NonZeroU64>,
     /// The first token that is not reasoning (TTFO's end); `None` when none came.
-    pub first_output_ns: Option<u64>,
+    pub first_output_ns: Option<NonZeroU64>,
     pub last_token_ns: u64,
     /// Range of this request's inter-token gaps in the core's ITL arena.
     pub itl: Range<u32>,
     /// Range of this request's generated text in the core's text arena.
     pub text: Range<u32>,
-    pub usage_prompt_tokens: Option<u64>,
-    pub usage_completion_tokens: Option<u64>,
+    pub usage_prompt_tokens: TokenCount,
+    pub usage_completion_tokens: TokenCount,
     /// Of the completion tokens, the reasoning ones, when the server counts them apart.
-    pub usage_reasoning_tokens: Option<u64>,
-    /// Token events (SSE chunks that carried a token).
-    pub chunks: u32,
+    pub usage_reasoning_tokens: TokenCount,
     pub client_prompt_len: u32,
     /// Whether the worker was idle before the scheduled time (then the gap between schedule
     /// and send is dispatch lag, not queueing behind the concurrency limit).
@@ -59,10 +95,14 @@ pub struct Record {
     /// How the response ended, as the server said.
     pub finish_reason: Option<FinishReason>,
     pub failure: Option<Box<Failure>>,
-    /// The client cancelled it on purpose (`Workload::cancel`): counted apart, not kept.
-    pub cancelled: bool,
     /// When the response ended (last byte), for non-streaming latency and the run's end.
     pub end_ns: u64,
+}
+
+/// A time in ns since the epoch as a record's optional time (a time at the epoch itself,
+/// which no token can have, reads as 1 ns).
+pub fn nonzero_ns(ns: u64) -> NonZeroU64 {
+    NonZeroU64::new(ns).unwrap_or(NonZeroU64::MIN)
 }
 
 /// Highest latency the histograms track (one hour, in ns); larger values saturate.
@@ -215,7 +255,7 @@ impl WorkerLog {
         if rec.failure.is_none() {
             if let Some(first) = rec.first_token_ns {
                 h.ttft
-                    .saturating_record(first.saturating_sub(rec.start_ns).max(1));
+                    .saturating_record(first.get().saturating_sub(rec.start_ns).max(1));
                 h.e2el
                     .saturating_record(rec.last_token_ns.saturating_sub(rec.start_ns).max(1));
             } else {
@@ -256,7 +296,9 @@ fn secs(ns: u64) -> f64 {
 #[derive(Debug, Default)]
 pub struct CoreOutputs {
     /// In the order the core's workers finished, not request order.
-    pub requests: Vec<(Record, RequestOutput)>,
+    pub records: Vec<Record>,
+    /// `outputs[i]` is `records[i]`'s output.
+    pub outputs: Vec<RequestOutput>,
     /// Requests never sent because an earlier request of their session failed.
     pub session_ended: usize,
     /// Requests cancelled on purpose (in no record).
@@ -272,8 +314,10 @@ pub struct CoreOutputs {
 /// the outputs; freed by the main thread, it stayed out of use while the main thread built
 /// the outputs in fresh memory (+8 MB peak RSS at 10,000 streams × 20,000 requests).
 pub fn outputs(logs: Vec<WorkerLog>) -> CoreOutputs {
+    let n: usize = logs.iter().map(|l| l.records.len()).sum();
     let mut out = CoreOutputs {
-        requests: Vec::with_capacity(logs.iter().map(|l| l.records.len()).sum()),
+        records: Vec::with_capacity(n),
+        outputs: Vec::with_capacity(n),
         ..CoreOutputs::default()
     };
     for log in logs {
@@ -281,8 +325,8 @@ pub fn outputs(logs: Vec<WorkerLog>) -> CoreOutputs {
         out.cancelled += log.cancelled as usize;
         out.session_cancelled += log.session_cancelled as usize;
         for rec in log.records {
-            let output = to_output(&rec, &log.itl_ns, &log.text);
-            out.requests.push((rec, output));
+            out.outputs.push(to_output(&rec, &log.itl_ns, &log.text));
+            out.records.push(rec);
         }
     }
     out
@@ -290,31 +334,38 @@ pub fn outputs(logs: Vec<WorkerLog>) -> CoreOutputs {
 
 /// Merges the cores' outputs and histograms into request order (requests outside the
 /// workload's `total` are dropped).
+///
+/// In place: the largest core's vectors become the result and are sorted by a permutation,
+/// so the run's records and outputs are not held twice at the end of a long run.
 pub fn merge(cores: Vec<CoreOutputs>, core_histograms: Vec<Histograms>, total: usize) -> Merged {
     let mut histograms = Histograms::default();
     for h in &core_histograms {
         histograms.add(h);
     }
-    let mut last_end_ns = 0;
-    let mut all = Vec::with_capacity(cores.iter().map(|c| c.requests.len()).sum());
-    for core in cores {
-        for (rec, out) in core.requests {
-            last_end_ns = last_end_ns.max(rec.end_ns);
-            if (rec.index as usize) < total {
-                all.push((rec, out));
-            }
-        }
+    let n: usize = cores.iter().map(|c| c.records.len()).sum();
+    let mut cores = cores;
+    let largest = (0..cores.len())
+        .max_by_key(|&i| cores[i].records.len())
+        .map(|i| cores.swap_remove(i))
+        .unwrap_or_default();
+    let (mut records, mut outputs) = (largest.records, largest.outputs);
+    records.reserve_exact(n - records.len());
+    outputs.reserve_exact(n - outputs.len());
+    for mut core in cores {
+        records.append(&mut core.records);
+        outputs.append(&mut core.outputs);
     }
-    all.sort_unstable_by_key(|(r, _)| r.index);
+    let last_end_ns = records.iter().map(|r| r.end_ns).max().unwrap_or(0);
+    // Positions in request order; the indexes at or past `total` sort last and are cut.
+    let mut order: Vec<u32> = (0..records.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| records[i as usize].index);
+    let kept = order.partition_point(|&i| (records[i as usize].index as usize) < total);
+    permute(&mut records, &mut outputs, &mut order);
+    records.truncate(kept);
+    outputs.truncate(kept);
     let mut failures_by_kind = BTreeMap::new();
-    let mut outputs = Vec::with_capacity(all.len());
-    let mut records = Vec::with_capacity(all.len());
-    for (rec, out) in all {
-        if let Some(f) = &rec.failure {
-            *failures_by_kind.entry(f.kind.clone()).or_insert(0) += 1;
-        }
-        records.push(rec);
-        outputs.push(out);
+    for f in records.iter().filter_map(|r| r.failure.as_ref()) {
+        *failures_by_kind.entry(f.kind.clone()).or_insert(0) += 1;
     }
     Merged {
         outputs,
@@ -323,6 +374,22 @@ pub fn merge(cores: Vec<CoreOutputs>, core_histograms: Vec<Histograms>, total: u
         per_core: core_histograms,
         failures_by_kind,
         last_end_ns,
+    }
+}
+
+/// Reorders `a` and `b` alike so that position `i` holds what was at `order[i]`, by swaps
+/// (no second copy of either); `order` is used up.
+fn permute<A, B>(a: &mut [A], b: &mut [B], order: &mut [u32]) {
+    for start in 0..order.len() {
+        let mut at = start;
+        while order[at] as usize != start {
+            let from = order[at] as usize;
+            a.swap(at, from);
+            b.swap(at, from);
+            order[at] = at as u32;
+            at = from;
+        }
+        order[at] = at as u32;
     }
 }
 
@@ -343,7 +410,8 @@ fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput
     };
     let prompt_len = rec
         .usage_prompt_tokens
-        .unwrap_or(rec.client_prompt_len as u64);
+        .get()
+        .unwrap_or(u64::from(rec.client_prompt_len));
     if let Some(f) = &rec.failure {
         return RequestOutput {
             success: false,
@@ -357,10 +425,10 @@ fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput
     let text = &text_arena[rec.text.start as usize..rec.text.end as usize];
     let ttfo = rec
         .first_output_ns
-        .map(|first| secs(first.saturating_sub(rec.start_ns)));
+        .map(|first| secs(first.get().saturating_sub(rec.start_ns)));
     let (ttft, latency) = match rec.first_token_ns {
         Some(first) => (
-            secs(first - rec.start_ns),
+            secs(first.get().saturating_sub(rec.start_ns)),
             secs(rec.last_token_ns - rec.start_ns),
         ),
         None => (0.0, secs(rec.end_ns.saturating_sub(rec.start_ns))),
@@ -369,7 +437,7 @@ fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput
         generated_text: String::from_utf8_lossy(text).into_owned(),
         success: true,
         latency,
-        output_tokens: rec.usage_completion_tokens.unwrap_or(0),
+        output_tokens: rec.usage_completion_tokens.get().unwrap_or(0),
         ttft,
         itl: itl_arena.range(rec.itl.clone()).map(secs).collect(),
         prompt_len,
@@ -379,7 +447,7 @@ fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput
         // The caller knows what each request carried (`RunDataset::mark_outputs`).
         input_sequences: 1,
         ttfo,
-        reasoning_tokens: rec.usage_reasoning_tokens,
+        reasoning_tokens: rec.usage_reasoning_tokens.get(),
     }
 }
 
@@ -430,12 +498,11 @@ mod tests {
             index,
             start_ns: start,
             scheduled_ns: start,
-            first_token_ns: tokens.first().copied(),
+            first_token_ns: tokens.first().map(|&t| nonzero_ns(t)),
             last_token_ns: *tokens.last().unwrap(),
             end_ns: *tokens.last().unwrap() + 10,
             itl: itl0..itl1,
             text: text0..text1,
-            chunks: tokens.len() as u32,
             client_prompt_len: 7,
             ..Record::default()
         }
@@ -461,6 +528,70 @@ mod tests {
         assert_eq!(m.outputs[1].prompt_len, 7);
         assert_eq!(m.histograms.itl.len(), 3);
         assert_eq!(m.last_end_ns, 6_000_010);
+    }
+
+    /// A record is kept per request for the whole run, so its size is the run's memory per
+    /// request (beside 4 bytes per inter-token gap): it must not creep back up (160 bytes
+    /// before it was made compact).
+    #[test]
+    fn record_stays_small() {
+        assert!(
+            std::mem::size_of::<Record>() <= 96,
+            "Record is {} bytes",
+            std::mem::size_of::<Record>()
+        );
+        assert_eq!(std::mem::size_of::<TokenCount>(), 4);
+    }
+
+    #[test]
+    fn token_counts_keep_none_zero_and_the_bound_apart() {
+        assert_eq!(TokenCount::of(None).get(), None);
+        assert_eq!(TokenCount::of(Some(0)).get(), Some(0));
+        assert_eq!(
+            TokenCount::of(Some(MAX_USAGE_TOKENS)).get(),
+            Some(MAX_USAGE_TOKENS)
+        );
+        assert_eq!(TokenCount::of(Some(MAX_USAGE_TOKENS + 1)).get(), None);
+        assert_eq!(TokenCount::default(), TokenCount::NONE);
+    }
+
+    #[test]
+    fn merge_of_several_cores_orders_in_place_and_drops_what_is_past_total() {
+        let mut h = Histograms::default();
+        let mut cores = Vec::new();
+        // Three cores holding indexes 0..9 scattered, plus index 9 past the total of 9.
+        for indexes in [&[7, 2, 9, 4][..], &[0, 8, 5], &[3, 6, 1]] {
+            let mut log = WorkerLog::default();
+            for &i in indexes {
+                let rec = record(
+                    i,
+                    u64::from(i) * 1_000,
+                    &[u64::from(i) * 1_000 + 500],
+                    &mut log,
+                );
+                log.push(rec, &mut h);
+            }
+            cores.push(outputs(vec![log]));
+        }
+        let m = merge(cores, vec![h], 9);
+        let indexes: Vec<u32> = m.records.iter().map(|r| r.index).collect();
+        assert_eq!(indexes, (0..9).collect::<Vec<u32>>());
+        let starts: Vec<f64> = m.outputs.iter().map(|o| o.start_time).collect();
+        let expected: Vec<f64> = (0..9).map(|i| secs(i * 1_000)).collect();
+        assert_eq!(starts, expected, "each output stays with its record");
+        assert_eq!(
+            m.last_end_ns, 9_510,
+            "the dropped request still ends the run"
+        );
+    }
+
+    #[test]
+    fn permute_follows_every_cycle() {
+        let mut a = vec!['a', 'b', 'c', 'd', 'e'];
+        let mut b = vec![0, 1, 2, 3, 4];
+        permute(&mut a, &mut b, &mut [3, 0, 4, 1, 2]);
+        assert_eq!(a, ['d', 'a', 'e', 'b', 'c']);
+        assert_eq!(b, [3, 0, 4, 1, 2]);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::http::conn::Connection;
 use crate::http::request::PreparedRequest;
 
 use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits, SentMark};
-use super::recorder::{Failure, Histograms, Record, WorkerLog};
+use super::recorder::{nonzero_ns, Failure, Histograms, Record, TokenCount, WorkerLog};
 use super::replicas::Pool;
 use super::session::{FollowUps, NextRequest, Reply};
 use super::stop::CoreStop;
@@ -255,7 +255,7 @@ impl Worker {
         let mut next: Option<NextRequest> = None;
         let mut previous_end = scheduled;
         for turn in 0..turns {
-            let rec = match &next {
+            let sent = match &next {
                 None => self.send(source.record(session, turn), first).await,
                 Some(n) => {
                     let scheduled = (previous_end + n.delay).max(self.epoch + n.not_before);
@@ -273,20 +273,20 @@ impl Worker {
                     self.send(source.record(session, turn), turn_req).await
                 }
             };
-            previous_end = self.epoch + Duration::from_nanos(rec.end_ns);
+            previous_end = self.epoch + Duration::from_nanos(sent.rec.end_ns);
             let last = turn + 1 == turns;
             // A cancelled turn ends its conversation: its user left, and there is no answer
             // for the next turn to quote.
-            let cancelled = rec.cancelled;
-            next = match (&rec.failure, last) {
+            let cancelled = sent.cancelled;
+            next = match (&sent.rec.failure, last) {
                 _ if cancelled => None,
                 (None, false) => {
                     let f = follow.get_or_insert_with(|| source.follow(session));
-                    f.next(&self.reply(&rec))
+                    f.next(&self.reply(&sent.rec))
                 }
                 _ => None,
             };
-            self.keep(rec);
+            self.keep(sent);
             if next.is_none() {
                 let rest = (turns - turn - 1) as u32;
                 if cancelled {
@@ -306,15 +306,15 @@ impl Worker {
         Reply {
             // Token texts are whole `str`s, so their concatenation is valid UTF-8.
             text: std::str::from_utf8(text).unwrap_or_default(),
-            prompt_tokens: rec.usage_prompt_tokens,
-            completion_tokens: rec.usage_completion_tokens,
+            prompt_tokens: rec.usage_prompt_tokens.get(),
+            completion_tokens: rec.usage_completion_tokens.get(),
             finish_reason: rec.finish_reason,
         }
     }
 
     /// Sends one request and measures it; the record is not kept yet (its text may still be
     /// needed for the session's next request).
-    async fn send(&mut self, index: usize, turn: Turn<'_>) -> Record {
+    async fn send(&mut self, index: usize, turn: Turn<'_>) -> Sent {
         self.use_replica(turn.replica);
         let shared = &*self.shared;
         let CoreHandles {
@@ -391,33 +391,33 @@ impl Worker {
         let end = Instant::now();
         let (itl1, text1) = self.log.arena_marks();
         let epoch = self.epoch;
-        Record {
+        let rec = Record {
             index: index as u32,
             scheduled_ns: ns_since(epoch, turn.scheduled),
             start_ns: ns_since(epoch, start),
-            first_token_ns: m.first_token.map(|t| ns_since(epoch, t)),
-            first_output_ns: m.first_output.map(|t| ns_since(epoch, t)),
+            first_token_ns: m.first_token.map(|t| nonzero_ns(ns_since(epoch, t))),
+            first_output_ns: m.first_output.map(|t| nonzero_ns(ns_since(epoch, t))),
             last_token_ns: m.last_token.map_or(0, |t| ns_since(epoch, t)),
             itl: itl0..itl1,
             text: text0..text1,
-            usage_prompt_tokens: m.usage_prompt_tokens,
-            usage_completion_tokens: m.usage_completion_tokens,
-            usage_reasoning_tokens: m.usage_reasoning_tokens,
-            chunks: m.chunks,
+            usage_prompt_tokens: TokenCount::of(m.usage_prompt_tokens),
+            usage_completion_tokens: TokenCount::of(m.usage_completion_tokens),
+            usage_reasoning_tokens: TokenCount::of(m.usage_reasoning_tokens),
             client_prompt_len: turn.client_prompt_len,
             was_waiting: turn.was_waiting,
             replica: turn.replica as u16,
             finish_reason: m.finish_reason,
             failure: result.err().map(Box::new),
-            cancelled,
             end_ns: ns_since(epoch, m.end.unwrap_or(end)),
-        }
+        };
+        Sent { rec, cancelled }
     }
 
     /// Keeps a finished record: drops the data it does not need, feeds the histograms.
-    fn keep(&mut self, mut rec: Record) {
+    fn keep(&mut self, sent: Sent) {
+        let Sent { mut rec, cancelled } = sent;
         let log = &mut self.log;
-        if rec.cancelled {
+        if cancelled {
             // Counted apart: neither completed nor failed, in no latency or histogram.
             log.itl_ns.truncate(rec.itl.start as usize);
             log.text.truncate(rec.text.start as usize);
@@ -434,7 +434,7 @@ impl Worker {
             rec.itl.end = rec.itl.start;
             log.text.truncate(rec.text.start as usize);
             rec.text.end = rec.text.start;
-        } else if rec.usage_completion_tokens.is_some_and(|c| c > 0)
+        } else if rec.usage_completion_tokens.get().is_some_and(|c| c > 0)
             && !self.shared.options.keep_all_text
         {
             // The server counted the tokens; the text is only needed with --save-detailed.
@@ -457,6 +457,13 @@ enum Outcome {
     Stopped,
     /// Cancelled on purpose (`Workload::cancel`).
     Cancelled,
+}
+
+/// A request as sent: its record, and whether the client cancelled it on purpose
+/// (`Workload::cancel`: counted apart, not kept, so not a field of the kept record).
+struct Sent {
+    rec: Record,
+    cancelled: bool,
 }
 
 /// One request of a session and when it was due.

@@ -107,7 +107,7 @@ pub fn calculate_metrics(
             continue;
         }
         completed += 1;
-        total_input += o.prompt_len;
+        total_input = total_input.saturating_add(o.prompt_len);
         let mut tpot = 0.0;
         if output_len > 1 {
             tpot = (o.latency - o.ttft) / (output_len - 1) as f64;
@@ -121,14 +121,18 @@ pub fn calculate_metrics(
             None => no_output_token += 1,
         }
         if let Some(r) = o.reasoning_tokens {
-            total_reasoning = Some(total_reasoning.unwrap_or(0) + r);
+            total_reasoning = Some(total_reasoning.unwrap_or(0).saturating_add(r));
         }
         itls.extend_from_slice(&o.itl);
         ttfts.push(o.ttft);
         e2els.push(o.latency);
     }
 
-    let total_output: u64 = actual_output_lens.iter().sum();
+    // Saturating, not wrapping: the engine fails a response whose usage is past
+    // `MAX_USAGE_TOKENS`, but outputs also come from shard files.
+    let total_output = actual_output_lens
+        .iter()
+        .fold(0u64, |sum, &n| sum.saturating_add(n));
     let peaks = peaks(outputs);
     let metrics = BenchmarkMetrics {
         completed,
@@ -138,7 +142,7 @@ pub fn calculate_metrics(
         request_throughput: completed as f64 / dur_s,
         request_goodput: good_completed as f64 / dur_s,
         output_throughput: total_output as f64 / dur_s,
-        total_token_throughput: (total_input + total_output) as f64 / dur_s,
+        total_token_throughput: total_input.saturating_add(total_output) as f64 / dur_s,
         ttft: MetricStats::from_seconds(ttfts, selected_percentiles),
         ttfo: MetricStats::from_seconds(ttfos, selected_percentiles),
         no_output_token,
@@ -179,8 +183,8 @@ pub fn calculate_metrics_for_embeddings(
     let mut e2els = Vec::with_capacity(outputs.len());
     for o in outputs.iter().filter(|o| o.success) {
         completed += 1;
-        total_input += o.prompt_len;
-        total_input_sequences += o.input_sequences;
+        total_input = total_input.saturating_add(o.prompt_len);
+        total_input_sequences = total_input_sequences.saturating_add(o.input_sequences);
         e2els.push(o.latency);
     }
     EmbedBenchmarkMetrics {
@@ -256,6 +260,31 @@ mod tests {
 
     fn never_called(_: &str) -> usize {
         panic!("tokenizer must not run when usage is present")
+    }
+
+    /// Counts the engine never passes (it fails a response past `MAX_USAGE_TOKENS`) but a
+    /// tampered shard file can hold: the totals stop at `u64::MAX` instead of wrapping, and
+    /// the throughputs are computed from the same totals the console prints.
+    #[test]
+    fn token_totals_saturate_instead_of_wrapping() {
+        let huge = |prompt: u64, out: u64| RequestOutput {
+            success: true,
+            prompt_len: prompt,
+            output_tokens: out,
+            latency: 1.0,
+            ..Default::default()
+        };
+        let outs = vec![huge(u64::MAX / 2, u64::MAX / 2); 3];
+        let (m, _) = calculate_metrics(
+            &outs,
+            1.0,
+            &never_called,
+            &[99.0],
+            &GoodputConfig::default(),
+        );
+        assert_eq!((m.total_input, m.total_output), (u64::MAX, u64::MAX));
+        assert_eq!(m.output_throughput, m.total_output as f64);
+        assert_eq!(m.total_token_throughput, u64::MAX as f64);
     }
 
     #[test]

@@ -50,6 +50,10 @@ pub struct MockConfig {
     /// Send the usage chunk when the request asks for `stream_options.include_usage`
     /// (and a `usage` object in non-streaming responses).
     pub usage: bool,
+    /// Report this many completion tokens in every completions/chat usage, whatever was
+    /// generated: a server whose usage is wrong (a count no response can hold, say).
+    /// `None`: the tokens generated.
+    pub usage_completion_tokens: Option<u64>,
     /// Close the connection after each streamed response, without announcing it with
     /// `Connection: close` (as llama.cpp's server does), so clients must reconnect.
     pub close_after_response: bool,
@@ -137,6 +141,7 @@ impl Default for MockConfig {
             thinking_delay: Duration::ZERO,
             jitter: Duration::ZERO,
             usage: true,
+            usage_completion_tokens: None,
             close_after_response: false,
             faults: FaultConfig::default(),
             stall_for: Duration::from_secs(10),

@@ -69,6 +69,8 @@ pub struct Generation {
     pub prompt_tokens: u64,
     /// Send the usage chunk / usage object.
     pub usage: bool,
+    /// `MockConfig::usage_completion_tokens`: the completion count usage reports.
+    pub usage_completion_tokens: Option<u64>,
     /// Injected stream fault (disconnect, stall, malformed, close after head), if any.
     pub fault: Option<FaultKind>,
     /// Response id suffix (32 hex digits).
@@ -168,12 +170,13 @@ impl Generation {
     }
 
     fn usage_json(&self, out: &mut Vec<u8>) {
+        let completion = self.usage_completion_tokens.unwrap_or(self.tokens);
         let _ = write!(
             out,
             "\"usage\":{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{}",
             self.prompt_tokens,
-            self.prompt_tokens + self.tokens,
-            self.tokens
+            self.prompt_tokens.saturating_add(completion),
+            completion
         );
         if self.reasoning > 0 {
             let _ = write!(
@@ -529,6 +532,7 @@ mod tests {
             thinking: Duration::ZERO,
             prompt_tokens: 7,
             usage,
+            usage_completion_tokens: None,
             fault: None,
             id: 0xabc,
             created: 1_700_000_000,

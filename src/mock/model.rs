@@ -401,6 +401,7 @@ fn generation_job(
         },
         prompt_tokens: prompt.tokens,
         usage: cfg.usage && wanted.usage,
+        usage_completion_tokens: cfg.usage_completion_tokens,
         fault: None,
         id: response_id(cfg.seed, seq),
         created: unix_now(),
