@@ -26,6 +26,8 @@ pub struct EngineConfig {
     pub num_cores_asked: bool,
     /// SSE events one response may send before it fails (`--max-response-events`).
     pub max_response_events: u32,
+    /// `--duration`/`--duration-grace`: the measured run's time bound.
+    pub time_bound: Option<crate::engine::TimeBound>,
 }
 
 pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
@@ -59,7 +61,37 @@ pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
         local_addrs: local_addrs(e.local_addrs)?,
         interrupt_grace: grace(e.interrupt_grace_sec)?,
         max_response_events: max_response_events(e.max_response_events)?,
+        time_bound: time_bound(e.duration, e.duration_grace)?,
     })
+}
+
+/// `--duration S` (a positive number of seconds) and its `--duration-grace`.
+fn time_bound(
+    duration: Option<f64>,
+    grace: f64,
+) -> Result<Option<crate::engine::TimeBound>, ConfigError> {
+    let grace = seconds("--duration-grace", grace, true)?;
+    let Some(d) = duration else {
+        return Ok(None);
+    };
+    Ok(Some(crate::engine::TimeBound {
+        after: seconds("--duration", d, false)?,
+        grace,
+    }))
+}
+
+/// A number of seconds a `Duration` holds (at most a year), positive or (`zero_ok`) zero.
+fn seconds(flag: &str, s: f64, zero_ok: bool) -> Result<Duration, ConfigError> {
+    let ok = s.is_finite() && s <= 31_536_000.0 && (s > 0.0 || (zero_ok && s == 0.0));
+    if !ok {
+        let want = if zero_ok { "0 or more" } else { "more than 0" };
+        return Err(ConfigError::value(
+            flag,
+            s,
+            format!("must be {want} seconds, at most 31536000 (a year)"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
 }
 
 fn local_addrs(n: usize) -> Result<usize, ConfigError> {
