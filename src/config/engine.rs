@@ -149,6 +149,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_duration_is_positive_and_its_grace_may_be_zero() {
+        let b = time_bound(Some(1.5), 0.0).unwrap().unwrap();
+        assert_eq!(b.after, Duration::from_millis(1500));
+        assert_eq!(b.grace, Duration::ZERO);
+        assert_eq!(time_bound(None, 30.0).unwrap(), None);
+        let e = time_bound(Some(0.0), 30.0).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--duration 0: must be more than 0 seconds"),
+            "{e}"
+        );
+        let e = time_bound(Some(5.0), -1.0).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--duration-grace -1: must be 0 or more"),
+            "{e}"
+        );
+        assert!(time_bound(Some(f64::NAN), 1.0).is_err());
+        let cli = crate::cli::parse_from(["vllm-bench"]).expect("no flags parse");
+        assert_eq!(
+            (cli.engine.duration, cli.engine.duration_grace),
+            (None, 30.0)
+        );
+    }
+
+    #[test]
     fn local_addrs_must_be_in_range() {
         assert_eq!(local_addrs(1).unwrap(), 1);
         assert_eq!(local_addrs(250).unwrap(), 250);

@@ -50,7 +50,11 @@ impl AgenticReplay {
         let mut streams = [0usize; StreamKind::ALL.len()];
         let mut requests = [0usize; StreamKind::ALL.len()];
         let (mut joined, mut background, mut barriers, mut prompt_tokens) = (0, 0, 0, 0u64);
+        let (mut hits, mut blocks) = (0u64, 0u64);
         for t in &self.trees {
+            let (h, b) = t.ideal_block_hits();
+            hits += h;
+            blocks += b;
             for s in &t.streams {
                 let k = StreamKind::ALL
                     .iter()
@@ -79,12 +83,14 @@ impl AgenticReplay {
         format!(
             "Agentic traces: {} trees\nStreams: {} ({})\nRequests: {} ({})\n\
              Branches: {joined} joined, {background} background\n\
-             Turns behind a barrier: {barriers}\nPrompt tokens (recorded): {prompt_tokens}",
+             Turns behind a barrier: {barriers}\nPrompt tokens (recorded): {prompt_tokens}\n\
+             Ideal prefix-cache block hits: {hits} of {blocks} ({:.1}%)",
             self.trees.len(),
             streams.iter().sum::<usize>(),
             by_kind(&streams),
             requests.iter().sum::<usize>(),
             by_kind(&requests),
+            100.0 * hits as f64 / blocks.max(1) as f64,
         )
     }
 
@@ -120,6 +126,11 @@ mod tests {
         );
         assert!(d.contains("Requests: 11 (root 8, subagent 3,"), "{d}");
         assert!(d.contains("Branches: 1 joined, 1 background"), "{d}");
+        // trace-a 12/22, trace-b 4+7 of 4+7+8, trace-c 1 of 1+2+1.
+        assert!(
+            d.contains("Ideal prefix-cache block hits: 24 of 45 (53.3%)"),
+            "{d}"
+        );
     }
 
     #[test]

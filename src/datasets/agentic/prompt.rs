@@ -19,6 +19,7 @@
 //! timed-trace replay does), not AIPerf's coding corpus: the invariants carry over, the bytes
 //! do not (SPEC §2 "the same invariants, not the same bytes").
 
+use crate::datasets::timed_trace::TokenSpace;
 use crate::mix::{fnv64, mix64};
 
 use super::streams::Stream;
@@ -227,9 +228,31 @@ pub fn layouts(stream: &Stream, bs: u32) -> Result<Vec<Vec<Segment>>, PromptErro
                 });
             }
         }
+        end_with_user(&mut history);
         out.push(history.clone());
     }
     Ok(out)
+}
+
+/// A prompt that is all tools+system prefix (turn 0 with nothing past it, or a pull-back into
+/// it) would send no user message, which chat templates refuse: its last block becomes the
+/// user message. (SPEC §2 leaves this case open; the assistant cap covers every other one.)
+fn end_with_user(history: &mut Vec<Segment>) {
+    let Some(last) = history.last_mut() else {
+        return;
+    };
+    if last.role != Role::System {
+        return;
+    }
+    if let Some(block) = last.pieces.pop() {
+        if last.pieces.is_empty() {
+            history.pop();
+        }
+        history.push(Segment {
+            role: Role::User,
+            pieces: vec![block],
+        });
+    }
 }
 
 /// Cuts `segments` to their first `blocks` whole blocks (tails are dropped: a grown prompt's
@@ -306,6 +329,47 @@ pub fn marker(run: u64, pass: u32, lane: u32, trace_id: &str) -> [u8; 20] {
         out[5 + i] = HEX[((h >> (44 - 4 * i)) & 0xf) as usize];
     }
     out
+}
+
+/// Appends the token ids of `piece` (blocks of `bs` tokens) to `out`.
+pub fn piece_tokens(space: &TokenSpace, seeds: &Seeds, piece: Piece, bs: u32, out: &mut Vec<u32>) {
+    let len = match piece {
+        Piece::Block(_) => bs,
+        Piece::Tail { len, .. } => len,
+    };
+    space.extend(seeds.of(piece), 0, u64::from(len), out);
+}
+
+/// A turn's wire `messages` (a JSON array): each segment one message of its role, its text the
+/// pieces' tokens decoded piece by piece (so a shared block is the same text wherever it
+/// sits), the `marker` opening the first user message (after any system message).
+pub fn messages_json(
+    segments: &[Segment],
+    space: &TokenSpace,
+    seeds: &Seeds,
+    bs: u32,
+    marker: &[u8; 20],
+    decode: &dyn Fn(&[u32]) -> String,
+) -> String {
+    let mut marked = false;
+    let mut tokens = Vec::new();
+    let messages: Vec<serde_json::Value> = segments
+        .iter()
+        .map(|seg| {
+            let mut text = String::new();
+            if seg.role == Role::User && !marked {
+                marked = true;
+                text.push_str(std::str::from_utf8(marker).unwrap_or_default());
+            }
+            for &p in &seg.pieces {
+                tokens.clear();
+                piece_tokens(space, seeds, p, bs, &mut tokens);
+                text.push_str(&decode(&tokens));
+            }
+            serde_json::json!({"role": seg.role.name(), "content": text})
+        })
+        .collect();
+    serde_json::Value::Array(messages).to_string()
 }
 
 #[cfg(test)]
@@ -422,6 +486,144 @@ mod tests {
             Seeds::new(8, "trace-a", "trace-a").of(Piece::Block(1)),
             root.of(Piece::Block(1))
         );
+    }
+
+    /// Token ids as text, one word per id: decoding is exact and reversible here.
+    fn words(ids: &[u32]) -> String {
+        ids.iter().map(|i| format!("t{i} ")).collect()
+    }
+
+    fn space() -> TokenSpace {
+        TokenSpace::new(50_000, &[0, 1]).unwrap()
+    }
+
+    #[test]
+    fn one_hash_id_is_the_same_tokens_in_a_tree_and_other_tokens_in_another_trace() {
+        let (a, b) = (tree(TRACE_A), tree(TRACE_B));
+        let seeds =
+            |t: &crate::datasets::agentic::Tree, s: usize| Seeds::new(42, &t.id, &t.streams[s].id);
+        let block = |sd: &Seeds, h| {
+            let mut out = Vec::new();
+            piece_tokens(&space(), sd, Piece::Block(h), 64, &mut out);
+            out
+        };
+        let root_1 = block(&seeds(&a, 0), 1);
+        assert_eq!(root_1.len(), 64);
+        assert_eq!(
+            root_1,
+            block(&seeds(&a, 1), 1),
+            "root and subagent share block 1"
+        );
+        assert_ne!(root_1, block(&seeds(&b, 0), 1), "another trace's block 1");
+    }
+
+    #[test]
+    fn the_wire_messages_carry_the_roles_the_marker_and_exactly_in_tokens() {
+        let b = tree(TRACE_B);
+        let s = &b.streams[0];
+        let seeds = Seeds::new(42, &b.id, &s.id);
+        let m = marker(9, 0, 3, &b.id);
+        let turns = layouts(s, 64).unwrap();
+        for (k, segs) in turns.iter().enumerate() {
+            let json = messages_json(segs, &space(), &seeds, 64, &m, &words);
+            let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let msgs = v.as_array().unwrap();
+            let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+            assert_eq!(roles[..2], ["system", "user"], "turn {k}");
+            let user = msgs[1]["content"].as_str().unwrap();
+            let text = std::str::from_utf8(&m).unwrap();
+            assert!(
+                user.starts_with(text),
+                "the marker opens the first user message"
+            );
+            assert!(!msgs[0]["content"].as_str().unwrap().contains("[rid:"));
+            let tokens: usize = msgs
+                .iter()
+                .map(|m| m["content"].as_str().unwrap().split_whitespace().count())
+                .sum();
+            // The marker is one "word" of the split, not a token of `in`.
+            assert_eq!(tokens as u64 - 1, s.turns[k].input, "turn {k}");
+        }
+    }
+
+    /// Random streams (growth, pull-backs, short hash lists, partial blocks, prefixes): every
+    /// turn has exactly `in` tokens, ends with a user message, and its blocks are the request's
+    /// first `min(len(hash_ids), in / 64)` hash ids in order.
+    #[test]
+    fn random_streams_keep_the_layout_invariants() {
+        use crate::datasets::agentic::format::Request;
+        use crate::datasets::agentic::streams::{Stream, StreamKind};
+        let mut state = 7u64;
+        let mut next = |n: u64| {
+            state = mix64(state.wrapping_add(0x9E37_79B9_7F4A_7C15));
+            state % n.max(1)
+        };
+        for case in 0..300 {
+            let mut hash: Vec<u64> = Vec::new();
+            let mut turns = Vec::new();
+            let mut fresh = 1000u64;
+            for k in 0..(1 + next(8)) {
+                match next(4) {
+                    // Pull back to a prefix (compaction, block-aligned or not).
+                    0 if !hash.is_empty() => hash.truncate(next(hash.len() as u64) as usize + 1),
+                    // Fork away from the tail.
+                    1 if hash.len() > 1 => {
+                        hash.truncate(hash.len() - 1);
+                        fresh += 1;
+                        hash.push(fresh);
+                    }
+                    _ => {}
+                }
+                for _ in 0..next(5) {
+                    fresh += 1;
+                    hash.push(fresh);
+                }
+                let full = hash.len() as u64 * 64;
+                let input = match next(3) {
+                    0 => full,                      // block-aligned
+                    1 => full + next(64),           // a partial tail
+                    _ => (full + next(300)).max(1), // ids short of `in`
+                };
+                turns.push(Request {
+                    t: k as f64,
+                    model: "m".into(),
+                    input: input.max(1),
+                    output: next(200),
+                    hash_ids: hash.clone(),
+                    api_time: None,
+                    think_time: None,
+                });
+            }
+            let prefix = if turns[0].hash_ids.len() > 1 && next(3) == 0 {
+                64 + next(64)
+            } else {
+                0
+            };
+            let stream = Stream {
+                id: format!("case{case}"),
+                kind: StreamKind::Root,
+                barriers: vec![Vec::new(); turns.len()],
+                turns,
+                prefix_tokens: prefix,
+                scope: 0,
+                branch: None,
+            };
+            let all = layouts(&stream, 64).unwrap();
+            for (r, segs) in stream.turns.iter().zip(&all) {
+                assert_eq!(prompt_tokens(segs, 64), r.input, "case {case}: {segs:?}");
+                assert_eq!(segs.last().map(|s| s.role), Some(Role::User), "case {case}");
+                let blocks: Vec<u64> = segs
+                    .iter()
+                    .flat_map(|s| s.pieces.iter())
+                    .filter_map(|p| match p {
+                        Piece::Block(h) => Some(*h),
+                        Piece::Tail { .. } => None,
+                    })
+                    .collect();
+                let cov = ((r.input / 64) as usize).min(r.hash_ids.len());
+                assert_eq!(blocks, r.hash_ids[..cov], "case {case}");
+            }
+        }
     }
 
     #[test]

@@ -74,6 +74,33 @@ impl Stream {
     pub fn recorded_end(&self) -> f64 {
         self.turns.iter().map(Request::end).fold(0.0, f64::max)
     }
+
+    /// Per turn, the idle gap before it (s): from the previous response's end to its start
+    /// (`max(0, t_k - t_{k-1} - api_time_{k-1})`, a missing server time counting as 0), or
+    /// with `think_time_only` its recorded `think_time` where it has one (SPEC §1.1 step 5,
+    /// `--use-think-time-only`). Turn 0 has none (0).
+    pub fn delays(&self, think_time_only: bool) -> Vec<f64> {
+        let mut out = Vec::with_capacity(self.turns.len());
+        for (k, r) in self.turns.iter().enumerate() {
+            let gap = match k {
+                0 => 0.0,
+                _ => {
+                    let p = &self.turns[k - 1];
+                    (r.t - p.t - p.api_time.unwrap_or(0.0)).max(0.0)
+                }
+            };
+            out.push(match r.think_time {
+                Some(think) if think_time_only && k > 0 => think,
+                _ => gap,
+            });
+        }
+        out
+    }
+
+    /// Per turn, the output-token limit it is sent with: `max(out, 1)`.
+    pub fn max_tokens(&self) -> impl Iterator<Item = u64> + '_ {
+        self.turns.iter().map(|r| r.output.max(1))
+    }
 }
 
 /// Children started together by one root turn (and, unless background, joined by one).
@@ -112,6 +139,29 @@ impl Tree {
         ts.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), t| {
             (lo.min(t), hi.max(t))
         })
+    }
+
+    /// The ideal prefix-cache hits of the recorded requests (AIPerf's
+    /// `theoretical_prefix_cache_hit`): walking every stream's requests in time order with one
+    /// set of seen hash ids, a request's hits are its leading ids already seen. Returns (hit
+    /// blocks, blocks).
+    pub fn ideal_block_hits(&self) -> (u64, u64) {
+        let mut order: Vec<(f64, usize, usize)> = self
+            .streams
+            .iter()
+            .enumerate()
+            .flat_map(|(s, st)| st.turns.iter().enumerate().map(move |(k, r)| (r.t, s, k)))
+            .collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        let mut seen = std::collections::HashSet::new();
+        let (mut hits, mut total) = (0u64, 0u64);
+        for (_, s, k) in order {
+            let ids = &self.streams[s].turns[k].hash_ids;
+            hits += ids.iter().take_while(|h| seen.contains(*h)).count() as u64;
+            total += ids.len() as u64;
+            seen.extend(ids.iter().copied());
+        }
+        (hits, total)
     }
 
     /// Requests of every stream.
@@ -608,6 +658,29 @@ mod tests {
             .iter()
             .all(|s| s.barriers.iter().all(Vec::is_empty)));
         assert_eq!(t.time_bounds(), (0.0, 6.5));
+        // SPEC §4: 0/3, child 1/2, child 2/4, 3/6, 6/7.
+        assert_eq!(t.ideal_block_hits(), (12, 22));
+    }
+
+    #[test]
+    fn delays_are_end_to_start_gaps_or_think_times() {
+        let a = derive(&WekaTrace::parse(TRACE_A).unwrap());
+        let close = |got: Vec<f64>, want: &[f64]| {
+            assert_eq!(got.len(), want.len());
+            assert!(
+                got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-9),
+                "{got:?}"
+            );
+        };
+        // 4.0 - (0 + 1.0) and 6.5 - (4.0 + 1.2); the child's 2.8 - (1.5 + 0.8).
+        close(a.streams[0].delays(false), &[0.0, 3.0, 1.3]);
+        close(a.streams[1].delays(false), &[0.0, 0.5]);
+        // TC4: trace-c's #1 waits its think time (2.0), not the gap (2.5).
+        let c = derive(&WekaTrace::parse(TRACE_C).unwrap());
+        close(c.streams[0].delays(false), &[0.0, 2.5]);
+        close(c.streams[0].delays(true), &[0.0, 2.0]);
+        let limits: Vec<u64> = a.streams[0].max_tokens().collect();
+        assert_eq!(limits, [50, 60, 80]);
     }
 
     #[test]
