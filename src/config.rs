@@ -198,6 +198,7 @@ impl Config {
         let model = model(&cli)?;
         let dataset = dataset::resolve(&cli, server.backend)?;
         check_dataset_backend(dataset.name, server.backend)?;
+        check_agentic_backend(dataset.name, server.backend)?;
         check_multimodal_chat(&dataset)?;
         let rate = rate::resolve(&cli)?;
         let sampling = request::sampling(&cli, &mut warnings)?;
@@ -301,6 +302,20 @@ fn check_multimodal_chat(dataset: &DatasetConfig) -> Result<(), ConfigError> {
             format!(
                 "implemented for --dataset-name sharegpt only (not yet for {}); remove it",
                 dataset.name.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The agentic replay sends each turn's history as role-tagged chat messages.
+fn check_agentic_backend(dataset: DatasetName, backend: Backend) -> Result<(), ConfigError> {
+    if dataset == DatasetName::AgenticTrace && backend != Backend::OpenaiChat {
+        return Err(ConfigError::flag(
+            "--dataset-name agentic_trace",
+            format!(
+                "needs --backend openai-chat (each turn is system/user/assistant messages), \
+                 not {backend}"
             ),
         ));
     }

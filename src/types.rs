@@ -172,12 +172,13 @@ pub enum DatasetName {
     SpecBench,
     SpeedBench,
     TimedTrace,
+    AgenticTrace,
     Sonnet,
 }
 
 impl DatasetName {
     /// Every dataset, in `--help` order.
-    const ALL: [DatasetName; 14] = [
+    const ALL: [DatasetName; 15] = [
         DatasetName::Sharegpt,
         DatasetName::Burstgpt,
         DatasetName::Random,
@@ -191,6 +192,7 @@ impl DatasetName {
         DatasetName::SpecBench,
         DatasetName::SpeedBench,
         DatasetName::TimedTrace,
+        DatasetName::AgenticTrace,
         DatasetName::Sonnet,
     ];
 
@@ -210,6 +212,7 @@ impl DatasetName {
             DatasetName::SpecBench => "spec_bench",
             DatasetName::SpeedBench => "speed_bench",
             DatasetName::TimedTrace => "timed_trace",
+            DatasetName::AgenticTrace => "agentic_trace",
             DatasetName::Sonnet => "sonnet",
         }
     }

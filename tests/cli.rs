@@ -210,6 +210,8 @@ const REPORT_FLAGS: &[&str] = &["--plot", "--plot-summary", "--terminal-chart"];
 /// Our engine flags.
 const ENGINE_FLAGS: &[&str] = &[
     "--connect-timeout-sec",
+    "--duration",
+    "--duration-grace",
     "--interrupt-grace-sec",
     "--io-driver",
     "--local-addrs",
@@ -409,7 +411,7 @@ fn every_python_choice_is_accepted() {
         }
     }
     // Our backends are Python's plus anthropic-messages; our datasets are Python's plus
-    // sonnet.
+    // sonnet and agentic_trace.
     let backends: Vec<&str> = Backend::all()
         .iter()
         .map(|b| b.name())
@@ -423,7 +425,7 @@ fn every_python_choice_is_accepted() {
     let mut datasets: Vec<String> = DatasetName::all()
         .iter()
         .map(|d| d.name().to_owned())
-        .filter(|d| d != "sonnet")
+        .filter(|d| d != "sonnet" && d != "agentic_trace")
         .collect();
     datasets.sort();
     let mut python_datasets = sections[1].1.clone();

@@ -594,6 +594,12 @@ fn write_fixtures(dir: &Path) {
         {\"timestamp\": 200, \"input_length\": 20, \"output_length\": 4, \"hash_ids\": [3]}\n\
         {\"timestamp\": 300, \"input_length\": 40, \"output_length\": 2, \"hash_ids\": [0, 4]}\n";
     write("conversation_trace.jsonl", mooncake.as_bytes());
+    // docs/agentic.md: the repository's sample agentic traces, as a directory.
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentic/traces");
+    for name in ["trace-a.json", "trace-b.json", "trace-c.json"] {
+        let text = std::fs::read(samples.join(name)).expect("sample agentic trace");
+        write(&format!("traces/{name}"), &text);
+    }
     write("mooncake_conversation_trace.jsonl", mooncake.as_bytes());
     write(
         "qwen_trace.jsonl",

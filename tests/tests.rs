@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per area (see STYLE.md, ripgrep's layout).
 
+mod agentic;
 mod anthropic;
 mod backends;
 mod batched;
@@ -10,6 +11,7 @@ mod compare;
 mod datasets;
 mod doc_examples;
 mod docs;
+mod duration;
 mod e2e;
 mod engine;
 mod fuzz_corpus;

@@ -348,6 +348,7 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
         probe: None,
         replica_of: None,
         cancel: None,
+        time_bound: None,
         expected_tokens: 8,
         requests: requests.clone().into(),
     };

@@ -98,6 +98,7 @@ pub fn workload(
         sessions: None,
         probe: None,
         cancel: None,
+        time_bound: None,
         expected_tokens: output_len,
         replica_of: None,
     }

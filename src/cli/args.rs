@@ -748,6 +748,14 @@ pub struct EngineArgs {
     /// `response_too_long`) and bounds its memory (gaps, and 16 bytes of text per event)
     #[arg(long, default_value = "1000000", value_parser = parse_int::<u32>, value_name = "N")]
     pub max_response_events: u32,
+    /// Bound the measured run in time: no request is sent after SEC seconds (those waiting
+    /// are counted as not sent); with --num-prompts, whichever ends first
+    #[arg(long, value_parser = parse_float, value_name = "SEC")]
+    pub duration: Option<f64>,
+    /// With --duration, seconds requests in flight at the bound may still take; then they are
+    /// cut and counted as cancelled
+    #[arg(long, default_value = "30", value_parser = parse_float, value_name = "SEC")]
+    pub duration_grace: f64,
 }
 
 /// `vllm-bench merge`'s flags: the result files of the shards of one run, and where the

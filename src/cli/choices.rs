@@ -46,6 +46,7 @@ fn other_spelling(d: DatasetName) -> Option<&'static str> {
         DatasetName::SpecBench => "spec-bench",
         DatasetName::SpeedBench => "speed-bench",
         DatasetName::TimedTrace => "timed-trace",
+        DatasetName::AgenticTrace => "agentic-trace",
         DatasetName::Sharegpt
         | DatasetName::Burstgpt
         | DatasetName::Random

@@ -58,6 +58,8 @@ pub enum DatasetParams {
     },
     SpeedBench(SpeedBenchParams),
     TimedTrace(TimedTraceParams),
+    /// `agentic_trace`: Weka Claude-Code traces (`--dataset-path` file or directory).
+    AgenticTrace,
 }
 
 /// Input/output length jitter: lengths are drawn from `[L·(1−r), L·(1+r)]`.
@@ -333,7 +335,9 @@ fn lengths(cli: &Cli, params: &DatasetParams) -> Vec<Length> {
             );
             v
         }
-        DatasetParams::BurstGpt | DatasetParams::TimedTrace(_) => Vec::new(),
+        DatasetParams::BurstGpt | DatasetParams::TimedTrace(_) | DatasetParams::AgenticTrace => {
+            Vec::new()
+        }
     };
     if cli.multi_turn.multi_turn {
         out.push(Length::exact(
@@ -455,6 +459,16 @@ fn params(cli: &Cli) -> Result<DatasetParams, ConfigError> {
             max_input_len: d.speed_bench.speed_bench_max_input_len,
         }),
         DatasetName::TimedTrace => DatasetParams::TimedTrace(timed_trace(cli)?),
+        DatasetName::AgenticTrace => {
+            if d.dataset_path.is_none() {
+                return Err(ConfigError::flag(
+                    "--dataset-path",
+                    "required for --dataset-name agentic_trace (a Weka trace JSON file, or a \
+                     directory of them)",
+                ));
+            }
+            DatasetParams::AgenticTrace
+        }
     })
 }
 

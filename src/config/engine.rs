@@ -26,6 +26,8 @@ pub struct EngineConfig {
     pub num_cores_asked: bool,
     /// SSE events one response may send before it fails (`--max-response-events`).
     pub max_response_events: u32,
+    /// `--duration`/`--duration-grace`: the measured run's time bound.
+    pub time_bound: Option<crate::engine::TimeBound>,
 }
 
 pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
@@ -59,7 +61,37 @@ pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
         local_addrs: local_addrs(e.local_addrs)?,
         interrupt_grace: grace(e.interrupt_grace_sec)?,
         max_response_events: max_response_events(e.max_response_events)?,
+        time_bound: time_bound(e.duration, e.duration_grace)?,
     })
+}
+
+/// `--duration S` (a positive number of seconds) and its `--duration-grace`.
+fn time_bound(
+    duration: Option<f64>,
+    grace: f64,
+) -> Result<Option<crate::engine::TimeBound>, ConfigError> {
+    let grace = seconds("--duration-grace", grace, true)?;
+    let Some(d) = duration else {
+        return Ok(None);
+    };
+    Ok(Some(crate::engine::TimeBound {
+        after: seconds("--duration", d, false)?,
+        grace,
+    }))
+}
+
+/// A number of seconds a `Duration` holds (at most a year), positive or (`zero_ok`) zero.
+fn seconds(flag: &str, s: f64, zero_ok: bool) -> Result<Duration, ConfigError> {
+    let ok = s.is_finite() && s <= 31_536_000.0 && (s > 0.0 || (zero_ok && s == 0.0));
+    if !ok {
+        let want = if zero_ok { "0 or more" } else { "more than 0" };
+        return Err(ConfigError::value(
+            flag,
+            s,
+            format!("must be {want} seconds, at most 31536000 (a year)"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
 }
 
 fn local_addrs(n: usize) -> Result<usize, ConfigError> {
@@ -115,6 +147,30 @@ fn timeout(flag: &str, secs: f64) -> Result<Duration, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_is_positive_and_its_grace_may_be_zero() {
+        let b = time_bound(Some(1.5), 0.0).unwrap().unwrap();
+        assert_eq!(b.after, Duration::from_millis(1500));
+        assert_eq!(b.grace, Duration::ZERO);
+        assert_eq!(time_bound(None, 30.0).unwrap(), None);
+        let e = time_bound(Some(0.0), 30.0).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--duration 0: must be more than 0 seconds"),
+            "{e}"
+        );
+        let e = time_bound(Some(5.0), -1.0).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--duration-grace -1: must be 0 or more"),
+            "{e}"
+        );
+        assert!(time_bound(Some(f64::NAN), 1.0).is_err());
+        let cli = crate::cli::parse_from(["vllm-bench"]).expect("no flags parse");
+        assert_eq!(
+            (cli.engine.duration, cli.engine.duration_grace),
+            (None, 30.0)
+        );
+    }
 
     #[test]
     fn local_addrs_must_be_in_range() {

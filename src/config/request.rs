@@ -180,7 +180,7 @@ fn check_api_key(var: &str, key: Option<std::ffi::OsString>) -> Result<(), Confi
 fn forces_ignore_eos(dataset: DatasetName, backend: Backend) -> bool {
     match dataset {
         DatasetName::Random | DatasetName::RandomMm => backend.is_openai_compatible(),
-        DatasetName::TimedTrace => true,
+        DatasetName::TimedTrace | DatasetName::AgenticTrace => true,
         _ => false,
     }
 }

@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+pub mod agentic;
 pub mod align;
 pub mod batched;
 pub mod burstgpt;

@@ -20,7 +20,7 @@ use crate::metrics::RequestOutput;
 use super::preconnect::{self, Opening};
 use super::recorder::{self, CoreOutputs, Histograms, WorkerLog};
 use super::replicas::Pool;
-use super::stop::{CoreStop, StopReceiver};
+use super::stop::{CoreStop, StopCause, StopReceiver};
 use super::worker::{self, CoreHandles};
 use super::{CoreLoad, EngineError, EngineOptions, RunShared};
 use crate::runtime::timer::Timers;
@@ -278,6 +278,23 @@ async fn run_workers(
             }
         };
         let watch = stop.watch(receiver, || shared.stop.load(Ordering::Acquire));
+        // `--duration`: this core stops at the bound on its own timers (a Ctrl-C first wins).
+        let bound = shared.workload.time_bound;
+        let watch = async {
+            let at_bound = async {
+                match bound {
+                    Some(b) => {
+                        timers.sleep_until(epoch + b.after).await;
+                        stop.trigger_with(b.grace, StopCause::TimeBound);
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            monoio::select! {
+                () = watch => {},
+                () = at_bound => {},
+            }
+        };
         let work = async {
             monoio::select! {
                 () = work => {},

@@ -61,6 +61,19 @@ pub struct Workload {
     pub replica_of: Option<Arc<[u16]>>,
     /// `--request-cancellation-rate`: the requests the client cancels on purpose.
     pub cancel: Option<schedule::Cancellations>,
+    /// `--duration`: the run stops starting requests this long after its start.
+    pub time_bound: Option<TimeBound>,
+}
+
+/// A time-bounded run (`--duration`, `--duration-grace`): `after` the run's start no request
+/// is sent any more (those waiting are counted as not sent) and the requests in flight get
+/// `grace` to finish; then they are cut and counted as cancelled (neither completed nor
+/// failed: the bound ended them, not the server). Every core keeps the bound on its own
+/// timers from the shared epoch, so no core waits for another to hear of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeBound {
+    pub after: Duration,
+    pub grace: Duration,
 }
 
 /// Python 0.33's probe requests: a one-token request sent again `interval` after each answer,
@@ -159,6 +172,10 @@ impl Progress {
     /// Requests that failed so far.
     pub fn failed(&self) -> usize {
         self.0.failed.load(Ordering::Relaxed)
+    }
+    /// The run's time bound (`--duration`), if it has one: the bar then shows time.
+    pub fn time_bound(&self) -> Option<Duration> {
+        self.0.workload.time_bound.map(|b| b.after)
     }
     /// Stops the run (Ctrl-C) at once: no request is claimed or sent any more, workers
     /// waiting for an arrival time give up their request (counted as not sent), and requests
@@ -516,6 +533,7 @@ mod tests {
             probe: None,
             replica_of: None,
             cancel: None,
+            time_bound: None,
         }
     }
 

@@ -56,6 +56,15 @@ fn eventfd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Why a core stopped: what the requests it cuts are counted as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    /// Ctrl-C, SIGTERM: a cut request failed (`interrupted`).
+    Interrupt,
+    /// The run's time bound (`--duration`): a cut request is cancelled.
+    TimeBound,
+}
+
 /// One core's view of the stop: whether it came, when the grace period ends, and the worker
 /// slots waiting for it.
 #[derive(Debug)]
@@ -63,6 +72,7 @@ pub struct CoreStop {
     grace: Duration,
     /// The end of the grace period, once stopped.
     grace_end: Cell<Option<Instant>>,
+    cause: Cell<StopCause>,
     /// One waker per worker slot of this core (a slot waits for one thing at a time).
     waiters: RefCell<Vec<Option<Waker>>>,
 }
@@ -73,18 +83,25 @@ impl CoreStop {
         CoreStop {
             grace,
             grace_end: Cell::new(None),
+            cause: Cell::new(StopCause::Interrupt),
             waiters: RefCell::new(vec![None; slots]),
         }
     }
 
     /// Marks the core stopped (now) and wakes every waiting slot. Idempotent.
     pub fn trigger(&self) {
+        self.trigger_with(self.grace, StopCause::Interrupt);
+    }
+
+    /// [`CoreStop::trigger`] with its own grace period and cause; the first stop wins.
+    pub fn trigger_with(&self, grace: Duration, cause: StopCause) {
         if self.grace_end.get().is_some() {
             return;
         }
+        self.cause.set(cause);
         self.grace_end.set(Some(
             Instant::now()
-                .checked_add(self.grace)
+                .checked_add(grace)
                 .unwrap_or_else(Instant::now),
         ));
         for w in self.waiters.borrow_mut().iter_mut() {
@@ -97,6 +114,11 @@ impl CoreStop {
     /// True once the stop came.
     pub fn stopped(&self) -> bool {
         self.grace_end.get().is_some()
+    }
+
+    /// Why it stopped (meaningful once [`CoreStop::stopped`]).
+    pub fn cause(&self) -> StopCause {
+        self.cause.get()
     }
 
     /// Resolves when the stop comes (at once if it came).
@@ -224,6 +246,15 @@ mod tests {
         if monoio::utils::detect_uring() {
             stop_from_another_thread_wakes_waiters(ResolvedDriver::IoUring);
         }
+    }
+
+    #[test]
+    fn the_first_stop_sets_the_cause_and_grace() {
+        let stop = CoreStop::new(1, Duration::from_secs(600));
+        stop.trigger_with(Duration::ZERO, StopCause::TimeBound);
+        stop.trigger();
+        assert_eq!(stop.cause(), StopCause::TimeBound);
+        assert!(stop.grace_end.get().unwrap() <= Instant::now());
     }
 
     #[test]

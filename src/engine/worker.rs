@@ -28,7 +28,7 @@ use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits, SentM
 use super::recorder::{nonzero_ns, Failure, Histograms, Record, TokenCount, WorkerLog};
 use super::replicas::Pool;
 use super::session::{FollowUps, NextRequest, Reply};
-use super::stop::CoreStop;
+use super::stop::{CoreStop, StopCause};
 use super::RunShared;
 use crate::runtime::timer::Timers;
 
@@ -114,7 +114,7 @@ impl Worker {
                 .map_or(Duration::ZERO, |a| a[session]);
             let scheduled = epoch + offset;
             let was_waiting = self.wait_until(scheduled).await;
-            if self.stopped() {
+            if self.stopped_for(scheduled) {
                 // Claimed but never sent: the run counts it as not sent.
                 break;
             }
@@ -213,8 +213,20 @@ impl Worker {
         }
     }
 
+    /// The run was stopped (Ctrl-C) or this core reached the run's time bound.
     fn stopped(&self) -> bool {
-        self.shared.stop.load(Ordering::Acquire)
+        self.shared.stop.load(Ordering::Acquire) || self.core.stop.stopped()
+    }
+
+    /// [`Worker::stopped`], or a request due at `scheduled` is not before the run's time
+    /// bound (decided by the schedule, not by which of two timers due together fired first).
+    fn stopped_for(&self, scheduled: Instant) -> bool {
+        self.stopped()
+            || self
+                .shared
+                .workload
+                .time_bound
+                .is_some_and(|b| scheduled >= self.epoch + b.after)
     }
 
     /// Waits until `at` or a stop; returns whether there was anything to wait for.
@@ -260,7 +272,7 @@ impl Worker {
                 Some(n) => {
                     let scheduled = (previous_end + n.delay).max(self.epoch + n.not_before);
                     let waited = self.wait_until(scheduled).await;
-                    if self.stopped() {
+                    if self.stopped_for(scheduled) {
                         return false;
                     }
                     let turn_req = Turn {
@@ -379,6 +391,11 @@ impl Worker {
                 self.conn = None;
                 self.bufs = self.bufs.renewed();
                 match cut {
+                    // Cut at the time bound: cancelled, like a cancel on purpose.
+                    Outcome::Stopped if stop.cause() == StopCause::TimeBound => {
+                        cancelled = true;
+                        Ok(())
+                    }
                     Outcome::Stopped => Err(interrupted_failure(shared.options.interrupt_grace)),
                     Outcome::Cancelled => {
                         cancelled = true;

@@ -46,6 +46,7 @@ use crate::output::stdio::Console;
 use crate::tokenizer::{self, TokenizeEndpoint, Tokenizer};
 use crate::types::{Backend, DatasetName};
 
+use super::agentic::AgenticReplay;
 use super::prepare::{self, Media, PrepareCx, Prepared};
 use super::run_dataset::RunDataset;
 use super::trace::TraceReplay;
@@ -59,6 +60,8 @@ pub enum Loaded {
     Trace(Box<TraceReplay>),
     /// `--multi-turn`: conversations, each one session.
     Conversations(Conversations),
+    /// `--dataset-name agentic_trace`: trees of streams.
+    Agentic(Box<AgenticReplay>),
 }
 
 impl Loaded {
@@ -68,6 +71,7 @@ impl Loaded {
             Loaded::Samples(r, None) => DatasetStats::from_requests(r).to_string(),
             Loaded::Trace(t) => t.stats().to_string(),
             Loaded::Conversations(c) => super::multi_turn::describe(c),
+            Loaded::Agentic(a) => a.describe(),
             Loaded::Samples(r, Some(Media::Chat(mm))) => {
                 let items: usize = mm.iter().map(|m| m.parts.len()).sum();
                 format!("{}\nContent parts: {items}", DatasetStats::from_requests(r))
@@ -85,6 +89,7 @@ impl Loaded {
             Loaded::Samples(r, media) => prepare::prepare(cx, r, media.as_ref()),
             Loaded::Trace(t) => prepare::prepare_trace(cx, t),
             Loaded::Conversations(c) => prepare::prepare_conversations(cx, c),
+            Loaded::Agentic(a) => Err(a.run_refusal()),
         }
     }
 }
@@ -100,6 +105,9 @@ pub fn for_run(
 ) -> Result<Loaded> {
     if let Some(m) = &config.multi_turn {
         return Ok(Loaded::Conversations(conversations(config, m, tokenizer)?));
+    }
+    if let DatasetParams::AgenticTrace = &config.dataset.params {
+        return Ok(Loaded::Agentic(Box::new(AgenticReplay::load(config)?)));
     }
     if let DatasetParams::TimedTrace(p) = &config.dataset.params {
         return Ok(Loaded::Trace(Box::new(TraceReplay::load(

@@ -1,6 +1,7 @@
 //! Orchestration: what a command line asks for, run through the engine. No socket code here:
 //! modes wire the dataset, the backends, the engine, the metrics and the printers together.
 
+pub mod agentic;
 pub mod benchmark;
 pub mod compare;
 pub mod dataset;

@@ -213,6 +213,7 @@ pub fn schedule(
         probe: prepared.probe.clone(),
         replica_of: None,
         cancel: None,
+        time_bound: config.engine.time_bound,
     };
     let (mut workload, firsts) = dataset.sessions().shape(workload, n);
     // Each session's prompt key is its first request's.
@@ -465,10 +466,12 @@ fn run_result<'a>(
         failures: facts::failures_of(run),
         not_sent: run.not_sent,
         not_sent_session_ended: run.not_sent_session_ended,
-        cancelled: config.rate.cancellation.map(|_| Cancelled {
-            requests: run.cancelled,
-            not_sent_session: run.not_sent_session_cancelled,
-        }),
+        // Cut on purpose (`--request-cancellation-rate`) or at the end of `--duration`'s grace.
+        cancelled: (config.rate.cancellation.is_some() || config.engine.time_bound.is_some())
+            .then_some(Cancelled {
+                requests: run.cancelled,
+                not_sent_session: run.not_sent_session_cancelled,
+            }),
         interrupted: measured.interrupted,
         prefix_cache: measured.prefix_cache,
         sections: vec![

@@ -91,6 +91,7 @@ impl Prepared {
             // Request `i` on replica `i mod R`: `n` at least R asks every replica.
             replica_of: None,
             cancel: None,
+            time_bound: None,
         }
     }
 }

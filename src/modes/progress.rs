@@ -137,6 +137,16 @@ fn new_bar(total: u64) -> ProgressBar {
     bar
 }
 
+/// `--duration`: the bar measures the run's time, seconds of the bound.
+fn time_bar(bound: Duration) -> ProgressBar {
+    let bar = ProgressBar::new(bound.as_secs().max(1));
+    bar.set_draw_target(ProgressDrawTarget::stderr_with_hz(10));
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} s {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
 /// One redraw from the engine's counters (atomics only: nothing on the engine's side).
 fn tick(bar: &ProgressBar, progress: &Progress, elapsed: Duration) {
     let completed = progress.completed();
@@ -149,7 +159,10 @@ fn tick(bar: &ProgressBar, progress: &Progress, elapsed: Duration) {
             elapsed,
         ));
     }
-    bar.set_position(completed as u64);
+    match progress.time_bound() {
+        Some(bound) => bar.set_position(elapsed.min(bound).as_secs()),
+        None => bar.set_position(completed as u64),
+    }
 }
 
 /// The bar's message: finished requests per second (one decimal), requests in flight,
@@ -188,7 +201,10 @@ impl Watcher {
         let show_bar = show_bar && std::io::stderr().is_terminal();
         let thread = std::thread::spawn(move || {
             let bar = if show_bar {
-                new_bar(progress.total() as u64)
+                match progress.time_bound() {
+                    Some(bound) => time_bar(bound),
+                    None => new_bar(progress.total() as u64),
+                }
             } else {
                 ProgressBar::hidden()
             };

@@ -395,6 +395,7 @@ mod tests {
             probe: None,
             replica_of: None,
             cancel: None,
+            time_bound: None,
         }
     }
 

@@ -1,0 +1,12 @@
+//! Agentic trace replay, the data side (SPEC: AIPerf `AGENTIC_REPLAY` over Weka's
+//! Claude-Code traces): the strict trace reader ([`format`]), each trace's tree of streams
+//! with its spawn/join links and barriers ([`streams`]), and every request's prompt rebuilt
+//! from its hash ids ([`prompt`]). All of it before the clock starts.
+
+pub mod format;
+pub mod prompt;
+pub mod streams;
+
+pub use format::{load, Entry, Request, Subagent, WekaTrace};
+pub use prompt::{layouts, marker, Piece, PromptError, Role, Seeds, Segment};
+pub use streams::{derive, Branch, Stream, StreamKind, Tree, TurnRef};

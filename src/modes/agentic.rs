@@ -1,0 +1,152 @@
+//! `--dataset-name agentic_trace`: the Weka traces of `--dataset-path` read, checked and turned
+//! into trees of streams with every turn's prompt layout, before anything is sent. A bad file
+//! stops the run here with one line naming the file, the trace and the field.
+//!
+//! What is built: the data side of AIPerf's `AGENTIC_REPLAY` (SPEC §1.1, §2), described by
+//! `--dry-run`. The replay's timing (lanes, t*, primers, spawn/join on the engine's cores)
+//! is not built yet: a run is refused with a line that says so rather than replaying with
+//! other semantics.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+
+use crate::config::Config;
+use crate::datasets::agentic::{self, layouts, StreamKind, Tree};
+use crate::datasets::DatasetError;
+
+/// AIPerf replays every corpus with 64-token blocks whatever a trace declares (SPEC §1.1).
+pub const BLOCK_SIZE: u32 = 64;
+
+/// The loaded corpus: one tree per trace, in file order (the lanes' sampling order).
+pub struct AgenticReplay {
+    pub trees: Vec<Tree>,
+}
+
+impl AgenticReplay {
+    /// Reads `--dataset-path` and derives every trace's tree; each stream's prompt layouts
+    /// are built once here so that a trace whose prompts cannot be built is refused now.
+    pub fn load(config: &Config) -> Result<AgenticReplay> {
+        let path = config.dataset.path.as_deref().unwrap_or_default();
+        Ok(AgenticReplay::from_path(Path::new(path))?)
+    }
+
+    /// [`AgenticReplay::load`] from a path.
+    pub fn from_path(path: &Path) -> Result<AgenticReplay, DatasetError> {
+        let traces = agentic::load(path)?;
+        let mut trees = Vec::with_capacity(traces.len());
+        for (file, trace) in &traces {
+            let tree = agentic::derive(trace);
+            for s in &tree.streams {
+                layouts(s, BLOCK_SIZE).map_err(|e| DatasetError::file(file, e))?;
+            }
+            trees.push(tree);
+        }
+        Ok(AgenticReplay { trees })
+    }
+
+    /// The `--dry-run` summary: trees, streams and requests by kind, branches, barriers.
+    pub fn describe(&self) -> String {
+        let mut streams = [0usize; StreamKind::ALL.len()];
+        let mut requests = [0usize; StreamKind::ALL.len()];
+        let (mut joined, mut background, mut barriers, mut prompt_tokens) = (0, 0, 0, 0u64);
+        let (mut hits, mut blocks) = (0u64, 0u64);
+        for t in &self.trees {
+            let (h, b) = t.ideal_block_hits();
+            hits += h;
+            blocks += b;
+            for s in &t.streams {
+                let k = StreamKind::ALL
+                    .iter()
+                    .position(|&x| x == s.kind)
+                    .unwrap_or(0);
+                streams[k] += 1;
+                requests[k] += s.turns.len();
+                barriers += s.barriers.iter().filter(|b| !b.is_empty()).count();
+                prompt_tokens += s.turns.iter().map(|r| r.input).sum::<u64>();
+            }
+            for b in &t.branches {
+                match b.join_turn {
+                    Some(_) => joined += 1,
+                    None => background += 1,
+                }
+            }
+        }
+        let by_kind = |counts: &[usize]| {
+            StreamKind::ALL
+                .iter()
+                .zip(counts)
+                .map(|(k, n)| format!("{} {n}", k.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "Agentic traces: {} trees\nStreams: {} ({})\nRequests: {} ({})\n\
+             Branches: {joined} joined, {background} background\n\
+             Turns behind a barrier: {barriers}\nPrompt tokens (recorded): {prompt_tokens}\n\
+             Ideal prefix-cache block hits: {hits} of {blocks} ({:.1}%)",
+            self.trees.len(),
+            streams.iter().sum::<usize>(),
+            by_kind(&streams),
+            requests.iter().sum::<usize>(),
+            by_kind(&requests),
+            100.0 * hits as f64 / blocks.max(1) as f64,
+        )
+    }
+
+    /// Why a run is refused until the replay's timing is built (see the module doc).
+    pub fn run_refusal(&self) -> anyhow::Error {
+        anyhow!(
+            "--dataset-name agentic_trace: the {} traces are valid, but replaying them (lanes, \
+             spawn/join timing) is not implemented yet in vllm-bench; --dry-run checks and \
+             describes a corpus",
+            self.trees.len()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixtures() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentic/traces")
+    }
+
+    #[test]
+    fn the_sample_directory_describes_its_trees() {
+        let r = AgenticReplay::from_path(&fixtures()).unwrap();
+        let ids: Vec<&str> = r.trees.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["trace-a", "trace-b", "trace-c"]);
+        let d = r.describe();
+        assert!(d.contains("Agentic traces: 3 trees"), "{d}");
+        assert!(
+            d.contains("Streams: 5 (root 3, subagent 2, aux 0, wg 0, fa 0)"),
+            "{d}"
+        );
+        assert!(d.contains("Requests: 11 (root 8, subagent 3,"), "{d}");
+        assert!(d.contains("Branches: 1 joined, 1 background"), "{d}");
+        // trace-a 12/22, trace-b 4+7 of 4+7+8, trace-c 1 of 1+2+1.
+        assert!(
+            d.contains("Ideal prefix-cache block hits: 24 of 45 (53.3%)"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn a_trace_whose_prefix_cannot_be_built_names_its_file() {
+        let dir = std::env::temp_dir().join(format!("agentic-prefix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = std::fs::read_to_string(fixtures().join("trace-b.json"))
+            .unwrap()
+            .replace("\"tool_tokens\": 96", "\"tool_tokens\": 960");
+        let file = dir.join("b.json");
+        std::fs::write(&file, text).unwrap();
+        let e = AgenticReplay::from_path(&file).err().unwrap().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            e.contains("b.json") && e.contains("tools+system prefix"),
+            "{e}"
+        );
+    }
+}
