@@ -125,9 +125,9 @@ fn base_urls(given: &[String]) -> Result<Vec<BaseUrl>, ConfigError> {
     for arg in given {
         let (texts, origin) = match arg.strip_prefix('@') {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    ConfigError::value("--base-url", arg, format!("cannot read the file: {e}"))
-                })?;
+                // A list of URLs: a megabyte holds tens of thousands.
+                let text = crate::whole_file::read_to_string(path.as_ref(), 1 << 20)
+                    .map_err(|e| ConfigError::flag("--base-url", e.to_string()))?;
                 let lines: Vec<String> = text
                     .lines()
                     .map(str::trim)

@@ -15,6 +15,7 @@ pub mod profiling;
 pub mod progress;
 pub mod replicas;
 pub mod run_dataset;
+pub mod run_facts;
 pub mod runs;
 pub mod server_scrape;
 pub mod shard;

@@ -19,6 +19,7 @@ pub mod printable;
 pub mod replicas;
 pub mod report;
 pub mod result_file;
+pub mod result_files;
 pub mod run_result;
 pub mod runs_summary;
 pub mod server_metrics;
