@@ -358,7 +358,7 @@ fn random_mm_video_buckets_and_bad_bucket_literals_are_one_line_errors() {
 }
 
 /// A mono 16-bit PCM WAV of `secs` seconds at 16 kHz (a saw tone), written by the test.
-fn write_wav(path: &std::path::Path, secs: f64) {
+pub(crate) fn write_wav(path: &std::path::Path, secs: f64) {
     let rate = 16_000u32;
     let frames = (secs * f64::from(rate)) as usize;
     let pcm: Vec<u8> = (0..frames)

@@ -330,11 +330,15 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
         .iter()
         .map(|&(s, j)| shards[s].section.requests.output(j))
         .collect();
-    // Where each shard's clock started on the shared axis.
+    // Where each shard's clock started on the shared axis; one shard's own "Start" block,
+    // as its run showed it.
     let start = super::shard_clock::StartCheck::of(shards.iter().map(|r| &r.section));
-    let start_section = Section {
-        console: start.render(),
-        json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
+    let start_section = match &shards[..] {
+        [one] => super::shard_clock::start_section(one.section.start_block.as_ref()),
+        _ => Section {
+            console: start.render(),
+            json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
+        },
     };
     // One shard's scrape of the shared server (`null` when none has one).
     let duration = shards
@@ -490,6 +494,7 @@ mod tests {
             requests,
             histograms: vec![shard_file::encode_core(&Histograms::default())],
             start: None,
+            start_block: None,
             engine: None,
             health: None,
             prefix_cache: None,

@@ -442,7 +442,9 @@ fn run_result<'a>(
         }),
         interrupted: measured.interrupted,
         prefix_cache: measured.prefix_cache,
-        start: super::shard_clock::start_section(run.start.as_ref()),
+        start: super::shard_clock::start_section(
+            super::shard_clock::block(run.start.as_ref()).as_ref(),
+        ),
         // The server's side of the run, after ours (`--no-server-metrics`: nothing shown).
         server: ServerView {
             metrics: &measured.server_metrics,

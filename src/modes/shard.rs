@@ -306,6 +306,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         start: map
             .ready_ms
             .map(|ready| super::shard_clock::facts(ready, run)),
+        start_block: super::shard_clock::block(run.start.as_ref()),
         engine: result.engine.clone(),
         health: result.health.first().map(|p| p.health.clone()),
         prefix_cache: result.prefix_cache,

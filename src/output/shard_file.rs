@@ -65,6 +65,9 @@ pub struct ShardSection {
     /// written before it was recorded, and then not checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<StartFacts>,
+    /// Its "Start" block (`--start-at` only; absent from files written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_block: Option<StartBlock>,
     /// The replicas' URLs (`--base-url` repeated; empty with one server, and in files
     /// written before it was recorded): with `requests.replica`, what the merge rebuilds
     /// the per-replica block from.
@@ -100,6 +103,27 @@ pub struct StartFacts {
     pub ntp_synchronized: Option<bool>,
     /// The kernel's estimate of the clock's maximum error, ms, when synchronized.
     pub clock_max_error_ms: Option<f64>,
+}
+
+/// The start of a run at `--start-at` as its "Start" block shows it (`modes::shard_clock`):
+/// saved by a shard so that the merge of a single shard shows the block the run showed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartBlock {
+    /// The clock's start after `--start-at`, ms (0 when every core was ready in time).
+    pub late_ms: f64,
+    /// How long before `--start-at` the cores began opening their connections, seconds.
+    pub lead_s: f64,
+    pub cores: Vec<CoreStartFacts>,
+}
+
+/// One core's opening of its connections before `--start-at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoreStartFacts {
+    pub core: usize,
+    pub connections: usize,
+    pub connecting_s: f64,
+    /// When it was ready, ms after `--start-at` (negative: ahead).
+    pub ready_ms: f64,
 }
 
 /// What decides the metrics and their display.
