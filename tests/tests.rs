@@ -24,6 +24,7 @@ mod reasoning;
 mod replicas;
 mod reports;
 mod response_limits;
+mod result_files;
 mod runs;
 mod server_metrics;
 mod shards;
