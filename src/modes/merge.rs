@@ -5,9 +5,11 @@
 //! from the shared start (`--start-at`), so the merge puts the requests back in the
 //! one-process run's order and computes every metric with the same calculator over their
 //! union; the duration is the latest shard's (all shards started at the same instant), and
-//! the steady state is computed over every request's span. The merge is the second producer
-//! of a `RunResult`, printed and saved by the same code as a live run's, so merging the one
-//! shard of `--shard 0/1` gives that run's sections and keys back. The shards' own engine,
+//! the steady state is computed over every request's span. Here only the steps: each file
+//! is read and checked with the shard file (`output::shard_file`), their union is the run's
+//! facts (`modes::merged_facts`), and those become the result by the one computation a live
+//! run's facts go through (`RunFacts::result`), printed and saved by the same code, so
+//! merging the one shard of `--shard 0/1` gives that run's sections and keys back. The shards' own engine,
 //! client health and figures are kept side by side (the client judged once over all of
 //! them, worst cause first), and their per-core histograms (HdrHistogram V2) are added for
 //! the run's dispatch lag.
@@ -22,31 +24,21 @@
 //! The server's metrics: every shard scraped the one server they share over its own window
 //! (its result file carries the scrape under `vllm_bench_server_metrics`), so each saw every
 //! shard's traffic and adding them would count it N times. The merge shows one shard's,
-//! chosen by [`server_metrics_shard`]: the shard whose window misses the least of the merged
+//! chosen by `merged_facts::server_metrics_shard`: the shard whose window misses the least of the merged
 //! window (from the shared start to the end of the last response), then the one with the
 //! least time outside it, then the lowest shard number.
 
 use std::path::PathBuf;
 
-use super::run_facts::{MetricSettings, RequestFacts, RunFacts, ServerView};
-
-use serde_json::Value;
-
 use crate::config::MergeConfig;
-use crate::engine::recorder::Histograms;
-use crate::metrics::calculator::CountTokens;
-use crate::metrics::goodput::GoodputConfig;
-use crate::metrics::metric_stats::MetricKind;
-use crate::metrics::report::TaskKind;
 use crate::metrics::RequestOutput;
-use crate::output::facts::{EngineFacts, Lag, PartHealth};
-use crate::output::json::{result_path, RpsChangeEvent};
+use crate::output::json::result_path;
 use crate::output::result_files::{check_file, check_not_input, ResultFiles, TargetError};
-use crate::output::run_result::{Cancelled, MergedPart, MergedShards, Section, Shards};
+use crate::output::run_result::Section;
 use crate::output::shard_file::{check_set, union_rows, ShardFile, ShardFileError};
 use crate::output::stdio::Console;
-use crate::server_metrics::ServerMetrics;
-use crate::types::Backend;
+
+use super::merged_facts::merged_facts;
 
 /// Why shard results cannot be merged. Every one is the user's input (exit status 2) but
 /// [`MergeError::Save`].
@@ -91,226 +83,6 @@ fn interrupted_shards(shards: &[ShardFile]) -> Vec<String> {
         .collect()
 }
 
-/// A column of the union: `column(shard)[row]` for every request, in the one-process run's
-/// order; `None` unless every shard recorded it (a feature's column is empty without it).
-fn union_column<T: Clone>(
-    shards: &[ShardFile],
-    rows: &[(usize, usize)],
-    column: impl Fn(&ShardFile) -> &[T],
-) -> Option<Vec<T>> {
-    if shards.iter().any(|r| column(r).is_empty()) {
-        return None;
-    }
-    Some(
-        rows.iter()
-            .map(|&(s, j)| column(&shards[s])[j].clone())
-            .collect(),
-    )
-}
-
-fn task_of(backend: &str) -> TaskKind {
-    Backend::all()
-        .iter()
-        .find(|b| b.name() == backend)
-        .map_or(TaskKind::Generation, |b| TaskKind::for_backend(*b))
-}
-
-/// Failures by reason over all shards, with the first shard's example of each.
-fn failures(shards: &[ShardFile]) -> Vec<(String, usize, String)> {
-    let mut all: Vec<(String, usize, String)> = Vec::new();
-    for (kind, n, example) in shards.iter().flat_map(|r| &r.section.failures) {
-        match all.iter_mut().find(|f| &f.0 == kind) {
-            Some(f) => f.1 += n,
-            None => all.push((kind.clone(), *n, example.clone())),
-        }
-    }
-    all.sort_by(|a, b| a.0.cmp(&b.0));
-    all
-}
-
-/// A shard's own `vllm_bench_*` figures (engine, dispatch lag, client health, ...).
-fn shard_figures(r: &ShardFile) -> serde_json::Map<String, Value> {
-    let mut out = serde_json::Map::new();
-    out.insert("shard".into(), Value::from(r.section.shard));
-    out.insert("file".into(), Value::from(r.path.clone()));
-    for key in ["completed", "failed"] {
-        if let Some(v) = r.doc.get(key) {
-            out.insert(key.into(), v.clone());
-        }
-    }
-    for (k, v) in r.doc.iter().filter(|(k, _)| k.starts_with("vllm_bench_")) {
-        out.insert(k.clone(), v.clone());
-    }
-    out
-}
-
-/// The shards' ramp-up events (every shard computed the same from the same schedule).
-fn rps_events(doc: &serde_json::Map<String, Value>) -> Vec<RpsChangeEvent> {
-    let Some(Value::Array(events)) = doc.get("rps_change_events") else {
-        return Vec::new();
-    };
-    events
-        .iter()
-        .filter_map(|e| {
-            Some(RpsChangeEvent {
-                rps: e.get("rps")?.as_u64()?,
-                timestamp: e.get("timestamp")?.as_str()?.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// One shard as a part of the merged result.
-fn part(r: &ShardFile, lag: Option<Lag>) -> MergedPart {
-    MergedPart {
-        name: format!("{}/{}", r.section.shard, r.section.shards),
-        file: r.path.clone(),
-        requests: r.section.requests.len(),
-        interrupted: r.section.interrupted,
-        engine: r.section.engine.clone(),
-        dispatch_lag: lag,
-        figures: shard_figures(r),
-    }
-}
-
-/// The union of the shards' facts: every request of every shard in the one-process run's
-/// order (`rows`, `outputs`), the duration of the longest shard (all started at one instant),
-/// each shard's engine and client health side by side, and one shard's scrape of the
-/// server they share (`server`, from [`server_metrics_shard`]).
-fn merged_facts<'a>(
-    shards: &'a [ShardFile],
-    rows: &[(usize, usize)],
-    outputs: &'a [RequestOutput],
-    count_tokens: CountTokens<'a>,
-    start: Section,
-    server: ServerView<'a>,
-) -> Result<RunFacts<'a>, MergeError> {
-    let s0 = &shards[0].section;
-    let duration_s = shards
-        .iter()
-        .map(|r| r.section.duration)
-        .fold(0.0, f64::max);
-    let info = s0.run.clone();
-    let mut all = Histograms::default();
-    let mut parts = Vec::with_capacity(shards.len());
-    let mut health = Vec::new();
-    for r in shards {
-        let h = r.histograms()?;
-        all.add(&h);
-        let lag = Lag::of(&h.dispatch_lag);
-        let p = part(r, lag.clone());
-        if let Some(hh) = &r.section.health {
-            health.push(PartHealth {
-                name: p.name.clone(),
-                health: hh.clone(),
-                dispatch_lag: lag,
-            });
-        }
-        parts.push(p);
-    }
-    let engines: Vec<&EngineFacts> = parts.iter().filter_map(|p| p.engine.as_ref()).collect();
-    let engine = (engines.len() == parts.len())
-        .then(|| EngineFacts::combine(&engines))
-        .flatten();
-    let turns = union_column(shards, rows, |r| r.section.requests.turn.as_slice()).map(|numbers| {
-        let ids = union_column(shards, rows, |r| r.section.requests.conversation.as_slice());
-        (ids.unwrap_or_default(), numbers)
-    });
-    Ok(RunFacts {
-        task: task_of(&info.backend),
-        duration_s,
-        settings: MetricSettings {
-            percentiles: s0.settings.percentiles.clone(),
-            percentile_metrics: MetricKind::parse_list(&s0.settings.percentile_metrics),
-            goodput: GoodputConfig {
-                ttft_ms: s0.settings.goodput[0],
-                tpot_ms: s0.settings.goodput[1],
-                e2el_ms: s0.settings.goodput[2],
-                ttfo_ms: s0.settings.goodput_ttfo,
-            },
-            save_detailed: s0.settings.save_detailed,
-            steady_state: s0.settings.steady_state,
-        },
-        info,
-        count_tokens: s0.settings.has_tokenizer.then_some(count_tokens),
-        outputs,
-        requests: RequestFacts {
-            spans: rows
-                .iter()
-                .map(|&(s, j)| {
-                    let r = &shards[s].section.requests;
-                    (r.start_ns[j], r.end_ns[j])
-                })
-                .collect(),
-            turns,
-            adapter: union_column(shards, rows, |r| r.section.requests.adapter.as_slice()),
-            audio_s: union_column(shards, rows, |r| r.section.requests.audio_s.as_slice()),
-            replica: union_column(shards, rows, |r| r.section.requests.replica.as_slice())
-                .unwrap_or_default(),
-        },
-        adapter_names: s0.adapters.clone(),
-        replica_urls: s0.replicas.clone(),
-        probe: None,
-        rps_events: rps_events(&shards[0].doc),
-        engine,
-        dispatch_lag: Lag::of(&all.dispatch_lag),
-        // Judged only when every shard recorded its own.
-        health: if health.len() == shards.len() {
-            health
-        } else {
-            Vec::new()
-        },
-        failures: failures(shards),
-        not_sent: shards.iter().map(|r| r.section.not_sent).sum(),
-        not_sent_session_ended: shards
-            .iter()
-            .map(|r| r.section.not_sent_session_ended)
-            .sum(),
-        cancelled: shards
-            .iter()
-            .filter_map(|r| r.section.cancelled)
-            .reduce(|a, b| Cancelled {
-                requests: a.requests + b.requests,
-                not_sent_session: a.not_sent_session + b.not_sent_session,
-            }),
-        interrupted: shards.iter().any(|r| r.section.interrupted),
-        // Every shard measured the one server's counters over the same span.
-        prefix_cache: s0.prefix_cache,
-        start,
-        server,
-        shards: Shards::Merged(MergedShards {
-            fingerprint: s0.fingerprint.clone(),
-            start_at: s0.start_at,
-            parts,
-        }),
-    })
-}
-
-/// The shard whose server-metrics scrape the merged result shows (`None` when no shard has
-/// one). Its window is the times of its first and last scrape, on the shards' shared axis
-/// (seconds from `--start-at`); the merged window runs from 0 to `duration`. The rule: the
-/// least of the merged window missed, then the least time outside it (another shard's
-/// warm-up, say), then the lowest shard number.
-fn server_metrics_shard(shards: &[ShardFile], duration: f64) -> Option<usize> {
-    let score = |m: &ServerMetrics| {
-        let t = &m.endpoints.first()?.figures.series.t;
-        let (first, last) = (*t.first()?, *t.last()?);
-        let missed = first.max(0.0) + (duration - last).max(0.0);
-        let outside = (-first).max(0.0) + (last - duration).max(0.0);
-        (missed.is_finite() && outside.is_finite()).then_some((missed, outside))
-    };
-    shards
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| Some((i, score(r.server_metrics.as_ref()?)?)))
-        .min_by(|(i, a), (j, b)| {
-            a.0.total_cmp(&b.0)
-                .then(a.1.total_cmp(&b.1))
-                .then(shards[*i].section.shard.cmp(&shards[*j].section.shard))
-        })
-        .map(|(i, _)| i)
-}
-
 /// Reads, checks and merges the shard results, prints the run's block and writes the
 /// merged result; returns where it was written and which shards were interrupted.
 pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> {
@@ -340,28 +112,10 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
             json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
         },
     };
-    // One shard's scrape of the shared server (`null` when none has one).
-    let duration = shards
-        .iter()
-        .map(|r| r.section.duration)
-        .fold(0.0, f64::max);
-    let none = ServerMetrics::default();
-    let chosen = server_metrics_shard(&shards, duration).map(|i| &shards[i]);
-    let name = chosen.map(ShardFile::name).unwrap_or_default();
-    let server = match chosen.and_then(|r| Some((r.server_metrics.as_ref()?, r.section.shard))) {
-        Some((metrics, k)) => ServerView {
-            metrics,
-            from_shard: Some((k, name.as_str())),
-        },
-        None => ServerView {
-            metrics: &none,
-            from_shard: None,
-        },
-    };
     // The shards saved the output lengths their calculators used; counting again must give
     // those, so a zero stays zero.
     let zero = |_: &str| 0usize;
-    let facts = merged_facts(&shards, &rows, &outputs, &zero, start_section, server)?;
+    let facts = merged_facts(&shards, &rows, &outputs, &zero, start_section)?;
     let result = facts.result();
     console.out(result.render(false));
     start.warnings().iter().for_each(|w| console.err_line(w));
@@ -396,13 +150,20 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
 mod tests {
     use std::path::Path;
 
+    use serde_json::Value;
+
     use super::*;
-    use crate::metrics::report::{BenchmarkReport, ReportSettings};
+    use crate::engine::recorder::Histograms;
+    use crate::metrics::goodput::GoodputConfig;
+    use crate::metrics::metric_stats::MetricKind;
+    use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
+    use crate::modes::merged_facts::server_metrics_shard;
     use crate::output::json::{build_result, RunInfo};
     use crate::output::server_metrics;
     use crate::output::shard_file::{
         self, Requests, Settings, ShardRequest, ShardSection, FORMAT, KEY,
     };
+    use crate::server_metrics::ServerMetrics;
 
     fn output(i: usize) -> RequestOutput {
         let f = i as f64;

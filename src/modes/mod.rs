@@ -6,6 +6,7 @@ pub mod compare;
 pub mod dataset;
 pub mod lora;
 pub mod merge;
+pub mod merged_facts;
 pub mod multi_turn;
 pub mod outcome;
 pub mod plan;

@@ -447,7 +447,7 @@ fn run_result<'a>(
         ),
         // The server's side of the run, after ours (`--no-server-metrics`: nothing shown).
         server: ServerView {
-            metrics: &measured.server_metrics,
+            metrics: Some(&measured.server_metrics),
             from_shard: None,
         },
         shards: Shards::Whole,

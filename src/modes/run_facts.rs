@@ -54,10 +54,11 @@ pub struct RequestFacts {
 
 /// The server's `/metrics` as this run shows them: the scrape, and for a merge the shard
 /// whose scrape it is (`K`, `K/N`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServerView<'a> {
-    pub metrics: &'a ServerMetrics,
-    pub from_shard: Option<(usize, &'a str)>,
+    /// `None`: no scrape (off, unanswered, or no shard had one).
+    pub metrics: Option<&'a ServerMetrics>,
+    pub from_shard: Option<(usize, String)>,
 }
 
 /// Everything a run's result is computed from; see the module doc.
@@ -162,14 +163,16 @@ impl<'a> RunFacts<'a> {
             (0..outputs.len()).map(|i| self.requests.replica.get(i).copied().unwrap_or(0)),
         ));
         use crate::output::server_metrics as sm;
-        let server = match self.server.from_shard {
+        let none = ServerMetrics::default();
+        let metrics = self.server.metrics.unwrap_or(&none);
+        let server = match &self.server.from_shard {
             Some((k, name)) => Section {
-                console: sm::render_from(self.server.metrics, &report, Some(name)),
-                json: sm::to_json_from(self.server.metrics, Some(k)),
+                console: sm::render_from(metrics, &report, Some(name)),
+                json: sm::to_json_from(metrics, Some(*k)),
             },
             None => Section {
-                console: sm::render(self.server.metrics, &report),
-                json: sm::to_json(self.server.metrics),
+                console: sm::render(metrics, &report),
+                json: sm::to_json(metrics),
             },
         };
         RunResult {

@@ -99,7 +99,7 @@ impl ResultFiles {
                 )
             })?;
         }
-        write(path, text, append)
+        save_result(path, text, append)
             .with_context(|| format!("cannot write the result file {}", path.display()))?;
         console.err_line(format_args!("Saved the {what} to {}", path.display()));
         Ok(())
@@ -283,7 +283,7 @@ fn dir_writable(dir: &Path) -> bool {
 /// but atomically: into a temporary file beside it, synced, then renamed over it. A link
 /// is followed (the file it names is replaced); a target that is not a regular file is
 /// refused without being opened.
-fn write(path: &Path, text: &str, append: bool) -> anyhow::Result<()> {
+fn save_result(path: &Path, text: &str, append: bool) -> anyhow::Result<()> {
     check_file(path)?;
     let target = match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path)?,
@@ -358,6 +358,12 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    /// Saves through the one writer, as every caller does.
+    fn write(path: &Path, text: &str, append: bool) -> anyhow::Result<()> {
+        let (console, _) = Console::capture();
+        ResultFiles::default().save(path, text, append, "result", &console)
     }
 
     fn d(path: &str, suffix: &str, ext: Option<&str>) -> String {
@@ -477,7 +483,7 @@ mod tests {
         );
         // The writer refuses it too, without opening it (which would block).
         let e = write(&dir.join("fifo"), "{}", false).unwrap_err();
-        assert!(format!("{e}").contains("FIFO"), "{e}");
+        assert!(format!("{e:#}").contains("FIFO"), "{e}");
         check_target(Some(&dir), Some("fine.json"), false).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }
