@@ -47,8 +47,8 @@ fn size_text(bytes: u64) -> String {
     }
 }
 
-/// What a file that is not regular is, for the message.
-fn kind_of(t: std::fs::FileType) -> &'static str {
+/// What a file that is not regular is, for a message (`directory`, `FIFO`, ...).
+pub fn kind_of(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "directory"
     } else if t.is_fifo() {

@@ -1271,17 +1271,7 @@ fn one_shard_of_lora_replicas_ttfo_goodput_cancellation_and_server_metrics_merge
 fn one_shard_of_an_audio_run_merges_to_its_rtfx() {
     let server = mock(|_| {});
     let dir = TempDir::new("one-shard-audio");
-    let mut lines = String::new();
-    for (i, secs) in [0.5, 1.0, 1.5, 0.25].iter().enumerate() {
-        let wav = dir.path().join(format!("a{i}.wav"));
-        crate::backends::write_wav(&wav, *secs);
-        lines.push_str(&format!(
-            "{{\"prompt\": \"Transcribe.\", \"audio\": \"{}\", \"output_tokens\": 6}}\n",
-            wav.display()
-        ));
-    }
-    let jsonl = dir.path().join("audio.jsonl");
-    std::fs::write(&jsonl, lines).unwrap();
+    let jsonl = crate::backends::audio_dataset(&dir, &[0.5, 1.0, 1.5, 0.25]);
     let mut args = crate::util::mock_random_args(&server.base_url());
     args.extend(
         [

@@ -134,24 +134,6 @@ pub enum TargetError {
     IsInput { path: PathBuf, input: String },
 }
 
-/// What a file that exists and is not regular is.
-fn kind_of(t: std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt as _;
-    Some(if t.is_file() {
-        return None;
-    } else if t.is_dir() {
-        "directory"
-    } else if t.is_fifo() {
-        "FIFO"
-    } else if t.is_socket() {
-        "socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "device"
-    } else {
-        "special file"
-    })
-}
-
 /// Checks a result file's path itself: it has a file name (not `sub/`, `.` or `..`), and
 /// what is there, if anything, is a regular file or a link to one.
 pub fn check_file(path: &Path) -> Result<(), TargetError> {
@@ -167,13 +149,13 @@ pub fn check_file(path: &Path) -> Result<(), TargetError> {
         true => std::fs::metadata(path).map_err(|_| TargetError::DanglingLink(path.into()))?,
         false => link,
     };
-    match kind_of(meta.file_type()) {
-        None => Ok(()),
-        Some(kind) => Err(TargetError::NotRegular {
-            path: path.to_path_buf(),
-            kind,
-        }),
+    if meta.is_file() {
+        return Ok(());
     }
+    Err(TargetError::NotRegular {
+        path: path.to_path_buf(),
+        kind: crate::whole_file::kind_of(meta.file_type()),
+    })
 }
 
 /// Refuses a result `path` that is one of `inputs` (the same file, by device and inode:
