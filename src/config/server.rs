@@ -126,8 +126,16 @@ fn base_urls(given: &[String]) -> Result<Vec<BaseUrl>, ConfigError> {
         let (texts, origin) = match arg.strip_prefix('@') {
             Some(path) => {
                 // A list of URLs: a megabyte holds tens of thousands.
-                let text = crate::whole_file::read_to_string(path.as_ref(), 1 << 20)
-                    .map_err(|e| ConfigError::flag("--base-url", e.to_string()))?;
+                let text =
+                    crate::whole_file::read_to_string(path.as_ref(), 1 << 20).map_err(|e| {
+                        let why = match e {
+                            crate::whole_file::WholeFileError::Read { error, .. } => {
+                                format!("cannot read the file: {error}")
+                            }
+                            other => other.to_string(),
+                        };
+                        ConfigError::value("--base-url", arg, why)
+                    })?;
                 let lines: Vec<String> = text
                     .lines()
                     .map(str::trim)
