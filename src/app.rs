@@ -109,13 +109,11 @@ fn bench(config: &Config, console: &Console) -> i32 {
 /// is not a summary.
 fn plot_summary(file: &std::path::Path, console: &Console) -> i32 {
     use crate::output::plot;
-    let text = match std::fs::read_to_string(file) {
+    // A summary of points or runs: far below this even for thousands of them.
+    let text = match crate::whole_file::read_to_string(file, 256 << 20) {
         Ok(t) => t,
         Err(e) => {
-            console.err_line(format_args!(
-                "error: --plot-summary {}: cannot read it: {e}",
-                file.display()
-            ));
+            console.err_line(format_args!("error: --plot-summary {e}"));
             return 2;
         }
     };
@@ -166,7 +164,9 @@ fn compare(warnings: &[String], files: &[std::path::PathBuf], console: &Console)
 fn merge(args: &MergeConfig, console: &Console) -> i32 {
     match modes::merge::run(args, console) {
         Ok(merged) => {
-            console.err_line(merged.report());
+            if let Some(w) = merged.warning() {
+                console.err_line(w);
+            }
             0
         }
         Err(e @ modes::merge::MergeError::Save(_)) => {

@@ -29,3 +29,4 @@ pub mod server_metrics;
 pub mod sse;
 pub mod tokenizer;
 pub mod types;
+pub mod whole_file;

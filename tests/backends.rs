@@ -367,12 +367,11 @@ fn write_wav(path: &std::path::Path, secs: f64) {
     std::fs::write(path, vllm_bench::datasets::wav::pcm16_wav(1, rate, &pcm)).unwrap();
 }
 
-#[test]
-fn openai_audio_uploads_each_rows_wav_and_reports_rtfx() {
-    let server = mock(|c| c.request_log_bodies = true);
-    let dir = TempDir::new("audio");
+/// A `custom_audio` dataset in `dir`: one row per length in `secs`, each with its own WAV
+/// and 6 output tokens.
+pub(crate) fn audio_dataset(dir: &TempDir, secs: &[f64]) -> std::path::PathBuf {
     let mut lines = String::new();
-    for (i, secs) in [0.5, 1.0, 1.5].iter().enumerate() {
+    for (i, secs) in secs.iter().enumerate() {
         let wav = dir.path().join(format!("a{i}.wav"));
         write_wav(&wav, *secs);
         lines.push_str(&format!(
@@ -382,6 +381,14 @@ fn openai_audio_uploads_each_rows_wav_and_reports_rtfx() {
     }
     let jsonl = dir.path().join("audio.jsonl");
     std::fs::write(&jsonl, lines).unwrap();
+    jsonl
+}
+
+#[test]
+fn openai_audio_uploads_each_rows_wav_and_reports_rtfx() {
+    let server = mock(|c| c.request_log_bodies = true);
+    let dir = TempDir::new("audio");
+    let jsonl = audio_dataset(&dir, &[0.5, 1.0, 1.5]);
     let out = run(
         &server,
         &dir,

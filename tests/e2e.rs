@@ -565,7 +565,7 @@ pub(crate) fn assert_refused_by_the_binary(args: &[&str], needle: &str) {
     assert_refusal(vllm_bench(args, dir.path()), args, needle);
 }
 
-fn assert_refusal(run: Run, args: &[&str], needle: &str) {
+pub(crate) fn assert_refusal(run: Run, args: &[&str], needle: &str) {
     assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
     let lines: Vec<&str> = run
         .stderr

@@ -1090,9 +1090,11 @@ fn a_shard_that_starts_after_start_at_is_flagged_by_the_merge() {
     panic!("the late shard never started within the second a start may be past");
 }
 
-/// `a` and `b` equal but for the last bits of floats (a merge sums in the one-process
-/// run's request order, a run in its records' order) and the order of per-request number
-/// lists.
+/// `a` (the run's) found in `b` (the merge's), equal but for the last bits of floats (a
+/// merge sums in the one-process run's request order, a run in its records' order) and
+/// the order of per-request number lists. Every key of an object of `a` must be in `b`'s
+/// (a key the run reports and the merge drops fails by its path); `b` may add its own
+/// (which shard a figure is from).
 fn assert_same(a: &Value, b: &Value, at: &str) {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
@@ -1116,10 +1118,11 @@ fn assert_same(a: &Value, b: &Value, at: &str) {
             }
         }
         (Value::Object(x), Value::Object(y)) => {
-            let keys = |o: &serde_json::Map<String, Value>| o.keys().cloned().collect::<Vec<_>>();
-            assert_eq!(keys(x), keys(y), "{at}");
             for (k, v) in x {
-                assert_same(v, &y[k], &format!("{at}.{k}"));
+                let theirs = y
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{at}.{k} missing from the merge"));
+                assert_same(v, theirs, &format!("{at}.{k}"));
             }
         }
         _ => assert_eq!(a, b, "{at}"),
@@ -1133,6 +1136,194 @@ fn sections(stdout: &str) -> Vec<&str> {
         .filter(|l| l.starts_with("==") || l.starts_with("--"))
         .filter(|l| l.trim_matches(|c| c == '=' || c == '-').len() > 1)
         .collect()
+}
+
+/// Runs `args` as `--shard 0/1` (saving `shard0.json` into `dir`, at `--start-at` when
+/// `start_at`) and merges its one shard: the merge must print the run's sections in its
+/// order, and its result must hold every key of the run's (but the shard section) with the
+/// run's value, `keys` among them. Returns both outputs.
+fn assert_one_shard_merges_to_the_run(
+    args: &[String],
+    dir: &TempDir,
+    start_at: bool,
+    keys: &[&str],
+) -> (Run, Run) {
+    let launch = |_: usize, at: &str| {
+        let mut a = args.to_vec();
+        let flags = ["--disable-tqdm", "--save-result", "--shard", "0/1"];
+        a.extend(flags.iter().map(|f| f.to_string()));
+        a.extend(
+            [
+                "--result-dir",
+                dir.arg(),
+                "--result-filename",
+                "shard0.json",
+            ]
+            .map(String::from),
+        );
+        if start_at {
+            a.extend(["--start-at".to_string(), at.to_string()]);
+        }
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        vllm_bench(&a, dir.path())
+    };
+    let run = match start_at {
+        true => at_one_start(1, launch).remove(0),
+        false => launch(0, ""),
+    };
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let merged = merge(dir, &shard_files(1), "merged.json");
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+    assert_eq!(
+        sections(&merged.stdout),
+        sections(&run.stdout),
+        "{}",
+        merged.stdout
+    );
+    let one = read_json(&dir.path().join("shard0.json"));
+    let m = read_json(&dir.path().join("merged.json"));
+    for key in keys {
+        let v = one
+            .get(*key)
+            .unwrap_or_else(|| panic!("{key} not in the run's result"));
+        assert!(!v.is_null(), "{key} is null in the run's result");
+    }
+    for (key, value) in one.as_object().unwrap() {
+        if key != "vllm_bench_shard" {
+            let theirs = m
+                .get(key)
+                .unwrap_or_else(|| panic!("{key} missing from the merge"));
+            assert_same(value, theirs, key);
+        }
+    }
+    (run, merged)
+}
+
+/// Every feature a shard can run at once, against two replicas of a reasoning mock: LoRA
+/// adapters, TTFO, goodput, cancellation, the server's metrics, replicas, `--start-at` and
+/// the steady state; the merge of its only shard must report all of it back.
+#[test]
+fn one_shard_of_lora_replicas_ttfo_goodput_cancellation_and_server_metrics_merges_to_the_run() {
+    let reasoning = |c: &mut vllm_bench::mock::MockConfig| {
+        c.first_token_delay = std::time::Duration::from_millis(10);
+        c.reasoning_tokens = 2;
+        c.thinking_delay = std::time::Duration::from_millis(15);
+    };
+    let (a, b) = (mock(reasoning), mock(reasoning));
+    let dir = TempDir::new("one-shard-features");
+    let mut args = crate::util::mock_random_args(&a.base_url());
+    args.extend(
+        [
+            "--base-url",
+            &b.base_url(),
+            "--backend",
+            "openai-chat",
+            "--num-prompts",
+            "40",
+            "--max-concurrency",
+            "4",
+            "--seed",
+            "5",
+            "--lora-modules",
+            "sql",
+            "chat",
+            "--percentile-metrics",
+            "ttft,ttfo,tpot,itl,e2el",
+            "--goodput",
+            "ttft:500",
+            "ttfo:800",
+            "--request-cancellation-rate",
+            "20",
+            "--request-cancellation-delay",
+            "0.005",
+        ]
+        .map(String::from),
+    );
+    let (run, merged) = assert_one_shard_merges_to_the_run(
+        &args,
+        &dir,
+        true,
+        &[
+            "vllm_bench_lora_adapters",
+            "vllm_bench_lora_summary",
+            "mean_ttfo_ms",
+            "request_goodput",
+            "vllm_bench_cancelled",
+            "vllm_bench_server_metrics",
+            "vllm_bench_replicas",
+            "steady_state",
+            "vllm_bench_start",
+        ],
+    );
+    for title in [
+        "LoRA adapters",
+        " Server Metrics ",
+        " Steady-State Metrics ",
+    ] {
+        assert!(run.stdout.contains(title), "{title}: {}", run.stdout);
+        assert!(merged.stdout.contains(title), "{title}: {}", merged.stdout);
+    }
+}
+
+/// Audio with Python's RTFx: the merge of the only shard computes it again, from each
+/// request's audio length the shard saved.
+#[test]
+fn one_shard_of_an_audio_run_merges_to_its_rtfx() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("one-shard-audio");
+    let jsonl = crate::backends::audio_dataset(&dir, &[0.5, 1.0, 1.5, 0.25]);
+    let mut args = crate::util::mock_random_args(&server.base_url());
+    args.extend(
+        [
+            "--backend",
+            "openai-audio",
+            "--dataset-name",
+            "custom_audio",
+            "--dataset-path",
+            jsonl.to_str().unwrap(),
+            "--custom-output-len",
+            "-1",
+            "--skip-chat-template",
+            "--num-prompts",
+            "4",
+        ]
+        .map(String::from),
+    );
+    let (run, merged) = assert_one_shard_merges_to_the_run(&args, &dir, false, &["rtfx"]);
+    let line = "RTFx (Inverse Real-Time Factor):";
+    let of = |out: &str| out.lines().find(|l| l.starts_with(line)).map(str::to_owned);
+    assert!(of(&run.stdout).is_some(), "{}", run.stdout);
+    assert_eq!(of(&merged.stdout), of(&run.stdout));
+}
+
+/// Multi-turn: the per-turn blocks and every request's conversation and turn.
+#[test]
+fn one_shard_of_a_multi_turn_run_merges_to_its_turns() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("one-shard-turns");
+    let mut args = crate::util::mock_random_args(&server.base_url());
+    args.extend(
+        [
+            "--backend",
+            "openai-chat",
+            "--multi-turn",
+            "--multi-turn-num-turns",
+            "3",
+            "--num-prompts",
+            "5",
+        ]
+        .map(String::from),
+    );
+    assert_one_shard_merges_to_the_run(
+        &args,
+        &dir,
+        false,
+        &[
+            "per_turn_metrics",
+            "vllm_bench_conversation_ids",
+            "vllm_bench_turns",
+        ],
+    );
 }
 
 #[test]
@@ -1155,9 +1346,6 @@ fn merging_the_only_shard_of_a_run_gives_its_report_back() {
         dir.arg(),
         "--result-filename",
         "shard0.json",
-        // A merge does not carry the server's metrics yet (issue 29: one scrape set for
-        // the shards); everything else of the run must come back.
-        "--no-server-metrics",
     ];
     args.extend(flags.iter().map(|f| f.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();

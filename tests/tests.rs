@@ -26,6 +26,7 @@ mod reasoning;
 mod replicas;
 mod reports;
 mod response_limits;
+mod result_files;
 mod runs;
 mod server_metrics;
 mod shards;

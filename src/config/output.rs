@@ -67,6 +67,16 @@ pub struct OutputConfig {
     pub plot_summary: Option<PathBuf>,
 }
 
+impl OutputConfig {
+    /// Where this invocation's results go, and the one writer of them.
+    pub fn result_files(&self) -> crate::output::result_files::ResultFiles {
+        crate::output::result_files::ResultFiles {
+            dir: self.result_dir.clone(),
+            filename: self.result_filename.clone(),
+        }
+    }
+}
+
 pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputConfig, ConfigError> {
     let o = &cli.output;
     let task = TaskKind::for_backend(cli.server.backend);
@@ -184,7 +194,7 @@ pub(super) fn check_result_filename(
 ) -> Result<(), ConfigError> {
     const FLAG: &str = "--result-filename";
     let Some(name) = output.result_filename.as_deref() else {
-        return Ok(());
+        return check_label(output.label.as_deref(), plots, sweep, num_runs, search);
     };
     if name.is_empty() {
         return Err(ConfigError::value(
@@ -209,6 +219,54 @@ pub(super) fn check_result_filename(
                 "the file name is {} bytes and the longest name derived from it here is \
                  {longest}; file names hold at most {NAME_MAX} bytes: shorten it",
                 file.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Room kept in a default result name for what follows the label: the rate (or ramp-up),
+/// the concurrency, the model's name and the date, `-{rate}qps-concurrency{n}-{model}-{date}.json`.
+const DEFAULT_NAME_REST: usize = 128;
+
+/// `--label`, when the result and plot names are made from it (no `--result-filename`):
+/// checked before the run, as the name is, so that a label no file name can hold (a `/`,
+/// which would also lead out of `--result-dir`, or too long) does not lose the result
+/// after it.
+fn check_label(
+    label: Option<&str>,
+    plots: RunPlots,
+    sweep: Option<&SweepConfig>,
+    num_runs: usize,
+    search: Option<SearchVariable>,
+) -> Result<(), ConfigError> {
+    const FLAG: &str = "--label";
+    let Some(label) = label else {
+        return Ok(());
+    };
+    if label.contains('/') || label.contains('\0') {
+        return Err(ConfigError::value(
+            FLAG,
+            label,
+            "the result file is named after the label, which cannot hold '/' (or NUL); \
+             use --result-dir for a directory",
+        ));
+    }
+    let plot = if plots.dataset_stats {
+        ".dataset_stats.html"
+    } else {
+        ".timeline.html"
+    };
+    let growth = derived_growth("x.json", plot, sweep, num_runs, search);
+    let most = NAME_MAX.saturating_sub(DEFAULT_NAME_REST + growth);
+    if label.len() > most {
+        return Err(ConfigError::flag(
+            FLAG,
+            format!(
+                "the label is {} bytes; the result file is named after it (with the rate, \
+                 model and date after it, in at most {NAME_MAX} bytes): keep it within \
+                 {most} bytes, or give --result-filename",
+                label.len()
             ),
         ));
     }
@@ -428,6 +486,26 @@ mod tests {
             let e = goodput(&[bad.to_owned()]).unwrap_err().to_string();
             assert!(e.starts_with(&format!("--goodput {bad}: {why}")), "{e}");
         }
+    }
+
+    /// The default result name starts with the label: one it cannot hold is refused before
+    /// the run, not after it (the result was lost), and no label leads out of --result-dir.
+    #[test]
+    fn a_label_no_file_name_can_hold_is_refused_before_the_run() {
+        let plots = RunPlots {
+            timeline: None,
+            dataset_stats: false,
+        };
+        let check = |label: &str| check_label(Some(label), plots, None, 1, None);
+        check("my-run").unwrap();
+        for bad in ["a/b", "../../../x", "nul\0byte"] {
+            let e = check(bad).unwrap_err().to_string();
+            assert!(e.contains("cannot hold '/' (or NUL)"), "{e}");
+        }
+        let e = check(&"x".repeat(300)).unwrap_err().to_string();
+        assert!(e.starts_with("--label: the label is 300 bytes;"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+        check(&"x".repeat(100)).unwrap();
     }
 
     #[test]

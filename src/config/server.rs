@@ -125,9 +125,17 @@ fn base_urls(given: &[String]) -> Result<Vec<BaseUrl>, ConfigError> {
     for arg in given {
         let (texts, origin) = match arg.strip_prefix('@') {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    ConfigError::value("--base-url", arg, format!("cannot read the file: {e}"))
-                })?;
+                // A list of URLs: a megabyte holds tens of thousands.
+                let text =
+                    crate::whole_file::read_to_string(path.as_ref(), 1 << 20).map_err(|e| {
+                        let why = match e {
+                            crate::whole_file::WholeFileError::Read { error, .. } => {
+                                format!("cannot read the file: {error}")
+                            }
+                            other => other.to_string(),
+                        };
+                        ConfigError::value("--base-url", arg, why)
+                    })?;
                 let lines: Vec<String> = text
                     .lines()
                     .map(str::trim)

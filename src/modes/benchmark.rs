@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use crate::config::Config;
-use crate::output::json::check_result_target;
+use crate::output::result_files::check_target;
 use crate::output::stdio::Console;
 
 use super::outcome::nothing_ran;
@@ -25,7 +25,7 @@ pub fn run(config: &Config, console: &Console) -> Result<Outcome> {
     }
     if config.report.save && !config.dry_run {
         // Before anything is sent: a run whose result cannot be saved is not worth running.
-        check_result_target(
+        check_target(
             config.output.result_dir.as_deref(),
             config.output.result_filename.as_deref(),
             config.report.append,

@@ -121,56 +121,52 @@ pub struct LoraPlan {
 }
 
 impl LoraPlan {
-    /// The adapter name of each measured request, in output order.
-    pub fn names_of<'a>(&'a self, records: &[Record]) -> Vec<&'a str> {
+    /// The adapter (an index into `names`) of each measured request, in output order.
+    pub fn adapters_of(&self, records: &[Record]) -> Vec<u32> {
         records
             .iter()
-            .map(|r| self.name_of_record(r.index as usize))
+            .map(|r| self.of_record.get(r.index as usize).copied().unwrap_or(0))
             .collect()
     }
+}
 
-    fn name_of_record(&self, index: usize) -> &str {
-        let a = self.of_record.get(index).copied().unwrap_or(0) as usize;
-        self.names.get(a).map_or("", String::as_str)
-    }
-
-    /// Per adapter: requests sent, and Python's TTFT and TPOT means over its own requests
-    /// (the same calculator as the whole run's block).
-    pub fn summaries(
-        &self,
-        outputs: &[RequestOutput],
-        records: &[Record],
-        settings: &ReportSettings<'_>,
-    ) -> Vec<AdapterSummary> {
-        self.names
-            .iter()
-            .enumerate()
-            .map(|(a, name)| {
-                let mine: Vec<RequestOutput> = outputs
-                    .iter()
-                    .zip(records)
-                    .filter(|(_, r)| self.of_record.get(r.index as usize) == Some(&(a as u32)))
-                    .map(|(o, _)| o.clone())
-                    .collect();
-                let report = BenchmarkReport::compute(&mine, settings);
-                let (completed, ttft, tpot) = match &report.metrics {
-                    TaskMetrics::Generation { metrics, .. } => (
-                        metrics.completed,
-                        metrics.ttft.mean_ms,
-                        metrics.tpot.mean_ms,
-                    ),
-                    TaskMetrics::Pooling(m) => (m.completed, 0.0, 0.0),
-                };
-                AdapterSummary {
-                    name: name.clone(),
-                    requests: mine.len() as u64,
-                    completed,
-                    mean_ttft_ms: ttft,
-                    mean_tpot_ms: tpot,
-                }
-            })
-            .collect()
-    }
+/// Per adapter: requests sent, and Python's TTFT and TPOT means over its own requests (the
+/// same calculator as the whole run's block). `of_request`: each output's adapter, an index
+/// into `names`.
+pub fn summaries(
+    names: &[String],
+    of_request: &[u32],
+    outputs: &[RequestOutput],
+    settings: &ReportSettings<'_>,
+) -> Vec<AdapterSummary> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(a, name)| {
+            let mine: Vec<RequestOutput> = outputs
+                .iter()
+                .zip(of_request)
+                .filter(|(_, &r)| r == a as u32)
+                .map(|(o, _)| o.clone())
+                .collect();
+            let report = BenchmarkReport::compute(&mine, settings);
+            let (completed, ttft, tpot) = match &report.metrics {
+                TaskMetrics::Generation { metrics, .. } => (
+                    metrics.completed,
+                    metrics.ttft.mean_ms,
+                    metrics.tpot.mean_ms,
+                ),
+                TaskMetrics::Pooling(m) => (m.completed, 0.0, 0.0),
+            };
+            AdapterSummary {
+                name: name.clone(),
+                requests: mine.len() as u64,
+                completed,
+                mean_ttft_ms: ttft,
+                mean_tpot_ms: tpot,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,9 +5,11 @@
 //! from the shared start (`--start-at`), so the merge puts the requests back in the
 //! one-process run's order and computes every metric with the same calculator over their
 //! union; the duration is the latest shard's (all shards started at the same instant), and
-//! the steady state is computed over every request's span. The merge is the second producer
-//! of a `RunResult`, printed and saved by the same code as a live run's, so merging the one
-//! shard of `--shard 0/1` gives that run's sections and keys back. The shards' own engine,
+//! the steady state is computed over every request's span. Here only the steps: each file
+//! is read and checked with the shard file (`output::shard_file`), their union is the run's
+//! facts (`modes::merged_facts`), and those become the result by the one computation a live
+//! run's facts go through (`RunFacts::result`), printed and saved by the same code, so
+//! merging the one shard of `--shard 0/1` gives that run's sections and keys back. The shards' own engine,
 //! client health and figures are kept side by side (the client judged once over all of
 //! them, worst cause first), and their per-core histograms (HdrHistogram V2) are added for
 //! the run's dispatch lag.
@@ -16,118 +18,36 @@
 //! refused: its requests that ran are figures like any other and those it never sent are
 //! counted in `vllm_bench_not_sent`. The merged result is then marked
 //! `vllm_bench_interrupted: true`, our section says which shards were, and
-//! [`Merged::report`] names them in one line for stderr, so a partial run is never taken
+//! [`Merged::warning`] names them in one line for stderr, so a partial run is never taken
 //! for a whole one.
 //!
 //! The server's metrics: every shard scraped the one server they share over its own window
 //! (its result file carries the scrape under `vllm_bench_server_metrics`), so each saw every
 //! shard's traffic and adding them would count it N times. The merge shows one shard's,
-//! chosen by [`server_metrics_shard`]: the shard whose window misses the least of the merged
+//! chosen by `merged_facts::server_metrics_shard`: the shard whose window misses the least of the merged
 //! window (from the shared start to the end of the last response), then the one with the
 //! least time outside it, then the lowest shard number.
 
-use std::path::{Path, PathBuf};
-
-use serde_json::Value;
+use std::path::PathBuf;
 
 use crate::config::MergeConfig;
-use crate::engine::recorder::Histograms;
-use crate::metrics::goodput::GoodputConfig;
-use crate::metrics::metric_stats::MetricKind;
-use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
 use crate::metrics::RequestOutput;
-use crate::modes::multi_turn::{per_turn, TurnRequest};
-use crate::output::facts::{EngineFacts, Lag, PartHealth};
-use crate::output::json::{result_path, save_result, RpsChangeEvent};
-use crate::output::replicas;
-use crate::output::run_result::{
-    Cancelled, MergedPart, MergedShards, RunResult, Section, Shards, Turns,
-};
-use crate::output::server_metrics;
-use crate::output::shard_file::{self, HistogramError, ShardSection, FORMAT, KEY};
+use crate::output::json::result_path;
+use crate::output::result_files::{check_file, check_not_input, ResultFiles, TargetError};
+use crate::output::run_result::Section;
+use crate::output::shard_file::{check_set, union_rows, ShardFile, ShardFileError};
 use crate::output::stdio::Console;
-use crate::server_metrics::ServerMetrics;
-use crate::types::Backend;
+
+use super::merged_facts::merged_facts;
 
 /// Why shard results cannot be merged. Every one is the user's input (exit status 2) but
 /// [`MergeError::Save`].
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
-    #[error("{path}: cannot read it: {error}")]
-    Read { path: String, error: std::io::Error },
-    #[error("{path}: not a JSON result file: {error}")]
-    Json {
-        path: String,
-        error: serde_json::Error,
-    },
-    #[error(
-        "{path}: not a shard result (no {KEY} key); shard results are written by \
-         `vllm-bench ... --shard K/N --save-result`"
-    )]
-    NotShard { path: String },
-    #[error("{path}: its {KEY} section cannot be read: {error}")]
-    Section {
-        path: String,
-        error: serde_json::Error,
-    },
-    #[error("{path}: shard section format {found}; this vllm-bench reads format {FORMAT}")]
-    Format { path: String, found: u32 },
-    #[error("{path}: the per-request columns of its {KEY} section differ in length")]
-    Columns { path: String },
-    #[error(
-        "{path}: its requests name replicas outside its list of {count} (or none with \
-         several); the file was edited or is damaged"
-    )]
-    ReplicaIndex { path: String, count: usize },
-    #[error(
-        "{path}: ran against the replicas [{theirs}], {first} against [{ours}]; every \
-         shard must run with the same --base-url list"
-    )]
-    Replicas {
-        path: String,
-        first: String,
-        theirs: String,
-        ours: String,
-    },
-    #[error(
-        "{path}: a shard of a different workload than {first} (fingerprint {theirs}, not \
-         {ours}); every shard must run the same command with the same --seed, only K of \
-         --shard K/N differing"
-    )]
-    Fingerprint {
-        path: String,
-        first: String,
-        theirs: String,
-        ours: String,
-    },
-    #[error("{path}: shard of {theirs}, {first} is a shard of {ours}")]
-    Count {
-        path: String,
-        first: String,
-        theirs: usize,
-        ours: usize,
-    },
-    #[error(
-        "{path}: started at --start-at {theirs}, {first} at {ours}; the shards of one run \
-         share one --start-at"
-    )]
-    StartAt {
-        path: String,
-        first: String,
-        theirs: String,
-        ours: String,
-    },
-    #[error("{a} and {b} are both shard {shard}; pass each shard's result once")]
-    Duplicate { a: String, b: String, shard: String },
-    #[error("shard {shard} is missing (given: {given}); pass the result of every shard")]
-    Missing { shard: String, given: String },
-    #[error("{path}: {error}")]
-    Histogram { path: String, error: HistogramError },
-    #[error("{path}: {error}")]
-    ServerMetrics {
-        path: String,
-        error: server_metrics::ReadError,
-    },
+    #[error(transparent)]
+    Shard(#[from] ShardFileError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
     #[error("cannot write the merged result: {0:#}")]
     Save(anyhow::Error),
 }
@@ -141,23 +61,21 @@ pub struct Merged {
 }
 
 impl Merged {
-    /// What to tell the user on stderr: one warning naming the interrupted shards, if any,
-    /// then where the merged result went (no trailing newline).
-    pub fn report(&self) -> String {
-        let saved = format!("Saved the merged result to {}", self.path.display());
-        if self.interrupted.is_empty() {
-            return saved;
-        }
-        format!(
-            "warning: interrupted shard(s) {}: the merged result is marked interrupted and \
-             covers only what ran\n{saved}",
-            self.interrupted.join(", ")
-        )
+    /// The warning for stderr naming the interrupted shards, if any (the save has said
+    /// where the merged result went).
+    pub fn warning(&self) -> Option<String> {
+        (!self.interrupted.is_empty()).then(|| {
+            format!(
+                "warning: interrupted shard(s) {}: the merged result is marked interrupted \
+                 and covers only what ran",
+                self.interrupted.join(", ")
+            )
+        })
     }
 }
 
 /// The interrupted shards of a merge, as `K/N (file)`.
-fn interrupted_shards(shards: &[ShardResult]) -> Vec<String> {
+fn interrupted_shards(shards: &[ShardFile]) -> Vec<String> {
     shards
         .iter()
         .filter(|r| r.section.interrupted)
@@ -165,448 +83,40 @@ fn interrupted_shards(shards: &[ShardResult]) -> Vec<String> {
         .collect()
 }
 
-/// One shard's result: its section and the rest of its document.
-struct ShardResult {
-    path: String,
-    doc: serde_json::Map<String, Value>,
-    section: ShardSection,
-    /// Its scrape of the server's `/metrics` (`None`: off, unanswered, or an older file).
-    server_metrics: Option<ServerMetrics>,
-}
-
-fn read(path: &Path) -> Result<ShardResult, MergeError> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|error| MergeError::Read {
-        path: name.clone(),
-        error,
-    })?;
-    let mut doc: serde_json::Map<String, Value> =
-        serde_json::from_str(&text).map_err(|error| MergeError::Json {
-            path: name.clone(),
-            error,
-        })?;
-    let raw = doc
-        .remove(KEY)
-        .ok_or_else(|| MergeError::NotShard { path: name.clone() })?;
-    if let Some(found) = raw.get("format").and_then(Value::as_u64) {
-        if found != u64::from(FORMAT) {
-            return Err(MergeError::Format {
-                path: name,
-                found: found as u32,
-            });
-        }
-    }
-    let section: ShardSection =
-        serde_json::from_value(raw).map_err(|error| MergeError::Section {
-            path: name.clone(),
-            error,
-        })?;
-    if !section.requests.is_consistent() {
-        return Err(MergeError::Columns { path: name });
-    }
-    let (count, column) = (section.replicas.len(), &section.requests.replica);
-    let named = match count {
-        0 | 1 => column.is_empty(),
-        _ => {
-            column.len() == section.requests.len() && column.iter().all(|&r| usize::from(r) < count)
-        }
-    };
-    if !named {
-        return Err(MergeError::ReplicaIndex { path: name, count });
-    }
-    let server_metrics = doc
-        .get(server_metrics::KEY)
-        .map(server_metrics::from_json)
-        .transpose()
-        .map_err(|error| MergeError::ServerMetrics {
-            path: name.clone(),
-            error,
-        })?
-        .flatten();
-    Ok(ShardResult {
-        path: name,
-        doc,
-        section,
-        server_metrics,
-    })
-}
-
-fn text_of(t: Option<f64>) -> String {
-    t.map_or_else(|| "(none)".into(), crate::pyfmt::float_repr)
-}
-
-/// The shards in order of their index, refused unless they are exactly the shards 0..N of
-/// one workload.
-fn check(mut shards: Vec<ShardResult>) -> Result<Vec<ShardResult>, MergeError> {
-    let first = &shards[0];
-    let (first_path, s0) = (first.path.clone(), first.section.clone());
-    for r in &shards[1..] {
-        let s = &r.section;
-        if s.shards != s0.shards {
-            return Err(MergeError::Count {
-                path: r.path.clone(),
-                first: first_path,
-                theirs: s.shards,
-                ours: s0.shards,
-            });
-        }
-        if s.fingerprint != s0.fingerprint {
-            return Err(MergeError::Fingerprint {
-                path: r.path.clone(),
-                first: first_path,
-                theirs: s.fingerprint.clone(),
-                ours: s0.fingerprint.clone(),
-            });
-        }
-        if s.replicas != s0.replicas {
-            return Err(MergeError::Replicas {
-                path: r.path.clone(),
-                first: first_path,
-                theirs: s.replicas.join(", "),
-                ours: s0.replicas.join(", "),
-            });
-        }
-        if s.start_at != s0.start_at {
-            return Err(MergeError::StartAt {
-                path: r.path.clone(),
-                first: first_path,
-                theirs: text_of(s.start_at),
-                ours: text_of(s0.start_at),
-            });
-        }
-    }
-    shards.sort_by_key(|r| r.section.shard);
-    for pair in shards.windows(2) {
-        if pair[0].section.shard == pair[1].section.shard {
-            return Err(MergeError::Duplicate {
-                a: pair[0].path.clone(),
-                b: pair[1].path.clone(),
-                shard: format!("{}/{}", pair[0].section.shard, s0.shards),
-            });
-        }
-    }
-    let given: Vec<usize> = shards.iter().map(|r| r.section.shard).collect();
-    if let Some(missing) = (0..s0.shards).find(|k| !given.contains(k)) {
-        let names: Vec<String> = given.iter().map(|k| format!("{k}/{}", s0.shards)).collect();
-        return Err(MergeError::Missing {
-            shard: format!("{missing}/{}", s0.shards),
-            given: names.join(", "),
-        });
-    }
-    Ok(shards)
-}
-
-/// Every request of every shard, in the one-process run's order: (shard, row) pairs.
-fn union_rows(shards: &[ShardResult]) -> Vec<(usize, usize)> {
-    let mut rows: Vec<(u32, usize, usize)> = shards
-        .iter()
-        .enumerate()
-        .flat_map(|(s, r)| {
-            r.section
-                .requests
-                .index
-                .iter()
-                .enumerate()
-                .map(move |(j, &i)| (i, s, j))
-        })
-        .collect();
-    rows.sort_unstable();
-    rows.into_iter().map(|(_, s, j)| (s, j)).collect()
-}
-
-/// `--multi-turn` shards: each turn's figures over the union, and every request's
-/// conversation and turn; `None` when the shards recorded no turns.
-fn turns(
-    shards: &[ShardResult],
-    rows: &[(usize, usize)],
-    outputs: &[RequestOutput],
-    settings: &ReportSettings<'_>,
-) -> Option<Turns> {
-    if shards.iter().any(|r| r.section.requests.turn.is_empty()) {
-        return None;
-    }
-    let req = |&(s, _): &(usize, usize)| &shards[s].section.requests;
-    let requests = rows.iter().zip(outputs).map(|(row, output)| TurnRequest {
-        output,
-        turn: req(row).turn[row.1].saturating_sub(1) as u32,
-        start_ns: req(row).start_ns[row.1],
-        end_ns: req(row).end_ns[row.1],
-    });
-    Some(Turns {
-        reports: per_turn(requests, settings),
-        conversations: rows
-            .iter()
-            .map(|row| req(row).conversation[row.1].clone())
-            .collect(),
-        numbers: rows.iter().map(|row| req(row).turn[row.1]).collect(),
-    })
-}
-
-fn task_of(backend: &str) -> TaskKind {
-    Backend::all()
-        .iter()
-        .find(|b| b.name() == backend)
-        .map_or(TaskKind::Generation, |b| TaskKind::for_backend(*b))
-}
-
-/// Every core's histograms of one shard, added up.
-fn histograms(r: &ShardResult) -> Result<Histograms, MergeError> {
-    let mut sum = Histograms::default();
-    for core in &r.section.histograms {
-        let h = shard_file::decode_core(core).map_err(|error| MergeError::Histogram {
-            path: r.path.clone(),
-            error,
-        })?;
-        sum.add(&h);
-    }
-    Ok(sum)
-}
-
-/// Failures by reason over all shards, with the first shard's example of each.
-fn failures(shards: &[ShardResult]) -> Vec<(String, usize, String)> {
-    let mut all: Vec<(String, usize, String)> = Vec::new();
-    for (kind, n, example) in shards.iter().flat_map(|r| &r.section.failures) {
-        match all.iter_mut().find(|f| &f.0 == kind) {
-            Some(f) => f.1 += n,
-            None => all.push((kind.clone(), *n, example.clone())),
-        }
-    }
-    all.sort_by(|a, b| a.0.cmp(&b.0));
-    all
-}
-
-/// A shard's own `vllm_bench_*` figures (engine, dispatch lag, client health, ...).
-fn shard_figures(r: &ShardResult) -> serde_json::Map<String, Value> {
-    let mut out = serde_json::Map::new();
-    out.insert("shard".into(), Value::from(r.section.shard));
-    out.insert("file".into(), Value::from(r.path.clone()));
-    for key in ["completed", "failed"] {
-        if let Some(v) = r.doc.get(key) {
-            out.insert(key.into(), v.clone());
-        }
-    }
-    for (k, v) in r.doc.iter().filter(|(k, _)| k.starts_with("vllm_bench_")) {
-        out.insert(k.clone(), v.clone());
-    }
-    out
-}
-
-/// The shards' ramp-up events (every shard computed the same from the same schedule).
-fn rps_events(doc: &serde_json::Map<String, Value>) -> Vec<RpsChangeEvent> {
-    let Some(Value::Array(events)) = doc.get("rps_change_events") else {
-        return Vec::new();
-    };
-    events
-        .iter()
-        .filter_map(|e| {
-            Some(RpsChangeEvent {
-                rps: e.get("rps")?.as_u64()?,
-                timestamp: e.get("timestamp")?.as_str()?.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// One shard as a part of the merged result.
-fn part(r: &ShardResult, lag: Option<Lag>) -> MergedPart {
-    MergedPart {
-        name: format!("{}/{}", r.section.shard, r.section.shards),
-        file: r.path.clone(),
-        requests: r.section.requests.len(),
-        interrupted: r.section.interrupted,
-        engine: r.section.engine.clone(),
-        dispatch_lag: lag,
-        figures: shard_figures(r),
-    }
-}
-
-/// The merged producer of a [`RunResult`]: every metric over the union of the shards'
-/// requests, the steady state over all their spans, each shard's client health and engine
-/// side by side.
-fn merged_result<'a>(
-    shards: &[ShardResult],
-    rows: &[(usize, usize)],
-    outputs: &'a [RequestOutput],
-) -> Result<RunResult<'a>, MergeError> {
-    let s0 = &shards[0].section;
-    let duration_s = shards
-        .iter()
-        .map(|r| r.section.duration)
-        .fold(0.0, f64::max);
-    let info = s0.run.clone();
-    let task = task_of(&info.backend);
-    // The shards saved the output lengths their calculators used; counting again must give
-    // those, so a zero stays zero.
-    let zero = |_: &str| 0usize;
-    let settings = ReportSettings {
-        duration_s,
-        task,
-        count_tokens: s0.settings.has_tokenizer.then_some(&zero as _),
-        percentiles: s0.settings.percentiles.clone(),
-        percentile_metrics: MetricKind::parse_list(&s0.settings.percentile_metrics),
-        goodput: GoodputConfig {
-            ttft_ms: s0.settings.goodput[0],
-            tpot_ms: s0.settings.goodput[1],
-            e2el_ms: s0.settings.goodput[2],
-            ttfo_ms: s0.settings.goodput_ttfo,
-        },
-        max_concurrency: info.max_concurrency,
-        request_rate: info.request_rate,
-    };
-    let report = BenchmarkReport::compute(outputs, &settings);
-    let req = |&(s, j): &(usize, usize)| (&shards[s].section.requests, j);
-    let steady_state = super::steady_state_gate::measure(
-        s0.settings.steady_state,
-        outputs,
-        rows.iter()
-            .map(req)
-            .map(|(r, j)| (r.start_ns[j], r.end_ns[j])),
-        &report,
-        &s0.settings.percentiles,
-    );
-    let mut all = Histograms::default();
-    let mut parts = Vec::with_capacity(shards.len());
-    let mut health = Vec::new();
-    for r in shards {
-        let h = histograms(r)?;
-        all.add(&h);
-        let lag = Lag::of(&h.dispatch_lag);
-        let p = part(r, lag.clone());
-        if let Some(hh) = &r.section.health {
-            health.push(PartHealth {
-                name: p.name.clone(),
-                health: hh.clone(),
-                dispatch_lag: lag,
-            });
-        }
-        parts.push(p);
-    }
-    let engines: Vec<&EngineFacts> = parts.iter().filter_map(|p| p.engine.as_ref()).collect();
-    let engine = (engines.len() == parts.len())
-        .then(|| EngineFacts::combine(&engines))
-        .flatten();
-    Ok(RunResult {
-        turns: turns(shards, rows, outputs, &settings),
-        rps_events: rps_events(&shards[0].doc),
-        save_detailed: s0.settings.save_detailed,
-        info,
-        task,
-        report,
-        outputs,
-        adapters: None,
-        steady_state,
-        engine,
-        dispatch_lag: Lag::of(&all.dispatch_lag),
-        // Judged only when every shard recorded its own.
-        health: if health.len() == shards.len() {
-            health
-        } else {
-            Vec::new()
-        },
-        failures: failures(shards),
-        not_sent: shards.iter().map(|r| r.section.not_sent).sum(),
-        not_sent_session_ended: shards
-            .iter()
-            .map(|r| r.section.not_sent_session_ended)
-            .sum(),
-        cancelled: shards
-            .iter()
-            .filter_map(|r| r.section.cancelled)
-            .reduce(|a, b| Cancelled {
-                requests: a.requests + b.requests,
-                not_sent_session: a.not_sent_session + b.not_sent_session,
-            }),
-        interrupted: shards.iter().any(|r| r.section.interrupted),
-        // Every shard measured the one server's counters over the same span.
-        prefix_cache: s0.prefix_cache,
-        sections: Vec::new(),
-        shards: Shards::Merged(MergedShards {
-            fingerprint: s0.fingerprint.clone(),
-            start_at: s0.start_at,
-            parts,
-        }),
-    })
-}
-
-/// The shard whose server-metrics scrape the merged result shows (`None` when no shard has
-/// one). Its window is the times of its first and last scrape, on the shards' shared axis
-/// (seconds from `--start-at`); the merged window runs from 0 to `duration`. The rule: the
-/// least of the merged window missed, then the least time outside it (another shard's
-/// warm-up, say), then the lowest shard number.
-fn server_metrics_shard(shards: &[ShardResult], duration: f64) -> Option<usize> {
-    let score = |m: &ServerMetrics| {
-        let t = &m.endpoints.first()?.figures.series.t;
-        let (first, last) = (*t.first()?, *t.last()?);
-        let missed = first.max(0.0) + (duration - last).max(0.0);
-        let outside = (-first).max(0.0) + (last - duration).max(0.0);
-        (missed.is_finite() && outside.is_finite()).then_some((missed, outside))
-    };
-    shards
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| Some((i, score(r.server_metrics.as_ref()?)?)))
-        .min_by(|(i, a), (j, b)| {
-            a.0.total_cmp(&b.0)
-                .then(a.1.total_cmp(&b.1))
-                .then(shards[*i].section.shard.cmp(&shards[*j].section.shard))
-        })
-        .map(|(i, _)| i)
-}
-
 /// Reads, checks and merges the shard results, prints the run's block and writes the
 /// merged result; returns where it was written and which shards were interrupted.
 pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> {
+    if let Some(name) = args.result_filename.as_deref() {
+        let path = crate::output::json::in_result_dir(name, args.result_dir.as_deref());
+        check_file(&path)?;
+        check_not_input(&path, &args.files)?;
+    }
     let shards = args
         .files
         .iter()
-        .map(|p| read(p))
+        .map(|p| ShardFile::read(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let shards = check(shards)?;
-    let rows = union_rows(&shards);
+    let shards = check_set(shards)?;
+    let rows = union_rows(&shards)?;
     let outputs: Vec<RequestOutput> = rows
         .iter()
         .map(|&(s, j)| shards[s].section.requests.output(j))
         .collect();
-    let mut result = merged_result(&shards, &rows, &outputs)?;
-    // Each replica's share, after our block, as one process shows it.
-    let urls = &shards[0].section.replicas;
-    let replica_of = rows.iter().map(|&(s, j)| {
-        shards[s]
-            .section
-            .requests
-            .replica
-            .get(j)
-            .copied()
-            .unwrap_or(0)
-    });
-    result
-        .sections
-        .push(replicas::section(&replicas::of(urls, &outputs, replica_of)));
-    // Where each shard's clock started on the shared axis, after our block.
+    // Where each shard's clock started on the shared axis; one shard's own "Start" block,
+    // as its run showed it.
     let start = super::shard_clock::StartCheck::of(shards.iter().map(|r| &r.section));
-    result.sections.push(Section {
-        console: start.render(),
-        json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
-    });
-    // One shard's scrape of the shared server (`null` when none has one).
-    let chosen = server_metrics_shard(&shards, result.report.duration_s);
-    result.sections.push(match chosen.map(|i| &shards[i]) {
-        Some(r) => {
-            let m = r
-                .server_metrics
-                .as_ref()
-                .expect("chosen among the shards with one");
-            let k = format!("{}/{}", r.section.shard, r.section.shards);
-            Section {
-                console: server_metrics::render_from(m, &result.report, Some(&k)),
-                json: server_metrics::to_json_from(m, Some(r.section.shard)),
-            }
-        }
-        None => Section {
-            console: String::new(),
-            json: server_metrics::to_json(&ServerMetrics::default()),
+    let start_section = match &shards[..] {
+        [one] => super::shard_clock::start_section(one.section.start_block.as_ref()),
+        _ => Section {
+            console: start.render(),
+            json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
         },
-    });
+    };
+    // The shards saved the output lengths their calculators used; counting again must give
+    // those, so a zero stays zero.
+    let zero = |_: &str| 0usize;
+    let facts = merged_facts(&shards, &rows, &outputs, &zero, start_section)?;
+    let result = facts.result();
     console.out(result.render(false));
     start.warnings().iter().for_each(|w| console.err_line(w));
     let path = result_path(
@@ -614,14 +124,22 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
         args.result_filename.as_deref(),
         args.result_dir.as_deref(),
     );
+    check_file(&path)?;
+    check_not_input(&path, &args.files)?;
     let doc = result.document().map_err(|e| MergeError::Save(e.into()))?;
-    save_result(
-        &path,
-        args.result_dir.as_deref(),
-        &doc.to_json_string(),
-        false,
-    )
-    .map_err(MergeError::Save)?;
+    let files = ResultFiles {
+        dir: args.result_dir.clone(),
+        filename: args.result_filename.clone(),
+    };
+    files
+        .save(
+            &path,
+            &doc.to_json_string(),
+            false,
+            "merged result",
+            console,
+        )
+        .map_err(MergeError::Save)?;
     Ok(Merged {
         path,
         interrupted: interrupted_shards(&shards),
@@ -630,9 +148,22 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    use serde_json::Value;
+
     use super::*;
+    use crate::engine::recorder::Histograms;
+    use crate::metrics::goodput::GoodputConfig;
+    use crate::metrics::metric_stats::MetricKind;
+    use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind};
+    use crate::modes::merged_facts::server_metrics_shard;
     use crate::output::json::{build_result, RunInfo};
-    use crate::output::shard_file::{Requests, Settings, ShardRequest};
+    use crate::output::server_metrics;
+    use crate::output::shard_file::{
+        self, Requests, Settings, ShardRequest, ShardSection, FORMAT, KEY,
+    };
+    use crate::server_metrics::ServerMetrics;
 
     fn output(i: usize) -> RequestOutput {
         let f = i as f64;
@@ -682,6 +213,8 @@ mod tests {
                 output_len: if o.success { o.output_tokens } else { 0 },
                 turn: None,
                 replica: None,
+                adapter: None,
+                audio_s: None,
             });
         }
         ShardSection {
@@ -722,10 +255,12 @@ mod tests {
             requests,
             histograms: vec![shard_file::encode_core(&Histograms::default())],
             start: None,
+            start_block: None,
             engine: None,
             health: None,
             prefix_cache: None,
             replicas: Vec::new(),
+            adapters: Vec::new(),
         }
     }
 
@@ -787,6 +322,95 @@ mod tests {
         assert_eq!(merged["completed"], 34);
         assert_eq!(merged["vllm_bench_failures_by_reason"]["http_500"], 3);
         assert_eq!(merged["vllm_bench_shards"][0]["vllm_bench_workers"], 4);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn merge_files(dir: &Path, files: Vec<PathBuf>, out: &str) -> Result<Merged, String> {
+        let args = MergeConfig {
+            files,
+            result_dir: Some(dir.to_path_buf()),
+            result_filename: Some(out.into()),
+        };
+        run(&args, &Console::capture().0).map_err(|e| e.to_string())
+    }
+
+    /// A tampered `shards: 0` passed off half a run as a whole one.
+    #[test]
+    fn a_shard_of_zero_shards_or_beyond_its_count_is_refused() {
+        let outputs: Vec<RequestOutput> = (0..4).map(output).collect();
+        let dir = temp_dir("zero-shards");
+        let mut zero = section(0, 1, &outputs);
+        zero.shards = 0;
+        let e = merge_files(&dir, vec![write(&dir, "z.json", &zero)], "m.json").unwrap_err();
+        assert!(e.contains("says it is shard 0 of 0"), "{e}");
+        let mut beyond = section(0, 2, &outputs);
+        beyond.shard = 2;
+        let e = merge_files(&dir, vec![write(&dir, "b.json", &beyond)], "m.json").unwrap_err();
+        assert!(e.contains("says it is shard 2 of 2"), "{e}");
+        assert!(!dir.join("m.json").exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_request_held_by_two_shards_is_refused() {
+        let outputs: Vec<RequestOutput> = (0..6).map(output).collect();
+        let dir = temp_dir("duplicate-request");
+        let a = section(0, 2, &outputs);
+        let mut b = section(1, 2, &outputs);
+        b.requests.index[0] = a.requests.index[1];
+        let files = vec![write(&dir, "a.json", &a), write(&dir, "b.json", &b)];
+        let e = merge_files(&dir, files, "m.json").unwrap_err();
+        assert!(
+            e.contains("a.json") && e.contains("b.json") && e.contains("both hold request 2"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_merged_result_may_not_overwrite_a_shard_it_reads() {
+        let outputs: Vec<RequestOutput> = (0..4).map(output).collect();
+        let dir = temp_dir("overwrite");
+        let k0 = write(&dir, "k0.json", &section(0, 1, &outputs));
+        let before = std::fs::read(&k0).unwrap();
+        let e = merge_files(&dir, vec![k0.clone()], "k0.json").unwrap_err();
+        assert!(e.contains("it is one of the files read"), "{e}");
+        assert_eq!(
+            std::fs::read(&k0).unwrap(),
+            before,
+            "the shard is untouched"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn lora_adapters_and_rtfx_survive_the_merge() {
+        let outputs: Vec<RequestOutput> = (0..12).map(output).collect();
+        let dir = temp_dir("lora-audio");
+        let files: Vec<PathBuf> = (0..2)
+            .map(|k| {
+                let mut s = section(k, 2, &outputs);
+                s.adapters = vec!["sql".into(), "chat".into()];
+                s.requests.adapter = s.requests.index.iter().map(|&i| (i / 2) % 2).collect();
+                s.requests.audio_s = s.requests.index.iter().map(|&i| f64::from(i)).collect();
+                write(&dir, &format!("s{k}.json"), &s)
+            })
+            .collect();
+        let path = merge_files(&dir, files, "m.json").unwrap().path;
+        let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let adapters: Vec<&str> = merged["vllm_bench_lora_adapters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let expected: Vec<&str> = (0..12).map(|i| ["sql", "chat"][(i / 2) % 2]).collect();
+        assert_eq!(adapters, expected, "in the one-process run's order");
+        assert_eq!(merged["vllm_bench_lora_summary"]["chat"]["requests"], 6);
+        // The audio of the successful requests (i % 7 != 3) per second of the longest shard.
+        let audio: f64 = (0..12).filter(|i| i % 7 != 3).map(f64::from).sum();
+        let rtfx = merged["rtfx"].as_f64().unwrap();
+        assert!((rtfx - audio / 2.25).abs() < 1e-9, "{rtfx}");
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -936,14 +560,15 @@ mod tests {
                 write_with_scrape(&dir, k, &s, Some((-0.5, 2.5)), k as f64)
             })
             .collect();
-        let shards = check(files.iter().map(|p| read(p).unwrap()).collect()).unwrap();
+        let shards =
+            check_set(files.iter().map(|p| ShardFile::read(p).unwrap()).collect()).unwrap();
         assert_eq!(server_metrics_shard(&shards, 2.0), Some(0));
         let mut doc: serde_json::Map<String, Value> =
             serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
         doc[server_metrics::KEY]["counters"] = Value::from("edited");
         std::fs::write(&files[0], Value::Object(doc).to_string()).unwrap();
-        let e = read(&files[0]).map(drop).unwrap_err();
-        assert!(matches!(e, MergeError::ServerMetrics { .. }), "{e}");
+        let e = ShardFile::read(&files[0]).map(drop).unwrap_err();
+        assert!(matches!(e, ShardFileError::ServerMetrics { .. }), "{e}");
         let text = e.to_string();
         assert!(
             text.contains("s1.json") && text.contains("counters"),

@@ -247,26 +247,6 @@ pub fn describe(c: &Conversations) -> String {
     )
 }
 
-/// Python's metrics computed over each turn index's requests (turn 1 = every
-/// conversation's first request), each over the span from the turn's first send to its
-/// last end; in turn order.
-pub fn per_turn_reports(
-    outputs: &[RequestOutput],
-    records: &[Record],
-    turn_of: &[TurnOf],
-    settings: &ReportSettings<'_>,
-) -> Vec<(usize, BenchmarkReport)> {
-    let requests = outputs.iter().zip(records).filter_map(|(output, rec)| {
-        turn_of.get(rec.index as usize).map(|t| TurnRequest {
-            output,
-            turn: t.turn,
-            start_ns: rec.start_ns,
-            end_ns: rec.end_ns,
-        })
-    });
-    per_turn(requests, settings)
-}
-
 /// One request as the per-turn figures take it.
 pub struct TurnRequest<'a> {
     pub output: &'a RequestOutput,
@@ -277,8 +257,8 @@ pub struct TurnRequest<'a> {
     pub end_ns: u64,
 }
 
-/// [`per_turn_reports`] of requests however they were recorded (a merge of shards reads
-/// them from files).
+/// Each turn's figures over its requests (its span: from its first send to its last end),
+/// however they were recorded (the live run's records, a merge's shard files).
 pub fn per_turn<'a>(
     requests: impl IntoIterator<Item = TurnRequest<'a>>,
     settings: &ReportSettings<'_>,

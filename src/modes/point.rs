@@ -14,16 +14,18 @@ use crate::engine::schedule::{
     arrival_offsets, rps_changes, to_durations, Cancellations, RampUp, RateSpec,
 };
 use crate::engine::{Progress, RunReport, Workload};
+use crate::metrics::calculator::CountTokens;
 use crate::metrics::probe::ProbeStats;
-use crate::metrics::report::{BenchmarkReport, ReportSettings, TaskKind, TaskMetrics};
+use crate::metrics::report::{BenchmarkReport, TaskKind};
 use crate::metrics::steady_state::SteadyStateOutcome;
 use crate::output::console::{render_preamble, Preamble};
 use crate::output::facts::{self, EngineFacts, Lag, PartHealth};
 use crate::output::health::ClientHealth;
-use crate::output::json::{result_path, save_result, JsonObject, RpsChangeEvent, RunInfo};
+use crate::output::json::{JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
-use crate::output::run_result::{Adapters, Cancelled, RunResult, Section, Shards};
+use crate::output::result_files::derived;
+use crate::output::run_result::{Cancelled, RunResult, Shards};
 
 use super::outcome::nothing_ran;
 use super::plan::Plan;
@@ -31,6 +33,7 @@ use super::prepare::Prepared;
 use super::profiling::Trigger;
 use super::progress::{install_interrupt_handler, interrupted, Watcher};
 use super::run_dataset::RunDataset;
+use super::run_facts::{MetricSettings, RequestFacts, RunFacts, ServerView};
 use super::shard::ShardMap;
 
 /// What one measured run varies; everything else is the plan's.
@@ -266,14 +269,6 @@ pub struct Finished {
     pub steady_state: Option<SteadyStateOutcome>,
 }
 
-/// `name` with `suffix` before its extension.
-fn with_suffix(name: &str, suffix: &str) -> String {
-    match name.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() => format!("{stem}{suffix}.{ext}"),
-        _ => format!("{name}{suffix}"),
-    }
-}
-
 /// `--plot-timeline` and `--plot-dataset-stats`: HTML files beside the result file, named
 /// as Python names them (`.timeline.html`; `.dataset_stats.html` where Python writes a PNG).
 fn write_plots(
@@ -317,7 +312,9 @@ pub fn finish(
     how: &Reporting,
 ) -> Result<Finished> {
     let policy = &config.report;
-    let result = run_result(config, plan, point, measured, policy.save)?;
+    let tokenizer = plan.tokenizer.as_ref();
+    let count = |text: &str| tokenizer.map_or(0, |t| t.count_tokens(text));
+    let result = run_result(config, plan, point, measured, &count, policy.save)?;
     if !policy.quiet {
         plan.console.out(result.render(show_chart(config)));
     }
@@ -325,35 +322,27 @@ pub fn finish(
         // After the block, before the result is saved (Python's order).
         plan.profiler("stop");
     }
-    let name = config
-        .output
-        .result_filename
-        .as_deref()
-        .map(|n| match &how.file_suffix {
-            Some(s) => with_suffix(n, s),
-            None => n.to_string(),
-        });
-    let dir = config.output.result_dir.as_deref();
-    let mut path = result_path(&result.info, name.as_deref(), dir);
-    if let (None, Some(s), Some(f)) = (&name, &how.default_name_suffix, path.file_name()) {
-        path = path.with_file_name(with_suffix(&f.to_string_lossy(), s));
-    }
+    let files = config.output.result_files();
+    let path = files.result(
+        &result.info,
+        how.file_suffix.as_deref(),
+        how.default_name_suffix.as_deref(),
+    );
     let (mut document, mut file) = (None, None);
     if policy.save {
         let doc = result.document()?;
         if how.collect {
             document = Some(doc.into_owned());
         } else {
-            save_result(&path, dir, &doc.to_json_string(), policy.append)?;
-            plan.console
-                .err_line(format_args!("Saved the result to {}", path.display()));
+            let text = doc.to_json_string();
+            files.save(&path, &text, policy.append, "result", &plan.console)?;
         }
         file = Some(path.clone());
     }
     if result.task == TaskKind::Generation {
-        let plots = match (&how.plot_suffix, path.file_name()) {
-            (Some(s), Some(f)) => path.with_file_name(with_suffix(&f.to_string_lossy(), s)),
-            _ => path.clone(),
+        let plots = match &how.plot_suffix {
+            Some(s) => derived(&path, s, None),
+            None => path.clone(),
         };
         // The server's own endpoint's gauges, under the requests.
         let server = measured
@@ -371,56 +360,30 @@ pub fn finish(
     })
 }
 
-/// The live producer of a [`RunResult`]: the metrics and everything reported beside them,
-/// from the engine's report of the measured run. `section`: a shard's result carries its
+/// The live run's facts, from the engine's report of the measured run, turned into its
+/// result (`RunFacts::result`, as a merge does). `section`: a shard's result carries its
 /// section for the merge.
 fn run_result<'a>(
     config: &Config,
-    plan: &Plan,
+    plan: &'a Plan,
     point: &Point,
     measured: &'a MeasuredPoint,
+    count: CountTokens<'a>,
     section: bool,
 ) -> Result<RunResult<'a>> {
     let run = &measured.report;
     let records = &run.merged.records;
     let tokenizer = plan.tokenizer.as_ref();
     let outputs = &run.merged.outputs;
-    let task = TaskKind::for_backend(config.server.backend);
-    let count = |text: &str| tokenizer.map_or(0, |t| t.count_tokens(text));
     // A shard reports its own share of the workers; its section keeps the whole.
     let max_concurrency = match &measured.shard {
         Some(map) => point.max_concurrency.map(|c| map.shard.share(c)),
         None => point.max_concurrency,
     };
-    let settings = ReportSettings {
-        duration_s: run.duration.as_secs_f64(),
-        task,
-        count_tokens: tokenizer.is_some().then_some(&count as _),
-        percentiles: config.output.metric_percentiles.clone(),
-        percentile_metrics: config.output.percentile_metrics.clone(),
-        goodput: config.output.goodput.clone(),
-        max_concurrency: max_concurrency.map(|c| c as u64),
-        request_rate: point.request_rate,
-    };
-    let mut report = BenchmarkReport::compute(outputs, &settings);
-    report.probe = ProbeStats::of(&run.probes);
-    let extras = plan.dataset.extras(outputs, records, &settings);
-    if let (Some(rtfx), TaskMetrics::Generation { metrics, .. }) =
-        (extras.rtfx, &mut report.metrics)
-    {
-        metrics.rtfx = rtfx;
-    }
-    let steady_state = super::steady_state_gate::measure(
-        super::steady_state_gate::params(config, max_concurrency, point.request_rate),
-        outputs,
-        records.iter().map(|r| (r.start_ns, r.end_ns)),
-        &report,
-        &config.output.metric_percentiles,
-    );
-    let adapters = plan.prepared.lora.as_ref().map(|l| Adapters {
-        summaries: l.summaries(outputs, records, &settings),
-        per_request: l.names_of(records).into_iter().map(String::from).collect(),
-    });
+    let dataset = plan.dataset.request_facts(records);
+    let lora = plan.prepared.lora.as_ref();
+    let adapter = lora.map(|l| l.adapters_of(records));
+    let adapter_names = lora.map(|l| l.names.clone()).unwrap_or_default();
     let dispatch_lag = Lag::of(&run.merged.histograms.dispatch_lag);
     let info = RunInfo {
         date: LocalDateTime::now().result_date(),
@@ -435,27 +398,35 @@ fn run_result<'a>(
         max_concurrency: max_concurrency.map(|c| c as u64),
         ramp_up: config.rate.ramp_up,
     };
-    // The server's side of the run, after ours (`--no-server-metrics`: nothing shown).
-    let server = Section {
-        console: crate::output::server_metrics::render(&measured.server_metrics, &report),
-        json: crate::output::server_metrics::to_json(&measured.server_metrics),
-    };
     let urls: Vec<String> = plan.target.replica_urls();
-    let replicas = crate::output::replicas::section(&crate::output::replicas::of(
-        &urls,
-        outputs,
-        records.iter().map(|r| r.replica),
-    ));
-    let mut result = RunResult {
+    let facts = RunFacts {
         info,
-        task,
-        report,
+        task: TaskKind::for_backend(config.server.backend),
+        duration_s: run.duration.as_secs_f64(),
+        settings: MetricSettings {
+            percentiles: config.output.metric_percentiles.clone(),
+            percentile_metrics: config.output.percentile_metrics.clone(),
+            goodput: config.output.goodput.clone(),
+            save_detailed: config.report.detailed,
+            steady_state: super::steady_state_gate::params(
+                config,
+                max_concurrency,
+                point.request_rate,
+            ),
+        },
+        count_tokens: tokenizer.is_some().then_some(count),
         outputs,
+        requests: RequestFacts {
+            spans: records.iter().map(|r| (r.start_ns, r.end_ns)).collect(),
+            turns: dataset.turns,
+            adapter: adapter.clone(),
+            audio_s: dataset.audio_s.clone(),
+            replica: records.iter().map(|r| r.replica).collect(),
+        },
+        adapter_names: adapter_names.clone(),
+        replica_urls: urls.clone(),
+        probe: ProbeStats::of(&run.probes),
         rps_events: measured.rps_events.clone(),
-        save_detailed: config.report.detailed,
-        turns: extras.turns,
-        adapters,
-        steady_state,
         engine: Some(EngineFacts::of(run, &plan.engine_opts)),
         health: vec![PartHealth {
             name: String::new(),
@@ -474,13 +445,17 @@ fn run_result<'a>(
             }),
         interrupted: measured.interrupted,
         prefix_cache: measured.prefix_cache,
-        sections: vec![
-            super::shard_clock::start_section(run.start.as_ref()),
-            replicas,
-            server,
-        ],
+        start: super::shard_clock::start_section(
+            super::shard_clock::block(run.start.as_ref()).as_ref(),
+        ),
+        // The server's side of the run, after ours (`--no-server-metrics`: nothing shown).
+        server: ServerView {
+            metrics: Some(&measured.server_metrics),
+            from_shard: None,
+        },
         shards: Shards::Whole,
     };
+    let mut result = facts.result();
     if let Some(map) = measured.shard.as_ref().filter(|_| section) {
         let whole = RunInfo {
             max_concurrency: point.max_concurrency.map(|c| c as u64),
@@ -493,6 +468,8 @@ fn run_result<'a>(
             result: &result,
             info: &whole,
             replica_urls: &urls,
+            adapters: adapter.as_deref().map(|of| (adapter_names.as_slice(), of)),
+            audio_s: dataset.audio_s.as_deref(),
             steady_state: super::steady_state_gate::params(
                 config,
                 point.max_concurrency,

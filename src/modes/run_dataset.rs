@@ -20,12 +20,9 @@ use std::sync::Arc;
 use crate::engine::recorder::{Merged, Record};
 use crate::engine::session::Chains;
 use crate::engine::Workload;
-use crate::metrics::report::ReportSettings;
-use crate::metrics::RequestOutput;
 use crate::output::facts::PrefixCache;
-use crate::output::run_result::Turns;
 
-use super::multi_turn::{first_conversations, per_turn_reports, request_turns, ConversationPlan};
+use super::multi_turn::{first_conversations, request_turns, ConversationPlan};
 use super::target::Target;
 use super::trace::{measured_hit_ratio, scrape_prefix_cache};
 
@@ -105,13 +102,13 @@ pub struct Baseline {
     prefix_cache: Option<(f64, f64)>,
 }
 
-/// What a dataset adds to a run's report beside the metrics.
-#[derive(Default)]
-pub struct Extras {
-    /// `--multi-turn`: the per-turn figures and each request's conversation and turn.
-    pub turns: Option<Turns>,
-    /// `custom_audio`: Python's `rtfx`.
-    pub rtfx: Option<f64>,
+/// What a dataset adds to a run's facts beside the outcomes, per request in output order.
+#[derive(Debug, Default, PartialEq)]
+pub struct DatasetFacts {
+    /// `--multi-turn`: each request's conversation and turn (1-based).
+    pub turns: Option<(Vec<String>, Vec<u64>)>,
+    /// `custom_audio`: each request's audio length, seconds (Python's `rtfx`).
+    pub audio_s: Option<Vec<f64>>,
 }
 
 impl RunDataset {
@@ -180,56 +177,35 @@ impl RunDataset {
         }
     }
 
-    /// Its figures beside the run's metrics, from the run's outputs and records.
-    pub fn extras(
-        &self,
-        outputs: &[RequestOutput],
-        records: &[Record],
-        settings: &ReportSettings<'_>,
-    ) -> Extras {
+    /// Its facts beside the run's outcomes, from the run's records (output order).
+    pub fn request_facts(&self, records: &[Record]) -> DatasetFacts {
         match self {
             RunDataset::Samples {
                 audio_s: Some(audio),
                 ..
-            } => Extras {
-                rtfx: Some(rtfx(outputs, records, audio, settings.duration_s)),
-                ..Extras::default()
+            } => DatasetFacts {
+                audio_s: Some(
+                    records
+                        .iter()
+                        .map(|r| audio.get(r.index as usize).copied().unwrap_or(0.0))
+                        .collect(),
+                ),
+                ..DatasetFacts::default()
             },
-            RunDataset::Conversations(plan) => {
-                let turn_of = plan.turn_of_records();
-                let reports = per_turn_reports(outputs, records, &turn_of, settings);
-                let (conversations, numbers) = request_turns(plan, records, &turn_of);
-                Extras {
-                    turns: Some(Turns {
-                        reports,
-                        conversations,
-                        numbers,
-                    }),
-                    ..Extras::default()
-                }
-            }
+            RunDataset::Conversations(plan) => DatasetFacts {
+                turns: Some(request_turns(plan, records, &plan.turn_of_records())),
+                ..DatasetFacts::default()
+            },
             RunDataset::Samples { audio_s: None, .. } | RunDataset::Trace { .. } => {
-                Extras::default()
+                DatasetFacts::default()
             }
         }
     }
 }
 
-/// Python's `rtfx`: the audio seconds of the successful requests per second of the run.
-fn rtfx(outputs: &[RequestOutput], records: &[Record], audio_s: &[f64], dur_s: f64) -> f64 {
-    let secs: f64 = outputs
-        .iter()
-        .zip(records)
-        .filter(|(o, _)| o.success)
-        .filter_map(|(_, r)| audio_s.get(r.index as usize))
-        .sum();
-    secs / dur_s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::report::TaskKind;
 
     fn trace(parents: Option<Vec<Option<u32>>>, arrivals: Option<Vec<f64>>) -> RunDataset {
         RunDataset::Trace {
@@ -243,19 +219,6 @@ mod tests {
         }
     }
 
-    fn settings(duration_s: f64) -> ReportSettings<'static> {
-        ReportSettings {
-            duration_s,
-            task: TaskKind::Generation,
-            count_tokens: None,
-            percentiles: Vec::new(),
-            percentile_metrics: Vec::new(),
-            goodput: Default::default(),
-            max_concurrency: None,
-            request_rate: f64::INFINITY,
-        }
-    }
-
     #[test]
     fn samples_take_the_rates_times_and_run_each_request_alone() {
         let samples = RunDataset::Samples {
@@ -264,11 +227,8 @@ mod tests {
         };
         assert!(samples.arrivals().is_none());
         assert!(matches!(samples.sessions(), Sessions::Independent));
-        let e = samples.extras(&[], &[], &settings(1.0));
-        assert!(
-            e.turns.is_none() && e.rtfx.is_none(),
-            "nothing beside the metrics"
-        );
+        let e = samples.request_facts(&[]);
+        assert_eq!(e, DatasetFacts::default(), "nothing beside the outcomes");
     }
 
     #[test]
@@ -285,18 +245,11 @@ mod tests {
     }
 
     #[test]
-    fn audio_samples_report_the_rtfx_of_the_successful_requests() {
+    fn audio_samples_give_each_request_its_audio_length() {
         let audio = RunDataset::Samples {
             input_sequences: None,
             audio_s: Some(vec![3.0, 5.0, 7.0].into()),
         };
-        let outputs: Vec<RequestOutput> = [true, false, true]
-            .into_iter()
-            .map(|success| RequestOutput {
-                success,
-                ..RequestOutput::default()
-            })
-            .collect();
         // Records in completion order: request 2 ended first.
         let records: Vec<Record> = [2, 1, 0]
             .into_iter()
@@ -305,8 +258,7 @@ mod tests {
                 ..Record::default()
             })
             .collect();
-        let e = audio.extras(&outputs, &records, &settings(2.0));
-        // Requests 2 and 0 succeeded: (7 + 3) s of audio in 2 s.
-        assert_eq!(e.rtfx, Some(5.0));
+        let e = audio.request_facts(&records);
+        assert_eq!(e.audio_s, Some(vec![7.0, 5.0, 3.0]));
     }
 }

@@ -16,7 +16,6 @@ use anyhow::Result;
 
 use crate::config::{Config, SloConfig, SweepAxis};
 use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
-use crate::output::json::save_result;
 use crate::output::plot;
 use crate::output::runs_summary::{
     figures, render_run_line, render_spreads, render_sweep, runs_json, spreads, sweep_json,
@@ -26,7 +25,7 @@ use super::outcome::{nothing_ran, outcome, Outcome};
 use super::plan::Plan;
 use super::point::{self, Point, Reporting};
 use super::prepare::Prepared;
-use super::summary_file::{summary_path, write_summary_plot};
+use super::summary_file::{page_path, summary_path, write_summary_plot};
 use super::sweep_cache::CacheWatch;
 use super::sweep_prompts::{own_prompts, sent_by};
 
@@ -246,17 +245,14 @@ fn sweep(
             axis: axis.to_string(),
             points,
         };
-        let path = summary_path(config, "sweep-summary").with_extension("html");
+        let path = page_path(&summary_path(config, "sweep-summary"));
         write_summary_plot(&path, &summary, &plan.console);
     }
     if config.report.save {
         let path = summary_path(config, "sweep-summary");
         let doc = sweep_json(axis, shown, &reports, &steady, &interrupted, &files);
-        save_result(&path, config.output.result_dir.as_deref(), &doc, false)?;
-        plan.console.err_line(format_args!(
-            "Saved the sweep summary to {}",
-            path.display()
-        ));
+        let files = config.output.result_files();
+        files.save(&path, &doc, false, "sweep summary", &plan.console)?;
     }
     Ok(combined(outcomes))
 }
@@ -306,24 +302,17 @@ fn repeat(plan: &mut Plan, config: &Config, p: &Point, runs: usize) -> Result<Ou
             .clone()
             .unwrap_or_else(|| summary_path(config, "runs-summary"));
         write_summary_plot(
-            &file.with_extension("html"),
+            &page_path(&file),
             &plot::runs_plot::Summary::Runs { runs },
             &plan.console,
         );
     }
     if let Some(path) = path.filter(|_| config.report.save) {
         let doc = runs_json(documents, &interrupted, &stats);
-        save_result(
-            &path,
-            config.output.result_dir.as_deref(),
-            &doc.to_json_string(),
-            config.report.append,
-        )?;
-        plan.console.err_line(format_args!(
-            "Saved the {} runs and their statistics to {}",
-            reports.len(),
-            path.display()
-        ));
+        let what = format!("{} runs and their statistics", reports.len());
+        let files = config.output.result_files();
+        let text = doc.to_json_string();
+        files.save(&path, &text, config.report.append, &what, &plan.console)?;
     }
     Ok(combined(outcomes))
 }

@@ -210,6 +210,10 @@ pub struct SectionInput<'a> {
     pub steady_state: Option<SteadyStateParams>,
     /// The replicas' URLs (one with one server).
     pub replica_urls: &'a [String],
+    /// `--lora-modules`: the adapters' names and each request's (output order).
+    pub adapters: Option<(&'a [String], &'a [u32])>,
+    /// Audio datasets: each request's audio length, seconds (output order).
+    pub audio_s: Option<&'a [f64]>,
 }
 
 /// The `vllm_bench_shard` section of this shard's result.
@@ -222,6 +226,8 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         info,
         steady_state,
         replica_urls,
+        adapters,
+        audio_s,
     } = *input;
     let several = replica_urls.len() > 1;
     let report = &result.report;
@@ -253,6 +259,8 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
             output_len,
             turn: turns.map(|(ids, numbers)| (ids[j].as_str(), numbers[j])),
             replica: several.then_some(rec.replica),
+            adapter: adapters.map(|(_, of)| of[j]),
+            audio_s: audio_s.map(|a| a[j]),
         });
     }
     let out = &config.output;
@@ -298,6 +306,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         start: map
             .ready_ms
             .map(|ready| super::shard_clock::facts(ready, run)),
+        start_block: super::shard_clock::block(run.start.as_ref()),
         engine: result.engine.clone(),
         health: result.health.first().map(|p| p.health.clone()),
         prefix_cache: result.prefix_cache,
@@ -306,6 +315,7 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
         } else {
             Vec::new()
         },
+        adapters: adapters.map_or_else(Vec::new, |(names, _)| names.to_vec()),
     }
 }
 

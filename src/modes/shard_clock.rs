@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::engine::{RunReport, StartReport};
 use crate::output::json::{Json, JsonObject};
 use crate::output::run_result::Section;
-use crate::output::shard_file::{ShardSection, StartFacts};
+use crate::output::shard_file::{CoreStartFacts, ShardSection, StartBlock, StartFacts};
 
 /// How far apart the shards' starts may be, and how late a shard's first request may go
 /// out after its scheduled time, before `merge` warns (ms). Well above a ready shard's
@@ -58,27 +58,44 @@ pub fn facts(ready_ms: f64, run: &RunReport) -> StartFacts {
     }
 }
 
+/// The facts of the "Start" block of a run at `--start-at` (`None` without).
+pub fn block(start: Option<&StartReport>) -> Option<StartBlock> {
+    let start = start?;
+    Some(StartBlock {
+        late_ms: start.late.as_secs_f64() * 1e3,
+        lead_s: start.lead.as_secs_f64(),
+        cores: start
+            .cores
+            .iter()
+            .map(|c| CoreStartFacts {
+                core: c.core,
+                connections: c.opened,
+                connecting_s: c.connecting.as_secs_f64(),
+                ready_ms: c.ready_ms,
+            })
+            .collect(),
+    })
+}
+
 /// The run's start with `--start-at` (nothing without): a "Start" block (how late the clock
 /// started, how long the cores took to open their connections and when each was ready) and
-/// `vllm_bench_start` in the result, for a shard and a whole run alike.
-pub fn start_section(start: Option<&StartReport>) -> Section {
+/// `vllm_bench_start` in the result, for a shard, a whole run and the merge of one shard.
+pub fn start_section(start: Option<&StartBlock>) -> Section {
     let Some(start) = start else {
         return Section::default();
     };
-    let late_ms = start.late.as_secs_f64() * 1e3;
     let mut console = String::new();
     let _ = writeln!(console, "{:-^50}", "Start (--start-at)");
     let _ = writeln!(
         console,
         "{:<40} {:<10.2}",
         "Started late by (s):",
-        late_ms / 1e3
+        start.late_ms / 1e3
     );
     let _ = writeln!(
         console,
         "{:<40} {:<10.2}",
-        "Connecting began before it (s):",
-        start.lead.as_secs_f64()
+        "Connecting began before it (s):", start.lead_s
     );
     let mut cores = Vec::with_capacity(start.cores.len());
     for c in &start.cores {
@@ -86,22 +103,22 @@ pub fn start_section(start: Option<&StartReport>) -> Section {
             console,
             "{:<40} {} connections in {:.2} s, ready {:+.1} ms",
             format!("Core {}:", c.core),
-            c.opened,
-            c.connecting.as_secs_f64(),
+            c.connections,
+            c.connecting_s,
             c.ready_ms,
         );
         let mut o = JsonObject::new();
         o.set("core", Json::UInt(c.core as u64));
-        o.set("connections", Json::UInt(c.opened as u64));
-        o.set("connecting_s", Json::Float(c.connecting.as_secs_f64()));
+        o.set("connections", Json::UInt(c.connections as u64));
+        o.set("connecting_s", Json::Float(c.connecting_s));
         o.set("ready_ms", Json::Float(c.ready_ms));
         cores.push(Json::Object(o));
     }
     let _ = writeln!(console, "{}", "=".repeat(50));
     let mut doc = JsonObject::new();
     let mut o = JsonObject::new();
-    o.set("late_ms", Json::Float(late_ms));
-    o.set("lead_s", Json::Float(start.lead.as_secs_f64()));
+    o.set("late_ms", Json::Float(start.late_ms));
+    o.set("lead_s", Json::Float(start.lead_s));
     o.set("cores", Json::List(cores));
     doc.set("vllm_bench_start", Json::Object(o));
     Section { console, json: doc }
@@ -440,7 +457,7 @@ mod tests {
     fn a_run_ready_in_time_reports_no_late_start() {
         let s = started(0);
         assert_eq!(late_start_warning(Some(&s)), None);
-        let section = start_section(Some(&s));
+        let section = start_section(block(Some(&s)).as_ref());
         assert!(
             section
                 .console
@@ -466,7 +483,9 @@ mod tests {
         ] {
             assert!(w.contains(needle), "{needle}: {w}");
         }
-        assert!(start_section(Some(&s)).console.contains("12.50"));
+        assert!(start_section(block(Some(&s)).as_ref())
+            .console
+            .contains("12.50"));
     }
 
     #[test]

@@ -6,19 +6,17 @@ use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
 
 /// Where a summary document goes: beside the results, named after `--result-filename`
-/// when given.
+/// when given (`output::result_files::ResultFiles::summary`).
 pub fn summary_path(config: &Config, kind: &str) -> std::path::PathBuf {
-    let name = match config.output.result_filename.as_deref() {
-        Some(n) => match n.rsplit_once('.') {
-            Some((stem, ext)) => format!("{stem}-{kind}.{ext}"),
-            None => format!("{n}-{kind}"),
-        },
-        None => format!("{kind}-{}.json", LocalDateTime::now().result_date()),
-    };
-    match config.output.result_dir.as_deref() {
-        Some(dir) => dir.join(name),
-        None => name.into(),
-    }
+    config
+        .output
+        .result_files()
+        .summary(kind, &LocalDateTime::now().result_date())
+}
+
+/// The page of the summary saved at `path`: the same name, `.html`.
+pub fn page_path(path: &std::path::Path) -> std::path::PathBuf {
+    crate::output::result_files::derived(path, "", Some("html"))
 }
 
 /// `--plot`: the summary's page at `path` (the summary document's, with `.html`).

@@ -35,7 +35,6 @@
 //! string `"inf"` (set by `run_facts`, not by this writer).
 
 use std::borrow::Cow;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -356,8 +355,9 @@ pub fn result_path(
     in_result_dir(&name, result_dir)
 }
 
-/// Where a result file named `name` goes: inside `--result-dir`, else where it says.
-fn in_result_dir(name: &str, result_dir: Option<&Path>) -> PathBuf {
+/// Where a result file named `name` goes: inside `--result-dir`, else where it says (an
+/// absolute name wins, as `os.path.join`).
+pub fn in_result_dir(name: &str, result_dir: Option<&Path>) -> PathBuf {
     match result_dir {
         Some(dir) => dir.join(name),
         None => PathBuf::from(name),
@@ -388,129 +388,6 @@ fn default_result_filename(run: &RunInfo) -> String {
             run.date
         ),
     }
-}
-
-/// Checks, before any request is sent, that the result can be written where it will go:
-/// the result directory is created (as Python does at save time) and must be a writable
-/// directory, and the file's directory must be writable and the file, if it exists, not a
-/// directory (and writable, for `--append-result`). The file name itself is only known after
-/// the run (it holds the date), so without `--result-filename` the directory is checked.
-pub fn check_result_target(
-    result_dir: Option<&Path>,
-    result_filename: Option<&str>,
-    append: bool,
-) -> anyhow::Result<()> {
-    if let Some(dir) = result_dir {
-        std::fs::create_dir_all(dir).with_context(|| {
-            format!(
-                "--result-dir {}: cannot create the directory; pick another --result-dir",
-                dir.display()
-            )
-        })?;
-    }
-    let file = result_filename.map(|name| in_result_dir(name, result_dir));
-    let dir = match &file {
-        Some(f) => f.parent().map(Path::to_path_buf).unwrap_or_default(),
-        None => result_dir.map(Path::to_path_buf).unwrap_or_default(),
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        dir
-    };
-    if !dir.is_dir() {
-        anyhow::bail!(
-            "cannot save the result in {}: not a directory; fix --result-dir/--result-filename",
-            dir.display()
-        );
-    }
-    if !dir_writable(&dir) {
-        anyhow::bail!(
-            "cannot save the result in {}: the directory is not writable; fix \
-             --result-dir/--result-filename",
-            dir.display()
-        );
-    }
-    if let Some(f) = file.filter(|f| f.exists()) {
-        if f.is_dir() {
-            anyhow::bail!(
-                "cannot save the result to {}: it is a directory; fix --result-filename",
-                f.display()
-            );
-        }
-        if append && !file_appendable(&f) {
-            anyhow::bail!(
-                "cannot append the result to {}: the file is not writable",
-                f.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Whether a new file can be created in `dir`, found by creating one: `access(W_OK)` answers
-/// from the mode bits, which say "yes" on a read-only bind mount, to root on `/proc` or
-/// `/sys`, or past an ACL that denies. The probe is created exclusively under a name of its
-/// own (another process's file is never touched) and removed at once.
-fn dir_writable(dir: &Path) -> bool {
-    for attempt in 0..8u32 {
-        let probe = dir.join(format!(
-            ".vllm-bench-write-probe-{}-{attempt}",
-            std::process::id()
-        ));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&probe)
-        {
-            Ok(_) => {
-                let _ = std::fs::remove_file(&probe);
-                return true;
-            }
-            // A left-over probe of a dead process with our pid: try the next name.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(_) => return false,
-        }
-    }
-    false
-}
-
-/// Whether `file` (which exists) can be appended to, found by opening it for append: neither
-/// truncated nor created, and its contents and times are left as they were.
-fn file_appendable(file: &Path) -> bool {
-    std::fs::OpenOptions::new().append(true).open(file).is_ok()
-}
-
-/// Writes `json_text` to `path` like Python: truncate and write, or with `append` add it as
-/// a new line of a JSON-lines file (a `\n` first when the file is not empty; never a
-/// trailing newline). Creates `result_dir` first when given (Python's `os.makedirs`).
-pub fn save_result(
-    path: &Path,
-    result_dir: Option<&Path>,
-    json_text: &str,
-    append: bool,
-) -> anyhow::Result<()> {
-    if let Some(dir) = result_dir {
-        std::fs::create_dir_all(dir).with_context(|| {
-            format!(
-                "--result-dir {}: cannot create the directory",
-                dir.display()
-            )
-        })?;
-    }
-    let context = || format!("cannot write the result file {}", path.display());
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .append(append)
-        .truncate(!append)
-        .open(path)
-        .with_context(context)?;
-    if append && file.metadata().with_context(context)?.len() > 0 {
-        file.write_all(b"\n").with_context(context)?;
-    }
-    file.write_all(json_text.as_bytes()).with_context(context)?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -627,50 +504,5 @@ mod tests {
             result_path(&r, Some("/abs/x.json"), Some(Path::new("d"))),
             PathBuf::from("/abs/x.json")
         );
-    }
-
-    #[test]
-    fn save_and_append_as_json_lines() {
-        let dir = std::env::temp_dir().join(format!("vllm-bench-json-{}", std::process::id()));
-        let path = dir.join("r.json");
-        save_result(&path, Some(&dir), "{\"a\": 1}", true).unwrap();
-        save_result(&path, Some(&dir), "{\"a\": 2}", true).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "{\"a\": 1}\n{\"a\": 2}"
-        );
-        save_result(&path, None, "{}", false).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
-        let _ = std::fs::remove_dir_all(&dir);
-        let err =
-            save_result(Path::new("/nonexistent-dir/x/r.json"), None, "{}", false).unwrap_err();
-        assert!(format!("{err:#}").contains("cannot write the result file"));
-    }
-
-    /// `access(W_OK)` says yes to root for `/proc`, where no file can be created: the
-    /// check must ask the directory itself, before the run, not after it.
-    #[test]
-    fn a_directory_that_refuses_new_files_is_refused_before_the_run() {
-        let err = check_result_target(Some(Path::new("/proc")), None, false).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "cannot save the result in /proc: the directory is not writable; fix \
-             --result-dir/--result-filename"
-        );
-    }
-
-    #[test]
-    fn a_writable_result_dir_passes_and_keeps_no_probe_file() {
-        let dir = std::env::temp_dir().join(format!("vllm-bench-probe-{}", std::process::id()));
-        check_result_target(Some(&dir), None, false).unwrap();
-        std::fs::write(dir.join("r.json"), "{}").unwrap();
-        check_result_target(Some(&dir), Some("r.json"), true).unwrap();
-        let left: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(left, ["r.json"], "only the result file is left");
-        assert_eq!(std::fs::read_to_string(dir.join("r.json")).unwrap(), "{}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,6 +1,7 @@
 //! Output: the console block (byte-compatible with Python) and the result JSON; our own
 //! blocks (`extras`, `steady_state`), the SLO capacity search's report (`slo_search`), all written from one `run_result::RunResult`; reading saved results back (`result_file`) and the
-//! `--compare` table.
+//! `--compare` table; where results go and their one writer (`result_files`); a shard's
+//! facts saved, read and checked (`shard_file`).
 //!
 //! Printers only read a finished `metrics::report::BenchmarkReport` plus run facts; they
 //! never compute metrics. Python's number formatting, which both printers and the metrics
@@ -19,6 +20,7 @@ pub mod printable;
 pub mod replicas;
 pub mod report;
 pub mod result_file;
+pub mod result_files;
 pub mod run_result;
 pub mod runs_summary;
 pub mod server_metrics;

@@ -42,15 +42,15 @@ pub const FACTS: [&str; 12] = [
     "date",
 ];
 
+/// The largest result file read: a `--save-detailed` result of a million requests with
+/// their texts fits, `/dev/zero` or a wrong file does not take the memory.
+pub const MAX_BYTES: u64 = 2 << 30;
+
 /// Why a file is not a result we can compare. Each names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultFileError {
-    /// (The OS error is part of the message, not a `source`: it would be printed twice.)
-    #[error("{}: cannot read it: {error}", path.display())]
-    Read {
-        path: PathBuf,
-        error: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] crate::whole_file::WholeFileError),
     #[error("{}: not JSON ({error})", path.display())]
     NotJson {
         path: PathBuf,
@@ -86,10 +86,7 @@ pub struct SavedResult {
 
 /// Reads and checks the result file at `path`.
 pub fn load(path: &Path) -> Result<SavedResult, ResultFileError> {
-    let bytes = std::fs::read(path).map_err(|error| ResultFileError::Read {
-        path: path.to_path_buf(),
-        error,
-    })?;
+    let bytes = crate::whole_file::read(path, MAX_BYTES)?;
     parse(path, &bytes)
 }
 

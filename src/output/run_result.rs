@@ -1,5 +1,6 @@
-//! One run's result, however it was obtained: a live run (`modes::point`) or the shards
-//! of a run merged (`modes::merge`). Both producers fill a [`RunResult`]; the console block
+//! One run's result, however its facts were obtained: a live run (`modes::point`) or the
+//! shards of a run merged (`modes::merge`). Both turn their facts into a [`RunResult`] by
+//! one computation (`modes::run_facts::RunFacts::result`); the console block
 //! ([`RunResult::render`]) and the result document ([`RunResult::document`]) are written
 //! from it alone (in `output::report`), so the two can never report differently.
 //!

@@ -65,11 +65,18 @@ pub struct ShardSection {
     /// written before it was recorded, and then not checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<StartFacts>,
+    /// Its "Start" block (`--start-at` only; absent from files written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_block: Option<StartBlock>,
     /// The replicas' URLs (`--base-url` repeated; empty with one server, and in files
     /// written before it was recorded): with `requests.replica`, what the merge rebuilds
     /// the per-replica block from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replicas: Vec<String>,
+    /// `--lora-modules`, in order (empty without LoRA): with `requests.adapter`, what the
+    /// merge rebuilds the adapters' block from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adapters: Vec<String>,
 }
 
 /// How a shard started on the axis of `--start-at`, and what it knows of its clock: what
@@ -96,6 +103,27 @@ pub struct StartFacts {
     pub ntp_synchronized: Option<bool>,
     /// The kernel's estimate of the clock's maximum error, ms, when synchronized.
     pub clock_max_error_ms: Option<f64>,
+}
+
+/// The start of a run at `--start-at` as its "Start" block shows it (`modes::shard_clock`):
+/// saved by a shard so that the merge of a single shard shows the block the run showed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartBlock {
+    /// The clock's start after `--start-at`, ms (0 when every core was ready in time).
+    pub late_ms: f64,
+    /// How long before `--start-at` the cores began opening their connections, seconds.
+    pub lead_s: f64,
+    pub cores: Vec<CoreStartFacts>,
+}
+
+/// One core's opening of its connections before `--start-at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoreStartFacts {
+    pub core: usize,
+    pub connections: usize,
+    pub connecting_s: f64,
+    /// When it was ready, ms after `--start-at` (negative: ahead).
+    pub ready_ms: f64,
 }
 
 /// What decides the metrics and their display.
@@ -161,6 +189,14 @@ pub struct Requests {
     /// with one server.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replica: Vec<u16>,
+    /// The adapter each request named (an index into [`ShardSection::adapters`]); empty
+    /// without LoRA.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adapter: Vec<u32>,
+    /// Each request's audio length, seconds (audio datasets: Python's `rtfx`); empty
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audio_s: Vec<f64>,
     /// Only with `--save-detailed`.
     pub generated_text: Option<Vec<String>>,
 }
@@ -190,6 +226,12 @@ impl Requests {
         }
         if let Some(r) = row.replica {
             self.replica.push(r);
+        }
+        if let Some(a) = row.adapter {
+            self.adapter.push(a);
+        }
+        if let Some(a) = row.audio_s {
+            self.audio_s.push(a);
         }
         // Sparse columns: kept empty until a request differs from the default (then filled
         // with the defaults of the requests before it; the first row may be that request).
@@ -306,6 +348,16 @@ impl Requests {
             } else {
                 self.replica.len()
             },
+            if self.adapter.is_empty() {
+                n
+            } else {
+                self.adapter.len()
+            },
+            if self.audio_s.is_empty() {
+                n
+            } else {
+                self.audio_s.len()
+            },
         ]
         .iter()
         .all(|&len| len == n)
@@ -325,6 +377,10 @@ pub struct ShardRequest<'a> {
     pub turn: Option<(&'a str, u64)>,
     /// With several replicas, the one it went to.
     pub replica: Option<u16>,
+    /// `--lora-modules`: the adapter it named.
+    pub adapter: Option<u32>,
+    /// Audio datasets: its audio length, seconds.
+    pub audio_s: Option<f64>,
 }
 
 /// Why a histogram of a shard file cannot be read.
@@ -332,9 +388,31 @@ pub struct ShardRequest<'a> {
 pub enum HistogramError {
     #[error("a histogram is not base64: {0}")]
     Base64(#[from] base64::DecodeError),
-    #[error("a histogram is not in HdrHistogram's V2 format: {0}")]
+    #[error("a histogram is not in HdrHistogram's V2 deflate format: {0}")]
     Decode(String),
+    #[error(
+        "a histogram covers {low}..{high} ns at {digits} significant digits, not the \
+         {expected} vllm-bench records; the file was edited or is damaged"
+    )]
+    Bounds {
+        low: u64,
+        high: u64,
+        digits: u32,
+        expected: String,
+    },
+    #[error(
+        "a histogram inflates to more than the {0} bytes its bounds can take; the file was \
+         edited or is damaged"
+    )]
+    Inflated(usize),
 }
+
+/// HdrHistogram's V2 cookies: the deflated envelope and the plain encoding inside it.
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+const V2_COOKIE: u32 = 0x1c84_9313;
+/// The plain V2 header: cookie, payload length, normalizing offset, significant digits,
+/// lowest and highest trackable value, integer-to-double ratio.
+const V2_HEADER: usize = 40;
 
 /// One histogram as base64 of its V2 deflate serialization.
 pub fn encode_histogram(h: &Histogram<u64>) -> String {
@@ -344,11 +422,70 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// The inverse of [`encode_histogram`].
+/// The inverse of [`encode_histogram`], for a histogram of the bounds the engine records
+/// with (`engine::recorder::Histograms`) and nothing else: HdrHistogram's own reader
+/// allocates whatever bounds and payload length the bytes claim (a tampered header asked
+/// for 2 GB) and inflates whatever the deflate stream holds (a 1.4 MB bomb took 1 GB).
+/// Here the stream is inflated up to what those bounds can encode (9 bytes a count at
+/// most), and the header is checked before anything is allocated for it.
 pub fn decode_histogram(text: &str) -> Result<Histogram<u64>, HistogramError> {
+    use std::io::Read as _;
+    let bad = |why: &str| HistogramError::Decode(why.to_string());
     let bytes = base64::engine::general_purpose::STANDARD.decode(text)?;
+    let word = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let long = |b: &[u8], at: usize| -> Option<u64> {
+        Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    };
+    if word(&bytes, 0) != Some(V2_DEFLATE_COOKIE) {
+        return Err(bad("InvalidCookie"));
+    }
+    let deflated_len = word(&bytes, 4).ok_or_else(|| bad("truncated"))? as usize;
+    let deflated = bytes
+        .get(8..8 + deflated_len)
+        .ok_or_else(|| bad("truncated"))?;
+    let reference = crate::engine::recorder::Histograms::default().ttft;
+    let limit = V2_HEADER + reference.distinct_values() * 9;
+    let mut plain = Vec::new();
+    flate2::read::ZlibDecoder::new(deflated)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut plain)
+        .map_err(|e| bad(&e.to_string()))?;
+    if plain.len() > limit {
+        return Err(HistogramError::Inflated(limit));
+    }
+    if word(&plain, 0) != Some(V2_COOKIE) {
+        return Err(bad("InvalidCookie"));
+    }
+    let payload = word(&plain, 4).ok_or_else(|| bad("truncated"))? as usize;
+    let digits = word(&plain, 12).ok_or_else(|| bad("truncated"))?;
+    let low = long(&plain, 16).ok_or_else(|| bad("truncated"))?;
+    let high = long(&plain, 24).ok_or_else(|| bad("truncated"))?;
+    if (low, high, digits)
+        != (
+            reference.low(),
+            reference.high(),
+            u32::from(reference.sigfig()),
+        )
+    {
+        return Err(HistogramError::Bounds {
+            low,
+            high,
+            digits,
+            expected: format!(
+                "{}..{} ns at {} digits",
+                reference.low(),
+                reference.high(),
+                reference.sigfig()
+            ),
+        });
+    }
+    if payload > plain.len() - V2_HEADER.min(plain.len()) {
+        return Err(bad("truncated"));
+    }
     Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
+        .deserialize(&mut plain.as_slice())
         .map_err(|e| HistogramError::Decode(format!("{e:?}")))
 }
 
@@ -365,6 +502,308 @@ pub fn decode_core(texts: &[String; 4]) -> Result<Histograms, HistogramError> {
         e2el: decode_histogram(&texts[2])?,
         dispatch_lag: decode_histogram(&texts[3])?,
     })
+}
+
+/// The largest shard result read: a shard of millions of requests with their per-token
+/// gaps fits; `/dev/zero` or a wrong file does not take the memory.
+pub const MAX_BYTES: u64 = 4 << 30;
+
+/// Why shard results cannot be merged: each is the user's input (a file, or the set of
+/// files given) and names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardFileError {
+    #[error(transparent)]
+    Read(#[from] crate::whole_file::WholeFileError),
+    #[error("{path}: not a JSON result file: {error}")]
+    Json {
+        path: String,
+        error: serde_json::Error,
+    },
+    #[error(
+        "{path}: not a shard result (no {KEY} key); shard results are written by \
+         `vllm-bench ... --shard K/N --save-result`"
+    )]
+    NotShard { path: String },
+    #[error("{path}: its {KEY} section cannot be read: {error}")]
+    Section {
+        path: String,
+        error: serde_json::Error,
+    },
+    #[error("{path}: shard section format {found}; this vllm-bench reads format {FORMAT}")]
+    Format { path: String, found: u64 },
+    #[error(
+        "{path}: says it is shard {shard} of {shards}; a shard is K of N with 0 <= K < N; \
+         the file was edited or is damaged"
+    )]
+    ShardNumber {
+        path: String,
+        shard: usize,
+        shards: usize,
+    },
+    #[error("{path}: the per-request columns of its {KEY} section differ in length")]
+    Columns { path: String },
+    #[error(
+        "{path}: its requests name replicas outside its list of {count} (or none with \
+         several); the file was edited or is damaged"
+    )]
+    ReplicaIndex { path: String, count: usize },
+    #[error(
+        "{path}: its requests name LoRA adapters outside its list of {count}; the file was \
+         edited or is damaged"
+    )]
+    AdapterIndex { path: String, count: usize },
+    #[error(
+        "{path}: ran against the replicas [{theirs}], {first} against [{ours}]; every \
+         shard must run with the same --base-url list"
+    )]
+    Replicas {
+        path: String,
+        first: String,
+        theirs: String,
+        ours: String,
+    },
+    #[error(
+        "{path}: a shard of a different workload than {first} (fingerprint {theirs}, not \
+         {ours}); every shard must run the same command with the same --seed, only K of \
+         --shard K/N differing"
+    )]
+    Fingerprint {
+        path: String,
+        first: String,
+        theirs: String,
+        ours: String,
+    },
+    #[error("{path}: shard of {theirs}, {first} is a shard of {ours}")]
+    Count {
+        path: String,
+        first: String,
+        theirs: usize,
+        ours: usize,
+    },
+    #[error(
+        "{path}: started at --start-at {theirs}, {first} at {ours}; the shards of one run \
+         share one --start-at"
+    )]
+    StartAt {
+        path: String,
+        first: String,
+        theirs: String,
+        ours: String,
+    },
+    #[error("{a} and {b} are both shard {shard}; pass each shard's result once")]
+    Duplicate { a: String, b: String, shard: String },
+    #[error(
+        "{a} and {b} both hold request {index} of the run; each request is in one shard: \
+         a file was edited or is damaged"
+    )]
+    DuplicateRequest { a: String, b: String, index: u32 },
+    #[error("shard {shard} is missing (given: {given}); pass the result of every shard")]
+    Missing { shard: String, given: String },
+    #[error("{path}: {error}")]
+    Histogram { path: String, error: HistogramError },
+    #[error("{path}: {error}")]
+    ServerMetrics {
+        path: String,
+        error: crate::output::server_metrics::ReadError,
+    },
+}
+
+/// One shard's result file, read and checked on its own: its section and the rest of its
+/// document.
+pub struct ShardFile {
+    pub path: String,
+    pub doc: serde_json::Map<String, serde_json::Value>,
+    pub section: ShardSection,
+    /// Its scrape of the server's `/metrics` (`None`: off, unanswered, or an older file).
+    pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+}
+
+impl ShardFile {
+    /// Reads the shard result at `path` (at most [`MAX_BYTES`]) and checks it alone: its
+    /// format, its shard number, its columns and its replica indices.
+    pub fn read(path: &std::path::Path) -> Result<ShardFile, ShardFileError> {
+        use crate::output::server_metrics as sm;
+        use serde_json::Value;
+        let name = path.display().to_string();
+        let text = crate::whole_file::read(path, MAX_BYTES)?;
+        let mut doc: serde_json::Map<String, Value> =
+            serde_json::from_slice(&text).map_err(|error| ShardFileError::Json {
+                path: name.clone(),
+                error,
+            })?;
+        drop(text);
+        let raw = doc
+            .remove(KEY)
+            .ok_or_else(|| ShardFileError::NotShard { path: name.clone() })?;
+        if let Some(found) = raw.get("format").and_then(Value::as_u64) {
+            if found != u64::from(FORMAT) {
+                return Err(ShardFileError::Format { path: name, found });
+            }
+        }
+        let section: ShardSection =
+            serde_json::from_value(raw).map_err(|error| ShardFileError::Section {
+                path: name.clone(),
+                error,
+            })?;
+        if section.shard >= section.shards {
+            return Err(ShardFileError::ShardNumber {
+                path: name,
+                shard: section.shard,
+                shards: section.shards,
+            });
+        }
+        if !section.requests.is_consistent() {
+            return Err(ShardFileError::Columns { path: name });
+        }
+        let (count, column) = (section.replicas.len(), &section.requests.replica);
+        let named = match count {
+            0 | 1 => column.is_empty(),
+            _ => {
+                column.len() == section.requests.len()
+                    && column.iter().all(|&r| usize::from(r) < count)
+            }
+        };
+        if !named {
+            return Err(ShardFileError::ReplicaIndex { path: name, count });
+        }
+        let adapters = section.adapters.len();
+        if section
+            .requests
+            .adapter
+            .iter()
+            .any(|&a| a as usize >= adapters)
+        {
+            return Err(ShardFileError::AdapterIndex {
+                path: name,
+                count: adapters,
+            });
+        }
+        let server_metrics = doc
+            .get(sm::KEY)
+            .map(sm::from_json)
+            .transpose()
+            .map_err(|error| ShardFileError::ServerMetrics {
+                path: name.clone(),
+                error,
+            })?
+            .flatten();
+        Ok(ShardFile {
+            path: name,
+            doc,
+            section,
+            server_metrics,
+        })
+    }
+
+    /// Every core's histograms of this shard, added up.
+    pub fn histograms(&self) -> Result<Histograms, ShardFileError> {
+        let mut sum = Histograms::default();
+        for core in &self.section.histograms {
+            let h = decode_core(core).map_err(|error| ShardFileError::Histogram {
+                path: self.path.clone(),
+                error,
+            })?;
+            sum.add(&h);
+        }
+        Ok(sum)
+    }
+
+    /// `K/N`.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.section.shard, self.section.shards)
+    }
+}
+
+fn start_at_text(t: Option<f64>) -> String {
+    t.map_or_else(|| "(none)".into(), crate::pyfmt::float_repr)
+}
+
+/// The shards of one run in order of their index, refused unless they are exactly the
+/// shards 0..N of one workload (same count, fingerprint, replicas and start), each once.
+/// `shards` is not empty (the command line takes at least one file).
+pub fn check_set(mut shards: Vec<ShardFile>) -> Result<Vec<ShardFile>, ShardFileError> {
+    let first = &shards[0];
+    let (first_path, s0) = (first.path.clone(), first.section.clone());
+    for r in &shards[1..] {
+        let s = &r.section;
+        if s.shards != s0.shards {
+            return Err(ShardFileError::Count {
+                path: r.path.clone(),
+                first: first_path,
+                theirs: s.shards,
+                ours: s0.shards,
+            });
+        }
+        if s.fingerprint != s0.fingerprint {
+            return Err(ShardFileError::Fingerprint {
+                path: r.path.clone(),
+                first: first_path,
+                theirs: s.fingerprint.clone(),
+                ours: s0.fingerprint.clone(),
+            });
+        }
+        if s.replicas != s0.replicas {
+            return Err(ShardFileError::Replicas {
+                path: r.path.clone(),
+                first: first_path,
+                theirs: s.replicas.join(", "),
+                ours: s0.replicas.join(", "),
+            });
+        }
+        if s.start_at != s0.start_at {
+            return Err(ShardFileError::StartAt {
+                path: r.path.clone(),
+                first: first_path,
+                theirs: start_at_text(s.start_at),
+                ours: start_at_text(s0.start_at),
+            });
+        }
+    }
+    shards.sort_by_key(|r| r.section.shard);
+    for pair in shards.windows(2) {
+        if pair[0].section.shard == pair[1].section.shard {
+            return Err(ShardFileError::Duplicate {
+                a: pair[0].path.clone(),
+                b: pair[1].path.clone(),
+                shard: pair[0].name(),
+            });
+        }
+    }
+    let given: Vec<usize> = shards.iter().map(|r| r.section.shard).collect();
+    if let Some(missing) = (0..s0.shards).find(|k| !given.contains(k)) {
+        let names: Vec<String> = given.iter().map(|k| format!("{k}/{}", s0.shards)).collect();
+        return Err(ShardFileError::Missing {
+            shard: format!("{missing}/{}", s0.shards),
+            given: names.join(", "),
+        });
+    }
+    Ok(shards)
+}
+
+/// Every request of every shard, in the one-process run's order, as (shard, row) pairs;
+/// refused when two rows claim one request of the run.
+pub fn union_rows(shards: &[ShardFile]) -> Result<Vec<(usize, usize)>, ShardFileError> {
+    let mut rows: Vec<(u32, usize, usize)> = shards
+        .iter()
+        .enumerate()
+        .flat_map(|(s, r)| {
+            r.section
+                .requests
+                .index
+                .iter()
+                .enumerate()
+                .map(move |(j, &i)| (i, s, j))
+        })
+        .collect();
+    rows.sort_unstable();
+    if let Some(pair) = rows.windows(2).find(|p| p[0].0 == p[1].0) {
+        return Err(ShardFileError::DuplicateRequest {
+            a: shards[pair[0].1].path.clone(),
+            b: shards[pair[1].1].path.clone(),
+            index: pair[0].0,
+        });
+    }
+    Ok(rows.into_iter().map(|(_, s, j)| (s, j)).collect())
 }
 
 #[cfg(test)]
@@ -384,6 +823,55 @@ mod tests {
         assert_eq!(back.itl.len(), 0);
         assert!(decode_histogram("not base64!").is_err());
         assert!(decode_histogram("AAAA").is_err());
+    }
+
+    /// `h` encoded, its plain V2 bytes passed through `edit` and deflated again.
+    fn tampered(h: &Histogram<u64>, edit: impl FnOnce(&mut Vec<u8>)) -> String {
+        use std::io::{Read as _, Write as _};
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let bytes = b64.decode(encode_histogram(h)).unwrap();
+        let mut plain = Vec::new();
+        flate2::read::ZlibDecoder::new(&bytes[8..])
+            .read_to_end(&mut plain)
+            .unwrap();
+        edit(&mut plain);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&plain).unwrap();
+        let deflated = z.finish().unwrap();
+        let mut out = V2_DEFLATE_COOKIE.to_be_bytes().to_vec();
+        out.extend((deflated.len() as u32).to_be_bytes());
+        out.extend(deflated);
+        b64.encode(out)
+    }
+
+    #[test]
+    fn a_histogram_claiming_other_bounds_is_refused_before_it_is_allocated() {
+        let h = Histograms::default().ttft;
+        assert!(decode_histogram(&tampered(&h, |_| {})).is_ok(), "untouched");
+        // 1..2^62 at 5 digits: HdrHistogram's reader allocates gigabytes for its counts.
+        let wide = tampered(&h, |p| {
+            p[12..16].copy_from_slice(&5u32.to_be_bytes());
+            p[24..32].copy_from_slice(&(1u64 << 62).to_be_bytes());
+        });
+        let e = decode_histogram(&wide).unwrap_err().to_string();
+        assert!(
+            e.starts_with("a histogram covers 1..4611686018427387904 ns at 5 significant digits"),
+            "{e}"
+        );
+        // A payload length of 4 GB: HdrHistogram's reader allocates it before reading.
+        let long = tampered(&h, |p| p[4..8].copy_from_slice(&u32::MAX.to_be_bytes()));
+        assert!(decode_histogram(&long).is_err());
+    }
+
+    /// A small deflate stream that inflates to far more than any histogram of our bounds.
+    #[test]
+    fn a_deflate_bomb_is_refused_after_the_bytes_a_histogram_can_take() {
+        let h = Histograms::default().ttft;
+        let bomb = tampered(&h, |p| p.resize(64 << 20, 0));
+        assert!(bomb.len() < 1 << 20, "{} bytes of base64", bomb.len());
+        let e = decode_histogram(&bomb).unwrap_err();
+        assert!(matches!(e, HistogramError::Inflated(_)), "{e}");
+        assert!(e.to_string().contains("inflates to more than"), "{e}");
     }
 
     #[test]
@@ -434,6 +922,8 @@ mod tests {
             output_len: 3,
             turn: None,
             replica: None,
+            adapter: None,
+            audio_s: None,
         });
         assert!(r.is_consistent());
         let text = serde_json::to_string(&r).unwrap();

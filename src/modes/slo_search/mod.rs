@@ -19,7 +19,6 @@ use crate::config::slo::tolerance_percent;
 use crate::config::{Config, SearchVariable, SloConfig};
 use crate::metrics::metric_stats::MetricKind;
 use crate::metrics::report::{BenchmarkReport, TaskMetrics};
-use crate::output::json::save_result;
 use crate::output::plot;
 use crate::output::runs_summary::{figures, Figure};
 use crate::output::slo_search::{
@@ -321,22 +320,16 @@ pub fn run(plan: &mut Plan, config: &Config, slo: &SloConfig, base: &Point) -> R
             best,
             meets,
         };
-        let path =
-            super::summary_file::summary_path(config, "slo-search-summary").with_extension("html");
+        let path = super::summary_file::page_path(&super::summary_file::summary_path(
+            config,
+            "slo-search-summary",
+        ));
         super::summary_file::write_summary_plot(&path, &summary, &plan.console);
     }
     if config.report.save {
         let path = super::summary_file::summary_path(config, "slo-search-summary");
-        save_result(
-            &path,
-            config.output.result_dir.as_deref(),
-            &to_json(&report),
-            false,
-        )?;
-        plan.console.err_line(format_args!(
-            "Saved the SLO search summary to {}",
-            path.display()
-        ));
+        let (files, text) = (config.output.result_files(), to_json(&report));
+        files.save(&path, &text, false, "SLO search summary", &plan.console)?;
     }
     if interrupted {
         return Ok(Outcome::Interrupted);

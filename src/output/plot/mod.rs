@@ -43,7 +43,7 @@ pub fn page(title: &str, body: &str, script: Option<&str>) -> String {
 /// Python's naming: the result file's path with its extension replaced
 /// (`Path(file_name).with_suffix(".timeline.html")`).
 pub fn beside(result: &Path, suffix: &str) -> PathBuf {
-    result.with_extension(suffix)
+    crate::output::result_files::derived(result, "", Some(suffix))
 }
 
 /// Writes a plot, creating its directory; says where on stdout as Python does. A plot
