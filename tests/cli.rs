@@ -867,13 +867,19 @@ fn mock_server_needs_no_address() {
 
 #[test]
 fn burstiness_must_be_positive() {
+    let range = "must be a positive, finite number (1 is Poisson, below 1 burstier, above 1 \
+                 steadier)";
     assert_eq!(
         invalid(&["--burstiness", "0"]),
-        "--burstiness 0: must be greater than 0"
+        format!("--burstiness 0: {range}")
     );
     assert_eq!(
         invalid(&["--burstiness", "-1"]),
-        "--burstiness -1: must be greater than 0"
+        format!("--burstiness -1: {range}")
+    );
+    assert_eq!(
+        invalid(&["--burstiness", "1e-310"]),
+        format!("--burstiness 1e-310: {range}")
     );
     assert_eq!(
         ok(&["--burstiness", "0.5", "--request-rate", "40"])

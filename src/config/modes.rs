@@ -130,7 +130,7 @@ pub(super) fn steady_state(
     }
     let t = s.steady_state_threshold;
     if !(t > 0.0 && t <= 1.0) {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--steady-state-threshold",
             t,
             "must be in (0, 1]",
@@ -140,7 +140,7 @@ pub(super) fn steady_state(
         .steady_state_min_window
         .filter(|w| !(w.is_finite() && *w > 0.0))
     {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--steady-state-min-window",
             w,
             "must be a positive number of seconds",

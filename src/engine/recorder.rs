@@ -184,6 +184,8 @@ pub struct WorkerLog {
     pub session_ended: u32,
     /// Requests cancelled on purpose (`Workload::cancel`): counted, not recorded.
     pub cancelled: u32,
+    /// When the last of them ended (ns since the epoch): the run lasted that long too.
+    pub cancelled_end_ns: u64,
     /// Requests never sent because an earlier request of their session was cancelled.
     pub session_cancelled: u32,
 }
@@ -201,6 +203,7 @@ impl WorkerLog {
             }),
             session_ended: 0,
             cancelled: 0,
+            cancelled_end_ns: 0,
             session_cancelled: 0,
         }
     }
@@ -244,7 +247,7 @@ pub struct Merged {
     pub per_core: Vec<Histograms>,
     /// Failure counts by kind (oha's `ResultData` idea), for the failure summary.
     pub failures_by_kind: BTreeMap<String, usize>,
-    /// Latest end of any request, ns since the epoch.
+    /// Latest end of any request (cancelled ones included), ns since the epoch.
     pub last_end_ns: u64,
 }
 
@@ -261,6 +264,8 @@ pub struct CoreOutputs {
     pub session_ended: usize,
     /// Requests cancelled on purpose (in no record).
     pub cancelled: usize,
+    /// When the last of them ended (ns since the epoch).
+    pub cancelled_end_ns: u64,
     /// Requests never sent because an earlier request of their session was cancelled.
     pub session_cancelled: usize,
 }
@@ -279,6 +284,7 @@ pub fn outputs(logs: Vec<WorkerLog>) -> CoreOutputs {
     for log in logs {
         out.session_ended += log.session_ended as usize;
         out.cancelled += log.cancelled as usize;
+        out.cancelled_end_ns = out.cancelled_end_ns.max(log.cancelled_end_ns);
         out.session_cancelled += log.session_cancelled as usize;
         for rec in log.records {
             let output = to_output(&rec, &log.itl_ns, &log.text);
@@ -295,7 +301,8 @@ pub fn merge(cores: Vec<CoreOutputs>, core_histograms: Vec<Histograms>, total: u
     for h in &core_histograms {
         histograms.add(h);
     }
-    let mut last_end_ns = 0;
+    // Cancelled requests are in no record, but the run lasted until they ended too.
+    let mut last_end_ns = cores.iter().map(|c| c.cancelled_end_ns).max().unwrap_or(0);
     let mut all = Vec::with_capacity(cores.iter().map(|c| c.requests.len()).sum());
     for core in cores {
         for (rec, out) in core.requests {

@@ -145,7 +145,11 @@ impl Runs {
             Runs::One(p) => {
                 let m = point::measure(plan, config, p)?;
                 point::finish(config, plan, p, &m, &Reporting::default())?;
-                Ok(outcome(&m.report.merged.outputs, m.interrupted))
+                Ok(outcome(
+                    &m.report.merged.outputs,
+                    m.report.cancelled,
+                    m.interrupted,
+                ))
             }
             Runs::Sweep {
                 axis,
@@ -202,7 +206,11 @@ fn sweep(
             ..Reporting::default()
         };
         let f = point::finish(config, plan, p, &m, &how)?;
-        outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
+        outcomes.push(outcome(
+            &m.report.merged.outputs,
+            m.report.cancelled,
+            m.interrupted,
+        ));
         reports.push(f.report);
         steady.push(f.steady_state);
         interrupted.push(m.interrupted);
@@ -264,7 +272,11 @@ fn repeat(plan: &Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcom
         let f = point::finish(config, plan, p, &m, &run_how)?;
         plan.console
             .out(render_run_line(i + 1, runs, &f.report, m.interrupted));
-        outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
+        outcomes.push(outcome(
+            &m.report.merged.outputs,
+            m.report.cancelled,
+            m.interrupted,
+        ));
         reports.push(f.report);
         interrupted.push(m.interrupted);
         documents.extend(f.document);
