@@ -327,6 +327,22 @@ pub(super) fn multi_turn(cli: &Cli) -> Result<Option<MultiTurnConfig>, ConfigErr
         ));
     }
     let (min, max) = (m.multi_turn_min_turns, m.multi_turn_max_turns);
+    if dataset == DatasetName::Random {
+        // Every turn of a synthetic conversation is a request planned before the clock:
+        // 4,000,000,000 turns built for minutes, in silence, until memory ran out.
+        let turns = m.multi_turn_num_turns.max(max);
+        let total = (cli.dataset.num_prompts as u64).saturating_mul(turns as u64);
+        limits::check_requests(total).map_err(|why| {
+            ConfigError::value(
+                "--multi-turn-num-turns",
+                turns,
+                format!(
+                    "{} conversations × {turns} turns: {why}",
+                    cli.dataset.num_prompts
+                ),
+            )
+        })?;
+    }
     if min > 0 && max > 0 && min > max {
         return Err(ConfigError::value(
             "--multi-turn-min-turns",

@@ -136,6 +136,15 @@ pub(super) fn options(cli: &Cli, sampling: &SamplingParams) -> Result<RequestOpt
     // Warm-ups are requests too, built before they are sent.
     limits::check_requests(r.num_warmups as u64)
         .map_err(|why| ConfigError::value("--num-warmups", r.num_warmups, why))?;
+    // Added to the clock: 18446744073709551615 panicked (`Instant + Duration` overflows).
+    let ready = r.ready_check_timeout_sec;
+    limits::duration_from_secs(ready as f64).map_err(|why| {
+        ConfigError::value(
+            "--ready-check-timeout-sec",
+            ready,
+            format!("{why}; 0 skips the check"),
+        )
+    })?;
     if let Some(p) = &r.request_id_prefix {
         no_control("--request-id-prefix", p)?;
     }
