@@ -317,7 +317,7 @@ fn ready_check_timeout_sec_u64_max_is_refused_not_a_panic() {
 }
 
 #[test]
-fn multi_turn_num_turns_4e9_is_refused_before_building_the_turns() {
+fn multi_turn_num_turns_4e9_and_a_delay_of_u64_max_are_refused_before_building() {
     let e = refused(&[
         "--backend",
         "openai-chat",
@@ -330,6 +330,17 @@ fn multi_turn_num_turns_4e9_is_refused_before_building_the_turns() {
         "{e}"
     );
     assert!(e.contains("more than the 10000000 one run may plan"), "{e}");
+    let e = refused(&[
+        "--backend",
+        "openai-chat",
+        "--multi-turn",
+        "--multi-turn-delay-ms",
+        "18446744073709551615",
+    ]);
+    assert!(
+        e.contains("--multi-turn-delay-ms 18446744073709551615: is more than 31536000 s"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -343,6 +343,10 @@ pub(super) fn multi_turn(cli: &Cli) -> Result<Option<MultiTurnConfig>, ConfigErr
             )
         })?;
     }
+    // A wait between turns is a time like any other (at most 365 days).
+    let delay = m.multi_turn_delay_ms;
+    limits::duration_from_secs(delay as f64 / 1000.0)
+        .map_err(|why| ConfigError::value("--multi-turn-delay-ms", delay, why))?;
     if min > 0 && max > 0 && min > max {
         return Err(ConfigError::value(
             "--multi-turn-min-turns",
