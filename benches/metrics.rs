@@ -167,6 +167,7 @@ fn clone_logs(logs: &[WorkerLog]) -> Vec<WorkerLog> {
             text: l.text.clone(),
             session_ended: l.session_ended,
             cancelled: l.cancelled,
+            cancelled_end_ns: l.cancelled_end_ns,
             session_cancelled: l.session_cancelled,
         })
         .collect()

@@ -81,11 +81,25 @@ fn bench(config: &Config, console: &Console) -> i32 {
     match modes::benchmark::run(config, console) {
         Ok(modes::benchmark::Outcome::Completed) => 0,
         Ok(modes::benchmark::Outcome::Interrupted) => modes::progress::INTERRUPTED_EXIT,
-        Ok(modes::benchmark::Outcome::NoneSucceeded { failed, example }) => {
+        Ok(modes::benchmark::Outcome::NoneSucceeded {
+            failed,
+            cancelled,
+            example,
+        }) => {
+            let why = match (failed, cancelled) {
+                (0, c) => format!("{c} cancelled by --request-cancellation-rate"),
+                (f, c) => format!(
+                    "{f} failed{}, e.g. {}",
+                    if c > 0 {
+                        format!(", {c} cancelled")
+                    } else {
+                        String::new()
+                    },
+                    crate::safe_text::Escaped(example.lines().next().unwrap_or("no reason given"))
+                ),
+            };
             console.err_line(format_args!(
-                "error: no request succeeded ({failed} failed, e.g. {}); the result above \
-                 says why",
-                example.lines().next().unwrap_or("no reason given")
+                "error: no request succeeded ({why}); the result above says why"
             ));
             1
         }

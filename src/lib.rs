@@ -25,6 +25,7 @@ pub mod modes;
 pub mod output;
 pub mod pyfmt;
 pub mod runtime;
+pub mod safe_text;
 pub mod server_metrics;
 pub mod sse;
 pub mod tokenizer;

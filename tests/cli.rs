@@ -870,13 +870,19 @@ fn mock_server_needs_no_address() {
 
 #[test]
 fn burstiness_must_be_positive() {
+    let range = "must be a positive, finite number (1 is Poisson, below 1 burstier, above 1 \
+                 steadier)";
     assert_eq!(
         invalid(&["--burstiness", "0"]),
-        "--burstiness 0: must be greater than 0"
+        format!("--burstiness 0: {range}")
     );
     assert_eq!(
         invalid(&["--burstiness", "-1"]),
-        "--burstiness -1: must be greater than 0"
+        format!("--burstiness -1: {range}")
+    );
+    assert_eq!(
+        invalid(&["--burstiness", "1e-310"]),
+        format!("--burstiness 1e-310: {range}")
     );
     assert_eq!(
         ok(&["--burstiness", "0.5", "--request-rate", "40"])
@@ -1384,11 +1390,14 @@ fn metadata_and_headers_are_key_value_pairs() {
 
 #[test]
 fn extra_body_must_be_a_json_object() {
+    // The value is never shown: a request body may carry a secret.
     assert_eq!(
         invalid(&["--extra-body", "[1, 2]"]),
-        "--extra-body '[1, 2]': must be a JSON object"
+        "--extra-body: must be a JSON object ({\"key\": value}), not an array (the value is \
+         not shown: it may hold a secret)"
     );
-    assert!(invalid(&["--extra-body", "{oops"]).starts_with("--extra-body '{oops': invalid JSON: "));
+    assert!(invalid(&["--extra-body", "{oops"])
+        .starts_with("--extra-body: invalid JSON: key must be a string at line 1 column 2"));
 }
 
 #[test]
@@ -1429,7 +1438,8 @@ fn engine_flags_resolve() {
     assert!(invalid(&["--num-cores", "100000"]).contains("cores are available to this process"));
     assert_eq!(
         invalid(&["--request-timeout-sec", "0"]),
-        "--request-timeout-sec 0: must be a positive number of seconds"
+        "--request-timeout-sec 0: must be a positive number of seconds, at most 31536000 \
+         (365 days)"
     );
 }
 

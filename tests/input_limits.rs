@@ -10,7 +10,7 @@ use crate::util::{
 };
 
 /// A run that needs no server: the configuration is refused first.
-fn base() -> Vec<String> {
+pub(crate) fn base() -> Vec<String> {
     [
         "--model",
         "m",
@@ -25,7 +25,7 @@ fn base() -> Vec<String> {
 
 /// The embedded mock with the SmolLM2 tokenizer, for refusals that come after the
 /// configuration (a dataset file's content, the OS limits).
-fn mock() -> Vec<String> {
+pub(crate) fn mock() -> Vec<String> {
     let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
     [
         "--mock-server",
@@ -39,7 +39,7 @@ fn mock() -> Vec<String> {
     .to_vec()
 }
 
-fn args<'a>(base: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn args<'a>(base: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
     base.iter()
         .map(String::as_str)
         .chain(extra.iter().copied())
@@ -47,7 +47,7 @@ fn args<'a>(base: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
 }
 
 /// Exit code 2 and exactly one line on stderr, without a panic; the line.
-fn one_line_refusal(run: Run, what: &str) -> String {
+pub(crate) fn one_line_refusal(run: Run, what: &str) -> String {
     assert_eq!(run.code, 2, "{what}: {}\n{}", run.stdout, run.stderr);
     assert!(!run.stderr.contains("panicked"), "{what}: {}", run.stderr);
     let lines: Vec<&str> = run.stderr.trim_end().lines().collect();
@@ -57,7 +57,7 @@ fn one_line_refusal(run: Run, what: &str) -> String {
 
 /// `extra` after [`base`] is refused by the configuration (in process: nothing else ran);
 /// the line.
-fn refused(extra: &[&str]) -> String {
+pub(crate) fn refused(extra: &[&str]) -> String {
     let b = base();
     one_line_refusal(run_in_process(&args(&b, extra)), &format!("{extra:?}"))
 }

@@ -190,26 +190,24 @@ fn generated_text_is_cut_at_16_bytes_per_allowed_event() {
 }
 
 #[test]
-fn max_response_events_zero_is_refused() {
+fn max_response_events_zero_or_4294967295_is_refused() {
     let server = mock(|_| {});
     let dir = TempDir::new("max-events-zero");
-    let r = vllm_bench(
-        &[
-            "--base-url",
-            &server.base_url(),
-            "--max-response-events",
-            "0",
-        ],
-        dir.path(),
-    );
+    for n in ["0", "4294967295"] {
+        let r = vllm_bench(
+            &["--base-url", &server.base_url(), "--max-response-events", n],
+            dir.path(),
+        );
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "--max-response-events {n}: must be between 1 and 10000000"
+            )),
+            "{}",
+            r.stderr
+        );
+    }
     server.shutdown();
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr
-            .contains("--max-response-events 0: must be at least 1"),
-        "{}",
-        r.stderr
-    );
 }
 
 /// A server whose usage counts 10^18 tokens per response: before, 20 such responses summed to

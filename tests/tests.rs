@@ -17,6 +17,7 @@ mod engine;
 mod fuzz_corpus;
 mod golden;
 mod hf_dataset;
+mod hostile_inputs;
 mod input_limits;
 mod interrupt;
 mod mock_server;

@@ -164,6 +164,10 @@ pub(super) fn resolve(cli: &Cli, backend: Backend) -> Result<DatasetConfig, Conf
             "must be at least 1",
         ));
     }
+    if let Some(m) = d.max_model_len {
+        limits::check_max_model_len(m as u64)
+            .map_err(|why| ConfigError::value("--max-model-len", m, why))?;
+    }
     if let (true, Some(path)) = (d.dataset_name.is_synthetic(), &d.dataset_path) {
         return Err(ConfigError::value(
             "--dataset-path",
@@ -557,7 +561,7 @@ fn random_mm(cli: &Cli) -> Result<RandomMmParams, ConfigError> {
     let m = &cli.dataset.random_mm;
     let ratio = m.random_mm_num_mm_items_range_ratio;
     if !(0.0..=1.0).contains(&ratio) {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--random-mm-num-mm-items-range-ratio",
             ratio,
             "must be in [0, 1]",
@@ -690,11 +694,18 @@ fn custom(cli: &Cli) -> Result<CustomParams, ConfigError> {
 
 fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
     let t = &cli.dataset.timed_trace;
-    if t.timed_trace_chunk_hash_size == 0 {
+    // A block longer than a request may be is never needed whole (prompts are cut to
+    // their length), and its size would be a typo.
+    let most = limits::token_limit(cli.dataset.max_model_len);
+    let chunk = t.timed_trace_chunk_hash_size;
+    if chunk == 0 || chunk as u64 > most {
         return Err(ConfigError::value(
             "--timed-trace-chunk-hash-size",
-            0,
-            "must be at least 1",
+            chunk,
+            format!(
+                "must be between 1 and {most}, the most tokens one request may hold (the \
+                 trace's block size: 512 for Mooncake, 16 for Bailian)"
+            ),
         ));
     }
     // Seconds per timestamp unit: a unit longer than the longest time accepted is a typo
@@ -740,7 +751,7 @@ fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
 fn replay_window(t: &crate::cli::TimedTraceArgs) -> Result<ReplayWindow, ConfigError> {
     let start = t.timed_trace_start_sec;
     if !(start.is_finite() && start >= 0.0) {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--timed-trace-start-sec",
             start,
             "must be a number of seconds >= 0",
@@ -748,7 +759,7 @@ fn replay_window(t: &crate::cli::TimedTraceArgs) -> Result<ReplayWindow, ConfigE
     }
     if let Some(d) = t.timed_trace_duration_sec {
         if !(d.is_finite() && d > 0.0) {
-            return Err(ConfigError::value(
+            return Err(ConfigError::number(
                 "--timed-trace-duration-sec",
                 d,
                 "must be a number of seconds > 0",

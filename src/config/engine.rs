@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use crate::cli::Cli;
+use crate::datasets::limits;
 use crate::http::source::MAX_LOCAL_ADDRS;
 use crate::runtime::{self, DriverChoice};
 
@@ -105,13 +106,22 @@ fn local_addrs(n: usize) -> Result<usize, ConfigError> {
     Ok(n)
 }
 
-/// `--max-response-events`: at least one event (a response with none cannot succeed).
+/// The most `--max-response-events` may allow: 10,000,000, ten times the default. A
+/// response's inter-token gaps (4 bytes an event) and its kept text (16 bytes an event) grow
+/// up to this bound in every worker that receives one, so 4,294,967,295 let one endless
+/// stream take 86 GB; at this bound one response holds at most 40 MB of gaps and 160 MB of
+/// text, and a 10-million-token answer still fits.
+pub const MAX_RESPONSE_EVENTS: u32 = 10_000_000;
+
+/// `--max-response-events`: at least one event (a response with none cannot succeed), at
+/// most [`MAX_RESPONSE_EVENTS`].
 fn max_response_events(n: u32) -> Result<u32, ConfigError> {
-    if n == 0 {
+    if !(1..=MAX_RESPONSE_EVENTS).contains(&n) {
         return Err(ConfigError::value(
             "--max-response-events",
             n,
-            "must be at least 1",
+            "must be between 1 and 10000000 (each event of a response costs up to 20 bytes \
+             while it streams)",
         ));
     }
     Ok(n)
@@ -124,24 +134,25 @@ fn grace(secs: f64) -> Result<Duration, ConfigError> {
         return Ok(Duration::ZERO);
     }
     timeout(FLAG, secs).map_err(|_| {
-        ConfigError::value(
+        ConfigError::number(
             FLAG,
             secs,
-            "must be 0 or a positive, finite number of seconds",
+            "must be 0 or a positive number of seconds, at most 31536000 (365 days)",
         )
     })
 }
 
+/// A positive time of at most [`limits::MAX_SECONDS`] (365 days): a longer one is a typo,
+/// and the engine adds it to the clock (`Instant + Duration` panics on overflow).
 fn timeout(flag: &str, secs: f64) -> Result<Duration, ConfigError> {
-    if secs.is_nan() || secs <= 0.0 {
-        return Err(ConfigError::value(
+    match limits::duration_from_secs(secs) {
+        Ok(d) if secs > 0.0 => Ok(d),
+        _ => Err(ConfigError::number(
             flag,
             secs,
-            "must be a positive number of seconds",
-        ));
+            "must be a positive number of seconds, at most 31536000 (365 days)",
+        )),
     }
-    Duration::try_from_secs_f64(secs)
-        .map_err(|_| ConfigError::value(flag, secs, "must be a finite number of seconds"))
 }
 
 #[cfg(test)]
@@ -197,8 +208,11 @@ mod tests {
         assert_eq!(max_response_events(1).unwrap(), 1);
         assert_eq!(
             max_response_events(0).unwrap_err().to_string(),
-            "--max-response-events 0: must be at least 1"
+            "--max-response-events 0: must be between 1 and 10000000 (each event of a \
+             response costs up to 20 bytes while it streams)"
         );
+        assert!(max_response_events(MAX_RESPONSE_EVENTS).is_ok());
+        assert!(max_response_events(u32::MAX).is_err());
     }
 
     #[test]
@@ -207,7 +221,8 @@ mod tests {
         assert_eq!(grace(2.5).unwrap(), Duration::from_millis(2500));
         assert_eq!(
             grace(-1.0).unwrap_err().to_string(),
-            "--interrupt-grace-sec -1: must be 0 or a positive, finite number of seconds"
+            "--interrupt-grace-sec -1: must be 0 or a positive number of seconds, at most \
+             31536000 (365 days)"
         );
         assert!(grace(f64::NAN).is_err());
     }
@@ -220,7 +235,20 @@ mod tests {
         assert!(timeout("--t", f64::NAN).is_err());
         assert_eq!(
             timeout("--t", f64::INFINITY).unwrap_err().to_string(),
-            "--t inf: must be a finite number of seconds"
+            "--t inf: must be a positive number of seconds, at most 31536000 (365 days)"
+        );
+        assert!(timeout("--t", 31_536_000.0).is_ok());
+    }
+
+    #[test]
+    fn request_timeout_1e308_is_refused_in_a_short_line() {
+        let e = timeout("--request-timeout-sec", 1e308)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--request-timeout-sec 1e+308: must be a positive number of seconds, at most \
+             31536000 (365 days)"
         );
     }
 }

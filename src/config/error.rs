@@ -30,6 +30,18 @@ impl ConfigError {
         Self::invalid(format!("{flag} {}: {reason}", quote(&value)))
     }
 
+    /// `--flag X: reason` for a number given as a float: as typed for the usual ones (`0`,
+    /// `-1`, `0.5`), in Python's `repr` (`1e+308`, `1e-310`) where `Display` would print
+    /// hundreds of digits.
+    pub fn number(flag: &str, x: f64, reason: impl Display) -> Self {
+        let plain = x.to_string();
+        if plain.len() <= 20 {
+            Self::value(flag, plain, reason)
+        } else {
+            Self::value(flag, crate::pyfmt::float_repr(x), reason)
+        }
+    }
+
     /// `--flag: reason`.
     pub fn flag(flag: &str, reason: impl Display) -> Self {
         Self::invalid(format!("{flag}: {reason}"))
@@ -88,6 +100,12 @@ mod tests {
         assert_eq!(e.to_string(), "--burstiness 0: must be greater than 0");
         assert_eq!(e.kind(), ConfigErrorKind::Invalid);
         assert_eq!(e.exit_code(), 2);
+        let e = ConfigError::number("--request-timeout-sec", 1e308, "too long");
+        assert_eq!(e.to_string(), "--request-timeout-sec 1e+308: too long");
+        let e = ConfigError::number("--burstiness", 1e-310, "x");
+        assert_eq!(e.to_string(), "--burstiness 1e-310: x");
+        let e = ConfigError::number("--burstiness", -1.0, "x");
+        assert_eq!(e.to_string(), "--burstiness -1: x");
         let e = ConfigError::value("--header", "a b", "expected KEY=VALUE");
         assert_eq!(e.to_string(), "--header 'a b': expected KEY=VALUE");
     }

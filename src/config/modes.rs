@@ -133,7 +133,7 @@ pub(super) fn steady_state(
     }
     let t = s.steady_state_threshold;
     if !(t > 0.0 && t <= 1.0) {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--steady-state-threshold",
             t,
             "must be in (0, 1]",
@@ -143,7 +143,7 @@ pub(super) fn steady_state(
         .steady_state_min_window
         .filter(|w| !(w.is_finite() && *w > 0.0))
     {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--steady-state-min-window",
             w,
             "must be a positive number of seconds",
@@ -330,6 +330,26 @@ pub(super) fn multi_turn(cli: &Cli) -> Result<Option<MultiTurnConfig>, ConfigErr
         ));
     }
     let (min, max) = (m.multi_turn_min_turns, m.multi_turn_max_turns);
+    if dataset == DatasetName::Random {
+        // Every turn of a synthetic conversation is a request planned before the clock:
+        // 4,000,000,000 turns built for minutes, in silence, until memory ran out.
+        let turns = m.multi_turn_num_turns.max(max);
+        let total = (cli.dataset.num_prompts as u64).saturating_mul(turns as u64);
+        limits::check_requests(total).map_err(|why| {
+            ConfigError::value(
+                "--multi-turn-num-turns",
+                turns,
+                format!(
+                    "{} conversations × {turns} turns: {why}",
+                    cli.dataset.num_prompts
+                ),
+            )
+        })?;
+    }
+    // A wait between turns is a time like any other (at most 365 days).
+    let delay = m.multi_turn_delay_ms;
+    limits::duration_from_secs(delay as f64 / 1000.0)
+        .map_err(|why| ConfigError::value("--multi-turn-delay-ms", delay, why))?;
     if min > 0 && max > 0 && min > max {
         return Err(ConfigError::value(
             "--multi-turn-min-turns",

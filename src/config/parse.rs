@@ -5,12 +5,34 @@ use serde_json::{Map, Value};
 
 use super::ConfigError;
 
-/// A JSON object (`--extra-body`, `--chat-template-kwargs`, …).
+/// A JSON object (`--extra-body`, `--chat-template-kwargs`, …). The error says where the
+/// text stops being JSON (line and column) or what it is instead, never the text itself: a
+/// request body can carry a secret (`{"api_key": "sk-..."}`), and one missing quote would
+/// print it.
 pub(super) fn json_object(flag: &str, text: &str) -> Result<Map<String, Value>, ConfigError> {
+    const HIDDEN: &str = "(the value is not shown: it may hold a secret)";
+    let what = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ConfigError::value(flag, text, "must be a JSON object")),
-        Err(e) => Err(ConfigError::value(flag, text, format!("invalid JSON: {e}"))),
+        Ok(v) => Err(ConfigError::flag(
+            flag,
+            format!(
+                "must be a JSON object ({{\"key\": value}}), not {} {HIDDEN}",
+                what(&v)
+            ),
+        )),
+        Err(e) => Err(ConfigError::flag(
+            flag,
+            // serde_json's syntax errors name the position, not the text.
+            format!("invalid JSON: {e} {HIDDEN}"),
+        )),
     }
 }
 
@@ -75,16 +97,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_malformed_extra_body_never_echoes_its_secret() {
+        for text in [
+            r#"{"api_key": "sk-live-SECRET"#,
+            r#"{"api_key": "sk-live-SECRET",}"#,
+            r#"["sk-live-SECRET"]"#,
+            r#""sk-live-SECRET""#,
+            "{'api_key': 'sk-live-SECRET'}",
+        ] {
+            let e = json_object("--extra-body", text).unwrap_err().to_string();
+            assert!(!e.contains("SECRET"), "{e}");
+            assert!(e.starts_with("--extra-body: "), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
     fn shared_forms() {
         assert!(json_object("--x", r#"{"a": 1}"#).is_ok());
         assert_eq!(
             json_object("--x", "[1]").unwrap_err().to_string(),
-            "--x '[1]': must be a JSON object"
+            "--x: must be a JSON object ({\"key\": value}), not an array (the value is not \
+             shown: it may hold a secret)"
         );
         assert!(json_object("--x", "{a")
             .unwrap_err()
             .to_string()
-            .starts_with("--x '{a': invalid JSON: "));
+            .starts_with("--x: invalid JSON: key must be a string at line 1 column 2"));
         assert_eq!(
             comma_list("--l", "1, 2", |s| s
                 .parse::<u8>()

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::ConfigError;
 use crate::cli::{Cli, DatasetName, RampUp, RampUpStrategy};
 use crate::datasets::limits::{self, SecondsError};
+use crate::engine::schedule::MAX_RAMP_RPS;
 use crate::pyfmt::float_repr;
 
 /// How requests are released.
@@ -59,18 +60,21 @@ impl RateConfig {
 pub(super) fn resolve(cli: &Cli) -> Result<RateConfig, ConfigError> {
     let r = &cli.rate;
     if r.request_rate.is_nan() || r.request_rate <= 0.0 {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--request-rate",
             r.request_rate,
             "must be greater than 0 (inf sends every request at once)",
         ));
     }
     schedulable("--request-rate", r.request_rate, cli.dataset.num_prompts)?;
-    if !(r.burstiness.is_finite() && r.burstiness > 0.0) {
-        return Err(ConfigError::value(
+    // Its reciprocal is the gamma scale: a subnormal burstiness would make it infinite.
+    let b = r.burstiness;
+    if !(b.is_finite() && b > 0.0 && (1.0 / b).is_finite()) {
+        return Err(ConfigError::number(
             "--burstiness",
-            r.burstiness,
-            "must be greater than 0",
+            b,
+            "must be a positive, finite number (1 is Poisson, below 1 burstier, above 1 \
+             steadier)",
         ));
     }
     if r.max_concurrency == Some(0) {
@@ -81,7 +85,7 @@ pub(super) fn resolve(cli: &Cli) -> Result<RateConfig, ConfigError> {
         ));
     }
     if !(r.probe_request_rate.is_finite() && r.probe_request_rate >= 0.0) {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--probe-request-rate",
             r.probe_request_rate,
             "must be a non-negative number",
@@ -182,7 +186,7 @@ fn ramp_up(cli: &Cli) -> Result<Option<RampUp>, ConfigError> {
         return Ok(None);
     };
     if r.request_rate.is_finite() {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--request-rate",
             r.request_rate,
             "conflicts with --ramp-up-strategy, which controls the rate; remove --request-rate",
@@ -198,6 +202,16 @@ fn ramp_up(cli: &Cli) -> Result<Option<RampUp>, ConfigError> {
         if v < 0 {
             return Err(ConfigError::value(flag, v, "must be non-negative"));
         }
+    }
+    if end.unsigned_abs() > MAX_RAMP_RPS {
+        return Err(ConfigError::value(
+            "--ramp-up-end-rps",
+            end,
+            format!(
+                "must be at most {MAX_RAMP_RPS} requests per second (the result lists every \
+                 integer rate the ramp passes)"
+            ),
+        ));
     }
     if start > end {
         return Err(ConfigError::value(

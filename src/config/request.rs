@@ -136,6 +136,15 @@ pub(super) fn options(cli: &Cli, sampling: &SamplingParams) -> Result<RequestOpt
     // Warm-ups are requests too, built before they are sent.
     limits::check_requests(r.num_warmups as u64)
         .map_err(|why| ConfigError::value("--num-warmups", r.num_warmups, why))?;
+    // Added to the clock: 18446744073709551615 panicked (`Instant + Duration` overflows).
+    let ready = r.ready_check_timeout_sec;
+    limits::duration_from_secs(ready as f64).map_err(|why| {
+        ConfigError::value(
+            "--ready-check-timeout-sec",
+            ready,
+            format!("{why}; 0 skips the check"),
+        )
+    })?;
     if let Some(p) = &r.request_id_prefix {
         no_control("--request-id-prefix", p)?;
     }
@@ -220,8 +229,34 @@ fn header(item: &str) -> Result<(String, String), ConfigError> {
             ),
         ));
     }
+    if let Some(why) = header_we_write(&name) {
+        return Err(ConfigError::flag(&format!("--header {name}"), why));
+    }
     no_control(&format!("--header {name}"), &value)?;
     Ok((name, value))
+}
+
+/// Why `--header NAME` is refused, when it names a header vllm-bench writes itself per
+/// request: the client frames every body itself (a second `Content-Length` or a
+/// `Transfer-Encoding` would make the server read the body wrong or refuse it: request
+/// smuggling's recipe), and `Expect`/`Upgrade` ask for an exchange it does not speak.
+/// `Host`, `User-Agent` and `Accept` are not here: a `--header` of those replaces ours
+/// (`http::request::HeadTemplate`). docs/flags.md says the same.
+fn header_we_write(name: &str) -> Option<&'static str> {
+    let is = |n: &str| name.eq_ignore_ascii_case(n);
+    if is("content-length") || is("transfer-encoding") {
+        Some("vllm-bench frames every request body itself; remove this header")
+    } else if is("content-type") {
+        Some("set per API by vllm-bench (JSON, or multipart with its boundary); remove this header")
+    } else if is("x-request-id") {
+        Some("set per request by vllm-bench; use --request-id-prefix to choose the ids")
+    } else if is("x-session-id") {
+        Some("set per conversation by vllm-bench; remove this header")
+    } else if is("expect") || is("upgrade") || is("te") || is("trailer") {
+        Some("asks for an HTTP exchange vllm-bench does not speak; remove this header")
+    } else {
+        None
+    }
 }
 
 /// `bench-<8 hex>-`: random per run, except for the shards of one run (`--shard`), which
@@ -291,6 +326,21 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains("sk-1"), "{e}");
+        for framing in [
+            "Content-Length=5",
+            "transfer-encoding: chunked",
+            "Expect: 100-continue",
+        ] {
+            let e = header(framing).unwrap_err().to_string();
+            assert!(e.starts_with("--header "), "{e}");
+            assert!(e.contains("remove this header"), "{e}");
+        }
+        assert!(header("x-request-id=a")
+            .unwrap_err()
+            .to_string()
+            .contains("--request-id-prefix"));
+        assert!(header("Host: example.com").is_ok(), "Host replaces ours");
+        assert!(header("Connection: close").is_ok());
         let e = header("x-a: sk-1\r\nX-Evil: 1").unwrap_err().to_string();
         assert!(
             e.starts_with("--header x-a: contains a control character (CR)"),

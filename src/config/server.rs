@@ -7,6 +7,7 @@
 use super::ConfigError;
 use crate::cli::{Backend, Cli, ReplicaAffinity};
 use crate::http::url::{self, BaseUrl};
+use crate::safe_text::redact_url;
 
 /// Where the server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +76,7 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerCon
         if let Some(url) = s.base_url.first() {
             return Err(ConfigError::value(
                 "--base-url",
-                url,
+                redact_url(url),
                 "conflicts with --mock-server (the embedded mock picks its own loopback address)",
             ));
         }
@@ -158,12 +159,13 @@ fn base_urls(given: &[String]) -> Result<Vec<BaseUrl>, ConfigError> {
                 Some(path) => format!("--base-url @{path}:"),
                 None => "--base-url".to_owned(),
             };
-            let url = BaseUrl::parse(&text).map_err(|why| ConfigError::value(&flag, &text, why))?;
+            let url = BaseUrl::parse(&text)
+                .map_err(|why| ConfigError::value(&flag, redact_url(&text), why))?;
             if let Some(first) = urls.first() {
                 if url.scheme != first.scheme || url.path_prefix != first.path_prefix {
                     return Err(ConfigError::value(
                         &flag,
-                        &text,
+                        redact_url(&text),
                         format!(
                             "every replica needs the first one's scheme and path ({first}): \
                              replicas of one model differ in host and port only"
@@ -174,7 +176,7 @@ fn base_urls(given: &[String]) -> Result<Vec<BaseUrl>, ConfigError> {
             if urls.contains(&url) {
                 return Err(ConfigError::value(
                     &flag,
-                    &text,
+                    redact_url(&text),
                     "given twice: each replica once",
                 ));
             }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::ConfigError;
 use crate::cli::Cli;
 use crate::http::url::BaseUrl;
+use crate::safe_text::redact_url;
 
 /// Shortest and longest `--server-metrics-interval` (seconds): below 10 ms the scrape costs
 /// more than it tells; above an hour no run has a sample in between.
@@ -26,7 +27,7 @@ pub(super) fn resolve(cli: &Cli) -> Result<ServerMetricsConfig, ConfigError> {
     let a = &cli.server_metrics;
     let secs = a.server_metrics_interval;
     if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&secs) {
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             "--server-metrics-interval",
             secs,
             format!("must be between {MIN_INTERVAL} and {MAX_INTERVAL} seconds"),
@@ -45,7 +46,7 @@ pub(super) fn resolve(cli: &Cli) -> Result<ServerMetricsConfig, ConfigError> {
             BaseUrl::parse(u).map_err(|why| {
                 ConfigError::value(
                     "--server-metrics-url",
-                    u,
+                    redact_url(u),
                     format!("{why}; e.g. http://host:9400/metrics"),
                 )
             })

@@ -70,7 +70,7 @@ pub fn resolve(cli: &Cli) -> Result<ShardConfig, ConfigError> {
     let start_at = cli.shard.start_at;
     if let Some(t) = start_at {
         if !(t.is_finite() && t > 0.0) {
-            return Err(ConfigError::value(
+            return Err(ConfigError::number(
                 "--start-at",
                 t,
                 "expected a Unix time in seconds, e.g. $(( $(date +%s) + 30 ))",

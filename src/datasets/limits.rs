@@ -24,6 +24,11 @@ pub const MAX_SECONDS: f64 = 31_536_000.0;
 /// tokens took 12.8 GB before failing. `--max-model-len` raises it for a longer context.
 pub const MAX_TOKENS_PER_REQUEST: u64 = 1 << 20;
 
+/// The most `--max-model-len` may say: 16,777,216 tokens (2^24), above every context window
+/// served today (10 million for the longest). It lifts [`MAX_TOKENS_PER_REQUEST`], so without
+/// a bound `--max-model-len 999999999999` let one prompt ask for 32 GB before the run.
+pub const MAX_MODEL_LEN: u64 = 1 << 24;
+
 /// The most requests one run may plan: 10,000,000. Far below the engine's real limit (its
 /// records are indexed by `u32`, 4,294,967,295), but every planned request is built before the
 /// clock starts (its full request bytes, its schedule entry, its reserved record), so ten
@@ -111,6 +116,11 @@ pub enum SizeError {
     ImagePixels { height: u64, width: u64 },
     #[error("{items} items in one request are more than the 256 allowed")]
     Items { items: u64 },
+    #[error(
+        "{tokens} tokens are more than the 16777216 (2^24) vllm-bench accepts as a context \
+         window (every prompt is built in memory before the clock starts)"
+    )]
+    MaxModelLen { tokens: u64 },
 }
 
 /// One generated image of `height` × `width` pixels fits.
@@ -131,11 +141,21 @@ pub fn check_items(items: u64) -> Result<(), SizeError> {
 }
 
 /// The most tokens one request may hold: [`MAX_TOKENS_PER_REQUEST`], or `--max-model-len`
-/// when that is larger (the user vouches for the model's context).
+/// when that is larger (the user vouches for the model's context), never more than
+/// [`MAX_MODEL_LEN`].
 pub fn token_limit(max_model_len: Option<usize>) -> u64 {
     max_model_len.map_or(MAX_TOKENS_PER_REQUEST, |m| {
-        MAX_TOKENS_PER_REQUEST.max(m as u64)
+        MAX_TOKENS_PER_REQUEST.max((m as u64).min(MAX_MODEL_LEN))
     })
+}
+
+/// `--max-model-len` is at most [`MAX_MODEL_LEN`].
+pub fn check_max_model_len(tokens: u64) -> Result<(), SizeError> {
+    if tokens <= MAX_MODEL_LEN {
+        Ok(())
+    } else {
+        Err(SizeError::MaxModelLen { tokens })
+    }
 }
 
 /// `tokens` (a prompt, an output, or both) fits one request.
@@ -232,6 +252,11 @@ mod tests {
         );
         // A small --max-model-len does not lower the ceiling: it filters requests instead.
         assert!(check_tokens(10_000, Some(4096)).is_ok());
+        // --max-model-len lifts the ceiling, but only up to MAX_MODEL_LEN.
+        assert!(check_tokens(999_999_999_999, Some(999_999_999_999)).is_err());
+        assert!(check_tokens(MAX_MODEL_LEN, Some(999_999_999_999)).is_ok());
+        assert!(check_max_model_len(MAX_MODEL_LEN).is_ok());
+        assert!(check_max_model_len(999_999_999_999).is_err());
         assert!(check_requests(MAX_REQUESTS).is_ok());
         assert!(check_requests(u64::MAX).is_err());
         assert_eq!(jittered_max(1000, 0.5), 1500);

@@ -224,6 +224,8 @@ pub struct WorkerLog {
     pub session_ended: u32,
     /// Requests cancelled on purpose (`Workload::cancel`): counted, not recorded.
     pub cancelled: u32,
+    /// When the last of them ended (ns since the epoch): the run lasted that long too.
+    pub cancelled_end_ns: u64,
     /// Requests never sent because an earlier request of their session was cancelled.
     pub session_cancelled: u32,
 }
@@ -241,6 +243,7 @@ impl WorkerLog {
             }),
             session_ended: 0,
             cancelled: 0,
+            cancelled_end_ns: 0,
             session_cancelled: 0,
         }
     }
@@ -284,7 +287,7 @@ pub struct Merged {
     pub per_core: Vec<Histograms>,
     /// Failure counts by kind (oha's `ResultData` idea), for the failure summary.
     pub failures_by_kind: BTreeMap<String, usize>,
-    /// Latest end of any request, ns since the epoch.
+    /// Latest end of any request (cancelled ones included), ns since the epoch.
     pub last_end_ns: u64,
 }
 
@@ -303,6 +306,8 @@ pub struct CoreOutputs {
     pub session_ended: usize,
     /// Requests cancelled on purpose (in no record).
     pub cancelled: usize,
+    /// When the last of them ended (ns since the epoch).
+    pub cancelled_end_ns: u64,
     /// Requests never sent because an earlier request of their session was cancelled.
     pub session_cancelled: usize,
 }
@@ -323,6 +328,7 @@ pub fn outputs(logs: Vec<WorkerLog>) -> CoreOutputs {
     for log in logs {
         out.session_ended += log.session_ended as usize;
         out.cancelled += log.cancelled as usize;
+        out.cancelled_end_ns = out.cancelled_end_ns.max(log.cancelled_end_ns);
         out.session_cancelled += log.session_cancelled as usize;
         for rec in log.records {
             out.outputs.push(to_output(&rec, &log.itl_ns, &log.text));
@@ -342,6 +348,8 @@ pub fn merge(cores: Vec<CoreOutputs>, core_histograms: Vec<Histograms>, total: u
     for h in &core_histograms {
         histograms.add(h);
     }
+    // Cancelled requests are in no record, but the run lasted until they ended too.
+    let cancelled_end_ns = cores.iter().map(|c| c.cancelled_end_ns).max().unwrap_or(0);
     let n: usize = cores.iter().map(|c| c.records.len()).sum();
     let mut cores = cores;
     let largest = (0..cores.len())
@@ -355,7 +363,12 @@ pub fn merge(cores: Vec<CoreOutputs>, core_histograms: Vec<Histograms>, total: u
         records.append(&mut core.records);
         outputs.append(&mut core.outputs);
     }
-    let last_end_ns = records.iter().map(|r| r.end_ns).max().unwrap_or(0);
+    let last_end_ns = records
+        .iter()
+        .map(|r| r.end_ns)
+        .max()
+        .unwrap_or(0)
+        .max(cancelled_end_ns);
     // Positions in request order; the indexes at or past `total` sort last and are cut.
     let mut order: Vec<u32> = (0..records.len() as u32).collect();
     order.sort_unstable_by_key(|&i| records[i as usize].index);

@@ -42,15 +42,27 @@ pub fn current_rate(spec: &RateSpec, index: usize, total: usize) -> f64 {
     }
 }
 
+/// The highest rate a ramp-up may reach (`--ramp-up-end-rps`): 100,000 requests per second,
+/// above what one client machine sends. The result lists every integer rate the ramp passes
+/// (Python's `rps_change_events`), so the list grows with the end rate, not with the run:
+/// `--ramp-up-end-rps 1000000000` ran the benchmark and then lost its result allocating
+/// 3.4 GB for it. Checked before the clock (`config`), and held here too.
+pub const MAX_RAMP_RPS: u64 = 100_000;
+
 /// Why no schedule can be drawn from a rate spec.
 #[derive(Debug, thiserror::Error)]
 pub enum ScheduleError {
-    #[error("--burstiness {0}: a positive burstiness factor is expected")]
+    #[error(
+        "--burstiness {}: must be a positive, finite number (1 is Poisson, below 1 burstier, \
+         above 1 steadier)",
+        crate::pyfmt::float_repr(*.0)
+    )]
     Burstiness(f64),
-    #[error("the request rate for request {index} is {rate}; it must be positive")]
+    #[error(
+        "the request rate for request {index} is {}; it must be positive",
+        crate::pyfmt::float_repr(*rate)
+    )]
     Rate { index: usize, rate: f64 },
-    #[error("gamma distribution: {0}")]
-    Gamma(rand_distr::GammaError),
 }
 
 /// Arrival offsets (seconds) for `total` requests. Returns `None` when every offset is zero
@@ -63,6 +75,20 @@ pub fn arrival_offsets(spec: &RateSpec, total: usize) -> Result<Option<Vec<f64>>
         return Ok(None);
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(spec.seed);
+    // Gaps of mean 1 (shape = burstiness, scale = 1/burstiness), divided by the rate: the
+    // same law as Python's `gamma(shape=b, scale=1/(rate·b))`, but `rate·b` cannot overflow
+    // (`--burstiness 1e308` made the scale 0 and the run fail).
+    let unit_gap = if spec.burstiness.is_infinite() {
+        None
+    } else {
+        let scale = 1.0 / spec.burstiness; // infinite for a subnormal burstiness
+        Some(
+            Gamma::new(spec.burstiness, scale)
+                .ok()
+                .filter(|_| scale.is_finite())
+                .ok_or(ScheduleError::Burstiness(spec.burstiness))?,
+        )
+    };
     let mut delays = Vec::with_capacity(total);
     let mut acc = 0.0f64;
     for i in 0..total {
@@ -70,15 +96,10 @@ pub fn arrival_offsets(spec: &RateSpec, total: usize) -> Result<Option<Vec<f64>>
         if rate <= 0.0 || rate.is_nan() {
             return Err(ScheduleError::Rate { index: i, rate });
         }
-        let gap = if rate.is_infinite() {
-            0.0
-        } else if spec.burstiness.is_infinite() {
-            1.0 / rate
-        } else {
-            let scale = 1.0 / (rate * spec.burstiness);
-            Gamma::new(spec.burstiness, scale)
-                .map_err(ScheduleError::Gamma)?
-                .sample(&mut rng)
+        let gap = match &unit_gap {
+            _ if rate.is_infinite() => 0.0,
+            None => 1.0 / rate,
+            Some(gamma) => gamma.sample(&mut rng) / rate,
         };
         acc += gap;
         delays.push(acc);
@@ -98,15 +119,16 @@ pub fn arrival_offsets(spec: &RateSpec, total: usize) -> Result<Option<Vec<f64>>
 
 /// Python's `rps_change_events` for a ramp-up, as `(rps, arrival offset in seconds)`: the start
 /// rate at offset 0, then every integer rate the ramp passes, stamped with the arrival of the
-/// first request sent at that rate or above. Empty without ramp-up.
+/// first request sent at that rate or above. Empty without ramp-up. At most
+/// [`MAX_RAMP_RPS`] + 1 entries: rates above it are not listed.
 pub fn rps_changes(spec: &RateSpec, offsets: &[f64]) -> Vec<(u64, f64)> {
     let Some(ramp) = spec.ramp_up else {
         return Vec::new();
     };
-    let mut last = ramp.start_rps;
+    let mut last = ramp.start_rps.min(MAX_RAMP_RPS);
     let mut events = vec![(last, 0.0)];
     for (i, &at) in offsets.iter().enumerate() {
-        let rate = current_rate(spec, i, offsets.len()) as u64;
+        let rate = (current_rate(spec, i, offsets.len()) as u64).min(MAX_RAMP_RPS);
         if rate > last {
             events.extend((last + 1..=rate).map(|r| (r, at)));
             last = rate;
@@ -302,5 +324,42 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--burstiness"));
+    }
+
+    #[test]
+    fn burstiness_1e308_gives_constant_gaps_instead_of_a_gamma_error() {
+        for rate in [1.0, 1e300, f64::MAX] {
+            let d = arrival_offsets(&spec(rate, 1e308), 4).unwrap().unwrap();
+            assert!(d.iter().all(|x| x.is_finite()), "{d:?}");
+        }
+        let d = arrival_offsets(&spec(10.0, 1e308), 4).unwrap().unwrap();
+        for (i, x) in d.iter().enumerate() {
+            assert!((x - 0.1 * (i + 1) as f64).abs() < 1e-9, "{d:?}");
+        }
+        // A burstiness whose reciprocal overflows names the flag and the range.
+        let e = arrival_offsets(&spec(1.0, 1e-310), 3)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--burstiness 1e-310: must be a positive, finite number (1 is Poisson, below 1 \
+             burstier, above 1 steadier)"
+        );
+    }
+
+    #[test]
+    fn ramp_up_end_rps_1e9_lists_a_bounded_number_of_changes() {
+        let spec = RateSpec {
+            ramp_up: Some(RampUp {
+                strategy: RampUpStrategy::Linear,
+                start_rps: 1,
+                end_rps: 1_000_000_000,
+            }),
+            ..spec(f64::INFINITY, 1.0)
+        };
+        let offsets = arrival_offsets(&spec, 3).unwrap().unwrap();
+        let events = rps_changes(&spec, &offsets);
+        assert_eq!(events.len() as u64, MAX_RAMP_RPS);
+        assert_eq!(events.last().unwrap().0, MAX_RAMP_RPS);
     }
 }

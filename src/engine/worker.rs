@@ -439,6 +439,7 @@ impl Worker {
             log.itl_ns.truncate(rec.itl.start as usize);
             log.text.truncate(rec.text.start as usize);
             log.cancelled += 1;
+            log.cancelled_end_ns = log.cancelled_end_ns.max(rec.end_ns);
             self.shared.completed.fetch_add(1, Ordering::Relaxed);
             return;
         }

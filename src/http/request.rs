@@ -51,7 +51,10 @@ pub struct HeadTemplate {
 
 impl HeadTemplate {
     /// `extra_headers` are `(name, value)` pairs (`--header`, `Authorization`, ...); they were
-    /// validated by the caller (no CR/LF).
+    /// validated by the caller (no CR/LF, none of the framing headers each request gets).
+    /// One named `Host`, `User-Agent` or `Accept` replaces ours (sent once, in our place):
+    /// a server behind a proxy may route by `Host`, and two `Host` lines are a request
+    /// servers must refuse (RFC 9112 §3.2).
     pub fn new(
         method: Method,
         path: &str,
@@ -59,14 +62,29 @@ impl HeadTemplate {
         extra_headers: &[(String, String)],
     ) -> Self {
         let method = method.as_str();
-        let mut prefix = format!("{method} {path} HTTP/1.1\r\nHost: {host_header}\r\n");
-        prefix.push_str(concat!(
-            "User-Agent: vllm-bench/",
-            env!("CARGO_PKG_VERSION"),
-            "\r\n"
+        let ours = |name: &str, default: &str| -> String {
+            let given = extra_headers
+                .iter()
+                .rev()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name));
+            match given {
+                Some((n, v)) => format!("{n}: {v}\r\n"),
+                None => format!("{name}: {default}\r\n"),
+            }
+        };
+        let mut prefix = format!("{method} {path} HTTP/1.1\r\n");
+        prefix.push_str(&ours("Host", host_header));
+        prefix.push_str(&ours(
+            "User-Agent",
+            concat!("vllm-bench/", env!("CARGO_PKG_VERSION")),
         ));
-        prefix.push_str("Accept: */*\r\n");
-        for (name, value) in extra_headers {
+        prefix.push_str(&ours("Accept", "*/*"));
+        let replaced = |name: &str| {
+            ["Host", "User-Agent", "Accept"]
+                .iter()
+                .any(|ours| name.eq_ignore_ascii_case(ours))
+        };
+        for (name, value) in extra_headers.iter().filter(|(n, _)| !replaced(n)) {
             prefix.push_str(name);
             prefix.push_str(": ");
             prefix.push_str(value);
@@ -255,6 +273,29 @@ mod tests {
         let parts = t.build_parts(Some("r"), Some("application/json"), pieces);
         assert_eq!(parts.to_vec(), whole.to_vec());
         assert_eq!(parts.parts.len(), 4, "empty parts are dropped");
+    }
+
+    #[test]
+    fn a_host_header_given_replaces_ours_and_is_sent_once() {
+        let given = [
+            ("host".to_owned(), "api.example.com".to_owned()),
+            ("User-Agent".to_owned(), "mine/1".to_owned()),
+            ("X-A".to_owned(), "1".to_owned()),
+        ];
+        let req = HeadTemplate::new(Method::Post, "/v1/completions", "10.0.0.1:8000", &given)
+            .build(None, Some("application/json"), b"{}");
+        let text = String::from_utf8(req.to_vec()).unwrap();
+        assert!(text.starts_with("POST /v1/completions HTTP/1.1\r\nhost: api.example.com\r\n"));
+        let count = |name: &str| {
+            text.lines()
+                .filter(|l| l.to_ascii_lowercase().starts_with(&format!("{name}:")))
+                .count()
+        };
+        for name in ["host", "user-agent", "accept", "x-a", "content-length"] {
+            assert_eq!(count(name), 1, "{name} in {text}");
+        }
+        assert!(!text.contains("10.0.0.1"));
+        assert!(text.contains("User-Agent: mine/1\r\n"));
     }
 
     #[test]

@@ -9,6 +9,8 @@
 
 use std::net::{Ipv6Addr, SocketAddr, ToSocketAddrs};
 
+use crate::safe_text::redact_url;
+
 /// Why a string is not a usable base URL or host: one phrase, which the configuration puts
 /// after the flag and its value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -119,7 +121,7 @@ impl BaseUrl {
         } else if url.contains("://") {
             return Err(UrlError::Scheme);
         } else {
-            return Err(UrlError::MissingScheme(url.to_owned()));
+            return Err(UrlError::MissingScheme(redact_url(url).into_owned()));
         };
         if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(UrlError::Whitespace);

@@ -139,10 +139,10 @@ pub fn calculate_metrics(
         failed: outputs.len() as u64 - completed,
         total_input,
         total_output,
-        request_throughput: completed as f64 / dur_s,
-        request_goodput: good_completed as f64 / dur_s,
-        output_throughput: total_output as f64 / dur_s,
-        total_token_throughput: total_input.saturating_add(total_output) as f64 / dur_s,
+        request_throughput: per_second(completed, dur_s),
+        request_goodput: per_second(good_completed, dur_s),
+        output_throughput: per_second(total_output, dur_s),
+        total_token_throughput: per_second(total_input.saturating_add(total_output), dur_s),
         ttft: MetricStats::from_seconds(ttfts, selected_percentiles),
         ttfo: MetricStats::from_seconds(ttfos, selected_percentiles),
         no_output_token,
@@ -152,9 +152,21 @@ pub fn calculate_metrics(
         e2el: MetricStats::from_seconds(e2els, selected_percentiles),
         max_output_tokens_per_s: peaks.max_output_tokens_per_s,
         max_concurrent_requests: peaks.max_concurrent_requests,
-        rtfx: 0.0 / dur_s,
+        rtfx: 0.0,
     };
     (metrics, actual_output_lens)
+}
+
+/// `count` per second of the run: Python's `count / dur_s`, and 0.0 when nothing was
+/// counted. Python's duration is never 0 (it times the whole `benchmark()`), ours is the end
+/// of the last request: a run whose every request was cancelled or never sent measured
+/// nothing, and `0 / 0` would print `nan` where Python prints `0.00`.
+fn per_second(count: u64, dur_s: f64) -> f64 {
+    if count == 0 {
+        0.0
+    } else {
+        count as f64 / dur_s
+    }
 }
 
 /// Output length per request: usage `output_tokens`, else the token count of the generated
@@ -192,9 +204,9 @@ pub fn calculate_metrics_for_embeddings(
         failed: outputs.len() as u64 - completed,
         total_input,
         total_input_sequences,
-        request_throughput: completed as f64 / dur_s,
-        input_sequence_throughput: total_input_sequences as f64 / dur_s,
-        total_token_throughput: total_input as f64 / dur_s,
+        request_throughput: per_second(completed, dur_s),
+        input_sequence_throughput: per_second(total_input_sequences, dur_s),
+        total_token_throughput: per_second(total_input, dur_s),
         e2el: MetricStats::from_seconds(e2els, selected_percentiles),
     }
 }
@@ -387,6 +399,24 @@ mod tests {
         assert_eq!(m.completed, 0);
         assert_eq!(m.ttft.percentiles_ms, vec![(50.0, 0.0)]);
         assert_eq!(m.max_concurrent_requests, 0);
+    }
+
+    #[test]
+    fn a_run_of_zero_duration_has_zero_throughput_not_nan() {
+        // Every request cancelled: nothing recorded, duration 0.
+        let (m, _) = calculate_metrics(&[], 0.0, &never_called, &[99.0], &GoodputConfig::default());
+        for x in [
+            m.request_throughput,
+            m.request_goodput,
+            m.output_throughput,
+            m.total_token_throughput,
+            m.rtfx,
+        ] {
+            assert_eq!(x, 0.0);
+        }
+        let e = calculate_metrics_for_embeddings(&[], 0.0, &[99.0]);
+        assert_eq!(e.request_throughput, 0.0);
+        assert_eq!(e.total_token_throughput, 0.0);
     }
 
     #[test]

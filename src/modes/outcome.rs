@@ -14,7 +14,9 @@ pub enum Outcome {
     /// wrong port or protocol): a script must be able to tell this from a good run.
     NoneSucceeded {
         failed: usize,
-        /// One failure's reason, for the closing line.
+        /// Requests the client cancelled on purpose (`--request-cancellation-rate`).
+        cancelled: usize,
+        /// One failure's reason, for the closing line (empty when none failed).
         example: String,
     },
     /// `--slo-search` found no value that meets every term (even the lowest probe missed,
@@ -23,16 +25,19 @@ pub enum Outcome {
 }
 
 /// How the measured run ended: interrupted first, then whether anything succeeded.
-pub fn outcome(outputs: &[RequestOutput], interrupted: bool) -> Outcome {
+/// `cancelled` requests (in no output) count as sent without success: a run whose every
+/// request was cancelled succeeded in nothing (exit 1, as docs/flags.md says).
+pub fn outcome(outputs: &[RequestOutput], cancelled: usize, interrupted: bool) -> Outcome {
     if interrupted {
         return Outcome::Interrupted;
     }
-    if outputs.is_empty() || outputs.iter().any(|o| o.success) {
+    if (outputs.is_empty() && cancelled == 0) || outputs.iter().any(|o| o.success) {
         return Outcome::Completed;
     }
     Outcome::NoneSucceeded {
         failed: outputs.len(),
-        example: outputs[0].error.clone(),
+        cancelled,
+        example: outputs.first().map(|o| o.error.clone()).unwrap_or_default(),
     }
 }
 
@@ -70,14 +75,32 @@ mod tests {
     fn outcome_is_interrupted_first_then_whether_anything_succeeded() {
         let failed = [output(false, "Bad Gateway"), output(false, "x")];
         let mixed = [output(false, "x"), output(true, "")];
-        assert_eq!(outcome(&failed, true), Outcome::Interrupted);
-        assert_eq!(outcome(&mixed, false), Outcome::Completed);
-        assert_eq!(outcome(&[], false), Outcome::Completed, "nothing planned");
+        assert_eq!(outcome(&failed, 0, true), Outcome::Interrupted);
+        assert_eq!(outcome(&mixed, 0, false), Outcome::Completed);
+        assert_eq!(outcome(&mixed, 5, false), Outcome::Completed);
         assert_eq!(
-            outcome(&failed, false),
+            outcome(&[], 0, false),
+            Outcome::Completed,
+            "nothing planned"
+        );
+        assert_eq!(
+            outcome(&failed, 0, false),
             Outcome::NoneSucceeded {
                 failed: 2,
+                cancelled: 0,
                 example: "Bad Gateway".into()
+            }
+        );
+    }
+
+    #[test]
+    fn every_request_cancelled_is_none_succeeded() {
+        assert_eq!(
+            outcome(&[], 100, false),
+            Outcome::NoneSucceeded {
+                failed: 0,
+                cancelled: 100,
+                example: String::new()
             }
         );
     }

@@ -151,7 +151,11 @@ impl Runs {
             Runs::One(p) => {
                 let m = point::measure(plan, config, p)?;
                 point::finish(config, plan, p, &m, &Reporting::default())?;
-                Ok(outcome(&m.report.merged.outputs, m.interrupted))
+                Ok(outcome(
+                    &m.report.merged.outputs,
+                    m.report.cancelled,
+                    m.interrupted,
+                ))
             }
             Runs::Sweep {
                 axis,
@@ -216,7 +220,11 @@ fn sweep(
         if let Some(w) = cache.observe(&what, sent_by(plan, p), &m.server_metrics) {
             plan.console.warning(w);
         }
-        outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
+        outcomes.push(outcome(
+            &m.report.merged.outputs,
+            m.report.cancelled,
+            m.interrupted,
+        ));
         reports.push(f.report);
         steady.push(f.steady_state);
         interrupted.push(m.interrupted);
@@ -282,7 +290,11 @@ fn repeat(plan: &mut Plan, config: &Config, p: &Point, runs: usize) -> Result<Ou
         if let Some(w) = cache.observe(&what, sent_by(plan, p), &m.server_metrics) {
             plan.console.warning(w);
         }
-        outcomes.push(outcome(&m.report.merged.outputs, m.interrupted));
+        outcomes.push(outcome(
+            &m.report.merged.outputs,
+            m.report.cancelled,
+            m.interrupted,
+        ));
         reports.push(f.report);
         interrupted.push(m.interrupted);
         documents.extend(f.document);

@@ -264,7 +264,7 @@ impl StartCheck {
                 format!("Shard {}:", s.shard),
                 f.ready_ms,
                 f.late_ms,
-                crate::output::printable::printable(&f.host),
+                crate::safe_text::escape(&f.host),
             );
         }
         let _ = writeln!(out, "{}", "=".repeat(50));
@@ -306,7 +306,7 @@ impl StartCheck {
             .iter()
             .filter(|s| s.facts.ntp_synchronized != Some(true))
             .map(|s| {
-                let host = crate::output::printable::printable(&s.facts.host);
+                let host = crate::safe_text::escape(&s.facts.host);
                 format!("{} ({host})", s.shard)
             })
             .collect();

@@ -17,14 +17,14 @@
 //! are exact (`metrics::comparison`); only the printing rounds.
 //!
 //! Every string from a file (its path, its facts such as a server-supplied `model_id`, its
-//! keys) is printed through [`printable`]: a control character shows as an escape instead
+//! keys) is printed through [`escape`]: a control character shows as an escape instead
 //! of acting on the terminal.
 
 use std::fmt::Write as _;
 
-use super::printable::printable;
 use super::result_file::SavedResult;
 use crate::metrics::comparison::{rows, Change, ComparedMetric, Num};
+use crate::safe_text::escape;
 
 /// Column letters: A is the baseline.
 fn letter(i: usize) -> String {
@@ -90,8 +90,8 @@ pub fn workload_warnings(results: &[SavedResult]) -> Vec<String> {
             if a != b {
                 evidence.push(format!(
                     "num_prompts {} vs {}",
-                    printable(&b),
-                    printable(&a)
+                    escape(&b),
+                    escape(&a)
                 ));
             }
         }
@@ -126,12 +126,12 @@ fn legend(out: &mut String, results: &[SavedResult]) {
             letter(i)
         };
         let path = r.path.to_string_lossy();
-        let _ = writeln!(out, "{name}: {}", printable(&path));
+        let _ = writeln!(out, "{name}: {}", escape(&path));
         if !r.facts.is_empty() {
             let facts: Vec<String> = r
                 .facts
                 .iter()
-                .map(|(k, v)| format!("{} {}", printable(k), printable(v)))
+                .map(|(k, v)| format!("{} {}", escape(k), escape(v)))
                 .collect();
             let _ = writeln!(out, "    {}", facts.join(", "));
         }
@@ -142,7 +142,7 @@ fn legend(out: &mut String, results: &[SavedResult]) {
 /// delta, % change and verdict.
 fn cells(n: usize, row: &ComparedMetric) -> Vec<String> {
     let mut c = vec![
-        printable(&row.key).into_owned(),
+        escape(&row.key).into_owned(),
         row.direction.word().to_string(),
     ];
     for i in 0..n {

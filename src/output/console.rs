@@ -22,6 +22,7 @@ use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, TaskKind, TaskMetrics};
 use crate::metrics::RequestOutput;
 use crate::pyfmt::{fixed2, float_repr};
+use crate::safe_text::Escaped;
 use crate::types::RampUp;
 
 /// Width of the block's rules and headers.
@@ -90,7 +91,8 @@ pub fn render_notices(outputs: &[RequestOutput], task: TaskKind) -> String {
     if failed.peek().is_some() {
         out.push_str("Failed requests during benchmark run detected (capping to 10):\n");
         for (i, o) in failed.take(MAX_ERRORS_SHOWN).enumerate() {
-            let _ = writeln!(out, "Error {i}: {}", o.error);
+            // Server text: one line each, nothing the terminal acts on.
+            let _ = writeln!(out, "Error {i}: {}", Escaped(&o.error));
         }
     }
     out

@@ -12,8 +12,8 @@ use std::fmt::Write;
 use crate::output::facts::{Lag, PartHealth};
 use crate::output::health::{combined_causes, combined_verdict, ClientHealth, CoreHealth};
 use crate::output::json::{Json, JsonObject};
-use crate::output::printable::printable;
 use crate::output::run_result::{RunResult, Shards};
+use crate::safe_text::escape;
 
 /// The console section printed after Python's block (and the steady-state block).
 pub fn render(r: &RunResult<'_>) -> String {
@@ -30,7 +30,7 @@ pub fn render(r: &RunResult<'_>) -> String {
             "{:<40} {} cores, {}{setup}, {} workers",
             "Engine:",
             e.cores,
-            printable(&e.driver),
+            escape(&e.driver),
             e.workers
         );
     }
@@ -41,7 +41,7 @@ pub fn render(r: &RunResult<'_>) -> String {
                 format!(
                     ", {} cores, {}, {} workers",
                     e.cores,
-                    printable(&e.driver),
+                    escape(&e.driver),
                     e.workers
                 )
             });
@@ -82,7 +82,7 @@ pub fn render(r: &RunResult<'_>) -> String {
                     .parts
                     .iter()
                     .filter(|p| p.interrupted)
-                    .map(|p| format!("{} ({})", p.name, printable(&p.file)))
+                    .map(|p| format!("{} ({})", p.name, escape(&p.file)))
                     .collect();
                 format!(", shard {}", names.join(", "))
             }
@@ -131,8 +131,8 @@ pub fn render(r: &RunResult<'_>) -> String {
         let _ = writeln!(
             out,
             "{:<40} {n}  e.g. {}",
-            format!("Failed ({}):", printable(kind)),
-            printable(&truncate(example, 120))
+            format!("Failed ({}):", escape(kind)),
+            escape(&truncate(example, 120))
         );
     }
     let _ = writeln!(out, "{}", "=".repeat(50));

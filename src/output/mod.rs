@@ -16,7 +16,6 @@ pub mod json;
 pub mod localtime;
 pub mod lora;
 pub mod plot;
-pub mod printable;
 pub mod replicas;
 pub mod report;
 pub mod result_file;

@@ -14,6 +14,8 @@ use std::fmt::Display;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::safe_text::escape_keeping_lines;
+
 /// Where the console's bytes go: the process's stdio, or buffers a test reads.
 enum Sink {
     Stdio,
@@ -73,8 +75,12 @@ impl Console {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Writes `text` to stdout as it is (blocks end with their own newline).
+    /// Writes `text` to stdout (blocks end with their own newline), control characters
+    /// other than line feeds and tabs escaped ([`escape_keeping_lines`]): whatever text from
+    /// a server or a file a block holds, it cannot drive the terminal.
     pub fn out(&self, text: impl Display) {
+        let text = text.to_string();
+        let text = escape_keeping_lines(&text);
         let mut state = self.lock();
         if state.stdout_error.is_some() {
             return;
@@ -101,8 +107,11 @@ impl Console {
         self.out(format_args!("{text}\n"));
     }
 
-    /// Writes `text` and a newline to stderr (an error there is dropped: see the module doc).
+    /// Writes `text` and a newline to stderr (an error there is dropped: see the module doc),
+    /// escaped as [`Self::out`] escapes.
     pub fn err_line(&self, text: impl Display) {
+        let text = text.to_string();
+        let text = escape_keeping_lines(&text);
         let state = self.lock();
         match &state.sink {
             Sink::Stdio => {
@@ -153,5 +162,15 @@ mod tests {
         assert_eq!(c.stderr, "warning: w\nnote: n\n");
         assert!(!console.stdout_closed());
         assert!(console.take_stdout_error().is_none());
+    }
+
+    #[test]
+    fn server_text_that_reaches_the_console_cannot_drive_the_terminal() {
+        let (console, captured) = Console::capture();
+        console.line("model \x1b]0;pwned\x07\tok");
+        console.err_line("error: \x1b[2Jgone\r");
+        let c = captured.lock().unwrap().clone();
+        assert_eq!(c.stdout, "model \\x1b]0;pwned\\x07\tok\n");
+        assert_eq!(c.stderr, "error: \\x1b[2Jgone\\x0d\n");
     }
 }

@@ -14,7 +14,7 @@
 
 use bytes::Bytes;
 
-use super::cache::{BlockCache, CacheStats};
+use super::cache::{BlockCache, CacheStats, Fragment, Uses};
 use super::record::TraceRecord;
 use super::tokens::{block_seed, tail_seed, IdMap, TokenSpace};
 use super::TraceError;
@@ -105,15 +105,18 @@ impl PromptBuilder {
     }
 
     /// Tells the cache how often each block will be assembled for `records` (each record
-    /// assembled once, in any order): blocks used once are never cached, and a block is
-    /// dropped from the cache after its last use. With prompts assembled shortly before
+    /// assembled once, in any order) and its longest use: blocks used once are never cached,
+    /// a block's fragment is made once as long as its longest use, and a block is dropped
+    /// from the cache after its last use. With prompts assembled shortly before
     /// sending, the cache then holds only blocks still needed later.
     pub fn with_reuse_plan(mut self, records: &[TraceRecord]) -> Self {
-        let mut uses: IdMap<u32> = IdMap::default();
+        let mut uses: IdMap<Uses> = IdMap::default();
         for rec in records {
             for seg in segments(rec, self.chunk) {
-                if let Segment::Block { hash_id, .. } = seg {
-                    *uses.entry(hash_id).or_default() += 1;
+                if let Segment::Block { hash_id, len } = seg {
+                    let u = uses.entry(hash_id).or_default();
+                    u.count += 1;
+                    u.longest = u.longest.max(len);
                 }
             }
         }
@@ -179,14 +182,16 @@ impl PromptBuilder {
         tokens as usize * (1 + widest)
     }
 
-    /// The full fragment `,t0,…,tC-1` of block `hash_id`, from the cache.
-    fn block_fragment(&self, hash_id: u64) -> Bytes {
-        self.cache.get_or_make(hash_id, || {
-            let mut buf = Vec::with_capacity(self.fragment_capacity(self.chunk));
+    /// A fragment `,t0,…,tK-1` of block `hash_id` with at least its first `need` tokens
+    /// (`need` ≤ the chunk size), from the cache: never longer than the prompts using the
+    /// block need, whatever the chunk size.
+    fn block_fragment(&self, hash_id: u64, need: u32) -> Fragment {
+        self.cache.get_or_make(hash_id, need, |tokens| {
+            let mut buf = Vec::with_capacity(self.fragment_capacity(tokens));
             let seed = block_seed(hash_id, self.chunk);
             push_ids(
                 &mut buf,
-                (0..u64::from(self.chunk)).map(|p| self.space.token(seed, p)),
+                (0..u64::from(tokens)).map(|p| self.space.token(seed, p)),
             );
             // Bytes keeps the Vec's capacity: trim the upper-bound estimate.
             buf.shrink_to_fit();
@@ -205,16 +210,16 @@ impl PromptBuilder {
             let skip = usize::from(parts.len() == 1);
             let part = match seg {
                 Segment::Block { hash_id, len } => {
-                    let full = self.block_fragment(hash_id);
-                    let end = if len == self.chunk {
-                        full.len()
+                    let Fragment { bytes, tokens } = self.block_fragment(hash_id, len);
+                    let end = if len == tokens {
+                        bytes.len()
                     } else {
                         // The cut block ends before the comma that opens token `len`.
-                        memchr::memchr_iter(b',', &full)
+                        memchr::memchr_iter(b',', &bytes)
                             .nth(len as usize)
-                            .unwrap_or(full.len())
+                            .unwrap_or(bytes.len())
                     };
-                    full.slice(skip..end)
+                    bytes.slice(skip..end)
                 }
                 Segment::Tail { start, len } => {
                     let mut buf = Vec::with_capacity(self.fragment_capacity(len));
@@ -352,6 +357,37 @@ mod tests {
         for (r, p) in records.iter().zip([p0, p1, p2]) {
             assert_eq!(p.concat(), plain.prompt_json_parts(r).concat());
         }
+    }
+
+    #[test]
+    fn a_huge_chunk_size_serializes_only_the_tokens_prompts_use() {
+        // --timed-trace-chunk-hash-size 4294967295 took 30 GB for a 16-token prompt.
+        let huge = builder(u32::MAX);
+        let r = rec(0, 16, &[1]);
+        let bytes = huge.prompt_json_parts(&r).concat();
+        let parsed: Vec<u32> = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(parsed, huge.prompt_ids(&r));
+        assert!(
+            huge.cache_stats().bytes <= 16 * 4,
+            "{:?}",
+            huge.cache_stats()
+        );
+        // A longer prompt on the same block still shares its first tokens.
+        let longer = rec(1, 40, &[1]);
+        let ids: Vec<u32> =
+            serde_json::from_slice(&huge.prompt_json_parts(&longer).concat()).unwrap();
+        assert_eq!(ids[..16], parsed[..]);
+        assert_eq!(ids, huge.prompt_ids(&longer));
+        // With a plan, each block is made once, as long as its longest use.
+        let records = [rec(0, 16, &[1]), rec(1, 40, &[1])];
+        let planned = builder(u32::MAX).with_reuse_plan(&records);
+        for r in &records {
+            assert_eq!(
+                planned.prompt_json_parts(r).concat(),
+                huge.prompt_json_parts(r).concat()
+            );
+        }
+        assert_eq!(planned.cache_stats().misses, 1);
     }
 
     #[test]
