@@ -36,6 +36,8 @@ pub struct Plan {
     pub engine: Engine,
     /// The app's console: every line a run prints goes through it.
     pub console: Console,
+    /// The server's `/metrics` asked while the plan was built (`super::server_scrape`).
+    pub metrics_probe: Option<super::server_scrape::EarlyProbe>,
 }
 
 impl Plan {
@@ -74,6 +76,10 @@ impl Plan {
             (None, Some(t)) if config.dry_run => t.clone(),
             (None, _) => target.first_model()?,
         };
+        // Beside the tokenizer and the prompts: its wait overlaps theirs.
+        let metrics_probe = (!config.dry_run && target.mock.is_none())
+            .then(|| super::server_scrape::EarlyProbe::start(config, &target))
+            .flatten();
         if let (true, DatasetParams::TimedTrace(p)) = (config.dry_run, &config.dataset.params) {
             // A trace's summary needs no tokenizer: described before one is loaded.
             console.line(TraceReplay::load(config, p, console)?.stats());
@@ -109,6 +115,7 @@ impl Plan {
             engine_opts,
             engine,
             console: console.clone(),
+            metrics_probe,
         }))
     }
 
@@ -244,7 +251,9 @@ fn build_requests(
     tokenizer: Option<&Tokenizer>,
     console: &Console,
 ) -> Result<Option<(Prepared, RunDataset)>> {
-    let align = needs_alignment(config).then(|| target.tokenize_endpoint(model_id));
+    // A dry run asks no server, so its prompts are not aligned to the server's tokenizer.
+    let align =
+        (needs_alignment(config) && !config.dry_run).then(|| target.tokenize_endpoint(model_id));
     let loaded = super::dataset::for_run(config, tokenizer, align, console)?;
     if config.dry_run {
         console.line(loaded.describe());

@@ -38,6 +38,10 @@ pub struct Target {
     pub mock: Option<MockServer>,
     /// Where a control call that keeps the run waiting says so.
     pub console: Console,
+    /// How long a control call (models, tokenize, metrics) may wait: [`CONTROL_TIMEOUT`],
+    /// or the request timeout when that is shorter (a server that accepts and never answers
+    /// must not hold the run longer on its control plane than on a request).
+    pub control_timeout: Duration,
 }
 
 impl Target {
@@ -91,6 +95,7 @@ impl Target {
             headers: request_headers(config),
             mock,
             console: console.clone(),
+            control_timeout: CONTROL_TIMEOUT.min(config.engine.request_timeout),
         })
     }
 
@@ -191,7 +196,7 @@ impl Target {
     pub fn first_model(&self) -> Result<String> {
         let url = self.base.url_of("/v1/models");
         let resp = self
-            .get("/v1/models", CONTROL_TIMEOUT)
+            .get("/v1/models", self.control_timeout)
             .map_err(|e| match e {
                 control::ControlError::Connect { .. } => self.unreachable(e),
                 e => anyhow::anyhow!("cannot list models at {url}: {e}; pass --model"),
@@ -222,7 +227,7 @@ impl Target {
                     replica,
                     path,
                     &Value::Object(Default::default()),
-                    CONTROL_TIMEOUT,
+                    self.control_timeout,
                 )
                 .map_err(|e| anyhow::anyhow!("--reset-prefix-cache: POST {url}: {e}"))?;
             if !resp.is_success() {
@@ -463,7 +468,7 @@ impl ServerTokenize {
         let url = self.target.base.url_of(path);
         let resp = self
             .target
-            .post(path, body, CONTROL_TIMEOUT)
+            .post(path, body, self.target.control_timeout)
             .map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
         if !resp.is_success() {
             bail!("{url}: HTTP {} {}", resp.status, resp.reason);
