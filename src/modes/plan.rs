@@ -80,6 +80,11 @@ impl Plan {
         let metrics_probe = (!config.dry_run && target.mock.is_none())
             .then(|| super::server_scrape::EarlyProbe::start(config, &target))
             .flatten();
+        // A --model the server does not list: asked now, said before the run.
+        let requested = config.model.served_model_name.as_ref();
+        let model_check =
+            (config.model.model.is_some() && !config.dry_run && target.mock.is_none())
+                .then(|| target.check_model(requested.unwrap_or(&model_id)));
         if let (true, DatasetParams::TimedTrace(p)) = (config.dry_run, &config.dataset.params) {
             // A trace's summary needs no tokenizer: described before one is loaded.
             console.line(TraceReplay::load(config, p, console)?.stats());
@@ -105,6 +110,9 @@ impl Plan {
             max_response_events: config.engine.max_response_events,
             interrupt_grace: config.engine.interrupt_grace,
         };
+        if let Some(warning) = model_check.and_then(|c| c.warning()) {
+            console.warning(warning);
+        }
         let engine = Engine::start(target.replicas(), engine_opts.clone())?;
         Ok(Some(Plan {
             target,

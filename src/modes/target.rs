@@ -182,11 +182,26 @@ impl Target {
     /// server's address (checked once before the dataset is built, so a missing server is
     /// said first, not as a hint about --model or a block of failures).
     /// With several replicas, every one is checked.
+    /// An `https://` replica that answers the TLS handshake in plain HTTP is said here too
+    /// (at once, not after the handshake's timeout).
     pub fn check_reachable(&self) -> Result<()> {
         for (base, ep) in self.each_replica() {
             if let Err(e) = std::net::TcpStream::connect_timeout(&ep.addr, ep.connect_timeout) {
                 let why = format_args!("cannot connect to {}: {e}", ep.addr);
                 return Err(unreachable_at(base, why));
+            }
+            let wait = TLS_PROBE_WAIT.min(ep.connect_timeout);
+            if base.scheme == Scheme::Https
+                && crate::http::conn::answers_tls_with_http(ep.addr, &base.host, wait)
+            {
+                let plain = BaseUrl {
+                    scheme: Scheme::Http,
+                    ..base.clone()
+                };
+                bail!(
+                    "{base}: the server speaks HTTP, not HTTPS (it answered the TLS handshake \
+                     with a plain HTTP response); use http:// (--base-url {plain})"
+                );
             }
         }
         Ok(())
@@ -214,6 +229,58 @@ impl Target {
             .as_str()
             .map(str::to_string)
             .with_context(|| format!("{url} lists no model; pass --model"))
+    }
+
+    /// Asks `/v1/models`, on a thread of its own (its wait overlaps the run's preparation),
+    /// whether the server lists `model` (the name the requests carry); see
+    /// [`ModelCheck::warning`].
+    pub fn check_model(self: &Arc<Self>, model: &str) -> ModelCheck {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (target, model) = (self.clone(), model.to_string());
+        let deadline = Instant::now() + self.control_timeout + Duration::from_millis(100);
+        let _ = std::thread::Builder::new()
+            .name("model-check".into())
+            .spawn(move || {
+                let _ = tx.send(target.unlisted_model(&model));
+            });
+        ModelCheck { rx, deadline }
+    }
+
+    /// The warning for a `model` the server does not list at `/v1/models`, naming what it
+    /// serves; `None` when it lists it, or does not answer `/v1/models` with a list.
+    fn unlisted_model(&self, model: &str) -> Option<String> {
+        let resp = control::get(
+            self.driver,
+            &self.endpoint,
+            &self.base.host_header(),
+            &self.base.request_path("/v1/models"),
+            &self.headers,
+            control::Wait::quietly(self.control_timeout),
+        )
+        .ok()?;
+        if !resp.is_success() {
+            return None;
+        }
+        let v: Value = serde_json::from_slice(&resp.body).ok()?;
+        let served: Vec<&str> = v["data"]
+            .as_array()?
+            .iter()
+            .filter_map(|m| m["id"].as_str())
+            .collect();
+        if served.is_empty() || served.contains(&model) {
+            return None;
+        }
+        const SHOWN: usize = 5;
+        let mut list = served[..served.len().min(SHOWN)].join(", ");
+        if served.len() > SHOWN {
+            list += &format!(" and {} more", served.len() - SHOWN);
+        }
+        Some(format!(
+            "the server at {} does not list the model {model} at /v1/models (it serves {list}): \
+             requests name a model it may not have; pass --model (or --served-model-name) \
+             with one it serves",
+            self.base
+        ))
     }
 
     /// `POST /reset_prefix_cache` (`--reset-prefix-cache`, before each sweep point).
@@ -268,6 +335,21 @@ impl Target {
             model: model.to_string(),
             llama_dialect: Default::default(),
         })
+    }
+}
+
+/// A `/v1/models` check in progress ([`Target::check_model`]).
+pub struct ModelCheck {
+    rx: std::sync::mpsc::Receiver<Option<String>>,
+    deadline: Instant,
+}
+
+impl ModelCheck {
+    /// The warning, if the server lists other models only; waits for the answer at most
+    /// until the control timeout from the check's start has passed.
+    pub fn warning(self) -> Option<String> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        self.rx.recv_timeout(left).ok().flatten()
     }
 }
 
@@ -400,6 +482,9 @@ struct ServerTokenize {
 /// not minutes; a server that accepts and never answers is reported as such, not waited on.
 /// Each call also says what it waits for after [`control::NOTICE_AFTER`].
 pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the check before the run waits for an `https://` server's first bytes (a TLS
+/// server answers a ClientHello within milliseconds).
+const TLS_PROBE_WAIT: Duration = Duration::from_secs(1);
 /// Vocabulary assumed for a server-side tokenizer whose server does not report one.
 const ASSUMED_VOCAB: usize = 32_000;
 

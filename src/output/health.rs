@@ -308,6 +308,8 @@ fn median_latency(records: &[Record]) -> Option<Duration> {
     if ns.is_empty() {
         ns = ok().map(|r| r.end_ns.saturating_sub(r.start_ns)).collect();
     }
+    // A record without its times (nothing measured) says nothing about the latency.
+    ns.retain(|&n| n > 0);
     if ns.is_empty() {
         return None;
     }
