@@ -570,10 +570,12 @@ fn a_metrics_page_of_100k_names_does_not_stall_the_client_after_the_run() {
     let metrics = MetricsServer::start(body);
     let server = mock(|_| {});
     let started = Instant::now();
-    let (_, doc) = run(&server, &["--server-metrics-url", &metrics.url]);
+    let (out, doc) = run(&server, &["--server-metrics-url", &metrics.url]);
     let took = started.elapsed();
     let other = &doc["vllm_bench_server_metrics"]["other_endpoints"][0];
-    let counters = other["counters"].as_object().expect("its counters");
+    let counters = other["counters"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no counters: {}", out.stderr));
     assert_eq!(counters.len(), 100_000);
     assert_eq!(counters["exporter_metric_99999"], 0.0);
     assert!(took < Duration::from_secs(25), "{took:?}");

@@ -150,6 +150,19 @@ pub const MAX_SCRAPE_THREADS: usize = 8;
 /// counted in one more line.
 const MAX_NOTES: usize = 5;
 
+/// How long the start and the end wait, past the scrape timeout, for an endpoint that has
+/// answered to be parsed: the timeout bounds the server's answer, not our reading of it (a
+/// page of 100,000 names takes about 2 s in a debug build on a busy machine).
+const PARSE_ALLOWANCE: Duration = Duration::from_secs(20);
+
+/// A scrape thread's word on one endpoint's first scrape.
+enum First {
+    /// The server answered; its body is being parsed.
+    Answered,
+    /// The first scrape is done: a sample, or why not.
+    Done(Result<(), ScrapeError>),
+}
+
 /// Scrapes in progress; [`Scraper::finish`] ends them.
 pub struct Scraper {
     /// The endpoints that answered the first scrape: their index among the sources, and URL.
@@ -204,7 +217,7 @@ impl Scraper {
             groups[i % threads].push((i, source));
         }
         let deadline = Instant::now() + opts.timeout;
-        let (ready_tx, ready) = mpsc::channel::<(usize, Result<(), ScrapeError>)>();
+        let (ready_tx, ready) = mpsc::channel::<(usize, First)>();
         let mut answers: Vec<Option<Result<(), ScrapeError>>> = urls.iter().map(|_| None).collect();
         let mut workers = Vec::new();
         let mut expected = 0;
@@ -235,13 +248,32 @@ impl Scraper {
         drop(ready_tx);
         // A thread answers just after the deadline when its last call timed out at it.
         let grace = deadline + Duration::from_millis(100);
+        // Endpoints that answered and are being parsed: waited for past the deadline.
+        let mut parsing = 0usize;
+        let mut in_parse = vec![false; answers.len()];
         while expected > 0 {
-            match ready.recv_timeout(grace.saturating_duration_since(Instant::now())) {
-                Ok((i, answer)) => {
+            let now = Instant::now();
+            let until = if now < grace {
+                grace
+            } else if parsing > 0 && now < grace + PARSE_ALLOWANCE {
+                grace + PARSE_ALLOWANCE
+            } else {
+                break;
+            };
+            match ready.recv_timeout(until.saturating_duration_since(now)) {
+                Ok((i, First::Answered)) => {
+                    in_parse[i] = true;
+                    parsing += 1;
+                }
+                Ok((i, First::Done(answer))) => {
+                    if std::mem::take(&mut in_parse[i]) {
+                        parsing -= 1;
+                    }
                     answers[i] = Some(answer);
                     expected -= 1;
                 }
-                Err(_) => break,
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
             }
         }
         let mut notes = Vec::new();
@@ -286,8 +318,9 @@ impl Scraper {
         for w in &self.workers {
             let _ = w.stop.send(deadline);
         }
-        // A thread answers just after the deadline when its last call timed out at it.
-        let grace = deadline + Duration::from_millis(100);
+        // A thread answers just after the deadline when its last call timed out at it, and
+        // later when it is still parsing its last answers.
+        let grace = deadline + Duration::from_millis(100) + PARSE_ALLOWANCE;
         let mut outcomes: Vec<Option<Outcome>> = Vec::new();
         for w in &self.workers {
             let left = grace.saturating_duration_since(Instant::now());
@@ -342,7 +375,17 @@ fn keep_off(avoid: &[usize]) {
 }
 
 fn scrape(source: &dyn Source, timeout: Duration) -> Result<Sample, ScrapeError> {
+    scrape_then(source, timeout, || {})
+}
+
+/// [`scrape`], calling `answered` once the server answered, before its body is parsed.
+fn scrape_then(
+    source: &dyn Source,
+    timeout: Duration,
+    answered: impl FnOnce(),
+) -> Result<Sample, ScrapeError> {
     let text = source.fetch(timeout)?;
+    answered();
     let scrape = exposition::parse(&text)?;
     Ok(Sample {
         at: Instant::now(),
@@ -400,7 +443,7 @@ fn scrape_group(
     group: Vec<(usize, Arc<dyn Source>)>,
     opts: &Options,
     deadline: Instant,
-    ready: &mpsc::Sender<(usize, Result<(), ScrapeError>)>,
+    ready: &mpsc::Sender<(usize, First)>,
     stop: &mpsc::Receiver<Instant>,
     done: &mpsc::Sender<Vec<(usize, Outcome)>>,
 ) {
@@ -411,7 +454,9 @@ fn scrape_group(
         let first = if left.is_zero() {
             Err(ScrapeError::NoAnswer(opts.timeout))
         } else {
-            scrape(&*source, left.min(opts.timeout))
+            scrape_then(&*source, left.min(opts.timeout), || {
+                let _ = ready.send((index, First::Answered));
+            })
         };
         let answer = first.map(|sample| {
             live.push(Tracked {
@@ -421,7 +466,7 @@ fn scrape_group(
                 failed: 0,
             })
         });
-        if ready.send((index, answer)).is_err() {
+        if ready.send((index, First::Done(answer))).is_err() {
             // The start stopped waiting: the endpoints not tried yet are not scraped.
             break;
         }
