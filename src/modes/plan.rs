@@ -36,8 +36,8 @@ pub struct Plan {
     pub engine: Engine,
     /// The app's console: every line a run prints goes through it.
     pub console: Console,
-    /// The server's `/metrics` asked while the plan was built (`super::server_scrape`).
-    pub metrics_probe: Option<super::server_scrape::EarlyProbe>,
+    /// The server's `/metrics` asked while the plan was built (`super::target::EarlyProbe`).
+    pub metrics_probe: Option<super::target::EarlyProbe>,
 }
 
 impl Plan {
@@ -78,7 +78,7 @@ impl Plan {
         };
         // Beside the tokenizer and the prompts: its wait overlaps theirs.
         let metrics_probe = (!config.dry_run && target.mock.is_none())
-            .then(|| super::server_scrape::EarlyProbe::start(config, &target))
+            .then(|| super::target::EarlyProbe::start(config, &target))
             .flatten();
         // A --model the server does not list: asked now, said before the run.
         let requested = config.model.served_model_name.as_ref();

@@ -4,84 +4,15 @@
 //! `--server-metrics-url`), started before the measured run and finished after it, with
 //! each endpoint that gave nothing said in one note.
 
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::config::Config;
-use crate::server_metrics::{HttpSource, Options, ScrapeError, Scraper, ServerMetrics, Source};
+use crate::server_metrics::{HttpSource, Options, ScrapeError, Scraper, ServerMetrics};
 
 use super::plan::Plan;
-use super::target::Target;
 
-/// The longest one scrape may take; also the longest the start waits for the first scrapes
-/// (once, before the run's clock starts) and the end for the last ones. Shorter when the
-/// request timeout is (see [`scrape_timeout`]).
-pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// [`SCRAPE_TIMEOUT`], or the request timeout when that is shorter: a control-plane wait
-/// never outlasts a request's.
-pub fn scrape_timeout(config: &Config) -> Duration {
-    SCRAPE_TIMEOUT.min(config.engine.request_timeout)
-}
-
-/// One scrape of the server's own `/metrics`, asked in the background while the run is
-/// prepared (tokenizer, `/tokenize`, prompts): a server that accepts and never answers then
-/// costs its wait once, beside the others, instead of again before the run.
-pub struct EarlyProbe {
-    url: String,
-    answer: Mutex<Option<mpsc::Receiver<Result<(), ScrapeError>>>>,
-}
-
-impl EarlyProbe {
-    /// Starts the probe (`None` with `--no-server-metrics` or without a thread to spare).
-    pub fn start(config: &Config, target: &Target) -> Option<EarlyProbe> {
-        if !config.server_metrics.enabled {
-            return None;
-        }
-        let source = replica_sources(target).into_iter().next()?;
-        let (tx, rx) = mpsc::channel();
-        let timeout = scrape_timeout(config);
-        let url = source.url();
-        std::thread::Builder::new()
-            .name("metrics-probe".into())
-            .spawn(move || {
-                let answer = source.fetch(timeout).map(drop);
-                let _ = tx.send(answer);
-            })
-            .ok()?;
-        Some(EarlyProbe {
-            url,
-            answer: Mutex::new(Some(rx)),
-        })
-    }
-
-    /// Whether the probe got no answer in its time (it is waited for at most `timeout`):
-    /// then the run's scrape leaves the endpoint out. Asked once; `false` after.
-    fn went_unanswered(&self, timeout: Duration) -> bool {
-        let rx = self.answer.lock().ok().and_then(|mut a| a.take());
-        let answer = rx.map(|rx| rx.recv_timeout(timeout));
-        matches!(
-            answer,
-            Some(Ok(Err(ScrapeError::NoAnswer(_)))) | Some(Err(_))
-        )
-    }
-}
-
-/// Each replica's own `/metrics` (the first replica's first).
-fn replica_sources(t: &Target) -> Vec<Arc<dyn Source>> {
-    t.each_replica()
-        .map(|(base, endpoint)| {
-            Arc::new(HttpSource {
-                driver: t.driver,
-                endpoint: endpoint.clone(),
-                host: base.host_header(),
-                path: base.request_path("/metrics"),
-                headers: t.headers.clone(),
-                url: base.url_of("/metrics"),
-            }) as Arc<dyn Source>
-        })
-        .collect()
-}
+pub use super::target::{scrape_timeout, SCRAPE_TIMEOUT};
 
 /// Starts scraping (`None` with `--no-server-metrics`); notes go to the console.
 pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
@@ -91,7 +22,7 @@ pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
     }
     let t = &plan.target;
     let timeout = scrape_timeout(config);
-    let mut sources = replica_sources(t);
+    let mut sources = t.metrics_sources();
     if let Some(probe) = &plan.metrics_probe {
         if probe.went_unanswered(timeout) {
             plan.console.note(format_args!(

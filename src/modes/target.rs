@@ -1,7 +1,7 @@
 //! The server a run talks to: a URL, or the embedded mock started on its own core; the model
 //! it serves; whether it is ready; and its `/tokenize` endpoint as a tokenizer of last resort.
 
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -16,6 +16,7 @@ use crate::http::url::{BaseUrl, Scheme};
 use crate::mock::{MockConfig, MockServer};
 use crate::output::stdio::Console;
 use crate::runtime::ResolvedDriver;
+use crate::server_metrics::{HttpSource, ScrapeError, Source};
 use crate::tokenizer::{TokenizeEndpoint, Tokenizer};
 use crate::types::Backend;
 
@@ -231,6 +232,23 @@ impl Target {
             .with_context(|| format!("{url} lists no model; pass --model"))
     }
 
+    /// Each replica's own `/metrics` (the first replica's first), for the scrape.
+    pub fn metrics_sources(&self) -> Vec<Arc<dyn Source>> {
+        let t = self;
+        t.each_replica()
+            .map(|(base, endpoint)| {
+                Arc::new(HttpSource {
+                    driver: t.driver,
+                    endpoint: endpoint.clone(),
+                    host: base.host_header(),
+                    path: base.request_path("/metrics"),
+                    headers: t.headers.clone(),
+                    url: base.url_of("/metrics"),
+                }) as Arc<dyn Source>
+            })
+            .collect()
+    }
+
     /// Asks `/v1/models`, on a thread of its own (its wait overlaps the run's preparation),
     /// whether the server lists `model` (the name the requests carry); see
     /// [`ModelCheck::warning`].
@@ -335,6 +353,60 @@ impl Target {
             model: model.to_string(),
             llama_dialect: Default::default(),
         })
+    }
+}
+
+/// The longest one scrape may take; also the longest the start waits for the first scrapes
+/// (once, before the run's clock starts) and the end for the last ones. Shorter when the
+/// request timeout is (see [`scrape_timeout`]).
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// [`SCRAPE_TIMEOUT`], or the request timeout when that is shorter: a control-plane wait
+/// never outlasts a request's.
+pub fn scrape_timeout(config: &Config) -> Duration {
+    SCRAPE_TIMEOUT.min(config.engine.request_timeout)
+}
+
+/// One scrape of the server's own `/metrics`, asked in the background while the run is
+/// prepared (tokenizer, `/tokenize`, prompts): a server that accepts and never answers then
+/// costs its wait once, beside the others, instead of again before the run.
+pub struct EarlyProbe {
+    pub url: String,
+    answer: Mutex<Option<mpsc::Receiver<Result<(), ScrapeError>>>>,
+}
+
+impl EarlyProbe {
+    /// Starts the probe (`None` with `--no-server-metrics` or without a thread to spare).
+    pub fn start(config: &Config, target: &Target) -> Option<EarlyProbe> {
+        if !config.server_metrics.enabled {
+            return None;
+        }
+        let source = target.metrics_sources().into_iter().next()?;
+        let (tx, rx) = mpsc::channel();
+        let timeout = scrape_timeout(config);
+        let url = source.url();
+        std::thread::Builder::new()
+            .name("metrics-probe".into())
+            .spawn(move || {
+                let answer = source.fetch(timeout).map(drop);
+                let _ = tx.send(answer);
+            })
+            .ok()?;
+        Some(EarlyProbe {
+            url,
+            answer: Mutex::new(Some(rx)),
+        })
+    }
+
+    /// Whether the probe got no answer in its time (it is waited for at most `timeout`):
+    /// then the run's scrape leaves the endpoint out. Asked once; `false` after.
+    pub fn went_unanswered(&self, timeout: Duration) -> bool {
+        let rx = self.answer.lock().ok().and_then(|mut a| a.take());
+        let answer = rx.map(|rx| rx.recv_timeout(timeout));
+        matches!(
+            answer,
+            Some(Ok(Err(ScrapeError::NoAnswer(_)))) | Some(Err(_))
+        )
     }
 }
 
