@@ -696,12 +696,29 @@ fn both_spellings_of_dataset_names_are_accepted() {
     }
     let msg = usage_error(&["--dataset-name", "shaergpt"]);
     assert!(
-        msg.starts_with("--dataset-name shaergpt: invalid choice (choose from sharegpt,"),
+        msg.starts_with(
+            "--dataset-name shaergpt: invalid choice (did you mean sharegpt? choose from sharegpt,"
+        ),
         "{msg}"
     );
-    // Backend names stay exact, as in Python.
-    assert!(usage_error(&["--backend", "openai_chat"])
-        .starts_with("--backend openai_chat: invalid choice"));
+    // Backend names stay exact, as in Python; the near one is suggested.
+    assert!(usage_error(&["--backend", "openai_chat"]).starts_with(
+        "--backend openai_chat: invalid choice (did you mean openai-chat? choose from"
+    ));
+}
+
+#[test]
+fn a_misspelled_backend_gets_did_you_mean() {
+    // Issue 36: a misspelled --backend got the list of choices and no hint.
+    let msg = usage_error(&["--backend", "opneai-chat"]);
+    assert!(
+        msg.starts_with("--backend opneai-chat: invalid choice (did you mean openai-chat? "),
+        "{msg}"
+    );
+    let msg = usage_error(&["--backend", "anthropic"]);
+    assert!(!msg.contains("did you mean"), "too far from any: {msg}");
+    let msg = usage_error(&["--backend", "vllm-reranks"]);
+    assert!(msg.contains("did you mean vllm-rerank?"), "{msg}");
 }
 
 #[test]

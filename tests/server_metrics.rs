@@ -337,17 +337,27 @@ fn histogram_means_are_exact_and_percentiles_within_their_bucket() {
         (0.030..0.040).contains(&mean),
         "the mock's TTFT is its 30 ms delay and its own lateness: {mean}"
     );
+    let hist = &m["histograms"]["vllm:time_to_first_token_seconds"];
     for p in ["p50", "p90", "p99"] {
-        let v = h(p);
-        assert!(
-            (0.020..=0.040).contains(&v),
-            "{p} {v}: interpolated inside the bucket"
+        // Interpolated inside the bucket where that agrees with the mean, else `null`: the
+        // bucket is always there.
+        assert_eq!(
+            hist[format!("{p}_bucket")],
+            serde_json::json!([0.02, 0.04]),
+            "{hist}"
         );
+        if !hist[p].is_null() {
+            let v = h(p);
+            assert!(
+                (0.020..=0.040).contains(&v),
+                "{p} {v}: interpolated inside the bucket"
+            );
+            assert!(
+                (v - mean).abs() <= 0.020,
+                "the mean and {p} within one bucket"
+            );
+        }
     }
-    assert!(
-        (h("p50") - mean).abs() <= 0.020,
-        "the mean and p50 within one bucket"
-    );
     // The client's TTFT holds the server's (plus the network and the client).
     let client = num(&doc["mean_ttft_ms"], &[]) / 1e3;
     assert!(client >= mean - 1e-3, "client {client}, server {mean}");
@@ -367,9 +377,12 @@ fn a_running_level_held_longer_than_the_sample_interval_is_the_gauges_peak() {
     let m = &doc["vllm_bench_server_metrics"];
     let running = &m["gauges"]["vllm:num_requests_running"];
     assert_eq!(num(running, &["max"]), 4.0, "{running}");
-    assert_eq!(num(running, &["min"]), 0.0, "before the run: {running}");
+    // Of the samples during the run only: the idle ones before and after it are not its level.
+    let during = num(running, &["samples"]);
+    let all = m["series"]["t_s"].as_array().unwrap().len() as f64;
+    assert_eq!(during, all - 2.0, "{running}");
     let mean = num(running, &["mean"]);
-    assert!(mean > 0.0 && mean < 4.0, "{running}");
+    assert!(mean > 0.0 && mean <= 4.0, "{running}");
     let kv = num(m, &["gauges", "vllm:kv_cache_usage_perc", "max"]);
     assert_eq!(kv, 4.0 / 256.0);
     let samples = m["series"]["gauges"]["vllm:num_requests_running"]
@@ -492,4 +505,79 @@ fn llama_cpp_s_metrics_show_under_its_own_names() {
     for label in ["Successful requests:", "KV-cache usage", "Server TTFT"] {
         assert!(!stdout.contains(label), "{label}\n{stdout}");
     }
+}
+
+/// A `/metrics` endpoint whose body is `body`, answering every connection until dropped.
+struct MetricsServer {
+    url: String,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    fn start(body: String) -> MetricsServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let url = format!("http://{}/metrics", listener.local_addr().expect("addr"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            // Bounded: the test ends well before, and stops it.
+            let deadline = Instant::now() + Duration::from_secs(200);
+            while !stopped.load(Ordering::Relaxed) && Instant::now() < deadline {
+                let Ok((mut s, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut req = [0u8; 4096];
+                let _ = std::io::Read::read(&mut s, &mut req);
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        MetricsServer {
+            url,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn a_metrics_page_of_100k_names_does_not_stall_the_client_after_the_run() {
+    // Issue 36: 100,000 distinct names took 30.7 s after a 2 s run (a linear key search per
+    // name while building the result document). The bound is generous (a debug build on a
+    // shared machine does this in about a second or two): a guard against quadratic work,
+    // not a benchmark.
+    let mut body = String::with_capacity(4 << 20);
+    for i in 0..100_000 {
+        body += &format!("# TYPE exporter_metric_{i} counter\nexporter_metric_{i}_total {i}\n");
+    }
+    let metrics = MetricsServer::start(body);
+    let server = mock(|_| {});
+    let started = Instant::now();
+    let (out, doc) = run(&server, &["--server-metrics-url", &metrics.url]);
+    let took = started.elapsed();
+    let other = &doc["vllm_bench_server_metrics"]["other_endpoints"][0];
+    let counters = other["counters"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no counters: {}", out.stderr));
+    assert_eq!(counters.len(), 100_000);
+    assert_eq!(counters["exporter_metric_99999"], 0.0);
+    assert!(took < Duration::from_secs(25), "{took:?}");
+    server.shutdown();
 }

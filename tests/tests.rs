@@ -8,6 +8,7 @@ mod cancellation;
 mod cli;
 mod closed_output;
 mod compare;
+mod control_plane;
 mod datasets;
 mod doc_examples;
 mod docs;

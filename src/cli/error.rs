@@ -93,8 +93,11 @@ fn one_line(err: &clap::Error) -> String {
         }
         (ErrorKind::InvalidValue, Some(arg), Some(value)) => {
             let valid = context_list(err, ContextKind::ValidValue);
+            let hint = closest(value, &valid)
+                .map(|c| format!("did you mean {}? ", quote(c)))
+                .unwrap_or_default();
             format!(
-                "{} {}: invalid choice (choose from {})",
+                "{} {}: invalid choice ({hint}choose from {})",
                 flag_of(arg),
                 quote(value),
                 valid.join(", ")
@@ -139,6 +142,38 @@ fn one_line(err: &clap::Error) -> String {
         }
         _ => fallback(err),
     }
+}
+
+/// The choice a mistyped `value` most likely meant: the nearest by edit distance (case and
+/// `_`/`-` aside), when it is near enough to be a typo (a third of its length, at least 1).
+fn closest<'v>(value: &str, choices: &'v [String]) -> Option<&'v str> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace('_', "-");
+    let value = norm(value);
+    let (distance, best) = choices
+        .iter()
+        .map(|c| (edit_distance(&value, &norm(c)), c.as_str()))
+        .min_by_key(|(d, _)| *d)?;
+    (distance <= (value.chars().count() / 3).max(1)).then_some(best)
+}
+
+/// Levenshtein distance with adjacent transpositions (optimal string alignment), by chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut rows = vec![(0..=b.len()).collect::<Vec<usize>>()];
+    for i in 1..=a.len() {
+        let mut row = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (rows[i - 1][j] + 1)
+                .min(row[j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(rows[i - 2][j - 2] + 1);
+            }
+        }
+        rows.push(row);
+    }
+    rows[a.len()][b.len()]
 }
 
 /// The first line of clap's message without its `error: ` prefix.

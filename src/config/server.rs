@@ -106,11 +106,15 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<ServerCon
         Some(0) => return Err(ConfigError::value("--mock-slots", 0, "must be at least 1")),
         _ => {}
     }
+    let endpoint = endpoint(s.backend, s.endpoint.as_deref())?;
+    if let ServerLocation::Url(url) = &location {
+        check_prefix(url, &endpoint, cli.was_given("--endpoint"))?;
+    }
     Ok(ServerConfig {
         mock_slots: s.mock_slots,
         backend: s.backend,
         location,
-        endpoint: endpoint(s.backend, s.endpoint.as_deref())?,
+        endpoint,
         insecure: s.insecure,
         more_replicas: urls.into_iter().skip(1).collect(),
         replica_affinity: s.replica_affinity,
@@ -228,6 +232,38 @@ fn mock_reasoning(cli: &Cli) -> Result<MockReasoning, ConfigError> {
     Ok(MockReasoning { tokens, thinking })
 }
 
+/// Refuses a base URL whose path ends with the segment the endpoint starts with
+/// (`--base-url http://host:8000/v1`, the OpenAI SDK's habit, before `/v1/completions`):
+/// Python joins them into `/v1/v1/completions`, which 404s every request, and the server's
+/// `/v1/models` is not found either. Says what to drop.
+fn check_prefix(url: &BaseUrl, endpoint: &str, endpoint_given: bool) -> Result<(), ConfigError> {
+    let Some(last) = url.path_prefix.rsplit('/').next().filter(|s| !s.is_empty()) else {
+        return Ok(());
+    };
+    let first = endpoint.trim_start_matches('/').split('/').next();
+    if first != Some(last) {
+        return Ok(());
+    }
+    let bare = BaseUrl {
+        path_prefix: url.path_prefix[..url.path_prefix.len() - last.len() - 1].to_owned(),
+        ..url.clone()
+    };
+    let whose = if endpoint_given {
+        "--endpoint"
+    } else {
+        "the endpoint"
+    };
+    Err(ConfigError::value(
+        "--base-url",
+        url,
+        format!(
+            "ends with /{last}, and {whose} {endpoint} starts with it: requests would go to \
+             {}; drop the /{last} (--base-url {bare})",
+            url.url_of(endpoint)
+        ),
+    ))
+}
+
 fn check_host(host: &str) -> Result<(), ConfigError> {
     url::check_host(host).map_err(|why| ConfigError::value("--host", host, why))
 }
@@ -291,5 +327,32 @@ mod tests {
                 .to_string(),
             "--endpoint v1/completions: must start with '/'"
         );
+    }
+
+    #[test]
+    fn a_base_url_ending_in_v1_says_to_drop_it() {
+        // Issue 36: `--base-url http://host:port/v1` (the OpenAI SDK's habit) 404'd every
+        // request at /v1/v1/completions after a hint to pass --tokenizer.
+        let url = BaseUrl::parse("http://gpu:8000/v1").unwrap();
+        assert_eq!(
+            check_prefix(&url, "/v1/completions", false)
+                .unwrap_err()
+                .to_string(),
+            "--base-url http://gpu:8000/v1: ends with /v1, and the endpoint /v1/completions \
+             starts with it: requests would go to http://gpu:8000/v1/v1/completions; drop the \
+             /v1 (--base-url http://gpu:8000)"
+        );
+        let nested = BaseUrl::parse("http://gw/openai/v1/").unwrap();
+        let e = check_prefix(&nested, "/v1/chat/completions", true).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--endpoint /v1/chat/completions starts with it")
+                && e.to_string().ends_with("(--base-url http://gw:80/openai)"),
+            "{e}"
+        );
+        // A prefix that is not the endpoint's first segment is a proxy's path: kept.
+        let proxied = BaseUrl::parse("http://gw/openai").unwrap();
+        assert!(check_prefix(&proxied, "/v1/completions", false).is_ok());
+        assert!(check_prefix(&url, "/pooling", false).is_ok());
     }
 }

@@ -142,6 +142,49 @@ pub fn tls_setup(host: &str, insecure: bool) -> Result<TlsSetup, TlsError> {
     })
 }
 
+/// Whether the server at `addr` answers a TLS ClientHello with plain HTTP (`HTTP/1.x ...`):
+/// an `https://` URL given for a plain-HTTP server, which would otherwise wait out the
+/// handshake timeout (a plain server waits for the end of a request line the ClientHello
+/// never sends). The ClientHello is followed by a blank line so such a server answers at
+/// once; a TLS server answers the ClientHello first. Waits at most `wait` for the first
+/// bytes; `false` when nothing (or anything else) comes. Blocking: for the checks before
+/// the run.
+pub fn answers_tls_with_http(addr: SocketAddr, host: &str, wait: Duration) -> bool {
+    use std::io::{Read, Write};
+    let hello = || -> Option<Vec<u8>> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .ok()?
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let name = ServerName::try_from(host.to_string()).ok()?;
+        let mut conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
+        let mut bytes = Vec::new();
+        conn.write_tls(&mut bytes).ok()?;
+        Some(bytes)
+    };
+    let Some(mut bytes) = hello() else {
+        return false;
+    };
+    bytes.extend_from_slice(b"\r\n\r\n");
+    let Ok(mut tcp) = std::net::TcpStream::connect_timeout(&addr, wait) else {
+        return false;
+    };
+    if tcp.set_read_timeout(Some(wait)).is_err() || tcp.write_all(&bytes).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 5];
+    let mut got = 0;
+    while got < head.len() {
+        match tcp.read(&mut head[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    &head[..got] == b"HTTP/"
+}
+
 impl Connection {
     /// Opens a connection within the endpoint's connect timeout.
     pub async fn open(ep: &Endpoint) -> io::Result<Connection> {
@@ -171,9 +214,16 @@ impl Connection {
                         // io::Error it converts into carries the real reason (e.g. "invalid
                         // peer certificate: UnknownIssuer").
                         let e = io::Error::from(e);
+                        // Plain text where a TLS record belongs: most likely an HTTP server.
+                        let hint = if e.to_string().contains("InvalidContentType") {
+                            " (the server answered in plain text: it speaks HTTP, not \
+                             HTTPS; use an http:// URL)"
+                        } else {
+                            ""
+                        };
                         return Err(io::Error::new(
                             e.kind(),
-                            format!("TLS handshake failed: {e}"),
+                            format!("TLS handshake failed: {e}{hint}"),
                         ));
                     }
                     Err(_) => {

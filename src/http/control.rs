@@ -281,55 +281,62 @@ async fn exchange(
     conn.write_parts(&req.parts)
         .await
         .map_err(|e| Failure::Stale(ControlError::Write(e)))?;
-    let mut raw = Vec::new();
+    // Decoded as it arrives (the head once, then each read's new bytes): re-parsing the
+    // whole response after every read was quadratic in its size (a 5 MB `/metrics` page of
+    // 100,000 names outlasted its scrape's timeout).
+    let mut pending: Vec<u8> = Vec::new();
+    let mut head: Option<(u16, String, bool)> = None;
+    let mut decoder = BodyDecoder::new(super::response::BodyKind::Empty);
+    let mut body = Vec::new();
+    let mut received = 0usize;
     let mut buf = Vec::with_capacity(16 * 1024);
     loop {
         buf.clear();
         let (res, b) = conn.read(buf).await;
         buf = b;
-        let failure = |e: ControlError| match raw.is_empty() {
-            true => Failure::Stale(e),
-            false => Failure::Broken(e),
+        let failure = |e: ControlError, received: usize| match received {
+            0 => Failure::Stale(e),
+            _ => Failure::Broken(e),
         };
-        let n = res.map_err(|e| failure(ControlError::Read(e)))?;
-        if n == 0 && raw.is_empty() {
+        let n = res.map_err(|e| failure(ControlError::Read(e), received))?;
+        if n == 0 && received == 0 {
             return Err(Failure::Stale(ControlError::ClosedBeforeAnswer));
         }
-        raw.extend_from_slice(&buf[..n]);
-        if raw.len() > MAX_BODY {
+        received += n;
+        pending.extend_from_slice(&buf[..n]);
+        if body.len() + pending.len() > MAX_BODY {
             return Err(Failure::Broken(ControlError::TooLarge));
         }
-        match try_complete(&raw, n == 0).map_err(Failure::Broken)? {
-            Some((resp, keep_alive)) => return Ok((resp, keep_alive.then_some(conn))),
-            None if n == 0 => return Err(Failure::Broken(ControlError::ClosedMidResponse)),
-            None => {}
+        let eof = n == 0;
+        if head.is_none() {
+            match parse_head(&pending).map_err(|e| Failure::Broken(e.into()))? {
+                Some(h) => {
+                    decoder = BodyDecoder::new(h.body);
+                    head = Some((h.status, h.reason.to_string(), h.keep_alive));
+                    pending.drain(..h.head_len);
+                }
+                None if eof => return Err(Failure::Broken(ControlError::ClosedMidResponse)),
+                None => continue,
+            }
+        }
+        let (consumed, mut done) = decoder
+            .decode_all(&pending, |p| body.extend_from_slice(p))
+            .map_err(|e| Failure::Broken(e.into()))?;
+        pending.drain(..consumed);
+        if !done && eof {
+            decoder.finish().map_err(|e| Failure::Broken(e.into()))?;
+            done = true;
+        }
+        if done {
+            let (status, reason, keep_alive) = head.take().unwrap_or_default();
+            let resp = Response {
+                status,
+                reason,
+                body,
+            };
+            return Ok((resp, (keep_alive && !eof).then_some(conn)));
         }
     }
-}
-
-/// Parses `raw` as a whole response when it is complete; with whether the connection may be
-/// kept alive (the server did not ask to close, and the body was not delimited by EOF).
-fn try_complete(raw: &[u8], eof: bool) -> Result<Option<(Response, bool)>, ControlError> {
-    let Some(head) = parse_head(raw)? else {
-        return Ok(None);
-    };
-    let rest = &raw[head.head_len..];
-    let mut decoder = BodyDecoder::new(head.body);
-    let mut out = Vec::new();
-    let (_, mut done) = decoder.decode_all(rest, |p| out.extend_from_slice(p))?;
-    if !done && eof {
-        decoder.finish()?;
-        done = true;
-    }
-    let body = done.then_some(out);
-    Ok(body.map(|body| {
-        let resp = Response {
-            status: head.status,
-            reason: head.reason.to_string(),
-            body,
-        };
-        (resp, head.keep_alive && !eof)
-    }))
 }
 
 #[cfg(test)]

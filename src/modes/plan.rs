@@ -36,6 +36,8 @@ pub struct Plan {
     pub engine: Engine,
     /// The app's console: every line a run prints goes through it.
     pub console: Console,
+    /// The server's `/metrics` asked while the plan was built (`super::target::EarlyProbe`).
+    pub metrics_probe: Option<super::target::EarlyProbe>,
 }
 
 impl Plan {
@@ -77,6 +79,15 @@ impl Plan {
             (None, Some(t)) if config.dry_run => t.clone(),
             (None, _) => target.first_model()?,
         };
+        // Beside the tokenizer and the prompts: its wait overlaps theirs.
+        let metrics_probe = (!config.dry_run && target.mock.is_none())
+            .then(|| super::target::EarlyProbe::start(config, &target))
+            .flatten();
+        // A --model the server does not list: asked now, said before the run.
+        let requested = config.model.served_model_name.as_ref();
+        let model_check =
+            (config.model.model.is_some() && !config.dry_run && target.mock.is_none())
+                .then(|| target.check_model(requested.unwrap_or(&model_id)));
         if let (true, DatasetParams::TimedTrace(p)) = (config.dry_run, &config.dataset.params) {
             // A trace's summary needs no tokenizer: described before one is loaded.
             console.line(TraceReplay::load(config, p, console)?.stats());
@@ -102,6 +113,9 @@ impl Plan {
             max_response_events: config.engine.max_response_events,
             interrupt_grace: config.engine.interrupt_grace,
         };
+        if let Some(warning) = model_check.and_then(|c| c.warning()) {
+            console.warning(warning);
+        }
         let engine = Engine::start(target.replicas(), engine_opts.clone())?;
         Ok(Some(Plan {
             target,
@@ -112,6 +126,7 @@ impl Plan {
             engine_opts,
             engine,
             console: console.clone(),
+            metrics_probe,
         }))
     }
 
@@ -283,7 +298,9 @@ fn build_requests(
     tokenizer: Option<&Tokenizer>,
     console: &Console,
 ) -> Result<Option<(Prepared, RunDataset)>> {
-    let align = needs_alignment(config).then(|| target.tokenize_endpoint(model_id));
+    // A dry run asks no server, so its prompts are not aligned to the server's tokenizer.
+    let align =
+        (needs_alignment(config) && !config.dry_run).then(|| target.tokenize_endpoint(model_id));
     let loaded = super::dataset::for_run(config, tokenizer, align, console)?;
     if config.dry_run {
         console.line(loaded.describe());

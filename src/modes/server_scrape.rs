@@ -5,16 +5,14 @@
 //! each endpoint that gave nothing said in one note.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::config::Config;
-use crate::server_metrics::{HttpSource, Options, Scraper, ServerMetrics, Source};
+use crate::server_metrics::{HttpSource, Options, ScrapeError, Scraper, ServerMetrics};
 
 use super::plan::Plan;
 
-/// The longest one scrape may take; also the longest the start waits for the first scrapes
-/// (once, before the run's clock starts) and the end for the last ones.
-pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
+pub use super::target::{scrape_timeout, SCRAPE_TIMEOUT};
 
 /// Starts scraping (`None` with `--no-server-metrics`); notes go to the console.
 pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
@@ -23,19 +21,19 @@ pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
         return None;
     }
     let t = &plan.target;
-    let mut sources: Vec<Arc<dyn Source>> = t
-        .each_replica()
-        .map(|(base, endpoint)| {
-            Arc::new(HttpSource {
-                driver: t.driver,
-                endpoint: endpoint.clone(),
-                host: base.host_header(),
-                path: base.request_path("/metrics"),
-                headers: t.headers.clone(),
-                url: base.url_of("/metrics"),
-            }) as Arc<dyn Source>
-        })
-        .collect();
+    let timeout = scrape_timeout(config);
+    let mut sources = t.metrics_sources();
+    if let Some(probe) = &plan.metrics_probe {
+        if probe.went_unanswered(timeout) {
+            plan.console.note(format_args!(
+                "server metrics: {}: {}; this run has no server figures from it \
+                 (--no-server-metrics turns scraping off)",
+                probe.url,
+                ScrapeError::NoAnswer(timeout)
+            ));
+            sources.retain(|s| s.url() != probe.url);
+        }
+    }
     for url in &c.urls {
         let connect = config.engine.connect_timeout;
         match HttpSource::at(url, t.driver, config.server.insecure, connect) {
@@ -47,7 +45,7 @@ pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
     }
     let opts = Options {
         interval: c.interval,
-        timeout: SCRAPE_TIMEOUT,
+        timeout,
         avoid_cores: if plan.engine_opts.pin {
             plan.engine_opts.cores.clone()
         } else {

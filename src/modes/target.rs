@@ -1,7 +1,7 @@
 //! The server a run talks to: a URL, or the embedded mock started on its own core; the model
 //! it serves; whether it is ready; and its `/tokenize` endpoint as a tokenizer of last resort.
 
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -16,6 +16,7 @@ use crate::http::url::{BaseUrl, Scheme};
 use crate::mock::{MockConfig, MockServer};
 use crate::output::stdio::Console;
 use crate::runtime::ResolvedDriver;
+use crate::server_metrics::{HttpSource, ScrapeError, Source};
 use crate::tokenizer::{TokenizeEndpoint, Tokenizer};
 use crate::types::Backend;
 
@@ -38,6 +39,10 @@ pub struct Target {
     pub mock: Option<MockServer>,
     /// Where a control call that keeps the run waiting says so.
     pub console: Console,
+    /// How long a control call (models, tokenize, metrics) may wait: [`CONTROL_TIMEOUT`],
+    /// or the request timeout when that is shorter (a server that accepts and never answers
+    /// must not hold the run longer on its control plane than on a request).
+    pub control_timeout: Duration,
 }
 
 impl Target {
@@ -91,6 +96,7 @@ impl Target {
             headers: request_headers(config),
             mock,
             console: console.clone(),
+            control_timeout: CONTROL_TIMEOUT.min(config.engine.request_timeout),
         })
     }
 
@@ -177,11 +183,26 @@ impl Target {
     /// server's address (checked once before the dataset is built, so a missing server is
     /// said first, not as a hint about --model or a block of failures).
     /// With several replicas, every one is checked.
+    /// An `https://` replica that answers the TLS handshake in plain HTTP is said here too
+    /// (at once, not after the handshake's timeout).
     pub fn check_reachable(&self) -> Result<()> {
         for (base, ep) in self.each_replica() {
             if let Err(e) = std::net::TcpStream::connect_timeout(&ep.addr, ep.connect_timeout) {
                 let why = format_args!("cannot connect to {}: {e}", ep.addr);
                 return Err(unreachable_at(base, why));
+            }
+            let wait = TLS_PROBE_WAIT.min(ep.connect_timeout);
+            if base.scheme == Scheme::Https
+                && crate::http::conn::answers_tls_with_http(ep.addr, &base.host, wait)
+            {
+                let plain = BaseUrl {
+                    scheme: Scheme::Http,
+                    ..base.clone()
+                };
+                bail!(
+                    "{base}: the server speaks HTTP, not HTTPS (it answered the TLS handshake \
+                     with a plain HTTP response); use http:// (--base-url {plain})"
+                );
             }
         }
         Ok(())
@@ -191,7 +212,7 @@ impl Target {
     pub fn first_model(&self) -> Result<String> {
         let url = self.base.url_of("/v1/models");
         let resp = self
-            .get("/v1/models", CONTROL_TIMEOUT)
+            .get("/v1/models", self.control_timeout)
             .map_err(|e| match e {
                 control::ControlError::Connect { .. } => self.unreachable(e),
                 e => anyhow::anyhow!("cannot list models at {url}: {e}; pass --model"),
@@ -211,6 +232,75 @@ impl Target {
             .with_context(|| format!("{url} lists no model; pass --model"))
     }
 
+    /// Each replica's own `/metrics` (the first replica's first), for the scrape.
+    pub fn metrics_sources(&self) -> Vec<Arc<dyn Source>> {
+        let t = self;
+        t.each_replica()
+            .map(|(base, endpoint)| {
+                Arc::new(HttpSource {
+                    driver: t.driver,
+                    endpoint: endpoint.clone(),
+                    host: base.host_header(),
+                    path: base.request_path("/metrics"),
+                    headers: t.headers.clone(),
+                    url: base.url_of("/metrics"),
+                }) as Arc<dyn Source>
+            })
+            .collect()
+    }
+
+    /// Asks `/v1/models`, on a thread of its own (its wait overlaps the run's preparation),
+    /// whether the server lists `model` (the name the requests carry); see
+    /// [`ModelCheck::warning`].
+    pub fn check_model(self: &Arc<Self>, model: &str) -> ModelCheck {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (target, model) = (self.clone(), model.to_string());
+        let deadline = Instant::now() + self.control_timeout + Duration::from_millis(100);
+        let _ = std::thread::Builder::new()
+            .name("model-check".into())
+            .spawn(move || {
+                let _ = tx.send(target.unlisted_model(&model));
+            });
+        ModelCheck { rx, deadline }
+    }
+
+    /// The warning for a `model` the server does not list at `/v1/models`, naming what it
+    /// serves; `None` when it lists it, or does not answer `/v1/models` with a list.
+    fn unlisted_model(&self, model: &str) -> Option<String> {
+        let resp = control::get(
+            self.driver,
+            &self.endpoint,
+            &self.base.host_header(),
+            &self.base.request_path("/v1/models"),
+            &self.headers,
+            control::Wait::quietly(self.control_timeout),
+        )
+        .ok()?;
+        if !resp.is_success() {
+            return None;
+        }
+        let v: Value = serde_json::from_slice(&resp.body).ok()?;
+        let served: Vec<&str> = v["data"]
+            .as_array()?
+            .iter()
+            .filter_map(|m| m["id"].as_str())
+            .collect();
+        if served.is_empty() || served.contains(&model) {
+            return None;
+        }
+        const SHOWN: usize = 5;
+        let mut list = served[..served.len().min(SHOWN)].join(", ");
+        if served.len() > SHOWN {
+            list += &format!(" and {} more", served.len() - SHOWN);
+        }
+        Some(format!(
+            "the server at {} does not list the model {model} at /v1/models (it serves {list}): \
+             requests name a model it may not have; pass --model (or --served-model-name) \
+             with one it serves",
+            self.base
+        ))
+    }
+
     /// `POST /reset_prefix_cache` (`--reset-prefix-cache`, before each sweep point).
     /// With several replicas, every one's.
     pub fn reset_prefix_cache(&self) -> Result<()> {
@@ -222,7 +312,7 @@ impl Target {
                     replica,
                     path,
                     &Value::Object(Default::default()),
-                    CONTROL_TIMEOUT,
+                    self.control_timeout,
                 )
                 .map_err(|e| anyhow::anyhow!("--reset-prefix-cache: POST {url}: {e}"))?;
             if !resp.is_success() {
@@ -263,6 +353,75 @@ impl Target {
             model: model.to_string(),
             llama_dialect: Default::default(),
         })
+    }
+}
+
+/// The longest one scrape may take; also the longest the start waits for the first scrapes
+/// (once, before the run's clock starts) and the end for the last ones. Shorter when the
+/// request timeout is (see [`scrape_timeout`]).
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// [`SCRAPE_TIMEOUT`], or the request timeout when that is shorter: a control-plane wait
+/// never outlasts a request's.
+pub fn scrape_timeout(config: &Config) -> Duration {
+    SCRAPE_TIMEOUT.min(config.engine.request_timeout)
+}
+
+/// One scrape of the server's own `/metrics`, asked in the background while the run is
+/// prepared (tokenizer, `/tokenize`, prompts): a server that accepts and never answers then
+/// costs its wait once, beside the others, instead of again before the run.
+pub struct EarlyProbe {
+    pub url: String,
+    answer: Mutex<Option<mpsc::Receiver<Result<(), ScrapeError>>>>,
+}
+
+impl EarlyProbe {
+    /// Starts the probe (`None` with `--no-server-metrics` or without a thread to spare).
+    pub fn start(config: &Config, target: &Target) -> Option<EarlyProbe> {
+        if !config.server_metrics.enabled {
+            return None;
+        }
+        let source = target.metrics_sources().into_iter().next()?;
+        let (tx, rx) = mpsc::channel();
+        let timeout = scrape_timeout(config);
+        let url = source.url();
+        std::thread::Builder::new()
+            .name("metrics-probe".into())
+            .spawn(move || {
+                let answer = source.fetch(timeout).map(drop);
+                let _ = tx.send(answer);
+            })
+            .ok()?;
+        Some(EarlyProbe {
+            url,
+            answer: Mutex::new(Some(rx)),
+        })
+    }
+
+    /// Whether the probe got no answer in its time (it is waited for at most `timeout`):
+    /// then the run's scrape leaves the endpoint out. Asked once; `false` after.
+    pub fn went_unanswered(&self, timeout: Duration) -> bool {
+        let rx = self.answer.lock().ok().and_then(|mut a| a.take());
+        let answer = rx.map(|rx| rx.recv_timeout(timeout));
+        matches!(
+            answer,
+            Some(Ok(Err(ScrapeError::NoAnswer(_)))) | Some(Err(_))
+        )
+    }
+}
+
+/// A `/v1/models` check in progress ([`Target::check_model`]).
+pub struct ModelCheck {
+    rx: std::sync::mpsc::Receiver<Option<String>>,
+    deadline: Instant,
+}
+
+impl ModelCheck {
+    /// The warning, if the server lists other models only; waits for the answer at most
+    /// until the control timeout from the check's start has passed.
+    pub fn warning(self) -> Option<String> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        self.rx.recv_timeout(left).ok().flatten()
     }
 }
 
@@ -395,6 +554,9 @@ struct ServerTokenize {
 /// not minutes; a server that accepts and never answers is reported as such, not waited on.
 /// Each call also says what it waits for after [`control::NOTICE_AFTER`].
 pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the check before the run waits for an `https://` server's first bytes (a TLS
+/// server answers a ClientHello within milliseconds).
+const TLS_PROBE_WAIT: Duration = Duration::from_secs(1);
 /// Vocabulary assumed for a server-side tokenizer whose server does not report one.
 const ASSUMED_VOCAB: usize = 32_000;
 
@@ -463,7 +625,7 @@ impl ServerTokenize {
         let url = self.target.base.url_of(path);
         let resp = self
             .target
-            .post(path, body, CONTROL_TIMEOUT)
+            .post(path, body, self.target.control_timeout)
             .map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
         if !resp.is_success() {
             bail!("{url}: HTTP {} {}", resp.status, resp.reason);

@@ -192,9 +192,7 @@ pub fn parse_prefix_cache_counters(metrics: &str) -> Option<(f64, f64)> {
 
 /// The server's prefix-cache counters now; `None` when `/metrics` is missing or lacks them.
 pub fn scrape_prefix_cache(target: &Target) -> Option<(f64, f64)> {
-    let resp = target
-        .get("/metrics", super::target::CONTROL_TIMEOUT)
-        .ok()?;
+    let resp = target.get("/metrics", target.control_timeout).ok()?;
     resp.is_success()
         .then(|| parse_prefix_cache_counters(&resp.text()))
         .flatten()

@@ -19,11 +19,12 @@ pub struct ReplicaStats {
     pub url: String,
     pub requests: usize,
     pub failed: usize,
-    /// Over its successful requests (0 without any), in ms.
-    pub ttft_p50_ms: f64,
-    pub ttft_p99_ms: f64,
-    pub itl_p50_ms: f64,
-    pub itl_p99_ms: f64,
+    /// Over its successful requests, in ms; `None` without any (a dead replica has no
+    /// latency, not a latency of 0).
+    pub ttft_p50_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub itl_p50_ms: Option<f64>,
+    pub itl_p99_ms: Option<f64>,
 }
 
 /// Each replica's figures: `urls[r]` is replica `r`; `outputs[i]` went to replica
@@ -51,7 +52,7 @@ pub fn of(
     }
     let p = |v: &mut Vec<f64>, q: f64| {
         v.sort_by(f64::total_cmp);
-        percentile_sorted(v, q)
+        (!v.is_empty()).then(|| percentile_sorted(v, q))
     };
     urls.iter()
         .enumerate()
@@ -79,17 +80,19 @@ pub fn section(stats: &[ReplicaStats]) -> Section {
         "{:<4}{:>9}{:>8}{:>10}{:>10}{:>9}{:>9}  URL",
         "#", "Requests", "Failed", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"
     );
+    // `-` where a replica answered no request successfully (or streamed one token only).
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
     for (r, s) in stats.iter().enumerate() {
         let _ = writeln!(
             out,
-            "{:<4}{:>9}{:>8}{:>10.2}{:>10.2}{:>9.2}{:>9.2}  {}",
+            "{:<4}{:>9}{:>8}{:>10}{:>10}{:>9}{:>9}  {}",
             r,
             s.requests,
             s.failed,
-            s.ttft_p50_ms,
-            s.ttft_p99_ms,
-            s.itl_p50_ms,
-            s.itl_p99_ms,
+            ms(s.ttft_p50_ms),
+            ms(s.ttft_p99_ms),
+            ms(s.itl_p50_ms),
+            ms(s.itl_p99_ms),
             s.url
         );
     }
@@ -104,10 +107,11 @@ pub fn section(stats: &[ReplicaStats]) -> Section {
             o.set("url", Json::str(s.url.clone()));
             o.set("requests", Json::UInt(s.requests as u64));
             o.set("failed", Json::UInt(s.failed as u64));
-            o.set("p50_ttft_ms", Json::Float(s.ttft_p50_ms));
-            o.set("p99_ttft_ms", Json::Float(s.ttft_p99_ms));
-            o.set("p50_itl_ms", Json::Float(s.itl_p50_ms));
-            o.set("p99_itl_ms", Json::Float(s.itl_p99_ms));
+            // `null` without a successful request.
+            o.set("p50_ttft_ms", Json::opt(s.ttft_p50_ms, Json::Float));
+            o.set("p99_ttft_ms", Json::opt(s.ttft_p99_ms, Json::Float));
+            o.set("p50_itl_ms", Json::opt(s.itl_p50_ms, Json::Float));
+            o.set("p99_itl_ms", Json::opt(s.itl_p99_ms, Json::Float));
             Json::Object(o)
         })
         .collect();
@@ -140,11 +144,31 @@ mod tests {
         let s = of(&urls, &outputs, [0, 1, 0]);
         assert_eq!((s[0].requests, s[0].failed), (2, 0));
         assert_eq!((s[1].requests, s[1].failed), (1, 1));
-        assert!((s[0].ttft_p50_ms - 20.0).abs() < 1e-9);
-        assert!((s[0].itl_p50_ms - 2.0).abs() < 1e-9);
-        assert_eq!(s[1].ttft_p99_ms, 0.0);
+        assert!((s[0].ttft_p50_ms.unwrap() - 20.0).abs() < 1e-9);
+        assert!((s[0].itl_p50_ms.unwrap() - 2.0).abs() < 1e-9);
         let block = section(&s);
         assert!(block.console.contains("http://b:2"), "{}", block.console);
         assert!(section(&s[..1]).console.is_empty(), "one server: no block");
+    }
+
+    #[test]
+    fn a_dead_replicas_row_shows_a_dash_not_ttft_p50_0() {
+        // Issue 36: replica 1 answered nothing; its row read `TTFT p50 0.00`.
+        let urls = ["http://a:1".to_string(), "http://dead:2".to_string()];
+        let outputs = [output(true, 0.010, &[0.001]), output(false, 0.0, &[])];
+        let s = of(&urls, &outputs, [0, 1]);
+        assert_eq!(s[1].ttft_p50_ms, None);
+        let block = section(&s);
+        let row = block
+            .console
+            .lines()
+            .find(|l| l.ends_with("http://dead:2"))
+            .unwrap();
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            ["1", "1", "1", "-", "-", "-", "-", "http://dead:2"]
+        );
+        let json = block.json.to_json_string();
+        assert!(json.contains("\"p50_ttft_ms\": null"), "{json}");
     }
 }

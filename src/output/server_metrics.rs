@@ -4,7 +4,10 @@
 //!
 //! The block shows only what the server reported (a figure whose metric is missing is left
 //! out, not printed as zero) and nothing at all when no endpoint answered. Histogram
-//! percentiles are interpolated inside the server's buckets, and the block says so.
+//! percentiles are interpolated inside the server's buckets where that agrees with the
+//! server's exact mean, else shown as the bucket they fall in (`<= 300`, `300-500`): never
+//! finer than the buckets. Gauges are shown from enough samples during the run, else the
+//! row says there were too few.
 //!
 //! [`from_json`] reads the key back: a shard's result file carries its scrape there, and
 //! `vllm-bench merge` shows one shard's (see `modes::merge`), so the key is its own format
@@ -19,9 +22,10 @@ use super::console::{centred, float_line, WIDTH};
 use super::json::{Json, JsonObject};
 use crate::metrics::metric_stats::{MetricKind, MetricStats};
 use crate::metrics::report::BenchmarkReport;
+use crate::server_metrics::window::MIN_GAUGE_SAMPLES;
 use crate::server_metrics::{
-    self as sm, llamacpp, vllm, EndpointMetrics, Figures, GaugeStats, HistogramDelta, Series,
-    ServerMetrics, WentDown,
+    self as sm, llamacpp, vllm, EndpointMetrics, Figures, GaugeStats, HistogramDelta, Quantile,
+    Series, ServerMetrics, WentDown,
 };
 
 /// The result-JSON key.
@@ -123,11 +127,18 @@ fn block(
     ];
     for (label, names, scale) in gauges {
         if let Some(g) = f.gauge(names) {
-            line(
-                out,
-                label,
-                format!("{:.2} / {:.2}", g.max * scale, g.mean * scale),
-            );
+            let value = if g.is_enough() {
+                format!("{:.2} / {:.2}", g.max * scale, g.mean * scale)
+            } else {
+                // One or two samples may all fall between the requests: a level read from
+                // them (0 with 50 requests in flight) would mislead.
+                format!(
+                    "too few samples ({} during the run, {MIN_GAUGE_SAMPLES} needed; \
+                     lower --server-metrics-interval)",
+                    g.samples
+                )
+            };
+            line(out, label, value);
         }
     }
     for (name, w) in &f.went_down {
@@ -144,14 +155,30 @@ fn block(
     ];
     if latency.iter().any(|(_, n)| f.histograms.contains_key(*n)) {
         centred(out, " Server latency (bucket-interpolated) ", '-');
+        let mut ranges = false;
         for (label, name) in latency {
             if let Some(h) = f.histograms.get(name) {
+                ranges |= [h.p50, h.p99]
+                    .iter()
+                    .any(|q| q.is_some_and(|q| q.value.is_none()));
                 line(
                     out,
                     &format!("{label} mean/p50/p99 (ms):"),
-                    format!("{} / {} / {}", ms(h.mean()), ms(h.p50), ms(h.p99)),
+                    format!(
+                        "{} / {} / {}",
+                        ms(h.mean()),
+                        quantile_ms(h.p50),
+                        quantile_ms(h.p99)
+                    ),
                 );
             }
+        }
+        if ranges {
+            let _ = writeln!(
+                out,
+                "(a range is the server's histogram bucket: interpolating inside it would \
+                 contradict the server's mean)"
+            );
         }
     }
     if let Some(split) = client_ttft.and_then(|c| TtftSplit::of(c, f)) {
@@ -181,6 +208,32 @@ fn integer(v: f64) -> String {
 
 fn ms(s: Option<f64>) -> String {
     s.map_or_else(|| "N/A".to_string(), |s| format!("{:.2}", s * 1000.0))
+}
+
+/// A percentile in ms: its interpolated value, else the bucket it falls in, never a number
+/// finer than the buckets.
+fn quantile_ms(q: Option<Quantile>) -> String {
+    match q {
+        Some(Quantile { value: Some(v), .. }) => format!("{:.2}", v * 1000.0),
+        Some(Quantile {
+            bucket: Some((lower, upper)),
+            ..
+        }) => bucket_ms(lower, upper),
+        _ => "N/A".to_string(),
+    }
+}
+
+/// A bucket `(lower, upper]` in seconds as ms: `<= 300`, `300-500`, `> 10000`.
+fn bucket_ms(lower: f64, upper: f64) -> String {
+    // Bounds are the server's round numbers: no trailing zeros, no float noise.
+    let bound = |s: f64| format!("{}", (s * 1e6).round() / 1e3);
+    if upper.is_infinite() {
+        format!("> {}", bound(lower))
+    } else if lower <= 0.0 {
+        format!("<= {}", bound(upper))
+    } else {
+        format!("{}-{}", bound(lower), bound(upper))
+    }
 }
 
 /// The client's TTFT statistics, when this run has them.
@@ -242,8 +295,8 @@ impl TtftSplit {
                 "P99 TTFT client / server / queue (ms):",
                 format!(
                     "{p99:.2} / {} / {}",
-                    ms(self.server.p99),
-                    ms(self.queue.p99)
+                    quantile_ms(self.server.p99),
+                    quantile_ms(self.queue.p99)
                 ),
             );
         }
@@ -305,6 +358,7 @@ fn endpoint(e: &EndpointMetrics) -> JsonObject<'static> {
         s.set("min", Json::Float(g.min));
         s.set("mean", Json::Float(g.mean));
         s.set("max", Json::Float(g.max));
+        s.set("samples", Json::UInt(g.samples as u64));
         gauges.set(k.clone(), Json::Object(s));
     }
     o.set("gauges", Json::Object(gauges));
@@ -314,9 +368,14 @@ fn endpoint(e: &EndpointMetrics) -> JsonObject<'static> {
         s.set("count", Json::Float(h.count));
         s.set("sum", Json::Float(h.sum));
         s.set("mean", Json::opt(h.mean(), Json::Float));
-        s.set("p50", Json::opt(h.p50, Json::Float));
-        s.set("p90", Json::opt(h.p90, Json::Float));
-        s.set("p99", Json::opt(h.p99, Json::Float));
+        for (key, q) in [("p50", h.p50), ("p90", h.p90), ("p99", h.p99)] {
+            s.set(key, Json::opt(q.and_then(|q| q.value), Json::Float));
+            let bucket = q.and_then(|q| q.bucket).map(|(lower, upper)| {
+                // `null` for the overflow bucket's infinite bound.
+                Json::List(vec![Json::Float(lower), Json::Float(upper)])
+            });
+            s.set(format!("{key}_bucket"), bucket.unwrap_or(Json::Null));
+        }
         s.set("percentiles", Json::str("bucket-interpolated"));
         hists.set(k.clone(), Json::Object(s));
     }
@@ -410,6 +469,28 @@ fn field(o: &Object, key: &str, at: &str) -> Result<f64, ReadError> {
     number(v, || format!("{at}{key}"))
 }
 
+/// A percentile saved as its value (`p50`) and its bucket (`p50_bucket`, `[lower, upper]`,
+/// `null` for an infinite upper bound); `None` when neither is there.
+fn quantile_from(h: &Object, key: &str, at: &str) -> Result<Option<Quantile>, ReadError> {
+    let value = optional(h.get(key), || format!("{at}{key}"))?;
+    let bucket_key = format!("{key}_bucket");
+    let bucket = match h.get(&bucket_key) {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let here = || format!("{at}{bucket_key}");
+            let pair = v.as_array().filter(|a| a.len() == 2);
+            let pair = pair.ok_or_else(|| bad(here(), "not a [lower, upper] pair"))?;
+            let lower = number(&pair[0], here)?;
+            let upper = match &pair[1] {
+                Value::Null => f64::INFINITY,
+                v => number(v, here)?,
+            };
+            Some((lower, upper))
+        }
+    };
+    Ok((value.is_some() || bucket.is_some()).then_some(Quantile { bucket, value }))
+}
+
 fn endpoint_from(o: &Object, at: &str) -> Result<EndpointMetrics, ReadError> {
     let url = o
         .get("url")
@@ -438,10 +519,19 @@ fn endpoint_from(o: &Object, at: &str) -> Result<EndpointMetrics, ReadError> {
         let g = v
             .as_object()
             .ok_or_else(|| bad(here.clone(), "not an object"))?;
+        let samples = match g.get("samples") {
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| bad(format!("{here}samples"), "not a count"))?
+                as usize,
+            // Written before the key existed: counted from the series below.
+            None => usize::MAX,
+        };
         let stats = GaugeStats {
             min: field(g, "min", &here)?,
             mean: field(g, "mean", &here)?,
             max: field(g, "max", &here)?,
+            samples,
         };
         f.gauges.insert(k.clone(), stats);
     }
@@ -450,7 +540,7 @@ fn endpoint_from(o: &Object, at: &str) -> Result<EndpointMetrics, ReadError> {
         let h = v
             .as_object()
             .ok_or_else(|| bad(here.clone(), "not an object"))?;
-        let p = |key: &str| optional(h.get(key), || format!("{here}{key}"));
+        let p = |key: &str| quantile_from(h, key, &here);
         let delta = HistogramDelta {
             count: field(h, "count", &here)?,
             sum: field(h, "sum", &here)?,
@@ -485,6 +575,14 @@ fn endpoint_from(o: &Object, at: &str) -> Result<EndpointMetrics, ReadError> {
         }
         gauges.insert(k.clone(), values);
     }
+    for (k, stats) in f.gauges.iter_mut() {
+        if stats.samples == usize::MAX {
+            // The samples during the run: the series' values but the first and the last.
+            let values = gauges.get(k).map_or(&[][..], Vec::as_slice);
+            let during = values.get(1..values.len().saturating_sub(1)).unwrap_or(&[]);
+            stats.samples = during.iter().flatten().count();
+        }
+    }
     f.series = Series {
         t: t.into_iter().map(|t| t.unwrap_or(f64::NAN)).collect(),
         gauges,
@@ -513,6 +611,7 @@ mod tests {
                 min: 0.0,
                 mean: 1.25,
                 max: 4.0,
+                samples: 4,
             },
         );
         f.histograms.insert(
@@ -520,9 +619,15 @@ mod tests {
             HistogramDelta {
                 count: 24.0,
                 sum: 0.7,
-                p50: Some(0.03),
+                p50: Some(Quantile {
+                    bucket: Some((0.02, 0.04)),
+                    value: Some(0.03),
+                }),
                 p90: None,
-                p99: Some(0.04),
+                p99: Some(Quantile {
+                    bucket: Some((0.04, f64::INFINITY)),
+                    value: None,
+                }),
             },
         );
         f.prefix_cache_hit_rate = Some(0.4);
@@ -565,11 +670,13 @@ mod tests {
         let samples = [
             sample(text(1000, 50, 400, 0)),
             sample(text(1100, 70, 440, 3)),
+            sample(text(1150, 75, 460, 4)),
+            sample(text(1200, 78, 480, 2)),
             sample(text(1300, 80, 500, 0)),
         ];
         let e = EndpointMetrics {
             url: "http://llama/metrics".into(),
-            scrapes: 3,
+            scrapes: 5,
             failed: 0,
             figures: Figures::of(&samples, at).unwrap(),
         };
@@ -581,9 +688,117 @@ mod tests {
         has("Generation tokens:                       100");
         has("Prefill speed per request (tok/s):       100.00");
         has("Decode speed per request (tok/s):        20.00");
-        has("Running requests (peak / mean):          3.00 / 1.00");
+        // Of the three samples during the run (before and after it, nothing runs).
+        has("Running requests (peak / mean):          4.00 / 3.00");
         has("Waiting requests (peak / mean):          0.00 / 0.00");
         assert!(!block_text.contains("Successful requests"), "{block_text}");
+    }
+
+    fn endpoint_of(figures: Figures, scrapes: usize) -> EndpointMetrics {
+        EndpointMetrics {
+            url: "http://s/metrics".into(),
+            scrapes,
+            failed: 0,
+            figures,
+        }
+    }
+
+    #[test]
+    fn running_requests_0_with_50_in_flight_from_3_scrapes_says_too_few_samples() {
+        // Issue 36: a short run scraped 3 times (before, once during, after) printed
+        // `Running requests (peak / mean): 0.00 / 0.00` with 50 requests in flight: the one
+        // sample during the run fell between its requests' arrivals.
+        use crate::server_metrics::exposition::parse;
+        use crate::server_metrics::window::Sample;
+        let at = std::time::Instant::now();
+        let running = |n: u32| Sample {
+            at,
+            scrape: parse(&format!(
+                "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running {n}\n"
+            ))
+            .unwrap(),
+        };
+        let three = [running(0), running(0), running(0)];
+        let mut text = String::new();
+        block(
+            &mut text,
+            &endpoint_of(Figures::of(&three, at).unwrap(), 3),
+            None,
+            None,
+        );
+        assert!(
+            text.contains(
+                "Running requests (peak / mean):          too few samples (1 during the run, 3 \
+                 needed; lower --server-metrics-interval)"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("0.00 / 0.00"), "{text}");
+        // Enough samples during the run: the level, without the idle ones around it.
+        let six = [0, 50, 50, 40, 10, 0].map(running);
+        let mut text = String::new();
+        block(
+            &mut text,
+            &endpoint_of(Figures::of(&six, at).unwrap(), 6),
+            None,
+            None,
+        );
+        assert!(
+            text.contains("Running requests (peak / mean):          50.00 / 37.50"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn prefill_percentiles_contradicting_the_mean_print_the_bucket_not_a_number() {
+        // Issue 36: `Server prefill time mean/p50/p99 (ms): 20.00 / 150.00 / 297.00` when
+        // every prefill took 20 ms and vLLM's first prefill bucket ends at 300 ms.
+        use crate::server_metrics::exposition::parse;
+        use crate::server_metrics::window::Sample;
+        let at = std::time::Instant::now();
+        let scrape = |n: u32| {
+            let bounds = ["0.3", "0.5", "0.8", "1.0", "+Inf"];
+            let mut t = String::from("# TYPE vllm:request_prefill_time_seconds histogram\n");
+            for le in bounds {
+                t += &format!("vllm:request_prefill_time_seconds_bucket{{le=\"{le}\"}} {n}\n");
+            }
+            t += &format!("vllm:request_prefill_time_seconds_count {n}\n");
+            t += &format!(
+                "vllm:request_prefill_time_seconds_sum {}\n",
+                n as f64 * 0.02
+            );
+            Sample {
+                at,
+                scrape: parse(&t).unwrap(),
+            }
+        };
+        let figures = Figures::of(&[scrape(0), scrape(24)], at).unwrap();
+        let e = endpoint_of(figures, 2);
+        let mut text = String::new();
+        block(&mut text, &e, None, None);
+        assert!(
+            text.contains("Server prefill time mean/p50/p99 (ms):   20.00 / <= 300 / <= 300"),
+            "{text}"
+        );
+        assert!(
+            text.contains("(a range is the server's histogram bucket"),
+            "{text}"
+        );
+        // The result file: no value, the bucket in seconds.
+        let doc: Value = serde_json::from_str(
+            &to_json(&ServerMetrics {
+                endpoints: vec![e],
+                notes: Vec::new(),
+            })
+            .to_json_string(),
+        )
+        .unwrap();
+        let h = &doc[KEY]["histograms"]["vllm:request_prefill_time_seconds"];
+        assert_eq!(h["p50"], Value::Null, "{h}");
+        assert_eq!(h["p99_bucket"], serde_json::json!([0.0, 0.3]), "{h}");
+        assert_eq!(bucket_ms(0.3, 0.5), "300-500");
+        assert_eq!(bucket_ms(10.0, f64::INFINITY), "> 10000");
+        assert_eq!(bucket_ms(0.0, 0.0025), "<= 2.5");
     }
 
     #[test]

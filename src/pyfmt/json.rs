@@ -5,6 +5,7 @@
 //! float (our documents are strict JSON; see `output::json`).
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::push_float_repr;
@@ -88,9 +89,24 @@ impl<'a> Json<'a> {
 }
 
 /// An insertion-ordered JSON object with Python dict assignment semantics.
-#[derive(Debug, Clone, Default, PartialEq)]
+///
+/// Small objects (most of a result document) find a key by a linear search; from
+/// [`INDEX_FROM`] keys on, a hash index keeps `set` and `get` O(1), so an object built from a
+/// server's `/metrics` with 100,000 names costs no quadratic key search.
+#[derive(Debug, Clone, Default)]
 pub struct JsonObject<'a> {
     entries: Vec<(Cow<'a, str>, Json<'a>)>,
+    /// Each key's position in `entries`, once there are [`INDEX_FROM`] keys or more.
+    index: Option<HashMap<Box<str>, usize>>,
+}
+
+/// From this many keys on an object keeps a hash index of them.
+const INDEX_FROM: usize = 32;
+
+impl PartialEq for JsonObject<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+    }
 }
 
 impl<'a> JsonObject<'a> {
@@ -99,24 +115,57 @@ impl<'a> JsonObject<'a> {
         Self::default()
     }
 
+    /// Where `key` is in `entries`.
+    fn position(&self, key: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(key).copied(),
+            None => self.entries.iter().position(|(k, _)| k == key),
+        }
+    }
+
+    /// Builds the index when the object has grown large enough to need it (or drops it).
+    fn reindex(&mut self) {
+        self.index = (self.entries.len() >= INDEX_FROM).then(|| {
+            let keys = self.entries.iter().enumerate();
+            keys.map(|(i, (k, _))| (Box::from(k.as_ref()), i)).collect()
+        });
+    }
+
     /// `d[key] = value`: replaces the value of an existing key in place, else appends.
     pub fn set(&mut self, key: impl Into<Cow<'a, str>>, value: Json<'a>) {
         let key = key.into();
-        match self.entries.iter_mut().find(|(k, _)| *k == key) {
-            Some(entry) => entry.1 = value,
-            None => self.entries.push((key, value)),
+        if let Some(i) = self.position(&key) {
+            self.entries[i].1 = value;
+            return;
+        }
+        let at = self.entries.len();
+        match &mut self.index {
+            Some(index) => {
+                index.insert(Box::from(key.as_ref()), at);
+                self.entries.push((key, value));
+            }
+            None => {
+                self.entries.push((key, value));
+                if self.entries.len() >= INDEX_FROM {
+                    self.reindex();
+                }
+            }
         }
     }
 
     /// `del d[key]` if present; returns the removed value.
     pub fn remove(&mut self, key: &str) -> Option<Json<'a>> {
-        let i = self.entries.iter().position(|(k, _)| k == key)?;
-        Some(self.entries.remove(i).1)
+        let i = self.position(key)?;
+        let removed = self.entries.remove(i).1;
+        if self.index.is_some() {
+            self.reindex();
+        }
+        Some(removed)
     }
 
     /// The value of `key`, if present.
     pub fn get(&self, key: &str) -> Option<&Json<'a>> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.position(key).map(|i| &self.entries[i].1)
     }
 
     /// The keys, in order.
@@ -132,6 +181,7 @@ impl<'a> JsonObject<'a> {
                 .into_iter()
                 .map(|(k, v)| (Cow::Owned(k.into_owned()), v.into_owned()))
                 .collect(),
+            index: self.index,
         }
     }
 
@@ -260,4 +310,52 @@ pub fn push_json_str(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_object_keeps_dict_semantics_with_its_index() {
+        let mut o = JsonObject::new();
+        for i in 0..1000u64 {
+            o.set(format!("k{i}"), Json::UInt(i));
+        }
+        // Assigning an existing key replaces it in place, small object or large.
+        o.set("k3", Json::str("three"));
+        o.set("k999", Json::Null);
+        assert_eq!(o.len(), 1000);
+        assert_eq!(o.get("k3"), Some(&Json::str("three")));
+        assert_eq!(o.keys().nth(3), Some("k3"));
+        assert_eq!(o.remove("k0"), Some(Json::UInt(0)));
+        assert_eq!(o.get("k0"), None);
+        assert_eq!(
+            o.get("k1"),
+            Some(&Json::UInt(1)),
+            "positions after a removal"
+        );
+        o.set("k0", Json::UInt(7));
+        assert_eq!(o.keys().last(), Some("k0"), "a new key goes last");
+        let owned = o.clone().into_owned();
+        assert_eq!(owned.get("k500"), Some(&Json::UInt(500)));
+        assert_eq!(owned, o);
+    }
+
+    #[test]
+    fn setting_100k_distinct_keys_is_not_quadratic() {
+        // A linear search per `set` made this 5 * 10^9 key comparisons; indexed it is a
+        // few milliseconds (the bound is generous: a regression guard, not a benchmark).
+        let started = std::time::Instant::now();
+        let mut o = JsonObject::new();
+        for i in 0..100_000u64 {
+            o.set(format!("vllm:metric_{i}"), Json::UInt(i));
+        }
+        assert_eq!(o.len(), 100_000);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 }

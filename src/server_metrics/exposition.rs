@@ -393,3 +393,24 @@ vllm:time_to_first_token_seconds_sum{model_name="n"} 0.15
         assert_eq!(back, v);
     }
 }
+
+#[cfg(test)]
+mod scale_tests {
+    use super::*;
+
+    #[test]
+    fn a_page_of_100k_names_parses_without_quadratic_work() {
+        // Issue 36: a /metrics of 100,000 distinct names. A generous bound (debug build,
+        // shared cores): a guard against quadratic work, not a benchmark.
+        let mut body = String::new();
+        for i in 0..100_000 {
+            body += &format!("# TYPE m_{i} counter\nm_{i}_total{{a=\"b\"}} {i}\n");
+        }
+        let started = std::time::Instant::now();
+        let s = parse(&body).unwrap();
+        let took = started.elapsed();
+        assert_eq!(s.counters.len(), 100_000);
+        eprintln!("parsed 100k names in {took:?}");
+        assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+    }
+}

@@ -1,7 +1,7 @@
 //! The server's side of a run: its Prometheus `/metrics` (vLLM's, and any other endpoint
 //! named with `--server-metrics-url`) scraped before, during and after the measured
 //! window, and this run's share of it: counter deltas, gauge spreads, histogram deltas
-//! with bucket-interpolated percentiles, the prefix-cache hit rate.
+//! with percentiles no finer than the buckets, the prefix-cache hit rate.
 //!
 //! [`exposition`] reads the text format, [`window`] works out the figures, [`scrape`] runs
 //! the scrape threads. Rendering is `output::server_metrics`'.
@@ -17,7 +17,7 @@ pub mod window;
 pub use scrape::{
     EndpointMetrics, HttpSource, Options, ScrapeError, Scraper, ServerMetrics, Source, SourceError,
 };
-pub use window::{Figures, GaugeStats, HistogramDelta, Series, WentDown};
+pub use window::{Figures, GaugeStats, HistogramDelta, Quantile, Series, WentDown};
 
 /// vLLM 0.33's names of the figures the console shows.
 pub mod vllm {

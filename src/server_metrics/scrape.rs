@@ -141,20 +141,45 @@ pub struct Options {
     pub avoid_cores: Vec<usize>,
 }
 
+/// At most this many scrape threads, however many endpoints: up to it each endpoint has a
+/// thread of its own (a slow one holds no other), beyond it the endpoints share them in turn
+/// (10,000 replicas must not start 10,000 threads).
+pub const MAX_SCRAPE_THREADS: usize = 8;
+
+/// At most this many endpoints are named one line each in the start's notes; the rest are
+/// counted in one more line.
+const MAX_NOTES: usize = 5;
+
+/// How long the start and the end wait, past the scrape timeout, for an endpoint that has
+/// answered to be parsed: the timeout bounds the server's answer, not our reading of it (a
+/// page of 100,000 names takes about 2 s in a debug build on a busy machine).
+const PARSE_ALLOWANCE: Duration = Duration::from_secs(20);
+
+/// A scrape thread's word on one endpoint's first scrape.
+enum First {
+    /// The server answered; its body is being parsed.
+    Answered,
+    /// The first scrape is done: a sample, or why not.
+    Done(Result<(), ScrapeError>),
+}
+
 /// Scrapes in progress; [`Scraper::finish`] ends them.
 pub struct Scraper {
-    running: Vec<Running>,
+    /// The endpoints that answered the first scrape: their index among the sources, and URL.
+    running: Vec<(usize, String)>,
+    workers: Vec<Worker>,
     timeout: Duration,
 }
 
-struct Running {
-    url: String,
+/// One scrape thread, as the caller holds it.
+struct Worker {
     /// Sends the end's deadline.
     stop: mpsc::Sender<Instant>,
-    done: mpsc::Receiver<Outcome>,
+    /// Each of its endpoints' outcome, by source index.
+    done: mpsc::Receiver<Vec<(usize, Outcome)>>,
 }
 
-/// What a scrape thread hands back at the end.
+/// What a scrape thread hands back at the end, per endpoint.
 struct Outcome {
     samples: Vec<Sample>,
     failed: usize,
@@ -181,74 +206,142 @@ pub struct ServerMetrics {
 
 impl Scraper {
     /// Takes every source's first scrape (waiting at most `opts.timeout` in all) and starts
-    /// scraping each one that answered every `opts.interval`. Returns one line for each
-    /// source that did not answer.
+    /// scraping each one that answered every `opts.interval`, on at most
+    /// [`MAX_SCRAPE_THREADS`] threads. Returns one line for each source that did not answer
+    /// (the first [`MAX_NOTES`], then one line counting the others).
     pub fn start(sources: Vec<Arc<dyn Source>>, opts: &Options) -> (Scraper, Vec<String>) {
-        let mut started = Vec::new();
-        for source in sources {
-            let (ready_tx, ready) = mpsc::channel::<Result<(), ScrapeError>>();
-            let (stop, stop_rx) = mpsc::channel::<Instant>();
-            let (done_tx, done) = mpsc::channel::<Outcome>();
-            let url = source.url();
-            let opts = opts.clone();
-            let spawned = std::thread::Builder::new()
-                .name("server-metrics".into())
-                .spawn(move || scrape_loop(&*source, &opts, &ready_tx, &stop_rx, &done_tx));
-            if spawned.is_ok() {
-                started.push((ready, Running { url, stop, done }));
-            }
+        let urls: Vec<String> = sources.iter().map(|s| s.url()).collect();
+        let threads = sources.len().min(MAX_SCRAPE_THREADS);
+        let mut groups: Vec<Vec<(usize, Arc<dyn Source>)>> = vec![Vec::new(); threads];
+        for (i, source) in sources.into_iter().enumerate() {
+            groups[i % threads].push((i, source));
         }
         let deadline = Instant::now() + opts.timeout;
+        let (ready_tx, ready) = mpsc::channel::<(usize, First)>();
+        let mut answers: Vec<Option<Result<(), ScrapeError>>> = urls.iter().map(|_| None).collect();
+        let mut workers = Vec::new();
+        let mut expected = 0;
+        for group in groups {
+            let (stop, stop_rx) = mpsc::channel::<Instant>();
+            let (done_tx, done) = mpsc::channel();
+            let members: Vec<usize> = group.iter().map(|g| g.0).collect();
+            let (opts, ready_tx) = (opts.clone(), ready_tx.clone());
+            let spawned = std::thread::Builder::new()
+                .name("server-metrics".into())
+                .spawn(move || scrape_group(group, &opts, deadline, &ready_tx, &stop_rx, &done_tx));
+            match spawned {
+                Ok(_) => {
+                    expected += members.len();
+                    workers.push(Worker { stop, done });
+                }
+                Err(e) => {
+                    for i in members {
+                        let why = ScrapeError::Control(ControlError::Runtime(std::io::Error::new(
+                            e.kind(),
+                            format!("no thread to scrape it: {e}"),
+                        )));
+                        answers[i] = Some(Err(why));
+                    }
+                }
+            }
+        }
+        drop(ready_tx);
+        // A thread answers just after the deadline when its last call timed out at it.
+        let grace = deadline + Duration::from_millis(100);
+        // Endpoints that answered and are being parsed: waited for past the deadline.
+        let mut parsing = 0usize;
+        let mut in_parse = vec![false; answers.len()];
+        while expected > 0 {
+            let now = Instant::now();
+            let until = if now < grace {
+                grace
+            } else if parsing > 0 && now < grace + PARSE_ALLOWANCE {
+                grace + PARSE_ALLOWANCE
+            } else {
+                break;
+            };
+            match ready.recv_timeout(until.saturating_duration_since(now)) {
+                Ok((i, First::Answered)) => {
+                    in_parse[i] = true;
+                    parsing += 1;
+                }
+                Ok((i, First::Done(answer))) => {
+                    if std::mem::take(&mut in_parse[i]) {
+                        parsing -= 1;
+                    }
+                    answers[i] = Some(answer);
+                    expected -= 1;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
         let mut notes = Vec::new();
         let mut running = Vec::new();
-        for (ready, r) in started {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let error = match ready.recv_timeout(left) {
-                Ok(Ok(())) => {
-                    running.push(r);
+        let mut unnamed = 0;
+        for (i, (url, answer)) in urls.into_iter().zip(answers).enumerate() {
+            let error = match answer {
+                Some(Ok(())) => {
+                    running.push((i, url));
                     continue;
                 }
-                Ok(Err(e)) => e,
-                Err(_) => ScrapeError::NoAnswer(opts.timeout),
+                Some(Err(e)) => e,
+                None => ScrapeError::NoAnswer(opts.timeout),
             };
+            if notes.len() == MAX_NOTES {
+                unnamed += 1;
+                continue;
+            }
             notes.push(format!(
-                "server metrics: {}: {error}; this run has no server figures from it \
-                 (--no-server-metrics turns scraping off)",
-                r.url
+                "server metrics: {url}: {error}; this run has no server figures from it \
+                 (--no-server-metrics turns scraping off)"
             ));
         }
-        (
-            Scraper {
-                running,
-                timeout: opts.timeout,
-            },
-            notes,
-        )
+        if unnamed > 0 {
+            notes.push(format!(
+                "server metrics: {unnamed} more endpoints gave no first scrape either; this run \
+                 has no server figures from them"
+            ));
+        }
+        let scraper = Scraper {
+            running,
+            workers,
+            timeout: opts.timeout,
+        };
+        (scraper, notes)
     }
 
     /// Takes the last scrapes (within one timeout in all) and works out the figures, with
     /// times relative to `epoch` (the run's start).
     pub fn finish(self, epoch: Instant) -> ServerMetrics {
         let deadline = Instant::now() + self.timeout;
-        for r in &self.running {
-            let _ = r.stop.send(deadline);
+        for w in &self.workers {
+            let _ = w.stop.send(deadline);
         }
-        // A thread answers just after the deadline when its last call timed out at it.
-        let grace = deadline + Duration::from_millis(100);
+        // A thread answers just after the deadline when its last call timed out at it, and
+        // later when it is still parsing its last answers.
+        let grace = deadline + Duration::from_millis(100) + PARSE_ALLOWANCE;
+        let mut outcomes: Vec<Option<Outcome>> = Vec::new();
+        for w in &self.workers {
+            let left = grace.saturating_duration_since(Instant::now());
+            for (i, outcome) in w.done.recv_timeout(left).unwrap_or_default() {
+                if outcomes.len() <= i {
+                    outcomes.resize_with(i + 1, || None);
+                }
+                outcomes[i] = Some(outcome);
+            }
+        }
         let mut out = ServerMetrics::default();
-        for r in self.running {
-            let outcome = r
-                .done
-                .recv_timeout(grace.saturating_duration_since(Instant::now()));
-            let why = match outcome {
-                Ok(Outcome {
+        for (i, url) in self.running {
+            let why = match outcomes.get_mut(i).and_then(Option::take) {
+                Some(Outcome {
                     samples,
                     failed,
                     end: Ok(()),
                 }) => match Figures::of(&samples, epoch) {
                     Some(figures) => {
                         out.endpoints.push(EndpointMetrics {
-                            url: r.url,
+                            url,
                             scrapes: samples.len(),
                             failed,
                             figures,
@@ -257,15 +350,14 @@ impl Scraper {
                     }
                     None => "fewer than two scrapes".to_string(),
                 },
-                Ok(Outcome { end: Err(e), .. }) => format!("the end-of-run scrape failed: {e}"),
-                Err(_) => format!(
+                Some(Outcome { end: Err(e), .. }) => format!("the end-of-run scrape failed: {e}"),
+                None => format!(
                     "the end-of-run scrape got no answer within {:?}",
                     self.timeout
                 ),
             };
             out.notes.push(format!(
-                "server metrics: {}: {why}; this run has no server figures from it",
-                r.url
+                "server metrics: {url}: {why}; this run has no server figures from it"
             ));
         }
         out
@@ -283,7 +375,17 @@ fn keep_off(avoid: &[usize]) {
 }
 
 fn scrape(source: &dyn Source, timeout: Duration) -> Result<Sample, ScrapeError> {
+    scrape_then(source, timeout, || {})
+}
+
+/// [`scrape`], calling `answered` once the server answered, before its body is parsed.
+fn scrape_then(
+    source: &dyn Source,
+    timeout: Duration,
+    answered: impl FnOnce(),
+) -> Result<Sample, ScrapeError> {
     let text = source.fetch(timeout)?;
+    answered();
     let scrape = exposition::parse(&text)?;
     Ok(Sample {
         at: Instant::now(),
@@ -299,58 +401,97 @@ fn thin(sample: &mut Sample) {
     }
 }
 
-fn scrape_loop(
-    source: &dyn Source,
+/// One endpoint as its scrape thread keeps it.
+struct Tracked {
+    index: usize,
+    source: Arc<dyn Source>,
+    samples: Vec<Sample>,
+    failed: usize,
+}
+
+impl Tracked {
+    /// One scrape within `timeout`: a sample, or a failure.
+    fn take(&mut self, timeout: Duration) -> Result<(), ScrapeError> {
+        let s = scrape(&*self.source, timeout)?;
+        if self.samples.len() > 1 {
+            self.samples.last_mut().map(thin);
+        }
+        self.samples.push(s);
+        Ok(())
+    }
+
+    /// The end-of-run scrape, within what is left before `deadline`.
+    fn end(mut self, deadline: Instant, timeout: Duration) -> (usize, Outcome) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let end = if left.is_zero() {
+            Err(ScrapeError::NoAnswer(timeout))
+        } else {
+            self.take(left.min(timeout))
+        };
+        let outcome = Outcome {
+            samples: self.samples,
+            failed: self.failed,
+            end,
+        };
+        (self.index, outcome)
+    }
+}
+
+/// One scrape thread: the first scrape of each of its endpoints (within `deadline`), one
+/// scrape of each every `opts.interval`, and the last when the end's deadline comes.
+fn scrape_group(
+    group: Vec<(usize, Arc<dyn Source>)>,
     opts: &Options,
-    ready: &mpsc::Sender<Result<(), ScrapeError>>,
+    deadline: Instant,
+    ready: &mpsc::Sender<(usize, First)>,
     stop: &mpsc::Receiver<Instant>,
-    done: &mpsc::Sender<Outcome>,
+    done: &mpsc::Sender<Vec<(usize, Outcome)>>,
 ) {
     keep_off(&opts.avoid_cores);
-    let first = match scrape(source, opts.timeout) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = ready.send(Err(e));
-            return;
+    let mut live = Vec::new();
+    for (index, source) in group {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let first = if left.is_zero() {
+            Err(ScrapeError::NoAnswer(opts.timeout))
+        } else {
+            scrape_then(&*source, left.min(opts.timeout), || {
+                let _ = ready.send((index, First::Answered));
+            })
+        };
+        let answer = first.map(|sample| {
+            live.push(Tracked {
+                index,
+                source,
+                samples: vec![sample],
+                failed: 0,
+            })
+        });
+        if ready.send((index, First::Done(answer))).is_err() {
+            // The start stopped waiting: the endpoints not tried yet are not scraped.
+            break;
         }
-    };
-    if ready.send(Ok(())).is_err() {
-        return; // answered after the start stopped waiting
     }
-    let mut samples = vec![first];
-    let mut failed = 0;
+    if live.is_empty() {
+        return;
+    }
+    let finish = |live: Vec<Tracked>, end: Instant| {
+        let outcomes = live.into_iter().map(|t| t.end(end, opts.timeout)).collect();
+        let _ = done.send(outcomes);
+    };
     let mut next = Instant::now() + opts.interval;
     loop {
         match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
-            Ok(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                let end = if left.is_zero() {
-                    Err(ScrapeError::NoAnswer(opts.timeout))
-                } else {
-                    scrape(source, left).map(|s| {
-                        if samples.len() > 1 {
-                            samples.last_mut().map(thin);
-                        }
-                        samples.push(s);
-                    })
-                };
-                let _ = done.send(Outcome {
-                    samples,
-                    failed,
-                    end,
-                });
-                return;
-            }
+            Ok(end) => return finish(live, end),
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {
-                match scrape(source, opts.timeout) {
-                    Ok(s) => {
-                        if samples.len() > 1 {
-                            samples.last_mut().map(thin);
-                        }
-                        samples.push(s);
+                for t in live.iter_mut() {
+                    // The end's deadline is short: it ends a round that is still going.
+                    if let Ok(end) = stop.try_recv() {
+                        return finish(live, end);
                     }
-                    Err(_) => failed += 1,
+                    if t.take(opts.timeout).is_err() {
+                        t.failed += 1;
+                    }
                 }
                 next += opts.interval;
                 let now = Instant::now();
@@ -430,6 +571,51 @@ mod tests {
         assert_eq!(e.scrapes as u64, scrapes);
         assert_eq!(e.figures.counters["c"], (scrapes - 1) as f64);
         assert_eq!(e.figures.gauges["running"].max, 3.0);
+    }
+
+    /// Answers at once and notes which thread asked.
+    struct ThreadNoting(std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>);
+
+    impl Source for ThreadNoting {
+        fn url(&self) -> String {
+            "noting".into()
+        }
+        fn fetch(&self, _: Duration) -> Result<String, ScrapeError> {
+            self.0.lock().unwrap().insert(std::thread::current().id());
+            Ok("running 1\n".into())
+        }
+    }
+
+    #[test]
+    fn three_thousand_replicas_do_not_start_three_thousand_scrape_threads() {
+        // Issue 36: a thread per endpoint: 3,000 replicas started 3,006 threads (1.95 GB),
+        // 10,000 aborted. Here 3,000 endpoints share at most MAX_SCRAPE_THREADS threads and
+        // every one of them is scraped.
+        let noting = Arc::new(ThreadNoting(Default::default()));
+        let sources: Vec<Arc<dyn Source>> = (0..3000).map(|_| noting.clone() as _).collect();
+        let o = Options {
+            interval: Duration::from_secs(60),
+            timeout: Duration::from_secs(20),
+            avoid_cores: Vec::new(),
+        };
+        let (scraper, notes) = Scraper::start(sources, &o);
+        assert!(notes.is_empty(), "{notes:?}");
+        let threads = noting.0.lock().unwrap().len();
+        assert!(
+            (1..=MAX_SCRAPE_THREADS).contains(&threads),
+            "{threads} threads"
+        );
+        let out = scraper.finish(Instant::now());
+        assert_eq!(out.endpoints.len(), 3000, "{:?}", &out.notes[..1]);
+        assert!(noting.0.lock().unwrap().len() <= MAX_SCRAPE_THREADS);
+    }
+
+    #[test]
+    fn many_silent_endpoints_are_a_few_lines_not_one_each() {
+        let sources: Vec<Arc<dyn Source>> = (0..20).map(|_| Arc::new(Garbage) as _).collect();
+        let (_, notes) = Scraper::start(sources, &opts());
+        assert_eq!(notes.len(), MAX_NOTES + 1, "{notes:?}");
+        assert!(notes[MAX_NOTES].contains("15 more endpoints"), "{notes:?}");
     }
 
     #[test]

@@ -15,24 +15,51 @@ pub struct Sample {
     pub scrape: Scrape,
 }
 
-/// A gauge over the window's samples.
+/// A gauge over the samples taken during the run (the first scrape, before the run, and the
+/// last, after it, see an idle server and would pull the mean towards zero). NaN figures
+/// when no sample fell inside the run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GaugeStats {
     pub min: f64,
     pub mean: f64,
     pub max: f64,
+    /// How many samples the figures are of.
+    pub samples: usize,
 }
 
-/// A histogram's share of the window: count and sum deltas, percentiles interpolated
-/// linearly inside the bucket they fall in (as Prometheus' `histogram_quantile`), so no
-/// finer than the server's bucket bounds.
+/// Fewer samples inside the run than this say too little about a level to show it: a short
+/// run scraped every second has one or two, which may all fall between its requests.
+pub const MIN_GAUGE_SAMPLES: usize = 3;
+
+impl GaugeStats {
+    /// Whether there are enough samples to show the figures (see [`MIN_GAUGE_SAMPLES`]).
+    pub fn is_enough(&self) -> bool {
+        self.samples >= MIN_GAUGE_SAMPLES
+    }
+}
+
+/// One percentile of a histogram: the bucket the rank falls in and, where the buckets allow
+/// it, the value interpolated inside that bucket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Quantile {
+    /// The bucket `(lower, upper]` the rank falls in (`upper` infinite for the overflow
+    /// bucket); `None` when not known (a result file of an older vllm-bench).
+    pub bucket: Option<(f64, f64)>,
+    /// Linear interpolation inside the bucket (Prometheus' `histogram_quantile`), kept only
+    /// where it does not contradict the server's exact mean (see [`interpolation_holds`]);
+    /// exactly 0 when every observation was 0.
+    pub value: Option<f64>,
+}
+
+/// A histogram's share of the window: count and sum deltas (the mean is exact), and
+/// percentiles no finer than the server's buckets.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HistogramDelta {
     pub count: f64,
     pub sum: f64,
-    pub p50: Option<f64>,
-    pub p90: Option<f64>,
-    pub p99: Option<f64>,
+    pub p50: Option<Quantile>,
+    pub p90: Option<Quantile>,
+    pub p99: Option<Quantile>,
 }
 
 impl HistogramDelta {
@@ -143,17 +170,25 @@ impl Figures {
                 .iter()
                 .map(|s| s.scrape.gauges.get(name).copied())
                 .collect();
-            let seen: Vec<f64> = values.iter().flatten().copied().collect();
-            if !seen.is_empty() {
-                f.gauges.insert(
-                    name.clone(),
-                    GaugeStats {
-                        min: seen.iter().copied().fold(f64::INFINITY, f64::min),
-                        max: seen.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                        mean: seen.iter().sum::<f64>() / seen.len() as f64,
-                    },
-                );
-            }
+            // The samples taken during the run: all but the first and the last.
+            let during = &values[1..values.len() - 1];
+            let seen: Vec<f64> = during.iter().flatten().copied().collect();
+            let stats = if seen.is_empty() {
+                GaugeStats {
+                    min: f64::NAN,
+                    mean: f64::NAN,
+                    max: f64::NAN,
+                    samples: 0,
+                }
+            } else {
+                GaugeStats {
+                    min: seen.iter().copied().fold(f64::INFINITY, f64::min),
+                    max: seen.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    mean: seen.iter().sum::<f64>() / seen.len() as f64,
+                    samples: seen.len(),
+                }
+            };
+            f.gauges.insert(name.clone(), stats);
             series.gauges.insert(name.clone(), values);
         }
         f.series = series;
@@ -192,25 +227,34 @@ fn increase(mut values: impl Iterator<Item = f64>) -> Result<f64, WentDown> {
 }
 
 fn histogram_delta(start: Option<&Histogram>, end: &Histogram) -> HistogramDelta {
-    let before = |le: f64| {
-        start
-            .and_then(|s| s.buckets.iter().find(|b| b.0 == le))
-            .map_or(0.0, |b| b.1)
-    };
+    // Both bucket lists ascend by bound: one walk pairs them (a search per bucket would be
+    // quadratic in a hostile server's bucket count).
+    let mut before = start.map_or(&[][..], |s| &s.buckets[..]).iter().peekable();
     let buckets: Vec<(f64, f64)> = end
         .buckets
         .iter()
-        .map(|&(le, c)| (le, (c - before(le)).max(0.0)))
+        .map(|&(le, c)| {
+            while before.next_if(|b| b.0 < le).is_some() {}
+            let c0 = before.next_if(|b| b.0 == le).map_or(0.0, |b| b.1);
+            (le, (c - c0).max(0.0))
+        })
         .collect();
     let (c0, s0) = start.map_or((0.0, 0.0), |s| (s.count, s.sum));
     let (count, sum) = (end.count - c0, end.sum - s0);
-    // Every observation zero (a server without a queue): exactly zero, not half a bucket.
+    let all_zero = count > 0.0 && sum == 0.0;
+    let holds = all_zero || interpolation_holds(&buckets, count, sum);
     let q = |p| {
-        if count > 0.0 && sum == 0.0 {
+        let (bucket, value) = quantile_in(&buckets, p)?;
+        // Every observation zero (a server without a queue): exactly zero, not half a bucket.
+        let value = if all_zero {
             Some(0.0)
         } else {
-            quantile(&buckets, p)
-        }
+            value.filter(|_| holds)
+        };
+        Some(Quantile {
+            bucket: Some(bucket),
+            value,
+        })
     };
     HistogramDelta {
         count,
@@ -221,9 +265,52 @@ fn histogram_delta(start: Option<&Histogram>, end: &Histogram) -> HistogramDelta
     }
 }
 
+/// How far the server's mean may sit from the mean the interpolation assumes (every
+/// observation at its bucket's middle), as a share of the room the buckets leave it (the
+/// mean of the buckets' widths).
+pub const INTERPOLATION_TOLERANCE: f64 = 0.25;
+
+/// Whether interpolating inside the buckets agrees with the server's exact mean
+/// (`sum / count`). Interpolation assumes observations spread evenly over their bucket, so
+/// it implies a mean at the buckets' middles; when the real mean is far from it (every
+/// prefill 20 ms in a (0, 300 ms] bucket: middle 150 ms) the interpolated percentiles are
+/// invented, and only the bucket is known. Observations in the overflow bucket have no
+/// middle: nothing can be checked, so nothing is interpolated.
+pub fn interpolation_holds(buckets: &[(f64, f64)], count: f64, sum: f64) -> bool {
+    if !(count > 0.0 && sum.is_finite()) {
+        return false;
+    }
+    let (mut middle, mut width, mut below) = (0.0, 0.0, 0.0);
+    let mut lower = None;
+    for &(le, cum) in buckets {
+        let inside = cum - below;
+        if inside > 0.0 {
+            if le.is_infinite() {
+                return false;
+            }
+            let lo = lower.unwrap_or(if le > 0.0 { 0.0 } else { le });
+            middle += inside * (lo + le) / 2.0;
+            width += inside * (le - lo);
+        }
+        below = cum;
+        lower = Some(le);
+    }
+    if below <= 0.0 {
+        return false;
+    }
+    let (model, room, mean) = (middle / below, width / below, sum / count);
+    (mean - model).abs() <= INTERPOLATION_TOLERANCE * room
+}
+
 /// Prometheus' `histogram_quantile` over cumulative `(le, count)` buckets: linear inside the
 /// bucket the rank falls in; a rank in the `+Inf` bucket gives the highest finite bound.
 pub fn quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
+    quantile_in(buckets, q).and_then(|(bucket, value)| value.or(Some(bucket.0)))
+}
+
+/// The bucket `(lower, upper]` the rank `q` falls in and the value interpolated inside it
+/// (`None` in the `+Inf` bucket, which has no upper bound to interpolate to).
+fn quantile_in(buckets: &[(f64, f64)], q: f64) -> Option<((f64, f64), Option<f64>)> {
     let total = buckets.last()?.1;
     if total <= 0.0 || !total.is_finite() {
         return None;
@@ -231,18 +318,20 @@ pub fn quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
     let rank = q * total;
     let i = buckets.iter().position(|b| b.1 >= rank)?;
     let (le, cum) = buckets[i];
-    if le.is_infinite() {
-        return i.checked_sub(1).map(|j| buckets[j].0);
-    }
     let (lower, below) = match i.checked_sub(1) {
         Some(j) => buckets[j],
         None => (if le > 0.0 { 0.0 } else { le }, 0.0),
     };
+    if le.is_infinite() {
+        // No finite bound below it either: nothing is known.
+        return i.checked_sub(1).map(|_| ((lower, le), None));
+    }
     let inside = cum - below;
     if inside <= 0.0 {
-        return Some(le);
+        return Some(((lower, le), Some(le)));
     }
-    Some(lower + (le - lower) * (rank - below) / inside)
+    let value = lower + (le - lower) * (rank - below) / inside;
+    Some(((lower, le), Some(value)))
 }
 
 #[cfg(test)]
@@ -308,14 +397,17 @@ mod tests {
         );
         // The middle scrape lacked the prefix counters: it says nothing about them.
         assert_eq!(f.prefix_cache_hit_rate, Some(0.25));
+        // Gauges are of the samples during the run: the first and last are outside it.
         assert_eq!(
             f.gauges["g"],
             GaugeStats {
-                min: 1.0,
-                mean: 3.0,
-                max: 5.0
+                min: 5.0,
+                mean: 5.0,
+                max: 5.0,
+                samples: 1
             }
         );
+        assert!(!f.gauges["g"].is_enough());
         assert_eq!(f.series.t, [-1.0, 0.0, 1.0]);
         assert_eq!(f.series.gauges["g"], [Some(1.0), Some(5.0), Some(3.0)]);
     }
@@ -372,11 +464,134 @@ mod tests {
         let mut a = sample(t0, &[], &[]);
         a.scrape.histograms.insert("h".into(), h(5.0, 10.0, 2.0));
         let mut b = sample(t0, &[], &[]);
-        b.scrape.histograms.insert("h".into(), h(9.0, 14.0, 2.4));
+        b.scrape.histograms.insert("h".into(), h(9.0, 14.0, 2.2));
         let f = Figures::of(&[a, b], t0).unwrap();
         let d = f.histograms["h"];
         assert_eq!(d.count, 4.0);
-        assert!((d.sum - 0.4).abs() < 1e-12);
-        assert_eq!(d.p50, Some(0.05));
+        assert!((d.sum - 0.2).abs() < 1e-12);
+        let p50 = d.p50.unwrap();
+        assert_eq!(p50.bucket, Some((0.0, 0.1)));
+        assert_eq!(p50.value, Some(0.05));
+    }
+
+    /// The window of two scrapes of one histogram: `(le, cumulative)` bucket deltas.
+    fn delta(buckets: &[(f64, f64)], sum: f64) -> HistogramDelta {
+        let t0 = Instant::now();
+        let count = buckets.last().unwrap().1;
+        let mut a = sample(t0, &[], &[]);
+        let empty = buckets.iter().map(|&(le, _)| (le, 0.0)).collect();
+        let h = |buckets, count, sum| Histogram {
+            buckets,
+            count,
+            sum,
+        };
+        a.scrape.histograms.insert("h".into(), h(empty, 0.0, 0.0));
+        let mut b = sample(t0, &[], &[]);
+        b.scrape
+            .histograms
+            .insert("h".into(), h(buckets.to_vec(), count, sum));
+        Figures::of(&[a, b], t0).unwrap().histograms["h"]
+    }
+
+    /// vLLM 0.33's prefill-time buckets (seconds), cumulative counts of `per_bucket`.
+    fn vllm_prefill(per_bucket: &[f64]) -> Vec<(f64, f64)> {
+        let bounds = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, f64::INFINITY];
+        let mut cum = 0.0;
+        bounds
+            .iter()
+            .zip(per_bucket.iter().chain(std::iter::repeat(&0.0)))
+            .map(|(&le, &n)| {
+                cum += n;
+                (le, cum)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn prefill_p50_of_150_ms_when_every_prefill_took_20_ms_is_a_bucket_not_a_number() {
+        // Issue 36: `prefill mean/p50/p99 20.00 / 150.00 / 297.00`: 24 prefills of 20 ms, all
+        // in the (0, 300 ms] bucket. Interpolation puts them at 150 ms; the mean says 20.
+        let d = delta(&vllm_prefill(&[24.0]), 24.0 * 0.020);
+        assert!((d.mean().unwrap() - 0.020).abs() < 1e-12);
+        for q in [d.p50, d.p90, d.p99] {
+            let q = q.unwrap();
+            assert_eq!(q.bucket, Some((0.0, 0.3)));
+            assert_eq!(q.value, None, "no invented figure: {q:?}");
+        }
+    }
+
+    #[test]
+    fn ttft_p50_below_the_mean_inside_one_bucket_is_a_bucket_not_a_number() {
+        // Issue 36: `Server TTFT 20.00 / 15.00 / 19.90`: every TTFT just under 20 ms, in
+        // vLLM's (10 ms, 20 ms] bucket.
+        let b = [
+            (0.001, 0.0),
+            (0.005, 0.0),
+            (0.01, 0.0),
+            (0.02, 50.0),
+            (0.04, 50.0),
+        ];
+        let mut b = b.to_vec();
+        b.push((f64::INFINITY, 50.0));
+        let d = delta(&b, 50.0 * 0.01998);
+        let p50 = d.p50.unwrap();
+        assert_eq!((p50.bucket, p50.value), (Some((0.01, 0.02)), None));
+    }
+
+    #[test]
+    fn a_spread_consistent_with_the_mean_is_interpolated() {
+        // 40 observations spread evenly over (0.3, 0.5] and (0.5, 0.8]: the mean sits at the
+        // buckets' middles, so interpolation holds.
+        let d = delta(&vllm_prefill(&[0.0, 20.0, 20.0]), 20.0 * 0.4 + 20.0 * 0.65);
+        let p50 = d.p50.unwrap();
+        assert_eq!(p50.bucket, Some((0.3, 0.5)));
+        assert_eq!(p50.value, Some(0.5));
+        let p99 = d.p99.unwrap();
+        assert_eq!(p99.bucket, Some((0.5, 0.8)));
+        assert!((p99.value.unwrap() - 0.794).abs() < 1e-9, "{p99:?}");
+        // An observation past the last bound: no middle to check, no interpolation.
+        let d = delta(
+            &vllm_prefill(&[0.0, 20.0, 20.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]),
+            22.0,
+        );
+        let p50 = d.p50.unwrap();
+        assert_eq!((p50.bucket, p50.value), (Some((0.5, 0.8)), None));
+        let p99 = d.p99.unwrap();
+        assert_eq!((p99.bucket, p99.value), (Some((10.0, f64::INFINITY)), None));
+    }
+
+    #[test]
+    fn a_queue_that_never_waited_is_exactly_zero() {
+        let d = delta(&vllm_prefill(&[5.0]), 0.0);
+        assert_eq!(d.p99.unwrap().value, Some(0.0));
+    }
+
+    #[test]
+    fn histogram_deltas_pair_buckets_by_bound_in_one_walk() {
+        // The first scrape lacks a bound the last has (a bucket appeared): it counts from 0.
+        let t0 = Instant::now();
+        let mut a = sample(t0, &[], &[]);
+        a.scrape.histograms.insert(
+            "h".into(),
+            Histogram {
+                buckets: vec![(0.1, 1.0), (0.2, 1.0), (f64::INFINITY, 2.0)],
+                count: 2.0,
+                sum: 0.1,
+            },
+        );
+        let mut b = sample(t0, &[], &[]);
+        b.scrape.histograms.insert(
+            "h".into(),
+            Histogram {
+                buckets: vec![(0.05, 0.0), (0.1, 3.0), (0.2, 5.0), (f64::INFINITY, 6.0)],
+                count: 6.0,
+                sum: 0.5,
+            },
+        );
+        // Deltas: (0.05, 0), (0.1, 2), (0.2, 4), (+Inf, 4).
+        let d = Figures::of(&[a, b], t0).unwrap().histograms["h"];
+        assert_eq!(d.count, 4.0);
+        assert_eq!(d.p50.unwrap().bucket, Some((0.05, 0.1)));
+        assert_eq!(d.p99.unwrap().bucket, Some((0.1, 0.2)));
     }
 }
