@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
 
 use super::e2e::{count, saved};
-use super::util::{shared_dir, vllm_bench, TempDir};
+use super::util::{fixture, vllm_bench, TempDir};
 
 fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
     let mut cfg = MockConfig::default();
@@ -18,7 +18,7 @@ fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
 /// A completions run of `n` random prompts asking for `output_len` tokens, saved as
 /// `r.json` in `dir`, with `extra` flags.
 fn run(server: &MockServer, dir: &TempDir, n: usize, output_len: usize, extra: &[&str]) -> i32 {
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let tokenizer = fixture("tokenizers/smollm2");
     let (n, output_len, url) = (n.to_string(), output_len.to_string(), server.base_url());
     let mut args = vec![
         "--base-url",

@@ -25,6 +25,7 @@ mod replicas;
 mod reports;
 mod response_limits;
 mod runs;
+mod self_contained;
 mod server_metrics;
 mod shards;
 mod slo_search;

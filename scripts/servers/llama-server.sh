@@ -16,7 +16,8 @@
 #   llama-server.sh stop PID               stop a llama-server this script started
 #
 # Environment: VLLM_BENCH_CACHE (default ~/.cache/vllm-bench), VLLM_BENCH_BUILD_JOBS (default 2),
-# VLLM_BENCH_HEALTH_TIMEOUT (seconds, default 120). Progress goes to stderr.
+# VLLM_BENCH_HEALTH_TIMEOUT (seconds, default 120), VLLM_BENCH_NO_INSTALL=1 (`start` fails
+# instead of building; the tests set it unless CI requires real servers). Progress: stderr.
 set -euo pipefail
 
 SDIST_VERSION=0.3.36
@@ -125,6 +126,9 @@ start() {
     local port=${1:-8001}
     [ $# -gt 0 ] && shift
     [[ $port =~ ^[0-9]{1,5}$ ]] || fail "port must be a number, got '$port'"
+    if [ "${VLLM_BENCH_NO_INSTALL:-0}" = 1 ] && ! { [ -x "$BIN" ] && [ -f "$MODEL" ]; }; then
+        fail "not built yet; run scripts/servers/llama-server.sh build (about 6 min on 2 cores)"
+    fi
     ensure
     mkdir -p "$RUN"
     local log=$RUN/$port.log pidfile=$RUN/$port.pid

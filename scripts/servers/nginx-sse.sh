@@ -19,7 +19,8 @@
 #   /error/...                                    500 with an OpenAI error body
 #   GET /health                                   200
 # Timing: the first event after TTFT seconds, then ITL seconds between token events.
-# Environment: NGINX_SSE_TOKENS (16), NGINX_SSE_TTFT (0.05), NGINX_SSE_ITL (0.01).
+# Environment: NGINX_SSE_TOKENS (16), NGINX_SSE_TTFT (0.05), NGINX_SSE_ITL (0.01);
+# VLLM_BENCH_NO_INSTALL=1: `start` fails instead of installing (the tests set it unless CI).
 set -euo pipefail
 
 TOKENS=${NGINX_SSE_TOKENS:-16}
@@ -46,6 +47,8 @@ echo_module() {
 
 install() {
     [ -n "$(nginx_path)" ] && [ -n "$(echo_module)" ] && return 0
+    [ "${VLLM_BENCH_NO_INSTALL:-0}" != 1 ] ||
+        fail "nginx with its echo module is not installed; run scripts/servers/nginx-sse.sh install (as root)"
     [ "$(id -u)" = 0 ] || fail "nginx with its echo module is missing; as root: apt-get install nginx-light libnginx-mod-http-echo"
     command -v apt-get >/dev/null || fail "no apt-get here: install nginx and its echo module (ngx_http_echo_module) by hand"
     say "installing nginx-light and libnginx-mod-http-echo"

@@ -12,6 +12,7 @@
 #
 # Logs, state and pid files under $SLURM_LOCAL_DIR (default /tmp/slurm-local). Writes
 # /etc/slurm/slurm.conf and, when absent, /etc/munge/munge.key. Progress goes to stderr.
+# VLLM_BENCH_NO_INSTALL=1: `start` fails instead of installing (the tests set it unless CI).
 set -euo pipefail
 
 DIR=${SLURM_LOCAL_DIR:-/tmp/slurm-local}
@@ -22,6 +23,8 @@ node_state() { sinfo -h -o %T 2>/dev/null | head -n 1; }
 
 install() {
     command -v slurmctld >/dev/null && command -v slurmd >/dev/null && return 0
+    [ "${VLLM_BENCH_NO_INSTALL:-0}" != 1 ] ||
+        fail "Slurm is not installed; run scripts/servers/slurm-local.sh start (as root)"
     [ "$(id -u)" = 0 ] || fail "slurm-wlm is missing; as root: apt-get install slurm-wlm"
     command -v apt-get >/dev/null || fail "no apt-get here: install Slurm (slurmctld, slurmd, munge) by hand"
     say "installing slurm-wlm"
