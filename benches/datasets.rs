@@ -2,8 +2,9 @@
 //!
 //! The headline case is Python's default shape at scale: 100k random prompts of exactly 1024
 //! tokens as text with the Qwen3 tokenizer (the window path of `datasets::walk_corpus`), and
-//! the same as token ids. Run with `cargo bench --bench datasets -- --quick`. Fixtures come
-//! from `/work/shared` (override with `VLLM_BENCH_SHARED`).
+//! the same as token ids. Run with `cargo bench --bench datasets -- --quick`, after
+//! `scripts/fetch-fixtures.sh` (the Qwen3 tokenizer, into `$VLLM_BENCH_CACHE/fixtures`,
+//! default `~/.cache/vllm-bench/fixtures`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,13 +17,17 @@ use vllm_bench::tokenizer::{Tokenizer, TokenizerOptions};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// A tokenizer `scripts/fetch-fixtures.sh` fetched (`tokenizers/<name>` of its cache).
 fn tokenizer(name: &str) -> Tokenizer {
-    let shared = std::env::var_os("VLLM_BENCH_SHARED")
-        .map_or_else(|| PathBuf::from("/work/shared"), PathBuf::from);
-    let path = shared.join("fixtures/tokenizers").join(name);
+    let cache = std::env::var_os("VLLM_BENCH_CACHE").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/vllm-bench"),
+        PathBuf::from,
+    );
+    let path = cache.join("fixtures/tokenizers").join(name);
     let mut opts = TokenizerOptions::new(path.to_string_lossy().into_owned());
     opts.offline = true;
-    Tokenizer::load(&opts).expect("tokenizer fixture")
+    Tokenizer::load(&opts)
+        .unwrap_or_else(|e| panic!("{e} (fetch it first: scripts/fetch-fixtures.sh)"))
 }
 
 fn dataset_generation(c: &mut Criterion) {

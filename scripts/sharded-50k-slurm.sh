@@ -9,7 +9,7 @@
 #
 #   scripts/sharded-50k-slurm.sh [BIN_DIR] [OUT_DIR]
 #
-# Needs a running Slurm whose node this is (../shared/tools/slurm-local.sh start gives a
+# Needs a running Slurm whose node this is (scripts/servers/slurm-local.sh start gives a
 # one-node cluster with 8 task slots on this machine). BIN_DIR holds vllm-bench and
 # mock-llm-server (default target/bench-fast; `cargo build --profile bench-fast --bins`).
 # OUT_DIR must be a directory the tasks can write (here: the same machine). EXTRA_ARGS (split

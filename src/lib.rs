@@ -1,8 +1,8 @@
 //! vllm-bench: a thread-per-core benchmark client for vLLM and OpenAI-compatible servers.
 //!
 //! The binaries (`vllm-bench`, `mock-llm-server`) and the integration tests are thin layers
-//! over this library. A run flows through the modules in this order (see `docs/` and
-//! `../shared/DESIGN.md`):
+//! over this library. A run flows through the modules in this order (see `docs/`, e.g.
+//! `docs/architecture.md`):
 //!
 //! `cli` → `config` → `datasets` (+ `tokenizer`) → `backends` (request bytes) → `engine`
 //! (pinned monoio runtimes, `http`, `sse`) → `metrics` → `output`.

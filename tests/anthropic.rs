@@ -262,7 +262,7 @@ fn llama_cpp_serves_anthropic_messages_streams() {
         return;
     };
     let dir = TempDir::new("anthropic-llama");
-    let tokenizer = crate::util::shared_dir().join("fixtures/tokenizers/smollm2");
+    let tokenizer = crate::util::fixture("tokenizers/smollm2");
     let out = vllm_bench(
         &[
             "--base-url",

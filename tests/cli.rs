@@ -18,13 +18,9 @@ use vllm_bench::metrics::metric_stats::MetricKind;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// `<rel>` in the shared data (`crate::util::shared_dir`).
-fn shared(rel: &str) -> PathBuf {
-    crate::util::shared_dir().join(rel)
-}
-
-fn read_shared(rel: &str) -> String {
-    let path = shared(rel);
+/// The text of `tests/fixtures/<rel>` (`crate::util::fixture`).
+fn read_fixture(rel: &str) -> String {
+    let path = crate::util::fixture(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -257,7 +253,7 @@ const SLO_FLAGS: &[&str] = &[
 ];
 
 fn python_flags() -> Vec<String> {
-    read_shared(PYTHON_FLAGS)
+    read_fixture(PYTHON_FLAGS)
         .lines()
         .map(str::trim)
         .filter(|l| l.starts_with("--"))
@@ -317,7 +313,7 @@ fn every_flag_of_the_vllm_bench_reference_is_accepted() {
         "--release",
         "--to",
     ];
-    let text = read_shared(SEED);
+    let text = read_fixture(SEED);
     let known = parser_flags();
     let mut seen = 0;
     for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
@@ -338,7 +334,7 @@ fn every_flag_of_the_vllm_bench_reference_is_accepted() {
 
 #[test]
 fn every_example_command_of_the_reference_parses() {
-    let text = read_shared(SEED);
+    let text = read_fixture(SEED);
     let lines: Vec<&str> = text.lines().collect();
     let mut examples = 0;
     let mut i = 0;
@@ -378,7 +374,7 @@ fn every_example_command_of_the_reference_parses() {
 /// Sections of the choices file: `# --flag choices (default: ...)` then one value per line.
 fn python_choices() -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    for line in read_shared(PYTHON_CHOICES).lines().map(str::trim) {
+    for line in read_fixture(PYTHON_CHOICES).lines().map(str::trim) {
         if let Some(rest) = line.strip_prefix("# ") {
             let flag = rest.split_whitespace().next().unwrap().to_owned();
             out.push((flag, Vec::new()));
@@ -435,7 +431,7 @@ fn every_python_choice_is_accepted() {
 
 #[test]
 fn golden_command_lines_resolve_to_their_configs() {
-    let root = shared("golden/python-0.33");
+    let root = crate::util::fixture("golden/python-0.33");
     let mut checked = 0;
     let mut dirs: Vec<_> = std::fs::read_dir(&root)
         .unwrap()

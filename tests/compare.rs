@@ -9,13 +9,12 @@ use std::process::Command;
 use vllm_bench::metrics::comparison::{rows, Change, ComparedMetric, Direction, Num, Verdict};
 use vllm_bench::output::result_file::{load, SavedResult};
 
+use crate::util::fixture;
 use crate::util::run_in_process;
-use crate::util::shared_dir;
 use crate::util::TempDir;
 
 fn golden(scenario: &str) -> PathBuf {
-    shared_dir()
-        .join("golden/python-0.33")
+    fixture("golden/python-0.33")
         .join(scenario)
         .join("result.json")
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use vllm_bench::mock::{MockConfig, MockServer};
 
-use crate::util::{shared_dir, vllm_bench, Run, TempDir};
+use crate::util::{fixture, vllm_bench, Run, TempDir};
 
 /// A server that accepts connections and never answers, until dropped.
 struct Silent {
@@ -54,7 +54,7 @@ impl Drop for Silent {
 }
 
 fn tokenizer() -> String {
-    let t = shared_dir().join("fixtures/tokenizers/smollm2");
+    let t = fixture("tokenizers/smollm2");
     t.to_str().expect("utf-8 path").to_string()
 }
 

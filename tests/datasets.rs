@@ -1,7 +1,8 @@
 //! Integration tests: tokenizers (all three tiers) and the `random` dataset.
 //!
-//! Uses the offline fixtures under `/work/shared` (override with `VLLM_BENCH_SHARED`); never
-//! the network: every load goes through options with `offline = true`.
+//! Uses the tokenizer fixtures (`crate::util::fixture`, and Qwen3's from
+//! `crate::util::fetched`); never the network: every load goes through options with
+//! `offline = true`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -16,13 +17,11 @@ use vllm_bench::tokenizer::{
     hub, TokenizeEndpoint, Tokenizer, TokenizerKind, TokenizerMode, TokenizerOptions,
 };
 
-fn shared() -> PathBuf {
-    std::env::var_os("VLLM_BENCH_SHARED")
-        .map_or_else(|| PathBuf::from("/work/shared"), PathBuf::from)
-}
+use crate::util::{fetched, sonnet, QWEN3};
 
-fn fixture(name: &str) -> PathBuf {
-    shared().join("fixtures/tokenizers").join(name)
+/// `tests/fixtures/tokenizers/smollm2/<rel>`.
+fn smollm2_file(rel: &str) -> PathBuf {
+    crate::util::fixture("tokenizers/smollm2").join(rel)
 }
 
 /// Options that never touch the network or the user's HF cache.
@@ -37,12 +36,13 @@ fn load(path: &Path) -> Tokenizer {
     Tokenizer::load(&offline(path.to_str().unwrap())).unwrap()
 }
 
-fn qwen3() -> Tokenizer {
-    load(&fixture("qwen3"))
+/// The Qwen3 tokenizer, `None` (the test then returns) when it has not been fetched.
+fn qwen3() -> Option<Tokenizer> {
+    fetched(QWEN3).map(|dir| load(&dir))
 }
 
 fn smollm2() -> Tokenizer {
-    load(&fixture("smollm2"))
+    load(&crate::util::fixture("tokenizers/smollm2"))
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -65,13 +65,14 @@ fn text(req: &SampleRequest) -> &str {
 #[test]
 fn reference_ids_match_the_fixture_readme() {
     let line = "Shall I compare thee to a summer's day?";
+    let Some(qwen3) = qwen3() else { return };
     for (tok, ids) in [
         (
-            qwen3(),
+            &qwen3,
             vec![2016, 541, 358, 9429, 39244, 311, 264, 7324, 594, 1899, 30],
         ),
         (
-            smollm2(),
+            &smollm2(),
             vec![4370, 449, 339, 6811, 20322, 288, 253, 4018, 506, 1194, 47],
         ),
     ] {
@@ -85,16 +86,15 @@ fn reference_ids_match_the_fixture_readme() {
         );
         assert_eq!(tok.decode(&ids, false).unwrap(), line);
     }
-    let sonnet = std::fs::read_to_string(shared().join("data/sonnet.txt")).unwrap();
-    assert_eq!(qwen3().count_tokens(&sonnet), 5569);
+    let sonnet = std::fs::read_to_string(sonnet()).unwrap();
+    assert_eq!(qwen3.count_tokens(&sonnet), 5569);
     assert_eq!(smollm2().count_tokens(&sonnet), 6042);
 }
 
 #[test]
 fn llama_server_cases_match_exactly() {
     let tok = smollm2();
-    let cases =
-        std::fs::read_to_string(fixture("smollm2/llama-server-tokenize-cases.jsonl")).unwrap();
+    let cases = std::fs::read_to_string(smollm2_file("llama-server-tokenize-cases.jsonl")).unwrap();
     let mut n = 0;
     for line in cases.lines().filter(|l| !l.trim().is_empty()) {
         let case: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -123,7 +123,7 @@ fn llama_server_cases_match_exactly() {
 
 #[test]
 fn python_metadata_matches_transformers() {
-    let q = qwen3();
+    let Some(q) = qwen3() else { return };
     assert_eq!(q.vocab_size(), 151_643);
     assert_eq!(q.num_special_tokens_to_add(), 0);
     // eos <|im_end|>, pad <|endoftext|>, then the 13 additional special tokens.
@@ -139,7 +139,7 @@ fn python_metadata_matches_transformers() {
         (0..17).collect::<Vec<u32>>().as_slice()
     );
 
-    let golden = load(&shared().join("golden/python-0.33/tok"));
+    let golden = load(&crate::util::fixture("golden/python-0.33/tok"));
     assert_eq!(golden.all_special_ids(), &[0]);
     assert_eq!(golden.num_special_tokens_to_add(), 0);
     assert_eq!(golden.count_tokens(" tok"), 1);
@@ -160,7 +160,7 @@ fn skip_special_tokens_on_decode() {
 
 #[test]
 fn encode_batch_keeps_order() {
-    let q = qwen3();
+    let Some(q) = qwen3() else { return };
     let texts = ["a b c", "Shall I compare thee", "", "日本語"];
     let batch = q.encode_batch(&texts, false).unwrap();
     for (t, ids) in texts.iter().zip(&batch) {
@@ -171,11 +171,7 @@ fn encode_batch_keeps_order() {
 #[test]
 fn config_add_bos_token_adds_a_bos_when_the_json_does_not() {
     let dir = temp_dir("add-bos");
-    std::fs::copy(
-        fixture("smollm2/tokenizer.json"),
-        dir.join("tokenizer.json"),
-    )
-    .unwrap();
+    std::fs::copy(smollm2_file("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
     std::fs::write(
         dir.join("tokenizer_config.json"),
         r#"{"add_bos_token": true, "bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}"#,
@@ -196,7 +192,7 @@ fn config_add_bos_token_adds_a_bos_when_the_json_does_not() {
 #[test]
 fn tiers_are_selected_from_what_the_name_points_at() {
     assert_eq!(
-        load(&fixture("qwen3/tokenizer.json")).kind(),
+        load(&smollm2_file("tokenizer.json")).kind(),
         TokenizerKind::HuggingFace
     );
     let builtin = Tokenizer::load(&offline("cl100k_base")).unwrap();
@@ -207,11 +203,7 @@ fn tiers_are_selected_from_what_the_name_points_at() {
     let dir = tiny_tiktoken_dir("tier-select");
     assert_eq!(load(&dir).kind(), TokenizerKind::Tiktoken);
     // With a tokenizer.json beside it, tier 1 wins.
-    std::fs::copy(
-        fixture("smollm2/tokenizer.json"),
-        dir.join("tokenizer.json"),
-    )
-    .unwrap();
+    std::fs::copy(smollm2_file("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
     assert_eq!(load(&dir).kind(), TokenizerKind::HuggingFace);
 }
 
@@ -250,7 +242,7 @@ fn missing_and_broken_tokenizers_give_one_clear_line() {
 
     let bad_cfg = temp_dir("bad-config");
     std::fs::copy(
-        fixture("smollm2/tokenizer.json"),
+        smollm2_file("tokenizer.json"),
         bad_cfg.join("tokenizer.json"),
     )
     .unwrap();
@@ -280,14 +272,15 @@ fn unsupported_modes_are_refused_when_loading() {
         (TokenizerMode::Slow, "slow"),
         (TokenizerMode::Mistral, "mistral"),
     ] {
-        let opts = offline(fixture("qwen3").to_str().unwrap()).mode(mode);
+        let opts = offline(crate::util::fixture("tokenizers/smollm2").to_str().unwrap()).mode(mode);
         let err = Tokenizer::load(&opts).unwrap_err().to_string();
         assert!(
             err.contains(&format!("--tokenizer-mode {word} is not supported")),
             "{err}"
         );
     }
-    let opts = offline(fixture("qwen3").to_str().unwrap()).mode(TokenizerMode::Hf);
+    let opts = offline(crate::util::fixture("tokenizers/smollm2").to_str().unwrap())
+        .mode(TokenizerMode::Hf);
     assert!(Tokenizer::load(&opts).is_ok());
 }
 
@@ -300,7 +293,11 @@ fn hub_ids_resolve_from_the_local_cache_only() {
     std::fs::create_dir_all(repo.join("refs")).unwrap();
     std::fs::write(repo.join("refs/main"), "0123abcd\n").unwrap();
     for f in ["tokenizer.json", "tokenizer_config.json"] {
-        std::fs::copy(fixture("smollm2").join(f), snap.join(f)).unwrap();
+        std::fs::copy(
+            crate::util::fixture("tokenizers/smollm2").join(f),
+            snap.join(f),
+        )
+        .unwrap();
     }
     let mut opts = TokenizerOptions::new("HuggingFaceTB/SmolLM2-135M-Instruct");
     opts.offline = true;
@@ -488,7 +485,7 @@ fn server_fallback_only_when_nothing_local_exists() {
     assert!(note.unwrap().contains("using the server's /tokenize"));
 
     let (tok, note) = Tokenizer::load_or_server(
-        &offline(fixture("qwen3").to_str().unwrap()),
+        &offline(crate::util::fixture("tokenizers/smollm2").to_str().unwrap()),
         endpoint.clone(),
     )
     .unwrap();
@@ -579,7 +576,7 @@ fn check_exact(tok: &Tokenizer, c: &RandomConfig) -> Vec<SampleRequest> {
 
 #[test]
 fn exact_token_counts_qwen3() {
-    let tok = qwen3();
+    let Some(tok) = qwen3() else { return };
     for (input_len, prefix, ratio, n) in [
         (1, 0, 0.0, 64),
         (7, 0, 0.5, 64),
@@ -631,7 +628,7 @@ fn window(
 
 #[test]
 fn exact_token_counts_from_windows_qwen3() {
-    let tok = qwen3();
+    let Some(tok) = qwen3() else { return };
     for c in [
         window(1, 0, 0.0, 300),
         window(7, 5, 0.5, 300),
@@ -662,7 +659,8 @@ fn exact_token_counts_from_windows_smollm2() {
 
 #[test]
 fn corpus_encoded_in_pieces_equals_one_encode() {
-    for tok in [smollm2(), qwen3()] {
+    let Some(qwen3) = qwen3() else { return };
+    for tok in [smollm2(), qwen3] {
         let vocab = Vocabulary::new(&tok).unwrap();
         let corpus = WalkCorpus::build(&tok, &vocab, 300).unwrap().unwrap();
         assert_eq!(
@@ -715,7 +713,7 @@ fn prefix_text_is_shared_and_fixed_length_without_ratio() {
 
 #[test]
 fn deterministic_across_runs_and_thread_counts() {
-    let tok = qwen3();
+    let Some(tok) = qwen3() else { return };
     let c = RandomConfig {
         request_id_prefix: Some("bench-x-".into()),
         ..cfg(64, 8, 0.5, 24)
@@ -759,7 +757,7 @@ fn deterministic_across_runs_and_thread_counts() {
 
 #[test]
 fn prompt_token_ids_are_exact_by_construction() {
-    let tok = qwen3();
+    let Some(tok) = qwen3() else { return };
     let c = RandomConfig {
         prompt_token_ids: true,
         ..cfg(100, 10, 0.5, 50)
@@ -809,7 +807,7 @@ fn special_tokens_never_appear_even_when_the_walk_crosses_them() {
 
 #[test]
 fn max_model_len_drops_requests_that_do_not_fit() {
-    let tok = qwen3();
+    let Some(tok) = qwen3() else { return };
     let base = RandomConfig {
         prompt_token_ids: true,
         output_len: 50,
@@ -850,7 +848,7 @@ fn input_and_output_len_overrides_apply() {
 
 #[test]
 fn too_small_input_is_python_s_error() {
-    let tok = qwen3();
+    let Some(tok) = qwen3() else { return };
     let err = sample(&cfg(1, 0, 0.5, 2), &tok).unwrap_err().to_string();
     assert!(err.contains("--random-input-len 1 is too small"), "{err}");
     let err = sample(&cfg(10, 0, 1.0, 2), &tok).unwrap_err().to_string();

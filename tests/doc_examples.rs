@@ -7,15 +7,19 @@
 //!   split as the shell does (quotes, backslashes); a leading `VAR=value` is the command's
 //!   environment; a `$ ` prompt (console blocks) is dropped; a `...` word (the rest of your
 //!   command line) is dropped.
-//! - Every command runs in a fresh temporary directory holding small, valid copies of the files
-//!   the docs name (`prompts.jsonl`, `audio.jsonl`, `images.jsonl`, ShareGPT and trace files,
-//!   ...: [`write_fixtures`]), with `HF_HUB_OFFLINE=1` and an empty `HF_HOME`; the commands of
-//!   one block run in order in one directory (a `--compare` reads what the block wrote).
-//! - Each command gets `--num-prompts 4 --disable-tqdm` appended (later flags win, as in
-//!   Python), except `merge`, `--compare`, `--plot-summary`, `--help` and `--version`, which
-//!   take no run flags. `--mock-server` runs as written; `--base-url`, `--host` and `--port`
-//!   are pointed at an in-process `MockServer`, and so is a command that names no server (the
-//!   default `http://127.0.0.1:8000`). A path starting `../shared/` is the shared directory.
+//! - Every command runs in a fresh temporary directory laid out like the root of a clone (a
+//!   `tests` link to the repository's, so the samples it ships, e.g.
+//!   `tests/fixtures/data/sharegpt.first300.json`, are where the docs say), holding small,
+//!   valid copies of the reader's own files the docs name (`prompts.jsonl`, `audio.jsonl`,
+//!   `images.jsonl`, a downloaded ShareGPT or trace file, ...: [`write_fixtures`]), with
+//!   `HF_HUB_OFFLINE=1` and an empty `HF_HOME`; the commands of one block run in order in one
+//!   directory (a `--compare` reads what the block wrote).
+//! - Commands run byte for byte as printed, with ONE substitution: the server. `--mock-server`
+//!   runs as written; the value of `--base-url`, of `--host` and of `--port` is replaced by an
+//!   in-process `MockServer`'s, and a command that names no server (the default
+//!   `http://127.0.0.1:8000`) gets `--base-url` with the mock's URL. Nothing else is added,
+//!   dropped or rewritten, so an example that would run for minutes fails the test
+//!   ([`COMMAND_TIMEOUT`]): give it a `--num-prompts` that keeps it short.
 //! - A command followed by a comment line `# error: TEXT` (a documented refusal) or
 //!   `# needs the Hub: TEXT` (it downloads a model or dataset; offline it stops with TEXT)
 //!   must exit non-zero with TEXT on stderr (a trailing `...` or `(...)` is cut); every other
@@ -39,13 +43,10 @@ use std::time::{Duration, Instant};
 
 use vllm_bench::mock::{MockConfig, MockServer};
 
-use crate::util::{shared_dir, TempDir};
+use crate::util::TempDir;
 
 /// Longest one documented command may take (debug build, two shared cores).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// The flags every run gets, after the documented ones.
-const SMALL_RUN: [&str; 3] = ["--num-prompts", "4", "--disable-tqdm"];
 
 /// What the doc says a command does.
 #[derive(Debug, Clone, PartialEq)]
@@ -287,11 +288,9 @@ fn documents() -> Vec<String> {
     docs
 }
 
-/// `args` made runnable here: the server pointed at `mock_url`, `../shared/` resolved, and
-/// [`SMALL_RUN`] appended where the command takes run flags.
+/// `args` with the server pointed at `mock_url`; nothing else changes.
 fn rewrite(args: &[String], mock_url: &str) -> Vec<String> {
     let port = mock_url.rsplit(':').next().expect("a port in the mock URL");
-    let shared = shared_dir();
     let mut out = Vec::with_capacity(args.len() + 6);
     let mut has_server = false;
     let mut it = args.iter();
@@ -313,31 +312,24 @@ fn rewrite(args: &[String], mock_url: &str) -> Vec<String> {
                 out.extend(["--port".to_string(), port.to_string()]);
                 has_server = true;
             }
-            "--insecure" => {}
             a if a.starts_with("--base-url=") => {
                 out.push(format!("--base-url={mock_url}"));
                 has_server = true;
             }
             a => {
                 has_server |= a == "--mock-server";
-                out.push(match a.strip_prefix("../shared/") {
-                    Some(rest) => shared.join(rest).to_string_lossy().into_owned(),
-                    None => a.to_string(),
-                });
+                out.push(a.to_string());
             }
         }
     }
-    let no_run_flags = out.first().is_some_and(|a| a == "merge")
+    // These talk to no server at all.
+    let serverless = out.first().is_some_and(|a| a == "merge")
         || out.iter().any(|a| {
             a == "--compare" || a == "--plot-summary" || a == "--version" || a.starts_with("--help")
         });
-    if no_run_flags {
-        return out;
-    }
-    if !has_server {
+    if !has_server && !serverless {
         out.extend(["--base-url".to_string(), mock_url.to_string()]);
     }
-    out.extend(SMALL_RUN.map(str::to_string));
     out
 }
 
@@ -355,7 +347,7 @@ while [ $# -gt 0 ]; do
 done
 if [ "${args[0]}" = merge ]; then exec "$DOC_BIN" "${args[@]}"; fi
 [ -n "$server" ] || args+=(--base-url "$DOC_MOCK_URL")
-exec "$DOC_BIN" "${args[@]}" --num-prompts 4 --disable-tqdm
+exec "$DOC_BIN" "${args[@]}"
 "#;
 
 /// What one run left behind.
@@ -430,6 +422,12 @@ fn judge(expect: &Expect, outcome: &Outcome) -> Option<String> {
 fn run_block(block: &Block, mock_url: &str) -> Vec<String> {
     let dir = TempDir::new("doc-example");
     write_fixtures(dir.path());
+    // The root of a clone: the samples the repository ships are where the docs say.
+    std::os::unix::fs::symlink(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"),
+        dir.path().join("tests"),
+    )
+    .expect("link tests/ into the example's directory");
     let bin = env!("CARGO_BIN_EXE_vllm-bench");
     let report = |what: &str, why: String, o: &Outcome| {
         let tail = |s: &str| {
@@ -713,7 +711,7 @@ fn commands_are_read_as_the_shell_reads_them() {
 }
 
 #[test]
-fn the_server_is_the_mock_and_the_run_is_small() {
+fn only_the_server_is_substituted() {
     let url = "http://127.0.0.1:4242";
     let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     assert_eq!(
@@ -727,23 +725,29 @@ fn the_server_is_the_mock_and_the_run_is_small() {
             "--port",
             "4242",
             "--num-prompts",
-            "1000",
-            "--num-prompts",
-            "4",
-            "--disable-tqdm"
+            "1000"
         ])
     );
     assert_eq!(
+        rewrite(
+            &s(&[
+                "--base-url",
+                "https://h:8443/p",
+                "--insecure",
+                "--seed",
+                "1"
+            ]),
+            url
+        ),
+        s(&["--base-url", url, "--insecure", "--seed", "1"])
+    );
+    assert_eq!(
         rewrite(&s(&["--temperature", "0.7"]), url),
-        s(&[
-            "--temperature",
-            "0.7",
-            "--base-url",
-            url,
-            "--num-prompts",
-            "4",
-            "--disable-tqdm"
-        ])
+        s(&["--temperature", "0.7", "--base-url", url])
+    );
+    assert_eq!(
+        rewrite(&s(&["--mock-server", "--num-prompts", "20"]), url),
+        s(&["--mock-server", "--num-prompts", "20"])
     );
     assert_eq!(
         rewrite(&s(&["--compare", "a.json", "b.json"]), url),

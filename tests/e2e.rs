@@ -16,8 +16,7 @@ use vllm_bench::engine::schedule::{arrival_offsets, RampUp, RampUpStrategy, Rate
 use vllm_bench::mock::{AfterCrash, Crash, FaultConfig, MockConfig, MockServer};
 
 use crate::util::{
-    free_port, run_in_process, shared_dir, start_tool_server, vllm_bench, vllm_bench_env, Run,
-    TempDir,
+    fixture, free_port, run_in_process, start_tool_server, vllm_bench, vllm_bench_env, Run, TempDir,
 };
 
 /// The result file name every mock run here uses.
@@ -37,7 +36,7 @@ pub(crate) fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
 }
 
 fn smollm2() -> String {
-    path_arg(shared_dir().join("fixtures/tokenizers/smollm2"))
+    path_arg(fixture("tokenizers/smollm2"))
 }
 
 fn path_arg(p: PathBuf) -> String {
@@ -107,7 +106,7 @@ fn python_keys_of(doc: &Map<String, Value>) -> Vec<String> {
 const SEED_KEYS: [&str; 2] = ["steady_state", "per_turn_metrics"];
 
 fn golden_dir(scenario: &str) -> PathBuf {
-    shared_dir().join("golden/python-0.33").join(scenario)
+    fixture("golden/python-0.33").join(scenario)
 }
 
 /// The key order of Python's result.json for `scenario`.
@@ -1142,7 +1141,7 @@ fn golden_check(scenario: &str, flags: &[&str], tokens_per_chunk: usize) {
         c.token_interval = Duration::from_millis(5);
     });
     let dir = TempDir::new("golden");
-    let tok = path_arg(shared_dir().join("golden/python-0.33/tok"));
+    let tok = path_arg(fixture("golden/python-0.33/tok"));
     let url = server.base_url();
     let mut args = vec![
         "--base-url",

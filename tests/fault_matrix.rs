@@ -31,7 +31,7 @@ use vllm_bench::mock::{
     AfterCrash, Crash, FaultConfig, FaultKind, MockConfig, MockServer, MockStats,
 };
 
-use util::{shared_dir, vllm_bench, TempDir};
+use util::{fixture, vllm_bench, TempDir};
 
 /// Requests per cell.
 const N: u64 = 8;
@@ -239,8 +239,7 @@ fn write_trace(dir: &TempDir) -> String {
 }
 
 fn smollm2() -> String {
-    shared_dir()
-        .join("fixtures/tokenizers/smollm2")
+    fixture("tokenizers/smollm2")
         .to_str()
         .expect("utf-8 path")
         .to_string()

@@ -1,4 +1,4 @@
-//! Golden parity with Python `vllm bench serve` 0.33 (`../shared/golden/python-0.33/*`).
+//! Golden parity with Python `vllm bench serve` 0.33 (`tests/fixtures/golden/python-0.33/*`).
 //!
 //! For every recorded scenario the per-request data of `result.json` is turned back into
 //! `RequestOutput`s (the golden README's table), run through our calculator with the
@@ -23,27 +23,9 @@ use vllm_bench::metrics::RequestOutput;
 use vllm_bench::output::console::{render_block, render_notices, render_preamble, Preamble};
 use vllm_bench::output::json::{build_result, Json, RunInfo};
 
-/// The golden folder: `$VLLM_BENCH_SHARED/golden/python-0.33`, else `shared/` next to the
-/// repository (`../shared`) or next to its worktree parent (`../../shared`).
+/// The golden folder, `tests/fixtures/golden/python-0.33`.
 fn golden_root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = std::env::var_os("VLLM_BENCH_SHARED") {
-        candidates.push(PathBuf::from(dir));
-    }
-    candidates.push(manifest.join("../shared"));
-    candidates.push(manifest.join("../../shared"));
-    for c in &candidates {
-        let golden = c.join("golden/python-0.33");
-        if golden.is_dir() {
-            return golden;
-        }
-    }
-    panic!(
-        "golden fixtures not found: looked for golden/python-0.33 under {:?}; \
-         set VLLM_BENCH_SHARED to the shared/ directory",
-        candidates
-    );
+    crate::util::fixture("golden/python-0.33")
 }
 
 fn scenario_dirs() -> Vec<PathBuf> {

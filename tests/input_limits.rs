@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::util::{
-    run_in_process, shared_dir, vllm_bench, vllm_bench_env, vllm_bench_via, Run, TempDir,
+    fixture, run_in_process, vllm_bench, vllm_bench_env, vllm_bench_via, Run, TempDir,
 };
 
 /// A run that needs no server: the configuration is refused first.
@@ -26,7 +26,7 @@ pub(crate) fn base() -> Vec<String> {
 /// The embedded mock with the SmolLM2 tokenizer, for refusals that come after the
 /// configuration (a dataset file's content, the OS limits).
 pub(crate) fn mock() -> Vec<String> {
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let tokenizer = fixture("tokenizers/smollm2");
     [
         "--mock-server",
         "--model",

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use vllm_bench::mock::{MockConfig, MockServer, MockStats};
 
-use crate::util::shared_dir;
+use crate::util::{fixture, MOONCAKE};
 
 /// Longest any step here may take (a debug build on two busy cores); the runs themselves
 /// would take minutes if the signal were ignored.
@@ -32,8 +32,7 @@ struct Signalled {
 }
 
 fn smollm2() -> String {
-    shared_dir()
-        .join("fixtures/tokenizers/smollm2")
+    fixture("tokenizers/smollm2")
         .to_str()
         .expect("utf-8 path")
         .to_string()
@@ -417,7 +416,7 @@ fn ctrl_c_stops_a_ramp_up() {
 #[test]
 fn ctrl_c_stops_a_trace_replay() {
     let server = fast_mock();
-    let trace = shared_dir().join("data/traces/mooncake_conversation_trace.jsonl");
+    let trace = fixture(MOONCAKE);
     let run = run_and_signal(
         &server,
         "trace",

@@ -1367,16 +1367,17 @@ fn binary_serves_until_sigterm_and_writes_the_request_log() {
     }
 }
 
-/// The Qwen3 tokenizer of the shared fixtures: its directory and the tokenizer itself.
-fn qwen3() -> (std::path::PathBuf, Arc<Tokenizer>) {
-    let dir = crate::util::shared_dir().join("fixtures/tokenizers/qwen3");
+/// The Qwen3 tokenizer (fetched by scripts/fetch-fixtures.sh): its directory and the
+/// tokenizer itself; `None` (the test returns) when it has not been fetched.
+fn qwen3() -> Option<(std::path::PathBuf, Arc<Tokenizer>)> {
+    let dir = crate::util::fetched(crate::util::QWEN3)?;
     let tok = Tokenizer::load(&TokenizerOptions::new(dir.to_str().unwrap())).expect("qwen3 loads");
-    (dir, Arc::new(tok))
+    Some((dir, Arc::new(tok)))
 }
 
 #[test]
 fn a_real_tokenizer_counts_prompts_and_serves_tokenize_and_detokenize() {
-    let (_, tok) = qwen3();
+    let Some((_, tok)) = qwen3() else { return };
     let server = start(MockConfig {
         tokenizer: Some(Arc::clone(&tok)),
         ..MockConfig::default()
@@ -1429,7 +1430,7 @@ fn a_real_tokenizer_counts_prompts_and_serves_tokenize_and_detokenize() {
 
 #[test]
 fn counted_ahead_prompts_are_served_with_the_same_counts() {
-    let (_, tok) = qwen3();
+    let Some((_, tok)) = qwen3() else { return };
     let server = start(MockConfig {
         tokenizer: Some(Arc::clone(&tok)),
         ..MockConfig::default()
@@ -1477,7 +1478,7 @@ fn binary_tokenizer_flag_counts_with_that_tokenizer_and_refuses_a_bad_path() {
     use std::process::{Command, Stdio};
 
     let bin = env!("CARGO_BIN_EXE_mock-llm-server");
-    let (dir, tok) = qwen3();
+    let Some((dir, tok)) = qwen3() else { return };
     let missing = dir.join("no-such-dir");
     let out = Command::new(bin)
         .arg("--tokenizer")
@@ -1636,6 +1637,6 @@ fn mock_input_token_totals_are_the_planned_ones_for_every_backend() {
 
 #[test]
 fn mock_input_token_totals_are_the_planned_ones_with_the_clients_tokenizer() {
-    let (dir, tok) = qwen3();
+    let Some((dir, tok)) = qwen3() else { return };
     input_totals_are_the_planned_ones(Some((&dir, &tok)));
 }

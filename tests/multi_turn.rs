@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::{FaultConfig, LoggedRequest, MockServer};
 
 use crate::e2e::{assert_refused, mock};
-use crate::util::shared_dir;
+use crate::util::{fixture, SHAREGPT};
 use crate::util::{vllm_bench, TempDir};
 
 const CHAT: &str = "/v1/chat/completions";
@@ -240,8 +240,7 @@ fn multi_turn_needs_a_chat_backend() {
 /// answer's length; the history holds the mock's answers, never the recorded ones.
 #[test]
 fn sharegpt_conversations_send_their_human_turns_with_real_answers() {
-    let file =
-        shared_dir().join("data/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json");
+    let file = fixture(SHAREGPT);
     let entries: Vec<Value> = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     let server = mock(|c| c.request_log_bodies = true);
     let path = file.to_str().unwrap();
@@ -297,7 +296,7 @@ fn sharegpt_conversations_send_their_human_turns_with_real_answers() {
     }
 }
 
-/// The seed README's four multi-turn examples (`../shared/seeds/`), at `base_url`.
+/// The seed README's four multi-turn examples (`tests/fixtures/seeds/`), at `base_url`.
 fn seed_examples(base_url: &str, model: &str, sharegpt: &str) -> Vec<Vec<String>> {
     let common = [
         "--backend",
@@ -383,7 +382,7 @@ fn scale(args: &mut [String], flag: &str, value: &str) {
 
 fn run_example(args: &[String], extra: &[&str]) -> String {
     let dir = TempDir::new("seed-multi-turn");
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let tokenizer = fixture("tokenizers/smollm2");
     let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
     all.extend(["--tokenizer", tokenizer.to_str().unwrap(), "--disable-tqdm"]);
     all.extend(extra);
@@ -400,7 +399,7 @@ fn run_example(args: &[String], extra: &[&str]) -> String {
 }
 
 fn sharegpt_file() -> String {
-    let p = shared_dir().join("data/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json");
+    let p = fixture(SHAREGPT);
     p.to_str().unwrap().to_string()
 }
 

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::{LoggedRequest, MockServer};
 
 use crate::e2e::mock;
-use crate::util::{free_port, shared_dir, vllm_bench, Run, TempDir};
+use crate::util::{fixture, free_port, vllm_bench, Run, TempDir};
 
 const CHAT: &str = "/v1/chat/completions";
 const COMPLETIONS: &str = "/v1/completions";
@@ -22,7 +22,7 @@ fn logging_bodies() -> MockServer {
 /// `--base-url` for each of `servers`, the mock model, the local tokenizer, `extra`; the run
 /// saves `r.json` in `dir`.
 fn run(servers: &[&MockServer], dir: &TempDir, extra: &[&str]) -> Run {
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let tokenizer = fixture("tokenizers/smollm2");
     let urls: Vec<String> = servers.iter().map(|s| s.base_url()).collect();
     let mut args: Vec<&str> = Vec::new();
     for u in &urls {
@@ -327,7 +327,7 @@ fn a_replica_down_at_start_is_named_after_a_bounded_wait() {
     let a = mock(|_| {});
     let down = format!("http://127.0.0.1:{}", free_port());
     let dir = TempDir::new("replicas-down");
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let tokenizer = fixture("tokenizers/smollm2");
     let base = a.base_url();
     let mut args = vec![
         "--base-url",

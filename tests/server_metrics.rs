@@ -5,7 +5,7 @@
 //! sample interval is its peak; a server restart mid-run is reported, not subtracted; an
 //! endpoint that hangs, answers garbage or 404 is one line and leaves the run's clock
 //! alone; `--no-server-metrics` shows nothing. Against a real llama.cpp (`llama-server
-//! --metrics`, via `../shared/tools`), the block shows its figures under its names.
+//! --metrics`, via `scripts/servers/`), the block shows its figures under its names.
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use vllm_bench::mock::{AfterCrash, Crash, MockConfig, MockServer};
 
-use crate::util::{shared_dir, start_tool_server, vllm_bench, Run, TempDir};
+use crate::util::{fixture, start_tool_server, vllm_bench, Run, TempDir};
 
 const PROMPTS: usize = 24;
 const OUTPUT_LEN: u64 = 4;
@@ -50,7 +50,7 @@ fn read(dir: &TempDir, name: &str) -> Map<String, Value> {
 
 /// The binary against `server`, saving `r.json` (and its siblings) in `dir`, with `extra`.
 fn bench(server: &MockServer, dir: &TempDir, extra: &[&str]) -> Run {
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let tokenizer = fixture("tokenizers/smollm2");
     let url = server.base_url();
     let out_len = OUTPUT_LEN.to_string();
     let mut args = vec![
@@ -439,7 +439,7 @@ fn llama_cpp_s_metrics_show_under_its_own_names() {
         return;
     };
     let dir = TempDir::new("server-metrics-llama");
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let tokenizer = fixture("tokenizers/smollm2");
     // Small: llama.cpp runs on a shared CPU here (4 slots of 1024 tokens).
     let args = [
         "--base-url",

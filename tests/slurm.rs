@@ -1,4 +1,4 @@
-//! Sharded runs under a real Slurm: the one-node cluster of `../shared/tools/slurm-local.sh`
+//! Sharded runs under a real Slurm: the one-node cluster of `scripts/servers/slurm-local.sh`
 //! (slurmctld, slurmd and munge on this host, 8 task slots), with the ranks reaching an
 //! in-process mock on 127.0.0.1. docs/distributed.md's `sbatch` script submitted as written
 //! (`sbatch --wait`), `srun -n 3` directly, and a rank that fails. Each merge is compared with
@@ -19,7 +19,7 @@ use vllm_bench::mock::MockServer;
 
 use crate::e2e::mock;
 use crate::shards::{assert_merge_is_one_run, at_one_start, doc_block, doc_env, read_json};
-use crate::util::{run_command, shared_dir, skip_or_fail, Run, TempDir};
+use crate::util::{run_command, server_script, server_start_command, skip_or_fail, Run, TempDir};
 
 /// Slurm's own limit on every job here (minutes): a job outlives a test that gave up on it
 /// (the test's own timeout kills `srun`/`sbatch`, not the job), so it must end by itself.
@@ -30,12 +30,11 @@ const JOB_MINUTES: &str = "4";
 fn slurm() -> bool {
     static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
     let started = STARTED.get_or_init(|| {
-        let script = shared_dir().join("tools/slurm-local.sh");
+        let script = server_script("slurm-local.sh");
         if !script.exists() {
             return Err(format!("{} does not exist", script.display()));
         }
-        let mut cmd = Command::new(&script);
-        cmd.arg("start");
+        let cmd = server_start_command(&script);
         let run = run_command(cmd, "slurm-local.sh start");
         if run.code != 0 {
             let last = run.stderr.lines().last().unwrap_or("").to_string();

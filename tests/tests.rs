@@ -30,6 +30,7 @@ mod reports;
 mod response_limits;
 mod result_files;
 mod runs;
+mod self_contained;
 mod server_metrics;
 mod shards;
 mod slo_search;

@@ -1,8 +1,7 @@
 //! Timed-trace replay (`vllm_bench::datasets::timed_trace`): every format from fixtures,
 //! malformed lines, timing options, prompt reconstruction (determinism, exact lengths,
-//! prefix sharing, JSON parts, text), and the real Mooncake conversation trace
-//! (`$VLLM_BENCH_SHARED/data/traces/`, else `shared/` beside the repository or its
-//! worktree parent).
+//! prefix sharing, JSON parts, text), and the real Mooncake conversation trace (its first
+//! 1,000 records, `tests/fixtures/data/`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,23 +19,9 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The shared Mooncake conversation trace.
+/// The first 1,000 records of the Mooncake conversation trace (tests/fixtures).
 fn mooncake_trace() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut roots: Vec<PathBuf> = std::env::var_os("VLLM_BENCH_SHARED")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    roots.push(manifest.join("../shared"));
-    roots.push(manifest.join("../../shared"));
-    let rel = "data/traces/mooncake_conversation_trace.jsonl";
-    roots
-        .iter()
-        .map(|r| r.join(rel))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("{rel} not found under $VLLM_BENCH_SHARED, ../shared or ../../shared")
-        })
+    crate::util::fixture(crate::util::MOONCAKE)
 }
 
 fn load(name: &str, opts: &TraceOptions) -> TimedTrace {
@@ -606,10 +591,8 @@ fn first_40_records_match_the_python_golden_run() {
     // Golden 04: --num-prompts 40 --timed-trace-chunk-hash-size 512
     // --timed-trace-sec-multiplier 0.0001; the mock reports prompt_tokens = list length.
     let trace = mooncake_trace();
-    let golden = trace
-        .parent()
-        .unwrap()
-        .join("../../golden/python-0.33/04-timed-trace-conversation40/result.json");
+    let golden =
+        crate::util::fixture("golden/python-0.33/04-timed-trace-conversation40/result.json");
     let result: Value = serde_json::from_str(&std::fs::read_to_string(&golden).unwrap()).unwrap();
     let lens = |k: &str| -> Vec<usize> {
         result[k]
@@ -644,9 +627,10 @@ fn first_40_records_match_the_python_golden_run() {
 }
 
 /// Reads and assembles the whole Mooncake trace once, reporting time and memory. Run with
-/// `cargo test --test tests timed_trace::full_trace -- --ignored --nocapture`.
+/// `VLLM_BENCH_FULL_TRACE=conversation_trace.jsonl cargo test --test tests
+/// timed_trace::full_trace -- --ignored --nocapture` (the 12,031-request file).
 #[test]
-#[ignore = "measurement: reads and assembles the full 12,031-request trace"]
+#[ignore = "measurement: reads and assembles the full trace ($VLLM_BENCH_FULL_TRACE)"]
 fn full_trace_memory_and_time() {
     fn rss_kib(key: &str) -> u64 {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -663,7 +647,7 @@ fn full_trace_memory_and_time() {
         sec_multiplier: 0.001,
         ..Default::default()
     };
-    let t = TimedTrace::load(mooncake_trace(), &opts).unwrap();
+    let t = TimedTrace::load(crate::util::full_mooncake_trace(), &opts).unwrap();
     let read_s = start.elapsed().as_secs_f64();
     let rss_read = rss_kib("VmRSS:");
     let stats = TraceStats::compute(&t, 512);

@@ -1,12 +1,11 @@
 //! The real tokenizer files (Qwen3, SmolLM2) through our loader (its compact BPE model and
 //! word cache) and through the `tokenizers` crate give the same tokens for real text.
 
-use crate::util::shared_dir;
+use crate::util::{fetched, fixture, QWEN3, SHAREGPT};
 
 /// Texts of the first ShareGPT conversations, and strings that stress the merge loop.
 fn sample_texts() -> Vec<String> {
-    let path =
-        shared_dir().join("data/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json");
+    let path = fixture(SHAREGPT);
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&path).expect("the ShareGPT sample")).unwrap();
     let mut texts: Vec<String> = json
@@ -30,7 +29,14 @@ fn sample_texts() -> Vec<String> {
 fn real_tokenizers_encode_as_the_crate_does() {
     let texts = sample_texts();
     for name in ["qwen3", "smollm2"] {
-        let path = shared_dir().join(format!("fixtures/tokenizers/{name}/tokenizer.json"));
+        let dir = match name {
+            "qwen3" => match fetched(QWEN3) {
+                Some(dir) => dir,
+                None => continue,
+            },
+            _ => fixture("tokenizers").join(name),
+        };
+        let path = dir.join("tokenizer.json");
         let ours = vllm_bench::tokenizer::Tokenizer::from_hf_file(name, &path).unwrap();
         let crates = tokenizers::Tokenizer::from_file(&path).unwrap();
         for text in &texts {

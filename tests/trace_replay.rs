@@ -19,11 +19,12 @@ use vllm_bench::mock::{MockConfig, MockServer};
 use vllm_bench::modes::trace::TraceReplay;
 use vllm_bench::tokenizer::Tokenizer;
 
-use crate::util::{auto_driver, endpoint, options, shared_dir, start_tool_server};
+use crate::util::{auto_driver, endpoint, fixture, options, start_tool_server, MOONCAKE};
 
 const SEED: &str = "seeds/000_4d298e7c2df881de.txt";
 
-fn fixture(name: &str) -> String {
+/// `tests/data/traces/<name>` as an argument.
+fn trace_file(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/traces")
         .join(name)
@@ -39,7 +40,7 @@ fn config(args: &[&str]) -> Result<Config, String> {
 
 /// The seed's `vllm bench serve ...` arguments (a shell line continued with `\`).
 fn seed_args() -> Vec<String> {
-    let text = std::fs::read_to_string(shared_dir().join(SEED)).expect("the seed file");
+    let text = std::fs::read_to_string(fixture(SEED)).expect("the seed file");
     let start = text
         .find("vllm bench serve")
         .expect("a command in the seed");
@@ -135,7 +136,7 @@ fn seed_command_line_runs_against_the_embedded_mock() {
     set(
         &mut args,
         "--dataset-path",
-        &fixture("mooncake_small.jsonl"),
+        &trace_file("mooncake_small.jsonl"),
     );
     set(&mut args, "--num-prompts", "6");
     let dir = result_dir("seed");
@@ -185,7 +186,7 @@ fn dry_run_prints_the_trace_summary() {
             "--dataset-name",
             "timed_trace",
             "--dataset-path",
-            &fixture("mooncake_small.jsonl"),
+            &trace_file("mooncake_small.jsonl"),
             "--timed-trace-chunk-hash-size",
             "4",
             "--timed-trace-format",
@@ -204,7 +205,7 @@ fn dry_run_prints_the_trace_summary() {
 
 #[test]
 fn trace_flags_resolve_and_are_checked() {
-    let path = fixture("mooncake_small.jsonl");
+    let path = trace_file("mooncake_small.jsonl");
     let base = ["--dataset-name", "timed_trace", "--dataset-path", &path];
     let with = |extra: &[&str]| {
         let mut a = base.to_vec();
@@ -273,7 +274,7 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
     })
     .expect("mock starts");
     let url = BaseUrl::parse(&server.base_url()).unwrap();
-    let path = fixture("mooncake_small.jsonl");
+    let path = trace_file("mooncake_small.jsonl");
     let cfg = config(&[
         "--base-url",
         &server.base_url(),
@@ -296,11 +297,8 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
     };
     let replay =
         TraceReplay::load(&cfg, p, &vllm_bench::output::stdio::Console::capture().0).unwrap();
-    let tok = Tokenizer::from_hf_file(
-        "smollm2",
-        shared_dir().join("fixtures/tokenizers/smollm2/tokenizer.json"),
-    )
-    .unwrap();
+    let tok =
+        Tokenizer::from_hf_file("smollm2", fixture("tokenizers/smollm2/tokenizer.json")).unwrap();
     let api = Api::for_backend(Backend::Vllm).unwrap();
     let head = HeadTemplate::new(
         Method::Post,
@@ -399,11 +397,11 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
 /// our binary against the embedded mock: the same requests, input and output token totals.
 #[test]
 fn golden_timed_trace_run_has_pythons_token_totals() {
-    let golden = shared_dir().join("golden/python-0.33/04-timed-trace-conversation40");
+    let golden = fixture("golden/python-0.33/04-timed-trace-conversation40");
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(golden.join("result.json")).unwrap())
             .unwrap();
-    let trace = shared_dir().join("data/traces/mooncake_conversation_trace.jsonl");
+    let trace = fixture(MOONCAKE);
     let dir = result_dir("golden04");
     let args: Vec<String> = [
         "--mock-server",
@@ -441,7 +439,7 @@ fn golden_timed_trace_run_has_pythons_token_totals() {
 /// faster than recorded against the embedded mock.
 #[test]
 fn first_300_mooncake_records_replay_against_the_mock() {
-    let trace = shared_dir().join("data/traces/mooncake_conversation_trace.jsonl");
+    let trace = fixture(MOONCAKE);
     assert!(trace.exists(), "{} is missing", trace.display());
     let dir = result_dir("mooncake300");
     let args: Vec<String> = [
@@ -482,7 +480,7 @@ fn short_trace_replays_against_llama_cpp() {
     let Some(llama) = start_tool_server("llama-server.sh", &[], &[]) else {
         return;
     };
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2/tokenizer.json");
+    let tokenizer = fixture("tokenizers/smollm2/tokenizer.json");
     for text in [false, true] {
         let dir = result_dir(if text { "llama-text" } else { "llama-ids" });
         let mut args: Vec<String> = [
@@ -495,7 +493,7 @@ fn short_trace_replays_against_llama_cpp() {
             "--dataset-name",
             "timed_trace",
             "--dataset-path",
-            &fixture("llama_short.jsonl"),
+            &trace_file("llama_short.jsonl"),
             "--timed-trace-chunk-hash-size",
             "16",
             "--timed-trace-sec-multiplier",
@@ -539,11 +537,13 @@ fn peak_rss_mib() -> f64 {
 
 /// Memory of building every request of the full Mooncake trace (12,031 records, chunk 512)
 /// before the clock: the distinct blocks' fragments plus a few pointers per block use.
-/// `cargo test --test tests trace_replay::full_trace_requests -- --ignored --nocapture`.
+/// `VLLM_BENCH_FULL_TRACE=conversation_trace.jsonl cargo test --test tests
+/// trace_replay::full_trace_requests -- --ignored --nocapture` (docs/datasets.md has the
+/// download line; without it, the repository's first 1,000 records).
 #[test]
 #[ignore = "a measurement (minutes in debug, about a GB of memory), not a check"]
 fn full_trace_requests_build_from_shared_blocks() {
-    let trace = shared_dir().join("data/traces/mooncake_conversation_trace.jsonl");
+    let trace = crate::util::full_mooncake_trace();
     let path = trace.display().to_string();
     let cfg = config(&[
         "--base-url",
@@ -568,11 +568,8 @@ fn full_trace_requests_build_from_shared_blocks() {
     let started = std::time::Instant::now();
     let replay =
         TraceReplay::load(&cfg, p, &vllm_bench::output::stdio::Console::capture().0).unwrap();
-    let tok = Tokenizer::from_hf_file(
-        "smollm2",
-        shared_dir().join("fixtures/tokenizers/smollm2/tokenizer.json"),
-    )
-    .unwrap();
+    let tok =
+        Tokenizer::from_hf_file("smollm2", fixture("tokenizers/smollm2/tokenizer.json")).unwrap();
     let head = HeadTemplate::new(Method::Post, "/v1/completions", "127.0.0.1:9", &[]);
     let opts = vllm_bench::backends::BodyOptions {
         model: "m".into(),
@@ -624,7 +621,7 @@ fn bailian_child_turns_wait_for_their_parent() {
         ]
         .map(String::from)
         .to_vec();
-        args.extend(["--dataset-path".into(), fixture("bailian_small.jsonl")]);
+        args.extend(["--dataset-path".into(), trace_file("bailian_small.jsonl")]);
         args.extend(["--result-dir".into(), dir.display().to_string()]);
         if wait {
             args.push("--timed-trace-wait-parent".into());

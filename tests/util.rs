@@ -1,6 +1,7 @@
-//! Test harness: locate `../shared`, start the in-process mock server, build workloads, run
-//! the engine, run the `vllm-bench` binary (with a timeout, in a temporary directory), and
-//! start real servers (nginx-sse, llama.cpp) through `../shared/tools`.
+//! Test harness: locate the fixtures (`tests/fixtures/`, and the fetched ones), start the
+//! in-process mock server, build workloads, run the engine, run the `vllm-bench` binary (with
+//! a timeout, in a temporary directory), and start real servers (nginx-sse, llama.cpp) through
+//! the project's `scripts/servers/`.
 //!
 //! Shared by the test binaries (`tests/tests.rs`, `tests/fault_matrix.rs`), so not every
 //! binary uses every item.
@@ -31,19 +32,68 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `$VLLM_BENCH_SHARED`, else the `shared` directory beside the repository (searched
-/// upwards, so a worktree nested one level deeper finds it too).
-pub fn shared_dir() -> PathBuf {
-    if let Ok(p) = std::env::var("VLLM_BENCH_SHARED") {
-        return PathBuf::from(p);
+/// `tests/fixtures/<rel>`: a file or directory the repository carries for the tests (its
+/// provenance, sha256 and license are in tests/fixtures/README.md), e.g.
+/// `fixture("tokenizers/smollm2")`, `fixture("golden/python-0.33")`, [`SHAREGPT`], [`MOONCAKE`].
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+/// [`fixture`] as a command-line argument.
+pub fn fixture_arg(rel: &str) -> String {
+    fixture(rel).to_str().expect("utf-8 path").to_string()
+}
+
+/// The ShareGPT sample: the first 300 conversations of `ShareGPT_V3_unfiltered_cleaned_split.json`.
+pub const SHAREGPT: &str = "data/sharegpt.first300.json";
+/// The Mooncake FAST'25 conversation trace's first 1,000 records.
+pub const MOONCAKE: &str = "data/mooncake_conversation_trace.first1000.jsonl";
+/// The whole Mooncake conversation trace for the measurements that want it (`#[ignore]`d):
+/// `$VLLM_BENCH_FULL_TRACE` (after the download line in docs/datasets.md), else the
+/// repository's first 1,000 records ([`MOONCAKE`]).
+pub fn full_mooncake_trace() -> PathBuf {
+    std::env::var_os("VLLM_BENCH_FULL_TRACE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| fixture(MOONCAKE))
+}
+
+/// The tokenizer the fetched fixtures add: Qwen3's (11 MB, so not in the repository).
+pub const QWEN3: &str = "tokenizers/qwen3";
+
+/// The directory `scripts/fetch-fixtures.sh` fills: `$VLLM_BENCH_CACHE/fixtures`, default
+/// `~/.cache/vllm-bench/fixtures`.
+pub fn fetched_dir() -> PathBuf {
+    let cache = std::env::var_os("VLLM_BENCH_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/vllm-bench")))
+        .unwrap_or_else(|| PathBuf::from(".cache/vllm-bench"));
+    cache.join("fixtures")
+}
+
+/// A fixture too large for the repository (e.g. [`QWEN3`]), fetched from the package
+/// registries by `scripts/fetch-fixtures.sh` (which `scripts/test.sh` runs first). `None`
+/// when it is not there: the test prints one `SKIP:` line naming the script and returns, or
+/// fails under `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (CI).
+pub fn fetched(rel: &str) -> Option<PathBuf> {
+    let path = fetched_dir().join(rel);
+    if path.exists() {
+        return Some(path);
     }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .ancestors()
-        .skip(1)
-        .map(|dir| dir.join("shared"))
-        .find(|dir| dir.join("reference").is_dir())
-        .unwrap_or_else(|| manifest.join("../shared"))
+    skip_or_fail(
+        rel,
+        &format!(
+            "{} is missing; run scripts/fetch-fixtures.sh",
+            path.display()
+        ),
+    );
+    None
+}
+
+/// The sonnet text vLLM's `sonnet` dataset reads; the repository carries it (`sonnet.txt`).
+pub fn sonnet() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sonnet.txt")
 }
 
 /// The io_uring driver when available, else epoll.
@@ -131,7 +181,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A server started by one of `../shared/tools` scripts, stopped on drop.
+/// A server started by one of the `scripts/servers/` scripts, stopped on drop.
 pub struct ToolServer {
     script: PathBuf,
     pid: String,
@@ -151,19 +201,44 @@ impl Drop for ToolServer {
 /// `SKIP: what: why` (the caller then returns), or fails the test when
 /// `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (CI).
 pub fn skip_or_fail(what: &str, why: &str) {
-    let required = std::env::var("VLLM_BENCH_REQUIRE_REAL_SERVERS").is_ok_and(|v| v == "1");
     assert!(
-        !required,
+        !real_servers_required(),
         "{what} is required here (VLLM_BENCH_REQUIRE_REAL_SERVERS=1) but {why}"
     );
     eprintln!("SKIP: {what}: {why}");
 }
 
-/// Starts `script start PORT [args]`, or explains why not. When
+/// `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (CI): a real server or fetched fixture that cannot be
+/// had fails the test instead of skipping it.
+pub fn real_servers_required() -> bool {
+    std::env::var("VLLM_BENCH_REQUIRE_REAL_SERVERS").is_ok_and(|v| v == "1")
+}
+
+/// `script start` for a test: under CI ([`real_servers_required`]) it may install and build
+/// what is missing; elsewhere it only starts what is already there
+/// (`VLLM_BENCH_NO_INSTALL=1`), so a test run never spends minutes building llama.cpp or
+/// installing packages: it says `SKIP:` and how to install instead.
+pub fn server_start_command(script: &Path) -> Command {
+    let mut cmd = Command::new(script);
+    cmd.arg("start");
+    if !real_servers_required() {
+        cmd.env("VLLM_BENCH_NO_INSTALL", "1");
+    }
+    cmd
+}
+
+/// `scripts/servers/<name>`: the project's scripts that install and start the real servers.
+pub fn server_script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts/servers")
+        .join(name)
+}
+
+/// Starts `script start PORT [args]` (`scripts/servers/<script>`), or explains why not. When
 /// `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (CI), failing to start is a test failure; otherwise
 /// the test prints the reason and is skipped.
 pub fn start_tool_server(script: &str, args: &[&str], env: &[(&str, &str)]) -> Option<ToolServer> {
-    let path = shared_dir().join("tools").join(script);
+    let path = server_script(script);
     let skip = |why: String| -> Option<ToolServer> {
         skip_or_fail(script, &why);
         None
@@ -172,8 +247,8 @@ pub fn start_tool_server(script: &str, args: &[&str], env: &[(&str, &str)]) -> O
         return skip(format!("{} does not exist", path.display()));
     }
     let port = free_port().to_string();
-    let mut cmd = Command::new(&path);
-    cmd.arg("start").arg(&port).args(args);
+    let mut cmd = server_start_command(&path);
+    cmd.arg(&port).args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -345,7 +420,7 @@ impl Drop for TempDir {
 /// The flags of a small random-dataset run against the mock at `url`: model `mock-model`,
 /// the SmolLM2 fixture as tokenizer, 16 → 4 tokens.
 pub fn mock_random_args(url: &str) -> Vec<String> {
-    let tokenizer = shared_dir().join("fixtures/tokenizers/smollm2");
+    let tokenizer = fixture("tokenizers/smollm2");
     [
         "--base-url",
         url,

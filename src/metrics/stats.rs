@@ -4,7 +4,7 @@
 //! Why not the obvious formulas: `vllm bench serve` reports `np.mean`, `np.std`,
 //! `np.median` and `np.percentile` of plain Python lists, and users diff our numbers against
 //! Python's. Left-to-right summation and the textbook `s[f] + (s[f+1]-s[f]) * g` percentile
-//! disagree with numpy in the last bits (see `../shared/golden/README.md`, "Bit-exact
+//! disagree with numpy in the last bits (see `tests/fixtures/golden/README.md`, "Bit-exact
 //! statistics without numpy"), which shows up in the result JSON. So this module follows
 //! numpy's evaluation order exactly:
 //!

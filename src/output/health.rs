@@ -297,13 +297,10 @@ fn stall_limit(median_latency: Option<Duration>) -> Duration {
 /// The median time to the first token of the successful requests, or of their end-to-end
 /// latency when none streamed a first token.
 fn median_latency(records: &[Record]) -> Option<Duration> {
-    let ok = || {
-        records
-            .iter()
-            .filter(|r| r.failure.is_none() && !r.cancelled)
-    };
+    // Cancelled requests are in no record (the recorder counts them apart).
+    let ok = || records.iter().filter(|r| r.failure.is_none());
     let mut ns: Vec<u64> = ok()
-        .filter_map(|r| r.first_token_ns.map(|t| t.saturating_sub(r.start_ns)))
+        .filter_map(|r| r.first_token_ns.map(|t| t.get().saturating_sub(r.start_ns)))
         .collect();
     if ns.is_empty() {
         ns = ok().map(|r| r.end_ns.saturating_sub(r.start_ns)).collect();
@@ -558,7 +555,7 @@ mod tests {
     fn streamed(ttft_ms: u64) -> Record {
         Record {
             start_ns: 0,
-            first_token_ns: Some(ttft_ms * 1_000_000),
+            first_token_ns: std::num::NonZeroU64::new(ttft_ms * 1_000_000),
             end_ns: (ttft_ms + 100) * 1_000_000,
             ..Record::default()
         }

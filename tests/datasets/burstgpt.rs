@@ -11,7 +11,7 @@ use vllm_bench::datasets::np_random::NpRandomState;
 use vllm_bench::datasets::{Prompt, Sampling};
 use vllm_bench::tokenizer::{Tokenizer, TokenizerOptions};
 
-use crate::util::shared_dir;
+use crate::util::{fetched, QWEN3};
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -85,7 +85,7 @@ fn picks_pythons_rows() {
 
 #[test]
 fn prompts_decode_the_shifted_id_walk() {
-    let dir = shared_dir().join("fixtures/tokenizers/qwen3");
+    let Some(dir) = fetched(QWEN3) else { return };
     let mut opts = TokenizerOptions::new(dir.to_str().unwrap());
     opts.offline = true;
     let tok = Tokenizer::load(&opts).unwrap();

@@ -1,5 +1,5 @@
 //! ShareGPT against Python: `tests/data/sharegpt/expected.json` is what vllm 0.33's
-//! `ShareGPTDataset` selects from the shared 2,000-record file with the Qwen3 fixture
+//! `ShareGPTDataset` selects from the 300-conversation sample (tests/fixtures) with the Qwen3
 //! tokenizer (written by `tests/data/sharegpt/make_expected.py`, CPython + `tokenizers`):
 //! for two seeds, with and without a fixed output length, unshuffled, and past the valid
 //! count with and without oversampling. Each case checks the selected conversations, their
@@ -13,20 +13,25 @@ use vllm_bench::datasets::sharegpt::{ShareGpt, ShareGptOptions};
 use vllm_bench::datasets::{DatasetError, Prompt, SampleRequest, Sampling};
 use vllm_bench::tokenizer::{Tokenizer, TokenizerOptions};
 
-use crate::util::shared_dir;
+use crate::util::{fetched, fixture, QWEN3, SHAREGPT};
 
 fn data_file() -> PathBuf {
-    shared_dir().join("data/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json")
+    fixture(SHAREGPT)
 }
 
-fn qwen3() -> &'static Tokenizer {
+/// The Qwen3 tokenizer the expectations were made with; `None` (the test returns) when it
+/// has not been fetched (scripts/fetch-fixtures.sh).
+fn qwen3() -> Option<&'static Tokenizer> {
     static TOK: OnceLock<Tokenizer> = OnceLock::new();
-    TOK.get_or_init(|| {
-        let dir = shared_dir().join("fixtures/tokenizers/qwen3");
+    if let Some(tok) = TOK.get() {
+        return Some(tok);
+    }
+    let dir = fetched(QWEN3)?;
+    Some(TOK.get_or_init(|| {
         let mut opts = TokenizerOptions::new(dir.to_str().unwrap());
         opts.offline = true;
         Tokenizer::load(&opts).unwrap()
-    })
+    }))
 }
 
 fn loaded() -> &'static ShareGpt {
@@ -67,14 +72,12 @@ fn text(r: &SampleRequest) -> &str {
     }
 }
 
-fn check_case(case: &Value) {
+fn check_case(case: &Value, qwen3: &Tokenizer) {
     let num = case["num_prompts"].as_u64().unwrap() as usize;
     let opts = ShareGptOptions {
         output_len: case["output_len"].as_u64().map(|n| n as usize),
     };
-    let got = loaded()
-        .sample(&sampling(case, num), opts, qwen3())
-        .unwrap();
+    let got = loaded().sample(&sampling(case, num), opts, qwen3).unwrap();
     let want = case["samples"].as_array().unwrap();
     let tag = format!(
         "seed {} output_len {:?} n {num} shuffle {} oversample {}",
@@ -105,6 +108,7 @@ fn check_case(case: &Value) {
 
 #[test]
 fn selection_matches_python_for_two_seeds_with_and_without_output_len() {
+    let Some(qwen3) = qwen3() else { return };
     let doc = expected();
     let cases: Vec<_> = doc["cases"]
         .as_array()
@@ -114,12 +118,13 @@ fn selection_matches_python_for_two_seeds_with_and_without_output_len() {
         .collect();
     assert_eq!(cases.len(), 5);
     for case in cases {
-        check_case(case);
+        check_case(case, qwen3);
     }
 }
 
 #[test]
 fn past_the_valid_count_oversampling_matches_python() {
+    let Some(qwen3) = qwen3() else { return };
     let doc = expected();
     let cases: Vec<_> = doc["cases"]
         .as_array()
@@ -136,12 +141,13 @@ fn past_the_valid_count_oversampling_matches_python() {
         } else {
             assert_eq!(n, valid);
         }
-        check_case(case);
+        check_case(case, qwen3);
     }
 }
 
 #[test]
 fn request_ids_carry_the_prefix() {
+    let Some(qwen3) = qwen3() else { return };
     let s = Sampling {
         num_requests: 3,
         seed: 0,
@@ -150,7 +156,7 @@ fn request_ids_carry_the_prefix() {
         request_id_prefix: "bench-".into(),
     };
     let got = loaded()
-        .sample(&s, ShareGptOptions::default(), qwen3())
+        .sample(&s, ShareGptOptions::default(), qwen3)
         .unwrap();
     let ids: Vec<_> = got.iter().map(|r| r.request_id.clone().unwrap()).collect();
     assert_eq!(ids, ["bench-0", "bench-1", "bench-2"]);
@@ -165,6 +171,7 @@ fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
 
 #[test]
 fn bad_files_are_one_line_naming_the_file_and_the_entry() {
+    let Some(qwen3) = qwen3() else { return };
     let dir = std::env::temp_dir().join(format!("vb-sharegpt-{}", std::process::id()));
     let missing = dir.join("nope.json");
     let e = ShareGpt::load(&missing).err().unwrap().to_string();
@@ -191,7 +198,7 @@ fn bad_files_are_one_line_naming_the_file_and_the_entry() {
     };
     let e = ShareGpt::load(&no_value)
         .unwrap()
-        .sample(&s, ShareGptOptions::default(), qwen3())
+        .sample(&s, ShareGptOptions::default(), qwen3)
         .err()
         .unwrap();
     assert!(matches!(e, DatasetError::Entry { index: 1, .. }), "{e}");

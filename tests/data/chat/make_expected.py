@@ -3,7 +3,9 @@
 datasets, computed as Python computes them.
 
 Needs CPython with `jinja2` and `tokenizers` (pip install jinja2 tokenizers). Usage:
-    python tests/data/chat/make_expected.py ../shared
+    scripts/fetch-fixtures.sh && python tests/data/chat/make_expected.py
+(sonnet.txt from the repository, SmolLM2 from tests/fixtures, Qwen3 from the fetched cache,
+`$VLLM_BENCH_CACHE/fixtures`, default ~/.cache/vllm-bench/fixtures.)
 
 The template is rendered as transformers' `apply_chat_template(..., tokenize=False)` does
 (an ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks and loopcontrols, its
@@ -17,16 +19,16 @@ sonnet: vllm 0.11 `SonnetDataset.sample`, with random.seed(seed) just before it 
 main seeds `random` with --seed and nothing draws from it before the dataset).
 """
 import json
+import os
 import pathlib
 import random
-import sys
 
 import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
-HERE = pathlib.Path(__file__).parent
+HERE = pathlib.Path(__file__).resolve().parent
 NAMED = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"]
 BASE_PROMPT = "Pick as many lines as you can from these poem lines:\n"
 
@@ -94,13 +96,15 @@ def sonnet_case(tok, lines, seed, num, input_len, prefix_len, output_len):
 
 
 def main():
-    shared = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "../shared")
+    repo = HERE.parents[2]
+    cache = pathlib.Path(os.environ.get("VLLM_BENCH_CACHE", pathlib.Path.home() / ".cache/vllm-bench"))
+    dirs = {"qwen3": cache / "fixtures/tokenizers/qwen3", "smollm2": repo / "tests/fixtures/tokenizers/smollm2"}
     rows = [json.loads(line) for line in (HERE / "prompts.jsonl").read_text().splitlines() if line.strip()]
-    with open(shared / "data/sonnet.txt", encoding="utf-8") as f:
+    with open(repo / "sonnet.txt", encoding="utf-8") as f:
         lines = f.readlines()
     doc = {}
     for name in ["qwen3", "smollm2"]:
-        tok = HfTokenizer(shared / "fixtures/tokenizers" / name)
+        tok = HfTokenizer(dirs[name])
         kwargs_list = [{}] + ([{"enable_thinking": False}] if name == "qwen3" else [])
         doc[name] = {
             "custom": [{"seed": 0, "kwargs": kw, "samples": custom_case(tok, rows, 0, kw)} for kw in kwargs_list],

@@ -1,23 +1,24 @@
 #!/usr/bin/env python3
-"""Writes expected.json: the samples Python 0.33's ShareGPTDataset picks from the shared
-2,000-record ShareGPT file, tokenized with the Qwen3 fixture tokenizer.
+"""Writes expected.json: the samples Python 0.33's ShareGPTDataset picks from the ShareGPT
+sample of tests/fixtures (300 conversations), tokenized with the Qwen3 tokenizer.
 
 Needs CPython and the `tokenizers` package (pip install tokenizers). Usage:
-    python tests/data/sharegpt/make_expected.py ../shared
+    scripts/fetch-fixtures.sh && python tests/data/sharegpt/make_expected.py
+(Qwen3 from the fetched cache, `$VLLM_BENCH_CACHE/fixtures`, default ~/.cache/vllm-bench/fixtures.)
 The selection below restates `ShareGPTDataset.load_data`/`sample`, `is_valid_sequence` and
 `maybe_oversample_requests` of vllm 0.33.0 (`vllm/benchmarks/datasets/datasets.py`);
 `tokenizer(text).input_ids` of a Qwen3 HF tokenizer adds no special tokens, which is what
 `Tokenizer.encode(text, add_special_tokens=True)` computes.
 """
 import json
+import os
 import pathlib
 import random
-import sys
 
 from tokenizers import Tokenizer
 
-DATA = "data/sharegpt/ShareGPT_V3_unfiltered_cleaned_split.first2000.json"
-TOKENIZER = "fixtures/tokenizers/qwen3/tokenizer.json"
+DATA = "tests/fixtures/data/sharegpt.first300.json"
+TOKENIZER = "tokenizers/qwen3/tokenizer.json"
 
 
 def is_valid_sequence(prompt_len, output_len, skip_min_output_len_check):
@@ -65,9 +66,10 @@ def compact(samples):
 
 
 def main():
-    shared = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "../shared")
-    raw = json.loads((shared / DATA).read_text(encoding="utf-8"))
-    tok = Tokenizer.from_file(str(shared / TOKENIZER))
+    repo = pathlib.Path(__file__).resolve().parents[3]
+    cache = pathlib.Path(os.environ.get("VLLM_BENCH_CACHE", pathlib.Path.home() / ".cache/vllm-bench"))
+    raw = json.loads((repo / DATA).read_text(encoding="utf-8"))
+    tok = Tokenizer.from_file(str(cache / "fixtures" / TOKENIZER))
     cases = []
     for seed, output_len, num, shuffle, oversample in [
         (0, None, 200, True, True),
