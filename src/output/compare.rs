@@ -88,11 +88,7 @@ pub fn workload_warnings(results: &[SavedResult]) -> Vec<String> {
         let mut evidence = Vec::new();
         if let (Some(a), Some(b)) = (fact(base, "num_prompts"), fact(c, "num_prompts")) {
             if a != b {
-                evidence.push(format!(
-                    "num_prompts {} vs {}",
-                    escape(&b),
-                    escape(&a)
-                ));
+                evidence.push(format!("num_prompts {} vs {}", escape(&b), escape(&a)));
             }
         }
         if let (Some(a), Some(b)) = (input_per_request(base), input_per_request(c)) {
