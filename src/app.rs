@@ -86,8 +86,17 @@ fn bench(config: &Config, console: &Console) -> i32 {
             cancelled,
             example,
         }) => {
+            // Two flags cut requests on purpose: name the one(s) given.
+            let by = match (
+                config.rate.cancellation.is_some(),
+                config.engine.time_bound.is_some(),
+            ) {
+                (true, true) => "--request-cancellation-rate or the --duration bound",
+                (false, true) => "the --duration bound (after --duration-grace)",
+                _ => "--request-cancellation-rate",
+            };
             let why = match (failed, cancelled) {
-                (0, c) => format!("{c} cancelled by --request-cancellation-rate"),
+                (0, c) => format!("{c} cancelled by {by}"),
                 (f, c) => format!(
                     "{f} failed{}, e.g. {}",
                     if c > 0 {

@@ -97,6 +97,11 @@ fn count(doc: &Map<String, Value>, key: &str) -> u64 {
 
 /// A `--duration` run of the binary against the embedded mock; its result document.
 fn bounded_run(extra: &[&str]) -> Map<String, Value> {
+    bounded_run_exiting(0, extra)
+}
+
+/// [`bounded_run`] with the exit code it must end with (1: no request succeeded).
+fn bounded_run_exiting(code: i32, extra: &[&str]) -> Map<String, Value> {
     let dir = TempDir::new("duration");
     let mut args = vec![
         "--mock-server",
@@ -113,7 +118,21 @@ fn bounded_run(extra: &[&str]) -> Map<String, Value> {
     ];
     args.extend(extra);
     let out = vllm_bench(&args, dir.path());
-    assert_eq!(out.code, 0, "{args:?}:\n{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code, code, "{args:?}:\n{}\n{}", out.stdout, out.stderr);
+    if code == 1 {
+        assert!(
+            out.stderr
+                .contains("cancelled by the --duration bound (after --duration-grace)"),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            out.stdout
+                .contains("Not sent (the run's bound came first):"),
+            "{}",
+            out.stdout
+        );
+    }
     let text = std::fs::read_to_string(dir.path().join("r.json")).expect("result file");
     serde_json::from_str(&text).expect("result JSON")
 }
@@ -143,15 +162,18 @@ fn the_binary_bounds_a_rate_driven_run() {
 #[test]
 fn the_binary_bounds_a_closed_loop_of_slow_requests() {
     // The embedded mock's answer takes ~5 s (1000 tokens at 5 ms): in flight at the bound,
-    // cut after the grace.
-    let doc = bounded_run(&[
-        "--num-prompts",
-        "8",
-        "--max-concurrency",
-        "2",
-        "--random-output-len",
-        "1000",
-    ]);
+    // cut after the grace. Nothing succeeded, so the run exits 1 and names the bound.
+    let doc = bounded_run_exiting(
+        1,
+        &[
+            "--num-prompts",
+            "8",
+            "--max-concurrency",
+            "2",
+            "--random-output-len",
+            "1000",
+        ],
+    );
     let (completed, cancelled, not_sent) = identity(&doc, 8);
     assert_eq!((completed, cancelled, not_sent), (0, 2, 6));
 }

@@ -491,7 +491,7 @@ fn llama_cpp_s_metrics_show_under_its_own_names() {
         "Prompt tokens:",
         "Cached prompt tokens:",
         "Generation tokens:",
-        "Prefill speed per request (tok/s):",
+        "Prefill throughput, batched (tok/s):",
         "Decode speed per request (tok/s):",
         "Running requests (peak / mean):",
         "Waiting requests (peak / mean):",

@@ -86,7 +86,7 @@ fn seconds(flag: &str, s: f64, zero_ok: bool) -> Result<Duration, ConfigError> {
     let ok = s.is_finite() && s <= 31_536_000.0 && (s > 0.0 || (zero_ok && s == 0.0));
     if !ok {
         let want = if zero_ok { "0 or more" } else { "more than 0" };
-        return Err(ConfigError::value(
+        return Err(ConfigError::number(
             flag,
             s,
             format!("must be {want} seconds, at most 31536000 (a year)"),

@@ -110,7 +110,14 @@ pub fn render(r: &RunResult<'_>) -> String {
     }
     let stopped = r.not_sent - r.not_sent_session_ended - ended_by_cancel;
     if stopped > 0 {
-        let _ = writeln!(out, "{:<40} {stopped}", "Not sent (interrupted):");
+        // Not interrupted, the run was stopped by its own bound (`--duration`, an SLO probe
+        // stopped early as saturated).
+        let why = if r.interrupted {
+            "Not sent (interrupted):"
+        } else {
+            "Not sent (the run's bound came first):"
+        };
+        let _ = writeln!(out, "{why:<40} {stopped}");
     }
     if r.not_sent_session_ended > 0 {
         let _ = writeln!(

@@ -100,10 +100,14 @@ fn block(
     if let Some(rate) = f.prefix_cache_hit_rate {
         float_line(out, "Prefix cache hit rate (%):", rate * 100.0);
     }
-    // llama.cpp's time counters: tokens per second of a slot's own time (a request's speed).
+    // llama.cpp's time counters. Prompt time is the wall time of each prompt-processing batch,
+    // counted once for all the requests batched in it (`metrics_flush_prompt` in its server), so
+    // prompt tokens over it are the server's prefill throughput: one request's speed only when
+    // requests were prefilled alone (concurrency 1). Generation time is each slot's own
+    // (`t_gen_us`, summed over slots), so that quotient is one request's decode speed.
     let speeds = [
         (
-            "Prefill speed per request (tok/s):",
+            "Prefill throughput, batched (tok/s):",
             llamacpp::PROMPT_TOKENS,
             llamacpp::PROMPT_SECONDS,
         ),
@@ -686,7 +690,12 @@ mod tests {
         has("Prompt tokens:                           330");
         has("Cached prompt tokens:                    30");
         has("Generation tokens:                       100");
-        has("Prefill speed per request (tok/s):       100.00");
+        has("Prefill throughput, batched (tok/s):     100.00");
+        // Issue 36: 132.9 read as "per request" where each of 4 requests prefilled at 33.3.
+        assert!(
+            !block_text.contains("Prefill speed per request"),
+            "{block_text}"
+        );
         has("Decode speed per request (tok/s):        20.00");
         // Of the three samples during the run (before and after it, nothing runs).
         has("Running requests (peak / mean):          4.00 / 3.00");
