@@ -50,7 +50,8 @@ TOKEN_INTERVAL_MS = 10.0
 OUTPUT_TOKENS = 100
 INPUT_TOKENS = 32
 MODEL = "mock-model"
-TOKENIZER = os.path.join(ROOT, "..", "shared", "fixtures", "tokenizers", "smollm2")
+# The SmolLM2 tokenizer the repository carries (tests/fixtures/README.md).
+TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizers", "smollm2")
 
 # The accuracy workload: 1000 streams are more than one mock core can serve at 100 tokens/s
 # each (100,000 events/s: it falls behind, see the streaming table's "server late" column),
