@@ -217,14 +217,7 @@ fn sweep(
         };
         let f = point::finish(config, plan, p, &m, &how)?;
         let what = format!("sweep point {} ({axis} = {v})", i + 1);
-        if let Some(w) = cache.observe(&what, sent_by(plan, p), &m.server_metrics) {
-            plan.console.warning(w);
-        }
-        outcomes.push(outcome(
-            &m.report.merged.outputs,
-            m.report.cancelled,
-            m.interrupted,
-        ));
+        outcomes.push(judged(plan, p, &m, &mut cache, &what));
         reports.push(f.report);
         steady.push(f.steady_state);
         interrupted.push(m.interrupted);
@@ -265,6 +258,21 @@ fn sweep(
     Ok(combined(outcomes))
 }
 
+/// One measured run of several (`what` names it): says when it measured an earlier run's
+/// prefix cache, and gives its outcome.
+fn judged(
+    plan: &Plan,
+    p: &Point,
+    m: &point::MeasuredPoint,
+    cache: &mut CacheWatch,
+    what: &str,
+) -> Outcome {
+    if let Some(w) = cache.observe(what, sent_by(plan, p), &m.server_metrics) {
+        plan.console.warning(w);
+    }
+    outcome(&m.report.merged.outputs, m.report.cancelled, m.interrupted)
+}
+
 fn repeat(plan: &mut Plan, config: &Config, p: &Point, runs: usize) -> Result<Outcome> {
     let how = Reporting {
         collect: true,
@@ -287,14 +295,7 @@ fn repeat(plan: &mut Plan, config: &Config, p: &Point, runs: usize) -> Result<Ou
         plan.console
             .out(render_run_line(i + 1, runs, &f.report, m.interrupted));
         let what = format!("run {}/{runs}", i + 1);
-        if let Some(w) = cache.observe(&what, sent_by(plan, p), &m.server_metrics) {
-            plan.console.warning(w);
-        }
-        outcomes.push(outcome(
-            &m.report.merged.outputs,
-            m.report.cancelled,
-            m.interrupted,
-        ));
+        outcomes.push(judged(plan, p, &m, &mut cache, &what));
         reports.push(f.report);
         interrupted.push(m.interrupted);
         documents.extend(f.document);
