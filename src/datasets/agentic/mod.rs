@@ -5,8 +5,10 @@
 
 pub mod format;
 pub mod prompt;
+pub mod record;
 pub mod streams;
 
 pub use format::{load, Entry, Request, Subagent, WekaTrace};
 pub use prompt::{layouts, marker, Piece, PromptError, Role, Seeds, Segment};
+pub use record::{Phase, ReplayOutcome, ReplayRecord};
 pub use streams::{derive, Branch, Stream, StreamKind, Tree, TurnRef};
