@@ -200,6 +200,336 @@ def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
             [t for t in tail if t], marker)
 
 
+# ---------------------------------------------------------------- process trees
+
+def _proc_children():
+    """pid → [child pids], from one pass over /proc."""
+    kids = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(name))
+    return kids
+
+
+def _tree(root):
+    kids, out, todo = _proc_children(), [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += kids.get(pid, [])
+    return out
+
+
+def _status_kib(pid, key):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _pss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _allowed(pid):
+    try:
+        return os.sched_getaffinity(pid)
+    except OSError:
+        return None
+
+
+class TreeSampler:
+    """Samples a client's whole process tree every `period` s on a harness thread: CPU (user +
+    sys of every live process plus what each has reaped of its exited children, so nothing
+    is counted twice and an exited worker's CPU stays in), RSS summed over the processes,
+    PSS (shared pages split between sharers, so a forked worker's copy-on-write pages count
+    once) every `pss_every`-th sample, the process count, and whether every process kept
+    the core it was pinned to. For clients that run several processes (AIPerf, GuideLLM)."""
+
+    def __init__(self, pid, core, period=0.1, pss_every=5):
+        self.pid, self.core, self.period, self.pss_every = pid, core, period, pss_every
+        self.samples = []  # (epoch s, user s, sys s)
+        self.peak_rss_mib = self.peak_pss_mib = 0.0
+        self.max_procs = 0
+        self.unpinned = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        n = 0
+        while not self._stop.is_set():
+            pids = _tree(self.pid)
+            user = sys_ = 0.0
+            for pid in pids:
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    # utime, stime, then cutime, cstime: what it reaped of exited children.
+                    user += (int(fields[11]) + int(fields[13])) * CLOCK_TICK_S
+                    sys_ += (int(fields[12]) + int(fields[14])) * CLOCK_TICK_S
+                except (OSError, ValueError, IndexError):
+                    continue
+            self.samples.append((time.time(), user, sys_))
+            self.max_procs = max(self.max_procs, len(pids))
+            rss = sum(_status_kib(pid, "VmRSS:") for pid in pids) / 1024.0
+            self.peak_rss_mib = max(self.peak_rss_mib, rss)
+            if n % self.pss_every == 0:
+                pss = sum(_pss_kib(pid) for pid in pids) / 1024.0
+                self.peak_pss_mib = max(self.peak_pss_mib, pss)
+            if self.core is not None:
+                for pid in pids:
+                    allowed = _allowed(pid)
+                    if allowed is not None and allowed != {self.core}:
+                        self.unpinned.add(pid)
+            n += 1
+            self._stop.wait(self.period)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def cpu_at(self, epoch):
+        """The tree's (user, sys) CPU seconds at `epoch`, interpolated between the samples
+        around it."""
+        pts = self.samples
+        if not pts:
+            return None
+        if epoch <= pts[0][0]:
+            return pts[0][1:]
+        for a, b in zip(pts, pts[1:]):
+            if a[0] <= epoch <= b[0]:
+                f = (epoch - a[0]) / (b[0] - a[0]) if b[0] > a[0] else 1.0
+                return tuple(x + (y - x) * f for x, y in zip(a[1:], b[1:]))
+        return pts[-1][1:]
+
+
+def run_tree_measured(cmd, core, timeout=CLIENT_TIMEOUT_S):
+    """Runs cmd (a client of several processes) with a TreeSampler on it; returns (exit code,
+    wall s, (user s, sys s) of the whole tree from wait4, output tail, sampler)."""
+    t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    sampler = TreeSampler(proc.pid, core)
+    tail = []
+
+    def read_output():
+        for raw in proc.stdout:
+            tail.append(raw.decode(errors="replace").rstrip())
+            del tail[:-3]
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, 9)
+            pid, status, ru = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.01)
+    wall = time.perf_counter() - t0
+    sampler.stop()
+    # Orphaned workers (a peer that exits before its children) would keep the core busy
+    # for the next client: the whole session goes.
+    try:
+        os.killpg(proc.pid, 9)
+    except ProcessLookupError:
+        pass
+    reader.join(timeout=5)
+    return (os.waitstatus_to_exitcode(status), wall, (ru.ru_utime, ru.ru_stime),
+            [t for t in tail if t], sampler)
+
+
+# ---------------------------------------------------------------- peers with their own CLI
+
+class Peer:
+    """A client whose command line is not `vllm bench serve`'s: it builds its own command for
+    a workload and reads its own result files back into the figures the harness compares.
+    `definitions` says how it measures TTFT and ITL, for the report."""
+
+    name = ""
+    definitions = ""
+
+    def __init__(self, exe):
+        self.exe = exe
+
+    def command(self, port, num_prompts, concurrency, rate, shape, out_dir):
+        raise NotImplementedError
+
+    def read(self, out_dir):
+        """dict: completed, failed, duration_s, events, mean_ttft_ms, p50_itl_ms, p99_itl_ms,
+        window (epoch start, end of its measured phase); None when it wrote no result."""
+        raise NotImplementedError
+
+
+def _percentile(values, q):
+    """numpy's default (linear) percentile."""
+    if not values:
+        return None
+    v = sorted(values)
+    k = (len(v) - 1) * q / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+class AIPerf(Peer):
+    name = "aiperf"
+    definitions = ("TTFT from the request's start (before a pooled connection is taken) to the "
+                   "first content chunk; ITL here is per gap between content chunks "
+                   "(profile_export.jsonl's inter_chunk_latency, AIPerf's own timestamps): "
+                   "its summary `inter_token_latency` is a per-request mean")
+
+    def command(self, port, num_prompts, concurrency, rate, shape, out_dir):
+        cmd = [self.exe, "profile", "--model", MODEL, "--url", f"http://127.0.0.1:{port}",
+               "--endpoint-type", "completions", "--streaming", "--tokenizer", TOKENIZER,
+               "--prompt-input-tokens-mean", str(INPUT_TOKENS),
+               "--prompt-input-tokens-stddev", "0",
+               "--prompt-output-tokens-mean", str(shape.tokens),
+               "--prompt-output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true",
+               "--request-count", str(num_prompts), "--random-seed", "0", "--ui-type", "none",
+               "--no-gpu-telemetry", "--output-artifact-dir", out_dir]
+        if concurrency:
+            cmd += ["--concurrency", str(concurrency)]
+        if rate != "inf":
+            cmd += ["--request-rate", str(rate), "--arrival-pattern", "poisson"]
+        return cmd
+
+    def read(self, out_dir):
+        path = os.path.join(out_dir, "profile_export_aiperf.json")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            d = json.load(f)
+        avg = lambda k: (d.get(k) or {}).get("avg")
+        gaps = []
+        with open(os.path.join(out_dir, "profile_export.jsonl")) as f:
+            for line in f:
+                m = json.loads(line).get("metrics", {})
+                gaps += (m.get("inter_chunk_latency") or {}).get("value") or []
+        window = tuple(dt.datetime.fromisoformat(d[k]).timestamp()
+                       for k in ("start_time", "end_time"))
+        completed = int(avg("request_count") or 0)
+        return {"completed": completed, "failed": int(avg("error_request_count") or 0),
+                "duration_s": avg("benchmark_duration"),
+                "events": int(avg("total_output_tokens") or 0),
+                "mean_ttft_ms": avg("time_to_first_token"),
+                "p50_itl_ms": _percentile(gaps, 50), "p99_itl_ms": _percentile(gaps, 99),
+                "window": window}
+
+
+class GuideLLM(Peer):
+    name = "guidellm"
+    definitions = ("TTFT from the request's start (after its connection is taken) to the first "
+                   "token; it keeps only the first and last token times of a request, so its ITL "
+                   "is each request's mean gap weighted by its gaps, not per gap")
+
+    def command(self, port, num_prompts, concurrency, rate, shape, out_dir):
+        if rate == "inf":
+            profile = f"kind=concurrent,streams={concurrency or num_prompts}"
+        else:
+            profile = f"kind=poisson,rate={rate}"
+            if concurrency:
+                profile += f",max_concurrency={concurrency}"
+        return [self.exe, "run",
+                "--backend", f"kind=openai_http,target=http://127.0.0.1:{port},"
+                             f"request_format=/v1/completions,model={MODEL}",
+                "--profile", profile,
+                "--data", f"kind=synthetic_text,prompt_tokens={INPUT_TOKENS},"
+                          f"output_tokens={shape.tokens}",
+                "--tokenizer", f"kind=huggingface_auto,model={TOKENIZER}",
+                "--constraint", f"kind=max_requests,count={num_prompts}",
+                "--output", f"kind=json,path={os.path.join(out_dir, 'guidellm.json')}",
+                "--disable-console-interactive"]
+
+    def read(self, out_dir):
+        path = os.path.join(out_dir, "guidellm.json")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            b = json.load(f)["benchmarks"][0]
+        m = b["metrics"]
+        ok = lambda k: m[k]["successful"]
+        totals = m["request_totals"]
+        return {"completed": totals["successful"],
+                "failed": totals["errored"] + totals["incomplete"],
+                "duration_s": b["duration"],
+                "events": int(ok("output_token_count")["total_sum"]),
+                "mean_ttft_ms": ok("time_to_first_token_ms")["mean"],
+                "p50_itl_ms": ok("inter_token_latency_ms")["percentiles"]["p50"],
+                "p99_itl_ms": ok("inter_token_latency_ms")["percentiles"]["p99"],
+                "window": (b["start_time"], b["end_time"])}
+
+
+PEERS = (AIPerf, GuideLLM)
+
+
+def peer_run(peer, mock_bin, server_core, core, num_prompts, concurrency, rate="inf",
+             firehose=False, shape=STREAMING):
+    """One run of a multi-process peer against a fresh mock: CPU is the whole tree's within the
+    peer's own measured window (its result's start and end), interpolated from the samples;
+    `cpu_s` is the tree's gross total from wait4."""
+    with Mock(mock_bin, server_core, firehose=firehose, shape=shape) as mock, \
+            tempfile.TemporaryDirectory() as d:
+        cmd = pinned(peer.command(mock.port, num_prompts, concurrency, rate, shape, d), core)
+        code, wall, (user, sys_), tail, tree = run_tree_measured(cmd, core)
+        r = None
+        if code == 0:
+            try:
+                r = peer.read(d)
+            except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+                tail.append(f"result unreadable: {e}")
+    base = {"wall_s": wall, "cpu_s": user + sys_, "cpu_user_s": user, "cpu_sys_s": sys_,
+            "rss_mib": tree.peak_rss_mib, "pss_mib": tree.peak_pss_mib,
+            "processes": tree.max_procs, "unpinned_processes": len(tree.unpinned)}
+    if r is None:
+        return dict(base, error=f"exit {code}: {' | '.join(tail)}")
+    start, end = r.pop("window")
+    c0, c1 = tree.cpu_at(start), tree.cpu_at(end)
+    if c0 is None or c1 is None:
+        return dict(base, error="the process tree was never sampled")
+    net_user, net_sys = max(c1[0] - c0[0], 0.0), max(c1[1] - c0[1], 0.0)
+    net = net_user + net_sys
+    events, completed = r["events"], r["completed"]
+    per_100k = (lambda v: 1e5 * v / events) if events else (lambda v: None)
+    if tree.unpinned:
+        log(f"  {peer.name}: {len(tree.unpinned)} process(es) left the client core")
+    out = dict(base, **r)
+    out.update({
+        "net_cpu_s": net, "net_cpu_user_s": net_user, "net_cpu_sys_s": net_sys,
+        "setup_cpu_s": user + sys_ - net,
+        "cpu_us_per_event": 1e6 * net / events if events else None,
+        "cpu_s_per_100k_events": per_100k(net),
+        "cpu_user_s_per_100k_events": per_100k(net_user),
+        "cpu_sys_s_per_100k_events": per_100k(net_sys),
+        "cpu_ms_per_request": 1e3 * net / completed if completed else None,
+        "events_per_s": events / r["duration_s"] if r.get("duration_s") else None,
+        "requests_per_s": completed / r["duration_s"] if r.get("duration_s") else None,
+    })
+    out.update(errors(out, mock.timing, firehose, shape))
+    return out
+
+
 # ---------------------------------------------------------------- clients
 
 def clients(args):
@@ -217,6 +547,13 @@ def clients(args):
         found["python"] = ([py, "bench", "serve"], [])
     else:
         missing["python"] = "no vllm install (install-peers.sh --python; several GB)"
+    for peer in PEERS:
+        exe = os.path.join(HERE, "peers", "peer-venv", "bin", peer.name)
+        exe = exe if os.access(exe, os.X_OK) else shutil.which(peer.name)
+        if exe:
+            found[peer.name] = (peer(exe), [])
+        else:
+            missing[peer.name] = f"not installed (install-peers.sh --{peer.name})"
     if args.floor and os.access(args.floor, os.X_OK):
         for mode in FLOOR_MODES:
             found[f"floor-{mode}"] = ([args.floor, "--floor-mode", mode], [])
@@ -576,13 +913,18 @@ def markdown(doc):
              ""]
     for name, why in doc["skipped"].items():
         lines.append(f"- skipped **{name}**: {why}")
+    for name, how in doc.get("definitions", {}).items():
+        lines.append(f"- **{name}** (several processes, all pinned to the client core; CPU is "
+                     "the whole process tree's within its own measured phase, RSS summed over "
+                     f"its processes, PSS shares pages between them): {how}")
     lines += ["", "## Streaming (closed loop, --max-concurrency = streams)", "",
               "| client | streams | ok/failed | net CPU s /100k events | user | sys | "
               "net CPU ms /request | TTFT err vs emitted | ITL p50 err vs emitted | "
               "ITL p99 err vs emitted | TTFT err vs nominal | ITL p50 err vs nominal | "
-              "ITL p99 err vs nominal | server late p99 ms | peak RSS MiB | events/s |",
+              "ITL p99 err vs nominal | server late p99 ms | peak RSS MiB | PSS MiB | "
+              "processes | events/s |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-              "---:|"]
+              "---:|---:|---:|"]
     for p in doc["points"]:
         s = p["summary"]
         okf = (f"{int(s['completed']['median'])}/{int(s['failed']['median'])}"
@@ -595,6 +937,7 @@ def markdown(doc):
                      f"{fmt(s, 'cpu_sys_s_per_100k_events')} | "
                      f"{fmt(s, 'cpu_ms_per_request', 1, 3)} | {errs} | "
                      f"{fmt(s, 'server_lateness_p99_ms')} | {fmt(s, 'rss_mib', 1, 1)} | "
+                     f"{fmt(s, 'pss_mib', 1, 1)} | {fmt(s, 'processes', 1, 0)} | "
                      f"{fmt(s, 'events_per_s', 1, 0)} |")
     if doc["ratios"]:
         lines += ["", "CPU per event, vllm-bench / peer (same run; target ≤ 0.25 vs vllm-rs, "
@@ -734,6 +1077,10 @@ def main():
 
     cores = sorted(os.sched_getaffinity(0))
     server_core, client_core = (cores[0], cores[1]) if len(cores) >= 2 else (None, None)
+    if server_core is not None:
+        # The harness's own polling (wait4 loops, the process-tree sampler) runs beside the
+        # mock, never on the core whose CPU it measures.
+        os.sched_setaffinity(0, {server_core})
     found, missing = clients(args)
     for name, why in missing.items():
         log(f"skipping {name}: {why}")
@@ -743,7 +1090,9 @@ def main():
            "sharing": args.sharing or "Other processes may have shared the machine.",
            "skipped": missing, "points": [], "ratios": [], "firehose": [], "lag": {},
            "startup": {}, "dataset": {}, "scale": [], "accuracy": [], "health": [],
-           "floor_ratios": []}
+           "floor_ratios": [],
+           "definitions": {n: p.definitions for n, (p, _) in found.items()
+                           if isinstance(p, Peer)}}
 
     levels = [int(x) for x in args.streams.split(",") if x]
     def max_streams(name):
@@ -758,8 +1107,12 @@ def main():
         runs = []
         for rep in range(args.repeats):
             log(f"{name}: {what}{streams} streams, {n} requests (repeat {rep + 1})")
-            runs.append(one_run(prefix, args.mock, server_core, client_core, n, streams,
-                                firehose=firehose, rate=rate, shape=shape))
+            if isinstance(prefix, Peer):
+                runs.append(peer_run(prefix, args.mock, server_core, client_core, n, streams,
+                                     firehose=firehose, rate=rate, shape=shape))
+            else:
+                runs.append(one_run(prefix, args.mock, server_core, client_core, n, streams,
+                                    firehose=firehose, rate=rate, shape=shape))
             if "error" in runs[-1]:
                 log(f"  {name} failed: {runs[-1]['error']}")
         return {"client": name, "streams": streams, "requests": n, "runs": runs,
@@ -815,7 +1168,7 @@ def main():
             doc["health"].append({"condition": condition, "streams": streams, "run": run})
     # Rate-driven: 200 req/s Poisson, 1000 requests, unlimited concurrency.
     for name, (prefix, _) in found.items():
-        if is_floor(name):
+        if is_floor(name) or isinstance(prefix, Peer):
             continue
         log(f"{name}: rate-driven (200 req/s) for dispatch lag")
         runs = [one_run(prefix, args.mock, server_core, client_core, 1000, None, rate=200)]
@@ -827,7 +1180,7 @@ def main():
                                                 max(2000, 10 * streams), streams,
                                                 firehose=True))
     for name, (prefix, _) in found.items():
-        if is_floor(name):
+        if is_floor(name) or isinstance(prefix, Peer):
             continue
         log(f"{name}: start-up")
         # Python's --version alone takes seconds (imports): fewer repeats.

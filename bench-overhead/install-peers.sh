@@ -7,19 +7,28 @@
 #            fetched with `pip download vllm==$VLLM_VERSION --no-deps` and unzipped.
 #   python   Python `vllm bench serve`: only with --python (a full vllm install is several GB),
 #            into a virtualenv at peers/venv.
+#   aiperf   NVIDIA AIPerf $AIPERF_VERSION (`aiperf profile`): only with --aiperf,
+#   guidellm GuideLLM $GUIDELLM_VERSION (`guidellm run`): only with --guidellm; both from PyPI
+#            into one virtualenv at peers/peer-venv (6.5 GB with both: GuideLLM pulls torch).
 #
-# Usage: install-peers.sh [--python] [--vllm-version X.Y.Z]
+# Usage: install-peers.sh [--python] [--aiperf] [--guidellm] [--vllm-version X.Y.Z]
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 peers="$here/peers"
 version="${VLLM_VERSION:-0.33.0}"
+aiperf_version="${AIPERF_VERSION:-0.13.0}"
+guidellm_version="${GUIDELLM_VERSION:-0.8.1}"
 want_python=0
+want_aiperf=0
+want_guidellm=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --python) want_python=1 ;;
+        --aiperf) want_aiperf=1 ;;
+        --guidellm) want_guidellm=1 ;;
         --vllm-version) version="$2"; shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "install-peers.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -73,5 +82,27 @@ install_python() {
     echo "python: installed $peers/venv/bin/vllm"
 }
 
+# AIPerf and GuideLLM share one virtualenv (they pin compatible versions of their common
+# dependencies); a peer already at its pinned version is left as it is.
+install_pip_peer() { # name pypi-name version wanted
+    local name="$1" dist="$2" want="$3" wanted="$4" venv="$peers/peer-venv"
+    if [[ "$wanted" != 1 ]]; then
+        echo "$name: skipped (pass --$name to install $dist $want into $venv)"
+        return
+    fi
+    if [[ -x "$venv/bin/$name" ]] && [[ "$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$dist'))" 2>/dev/null)" == "$want" ]]; then
+        echo "$name: $dist $want already installed in $venv"
+        return
+    fi
+    [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+    if ! "$venv/bin/pip" install --quiet "$dist==$want"; then
+        echo "$name: skipped (pip install $dist==$want failed; see the message above)"
+        return
+    fi
+    echo "$name: installed $venv/bin/$name ($dist $want)"
+}
+
 install_vllm_rs
 install_python
+install_pip_peer aiperf aiperf "$aiperf_version" "$want_aiperf"
+install_pip_peer guidellm guidellm "$guidellm_version" "$want_guidellm"
