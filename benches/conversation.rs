@@ -3,7 +3,7 @@
 //! A turn's request is the previous turn's message parts plus the answer and the new user
 //! message, so building turn k costs the two new messages, not the history: the per-turn time
 //! of a 20-turn conversation of 2k-token turns must equal that of a 5-turn one. Run with
-//! `cargo bench --bench conversation -- --quick`; figures in docs/performance.md.
+//! `cargo bench --bench conversation -- --quick`; figures in bench-overhead/results/HISTORY.md.
 
 use std::time::Duration;
 

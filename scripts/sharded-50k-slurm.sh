@@ -2,7 +2,7 @@
 # scripts/sharded-50k.sh's 50,000 concurrent streams, with the three shards started as Slurm
 # tasks (`srun -n 3`, `--shard auto` from SLURM_PROCID/SLURM_NTASKS, one `--start-at`) instead
 # of background processes: the same workload and servers, launched as a cluster user would
-# (docs/performance.md, "50,000 streams as three Slurm tasks"). Each shard still talks to its
+# (bench-overhead/results/HISTORY.md, "50,000 streams as three Slurm tasks"). Each shard still talks to its
 # own mock-llm-server on its own loopback address (127.0.0.1-3, one port), because every
 # process here may open 20,000 files: one server could not hold 50,000 connections either.
 # The servers run outside Slurm (they stand for the remote deployment); on one node only.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 50,000 concurrent streams from one machine whose processes may open 20,000 files each:
-# three shards of ~16,667 streams, merged (docs/performance.md, "Sharded runs"). A process
+# three shards of ~16,667 streams, merged (bench-overhead/results/HISTORY.md, "Sharded runs"). A process
 # limit binds the server too, so each shard talks to its own mock-llm-server on its own
 # loopback address (127.0.0.1-3, one port): one server process cannot hold 50,000
 # connections here either.

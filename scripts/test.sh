@@ -4,7 +4,7 @@
 # checked by sha256); without the network the tests that need them print `SKIP:`.
 # Real-server tests (nginx-sse, llama.cpp, Slurm) run when scripts/servers/ can start them; set
 # VLLM_BENCH_REQUIRE_REAL_SERVERS=1 to turn a skip into a failure (CI does). Benchmarks are
-# type-checked by clippy here and run with `cargo bench` (see docs/performance.md).
+# type-checked by clippy here and run with `cargo bench` (see docs/performance.md and bench-overhead/results/HISTORY.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-fixtures.sh >/dev/null || echo "test.sh: fixtures not fetched; the tests that need them will say so" >&2

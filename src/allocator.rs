@@ -1,7 +1,7 @@
 //! How this process asks its allocator (mimalloc, `src/main.rs`) to hand memory back.
 //!
 //! Both settings trade nothing measurable in CPU for peak RSS at high stream counts
-//! (docs/performance.md). With another global allocator they act on mimalloc's own, empty,
+//! (bench-overhead/results/HISTORY.md). With another global allocator they act on mimalloc's own, empty,
 //! state: no-ops.
 
 use libmimalloc_sys::{mi_collect, mi_option_set, mi_option_t};

@@ -274,7 +274,7 @@ fn the_dataset_stats_open_offline_with_every_request_counted() {
 }
 
 /// 10,000 requests of 200 tokens with jittered gaps: the page stays small enough to open and
-/// draws every row (figures in docs/performance.md; printed with `--nocapture`).
+/// draws every row (figures in bench-overhead/results/HISTORY.md; printed with `--nocapture`).
 #[test]
 fn a_timeline_of_ten_thousand_requests_stays_usable() {
     let outputs: Vec<RequestOutput> = (0..10_000u64)

@@ -2,7 +2,7 @@
 //! instant (`--start-at`), early enough that every core is ready by then.
 //!
 //! Why this is more than "open them 2 s ahead": at ~8,300 connections per core to one busy
-//! single-worker server, opening took 12–24 s on a 2-core machine (docs/performance.md,
+//! single-worker server, opening took 12–24 s on a 2-core machine (bench-overhead/results/HISTORY.md,
 //! "50,000 streams as three Slurm tasks"), so cores that began 2 s before the start reached
 //! the start barrier long after it and the run's duration counted the connecting. Opening
 //! long before the start has its own risk: a server or proxy may close a connection that

@@ -20,7 +20,7 @@
 //! at most its length, so 30 ms is a tenth of a 300 ms TTFT but nothing next to a 3 s one.
 //!
 //! A warning that shows on most runs teaches users to ignore the one that matters, so the
-//! limits (calibrated on bench-overhead's health workload: docs/performance.md, "Client
+//! limits (calibrated on bench-overhead's health workload: bench-overhead/results/HISTORY.md, "Client
 //! health: the limits") leave room for what a quiet machine does anyway: a VM's scheduler holds a thread
 //! for a few milliseconds now and then (one 5 ms stall, or one late arrival in 69, used to
 //! warn), and CPU shares over a window shorter than [`MIN_WINDOW`] are mostly thread start-up

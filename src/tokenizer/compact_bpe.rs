@@ -4,7 +4,7 @@
 //! Why: the crate keeps the vocabulary twice, as `HashMap<String, u32>` and
 //! `HashMap<u32, String>` (a separately allocated `String` per token in each), beside the
 //! merge map. For Qwen3's 151,643 tokens that is 24.5 MB, the largest block the process holds
-//! for the whole run at 10,000 streams (docs/performance.md). Here the token strings are one
+//! for the whole run at 10,000 streams (bench-overhead/results/HISTORY.md). Here the token strings are one
 //! arena addressed by id, the string-to-id index is a table of ids (4 bytes a slot), and the
 //! merges a table of 16-byte slots: 7 MB.
 //!

@@ -5,7 +5,7 @@
 //! about one entry per vocabulary word (~150k for Qwen3). The `tokenizers` crate caches a
 //! word as its `Word`, 32 bytes per input byte (the symbol list keeps its first capacity after
 //! the merges), plus a `String` key: about 260 bytes a word. On two generation threads that
-//! was 59 MB of the 116 MB heap peak at 10,000 streams (docs/performance.md). An entry here
+//! was 59 MB of the 116 MB heap peak at 10,000 streams (bench-overhead/results/HISTORY.md). An entry here
 //! is the word and 8 bytes per token, about 70 bytes.
 //!
 //! The tokens are exactly what the model behind it (our [`super::compact_bpe`], or the
