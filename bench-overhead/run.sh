@@ -9,7 +9,9 @@
 #   --no-build  use the binaries already in target/$PROFILE
 # Each run gets a fresh mock (--no-tokenize --timing-report); TTFT/ITL errors are reported
 # against what the mock emitted and against the nominal 50/10 ms (harness.py docstring).
-# Peers: run bench-overhead/install-peers.sh first (a missing peer is reported and skipped).
+# Peers: run bench-overhead/install-peers.sh first (--aiperf --guidellm --python for those;
+# a missing peer is reported and skipped). AIPerf and GuideLLM run several processes: their
+# CPU is the whole process tree's within the phase each reports as measured (harness.py).
 # PROFILE=release builds with fat LTO (what ships); the default bench-fast skips LTO so the
 # build takes minutes, not tens of minutes, on small machines.
 set -euo pipefail
