@@ -26,7 +26,7 @@ for arg in "$@"; do
         --full) extra+=(--streams 1,100,1000,5000,10000 --repeats 3 --peer-max-streams 10000
                         --firehose-streams 100,1000) ;;
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) extra+=("$arg") ;;
     esac
 done
