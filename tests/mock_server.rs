@@ -1640,3 +1640,54 @@ fn mock_input_token_totals_are_the_planned_ones_with_the_clients_tokenizer() {
     let Some((dir, tok)) = qwen3() else { return };
     input_totals_are_the_planned_ones(Some((&dir, &tok)));
 }
+
+/// `MockConfig::tls` (`mock-llm-server --tls`): the mock serves HTTPS with a certificate it
+/// made at start; the engine streams every request through it with `--insecure`, and without
+/// it refuses the self-signed certificate in one line, on both I/O drivers.
+#[test]
+fn the_mock_serves_https_with_a_self_signed_certificate_an_insecure_client_accepts() {
+    use vllm_bench::cli::Backend;
+    use vllm_bench::engine;
+    use vllm_bench::http::conn::tls_setup;
+    use vllm_bench::http::url::BaseUrl;
+
+    for driver in drivers() {
+        let server = start(MockConfig {
+            tls: true,
+            driver,
+            num_tokens: 3,
+            ..MockConfig::default()
+        });
+        assert!(
+            server.base_url().starts_with("https://127.0.0.1:"),
+            "{}",
+            server.base_url()
+        );
+        let url = BaseUrl::parse(&server.base_url()).expect("the mock's URL parses");
+        let run = |insecure: bool, n: usize| {
+            let mut endpoint = crate::util::endpoint(&url);
+            endpoint.tls = Some(tls_setup("127.0.0.1", insecure).expect("tls setup"));
+            let w = crate::util::workload(&url, Backend::Vllm, "mock-model", n, 3);
+            let mut o = crate::util::options(1, crate::util::auto_driver());
+            o.request_timeout = Duration::from_secs(10);
+            engine::run(endpoint, w, o, |_| {}).expect("engine run")
+        };
+        let r = run(true, 6);
+        assert_eq!(r.merged.outputs.len(), 6);
+        for o in &r.merged.outputs {
+            assert!(o.success, "{driver:?}: {}", o.error);
+            assert_eq!(
+                o.output_tokens, 3,
+                "{driver:?}: usage read from the decrypted stream"
+            );
+        }
+        let r = run(false, 2);
+        for o in &r.merged.outputs {
+            assert!(
+                !o.success && o.error.contains("invalid peer certificate"),
+                "{driver:?}: a self-signed certificate is refused without --insecure: {}",
+                o.error
+            );
+        }
+    }
+}

@@ -141,6 +141,10 @@ struct Args {
     /// chunk's scheduled time. Only streams completed without a fault count.
     #[arg(long, value_name = "FILE")]
     timing_report: Option<PathBuf>,
+    /// Serve HTTPS: a self-signed certificate for localhost and --host is made at start
+    /// (nothing on disk); clients connect with https:// and --insecure.
+    #[arg(long)]
+    tls: bool,
     /// I/O driver: io_uring when available (auto), io_uring only, or epoll.
     #[arg(long, value_enum, default_value_t = DriverChoice::Auto)]
     io_driver: DriverChoice,
@@ -249,6 +253,7 @@ impl Args {
             seed: self.seed,
             request_log: self.request_log.is_some(),
             timing_report: self.timing_report.is_some(),
+            tls: self.tls,
             driver: self.io_driver,
             max_model_len: self.max_model_len,
             tokenize_endpoints: !self.no_tokenize,
@@ -334,7 +339,12 @@ fn main() -> ExitCode {
         }
     };
     eprintln!(
-        "listening on http://{} ({} workers, {})",
+        "listening on {}://{} ({} workers, {})",
+        if server.base_url().starts_with("https") {
+            "https"
+        } else {
+            "http"
+        },
         server.addr(),
         server.workers(),
         server.driver()

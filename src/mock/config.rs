@@ -72,6 +72,8 @@ pub struct MockConfig {
     /// Record when every streamed content chunk was handed to the kernel (read with
     /// `MockServer::timing_report`); off, streams pay nothing for it.
     pub timing_report: bool,
+    /// Serve HTTPS with a self-signed certificate made at start (clients pass `--insecure`).
+    pub tls: bool,
     /// I/O driver of the worker runtimes.
     pub driver: DriverChoice,
     /// `max_model_len` reported by `/v1/models` and `/tokenize`.
@@ -149,6 +151,7 @@ impl Default for MockConfig {
             request_log: false,
             request_log_bodies: false,
             timing_report: false,
+            tls: false,
             driver: DriverChoice::Auto,
             max_model_len: 32_768,
             max_body_bytes: 64 << 20,

@@ -12,7 +12,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::net::TcpStream;
 
 use crate::http::request::Method;
@@ -27,6 +26,7 @@ use super::request::{self, BodyFraming, ChunkedBody, FramingError, Head};
 use super::response::{self, HeadOpts};
 use super::routes::{self, Lookup};
 use super::stats::LoggedRequest;
+use super::tls::MockStream;
 
 /// Smallest free space offered to a read.
 const MIN_READ: usize = 4 << 10;
@@ -38,8 +38,16 @@ const LINGER: Duration = Duration::from_secs(1);
 /// Serves one accepted connection until it closes or the worker stops; errors just close it.
 pub async fn serve(stream: TcpStream, ctx: Rc<WorkerCtx>, id: u64) {
     let _live = ctx.life.enter();
-    // Each SSE event must leave at once, not wait for Nagle.
-    let _ = stream.set_nodelay(true);
+    let handshake = MockStream::accept(stream, ctx.shared.tls.as_ref());
+    let stream = monoio::select! {
+        biased;
+        () = ctx.life.stopped() => return,
+        s = handshake => match s {
+            Ok(s) => s,
+            // A failed handshake (a plain-HTTP client on an HTTPS port): just close.
+            Err(_) => return,
+        },
+    };
     let mut conn = Conn {
         ex: Exchange {
             io: Io {

@@ -3,6 +3,7 @@
 //! import it and not each other.
 
 use std::cell::{Cell, RefCell};
+use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -41,10 +42,12 @@ pub struct Shared {
     pub crashes: AtomicU64,
     /// `MockConfig::slots`: the model slots requests wait for.
     pub slots: Option<super::slots::Slots>,
+    /// `MockConfig::tls`: the acceptor every connection's handshake goes through.
+    pub tls: Option<super::tls::Acceptor>,
 }
 
 impl Shared {
-    pub(super) fn new(cfg: MockConfig) -> Shared {
+    pub(super) fn new(cfg: MockConfig) -> io::Result<Shared> {
         let model_json = serde_json::Value::from(cfg.model.as_str()).to_string();
         let created = unix_now();
         let models_body = format!(
@@ -54,7 +57,12 @@ impl Shared {
             m = model_json
         )
         .into_bytes();
-        Shared {
+        let tls = match cfg.tls {
+            true => Some(super::tls::acceptor(cfg.host)?),
+            false => None,
+        };
+        Ok(Shared {
+            tls,
             tokenizer: Arc::new(PromptTokenizer::new(cfg.tokenizer.clone())),
             slots: cfg.slots.map(super::slots::Slots::new),
             stats: Stats::new(cfg.workers),
@@ -66,7 +74,7 @@ impl Shared {
             prefix: PrefixCache::default(),
             stop: AtomicBool::new(false),
             crashes: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Snapshot of all statistics, prefix-cache counters included.

@@ -6,16 +6,14 @@ use std::io;
 use std::mem;
 use std::time::Instant;
 
-use monoio::io::AsyncWriteRentExt;
-use monoio::net::TcpStream;
-
 use super::emission::StreamTrace;
+use super::tls::MockStream;
 
 /// The socket and its write buffer.
 #[derive(Debug)]
 pub struct Io {
     /// The client connection.
-    pub stream: TcpStream,
+    pub stream: MockStream,
     /// Bytes waiting to be written.
     pub out: Vec<u8>,
     /// The emitted timeline of the current stream (only with `MockConfig::timing_report`).

@@ -57,6 +57,7 @@ mod server;
 mod slots;
 mod stats;
 mod timing;
+mod tls;
 pub mod toy_tokenizer;
 mod vllm_metrics;
 

@@ -73,7 +73,7 @@ impl MockServer {
         }
         let workers = cfg.workers;
         let mut server = MockServer {
-            shared: Arc::new(Shared::new(cfg)),
+            shared: Arc::new(Shared::new(cfg)?),
             addr: requested,
             driver,
             threads: Vec::with_capacity(workers),
@@ -121,14 +121,16 @@ impl MockServer {
         self.addr
     }
 
-    /// `http://HOST:PORT`, with a loopback host when bound to the unspecified address.
+    /// `http://HOST:PORT` (`https://` with `MockConfig::tls`), with a loopback host when
+    /// bound to the unspecified address.
     pub fn base_url(&self) -> String {
         let ip = match self.addr.ip() {
             IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
             IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
             ip => ip,
         };
-        format!("http://{}", SocketAddr::new(ip, self.addr.port()))
+        let scheme = if self.shared.cfg.tls { "https" } else { "http" };
+        format!("{scheme}://{}", SocketAddr::new(ip, self.addr.port()))
     }
 
     /// The driver the workers run on.
