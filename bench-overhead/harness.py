@@ -102,8 +102,9 @@ class Mock:
     """A mock-llm-server process pinned to `core`, stopped (SIGTERM) on exit; its timing
     report (what it actually emitted) is then in `self.timing` (None if unreadable)."""
 
-    def __init__(self, binary, core, firehose=False, wrap=(), shape=STREAMING):
+    def __init__(self, binary, core, firehose=False, wrap=(), shape=STREAMING, tls=False):
         self.port = free_port()
+        self.scheme = "https" if tls else "http"
         self.timing = None
         self._report = tempfile.NamedTemporaryFile(prefix="mock-timing-", suffix=".json",
                                                    delete=False)
@@ -113,6 +114,8 @@ class Mock:
                 "--timing-report", self._report.name]
         if core is not None:
             args += ["--core-ids", str(core)]
+        if tls:
+            args += ["--tls"]
         if firehose:
             args += ["--firehose"]
         else:
@@ -374,7 +377,9 @@ class Peer:
     def __init__(self, exe):
         self.exe = exe
 
-    def command(self, port, num_prompts, concurrency, rate, shape, out_dir):
+    def command(self, port, num_prompts, concurrency, rate, shape, out_dir, scheme="http"):
+        """Its argv for the workload; `scheme` https: the mock's self-signed certificate is
+        to be accepted."""
         raise NotImplementedError
 
     def read(self, out_dir):
@@ -400,15 +405,18 @@ class AIPerf(Peer):
                    "(profile_export.jsonl's inter_chunk_latency, AIPerf's own timestamps): "
                    "its summary `inter_token_latency` is a per-request mean")
 
-    def command(self, port, num_prompts, concurrency, rate, shape, out_dir):
-        cmd = [self.exe, "profile", "--model", MODEL, "--url", f"http://127.0.0.1:{port}",
-               "--endpoint-type", "completions", "--streaming", "--tokenizer", TOKENIZER,
-               "--prompt-input-tokens-mean", str(INPUT_TOKENS),
-               "--prompt-input-tokens-stddev", "0",
-               "--prompt-output-tokens-mean", str(shape.tokens),
-               "--prompt-output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true",
-               "--request-count", str(num_prompts), "--random-seed", "0", "--ui-type", "none",
-               "--no-gpu-telemetry", "--output-artifact-dir", out_dir]
+    def command(self, port, num_prompts, concurrency, rate, shape, out_dir, scheme="http"):
+        # AIPerf has no flag for a self-signed certificate: its aiohttp verification is off
+        # through its environment setting.
+        env = ["env", "AIPERF_HTTP_SSL_VERIFY=false"] if scheme == "https" else []
+        cmd = env + [
+            self.exe, "profile", "--model", MODEL, "--url", f"{scheme}://127.0.0.1:{port}",
+            "--endpoint-type", "completions", "--streaming", "--tokenizer", TOKENIZER,
+            "--prompt-input-tokens-mean", str(INPUT_TOKENS), "--prompt-input-tokens-stddev", "0",
+            "--prompt-output-tokens-mean", str(shape.tokens),
+            "--prompt-output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true",
+            "--request-count", str(num_prompts), "--random-seed", "0", "--ui-type", "none",
+            "--no-gpu-telemetry", "--output-artifact-dir", out_dir]
         if concurrency:
             cmd += ["--concurrency", str(concurrency)]
         if rate != "inf":
@@ -444,7 +452,8 @@ class GuideLLM(Peer):
                    "token; it keeps only the first and last token times of a request, so its ITL "
                    "is each request's mean gap weighted by its gaps, not per gap")
 
-    def command(self, port, num_prompts, concurrency, rate, shape, out_dir):
+    def command(self, port, num_prompts, concurrency, rate, shape, out_dir, scheme="http"):
+        verify = ",verify=false" if scheme == "https" else ""
         if rate == "inf":
             profile = f"kind=concurrent,streams={concurrency or num_prompts}"
         else:
@@ -452,8 +461,8 @@ class GuideLLM(Peer):
             if concurrency:
                 profile += f",max_concurrency={concurrency}"
         return [self.exe, "run",
-                "--backend", f"kind=openai_http,target=http://127.0.0.1:{port},"
-                             f"request_format=/v1/completions,model={MODEL}",
+                "--backend", f"kind=openai_http,target={scheme}://127.0.0.1:{port},"
+                             f"request_format=/v1/completions,model={MODEL}{verify}",
                 "--profile", profile,
                 "--data", f"kind=synthetic_text,prompt_tokens={INPUT_TOKENS},"
                           f"output_tokens={shape.tokens}",
@@ -483,15 +492,21 @@ class GuideLLM(Peer):
 
 PEERS = (AIPerf, GuideLLM)
 
+# The clients that can stream from the mock's self-signed HTTPS (each with its own switch to
+# accept the certificate: vllm-bench --insecure, AIPerf's AIPERF_HTTP_SSL_VERIFY=false,
+# GuideLLM's backend verify=false).
+HTTPS_CLIENTS = ("vllm-bench", "aiperf", "guidellm")
+
 
 def peer_run(peer, mock_bin, server_core, core, num_prompts, concurrency, rate="inf",
-             firehose=False, shape=STREAMING):
+             firehose=False, shape=STREAMING, tls=False):
     """One run of a multi-process peer against a fresh mock: CPU is the whole tree's within the
     peer's own measured window (its result's start and end), interpolated from the samples;
     `cpu_s` is the tree's gross total from wait4."""
-    with Mock(mock_bin, server_core, firehose=firehose, shape=shape) as mock, \
+    with Mock(mock_bin, server_core, firehose=firehose, shape=shape, tls=tls) as mock, \
             tempfile.TemporaryDirectory() as d:
-        cmd = pinned(peer.command(mock.port, num_prompts, concurrency, rate, shape, d), core)
+        cmd = pinned(peer.command(mock.port, num_prompts, concurrency, rate, shape, d,
+                                  mock.scheme), core)
         code, wall, (user, sys_), tail, tree = run_tree_measured(cmd, core)
         r = None
         if code == 0:
@@ -593,9 +608,10 @@ def floor_ratios(points, streams):
 
 
 def bench_args(port, num_prompts, concurrency, result_dir, result_file, rate="inf",
-               tokens=OUTPUT_TOKENS):
-    a = ["--backend", "openai", "--endpoint", "/v1/completions",
-         "--host", "127.0.0.1", "--port", str(port), "--model", MODEL,
+               tokens=OUTPUT_TOKENS, scheme="http"):
+    where = (["--host", "127.0.0.1", "--port", str(port)] if scheme == "http" else
+             ["--base-url", f"https://127.0.0.1:{port}", "--insecure"])
+    a = ["--backend", "openai", "--endpoint", "/v1/completions"] + where + ["--model", MODEL,
          "--tokenizer", TOKENIZER, "--dataset-name", "random",
          "--random-input-len", str(INPUT_TOKENS), "--random-output-len", str(tokens),
          "--ignore-eos", "--num-prompts", str(num_prompts), "--request-rate", str(rate),
@@ -624,14 +640,15 @@ def setup_cpu(prefix, core, num_prompts, concurrency, rate, tokens=OUTPUT_TOKENS
 
 
 def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate="inf",
-            firehose=False, server_wrap=(), shape=STREAMING):
+            firehose=False, server_wrap=(), shape=STREAMING, tls=False):
     """One client run against a fresh mock (its process wrapped in `server_wrap`); returns
     a dict of raw figures (or an error). CPU per event and per request count what the client
     used after its start-of-run line (see `run_measured`; `setup_cpu` only where no such
     line appears); `cpu_s` (= `cpu_user_s` + `cpu_sys_s`) is the gross total."""
-    with Mock(mock_bin, server_core, firehose=firehose, wrap=server_wrap, shape=shape) as mock, \
-            tempfile.TemporaryDirectory() as d:
-        args = bench_args(mock.port, num_prompts, concurrency, d, "r.json", rate, shape.tokens)
+    with Mock(mock_bin, server_core, firehose=firehose, wrap=server_wrap, shape=shape,
+              tls=tls) as mock, tempfile.TemporaryDirectory() as d:
+        args = bench_args(mock.port, num_prompts, concurrency, d, "r.json", rate, shape.tokens,
+                          mock.scheme)
         code, wall, (user, sys_), rss, tail, marker = run_measured(pinned(prefix + args, core))
         path = os.path.join(d, "r.json")
         r = None
@@ -956,6 +973,25 @@ def markdown(doc):
             user = f"; user space: {user:.2f}" if user is not None else ""
             lines.append(f"- {r['streams']} streams: {r['client']} = {r['ratio']:.2f}× "
                          f"the floor's {r['floor']:.2f} µs{user}")
+    if doc.get("https"):
+        lines += ["", "## HTTPS (the streaming workload over TLS; mock --tls, self-signed)", "",
+                  "| client | streams | ok/failed | net CPU s /100k events | user | sys | "
+                  "× its plain-HTTP figure | TTFT err vs emitted | ITL p99 err vs emitted | "
+                  "peak RSS MiB |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for p in doc["https"]:
+            s = p["summary"]
+            okf = (f"{int(s['completed']['median'])}/{int(s['failed']['median'])}"
+                   if "completed" in s else "; ".join(s["errors"])[:80])
+            plain = next((q["summary"] for q in doc["points"] if q["client"] == p["client"]
+                          and q["streams"] == p["streams"]), None)
+            r = ratio(s, plain, "cpu_s_per_100k_events") if plain else None
+            lines.append(f"| {p['client']} | {p['streams']} | {okf} | "
+                         f"{fmt(s, 'cpu_s_per_100k_events')} | "
+                         f"{fmt(s, 'cpu_user_s_per_100k_events')} | "
+                         f"{fmt(s, 'cpu_sys_s_per_100k_events')} | "
+                         f"{'n/a' if r is None else f'{r:.2f}×'} | "
+                         f"{fmt(s, 'ttft_err_emitted_ms')} | {fmt(s, 'itl_p99_err_emitted_ms')} | "
+                         f"{fmt(s, 'rss_mib', 1, 1)} |")
     if doc["accuracy"]:
         lines += ["", f"## Accuracy where the server keeps up ({ACCURACY.tokens} tokens, "
                   f"first after {ACCURACY.first_ms:g} ms, then every {ACCURACY.interval_ms:g} "
@@ -1062,6 +1098,9 @@ def main():
     ap.add_argument("--accuracy-streams", default="1000",
                     help="concurrency levels of the accuracy workload (100 ms between tokens, "
                          f"20 tokens, Poisson arrivals at {ACCURACY_RATE} req/s); empty: none")
+    ap.add_argument("--https-streams", default="100,1000",
+                    help="concurrency levels of the streaming workload over HTTPS (mock --tls); "
+                         "empty: none")
     ap.add_argument("--health-streams", type=int, default=100,
                     help="vllm-bench's client-health verdict on the accuracy workload at this "
                          "concurrency, alone and with a busy loop pinned on its core; 0: none")
@@ -1090,7 +1129,7 @@ def main():
            "sharing": args.sharing or "Other processes may have shared the machine.",
            "skipped": missing, "points": [], "ratios": [], "firehose": [], "lag": {},
            "startup": {}, "dataset": {}, "scale": [], "accuracy": [], "health": [],
-           "floor_ratios": [],
+           "floor_ratios": [], "https": [],
            "definitions": {n: p.definitions for n, (p, _) in found.items()
                            if isinstance(p, Peer)}}
 
@@ -1103,16 +1142,16 @@ def main():
         return args.peer_max_streams
 
     def repeated(name, prefix, what, n, streams, firehose=False, rate="inf",
-                 shape=STREAMING):
+                 shape=STREAMING, tls=False):
         runs = []
         for rep in range(args.repeats):
             log(f"{name}: {what}{streams} streams, {n} requests (repeat {rep + 1})")
             if isinstance(prefix, Peer):
                 runs.append(peer_run(prefix, args.mock, server_core, client_core, n, streams,
-                                     firehose=firehose, rate=rate, shape=shape))
+                                     firehose=firehose, rate=rate, shape=shape, tls=tls))
             else:
                 runs.append(one_run(prefix, args.mock, server_core, client_core, n, streams,
-                                    firehose=firehose, rate=rate, shape=shape))
+                                    firehose=firehose, rate=rate, shape=shape, tls=tls))
             if "error" in runs[-1]:
                 log(f"  {name} failed: {runs[-1]['error']}")
         return {"client": name, "streams": streams, "requests": n, "runs": runs,
@@ -1135,6 +1174,13 @@ def main():
                     doc["ratios"].append({"streams": streams, "peer": p["client"], "ratio": r,
                                           "user_ratio": ratio(mine, p["summary"],
                                                               "cpu_user_s_per_100k_events")})
+    # HTTPS: the streaming workload over TLS (the mock's self-signed certificate, accepted by
+    # each client's own switch), for every client that can: the floor and vllm-rs cannot.
+    for streams in [int(x) for x in args.https_streams.split(",") if x]:
+        n = max(int(args.waves * streams), streams)
+        for name, (prefix, _) in found.items():
+            if name in HTTPS_CLIENTS and streams <= max_streams(name):
+                doc["https"].append(repeated(name, prefix, "HTTPS ", n, streams, tls=True))
     for streams in [int(x) for x in args.accuracy_streams.split(",") if x]:
         for name, (prefix, _) in found.items():
             if streams <= max_streams(name) and not is_floor(name):
