@@ -261,9 +261,13 @@ mod tests {
             prefix_cache: None,
             replicas: Vec::new(),
             adapters: Vec::new(),
+            rps_events: Vec::new(),
+            probes: Vec::new(),
+            server_metrics: None,
         }
     }
 
+    /// A shard file: `section`, beside a report of its own the merge does not read.
     fn write(dir: &Path, name: &str, section: &ShardSection) -> PathBuf {
         let mut doc = serde_json::Map::new();
         doc.insert("completed".into(), Value::from(1));
@@ -321,7 +325,10 @@ mod tests {
         }
         assert_eq!(merged["completed"], 34);
         assert_eq!(merged["vllm_bench_failures_by_reason"]["http_500"], 3);
-        assert_eq!(merged["vllm_bench_shards"][0]["vllm_bench_workers"], 4);
+        // Shard 0 holds i = 0, 3, ..., 39; i = 3 and 24 failed. Its own figures, computed
+        // from its facts alone.
+        assert_eq!(merged["vllm_bench_shards"][0]["completed"], 12);
+        assert_eq!(merged["vllm_bench_shards"][0]["failed"], 2);
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -464,7 +471,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
-    /// A shard file whose server-metrics key holds `success` requests over `[first, last]`.
+    /// A shard file whose saved scrape holds `success` requests over `[first, last]`.
     fn write_with_scrape(
         dir: &Path,
         k: usize,
@@ -472,10 +479,7 @@ mod tests {
         window: Option<(f64, f64)>,
         success: f64,
     ) -> PathBuf {
-        let path = write(dir, &format!("s{k}.json"), section);
-        let mut doc: serde_json::Map<String, Value> =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let metrics = window.map_or_else(ServerMetrics::default, |(first, last)| {
+        let metrics = window.map(|(first, last)| {
             let mut figures = crate::server_metrics::Figures::default();
             figures
                 .counters
@@ -491,11 +495,13 @@ mod tests {
                 notes: Vec::new(),
             }
         });
-        let text = server_metrics::to_json(&metrics).to_json_string();
-        let value: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
-        doc.extend(value);
-        std::fs::write(&path, Value::Object(doc).to_string()).unwrap();
-        path
+        let mut section = section.clone();
+        section.server_metrics = metrics.map(|m| {
+            let text = server_metrics::to_json(&m).to_json_string();
+            let doc: Value = serde_json::from_str(&text).unwrap();
+            doc[server_metrics::KEY].clone()
+        });
+        write(dir, &format!("s{k}.json"), &section)
     }
 
     #[test]
@@ -565,7 +571,7 @@ mod tests {
         assert_eq!(server_metrics_shard(&shards, 2.0), Some(0));
         let mut doc: serde_json::Map<String, Value> =
             serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
-        doc[server_metrics::KEY]["counters"] = Value::from("edited");
+        doc[KEY]["server_metrics"]["counters"] = Value::from("edited");
         std::fs::write(&files[0], Value::Object(doc).to_string()).unwrap();
         let e = ShardFile::read(&files[0]).map(drop).unwrap_err();
         assert!(matches!(e, ShardFileError::ServerMetrics { .. }), "{e}");
