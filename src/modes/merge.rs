@@ -34,7 +34,6 @@ use crate::config::MergeConfig;
 use crate::metrics::RequestOutput;
 use crate::output::json::result_path;
 use crate::output::result_files::{check_file, check_not_input, ResultFiles, TargetError};
-use crate::output::run_result::Section;
 use crate::output::shard_file::{check_set, union_rows, ShardFile, ShardFileError};
 use crate::output::stdio::Console;
 
@@ -83,6 +82,16 @@ fn interrupted_shards(shards: &[ShardFile]) -> Vec<String> {
         .collect()
 }
 
+/// A shard's name in the merged blocks: `K/N`, or none when it is the only one (the merge of
+/// `--shard 0/1` shows the run's blocks as the run showed them).
+fn name_of(r: &ShardFile, shards: &[ShardFile]) -> String {
+    if shards.len() > 1 {
+        r.name()
+    } else {
+        String::new()
+    }
+}
+
 /// Reads, checks and merges the shard results, prints the run's block and writes the
 /// merged result; returns where it was written and which shards were interrupted.
 pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> {
@@ -105,13 +114,17 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
     // Where each shard's clock started on the shared axis; one shard's own "Start" block,
     // as its run showed it.
     let start = super::shard_clock::StartCheck::of(shards.iter().map(|r| &r.section));
-    let start_section = match &shards[..] {
-        [one] => super::shard_clock::start_section(one.section.start_block.as_ref()),
-        _ => Section {
-            console: start.render(),
-            json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
-        },
-    };
+    let mut start_section = super::shard_clock::merged_start_section(
+        shards
+            .iter()
+            .filter_map(|r| Some((name_of(r, &shards), r.section.start_block.as_ref()?))),
+    );
+    if shards.len() > 1 {
+        // Beside the run's block: how the shards' clocks started against each other.
+        start_section.console.push_str(&start.render());
+        let check = start.to_json().map_err(|e| MergeError::Save(e.into()))?;
+        crate::output::json::append_extras(&mut start_section.json, check);
+    }
     // The shards saved the output lengths their calculators used; counting again must give
     // those, so a zero stays zero.
     let zero = |_: &str| 0usize;
