@@ -1140,40 +1140,65 @@ fn sections(stdout: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Runs `args` as `--shard 0/1` (saving `shard0.json` into `dir`, at `--start-at` when
-/// `start_at`) and merges its one shard: the merge must print the run's sections in its
-/// order, and its result must hold every key of the run's (but the shard section) with the
-/// run's value, `keys` among them. Returns both outputs.
-fn assert_one_shard_merges_to_the_run(
+/// `args` as shard `spec` (`K/N`) saving `name` into `dir`, at `--start-at at` when given.
+fn part_args(
     args: &[String],
     dir: &TempDir,
-    start_at: bool,
-    keys: &[&str],
-) -> (Run, Run) {
-    let launch = |_: usize, at: &str| {
-        let mut a = args.to_vec();
-        let flags = ["--disable-tqdm", "--save-result", "--shard", "0/1"];
-        a.extend(flags.iter().map(|f| f.to_string()));
-        a.extend(
-            [
-                "--result-dir",
-                dir.arg(),
-                "--result-filename",
-                "shard0.json",
-            ]
-            .map(String::from),
-        );
-        if start_at {
-            a.extend(["--start-at".to_string(), at.to_string()]);
-        }
+    spec: &str,
+    name: &str,
+    at: Option<&str>,
+) -> Vec<String> {
+    let mut a = args.to_vec();
+    let flags = ["--disable-tqdm", "--save-result", "--shard", spec];
+    a.extend(flags.iter().map(|f| f.to_string()));
+    a.extend(["--result-dir", dir.arg(), "--result-filename", name].map(String::from));
+    if let Some(at) = at {
+        a.extend(["--start-at".to_string(), at.to_string()]);
+    }
+    a
+}
+
+/// Runs `args` as one process (`--shard 0/1`, saving `shard0.json` into `dir`) and as 3
+/// shards (`three{K}.json`), all four at once (at one `--start-at` when `start_at`: one wait
+/// for all), each of which must succeed. Returns the run; the shards' results are in `dir`.
+fn one_run_and_three_shards(args: &[String], dir: &TempDir, start_at: bool) -> Run {
+    let launch = |k: usize, at: &str| {
+        let at = start_at.then_some(at);
+        let a = match k {
+            0 => part_args(args, dir, "0/1", "shard0.json", at),
+            k => part_args(
+                args,
+                dir,
+                &format!("{}/3", k - 1),
+                &format!("three{}.json", k - 1),
+                at,
+            ),
+        };
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         vllm_bench(&a, dir.path())
     };
-    let run = match start_at {
-        true => at_one_start(1, launch).remove(0),
-        false => launch(0, ""),
+    let mut runs = match start_at {
+        true => at_one_start(4, launch),
+        false => std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|k| {
+                    let launch = &launch;
+                    s.spawn(move || launch(k, ""))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        }),
     };
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    for (k, r) in runs.iter().enumerate() {
+        assert_eq!(r.code, 0, "process {k}:\n{}\n{}", r.stdout, r.stderr);
+    }
+    runs.remove(0)
+}
+
+/// Merges the only shard of `run` (`shard0.json` in `dir`): the merge must print the run's
+/// sections in its order, and its result must hold every key of the run's (but the shard
+/// section) with the run's value, `keys` among them. Returns the merge's output.
+fn assert_one_shard_merges_to_the_run(run: &Run, dir: &TempDir, keys: &[&str]) -> Run {
     let merged = merge(dir, &shard_files(1), "merged.json");
     assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
     assert_eq!(
@@ -1198,7 +1223,7 @@ fn assert_one_shard_merges_to_the_run(
             assert_same(value, theirs, key);
         }
     }
-    (run, merged)
+    merged
 }
 
 /// The labelled lines of a console block from Python's first title on, by section: each
@@ -1279,54 +1304,12 @@ fn assert_keys_hold(a: &Value, b: &Value, at: &str) {
     }
 }
 
-/// Runs `args` as 3 shards (`--shard K/3`, at one `--start-at` when `start_at`) and merges
-/// them, against `run` (the same workload as one process, `--shard 0/1`, its result
-/// `shard0.json` in `dir`): the merged console block holds the run's sections and lines, the
-/// merged result every key of the run's (but its shard section), and `same` (the figures
-/// that do not depend on timing) with the run's values.
-fn assert_three_shards_merge_like_the_run(
-    args: &[String],
-    dir: &TempDir,
-    start_at: bool,
-    run: &Run,
-    same: &[&str],
-) {
-    let launch = |k: usize, at: &str| {
-        let mut a = args.to_vec();
-        let spec = format!("{k}/3");
-        let name = format!("three{k}.json");
-        let flags = ["--disable-tqdm", "--save-result", "--shard", spec.as_str()];
-        a.extend(flags.iter().map(|f| f.to_string()));
-        a.extend(
-            [
-                "--result-dir",
-                dir.arg(),
-                "--result-filename",
-                name.as_str(),
-            ]
-            .map(String::from),
-        );
-        if start_at {
-            a.extend(["--start-at".to_string(), at.to_string()]);
-        }
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        vllm_bench(&a, dir.path())
-    };
-    let shards = match start_at {
-        true => at_one_start(3, launch),
-        false => std::thread::scope(|s| {
-            let handles: Vec<_> = (0..3)
-                .map(|k| {
-                    let launch = &launch;
-                    s.spawn(move || launch(k, ""))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        }),
-    };
-    for (k, r) in shards.iter().enumerate() {
-        assert_eq!(r.code, 0, "shard {k}:\n{}\n{}", r.stdout, r.stderr);
-    }
+/// Merges the 3 shards of [`one_run_and_three_shards`] (`three{K}.json` in `dir`) against
+/// `run`, the same workload as one process (its result `shard0.json`): the merged console
+/// block holds the run's sections and lines, the merged result every key of the run's (but
+/// its shard section), and `same` (the figures that do not depend on timing) with the run's
+/// values.
+fn assert_three_shards_merge_like_the_run(run: &Run, dir: &TempDir, same: &[&str]) {
     let files: Vec<String> = (0..3).map(|k| format!("three{k}.json")).collect();
     let merged = merge(dir, &files, "merged3.json");
     assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
@@ -1386,10 +1369,10 @@ fn lora_replicas_ttfo_goodput_cancellation_probes_and_server_metrics_merge_to_th
         ]
         .map(String::from),
     );
-    let (run, merged) = assert_one_shard_merges_to_the_run(
-        &args,
+    let run = one_run_and_three_shards(&args, &dir, true);
+    let merged = assert_one_shard_merges_to_the_run(
+        &run,
         &dir,
-        true,
         &[
             "vllm_bench_lora_adapters",
             "vllm_bench_lora_summary",
@@ -1412,10 +1395,8 @@ fn lora_replicas_ttfo_goodput_cancellation_probes_and_server_metrics_merge_to_th
         assert!(merged.stdout.contains(title), "{title}: {}", merged.stdout);
     }
     assert_three_shards_merge_like_the_run(
-        &args,
-        &dir,
-        true,
         &run,
+        &dir,
         &[
             "completed",
             "failed",
@@ -1453,16 +1434,15 @@ fn an_audio_run_merges_to_its_rtfx_from_one_and_three_shards() {
         ]
         .map(String::from),
     );
-    let (run, merged) = assert_one_shard_merges_to_the_run(&args, &dir, false, &["rtfx"]);
+    let run = one_run_and_three_shards(&args, &dir, false);
+    let merged = assert_one_shard_merges_to_the_run(&run, &dir, &["rtfx"]);
     let line = "RTFx (Inverse Real-Time Factor):";
     let of = |out: &str| out.lines().find(|l| l.starts_with(line)).map(str::to_owned);
     assert!(of(&run.stdout).is_some(), "{}", run.stdout);
     assert_eq!(of(&merged.stdout), of(&run.stdout));
     assert_three_shards_merge_like_the_run(
-        &args,
-        &dir,
-        false,
         &run,
+        &dir,
         &[
             "completed",
             "failed",
@@ -1491,10 +1471,10 @@ fn a_multi_turn_run_merges_to_its_turns_from_one_and_three_shards() {
         ]
         .map(String::from),
     );
-    let (run, _) = assert_one_shard_merges_to_the_run(
-        &args,
+    let run = one_run_and_three_shards(&args, &dir, false);
+    assert_one_shard_merges_to_the_run(
+        &run,
         &dir,
-        false,
         &[
             "per_turn_metrics",
             "vllm_bench_conversation_ids",
@@ -1502,10 +1482,8 @@ fn a_multi_turn_run_merges_to_its_turns_from_one_and_three_shards() {
         ],
     );
     assert_three_shards_merge_like_the_run(
-        &args,
-        &dir,
-        false,
         &run,
+        &dir,
         &[
             "completed",
             "total_input_tokens",

@@ -1,8 +1,11 @@
 //! The facts of a run merged from its shards' result files (`vllm-bench merge`): the union
-//! of N shard files, each read and checked (`output::shard_file`), as the one-process run's
-//! [`RunFacts`]: every request in that run's order with its saved columns, the duration of
-//! the longest shard (all started at one instant), each shard's engine and client health
-//! side by side, and one shard's scrape of the server they share.
+//! of N saved facts (each shard's `RunFacts` as `saved_facts::save` wrote it, read and
+//! checked by `output::shard_file`), as the one-process run's [`RunFacts`]: every request in
+//! that run's order with its saved columns, the duration of the longest shard (all started
+//! at one instant), each shard's engine and client health side by side, every probe, and
+//! one shard's scrape of the server they share. Each field saved is read back here, so a
+//! fact added to `RunFacts` is added to `saved_facts::save` and to [`union`] and nowhere
+//! else; a shard's own figures beside the union are computed again from its facts alone.
 
 use serde_json::Value;
 

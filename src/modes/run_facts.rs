@@ -1,8 +1,10 @@
 //! The facts of one run: everything its result is computed from, however they were
-//! obtained. The live run builds them from the engine's recorders (`modes::point`); a shard
-//! result saves them (`output::shard_file`: per request, the outcome, its span, its turn,
-//! adapter, audio length and replica; for the run, its settings and the engine's and
-//! client's facts); `merge` reads N such files and unions them (`modes::merge`).
+//! obtained. The live run builds them from the engine's recorders (`modes::point`); a
+//! shard's result file is them saved (`modes::saved_facts::save` into
+//! `output::shard_file`'s section: per request, the outcome, its span, its turn, adapter,
+//! audio length and replica; for the run, its settings, probes, ramp-up, the engine's and
+//! client's facts and the server's scrape); `merge` reads N such files and unions them
+//! (`modes::merged_facts`).
 //!
 //! [`RunFacts::result`] is the one place a [`RunResult`] is computed: Python's metrics, the
 //! RTFx, the per-turn blocks, the LoRA adapters, the steady state and the sections after
