@@ -371,6 +371,23 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    /// A file of the earlier layout (its probes, ramp-up and scrape outside the section) is
+    /// refused by its format, naming the file, before anything is merged.
+    #[test]
+    fn a_shard_file_of_another_format_is_refused() {
+        let outputs: Vec<RequestOutput> = (0..4).map(output).collect();
+        let dir = temp_dir("format");
+        let mut old = section(0, 1, &outputs);
+        old.format = 1;
+        let e = merge_files(&dir, vec![write(&dir, "old.json", &old)], "m.json").unwrap_err();
+        assert!(
+            e.contains("old.json") && e.contains("format 1; this vllm-bench reads format 2"),
+            "{e}"
+        );
+        assert!(!dir.join("m.json").exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     #[test]
     fn a_request_held_by_two_shards_is_refused() {
         let outputs: Vec<RequestOutput> = (0..6).map(output).collect();

@@ -170,7 +170,11 @@ mod tests {
             },
             latency: 0.2 + f * 0.011,
             // Every third answered without usage: its length is the tokenizer's count.
-            output_tokens: if i.is_multiple_of(3) { 0 } else { 4 + (i % 4) as u64 },
+            output_tokens: if i.is_multiple_of(3) {
+                0
+            } else {
+                4 + (i % 4) as u64
+            },
             ttft: 0.03 + f * 0.002,
             itl: (0..3).map(|k| 0.005 + k as f64 * 0.001).collect(),
             prompt_len: 20 + i as u64,
