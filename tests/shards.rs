@@ -1318,6 +1318,24 @@ fn assert_three_shards_merge_like_the_run(run: &Run, dir: &TempDir, same: &[&str
     one.as_object_mut().unwrap().remove("vllm_bench_shard");
     let m = read_json(&dir.path().join("merged3.json"));
     assert_keys_hold(&one, &m, "");
+    // And nothing the run does not report but which shards a merge is of.
+    let merge_only = [
+        "vllm_bench_shard_count",
+        "vllm_bench_fingerprint",
+        "vllm_bench_start_at",
+        "vllm_bench_shards",
+        "vllm_bench_start_check",
+    ];
+    let extra: Vec<&String> = m
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| one.get(k.as_str()).is_none() && !merge_only.contains(&k.as_str()))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "the merge reports {extra:?}, the run does not"
+    );
     for key in same {
         let v = one
             .get(*key)
