@@ -410,6 +410,59 @@ impl StartCheck {
 mod tests {
     use super::*;
 
+    fn start_block(late_ms: f64, cores: &[(usize, f64)]) -> StartBlock {
+        StartBlock {
+            late_ms,
+            lead_s: 2.0,
+            cores: cores
+                .iter()
+                .map(|&(core, ready_ms)| CoreStartFacts {
+                    core,
+                    connections: 2,
+                    connecting_s: 0.01,
+                    ready_ms,
+                })
+                .collect(),
+        }
+    }
+
+    /// The merge of several shards keeps the run's "Start" block, its lines and its key,
+    /// with each shard's figures side by side; one shard's is the run's own.
+    #[test]
+    fn merged_shards_show_the_start_block_side_by_side() {
+        let (a, b) = (
+            start_block(0.0, &[(0, -1990.0), (1, -1980.0)]),
+            start_block(120.0, &[(0, 120.0)]),
+        );
+        let merged = merged_start_section([("0/2".to_string(), &a), ("1/2".to_string(), &b)]);
+        let line = |label: &str| {
+            merged
+                .console
+                .lines()
+                .find(|l| l.starts_with(label))
+                .unwrap_or_else(|| panic!("{label} in {}", merged.console))
+                .to_string()
+        };
+        assert!(merged
+            .console
+            .starts_with("----------------Start (--start-at)"));
+        assert!(line("Started late by (s):").ends_with("0/2: 0.00 | 1/2: 0.12"));
+        assert!(line("Core 0:").contains("0/2: 2 connections in 0.01 s, ready -1990.0 ms | 1/2: "));
+        assert!(line("Core 1:").ends_with("0/2: 2 connections in 0.01 s, ready -1980.0 ms"));
+        let json: serde_json::Value = serde_json::from_str(&merged.json.to_json_string()).unwrap();
+        let start = &json["vllm_bench_start"];
+        assert_eq!(start["late_ms"], 120.0, "the latest clock start");
+        assert_eq!(start["cores"].as_array().unwrap().len(), 3);
+        assert_eq!(start["cores"][2]["shard"], "1/2");
+        // One shard: the run's block, word for word.
+        let one = merged_start_section([(String::new(), &a)]);
+        assert_eq!(one.console, start_section(Some(&a)).console);
+        assert!(one
+            .console
+            .contains("Core 0:                                  2 connections"));
+        assert!(!one.json.to_json_string().contains("shard"));
+    }
+
     fn start(late: f64, first: Option<f64>, host: &str, ntp: Option<bool>) -> StartFacts {
         StartFacts {
             ready_ms: if late > 0.0 { late } else { -3000.0 },
