@@ -184,3 +184,51 @@ fn nothing_below_config_and_app_imports_cli() {
         "crate::types is the bottom floor: it imports nothing of the crate"
     );
 }
+
+/// The floors of docs/architecture.md's table (`| N | `a`, `b` | ... |`): module → floor.
+fn floors(table: &str) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    for line in table.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let Some(floor) = cells.get(1).and_then(|c| c.parse::<u32>().ok()) else {
+            continue;
+        };
+        for name in cells[2].split(',') {
+            out.insert(name.trim().trim_matches('`').to_string(), floor);
+        }
+    }
+    out
+}
+
+/// docs/architecture.md states the floors every import points down; this holds the code to
+/// them: every top-level module has a floor, and none imports one on a higher floor.
+#[test]
+fn every_import_points_down_the_documented_floors() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let floor = floors(&doc);
+    assert!(
+        floor.get("types") == Some(&0) && floor.get("app") == Some(&7),
+        "{floor:?}"
+    );
+    let src = root.join("src");
+    let (top, _) = graphs(&src);
+    let module = |name: &str| src.join(format!("{name}.rs")).exists() || src.join(name).is_dir();
+    let mut wrong = Vec::new();
+    for (from, to) in &top {
+        let Some(&mine) = floor.get(from) else {
+            wrong.push(format!("{from} has no floor in docs/architecture.md"));
+            continue;
+        };
+        for name in to.iter().filter(|n| module(n)) {
+            match floor.get(name) {
+                Some(&theirs) if theirs > mine => wrong.push(format!(
+                    "{from} (floor {mine}) imports {name} (floor {theirs})"
+                )),
+                Some(_) => {}
+                None => wrong.push(format!("{name} has no floor in docs/architecture.md")),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -1140,40 +1140,65 @@ fn sections(stdout: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Runs `args` as `--shard 0/1` (saving `shard0.json` into `dir`, at `--start-at` when
-/// `start_at`) and merges its one shard: the merge must print the run's sections in its
-/// order, and its result must hold every key of the run's (but the shard section) with the
-/// run's value, `keys` among them. Returns both outputs.
-fn assert_one_shard_merges_to_the_run(
+/// `args` as shard `spec` (`K/N`) saving `name` into `dir`, at `--start-at at` when given.
+fn part_args(
     args: &[String],
     dir: &TempDir,
-    start_at: bool,
-    keys: &[&str],
-) -> (Run, Run) {
-    let launch = |_: usize, at: &str| {
-        let mut a = args.to_vec();
-        let flags = ["--disable-tqdm", "--save-result", "--shard", "0/1"];
-        a.extend(flags.iter().map(|f| f.to_string()));
-        a.extend(
-            [
-                "--result-dir",
-                dir.arg(),
-                "--result-filename",
-                "shard0.json",
-            ]
-            .map(String::from),
-        );
-        if start_at {
-            a.extend(["--start-at".to_string(), at.to_string()]);
-        }
+    spec: &str,
+    name: &str,
+    at: Option<&str>,
+) -> Vec<String> {
+    let mut a = args.to_vec();
+    let flags = ["--disable-tqdm", "--save-result", "--shard", spec];
+    a.extend(flags.iter().map(|f| f.to_string()));
+    a.extend(["--result-dir", dir.arg(), "--result-filename", name].map(String::from));
+    if let Some(at) = at {
+        a.extend(["--start-at".to_string(), at.to_string()]);
+    }
+    a
+}
+
+/// Runs `args` as one process (`--shard 0/1`, saving `shard0.json` into `dir`) and as 3
+/// shards (`three{K}.json`), all four at once (at one `--start-at` when `start_at`: one wait
+/// for all), each of which must succeed. Returns the run; the shards' results are in `dir`.
+fn one_run_and_three_shards(args: &[String], dir: &TempDir, start_at: bool) -> Run {
+    let launch = |k: usize, at: &str| {
+        let at = start_at.then_some(at);
+        let a = match k {
+            0 => part_args(args, dir, "0/1", "shard0.json", at),
+            k => part_args(
+                args,
+                dir,
+                &format!("{}/3", k - 1),
+                &format!("three{}.json", k - 1),
+                at,
+            ),
+        };
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         vllm_bench(&a, dir.path())
     };
-    let run = match start_at {
-        true => at_one_start(1, launch).remove(0),
-        false => launch(0, ""),
+    let mut runs = match start_at {
+        true => at_one_start(4, launch),
+        false => std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|k| {
+                    let launch = &launch;
+                    s.spawn(move || launch(k, ""))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        }),
     };
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    for (k, r) in runs.iter().enumerate() {
+        assert_eq!(r.code, 0, "process {k}:\n{}\n{}", r.stdout, r.stderr);
+    }
+    runs.remove(0)
+}
+
+/// Merges the only shard of `run` (`shard0.json` in `dir`): the merge must print the run's
+/// sections in its order, and its result must hold every key of the run's (but the shard
+/// section) with the run's value, `keys` among them. Returns the merge's output.
+fn assert_one_shard_merges_to_the_run(run: &Run, dir: &TempDir, keys: &[&str]) -> Run {
     let merged = merge(dir, &shard_files(1), "merged.json");
     assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
     assert_eq!(
@@ -1198,14 +1223,133 @@ fn assert_one_shard_merges_to_the_run(
             assert_same(value, theirs, key);
         }
     }
-    (run, merged)
+    merged
+}
+
+/// The labelled lines of a console block from Python's first title on, by section: each
+/// section's title and the labels of its lines (the text up to the first `:` within the
+/// label column; table rows and values are not compared, their figures depend on timing).
+fn block_labels(stdout: &str) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let titled = |l: &str| sections(l).len() == 1;
+    for line in stdout
+        .lines()
+        .skip_while(|l| !l.contains(" Serving Benchmark Result "))
+    {
+        if titled(line) {
+            out.push((line.to_string(), Vec::new()));
+            continue;
+        }
+        let label = line.char_indices().find(|&(_, c)| c == ':').map(|(i, _)| i);
+        if let (Some(i), Some(last)) = (label.filter(|&i| i <= 40), out.last_mut()) {
+            last.1.push(line[..=i].to_string());
+        }
+    }
+    out
+}
+
+/// The merge's console block holds the run's: its sections in the run's order (the merge may
+/// add its own, such as the shards' starts) and, in each, every labelled line of the run's
+/// (the merge may add which shard a figure is from). A line the run shows and the merge
+/// lacks fails by its section and label.
+fn assert_block_holds_the_runs(run: &str, merged: &str) {
+    let theirs = block_labels(merged);
+    assert!(
+        !block_labels(run).is_empty(),
+        "no block in the run's output:\n{run}"
+    );
+    let mut at = 0;
+    for (title, labels) in block_labels(run) {
+        let found = theirs[at..]
+            .iter()
+            .position(|(t, _)| *t == title)
+            .unwrap_or_else(|| panic!("section {title:?} missing from the merge (or out of the run's order):\n{merged}"));
+        at += found;
+        for label in labels {
+            assert!(
+                theirs[at].1.contains(&label),
+                "section {title:?}: line {label:?} missing from the merge:\n{merged}"
+            );
+        }
+        at += 1;
+    }
+}
+
+/// Every key of `a` (the run's result) in `b` (the merge's), recursively; values are not
+/// compared (they depend on timing) but for `null` against a value, which is only checked to
+/// be a figure on both sides. Lists of objects are compared by their first element. A key
+/// the run reports and the merge lacks fails by its path.
+fn assert_keys_hold(a: &Value, b: &Value, at: &str) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                let theirs = y
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{at}.{k} missing from the merge"));
+                assert_keys_hold(v, theirs, &format!("{at}.{k}"));
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            if let (Some(p @ Value::Object(_)), Some(q)) = (x.first(), y.first()) {
+                assert_keys_hold(p, q, &format!("{at}[0]"));
+            }
+        }
+        (Value::Null, _) | (_, Value::Null) => {}
+        (Value::Number(_), Value::Number(_)) => {}
+        _ => assert_eq!(
+            std::mem::discriminant(a),
+            std::mem::discriminant(b),
+            "{at}: {a} against {b}"
+        ),
+    }
+}
+
+/// Merges the 3 shards of [`one_run_and_three_shards`] (`three{K}.json` in `dir`) against
+/// `run`, the same workload as one process (its result `shard0.json`): the merged console
+/// block holds the run's sections and lines, the merged result every key of the run's (but
+/// its shard section), and `same` (the figures that do not depend on timing) with the run's
+/// values.
+fn assert_three_shards_merge_like_the_run(run: &Run, dir: &TempDir, same: &[&str]) {
+    let files: Vec<String> = (0..3).map(|k| format!("three{k}.json")).collect();
+    let merged = merge(dir, &files, "merged3.json");
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+    assert_block_holds_the_runs(&run.stdout, &merged.stdout);
+    let mut one = read_json(&dir.path().join("shard0.json"));
+    one.as_object_mut().unwrap().remove("vllm_bench_shard");
+    let m = read_json(&dir.path().join("merged3.json"));
+    assert_keys_hold(&one, &m, "");
+    // And nothing the run does not report but which shards a merge is of.
+    let merge_only = [
+        "vllm_bench_shard_count",
+        "vllm_bench_fingerprint",
+        "vllm_bench_start_at",
+        "vllm_bench_shards",
+        "vllm_bench_start_check",
+    ];
+    let extra: Vec<&String> = m
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| one.get(k.as_str()).is_none() && !merge_only.contains(&k.as_str()))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "the merge reports {extra:?}, the run does not"
+    );
+    for key in same {
+        let v = one
+            .get(*key)
+            .unwrap_or_else(|| panic!("{key} not in the run's result"));
+        assert_same(v, &m[*key], key);
+    }
 }
 
 /// Every feature a shard can run at once, against two replicas of a reasoning mock: LoRA
-/// adapters, TTFO, goodput, cancellation, the server's metrics, replicas, `--start-at` and
-/// the steady state; the merge of its only shard must report all of it back.
+/// adapters, TTFO, goodput, cancellation, the server's metrics, replicas, probes,
+/// `--start-at` and the steady state; the merge of its only shard must report all of it
+/// back, and 3 shards of it merged every section, line and key of it.
 #[test]
-fn one_shard_of_lora_replicas_ttfo_goodput_cancellation_and_server_metrics_merges_to_the_run() {
+fn lora_replicas_ttfo_goodput_cancellation_probes_and_server_metrics_merge_to_the_run() {
     let reasoning = |c: &mut vllm_bench::mock::MockConfig| {
         c.first_token_delay = std::time::Duration::from_millis(10);
         c.reasoning_tokens = 2;
@@ -1238,13 +1382,15 @@ fn one_shard_of_lora_replicas_ttfo_goodput_cancellation_and_server_metrics_merge
             "20",
             "--request-cancellation-delay",
             "0.005",
+            "--probe-request-rate",
+            "50",
         ]
         .map(String::from),
     );
-    let (run, merged) = assert_one_shard_merges_to_the_run(
-        &args,
+    let run = one_run_and_three_shards(&args, &dir, true);
+    let merged = assert_one_shard_merges_to_the_run(
+        &run,
         &dir,
-        true,
         &[
             "vllm_bench_lora_adapters",
             "vllm_bench_lora_summary",
@@ -1255,6 +1401,7 @@ fn one_shard_of_lora_replicas_ttfo_goodput_cancellation_and_server_metrics_merge
             "vllm_bench_replicas",
             "steady_state",
             "vllm_bench_start",
+            "probe_completed",
         ],
     );
     for title in [
@@ -1265,12 +1412,26 @@ fn one_shard_of_lora_replicas_ttfo_goodput_cancellation_and_server_metrics_merge
         assert!(run.stdout.contains(title), "{title}: {}", run.stdout);
         assert!(merged.stdout.contains(title), "{title}: {}", merged.stdout);
     }
+    assert_three_shards_merge_like_the_run(
+        &run,
+        &dir,
+        &[
+            "completed",
+            "failed",
+            "num_prompts",
+            "max_concurrency",
+            "total_input_tokens",
+            "total_output_tokens",
+            "vllm_bench_cancelled",
+            "vllm_bench_lora_adapters",
+        ],
+    );
 }
 
-/// Audio with Python's RTFx: the merge of the only shard computes it again, from each
-/// request's audio length the shard saved.
+/// Audio with Python's RTFx: the merge of the only shard (and of 3) computes it again, from
+/// each request's audio length the shards saved.
 #[test]
-fn one_shard_of_an_audio_run_merges_to_its_rtfx() {
+fn an_audio_run_merges_to_its_rtfx_from_one_and_three_shards() {
     let server = mock(|_| {});
     let dir = TempDir::new("one-shard-audio");
     let jsonl = crate::backends::audio_dataset(&dir, &[0.5, 1.0, 1.5, 0.25]);
@@ -1291,16 +1452,28 @@ fn one_shard_of_an_audio_run_merges_to_its_rtfx() {
         ]
         .map(String::from),
     );
-    let (run, merged) = assert_one_shard_merges_to_the_run(&args, &dir, false, &["rtfx"]);
+    let run = one_run_and_three_shards(&args, &dir, false);
+    let merged = assert_one_shard_merges_to_the_run(&run, &dir, &["rtfx"]);
     let line = "RTFx (Inverse Real-Time Factor):";
     let of = |out: &str| out.lines().find(|l| l.starts_with(line)).map(str::to_owned);
     assert!(of(&run.stdout).is_some(), "{}", run.stdout);
     assert_eq!(of(&merged.stdout), of(&run.stdout));
+    assert_three_shards_merge_like_the_run(
+        &run,
+        &dir,
+        &[
+            "completed",
+            "failed",
+            "total_input_tokens",
+            "total_output_tokens",
+        ],
+    );
 }
 
-/// Multi-turn: the per-turn blocks and every request's conversation and turn.
+/// Multi-turn: the per-turn blocks and every request's conversation and turn, merged from
+/// the only shard and from 3.
 #[test]
-fn one_shard_of_a_multi_turn_run_merges_to_its_turns() {
+fn a_multi_turn_run_merges_to_its_turns_from_one_and_three_shards() {
     let server = mock(|_| {});
     let dir = TempDir::new("one-shard-turns");
     let mut args = crate::util::mock_random_args(&server.base_url());
@@ -1316,12 +1489,22 @@ fn one_shard_of_a_multi_turn_run_merges_to_its_turns() {
         ]
         .map(String::from),
     );
+    let run = one_run_and_three_shards(&args, &dir, false);
     assert_one_shard_merges_to_the_run(
-        &args,
+        &run,
         &dir,
-        false,
         &[
             "per_turn_metrics",
+            "vllm_bench_conversation_ids",
+            "vllm_bench_turns",
+        ],
+    );
+    assert_three_shards_merge_like_the_run(
+        &run,
+        &dir,
+        &[
+            "completed",
+            "total_input_tokens",
             "vllm_bench_conversation_ids",
             "vllm_bench_turns",
         ],

@@ -191,12 +191,6 @@ fn check_combinations(cli: &Cli, shard: Shard) -> Result<(), ConfigError> {
             "run the sharded benchmark once per repetition instead",
         ));
     }
-    if cli.rate.probe_request_rate > 0.0 {
-        return Err(with(
-            "--probe-request-rate",
-            "one probe lane measures the server for the whole run; run it on an unsharded client",
-        ));
-    }
     let n = shard.count;
     let limits = [
         ("--max-concurrency", cli.rate.max_concurrency),

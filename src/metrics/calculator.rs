@@ -172,7 +172,7 @@ fn per_second(count: u64, dur_s: f64) -> f64 {
 /// Output length per request: usage `output_tokens`, else the token count of the generated
 /// text (counted in parallel: re-tokenizing 100k responses serially would dominate), 0 for
 /// failed requests.
-fn output_lengths(outputs: &[RequestOutput], count_tokens: CountTokens<'_>) -> Vec<u64> {
+pub fn output_lengths(outputs: &[RequestOutput], count_tokens: CountTokens<'_>) -> Vec<u64> {
     outputs
         .par_iter()
         .map(|o| match (o.success, o.output_tokens) {

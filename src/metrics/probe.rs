@@ -18,11 +18,13 @@ impl ProbeStats {
     /// The statistics of `probes`; `None` without a successful one (Python then prints and
     /// saves nothing about probes).
     pub fn of(probes: &[RequestOutput]) -> Option<ProbeStats> {
-        let mut lats: Vec<f64> = probes
-            .iter()
-            .filter(|o| o.success)
-            .map(|o| o.latency)
-            .collect();
+        Self::of_latencies(&latencies(probes))
+    }
+
+    /// The statistics of the probes' end-to-end latencies, seconds (`None`: the probe
+    /// failed), in any order: the probes of a run, or of several shards' files together.
+    pub fn of_latencies(probes: &[Option<f64>]) -> Option<ProbeStats> {
+        let mut lats: Vec<f64> = probes.iter().flatten().copied().collect();
         if lats.is_empty() {
             return None;
         }
@@ -35,6 +37,15 @@ impl ProbeStats {
             max_e2el_ms: lats[lats.len() - 1] * 1000.0,
         })
     }
+}
+
+/// Each probe's end-to-end latency, seconds, `None` when it failed: what the statistics are
+/// computed from (and what a shard saves of its probes).
+pub fn latencies(probes: &[RequestOutput]) -> Vec<Option<f64>> {
+    probes
+        .iter()
+        .map(|o| o.success.then_some(o.latency))
+        .collect()
 }
 
 #[cfg(test)]

@@ -88,21 +88,24 @@ pub struct BenchmarkReport {
     pub probe: Option<super::probe::ProbeStats>,
 }
 
+/// How the calculator counts a text-only response's tokens: with the tokenizer, else one
+/// token each (as Python does without a tokenizer).
+pub fn counter(count_tokens: Option<CountTokens<'_>>) -> CountTokens<'_> {
+    fn one(_: &str) -> usize {
+        1
+    }
+    count_tokens.unwrap_or(&one)
+}
+
 impl BenchmarkReport {
     /// Runs the calculator for the task and the client-queue statistics.
     pub fn compute(outputs: &[RequestOutput], settings: &ReportSettings<'_>) -> Self {
         let metrics = match settings.task {
             TaskKind::Generation => {
-                // Without a tokenizer Python counts one token per text-only response.
-                let one = |_: &str| 1usize;
-                let count: CountTokens<'_> = match settings.count_tokens {
-                    Some(count) => count,
-                    None => &one,
-                };
                 let (metrics, actual_output_lens) = calculate_metrics(
                     outputs,
                     settings.duration_s,
-                    count,
+                    counter(settings.count_tokens),
                     &settings.percentiles,
                     &settings.goodput,
                 );

@@ -34,7 +34,6 @@ use crate::config::MergeConfig;
 use crate::metrics::RequestOutput;
 use crate::output::json::result_path;
 use crate::output::result_files::{check_file, check_not_input, ResultFiles, TargetError};
-use crate::output::run_result::Section;
 use crate::output::shard_file::{check_set, union_rows, ShardFile, ShardFileError};
 use crate::output::stdio::Console;
 
@@ -83,6 +82,16 @@ fn interrupted_shards(shards: &[ShardFile]) -> Vec<String> {
         .collect()
 }
 
+/// A shard's name in the merged blocks: `K/N`, or none when it is the only one (the merge of
+/// `--shard 0/1` shows the run's blocks as the run showed them).
+fn name_of(r: &ShardFile, shards: &[ShardFile]) -> String {
+    if shards.len() > 1 {
+        r.name()
+    } else {
+        String::new()
+    }
+}
+
 /// Reads, checks and merges the shard results, prints the run's block and writes the
 /// merged result; returns where it was written and which shards were interrupted.
 pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> {
@@ -105,13 +114,17 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
     // Where each shard's clock started on the shared axis; one shard's own "Start" block,
     // as its run showed it.
     let start = super::shard_clock::StartCheck::of(shards.iter().map(|r| &r.section));
-    let start_section = match &shards[..] {
-        [one] => super::shard_clock::start_section(one.section.start_block.as_ref()),
-        _ => Section {
-            console: start.render(),
-            json: start.to_json().map_err(|e| MergeError::Save(e.into()))?,
-        },
-    };
+    let mut start_section = super::shard_clock::merged_start_section(
+        shards
+            .iter()
+            .filter_map(|r| Some((name_of(r, &shards), r.section.start_block.as_ref()?))),
+    );
+    if shards.len() > 1 {
+        // Beside the run's block: how the shards' clocks started against each other.
+        start_section.console.push_str(&start.render());
+        let check = start.to_json().map_err(|e| MergeError::Save(e.into()))?;
+        crate::output::json::append_extras(&mut start_section.json, check);
+    }
     // The shards saved the output lengths their calculators used; counting again must give
     // those, so a zero stays zero.
     let zero = |_: &str| 0usize;
@@ -261,9 +274,13 @@ mod tests {
             prefix_cache: None,
             replicas: Vec::new(),
             adapters: Vec::new(),
+            rps_events: Vec::new(),
+            probes: Vec::new(),
+            server_metrics: None,
         }
     }
 
+    /// A shard file: `section`, beside a report of its own the merge does not read.
     fn write(dir: &Path, name: &str, section: &ShardSection) -> PathBuf {
         let mut doc = serde_json::Map::new();
         doc.insert("completed".into(), Value::from(1));
@@ -321,7 +338,10 @@ mod tests {
         }
         assert_eq!(merged["completed"], 34);
         assert_eq!(merged["vllm_bench_failures_by_reason"]["http_500"], 3);
-        assert_eq!(merged["vllm_bench_shards"][0]["vllm_bench_workers"], 4);
+        // Shard 0 holds i = 0, 3, ..., 39; i = 3 and 24 failed. Its own figures, computed
+        // from its facts alone.
+        assert_eq!(merged["vllm_bench_shards"][0]["completed"], 12);
+        assert_eq!(merged["vllm_bench_shards"][0]["failed"], 2);
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -347,6 +367,23 @@ mod tests {
         beyond.shard = 2;
         let e = merge_files(&dir, vec![write(&dir, "b.json", &beyond)], "m.json").unwrap_err();
         assert!(e.contains("says it is shard 2 of 2"), "{e}");
+        assert!(!dir.join("m.json").exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A file of the earlier layout (its probes, ramp-up and scrape outside the section) is
+    /// refused by its format, naming the file, before anything is merged.
+    #[test]
+    fn a_shard_file_of_another_format_is_refused() {
+        let outputs: Vec<RequestOutput> = (0..4).map(output).collect();
+        let dir = temp_dir("format");
+        let mut old = section(0, 1, &outputs);
+        old.format = 1;
+        let e = merge_files(&dir, vec![write(&dir, "old.json", &old)], "m.json").unwrap_err();
+        assert!(
+            e.contains("old.json") && e.contains("format 1; this vllm-bench reads format 2"),
+            "{e}"
+        );
         assert!(!dir.join("m.json").exists());
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -464,7 +501,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
-    /// A shard file whose server-metrics key holds `success` requests over `[first, last]`.
+    /// A shard file whose saved scrape holds `success` requests over `[first, last]`.
     fn write_with_scrape(
         dir: &Path,
         k: usize,
@@ -472,10 +509,7 @@ mod tests {
         window: Option<(f64, f64)>,
         success: f64,
     ) -> PathBuf {
-        let path = write(dir, &format!("s{k}.json"), section);
-        let mut doc: serde_json::Map<String, Value> =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let metrics = window.map_or_else(ServerMetrics::default, |(first, last)| {
+        let metrics = window.map(|(first, last)| {
             let mut figures = crate::server_metrics::Figures::default();
             figures
                 .counters
@@ -491,11 +525,13 @@ mod tests {
                 notes: Vec::new(),
             }
         });
-        let text = server_metrics::to_json(&metrics).to_json_string();
-        let value: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
-        doc.extend(value);
-        std::fs::write(&path, Value::Object(doc).to_string()).unwrap();
-        path
+        let mut section = section.clone();
+        section.server_metrics = metrics.map(|m| {
+            let text = server_metrics::to_json(&m).to_json_string();
+            let doc: Value = serde_json::from_str(&text).unwrap();
+            doc[server_metrics::KEY].clone()
+        });
+        write(dir, &format!("s{k}.json"), &section)
     }
 
     #[test]
@@ -565,7 +601,7 @@ mod tests {
         assert_eq!(server_metrics_shard(&shards, 2.0), Some(0));
         let mut doc: serde_json::Map<String, Value> =
             serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
-        doc[server_metrics::KEY]["counters"] = Value::from("edited");
+        doc[KEY]["server_metrics"]["counters"] = Value::from("edited");
         std::fs::write(&files[0], Value::Object(doc).to_string()).unwrap();
         let e = ShardFile::read(&files[0]).map(drop).unwrap_err();
         assert!(matches!(e, ShardFileError::ServerMetrics { .. }), "{e}");

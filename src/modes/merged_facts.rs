@@ -1,8 +1,11 @@
 //! The facts of a run merged from its shards' result files (`vllm-bench merge`): the union
-//! of N shard files, each read and checked (`output::shard_file`), as the one-process run's
-//! [`RunFacts`]: every request in that run's order with its saved columns, the duration of
-//! the longest shard (all started at one instant), each shard's engine and client health
-//! side by side, and one shard's scrape of the server they share.
+//! of N saved facts (each shard's `RunFacts` as `saved_facts::save` wrote it, read and
+//! checked by `output::shard_file`), as the one-process run's [`RunFacts`]: every request in
+//! that run's order with its saved columns, the duration of the longest shard (all started
+//! at one instant), each shard's engine and client health side by side, every probe, and
+//! one shard's scrape of the server they share. Each field saved is read back here, so a
+//! fact added to `RunFacts` is added to `saved_facts::save` and to [`union`] and nowhere
+//! else; a shard's own figures beside the union are computed again from its facts alone.
 
 use serde_json::Value;
 
@@ -13,7 +16,6 @@ use crate::metrics::metric_stats::MetricKind;
 use crate::metrics::report::TaskKind;
 use crate::metrics::RequestOutput;
 use crate::output::facts::{EngineFacts, Lag, PartHealth};
-use crate::output::json::RpsChangeEvent;
 use crate::output::run_result::{Cancelled, MergedPart, MergedShards, Section, Shards};
 use crate::output::shard_file::{ShardFile, ShardFileError};
 use crate::server_metrics::ServerMetrics;
@@ -58,61 +60,100 @@ fn failures(shards: &[ShardFile]) -> Vec<(String, usize, String)> {
     all
 }
 
-/// A shard's own `vllm_bench_*` figures (engine, dispatch lag, client health, ...).
-fn shard_figures(r: &ShardFile) -> serde_json::Map<String, Value> {
+/// A shard's own `completed`, `failed` and `vllm_bench_*` figures (engine, dispatch lag,
+/// client health, ...), as its own result holds them: computed again from its facts alone,
+/// by the one computation (`RunFacts::result`), so nothing beside the facts is read.
+fn shard_figures(
+    r: &ShardFile,
+    count_tokens: CountTokens<'_>,
+) -> Result<serde_json::Map<String, Value>, ShardFileError> {
+    let one = std::slice::from_ref(r);
+    let rows: Vec<(usize, usize)> = (0..r.section.requests.len()).map(|j| (0, j)).collect();
+    let outputs: Vec<RequestOutput> = (0..rows.len())
+        .map(|j| r.section.requests.output(j))
+        .collect();
+    let start = super::shard_clock::start_section(r.section.start_block.as_ref());
+    let mut facts = union(one, &rows, &outputs, count_tokens, start, false)?;
+    // As its own run named its one part.
+    for p in &mut facts.health {
+        p.name.clear();
+    }
+    let unreadable = |error| ShardFileError::Section {
+        path: r.path.clone(),
+        error,
+    };
+    let text = facts
+        .result()
+        .document()
+        .map_err(unreadable)?
+        .to_json_string();
+    let doc: serde_json::Map<String, Value> = serde_json::from_str(&text).map_err(unreadable)?;
     let mut out = serde_json::Map::new();
     out.insert("shard".into(), Value::from(r.section.shard));
     out.insert("file".into(), Value::from(r.path.clone()));
-    for key in ["completed", "failed"] {
-        if let Some(v) = r.doc.get(key) {
-            out.insert(key.into(), v.clone());
+    for (k, v) in doc {
+        if k == "completed" || k == "failed" || k.starts_with("vllm_bench_") {
+            out.insert(k, v);
         }
     }
-    for (k, v) in r.doc.iter().filter(|(k, _)| k.starts_with("vllm_bench_")) {
-        out.insert(k.clone(), v.clone());
-    }
-    out
-}
-
-/// The shards' ramp-up events (every shard computed the same from the same schedule).
-fn rps_events(doc: &serde_json::Map<String, Value>) -> Vec<RpsChangeEvent> {
-    let Some(Value::Array(events)) = doc.get("rps_change_events") else {
-        return Vec::new();
-    };
-    events
-        .iter()
-        .filter_map(|e| {
-            Some(RpsChangeEvent {
-                rps: e.get("rps")?.as_u64()?,
-                timestamp: e.get("timestamp")?.as_str()?.to_string(),
-            })
-        })
-        .collect()
+    Ok(out)
 }
 
 /// One shard as a part of the merged result.
-fn part(r: &ShardFile, lag: Option<Lag>) -> MergedPart {
-    MergedPart {
-        name: format!("{}/{}", r.section.shard, r.section.shards),
+fn part(
+    r: &ShardFile,
+    lag: Option<Lag>,
+    count_tokens: CountTokens<'_>,
+) -> Result<MergedPart, ShardFileError> {
+    Ok(MergedPart {
+        name: r.name(),
         file: r.path.clone(),
         requests: r.section.requests.len(),
         interrupted: r.section.interrupted,
         engine: r.section.engine.clone(),
         dispatch_lag: lag,
-        figures: shard_figures(r),
-    }
+        figures: shard_figures(r, count_tokens)?,
+    })
 }
 
 /// The union of the shards' facts: every request of every shard in the one-process run's
 /// order (`rows`, `outputs`), the duration of the longest shard (all started at one instant),
 /// each shard's engine and client health side by side, and one shard's scrape of the
-/// server they share ([`server_metrics_shard`]).
+/// server they share ([`server_metrics_shard`]); each shard's own figures beside.
 pub fn merged_facts<'a>(
     shards: &'a [ShardFile],
     rows: &[(usize, usize)],
     outputs: &'a [RequestOutput],
     count_tokens: CountTokens<'a>,
     start: Section,
+) -> Result<RunFacts<'a>, ShardFileError> {
+    let mut facts = union(shards, rows, outputs, count_tokens, start, shards.len() > 1)?;
+    let parts = shards
+        .iter()
+        .map(|r| {
+            let lag = Lag::of(&r.histograms()?.dispatch_lag);
+            part(r, lag, count_tokens)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let s0 = &shards[0].section;
+    facts.shards = Shards::Merged(MergedShards {
+        fingerprint: s0.fingerprint.clone(),
+        start_at: s0.start_at,
+        parts,
+    });
+    Ok(facts)
+}
+
+/// The facts of `shards` together (every saved field, read back; see `saved_facts` for the
+/// other direction), as a run of one process that is no shard. `from_shard`: the server's
+/// block names the shard whose scrape it shows (several shards).
+fn union<'a>(
+    shards: &'a [ShardFile],
+    rows: &[(usize, usize)],
+    outputs: &'a [RequestOutput],
+    count_tokens: CountTokens<'a>,
+    start: Section,
+    from_shard: bool,
 ) -> Result<RunFacts<'a>, ShardFileError> {
     let s0 = &shards[0].section;
     let duration_s = shards
@@ -124,27 +165,26 @@ pub fn merged_facts<'a>(
     let chosen = server_metrics_shard(shards, duration_s).map(|i| &shards[i]);
     let server = ServerView {
         metrics: chosen.and_then(|r| r.server_metrics.as_ref()),
-        from_shard: chosen.map(|r| (r.section.shard, r.name())),
+        from_shard: chosen
+            .filter(|_| from_shard)
+            .map(|r| (r.section.shard, r.name())),
     };
     let mut all = Histograms::default();
-    let mut parts = Vec::with_capacity(shards.len());
     let mut health = Vec::new();
+    let mut engines = Vec::new();
     for r in shards {
         let h = r.histograms()?;
         all.add(&h);
-        let lag = Lag::of(&h.dispatch_lag);
-        let p = part(r, lag.clone());
         if let Some(hh) = &r.section.health {
             health.push(PartHealth {
-                name: p.name.clone(),
+                name: r.name(),
                 health: hh.clone(),
-                dispatch_lag: lag,
+                dispatch_lag: Lag::of(&h.dispatch_lag),
             });
         }
-        parts.push(p);
+        engines.extend(r.section.engine.as_ref());
     }
-    let engines: Vec<&EngineFacts> = parts.iter().filter_map(|p| p.engine.as_ref()).collect();
-    let engine = (engines.len() == parts.len())
+    let engine = (engines.len() == shards.len())
         .then(|| EngineFacts::combine(&engines))
         .flatten();
     let turns = union_column(shards, rows, |r| r.section.requests.turn.as_slice()).map(|numbers| {
@@ -185,8 +225,12 @@ pub fn merged_facts<'a>(
         },
         adapter_names: s0.adapters.clone(),
         replica_urls: s0.replicas.clone(),
-        probe: None,
-        rps_events: rps_events(&shards[0].doc),
+        // Only shard 0 runs the probe lane; the union keeps every probe saved.
+        probes: shards
+            .iter()
+            .flat_map(|r| r.section.probes.iter().copied())
+            .collect(),
+        rps_events: s0.rps_events.clone(),
         engine,
         dispatch_lag: Lag::of(&all.dispatch_lag),
         // Judged only when every shard recorded its own.
@@ -213,11 +257,7 @@ pub fn merged_facts<'a>(
         prefix_cache: s0.prefix_cache,
         start,
         server,
-        shards: Shards::Merged(MergedShards {
-            fingerprint: s0.fingerprint.clone(),
-            start_at: s0.start_at,
-            parts,
-        }),
+        shards: Shards::Whole,
     })
 }
 

@@ -19,6 +19,7 @@ pub mod replicas;
 pub mod run_dataset;
 pub mod run_facts;
 pub mod runs;
+pub mod saved_facts;
 pub mod server_scrape;
 pub mod shard;
 pub mod shard_clock;

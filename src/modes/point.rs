@@ -15,7 +15,6 @@ use crate::engine::schedule::{
 };
 use crate::engine::{Progress, RunReport, Workload};
 use crate::metrics::calculator::CountTokens;
-use crate::metrics::probe::ProbeStats;
 use crate::metrics::report::{BenchmarkReport, TaskKind};
 use crate::metrics::steady_state::SteadyStateOutcome;
 use crate::output::console::{render_preamble, Preamble};
@@ -419,13 +418,13 @@ fn run_result<'a>(
         requests: RequestFacts {
             spans: records.iter().map(|r| (r.start_ns, r.end_ns)).collect(),
             turns: dataset.turns,
-            adapter: adapter.clone(),
-            audio_s: dataset.audio_s.clone(),
+            adapter,
+            audio_s: dataset.audio_s,
             replica: records.iter().map(|r| r.replica).collect(),
         },
-        adapter_names: adapter_names.clone(),
-        replica_urls: urls.clone(),
-        probe: ProbeStats::of(&run.probes),
+        adapter_names,
+        replica_urls: urls,
+        probes: crate::metrics::probe::latencies(&run.probes),
         rps_events: measured.rps_events.clone(),
         engine: Some(EngineFacts::of(run, &plan.engine_opts)),
         health: vec![PartHealth {
@@ -455,27 +454,19 @@ fn run_result<'a>(
         },
         shards: Shards::Whole,
     };
-    let mut result = facts.result();
-    if let Some(map) = measured.shard.as_ref().filter(|_| section) {
-        let whole = RunInfo {
-            max_concurrency: point.max_concurrency.map(|c| c as u64),
-            ..result.info.clone()
-        };
-        let section = super::shard::section(&super::shard::SectionInput {
+    // A shard saves its facts, for `merge`, where it sits among the shards beside them.
+    let saved = measured.shard.as_ref().filter(|_| section).map(|map| {
+        let place = super::shard::place(
             config,
             map,
             run,
-            result: &result,
-            info: &whole,
-            replica_urls: &urls,
-            adapters: adapter.as_deref().map(|of| (adapter_names.as_slice(), of)),
-            audio_s: dataset.audio_s.as_deref(),
-            steady_state: super::steady_state_gate::params(
-                config,
-                point.max_concurrency,
-                point.request_rate,
-            ),
-        });
+            point.max_concurrency.map(|c| c as u64),
+            super::steady_state_gate::params(config, point.max_concurrency, point.request_rate),
+        );
+        super::saved_facts::save(&facts, place)
+    });
+    let mut result = facts.result();
+    if let Some(section) = saved {
         result.shards = Shards::Part(Box::new(section));
     }
     Ok(result)

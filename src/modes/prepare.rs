@@ -150,8 +150,10 @@ pub fn prepare(
     let (config, target, api, model_name) = (cx.config, cx.target, cx.api, cx.model_name);
     let head = head_template(config, target);
     let opts = adapter_options(config, model_name, requests.len());
-    // aiohttp draws a uuid4 boundary per form; one per run serves as well.
-    let boundary = format!("{:032x}", rand::random::<u128>());
+    // aiohttp draws a uuid4 boundary per form; one per run serves as well. Drawn from
+    // --seed, so the shards of a run send the same bytes (their fingerprint must agree).
+    let mixed = crate::mix::mix64(config.dataset.seed ^ 0x6d75_6c74_6970_6172);
+    let boundary = format!("{mixed:016x}{:016x}", crate::mix::mix64(mixed));
     let form_type = multipart::content_type(&boundary);
     let build = |i: usize, o: &BodyOptions| -> Result<PreparedRequest, BodyError> {
         let r = &requests[i];

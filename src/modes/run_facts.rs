@@ -1,8 +1,10 @@
 //! The facts of one run: everything its result is computed from, however they were
-//! obtained. The live run builds them from the engine's recorders (`modes::point`); a shard
-//! result saves them (`output::shard_file`: per request, the outcome, its span, its turn,
-//! adapter, audio length and replica; for the run, its settings and the engine's and
-//! client's facts); `merge` reads N such files and unions them (`modes::merge`).
+//! obtained. The live run builds them from the engine's recorders (`modes::point`); a
+//! shard's result file is them saved (`modes::saved_facts::save` into
+//! `output::shard_file`'s section: per request, the outcome, its span, its turn, adapter,
+//! audio length and replica; for the run, its settings, probes, ramp-up, the engine's and
+//! client's facts and the server's scrape); `merge` reads N such files and unions them
+//! (`modes::merged_facts`).
 //!
 //! [`RunFacts::result`] is the one place a [`RunResult`] is computed: Python's metrics, the
 //! RTFx, the per-turn blocks, the LoRA adapters, the steady state and the sections after
@@ -78,7 +80,8 @@ pub struct RunFacts<'a> {
     pub adapter_names: Vec<String>,
     /// `--base-url` repeated (one with one server).
     pub replica_urls: Vec<String>,
-    pub probe: Option<ProbeStats>,
+    /// `--probe-request-rate`: each probe's end-to-end latency, seconds (`None`: failed).
+    pub probes: Vec<Option<f64>>,
     pub rps_events: Vec<RpsChangeEvent>,
     pub engine: Option<EngineFacts>,
     pub dispatch_lag: Option<Lag>,
@@ -111,12 +114,25 @@ impl<'a> RunFacts<'a> {
         }
     }
 
+    /// Each request's output length as the calculator counts it (usage, else the
+    /// tokenizer's count, one token a text without a tokenizer; 0 when it failed): what a
+    /// shard saves, so that its merge, which has no tokenizer, counts the same.
+    pub fn output_lens(&self) -> Vec<u64> {
+        match self.task {
+            TaskKind::Generation => crate::metrics::calculator::output_lengths(
+                self.outputs,
+                crate::metrics::report::counter(self.count_tokens),
+            ),
+            TaskKind::Pooling => self.outputs.iter().map(|o| o.output_tokens).collect(),
+        }
+    }
+
     /// The run's result: every figure it reports, computed from these facts alone.
     pub fn result(self) -> RunResult<'a> {
         let settings = self.report_settings();
         let outputs = self.outputs;
         let mut report = BenchmarkReport::compute(outputs, &settings);
-        report.probe = self.probe.clone();
+        report.probe = ProbeStats::of_latencies(&self.probes);
         if let (Some(audio), TaskMetrics::Generation { metrics, .. }) =
             (&self.requests.audio_s, &mut report.metrics)
         {

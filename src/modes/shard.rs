@@ -14,14 +14,13 @@ use crate::engine::schedule::Cancellations;
 use crate::engine::session::{FollowUps, SessionSource};
 use crate::engine::{RunReport, Workload};
 use crate::http::request::PreparedRequest;
-use crate::metrics::report::TaskMetrics;
 use crate::metrics::steady_state::SteadyStateParams;
 use crate::mix::Fnv64;
-use crate::output::json::RunInfo;
 use crate::output::localtime::LocalDateTime;
-use crate::output::run_result::RunResult;
-use crate::output::shard_file::{self, Requests, Settings, ShardRequest, ShardSection};
+use crate::output::shard_file;
 use crate::output::stdio::Console;
+
+use super::saved_facts::ShardPlace;
 
 /// Where a shard's records sit in the one-process run.
 #[derive(Debug, Clone, PartialEq)]
@@ -197,106 +196,34 @@ pub fn start_instant(
     Ok(Some((at, wall)))
 }
 
-/// What a shard's result carries for `vllm-bench merge` (see [`shard_file`]). `info` holds
-/// the run's facts as one process would report them (every prompt, the whole concurrency).
-pub struct SectionInput<'a> {
-    pub config: &'a Config,
-    pub map: &'a ShardMap,
-    pub run: &'a RunReport,
-    /// This shard's result (its report, failures, engine, health, per-request turns).
-    pub result: &'a RunResult<'a>,
-    pub info: &'a RunInfo,
-    /// The steady-state settings of the whole run, when they apply.
-    pub steady_state: Option<SteadyStateParams>,
-    /// The replicas' URLs (one with one server).
-    pub replica_urls: &'a [String],
-    /// `--lora-modules`: the adapters' names and each request's (output order).
-    pub adapters: Option<(&'a [String], &'a [u32])>,
-    /// Audio datasets: each request's audio length, seconds (output order).
-    pub audio_s: Option<&'a [f64]>,
-}
-
-/// The `vllm_bench_shard` section of this shard's result.
-pub fn section(input: &SectionInput<'_>) -> ShardSection {
-    let SectionInput {
-        config,
-        map,
-        run,
-        result,
-        info,
-        steady_state,
-        replica_urls,
-        adapters,
-        audio_s,
-    } = *input;
-    let several = replica_urls.len() > 1;
-    let report = &result.report;
-    let turns = result
-        .turns
-        .as_ref()
-        .map(|t| (t.conversations.as_slice(), t.numbers.as_slice()));
-    let outputs = &run.merged.outputs;
-    let lens = match &report.metrics {
-        TaskMetrics::Generation {
-            actual_output_lens, ..
-        } => actual_output_lens.clone(),
-        TaskMetrics::Pooling(_) => outputs.iter().map(|o| o.output_tokens).collect(),
-    };
-    let mut requests = Requests {
-        generated_text: config.report.detailed.then(Vec::new),
-        ..Requests::default()
-    };
-    // The records are already globalized.
-    let records = run.merged.records.iter().zip(outputs).zip(&lens);
-    for (j, ((rec, output), &output_len)) in records.enumerate() {
-        requests.push(ShardRequest {
-            index: rec.index,
-            hash: map.hash_of_global.get(&rec.index).copied(),
-            scheduled: Duration::from_nanos(rec.scheduled_ns).as_secs_f64(),
-            start_ns: rec.start_ns,
-            end_ns: rec.end_ns,
-            output,
-            output_len,
-            turn: turns.map(|(ids, numbers)| (ids[j].as_str(), numbers[j])),
-            replica: several.then_some(rec.replica),
-            adapter: adapters.map(|(_, of)| of[j]),
-            audio_s: audio_s.map(|a| a[j]),
-        });
-    }
-    let out = &config.output;
-    ShardSection {
-        format: shard_file::FORMAT,
+/// Where this shard sits among the shards of its run, for its saved facts
+/// (`saved_facts::save`): `run`'s records are already globalized; `max_concurrency` and
+/// `steady_state` are the whole run's.
+pub fn place(
+    config: &Config,
+    map: &ShardMap,
+    run: &RunReport,
+    max_concurrency: Option<u64>,
+    steady_state: Option<SteadyStateParams>,
+) -> ShardPlace {
+    let records = &run.merged.records;
+    ShardPlace {
         shard: map.shard.index,
         shards: map.shard.count,
         fingerprint: format!("{:016x}", map.fingerprint),
         start_at: config.shard.start_at,
+        index: records.iter().map(|r| r.index).collect(),
+        hash: records
+            .iter()
+            .map(|r| map.hash_of_global.get(&r.index).copied())
+            .collect(),
+        scheduled: records
+            .iter()
+            .map(|r| Duration::from_nanos(r.scheduled_ns).as_secs_f64())
+            .collect(),
         planned: run.merged.outputs.len() + run.cancelled + run.not_sent,
-        not_sent: run.not_sent,
-        not_sent_session_ended: run.not_sent_session_ended,
-        cancelled: result.cancelled,
-        duration: run.duration.as_secs_f64(),
-        interrupted: result.interrupted,
-        run: info.clone(),
-        settings: Settings {
-            percentiles: out.metric_percentiles.clone(),
-            percentile_metrics: out
-                .percentile_metrics
-                .iter()
-                .map(|m| m.name())
-                .collect::<Vec<_>>()
-                .join(","),
-            goodput: [
-                out.goodput.ttft_ms,
-                out.goodput.tpot_ms,
-                out.goodput.e2el_ms,
-            ],
-            goodput_ttfo: out.goodput.ttfo_ms,
-            has_tokenizer: report.has_tokenizer,
-            save_detailed: config.report.detailed,
-            steady_state,
-        },
-        failures: result.failures.clone(),
-        requests,
+        max_concurrency,
+        steady_state,
         histograms: run
             .merged
             .per_core
@@ -307,15 +234,6 @@ pub fn section(input: &SectionInput<'_>) -> ShardSection {
             .ready_ms
             .map(|ready| super::shard_clock::facts(ready, run)),
         start_block: super::shard_clock::block(run.start.as_ref()),
-        engine: result.engine.clone(),
-        health: result.health.first().map(|p| p.health.clone()),
-        prefix_cache: result.prefix_cache,
-        replicas: if several {
-            replica_urls.to_vec()
-        } else {
-            Vec::new()
-        },
-        adapters: adapters.map_or_else(Vec::new, |(names, _)| names.to_vec()),
     }
 }
 

@@ -81,44 +81,107 @@ pub fn block(start: Option<&StartReport>) -> Option<StartBlock> {
 /// started, how long the cores took to open their connections and when each was ready) and
 /// `vllm_bench_start` in the result, for a shard, a whole run and the merge of one shard.
 pub fn start_section(start: Option<&StartBlock>) -> Section {
-    let Some(start) = start else {
+    match start {
+        Some(block) => parts_start_section(&[(String::new(), block)]),
+        None => Section::default(),
+    }
+}
+
+/// The "Start" block of merged shards: the run's block with each shard's figures side by
+/// side on each line (`K/N: ...`), as the client's health shows its parts, and
+/// `vllm_bench_start` with the latest clock start, the earliest connecting and every
+/// shard's cores (each naming its shard). Nothing when no shard recorded its start.
+pub fn merged_start_section<'a>(
+    blocks: impl IntoIterator<Item = (String, &'a StartBlock)>,
+) -> Section {
+    let parts: Vec<(String, &StartBlock)> = blocks.into_iter().collect();
+    parts_start_section(&parts)
+}
+
+/// A value per part, side by side (`K/N: v | ...`), or the one value of an unnamed part.
+fn side_by_side(values: &[(&str, String)]) -> String {
+    match values {
+        [("", v)] => v.clone(),
+        _ => values
+            .iter()
+            .map(|(name, v)| format!("{name}: {v}"))
+            .collect::<Vec<_>>()
+            .join(" | "),
+    }
+}
+
+fn parts_start_section(parts: &[(String, &StartBlock)]) -> Section {
+    if parts.is_empty() {
         return Section::default();
-    };
+    }
     let mut console = String::new();
     let _ = writeln!(console, "{:-^50}", "Start (--start-at)");
+    let each = |f: &dyn Fn(&StartBlock) -> String| -> String {
+        let values: Vec<(&str, String)> = parts.iter().map(|(n, b)| (n.as_str(), f(b))).collect();
+        side_by_side(&values)
+    };
     let _ = writeln!(
         console,
-        "{:<40} {:<10.2}",
+        "{:<40} {:<10}",
         "Started late by (s):",
-        start.late_ms / 1e3
+        each(&|b| format!("{:.2}", b.late_ms / 1e3))
     );
     let _ = writeln!(
         console,
-        "{:<40} {:<10.2}",
-        "Connecting began before it (s):", start.lead_s
+        "{:<40} {:<10}",
+        "Connecting began before it (s):",
+        each(&|b| format!("{:.2}", b.lead_s))
     );
-    let mut cores = Vec::with_capacity(start.cores.len());
-    for c in &start.cores {
+    let mut numbers: Vec<usize> = parts
+        .iter()
+        .flat_map(|(_, b)| b.cores.iter().map(|c| c.core))
+        .collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    for n in numbers {
+        let values: Vec<(&str, String)> = parts
+            .iter()
+            .flat_map(|(name, b)| {
+                b.cores.iter().filter(|c| c.core == n).map(|c| {
+                    let text = format!(
+                        "{} connections in {:.2} s, ready {:+.1} ms",
+                        c.connections, c.connecting_s, c.ready_ms
+                    );
+                    (name.as_str(), text)
+                })
+            })
+            .collect();
         let _ = writeln!(
             console,
-            "{:<40} {} connections in {:.2} s, ready {:+.1} ms",
-            format!("Core {}:", c.core),
-            c.connections,
-            c.connecting_s,
-            c.ready_ms,
+            "{:<40} {}",
+            format!("Core {n}:"),
+            side_by_side(&values)
         );
-        let mut o = JsonObject::new();
-        o.set("core", Json::UInt(c.core as u64));
-        o.set("connections", Json::UInt(c.connections as u64));
-        o.set("connecting_s", Json::Float(c.connecting_s));
-        o.set("ready_ms", Json::Float(c.ready_ms));
-        cores.push(Json::Object(o));
     }
     let _ = writeln!(console, "{}", "=".repeat(50));
+    let mut cores = Vec::new();
+    for (name, b) in parts {
+        for c in &b.cores {
+            let mut o = JsonObject::new();
+            if !name.is_empty() {
+                o.set("shard", Json::str(name.clone()));
+            }
+            o.set("core", Json::UInt(c.core as u64));
+            o.set("connections", Json::UInt(c.connections as u64));
+            o.set("connecting_s", Json::Float(c.connecting_s));
+            o.set("ready_ms", Json::Float(c.ready_ms));
+            cores.push(Json::Object(o));
+        }
+    }
+    let late = parts
+        .iter()
+        .map(|(_, b)| b.late_ms)
+        .fold(f64::MIN, f64::max);
+    let lead = parts.iter().map(|(_, b)| b.lead_s).fold(f64::MIN, f64::max);
     let mut doc = JsonObject::new();
     let mut o = JsonObject::new();
-    o.set("late_ms", Json::Float(start.late_ms));
-    o.set("lead_s", Json::Float(start.lead_s));
+    o.set("late_ms", Json::Float(late));
+    o.set("lead_s", Json::Float(lead));
     o.set("cores", Json::List(cores));
     doc.set("vllm_bench_start", Json::Object(o));
     Section { console, json: doc }
@@ -346,6 +409,59 @@ impl StartCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn start_block(late_ms: f64, cores: &[(usize, f64)]) -> StartBlock {
+        StartBlock {
+            late_ms,
+            lead_s: 2.0,
+            cores: cores
+                .iter()
+                .map(|&(core, ready_ms)| CoreStartFacts {
+                    core,
+                    connections: 2,
+                    connecting_s: 0.01,
+                    ready_ms,
+                })
+                .collect(),
+        }
+    }
+
+    /// The merge of several shards keeps the run's "Start" block, its lines and its key,
+    /// with each shard's figures side by side; one shard's is the run's own.
+    #[test]
+    fn merged_shards_show_the_start_block_side_by_side() {
+        let (a, b) = (
+            start_block(0.0, &[(0, -1990.0), (1, -1980.0)]),
+            start_block(120.0, &[(0, 120.0)]),
+        );
+        let merged = merged_start_section([("0/2".to_string(), &a), ("1/2".to_string(), &b)]);
+        let line = |label: &str| {
+            merged
+                .console
+                .lines()
+                .find(|l| l.starts_with(label))
+                .unwrap_or_else(|| panic!("{label} in {}", merged.console))
+                .to_string()
+        };
+        assert!(merged
+            .console
+            .starts_with("----------------Start (--start-at)"));
+        assert!(line("Started late by (s):").ends_with("0/2: 0.00 | 1/2: 0.12"));
+        assert!(line("Core 0:").contains("0/2: 2 connections in 0.01 s, ready -1990.0 ms | 1/2: "));
+        assert!(line("Core 1:").ends_with("0/2: 2 connections in 0.01 s, ready -1980.0 ms"));
+        let json: serde_json::Value = serde_json::from_str(&merged.json.to_json_string()).unwrap();
+        let start = &json["vllm_bench_start"];
+        assert_eq!(start["late_ms"], 120.0, "the latest clock start");
+        assert_eq!(start["cores"].as_array().unwrap().len(), 3);
+        assert_eq!(start["cores"][2]["shard"], "1/2");
+        // One shard: the run's block, word for word.
+        let one = merged_start_section([(String::new(), &a)]);
+        assert_eq!(one.console, start_section(Some(&a)).console);
+        assert!(one
+            .console
+            .contains("Core 0:                                  2 connections"));
+        assert!(!one.json.to_json_string().contains("shard"));
+    }
 
     fn start(late: f64, first: Option<f64>, host: &str, ntp: Option<bool>) -> StartFacts {
         StartFacts {

@@ -99,7 +99,7 @@ mod infinite_as_null {
 
 /// One entry of `rps_change_events`: the ramp-up reached `rps` at `timestamp`
 /// (`LocalDateTime::isoformat`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RpsChangeEvent {
     pub rps: u64,
     pub timestamp: String,

@@ -1,9 +1,13 @@
 //! What a shard's result file carries beyond Python's schema, under `vllm_bench_shard`: the
-//! facts an exact merge needs. Every request's figures (times relative to the shared start,
-//! its place in the one-process run, the hash of its request bytes), the settings the
-//! metrics were computed with, the run's facts as one process would have reported them, and
-//! each core's histograms in HdrHistogram's V2 deflate format (base64, as in HdrHistogram's
-//! interval logs). Written by a shard, read back by `vllm-bench merge`.
+//! shard's facts (`modes::run_facts::RunFacts`) saved, which is all `vllm-bench merge` reads
+//! (the rest of the file is the shard's own report, for people). Every request's figures
+//! (times relative to the shared start, its place in the one-process run, the hash of its
+//! request bytes, its turn, adapter, audio length and replica), the settings the metrics
+//! were computed with, the run's facts as one process would have reported them, the probes,
+//! the ramp-up, the server's scrape, and each core's histograms in HdrHistogram's V2 deflate
+//! format (base64, as in HdrHistogram's interval logs). Written by a shard
+//! (`modes::saved_facts::save`), read back and checked here, turned back into facts by
+//! `modes::merged_facts`.
 
 use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
@@ -15,13 +19,14 @@ use crate::metrics::steady_state::SteadyStateParams;
 use crate::metrics::RequestOutput;
 use crate::output::facts::{Cancelled, EngineFacts, PrefixCache};
 use crate::output::health::ClientHealth;
-use crate::output::json::RunInfo;
+use crate::output::json::{RpsChangeEvent, RunInfo};
 
 /// The key of the section in the result document.
 pub const KEY: &str = "vllm_bench_shard";
 
-/// The section's layout version; a merge refuses other versions.
-pub const FORMAT: u32 = 1;
+/// The section's layout version; a merge refuses other versions. 2: the whole facts (the
+/// probes, the ramp-up and the server's scrape moved in; nothing is read beside the section).
+pub const FORMAT: u32 = 2;
 
 /// Everything `vllm-bench merge` reads from one shard's result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,6 +82,17 @@ pub struct ShardSection {
     /// merge rebuilds the adapters' block from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adapters: Vec<String>,
+    /// `--ramp-up-strategy`: when the rate changed (Python's `rps_change_events`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rps_events: Vec<RpsChangeEvent>,
+    /// `--probe-request-rate`: each probe's end-to-end latency, seconds (`None`: it failed);
+    /// empty without probes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<Option<f64>>,
+    /// Its scrape of the server's `/metrics` as the result key holds it
+    /// (`output::server_metrics::to_json`; absent: off or unanswered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<serde_json::Value>,
 }
 
 /// How a shard started on the axis of `--start-at`, and what it knows of its clock: what
@@ -608,14 +624,21 @@ pub enum ShardFileError {
     },
 }
 
-/// One shard's result file, read and checked on its own: its section and the rest of its
-/// document.
+/// One shard's result file, read and checked on its own: its saved facts (the rest of the
+/// file, the shard's own report, is not read).
 pub struct ShardFile {
     pub path: String,
-    pub doc: serde_json::Map<String, serde_json::Value>,
     pub section: ShardSection,
     /// Its scrape of the server's `/metrics` (`None`: off, unanswered, or an older file).
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+}
+
+/// A result document as the merge reads it: its shard section and nothing else (the other
+/// keys are skipped as they are parsed, not kept).
+#[derive(Deserialize)]
+struct ShardDocument {
+    #[serde(rename = "vllm_bench_shard")]
+    section: Option<serde_json::Value>,
 }
 
 impl ShardFile {
@@ -626,14 +649,14 @@ impl ShardFile {
         use serde_json::Value;
         let name = path.display().to_string();
         let text = crate::whole_file::read(path, MAX_BYTES)?;
-        let mut doc: serde_json::Map<String, Value> =
+        let doc: ShardDocument =
             serde_json::from_slice(&text).map_err(|error| ShardFileError::Json {
                 path: name.clone(),
                 error,
             })?;
         drop(text);
         let raw = doc
-            .remove(KEY)
+            .section
             .ok_or_else(|| ShardFileError::NotShard { path: name.clone() })?;
         if let Some(found) = raw.get("format").and_then(Value::as_u64) {
             if found != u64::from(FORMAT) {
@@ -678,8 +701,9 @@ impl ShardFile {
                 count: adapters,
             });
         }
-        let server_metrics = doc
-            .get(sm::KEY)
+        let server_metrics = section
+            .server_metrics
+            .as_ref()
             .map(sm::from_json)
             .transpose()
             .map_err(|error| ShardFileError::ServerMetrics {
@@ -689,7 +713,6 @@ impl ShardFile {
             .flatten();
         Ok(ShardFile {
             path: name,
-            doc,
             section,
             server_metrics,
         })
