@@ -274,7 +274,7 @@ pub struct Finished {
 fn write_plots(
     plots: RunPlots,
     outputs: &[crate::metrics::RequestOutput],
-    server: Option<&crate::server_metrics::Series>,
+    strip: &[plot::timeline::StripLine],
     result: &Path,
     console: &crate::output::stdio::Console,
 ) {
@@ -282,7 +282,7 @@ fn write_plots(
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     if let Some(thresholds) = plots.timeline {
-        let html = plot::timeline::render(outputs, thresholds, &title, server);
+        let html = plot::timeline::render(outputs, thresholds, &title, strip);
         plot::write(
             &plot::beside(result, "timeline.html"),
             &html,
@@ -345,12 +345,13 @@ pub fn finish(
             None => path.clone(),
         };
         // The server's own endpoint's gauges, under the requests.
-        let server = measured
+        let strip = measured
             .server_metrics
             .endpoints
             .first()
-            .map(|e| &e.figures.series);
-        write_plots(policy.plots, result.outputs, server, &plots, &plan.console);
+            .map(|e| plot::timeline::server_lines(&e.figures.series))
+            .unwrap_or_default();
+        write_plots(policy.plots, result.outputs, &strip, &plots, &plan.console);
     }
     Ok(Finished {
         report: result.report,
