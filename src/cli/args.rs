@@ -494,6 +494,10 @@ pub struct OutputArgs {
     /// Two ITL thresholds (ms) colouring the timeline
     #[arg(long, default_value = "25,50", value_name = "LOW,HIGH")]
     pub timeline_itl_thresholds: String,
+    /// Write one row per request to FILE after the run, the format from its extension
+    /// (.parquet, .csv, .jsonl); schema in docs/export.md
+    #[arg(long, value_name = "FILE")]
+    pub export_requests: Option<std::path::PathBuf>,
     /// Plot a sweep's or --num-runs' summary as HTML (throughput vs latency with the Pareto
     /// front, metrics vs the swept value, run-to-run spread)
     #[arg(long)]
@@ -772,4 +776,8 @@ pub struct MergeArgs {
     /// File name of the merged result [default: Python's naming]
     #[arg(long, value_name = "NAME")]
     pub result_filename: Option<String>,
+    /// Write the merged run's requests (the union of the shards'), one row each, to FILE
+    /// (.parquet, .csv, .jsonl)
+    #[arg(long, value_name = "FILE")]
+    pub export_requests: Option<std::path::PathBuf>,
 }

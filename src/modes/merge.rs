@@ -50,6 +50,9 @@ pub enum MergeError {
     Target(#[from] TargetError),
     #[error("cannot write the merged result: {0:#}")]
     Save(anyhow::Error),
+    /// `--export-requests` names a file that cannot be written (the user's input).
+    #[error("{0:#}")]
+    ExportTarget(anyhow::Error),
 }
 
 /// What a merge wrote.
@@ -91,6 +94,10 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
         check_file(&path)?;
         check_not_input(&path, &args.files)?;
     }
+    if let Some(export) = &args.export_requests {
+        export.check_target().map_err(MergeError::ExportTarget)?;
+        check_not_input(&export.path, &args.files)?;
+    }
     let shards = args
         .files
         .iter()
@@ -116,6 +123,11 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
     // those, so a zero stays zero.
     let zero = |_: &str| 0usize;
     let facts = merged_facts(&shards, &rows, &outputs, &zero, start_section)?;
+    // The union's requests, read from the facts before they become the result.
+    let exported = args
+        .export_requests
+        .as_ref()
+        .map(|e| e.write(facts.request_rows()).map(|n| (e, n)));
     let result = facts.result();
     console.out(result.render(false));
     start.warnings().iter().for_each(|w| console.err_line(w));
@@ -140,6 +152,13 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
             console,
         )
         .map_err(MergeError::Save)?;
+    if let Some(exported) = exported {
+        let (e, n) = exported.map_err(MergeError::Save)?;
+        console.err_line(format_args!(
+            "Exported {n} requests to {}",
+            e.path.display()
+        ));
+    }
     Ok(Merged {
         path,
         interrupted: interrupted_shards(&shards),
@@ -294,6 +313,7 @@ mod tests {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
+            export_requests: None,
         };
         let path = run(&args, &Console::capture().0).unwrap().path;
         let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -330,6 +350,7 @@ mod tests {
             files,
             result_dir: Some(dir.to_path_buf()),
             result_filename: Some(out.into()),
+            export_requests: None,
         };
         run(&args, &Console::capture().0).map_err(|e| e.to_string())
     }
@@ -424,6 +445,7 @@ mod tests {
             files: vec![write(&dir, "s.json", &bad)],
             result_dir: Some(dir.clone()),
             result_filename: None,
+            export_requests: None,
         };
         let e = run(&args, &Console::capture().0).unwrap_err().to_string();
         assert!(e.contains("columns"), "{e}");
@@ -448,6 +470,7 @@ mod tests {
                 files: vec![write(&dir, "a.json", a), write(&dir, "b.json", b)],
                 result_dir: Some(dir.clone()),
                 result_filename: None,
+                export_requests: None,
             };
             run(&args, &Console::capture().0).map_err(|e| e.to_string())
         };
@@ -519,6 +542,7 @@ mod tests {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
+            export_requests: None,
         };
         let (console, captured) = Console::capture();
         let path = run(&args, &console).unwrap().path;
@@ -541,6 +565,7 @@ mod tests {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
+            export_requests: None,
         };
         let path = run(&args, &Console::capture().0).unwrap().path;
         let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

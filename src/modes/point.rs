@@ -3,7 +3,7 @@
 //! with the progress bar and Ctrl-C, and its report (Python's block, our extras, the result
 //! file).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -24,6 +24,7 @@ use crate::output::health::ClientHealth;
 use crate::output::json::{JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
+use crate::output::request_export::RequestExport;
 use crate::output::result_files::derived;
 use crate::output::run_result::{Cancelled, RunResult, Shards};
 
@@ -69,6 +70,8 @@ pub struct MeasuredPoint {
     pub shard: Option<ShardMap>,
     /// This run's share of the server's `/metrics` (empty when off or unanswered).
     pub server_metrics: crate::server_metrics::ServerMetrics,
+    /// The wall-clock time of the run's epoch (its spans' zero).
+    pub epoch_wall: SystemTime,
 }
 
 /// The measured run of `point`: schedule, preamble, profiling start, progress bar, and what
@@ -146,6 +149,12 @@ pub fn measure_watched(
     }
     // The clock started late when a core was not ready by `--start-at`.
     let wall_start = wall_start + report.start.as_ref().map_or(Duration::ZERO, |s| s.late);
+    // With `--start-at` the set instant (shards share it); else the epoch read off both
+    // clocks at one moment.
+    let epoch_wall = match start {
+        Some(_) => wall_start,
+        None => SystemTime::now() - report.epoch.elapsed(),
+    };
     let server_metrics = super::server_scrape::finish(scraper, report.epoch, plan);
     if let Some(map) = &shard {
         map.globalize(&mut report);
@@ -169,6 +178,7 @@ pub fn measure_watched(
         interrupted: interrupted(),
         shard,
         server_metrics,
+        epoch_wall,
     })
 }
 
@@ -314,7 +324,24 @@ pub fn finish(
     let policy = &config.report;
     let tokenizer = plan.tokenizer.as_ref();
     let count = |text: &str| tokenizer.map_or(0, |t| t.count_tokens(text));
-    let result = run_result(config, plan, point, measured, &count, policy.save)?;
+    // A sweep point's or repetition's export takes its suffixes, as its result and plots do.
+    let export = config.output.export_requests.as_ref().map(|e| {
+        let suffix: String = [&how.file_suffix, &how.plot_suffix, &how.default_name_suffix]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        e.with_suffix(&suffix)
+    });
+    let (result, exported) = run_result(
+        config,
+        plan,
+        point,
+        measured,
+        &count,
+        policy.save,
+        export.as_ref(),
+    )?;
     if !policy.quiet {
         plan.console.out(result.render(show_chart(config)));
     }
@@ -353,6 +380,11 @@ pub fn finish(
             .unwrap_or_default();
         write_plots(policy.plots, result.outputs, &strip, &plots, &plan.console);
     }
+    if let Some(exported) = exported {
+        let (path, n) = exported?;
+        plan.console
+            .err_line(format_args!("Exported {n} requests to {}", path.display()));
+    }
     Ok(Finished {
         report: result.report,
         document,
@@ -371,7 +403,8 @@ fn run_result<'a>(
     measured: &'a MeasuredPoint,
     count: CountTokens<'a>,
     section: bool,
-) -> Result<RunResult<'a>> {
+    export: Option<&RequestExport>,
+) -> Result<(RunResult<'a>, Option<Result<(PathBuf, usize)>>)> {
     let run = &measured.report;
     let records = &run.merged.records;
     let tokenizer = plan.tokenizer.as_ref();
@@ -423,6 +456,11 @@ fn run_result<'a>(
             adapter: adapter.clone(),
             audio_s: dataset.audio_s.clone(),
             replica: records.iter().map(|r| r.replica).collect(),
+            index: records.iter().map(|r| r.index).collect(),
+            shard: measured
+                .shard
+                .as_ref()
+                .map(|m| vec![m.shard.index as u16; records.len()]),
         },
         adapter_names: adapter_names.clone(),
         replica_urls: urls.clone(),
@@ -455,7 +493,17 @@ fn run_result<'a>(
             from_shard: None,
         },
         shards: Shards::Whole,
+        epoch_ns: measured
+            .epoch_wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_nanos() as u64)
+            .into_iter()
+            .collect(),
     };
+    // `--export-requests`: the rows are read from the facts before they become the
+    // result; a failed write is reported after the result is saved.
+    let export = export.map(|e| e.write(facts.request_rows()).map(|n| (e.path.clone(), n)));
     let mut result = facts.result();
     if let Some(map) = measured.shard.as_ref().filter(|_| section) {
         let whole = RunInfo {
@@ -479,7 +527,7 @@ fn run_result<'a>(
         });
         result.shards = Shards::Part(Box::new(section));
     }
-    Ok(result)
+    Ok((result, export))
 }
 
 #[cfg(test)]

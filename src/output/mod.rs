@@ -18,6 +18,7 @@ pub mod lora;
 pub mod plot;
 pub mod replicas;
 pub mod report;
+pub mod request_export;
 pub mod result_file;
 pub mod result_files;
 pub mod run_result;
