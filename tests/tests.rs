@@ -18,6 +18,7 @@ mod engine;
 mod export;
 mod fuzz_corpus;
 mod golden;
+mod gpu_telemetry;
 mod hf_dataset;
 mod hostile_inputs;
 mod input_limits;

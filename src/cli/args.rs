@@ -584,6 +584,10 @@ pub struct ServerMetricsArgs {
     /// Another Prometheus endpoint to scrape, e.g. http://gpu-node:9400/metrics for a DCGM exporter (repeatable)
     #[arg(long, value_name = "URL")]
     pub server_metrics_url: Vec<String>,
+    /// An NVIDIA DCGM exporter to scrape for GPU power, energy, utilisation and memory, e.g.
+    /// http://gpu-node:9400/metrics (repeatable)
+    #[arg(long, value_name = "URL")]
+    pub gpu_telemetry: Vec<String>,
 }
 
 /// Sweeps over concurrency or rate.

@@ -228,6 +228,8 @@ pub fn merged_facts<'a>(
             parts,
         }),
         epoch_ns: shard_epochs(shards),
+        // Not saved in a shard file yet: a merge shows no GPU telemetry.
+        gpu: None,
     })
 }
 

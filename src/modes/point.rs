@@ -70,6 +70,8 @@ pub struct MeasuredPoint {
     pub shard: Option<ShardMap>,
     /// This run's share of the server's `/metrics` (empty when off or unanswered).
     pub server_metrics: crate::server_metrics::ServerMetrics,
+    /// `--gpu-telemetry`: the DCGM exporters' scrapes (empty without).
+    pub gpu_metrics: crate::server_metrics::ServerMetrics,
     /// The wall-clock time of the run's epoch (its spans' zero).
     pub epoch_wall: SystemTime,
 }
@@ -155,7 +157,7 @@ pub fn measure_watched(
         Some(_) => wall_start,
         None => SystemTime::now() - report.epoch.elapsed(),
     };
-    let server_metrics = super::server_scrape::finish(scraper, report.epoch, plan);
+    let (server_metrics, gpu_metrics) = super::server_scrape::finish(scraper, report.epoch, plan);
     if let Some(map) = &shard {
         map.globalize(&mut report);
     }
@@ -178,6 +180,7 @@ pub fn measure_watched(
         interrupted: interrupted(),
         shard,
         server_metrics,
+        gpu_metrics,
         epoch_wall,
     })
 }
@@ -371,13 +374,16 @@ pub fn finish(
             Some(s) => derived(&path, s, None),
             None => path.clone(),
         };
-        // The server's own endpoint's gauges, under the requests.
-        let strip = measured
+        // The server's own endpoint's gauges, then the GPUs', under the requests.
+        let mut strip = measured
             .server_metrics
             .endpoints
             .first()
             .map(|e| plot::timeline::server_lines(&e.figures.series))
             .unwrap_or_default();
+        if let Some(gpu) = &result.gpu {
+            strip.extend(crate::output::gpu_telemetry::strip_lines(gpu));
+        }
         write_plots(policy.plots, result.outputs, &strip, &plots, &plan.console);
     }
     if let Some(exported) = exported {
@@ -493,6 +499,7 @@ fn run_result<'a>(
             from_shard: None,
         },
         shards: Shards::Whole,
+        gpu: Some(&measured.gpu_metrics).filter(|g| !g.endpoints.is_empty()),
         epoch_ns: measured
             .epoch_wall
             .duration_since(std::time::UNIX_EPOCH)

@@ -98,6 +98,9 @@ pub struct RunFacts<'a> {
     pub start: Section,
     pub server: ServerView<'a>,
     pub shards: Shards,
+    /// `--gpu-telemetry`: the DCGM exporters' scrapes over the run (`None` without). Its
+    /// figures need the run's output tokens, so they are computed with the result.
+    pub gpu: Option<&'a ServerMetrics>,
     /// The wall-clock time of the spans' zero, ns since the Unix epoch: one value for a run,
     /// or for a merge one per shard K (each shard's clock started at `--start-at` plus its
     /// own lateness, and its spans count from there); empty when unknown. The per-request
@@ -185,6 +188,19 @@ impl<'a> RunFacts<'a> {
                 json: sm::to_json(metrics),
             },
         };
+        let gpu = self.gpu.and_then(|g| {
+            let output_tokens = match &report.metrics {
+                TaskMetrics::Generation { metrics, .. } => metrics.total_output,
+                _ => 0,
+            };
+            crate::server_metrics::GpuTelemetry::of(
+                g.endpoints
+                    .iter()
+                    .map(|e| (e.url.as_str(), &e.figures.series)),
+                output_tokens,
+            )
+        });
+        let gpu_section = crate::output::gpu_telemetry::section(gpu.as_ref());
         RunResult {
             info: self.info,
             task: self.task,
@@ -204,8 +220,9 @@ impl<'a> RunFacts<'a> {
             cancelled: self.cancelled,
             interrupted: self.interrupted,
             prefix_cache: self.prefix_cache,
-            sections: vec![self.start, replicas, server],
+            sections: vec![self.start, replicas, server, gpu_section],
             shards: self.shards,
+            gpu,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod compare;
 pub mod console;
 pub mod extras;
 pub mod facts;
+pub mod gpu_telemetry;
 pub mod health;
 pub mod json;
 pub mod localtime;

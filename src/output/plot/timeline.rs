@@ -480,6 +480,7 @@ mod tests {
         let other = Series {
             t: vec![0.0, 1.0],
             gauges: [("dcgm_power".to_string(), vec![Some(1.0), Some(2.0)])].into(),
+            ..Series::default()
         };
         assert!(
             TimelineData::of(&outputs, (25.0, 50.0), &server_lines(&other))
