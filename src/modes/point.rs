@@ -399,6 +399,10 @@ pub fn finish(
     })
 }
 
+/// `--export-requests`: where the rows went and how many, or why they did not (reported
+/// after the result is saved).
+type Exported = Result<(PathBuf, usize)>;
+
 /// The live run's facts, from the engine's report of the measured run, turned into its
 /// result (`RunFacts::result`, as a merge does). `section`: a shard's result carries its
 /// section for the merge.
@@ -410,7 +414,7 @@ fn run_result<'a>(
     count: CountTokens<'a>,
     section: bool,
     export: Option<&RequestExport>,
-) -> Result<(RunResult<'a>, Option<Result<(PathBuf, usize)>>)> {
+) -> Result<(RunResult<'a>, Option<Exported>)> {
     let run = &measured.report;
     let records = &run.merged.records;
     let tokenizer = plan.tokenizer.as_ref();
