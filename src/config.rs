@@ -80,6 +80,8 @@ pub struct MergeConfig {
     pub files: Vec<PathBuf>,
     pub result_dir: Option<PathBuf>,
     pub result_filename: Option<String>,
+    /// `--export-requests FILE`: the merged run's requests, one row each.
+    pub export_requests: Option<crate::output::request_export::RequestExport>,
 }
 
 /// Resolves and validates what the command line asks for. Errors are one line and mean exit
@@ -91,6 +93,7 @@ pub fn resolve(invocation: Invocation) -> Result<Mode, ConfigError> {
             files: m.files,
             result_dir: m.result_dir,
             result_filename: m.result_filename,
+            export_requests: output::export_requests(m.export_requests.as_deref())?,
         })),
     }
 }

@@ -307,10 +307,10 @@ fn a_timeline_of_ten_thousand_requests_stays_usable() {
         })
         .collect();
     let typical_mb =
-        plot::timeline::render(&typical, (25.0, 50.0), "typical", None).len() as f64 / 1e6;
+        plot::timeline::render(&typical, (25.0, 50.0), "typical", &[]).len() as f64 / 1e6;
     let dir = TempDir::new("timeline-10k");
     let page = dir.path().join("big.timeline.html");
-    let html = plot::timeline::render(&outputs, (25.0, 50.0), "10,000 requests", None);
+    let html = plot::timeline::render(&outputs, (25.0, 50.0), "10,000 requests", &[]);
     std::fs::write(&page, &html).expect("write the page");
     assert_self_contained(&html);
     let size_mb = html.len() as f64 / 1e6;

@@ -157,6 +157,11 @@ struct Args {
     /// Answer /metrics with 404 (like the mock of the golden runs).
     #[arg(long)]
     no_metrics: bool,
+    /// Also serve an NVIDIA DCGM exporter's metrics for N GPUs on /metrics (power, a known
+    /// energy counter: 50 mJ per generated token per GPU, utilisation, memory), for
+    /// --gpu-telemetry
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    dcgm: usize,
     /// Count prompt tokens (usage.prompt_tokens) and serve /tokenize and /detokenize with
     /// this Hugging Face tokenizer (a tokenizer.json, or a directory holding one), e.g. the
     /// client's --tokenizer, so its input-token totals are the ones it planned. Without it:
@@ -258,6 +263,7 @@ impl Args {
             max_model_len: self.max_model_len,
             tokenize_endpoints: !self.no_tokenize,
             metrics_endpoint: !self.no_metrics,
+            dcgm_gpus: self.dcgm,
             padding: self.padding_bytes,
             response_headers: self.response_header,
             crash: self.crash_at.map(|at_request| Crash {

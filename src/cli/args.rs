@@ -494,6 +494,10 @@ pub struct OutputArgs {
     /// Two ITL thresholds (ms) colouring the timeline
     #[arg(long, default_value = "25,50", value_name = "LOW,HIGH")]
     pub timeline_itl_thresholds: String,
+    /// Write one row per request to FILE after the run, the format from its extension
+    /// (.parquet, .csv, .jsonl); schema in docs/export.md
+    #[arg(long, value_name = "FILE")]
+    pub export_requests: Option<std::path::PathBuf>,
     /// Plot a sweep's or --num-runs' summary as HTML (throughput vs latency with the Pareto
     /// front, metrics vs the swept value, run-to-run spread)
     #[arg(long)]
@@ -580,6 +584,10 @@ pub struct ServerMetricsArgs {
     /// Another Prometheus endpoint to scrape, e.g. http://gpu-node:9400/metrics for a DCGM exporter (repeatable)
     #[arg(long, value_name = "URL")]
     pub server_metrics_url: Vec<String>,
+    /// An NVIDIA DCGM exporter to scrape for GPU power, energy, utilisation and memory, e.g.
+    /// http://gpu-node:9400/metrics (repeatable)
+    #[arg(long, value_name = "URL")]
+    pub gpu_telemetry: Vec<String>,
 }
 
 /// Sweeps over concurrency or rate.
@@ -772,4 +780,8 @@ pub struct MergeArgs {
     /// File name of the merged result [default: Python's naming]
     #[arg(long, value_name = "NAME")]
     pub result_filename: Option<String>,
+    /// Write the merged run's requests (the union of the shards'), one row each, to FILE
+    /// (.parquet, .csv, .jsonl)
+    #[arg(long, value_name = "FILE")]
+    pub export_requests: Option<std::path::PathBuf>,
 }

@@ -65,6 +65,8 @@ pub struct OutputConfig {
     pub plot: bool,
     /// `--plot-summary FILE`: plot a saved summary and run nothing.
     pub plot_summary: Option<PathBuf>,
+    /// `--export-requests FILE`: one row per request, the format from the extension.
+    pub export_requests: Option<crate::output::request_export::RequestExport>,
 }
 
 impl OutputConfig {
@@ -151,7 +153,21 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
             .collect::<Result<_, _>>()?,
         plot: o.plot,
         plot_summary: o.plot_summary.as_ref().map(PathBuf::from),
+        export_requests: export_requests(o.export_requests.as_deref())?,
     })
+}
+
+/// `--export-requests FILE`: its format from the extension, or refused now.
+pub(super) fn export_requests(
+    file: Option<&std::path::Path>,
+) -> Result<Option<crate::output::request_export::RequestExport>, ConfigError> {
+    use crate::output::request_export::{RequestExport, UNKNOWN_FORMAT};
+    file.map(|f| {
+        RequestExport::of(f).ok_or_else(|| {
+            ConfigError::value("--export-requests", f.to_string_lossy(), UNKNOWN_FORMAT)
+        })
+    })
+    .transpose()
 }
 
 /// The run's plots; the ITL thresholds are checked even without `--plot-timeline`.

@@ -21,6 +21,8 @@ pub struct ServerMetricsConfig {
     pub interval: Duration,
     /// More endpoints (their path, or `/metrics` when the URL has none).
     pub urls: Vec<BaseUrl>,
+    /// `--gpu-telemetry`: DCGM exporters, scraped with the rest, reported apart.
+    pub gpu_urls: Vec<BaseUrl>,
 }
 
 pub(super) fn resolve(cli: &Cli) -> Result<ServerMetricsConfig, ConfigError> {
@@ -39,22 +41,32 @@ pub(super) fn resolve(cli: &Cli) -> Result<ServerMetricsConfig, ConfigError> {
             "has no effect with --no-server-metrics; drop one of them",
         ));
     }
-    let urls = a
-        .server_metrics_url
-        .iter()
-        .map(|u| {
-            BaseUrl::parse(u).map_err(|why| {
-                ConfigError::value(
-                    "--server-metrics-url",
-                    redact_url(u),
-                    format!("{why}; e.g. http://host:9400/metrics"),
-                )
+    if a.no_server_metrics && !a.gpu_telemetry.is_empty() {
+        return Err(ConfigError::flag(
+            "--gpu-telemetry",
+            "is scraped with the server's metrics, which --no-server-metrics turns off; drop \
+             one of them",
+        ));
+    }
+    let parse = |flag: &str, list: &[String]| {
+        list.iter()
+            .map(|u| {
+                BaseUrl::parse(u).map_err(|why| {
+                    ConfigError::value(
+                        flag,
+                        redact_url(u),
+                        format!("{why}; e.g. http://host:9400/metrics"),
+                    )
+                })
             })
-        })
-        .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let urls = parse("--server-metrics-url", &a.server_metrics_url)?;
+    let gpu_urls = parse("--gpu-telemetry", &a.gpu_telemetry)?;
     Ok(ServerMetricsConfig {
         enabled: !a.no_server_metrics,
         interval: Duration::from_secs_f64(secs),
         urls,
+        gpu_urls,
     })
 }

@@ -175,12 +175,18 @@ fn per_second(count: u64, dur_s: f64) -> f64 {
 pub fn output_lengths(outputs: &[RequestOutput], count_tokens: CountTokens<'_>) -> Vec<u64> {
     outputs
         .par_iter()
-        .map(|o| match (o.success, o.output_tokens) {
-            (false, _) => 0,
-            (true, 0) => count_tokens(&o.generated_text) as u64,
-            (true, n) => n,
-        })
+        .map(|o| output_length(o, count_tokens))
         .collect()
+}
+
+/// One request's entry of `actual_output_lens`: 0 when it failed, else its usage's output
+/// tokens, or when that is 0 the count of its generated text.
+pub fn output_length(o: &RequestOutput, count_tokens: CountTokens<'_>) -> u64 {
+    match (o.success, o.output_tokens) {
+        (false, _) => 0,
+        (true, 0) => count_tokens(&o.generated_text) as u64,
+        (true, n) => n,
+    }
 }
 
 /// Python's `calculate_metrics_for_embeddings`.

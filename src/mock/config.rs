@@ -84,6 +84,8 @@ pub struct MockConfig {
     pub tokenize_endpoints: bool,
     /// Serve `/metrics` (off → 404, like the golden-run mock).
     pub metrics_endpoint: bool,
+    /// `--dcgm N`: `/metrics` also serves a DCGM exporter's families for N GPUs (`dcgm`).
+    pub dcgm_gpus: usize,
     /// Filler bytes in every generation event and model response body, as a `"padding"`
     /// string member: events or bodies of any size (an SSE event over a megabyte) without
     /// changing their text or token counts. 0: none.
@@ -157,6 +159,7 @@ impl Default for MockConfig {
             max_body_bytes: 64 << 20,
             tokenize_endpoints: true,
             metrics_endpoint: true,
+            dcgm_gpus: 0,
             padding: 0,
             response_headers: Vec::new(),
             crash: None,

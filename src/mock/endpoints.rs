@@ -127,6 +127,15 @@ fn metrics_text(shared: &Shared, out: &mut Vec<u8>) {
         shared.prefix.counters(),
         shared.stats.workers().iter().map(|w| &w.vllm),
     );
+    if shared.cfg.dcgm_gpus > 0 {
+        let generated = shared
+            .stats
+            .workers()
+            .iter()
+            .map(|w| w.vllm.generated_tokens())
+            .sum();
+        super::dcgm::render(out, shared.cfg.dcgm_gpus, generated);
+    }
 }
 
 /// Escapes a Prometheus label value (`\`, `"`, newline).

@@ -37,6 +37,7 @@ mod body;
 mod config;
 mod conn;
 mod ctx;
+pub mod dcgm;
 mod emission;
 mod endpoints;
 mod exchange;

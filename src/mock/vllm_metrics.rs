@@ -129,6 +129,13 @@ impl Default for WorkerMetrics {
     }
 }
 
+impl WorkerMetrics {
+    /// Tokens this worker generated so far.
+    pub fn generated_tokens(&self) -> u64 {
+        self.generation_tokens.load(Relaxed)
+    }
+}
+
 /// A generation request that ended without a fault.
 #[derive(Debug, Clone, Copy)]
 pub struct Finished {

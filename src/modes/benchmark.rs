@@ -32,6 +32,15 @@ pub fn run(config: &Config, console: &Console) -> Result<Outcome> {
         )
         .map_err(nothing_ran)?;
     }
+    if let Some(export) = config
+        .output
+        .export_requests
+        .as_ref()
+        .filter(|_| !config.dry_run)
+    {
+        // Like the result file: checked before anything is sent.
+        export.check_target().map_err(nothing_ran)?;
+    }
     if !config.dry_run {
         // From here, not only from the measured run: a Ctrl-C, SIGTERM or `timeout` while
         // the plan is built or the server is awaited then stops the run before it sends

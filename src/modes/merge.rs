@@ -49,6 +49,9 @@ pub enum MergeError {
     Target(#[from] TargetError),
     #[error("cannot write the merged result: {0:#}")]
     Save(anyhow::Error),
+    /// `--export-requests` names a file that cannot be written (the user's input).
+    #[error("{0:#}")]
+    ExportTarget(anyhow::Error),
 }
 
 /// What a merge wrote.
@@ -100,6 +103,10 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
         check_file(&path)?;
         check_not_input(&path, &args.files)?;
     }
+    if let Some(export) = &args.export_requests {
+        export.check_target().map_err(MergeError::ExportTarget)?;
+        check_not_input(&export.path, &args.files)?;
+    }
     let shards = args
         .files
         .iter()
@@ -129,6 +136,11 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
     // those, so a zero stays zero.
     let zero = |_: &str| 0usize;
     let facts = merged_facts(&shards, &rows, &outputs, &zero, start_section)?;
+    // The union's requests, read from the facts before they become the result.
+    let exported = args
+        .export_requests
+        .as_ref()
+        .map(|e| e.write(facts.request_rows()).map(|n| (e, n)));
     let result = facts.result();
     console.out(result.render(false));
     start.warnings().iter().for_each(|w| console.err_line(w));
@@ -153,6 +165,13 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
             console,
         )
         .map_err(MergeError::Save)?;
+    if let Some(exported) = exported {
+        let (e, n) = exported.map_err(MergeError::Save)?;
+        console.err_line(format_args!(
+            "Exported {n} requests to {}",
+            e.path.display()
+        ));
+    }
     Ok(Merged {
         path,
         interrupted: interrupted_shards(&shards),
@@ -311,6 +330,7 @@ mod tests {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
+            export_requests: None,
         };
         let path = run(&args, &Console::capture().0).unwrap().path;
         let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -350,6 +370,7 @@ mod tests {
             files,
             result_dir: Some(dir.to_path_buf()),
             result_filename: Some(out.into()),
+            export_requests: None,
         };
         run(&args, &Console::capture().0).map_err(|e| e.to_string())
     }
@@ -461,6 +482,7 @@ mod tests {
             files: vec![write(&dir, "s.json", &bad)],
             result_dir: Some(dir.clone()),
             result_filename: None,
+            export_requests: None,
         };
         let e = run(&args, &Console::capture().0).unwrap_err().to_string();
         assert!(e.contains("columns"), "{e}");
@@ -485,6 +507,7 @@ mod tests {
                 files: vec![write(&dir, "a.json", a), write(&dir, "b.json", b)],
                 result_dir: Some(dir.clone()),
                 result_filename: None,
+                export_requests: None,
             };
             run(&args, &Console::capture().0).map_err(|e| e.to_string())
         };
@@ -555,6 +578,7 @@ mod tests {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
+            export_requests: None,
         };
         let (console, captured) = Console::capture();
         let path = run(&args, &console).unwrap().path;
@@ -577,6 +601,7 @@ mod tests {
             files,
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
+            export_requests: None,
         };
         let path = run(&args, &Console::capture().0).unwrap().path;
         let merged: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

@@ -222,6 +222,15 @@ fn union<'a>(
             audio_s: union_column(shards, rows, |r| r.section.requests.audio_s.as_slice()),
             replica: union_column(shards, rows, |r| r.section.requests.replica.as_slice())
                 .unwrap_or_default(),
+            index: rows
+                .iter()
+                .map(|&(s, j)| shards[s].section.requests.index[j])
+                .collect(),
+            shard: Some(
+                rows.iter()
+                    .map(|&(s, _)| shards[s].section.shard as u16)
+                    .collect(),
+            ),
         },
         adapter_names: s0.adapters.clone(),
         replica_urls: s0.replicas.clone(),
@@ -258,7 +267,31 @@ fn union<'a>(
         start,
         server,
         shards: Shards::Whole,
+        epoch_ns: shard_epochs(shards),
+        // Not saved in a shard file yet: a merge shows no GPU telemetry.
+        gpu: None,
     })
+}
+
+/// Per shard K, the wall-clock zero of its spans, ns since the Unix epoch: `--start-at` (read
+/// as a live shard reads it) plus how late its clock started. Empty without `--start-at`.
+fn shard_epochs(shards: &[ShardFile]) -> Vec<u64> {
+    let s0 = &shards[0].section;
+    let Some(start) = s0
+        .start_at
+        .and_then(|t| std::time::Duration::try_from_secs_f64(t).ok())
+    else {
+        return Vec::new();
+    };
+    let mut epochs = vec![start.as_nanos() as u64; s0.shards];
+    for r in shards {
+        let late_ms = r.section.start.as_ref().map_or(0.0, |s| s.late_ms);
+        let late = std::time::Duration::try_from_secs_f64(late_ms / 1e3).unwrap_or_default();
+        if let Some(e) = epochs.get_mut(r.section.shard) {
+            *e = (start + late).as_nanos() as u64;
+        }
+    }
+    epochs
 }
 
 /// The shard whose server-metrics scrape the merged result shows (`None` when no shard has

@@ -3,7 +3,7 @@
 //! with the progress bar and Ctrl-C, and its report (Python's block, our extras, the result
 //! file).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -23,6 +23,7 @@ use crate::output::health::ClientHealth;
 use crate::output::json::{JsonObject, RpsChangeEvent, RunInfo};
 use crate::output::localtime::LocalDateTime;
 use crate::output::plot;
+use crate::output::request_export::RequestExport;
 use crate::output::result_files::derived;
 use crate::output::run_result::{Cancelled, RunResult, Shards};
 
@@ -68,6 +69,10 @@ pub struct MeasuredPoint {
     pub shard: Option<ShardMap>,
     /// This run's share of the server's `/metrics` (empty when off or unanswered).
     pub server_metrics: crate::server_metrics::ServerMetrics,
+    /// `--gpu-telemetry`: the DCGM exporters' scrapes (empty without).
+    pub gpu_metrics: crate::server_metrics::ServerMetrics,
+    /// The wall-clock time of the run's epoch (its spans' zero).
+    pub epoch_wall: SystemTime,
 }
 
 /// The measured run of `point`: schedule, preamble, profiling start, progress bar, and what
@@ -145,7 +150,13 @@ pub fn measure_watched(
     }
     // The clock started late when a core was not ready by `--start-at`.
     let wall_start = wall_start + report.start.as_ref().map_or(Duration::ZERO, |s| s.late);
-    let server_metrics = super::server_scrape::finish(scraper, report.epoch, plan);
+    // With `--start-at` the set instant (shards share it); else the epoch read off both
+    // clocks at one moment.
+    let epoch_wall = match start {
+        Some(_) => wall_start,
+        None => SystemTime::now() - report.epoch.elapsed(),
+    };
+    let (server_metrics, gpu_metrics) = super::server_scrape::finish(scraper, report.epoch, plan);
     if let Some(map) = &shard {
         map.globalize(&mut report);
     }
@@ -168,6 +179,8 @@ pub fn measure_watched(
         interrupted: interrupted(),
         shard,
         server_metrics,
+        gpu_metrics,
+        epoch_wall,
     })
 }
 
@@ -273,7 +286,7 @@ pub struct Finished {
 fn write_plots(
     plots: RunPlots,
     outputs: &[crate::metrics::RequestOutput],
-    server: Option<&crate::server_metrics::Series>,
+    strip: &[plot::timeline::StripLine],
     result: &Path,
     console: &crate::output::stdio::Console,
 ) {
@@ -281,7 +294,7 @@ fn write_plots(
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     if let Some(thresholds) = plots.timeline {
-        let html = plot::timeline::render(outputs, thresholds, &title, server);
+        let html = plot::timeline::render(outputs, thresholds, &title, strip);
         plot::write(
             &plot::beside(result, "timeline.html"),
             &html,
@@ -313,7 +326,24 @@ pub fn finish(
     let policy = &config.report;
     let tokenizer = plan.tokenizer.as_ref();
     let count = |text: &str| tokenizer.map_or(0, |t| t.count_tokens(text));
-    let result = run_result(config, plan, point, measured, &count, policy.save)?;
+    // A sweep point's or repetition's export takes its suffixes, as its result and plots do.
+    let export = config.output.export_requests.as_ref().map(|e| {
+        let suffix: String = [&how.file_suffix, &how.plot_suffix, &how.default_name_suffix]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        e.with_suffix(&suffix)
+    });
+    let (result, exported) = run_result(
+        config,
+        plan,
+        point,
+        measured,
+        &count,
+        policy.save,
+        export.as_ref(),
+    )?;
     if !policy.quiet {
         plan.console.out(result.render(show_chart(config)));
     }
@@ -343,13 +373,22 @@ pub fn finish(
             Some(s) => derived(&path, s, None),
             None => path.clone(),
         };
-        // The server's own endpoint's gauges, under the requests.
-        let server = measured
+        // The server's own endpoint's gauges, then the GPUs', under the requests.
+        let mut strip = measured
             .server_metrics
             .endpoints
             .first()
-            .map(|e| &e.figures.series);
-        write_plots(policy.plots, result.outputs, server, &plots, &plan.console);
+            .map(|e| plot::timeline::server_lines(&e.figures.series))
+            .unwrap_or_default();
+        if let Some(gpu) = &result.gpu {
+            strip.extend(crate::output::gpu_telemetry::strip_lines(gpu));
+        }
+        write_plots(policy.plots, result.outputs, &strip, &plots, &plan.console);
+    }
+    if let Some(exported) = exported {
+        let (path, n) = exported?;
+        plan.console
+            .err_line(format_args!("Exported {n} requests to {}", path.display()));
     }
     Ok(Finished {
         report: result.report,
@@ -358,6 +397,10 @@ pub fn finish(
         steady_state: result.steady_state,
     })
 }
+
+/// `--export-requests`: where the rows went and how many, or why they did not (reported
+/// after the result is saved).
+type Exported = Result<(PathBuf, usize)>;
 
 /// The live run's facts, from the engine's report of the measured run, turned into its
 /// result (`RunFacts::result`, as a merge does). `section`: a shard's result carries its
@@ -369,7 +412,8 @@ fn run_result<'a>(
     measured: &'a MeasuredPoint,
     count: CountTokens<'a>,
     section: bool,
-) -> Result<RunResult<'a>> {
+    export: Option<&RequestExport>,
+) -> Result<(RunResult<'a>, Option<Exported>)> {
     let run = &measured.report;
     let records = &run.merged.records;
     let tokenizer = plan.tokenizer.as_ref();
@@ -421,6 +465,11 @@ fn run_result<'a>(
             adapter,
             audio_s: dataset.audio_s,
             replica: records.iter().map(|r| r.replica).collect(),
+            index: records.iter().map(|r| r.index).collect(),
+            shard: measured
+                .shard
+                .as_ref()
+                .map(|m| vec![m.shard.index as u16; records.len()]),
         },
         adapter_names,
         replica_urls: urls,
@@ -453,6 +502,14 @@ fn run_result<'a>(
             from_shard: None,
         },
         shards: Shards::Whole,
+        gpu: Some(&measured.gpu_metrics).filter(|g| !g.endpoints.is_empty()),
+        epoch_ns: measured
+            .epoch_wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_nanos() as u64)
+            .into_iter()
+            .collect(),
     };
     // A shard saves its facts, for `merge`, where it sits among the shards beside them.
     let saved = measured.shard.as_ref().filter(|_| section).map(|map| {
@@ -465,11 +522,14 @@ fn run_result<'a>(
         );
         super::saved_facts::save(&facts, place)
     });
+    // `--export-requests`: the rows are read from the facts before they become the
+    // result; a failed write is reported after the result is saved.
+    let export = export.map(|e| e.write(facts.request_rows()).map(|n| (e.path.clone(), n)));
     let mut result = facts.result();
     if let Some(section) = saved {
         result.shards = Shards::Part(Box::new(section));
     }
-    Ok(result)
+    Ok((result, export))
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! only in how they got their facts, so they cannot report differently, and a new report
 //! section is written once, here.
 
-use crate::metrics::calculator::CountTokens;
+use crate::metrics::calculator::{output_length, CountTokens};
 use crate::metrics::goodput::GoodputConfig;
 use crate::metrics::metric_stats::MetricKind;
 use crate::metrics::probe::ProbeStats;
@@ -21,6 +21,7 @@ use crate::metrics::steady_state::SteadyStateParams;
 use crate::metrics::RequestOutput;
 use crate::output::facts::{EngineFacts, Lag, PartHealth, PrefixCache};
 use crate::output::json::{RpsChangeEvent, RunInfo};
+use crate::output::request_export::{Outcome, RequestRow};
 use crate::output::run_result::{Adapters, Cancelled, RunResult, Section, Shards, Turns};
 use crate::server_metrics::ServerMetrics;
 
@@ -52,6 +53,10 @@ pub struct RequestFacts {
     pub audio_s: Option<Vec<f64>>,
     /// With several replicas, each request's, an index into [`RunFacts::replica_urls`].
     pub replica: Vec<u16>,
+    /// Each request's index in the run (the plan's order); empty when not recorded.
+    pub index: Vec<u32>,
+    /// `--shard` or a merge: the shard that sent each request.
+    pub shard: Option<Vec<u16>>,
 }
 
 /// The server's `/metrics` as this run shows them: the scrape, and for a merge the shard
@@ -96,6 +101,14 @@ pub struct RunFacts<'a> {
     pub start: Section,
     pub server: ServerView<'a>,
     pub shards: Shards,
+    /// `--gpu-telemetry`: the DCGM exporters' scrapes over the run (`None` without). Its
+    /// figures need the run's output tokens, so they are computed with the result.
+    pub gpu: Option<&'a ServerMetrics>,
+    /// The wall-clock time of the spans' zero, ns since the Unix epoch: one value for a run,
+    /// or for a merge one per shard K (each shard's clock started at `--start-at` plus its
+    /// own lateness, and its spans count from there); empty when unknown. The per-request
+    /// export's epoch times are it plus the spans.
+    pub epoch_ns: Vec<u64>,
 }
 
 impl<'a> RunFacts<'a> {
@@ -191,6 +204,19 @@ impl<'a> RunFacts<'a> {
                 json: sm::to_json(metrics),
             },
         };
+        let gpu = self.gpu.and_then(|g| {
+            let output_tokens = match &report.metrics {
+                TaskMetrics::Generation { metrics, .. } => metrics.total_output,
+                _ => 0,
+            };
+            crate::server_metrics::GpuTelemetry::of(
+                g.endpoints
+                    .iter()
+                    .map(|e| (e.url.as_str(), &e.figures.series)),
+                output_tokens,
+            )
+        });
+        let gpu_section = crate::output::gpu_telemetry::section(gpu.as_ref());
         RunResult {
             info: self.info,
             task: self.task,
@@ -210,9 +236,108 @@ impl<'a> RunFacts<'a> {
             cancelled: self.cancelled,
             interrupted: self.interrupted,
             prefix_cache: self.prefix_cache,
-            sections: vec![self.start, replicas, server],
+            sections: vec![self.start, replicas, server, gpu_section],
             shards: self.shards,
+            gpu,
         }
+    }
+}
+
+impl<'a> RunFacts<'a> {
+    /// Every request of the run as a row of the per-request export (`--export-requests`):
+    /// the measured ones in the outputs' order, then one row per request cancelled on
+    /// purpose and per request never sent (the run keeps no per-request facts of those, so
+    /// their columns but the outcome are null): as many rows as the run planned requests.
+    /// The one reader of the per-request facts for the export.
+    pub fn request_rows(&self) -> impl Iterator<Item = RequestRow<'_>> + '_ {
+        let r = &self.requests;
+        let one = |_: &str| 1usize;
+        let epochs = &self.epoch_ns;
+        let secs_ns = |s: f64| (s * 1e9).round() as i64;
+        let generation = self.task == TaskKind::Generation;
+        let measured = self.outputs.iter().enumerate().map(move |(i, o)| {
+            let shard = r.shard.as_ref().and_then(|s| s.get(i)).copied();
+            let epoch = match epochs.len() {
+                1 => epochs.first(),
+                _ => shard.and_then(|k| epochs.get(usize::from(k))),
+            };
+            let at = |offset_ns: Option<i64>| Some(*epoch? as i64 + offset_ns?);
+            let span = r.spans.get(i).map(|&(s, e)| (s as i64, e as i64));
+            let sent = span.map(|s| s.0);
+            let ok = o.success;
+            let output_len =
+                generation.then(|| output_length(o, self.count_tokens.unwrap_or(&one)));
+            let itl_max = o
+                .itl
+                .iter()
+                .copied()
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            RequestRow {
+                id: r.index.get(i).map(|&x| u64::from(x)),
+                conversation: r
+                    .turns
+                    .as_ref()
+                    .and_then(|t| t.0.get(i))
+                    .map(String::as_str),
+                turn: r.turns.as_ref().and_then(|t| t.1.get(i)).copied(),
+                tree: None,
+                stream: None,
+                // Named with several servers only (as a shard file names them).
+                replica: (self.replica_urls.len() > 1)
+                    .then(|| self.replica_urls.get(r.replica.get(i).copied()? as usize))
+                    .flatten()
+                    .map(String::as_str),
+                shard: r
+                    .shard
+                    .as_ref()
+                    .and_then(|s| s.get(i))
+                    .map(|&k| u64::from(k)),
+                lora: r
+                    .adapter
+                    .as_ref()
+                    .and_then(|a| a.get(i))
+                    .and_then(|&a| self.adapter_names.get(a as usize))
+                    .map(String::as_str),
+                scheduled_ns: at(sent.map(|s| s - secs_ns(o.client_queue_time))),
+                sent_ns: at(sent),
+                first_token_ns: at(sent.filter(|_| ok).map(|s| s + secs_ns(o.ttft))),
+                first_output_token_ns: at(sent
+                    .filter(|_| ok)
+                    .and_then(|s| Some(s + secs_ns(o.ttfo?)))),
+                end_ns: at(span.map(|s| s.1)),
+                ttft_s: ok.then_some(o.ttft),
+                tpot_s: output_len
+                    .filter(|&n| ok && n > 1)
+                    .map(|n| (o.latency - o.ttft) / (n - 1) as f64),
+                e2el_s: ok.then_some(o.latency),
+                itl_count: Some(o.itl.len() as u64),
+                itl_mean_s: (!o.itl.is_empty())
+                    .then(|| o.itl.iter().sum::<f64>() / o.itl.len() as f64),
+                itl_max_s: itl_max,
+                prompt_tokens: Some(o.prompt_len),
+                output_tokens: output_len,
+                outcome: Some(if ok {
+                    Outcome::Completed
+                } else {
+                    Outcome::Failed
+                }),
+                failure_reason: (!ok).then_some(o.error.as_str()),
+                client_queue_s: Some(o.client_queue_time),
+            }
+        });
+        let unmeasured = |n: usize, outcome| {
+            std::iter::repeat_n(
+                RequestRow {
+                    outcome: Some(outcome),
+                    ..RequestRow::default()
+                },
+                n,
+            )
+        };
+        let cancelled = self.cancelled.map_or(0, |c| c.requests);
+        measured
+            .chain(unmeasured(cancelled, Outcome::Cancelled))
+            .chain(unmeasured(self.not_sent, Outcome::NotSent))
     }
 }
 

@@ -268,6 +268,8 @@ mod tests {
                 adapter: Some((0..N).map(|i| (i % 2) as u32).collect()),
                 audio_s: Some((0..N).map(|i| 0.5 + i as f64 * 0.1).collect()),
                 replica: (0..N).map(|i| (i % 2) as u16).collect(),
+                index: (0..N as u32).collect(),
+                shard: None,
             },
             adapter_names: vec!["sql".into(), "chat".into()],
             replica_urls: vec!["http://a:1".into(), "http://b:2".into()],
@@ -313,6 +315,8 @@ mod tests {
                 from_shard: None,
             },
             shards: Shards::Whole,
+            epoch_ns: Vec::new(),
+            gpu: None,
         }
     }
 
@@ -419,6 +423,7 @@ mod tests {
             files: vec![file],
             result_dir: Some(dir.clone()),
             result_filename: Some("m.json".into()),
+            export_requests: None,
         };
         let (console, captured) = Console::capture();
         let merged = super::super::merge::run(&args, &console).unwrap();

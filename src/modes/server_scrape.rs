@@ -1,8 +1,10 @@
 //! The run's hook into the server-metrics scrape (`crate::server_metrics`): which endpoints
 //! (the server's own `/metrics` unless `--no-server-metrics` — every replica's with
 //! `--base-url` repeated, each an endpoint named by its URL — then every
-//! `--server-metrics-url`), started before the measured run and finished after it, with
-//! each endpoint that gave nothing said in one note.
+//! `--server-metrics-url`, then every `--gpu-telemetry` DCGM exporter), started before the
+//! measured run and finished after it, with each endpoint that gave nothing said in one
+//! note. The exporters' scrapes are handed back apart from the server's: they are GPU
+//! telemetry, not server figures.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,8 +16,14 @@ use super::plan::Plan;
 
 pub use super::target::{scrape_timeout, SCRAPE_TIMEOUT};
 
+/// A running scrape: the scraper, and which of its endpoints are GPU exporters.
+pub struct RunScrape {
+    scraper: Scraper,
+    gpu_urls: Vec<String>,
+}
+
 /// Starts scraping (`None` with `--no-server-metrics`); notes go to the console.
-pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
+pub fn start(config: &Config, plan: &Plan) -> Option<RunScrape> {
     let c = &config.server_metrics;
     if !c.enabled {
         return None;
@@ -43,6 +51,19 @@ pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
             )),
         }
     }
+    let mut gpu_urls = Vec::new();
+    for url in &c.gpu_urls {
+        let connect = config.engine.connect_timeout;
+        match HttpSource::at(url, t.driver, config.server.insecure, connect) {
+            Ok(s) => {
+                gpu_urls.push(crate::server_metrics::Source::url(&s));
+                sources.push(Arc::new(s));
+            }
+            Err(e) => plan.console.note(format_args!(
+                "gpu telemetry: {url}: {e}; this run has no GPU figures from it"
+            )),
+        }
+    }
     let opts = Options {
         interval: c.interval,
         timeout,
@@ -56,17 +77,46 @@ pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
     for n in notes {
         plan.console.note(n);
     }
-    Some(scraper)
+    Some(RunScrape { scraper, gpu_urls })
 }
 
-/// Ends the scrape at the end of the run that started at `epoch`.
-pub fn finish(scraper: Option<Scraper>, epoch: Instant, plan: &Plan) -> ServerMetrics {
-    let Some(s) = scraper else {
-        return ServerMetrics::default();
+/// Ends the scrape at the end of the run that started at `epoch`: the server's endpoints,
+/// then the GPU exporters'.
+pub fn finish(
+    scrape: Option<RunScrape>,
+    epoch: Instant,
+    plan: &Plan,
+) -> (ServerMetrics, ServerMetrics) {
+    let Some(s) = scrape else {
+        return Default::default();
     };
-    let out = s.finish(epoch);
+    let out = s.scraper.finish(epoch);
     for n in &out.notes {
         plan.console.note(n);
     }
-    out
+    // The exporters' sources came last: from the end, each GPU URL claims one endpoint of
+    // that URL (an exporter can be the server's own `/metrics`, scraped twice).
+    let mut claims = s.gpu_urls;
+    let (mut gpu, mut server) = (Vec::new(), Vec::new());
+    for e in out.endpoints.into_iter().rev() {
+        match claims.iter().rposition(|u| *u == e.url) {
+            Some(i) => {
+                claims.remove(i);
+                gpu.push(e);
+            }
+            None => server.push(e),
+        }
+    }
+    gpu.reverse();
+    server.reverse();
+    (
+        ServerMetrics {
+            endpoints: server,
+            notes: out.notes,
+        },
+        ServerMetrics {
+            endpoints: gpu,
+            notes: Vec::new(),
+        },
+    )
 }

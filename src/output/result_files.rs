@@ -266,6 +266,71 @@ fn dir_writable(dir: &Path) -> bool {
 /// is followed (the file it names is replaced); a target that is not a regular file is
 /// refused without being opened.
 fn save_result(path: &Path, text: &str, append: bool) -> anyhow::Result<()> {
+    replace_atomically(path, |file, target, existing| {
+        if let Some(meta) = existing {
+            if append && meta.len() > 0 {
+                let mut old = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(target)?;
+                std::io::copy(&mut old, file)?;
+                file.write_all(b"\n")?;
+            }
+        }
+        file.write_all(text.as_bytes())
+    })
+}
+
+/// A file other than a result document (`--export-requests`), written by `write` as it goes
+/// (streamed, not held whole), atomically like a result ([`save_result`]).
+pub fn save_streamed(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    replace_atomically(path, |file, _, _| write(file))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Checks, before the run, that a file `flag` names (not the result) can be written:
+/// [`check_file`]'s rules, in a directory that exists and is writable; the error names `flag`.
+pub fn check_other_target(path: &Path, flag: &str) -> anyhow::Result<()> {
+    let shown = path.display();
+    check_file(path).map_err(|e| {
+        let why = match e {
+            TargetError::NotAFileName(_) => "it names a directory, not a file".to_string(),
+            TargetError::DanglingLink(_) => "it is a symbolic link to nothing".to_string(),
+            TargetError::NotRegular { kind, .. } => format!("it is a {kind}, not a regular file"),
+            TargetError::IsInput { input, .. } => format!("it is one of the files read ({input})"),
+        };
+        anyhow::anyhow!("{flag} {shown}: cannot write there: {why}; pick another file")
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{flag} {shown}: {} is not a directory; pick another file",
+            dir.display()
+        );
+    }
+    if !dir_writable(dir) {
+        anyhow::bail!(
+            "{flag} {shown}: the directory {} is not writable; pick another file",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Replaces `path` with what `write` puts in a temporary file beside it (with the old
+/// file's permissions), synced, then renamed over it: a full disk or a killed process
+/// leaves the old file or none, never a truncated one. A link is followed (the file it
+/// names is replaced); a target that is not a regular file is refused without being opened.
+fn replace_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File, &Path, Option<&std::fs::Metadata>) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     check_file(path)?;
     let target = match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path)?,
@@ -281,16 +346,8 @@ fn save_result(path: &Path, text: &str, append: bool) -> anyhow::Result<()> {
     let written = (|| -> std::io::Result<()> {
         if let Some(meta) = &existing {
             file.set_permissions(meta.permissions())?;
-            if append && meta.len() > 0 {
-                let mut old = std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_NONBLOCK)
-                    .open(&target)?;
-                std::io::copy(&mut old, &mut file)?;
-                file.write_all(b"\n")?;
-            }
         }
-        file.write_all(text.as_bytes())?;
+        write(&mut file, &target, existing.as_ref())?;
         file.sync_all()?;
         drop(file);
         std::fs::rename(&temp, &target)

@@ -112,4 +112,7 @@ pub struct RunResult<'a> {
     pub prefix_cache: Option<PrefixCache>,
     pub sections: Vec<Section>,
     pub shards: Shards,
+    /// `--gpu-telemetry`: the GPUs' figures (also a section), for the timeline's strip and
+    /// for readers such as a dashboard.
+    pub gpu: Option<crate::server_metrics::GpuTelemetry>,
 }

@@ -590,6 +590,7 @@ fn endpoint_from(o: &Object, at: &str) -> Result<EndpointMetrics, ReadError> {
     f.series = Series {
         t: t.into_iter().map(|t| t.unwrap_or(f64::NAN)).collect(),
         gauges,
+        ..Series::default()
     };
     Ok(EndpointMetrics {
         url: url.to_string(),
@@ -638,6 +639,7 @@ mod tests {
         f.series = Series {
             t: vec![-0.01, 0.5, 1.0],
             gauges: [(vllm::RUNNING.to_string(), vec![Some(0.0), None, Some(4.0)])].into(),
+            ..Series::default()
         };
         f
     }

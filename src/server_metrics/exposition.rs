@@ -54,6 +54,17 @@ pub struct Scrape {
     /// are not at 100 %).
     pub gauges: BTreeMap<String, f64>,
     pub histograms: BTreeMap<String, Histogram>,
+    /// The counters and gauges of series labelled with a `gpu` (a DCGM exporter's), per
+    /// GPU, besides their sums above: a run's GPU telemetry is per device.
+    pub per_gpu: BTreeMap<String, BTreeMap<Gpu, f64>>,
+}
+
+/// A GPU as NVIDIA's DCGM exporter labels its series: its host (`Hostname`, empty when the
+/// exporter gives none) and its index on the host (`gpu`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Gpu {
+    pub host: String,
+    pub gpu: String,
 }
 
 /// Gauges whose label sets are averaged rather than summed.
@@ -68,6 +79,8 @@ struct Sample<'a> {
     name: &'a str,
     /// The `le` label's value, when there is one (histogram buckets).
     le: Option<f64>,
+    /// The `gpu` and `Hostname` labels, when the series has a `gpu` one.
+    gpu: Option<Gpu>,
     value: f64,
 }
 
@@ -113,6 +126,7 @@ pub fn parse(text: &str) -> Result<Scrape, ParseError> {
                 }
                 let f = family.strip_suffix("_total").unwrap_or(family);
                 *scrape.counters.entry(f.to_string()).or_default() += sample.value;
+                per_gpu(&mut scrape, f, &sample);
             }
             Kind::Histogram => {
                 let part = &sample.name[family.len()..];
@@ -153,6 +167,7 @@ pub fn parse(text: &str) -> Result<Scrape, ParseError> {
                 let g = gauges.entry(family.to_string()).or_default();
                 g.0 += sample.value;
                 g.1 += 1;
+                per_gpu(&mut scrape, family, &sample);
             }
         }
     }
@@ -165,6 +180,18 @@ pub fn parse(text: &str) -> Result<Scrape, ParseError> {
         h.buckets = b.into_iter().map(|(k, v)| (from_order_key(k), v)).collect();
     }
     Ok(scrape)
+}
+
+/// Keeps a GPU-labelled sample per GPU (the sum of its label sets on that GPU).
+fn per_gpu(scrape: &mut Scrape, family: &str, sample: &Sample) {
+    if let Some(gpu) = &sample.gpu {
+        *scrape
+            .per_gpu
+            .entry(family.to_string())
+            .or_default()
+            .entry(gpu.clone())
+            .or_default() += sample.value;
+    }
 }
 
 /// The family a sample belongs to and its kind: the longest declared family that the
@@ -212,10 +239,10 @@ fn sample(line: &str) -> Result<Sample<'_>, &'static str> {
         return Err("not a metric name");
     }
     let mut rest = &line[name_end..];
-    let mut le = None;
+    let (mut le, mut gpu) = (None, None);
     if let Some(labels) = rest.strip_prefix('{') {
-        let (l, after) = label_set(labels)?;
-        le = l;
+        let (l, g, after) = label_set(labels)?;
+        (le, gpu) = (l, g);
         rest = after;
     }
     if !rest.starts_with([' ', '\t']) {
@@ -233,16 +260,27 @@ fn sample(line: &str) -> Result<Sample<'_>, &'static str> {
         }
         Some(_) => return Err("text after the value"),
     }
-    Ok(Sample { name, le, value })
+    Ok(Sample {
+        name,
+        le,
+        gpu,
+        value,
+    })
 }
 
-/// Reads a label set after its `{`: the `le` value if any, and the text after the `}`.
-fn label_set(mut s: &str) -> Result<(Option<f64>, &str), &'static str> {
+/// Reads a label set after its `{`: the `le` value if any, the GPU if labelled, and the
+/// text after the `}`.
+fn label_set(mut s: &str) -> Result<(Option<f64>, Option<Gpu>, &str), &'static str> {
     let mut le = None;
+    let (mut gpu, mut host) = (None, None);
     loop {
         s = s.trim_start();
         if let Some(after) = s.strip_prefix('}') {
-            return Ok((le, after));
+            let gpu = gpu.map(|gpu| Gpu {
+                host: host.unwrap_or_default(),
+                gpu,
+            });
+            return Ok((le, gpu, after));
         }
         let key_end = s
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -264,6 +302,10 @@ fn label_set(mut s: &str) -> Result<(Option<f64>, &str), &'static str> {
                 return Err("an `le` label that is NaN");
             }
             le = Some(bound);
+        } else if key == "gpu" {
+            gpu = Some(value);
+        } else if key == "Hostname" {
+            host = Some(value);
         }
         s = after.trim_start();
         if let Some(after) = s.strip_prefix(',') {

@@ -11,9 +11,11 @@
 //! (the `llamacpp` names and the [`RUNNING`]-style lists below).
 
 pub mod exposition;
+pub mod gpu;
 pub mod scrape;
 pub mod window;
 
+pub use gpu::GpuTelemetry;
 pub use scrape::{
     EndpointMetrics, HttpSource, Options, ScrapeError, Scraper, ServerMetrics, Source, SourceError,
 };

@@ -85,6 +85,9 @@ pub struct Series {
     pub t: Vec<f64>,
     /// Per gauge, its value at each `t` (`None` where that scrape lacked it).
     pub gauges: BTreeMap<String, Vec<Option<f64>>>,
+    /// Per GPU-labelled counter or gauge (a DCGM exporter's), per GPU, its value at each
+    /// `t` (`None` where that scrape lacked it).
+    pub per_gpu: BTreeMap<String, BTreeMap<super::exposition::Gpu, Vec<Option<f64>>>>,
 }
 
 /// One endpoint's figures for the window.
@@ -190,6 +193,23 @@ impl Figures {
             };
             f.gauges.insert(name.clone(), stats);
             series.gauges.insert(name.clone(), values);
+        }
+        for s in samples {
+            for (name, gpus) in &s.scrape.per_gpu {
+                for gpu in gpus.keys() {
+                    series
+                        .per_gpu
+                        .entry(name.clone())
+                        .or_default()
+                        .entry(gpu.clone())
+                        .or_insert_with(|| {
+                            samples
+                                .iter()
+                                .map(|s| s.scrape.per_gpu.get(name)?.get(gpu).copied())
+                                .collect()
+                        });
+                }
+            }
         }
         f.series = series;
         f.prefix_cache_hit_rate = match (

@@ -81,37 +81,82 @@ pub struct TimelineData {
     pub thinking: Vec<i64>,
 }
 
-/// The server's gauges on the timeline's axis: the scrape times (µs from the earliest
-/// arrival; the first scrape, before the run, can be negative) and per sample the running
-/// and waiting requests and the KV-cache usage in percent (`None` where a scrape lacked it).
+/// Which scale of the strip a line is read on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StripScale {
+    /// A count (requests): the left scale, from 0 to the most any line of it reached.
+    Count,
+    /// A percentage: the right scale, 0 to 100.
+    Percent,
+}
+
+/// One line of the strip under the rows: a gauge read at each scrape (seconds from the
+/// run's epoch, the epoch of the outputs' `start_time`), `None` where a scrape lacked it.
+/// A gauge is a level read at the scrape: the page draws it as steps (the value held until
+/// the next scrape), never as a ramp between two readings, which would show change that
+/// was never measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StripLine {
+    pub label: String,
+    pub colour: &'static str,
+    pub scale: StripScale,
+    /// Decimals shown in the hover text.
+    pub digits: u8,
+    pub t: Vec<f64>,
+    pub values: Vec<Option<f64>>,
+}
+
+impl StripLine {
+    fn has_data(&self) -> bool {
+        self.values.iter().flatten().any(|v| v.is_finite())
+    }
+}
+
+/// The server's running and waiting requests and KV-cache usage (in percent) from its
+/// scrape series: only the gauges the server has (a line without data is neither drawn nor
+/// in the legend).
+pub fn server_lines(series: &Series) -> Vec<StripLine> {
+    let gauges: [(&[&str], StripScale, f64, u8); 3] = [
+        (sm::RUNNING, StripScale::Count, 1.0, 0),
+        (sm::WAITING, StripScale::Count, 1.0, 0),
+        (sm::KV_CACHE_USAGE, StripScale::Percent, 100.0, 1),
+    ];
+    gauges
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, (names, scale, factor, digits))| {
+            let values = series.gauge(names)?;
+            Some(StripLine {
+                label: SERVER_LABELS[i].to_string(),
+                colour: SERVER_COLOURS[i],
+                scale,
+                digits,
+                t: series.t.clone(),
+                values: values.iter().map(|v| v.map(|v| v * factor)).collect(),
+            })
+        })
+        .filter(StripLine::has_data)
+        .collect()
+}
+
+/// The strip's lines on the timeline's axis: per line, the scrape times (µs from the
+/// earliest arrival; the first scrape, before the run, can be negative) and its values.
+/// Only lines with data; `None` when no line has any.
 #[derive(Debug, Default, PartialEq)]
 pub struct ServerData {
-    pub t: Vec<i64>,
-    pub running: Vec<Option<f64>>,
-    pub waiting: Vec<Option<f64>>,
-    pub kv_percent: Vec<Option<f64>>,
+    pub lines: Vec<(StripLine, Vec<i64>)>,
 }
 
 impl ServerData {
-    /// `series` (times in seconds from the run's epoch) shifted to the timeline's origin
-    /// `t0` (seconds from the same epoch); `None` when it has none of the three gauges.
-    fn of(series: &Series, t0: f64) -> Option<ServerData> {
-        let gauge = |names: &[&str], scale: f64| -> Vec<Option<f64>> {
-            match series.gauge(names) {
-                Some(v) => v.iter().map(|x| x.map(|x| x * scale)).collect(),
-                None => vec![None; series.t.len()],
-            }
-        };
-        let d = ServerData {
-            t: series.t.iter().map(|&t| us(t - t0)).collect(),
-            running: gauge(sm::RUNNING, 1.0),
-            waiting: gauge(sm::WAITING, 1.0),
-            kv_percent: gauge(sm::KV_CACHE_USAGE, 100.0),
-        };
-        let any = [&d.running, &d.waiting, &d.kv_percent]
+    /// `lines` (times in seconds from the run's epoch) shifted to the timeline's origin
+    /// `t0` (seconds from the same epoch).
+    fn of(lines: &[StripLine], t0: f64) -> Option<ServerData> {
+        let lines: Vec<(StripLine, Vec<i64>)> = lines
             .iter()
-            .any(|v| v.iter().any(Option::is_some));
-        (any && !d.t.is_empty()).then_some(d)
+            .filter(|l| l.has_data() && !l.t.is_empty())
+            .map(|l| (l.clone(), l.t.iter().map(|&t| us(t - t0)).collect()))
+            .collect();
+        (!lines.is_empty()).then_some(ServerData { lines })
     }
 }
 
@@ -120,12 +165,12 @@ fn us(seconds: f64) -> i64 {
 }
 
 impl TimelineData {
-    /// The timeline of `outputs` (in request order), with the server's gauges from
-    /// `server` (on the same epoch as the outputs' `start_time`) when given.
+    /// The timeline of `outputs` (in request order), with the strip's `lines` (on the same
+    /// epoch as the outputs' `start_time`) under the rows.
     pub fn of(
         outputs: &[RequestOutput],
         thresholds: (f64, f64),
-        server: Option<&Series>,
+        lines: &[StripLine],
     ) -> TimelineData {
         let mut t0 = outputs
             .iter()
@@ -137,7 +182,7 @@ impl TimelineData {
         let mut data = TimelineData {
             requests: Vec::with_capacity(outputs.len() * 8),
             segments: Vec::new(),
-            server: server.and_then(|s| ServerData::of(s, t0)),
+            server: ServerData::of(lines, t0),
             thinking: Vec::new(),
         };
         let mut thought = false;
@@ -187,15 +232,15 @@ impl TimelineData {
     }
 }
 
-/// The page for `outputs` with ITL thresholds `(low, high)` in ms, and the server's gauges
-/// from `server` (the run's scrape series) under the rows when given.
+/// The page for `outputs` with ITL thresholds `(low, high)` in ms, and the strip's `lines`
+/// (the server's gauges, [`server_lines`], and any other scraped series) under the rows.
 pub fn render(
     outputs: &[RequestOutput],
     thresholds: (f64, f64),
     title: &str,
-    server: Option<&Series>,
+    lines: &[StripLine],
 ) -> String {
-    let data = TimelineData::of(outputs, thresholds, server);
+    let data = TimelineData::of(outputs, thresholds, lines);
     let labels = itl_labels(thresholds.0, thresholds.1);
     let mut body = String::new();
     body.push_str("<ul class=\"legend\" id=\"legend\">");
@@ -216,9 +261,9 @@ pub fn render(
         item(colour, label, &format!("itl{i}"));
     }
     item(FAILED_COLOUR, "Failed", "failed");
-    if data.server.is_some() {
-        for (i, (colour, label)) in SERVER_COLOURS.iter().zip(SERVER_LABELS).enumerate() {
-            item(colour, label, &format!("server{i}"));
+    if let Some(server) = &data.server {
+        for (i, (line, _)) in server.lines.iter().enumerate() {
+            item(line.colour, &line.label, &format!("server{i}"));
         }
     }
     body.push_str("</ul>\n");
@@ -250,30 +295,38 @@ pub fn render(
     }
     script.push(']');
     if let Some(server) = &data.server {
-        script.push_str(",\"server\":{\"t\":");
-        push_ints(&mut script, &server.t);
-        for (key, values) in [
-            ("running", &server.running),
-            ("waiting", &server.waiting),
-            ("kv", &server.kv_percent),
-        ] {
-            let _ = write!(script, ",\"{key}\":");
-            push_values(&mut script, values);
+        script.push_str(",\"server\":{\"lines\":[");
+        for (i, (line, t)) in server.lines.iter().enumerate() {
+            let sep = if i > 0 { "," } else { "" };
+            let scale = match line.scale {
+                StripScale::Count => "count",
+                StripScale::Percent => "percent",
+            };
+            let _ = write!(
+                script,
+                "{sep}{{\"label\":{},\"colour\":\"{}\",\"scale\":\"{scale}\",\"digits\":{},\"t\":",
+                js_string(&line.label),
+                line.colour,
+                line.digits
+            );
+            push_ints(&mut script, t);
+            script.push_str(",\"v\":");
+            push_values(&mut script, &line.values);
+            script.push('}');
         }
-        let _ = write!(
-            script,
-            ",\"colours\":[\"{}\",\"{}\",\"{}\"],\"labels\":[\"{}\",\"{}\",\"{}\"]}}",
-            SERVER_COLOURS[0],
-            SERVER_COLOURS[1],
-            SERVER_COLOURS[2],
-            SERVER_LABELS[0],
-            SERVER_LABELS[1],
-            SERVER_LABELS[2]
-        );
+        script.push_str("]}");
     }
     script.push_str("};\n");
     script.push_str(SCRIPT);
     page(title, &body, Some(&script))
+}
+
+/// `text` as a JSON string safe inside an inline script (a label can name a scraped host:
+/// `<` is escaped, so no `</script>` closes the element).
+fn js_string(text: &str) -> String {
+    serde_json::Value::from(text)
+        .to_string()
+        .replace('<', "\\u003c")
 }
 
 fn push_ints(out: &mut String, values: &[i64]) {
@@ -330,7 +383,7 @@ mod tests {
             req(100.5, 0.5, 0.1, &[0.01, 0.02, 0.03, 0.06, 0.01], true),
             req(101.0, 0.0, 0.2, &[], false),
         ];
-        let d = TimelineData::of(&outputs, (25.0, 50.0), None);
+        let d = TimelineData::of(&outputs, (25.0, 50.0), &[]);
         // t0 = the first request's arrival (100.0).
         assert_eq!(
             d.requests,
@@ -353,11 +406,11 @@ mod tests {
         let mut only_thought = req(2.0, 0.0, 0.1, &[0.1], true);
         only_thought.ttfo = None;
         let failed = req(3.0, 0.0, 0.1, &[], false);
-        let d = TimelineData::of(&[thought, plain, only_thought, failed], (25.0, 50.0), None);
+        let d = TimelineData::of(&[thought, plain, only_thought, failed], (25.0, 50.0), &[]);
         assert_eq!(d.thinking, [300_000, 0, -2_200_000, 0]);
         let mut a = req(0.0, 0.0, 0.1, &[0.1], true);
         a.ttfo = Some(0.2);
-        let html = render(&[a], (25.0, 50.0), "t", None);
+        let html = render(&[a], (25.0, 50.0), "t", &[]);
         assert!(html.contains("Thinking (until TTFO)"), "legend");
         assert!(html.contains("\"thinking\":[200000]"), "data");
     }
@@ -368,12 +421,7 @@ mod tests {
             itl_labels(25.0, 50.0),
             ["ITL < 25ms", "25ms ≤ ITL < 50ms", "ITL ≥ 50ms"]
         );
-        let html = render(
-            &[req(0.0, 0.0, 0.1, &[0.03], true)],
-            (25.0, 50.0),
-            "t",
-            None,
-        );
+        let html = render(&[req(0.0, 0.0, 0.1, &[0.03], true)], (25.0, 50.0), "t", &[]);
         assert!(html.contains("25ms ≤ ITL &lt; 50ms"));
         assert!(!html.contains("http://") && !html.contains("https://"));
         assert!(!html.contains("\"server\":") && !html.contains("Server running"));
@@ -392,31 +440,67 @@ mod tests {
             vllm::KV_CACHE_USAGE.into(),
             vec![Some(0.0), None, Some(0.5)],
         );
+        // A gauge the server has but never reported a value of: no line, no legend entry.
+        series
+            .gauges
+            .insert(vllm::WAITING.into(), vec![None, None, None]);
         // The first request arrived 0.5 s after the run's start (its epoch).
         let outputs = [req(1.0, 0.5, 0.1, &[0.01], true)];
-        let d = TimelineData::of(&outputs, (25.0, 50.0), Some(&series));
+        let lines = server_lines(&series);
+        let d = TimelineData::of(&outputs, (25.0, 50.0), &lines);
         assert_eq!(d.requests[0], 0, "the axis starts at the first arrival");
         let s = d.server.expect("the gauges are kept");
-        assert_eq!(s.t, [-750_000, 0, 1_000_000]);
-        assert_eq!(s.running, [Some(0.0), Some(3.0), Some(1.0)]);
-        assert_eq!(s.waiting, [None, None, None], "a gauge the server lacks");
-        assert_eq!(s.kv_percent, [Some(0.0), None, Some(50.0)]);
-        let html = render(&outputs, (25.0, 50.0), "t", Some(&series));
+        let labels: Vec<&str> = s.lines.iter().map(|(l, _)| l.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["Server running requests", "Server KV-cache usage %"],
+            "only the series with data"
+        );
+        assert_eq!(s.lines[0].1, [-750_000, 0, 1_000_000]);
+        assert_eq!(s.lines[0].0.values, [Some(0.0), Some(3.0), Some(1.0)]);
+        assert_eq!(s.lines[1].0.values, [Some(0.0), None, Some(50.0)]);
+        let html = render(&outputs, (25.0, 50.0), "t", &lines);
         assert!(
             html.contains(
-                "\"server\":{\"t\":[-750000,0,1000000],\"running\":[0,3,1],\
-                 \"waiting\":[null,null,null],\"kv\":[0,null,50]"
+                "\"server\":{\"lines\":[{\"label\":\"Server running requests\",\
+                 \"colour\":\"#1F77B4\",\"scale\":\"count\",\"digits\":0,\
+                 \"t\":[-750000,0,1000000],\"v\":[0,3,1]}"
             ),
             "{html}"
         );
+        assert!(html.contains(
+            "\"scale\":\"percent\",\"digits\":1,\"t\":[-750000,0,1000000],\"v\":[0,null,50]"
+        ));
         assert!(html.contains("Server KV-cache usage %"));
+        assert!(
+            !html.contains("Server waiting requests"),
+            "a series without data is not in the legend"
+        );
         // Samples without any of the three gauges draw no strip.
         let other = Series {
             t: vec![0.0, 1.0],
             gauges: [("dcgm_power".to_string(), vec![Some(1.0), Some(2.0)])].into(),
+            ..Series::default()
         };
-        assert!(TimelineData::of(&outputs, (25.0, 50.0), Some(&other))
-            .server
-            .is_none());
+        assert!(
+            TimelineData::of(&outputs, (25.0, 50.0), &server_lines(&other))
+                .server
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_label_cannot_close_the_script() {
+        let line = StripLine {
+            label: "GPU 0 (</script><b>)".into(),
+            colour: "#000000",
+            scale: StripScale::Percent,
+            digits: 0,
+            t: vec![0.0, 1.0],
+            values: vec![Some(1.0), Some(2.0)],
+        };
+        let html = render(&[], (25.0, 50.0), "t", &[line]);
+        assert!(!html.contains("</script><b>"), "{html}");
+        assert!(html.contains("GPU 0 (\\u003c/script>"));
     }
 }

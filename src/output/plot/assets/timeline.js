@@ -1,8 +1,9 @@
 // The request timeline: one row per request on a canvas, drawn from DATA (see timeline.rs
 // for its layout). Wheel zooms time, Shift+wheel zooms rows, drag pans, double-click resets;
-// hovering a row shows its figures. Only what is in view is drawn. With DATA.server (the
-// server's scrapes) a strip under the rows draws its running / waiting requests (left scale)
-// and KV-cache usage % (right scale) on the same time axis.
+// hovering a row shows its figures. Only what is in view is drawn. With DATA.server (scraped
+// gauges: the server's running / waiting requests, KV-cache usage, GPU figures) a strip under
+// the rows draws its lines, counts on the left scale and percentages on the right, on the
+// same time axis.
 (function () {
   "use strict";
   const scriptStart = performance.now();
@@ -22,11 +23,13 @@
   const STRIP = V ? 120 : 0, GAP = V ? 22 : 0;
   let end = 1, begin = 0;
   for (let i = 0; i < n; i++) end = Math.max(end, R[i * 8 + 3], R[i * 8 + 2], R[i * 8 + 1]);
-  if (V && V.t.length) { begin = Math.min(0, V.t[0]); end = Math.max(end, V.t[V.t.length - 1]); }
+  const L = V ? V.lines : [];
+  for (const l of L) if (l.t.length) { begin = Math.min(begin, l.t[0]); end = Math.max(end, l.t[l.t.length - 1]); }
   const full = { x0: begin, x1: begin + (end - begin) * 1.01, r0: 0, r1: Math.max(n, 1) };
   // The strip's left scale: the most requests running or waiting at any sample.
   let vmax = 1;
-  if (V) for (let k = 0; k < V.t.length; k++) vmax = Math.max(vmax, V.running[k] || 0, V.waiting[k] || 0);
+  for (const l of L) if (l.scale === "count") for (const v of l.v) vmax = Math.max(vmax, v || 0);
+  const hasPercent = L.some((l) => l.scale === "percent");
   let view = Object.assign({}, full);
   let width = 0, height = 0;
 
@@ -139,9 +142,10 @@
     if (V) canvas.dataset.serverSamples = String(server());
   }
 
-  // The server strip: each gauge a line through its samples (a gauge is a level read at
-  // the scrape; between two scrapes it is not known), a dot at each. Returns the samples
-  // in view.
+  // The server strip: each gauge drawn as steps, its value held from one scrape to the
+  // next (a gauge is a level read at the scrape; a ramp between two readings would show
+  // change that was never measured), a dot at each sample; a missing sample breaks the
+  // line. Returns the samples in view.
   function server() {
     const top = stripTop(), h = STRIP - 4;
     const yL = (v) => top + h - v / vmax * h, yR = (v) => top + h - v / 100 * h;
@@ -150,26 +154,29 @@
     ctx.rect(LEFT, top, plotW(), h);
     ctx.clip();
     let inView = 0;
-    for (let k = 0; k < V.t.length; k++) if (V.t[k] >= view.x0 && V.t[k] <= view.x1) inView++;
-    const lines = [[V.running, yL], [V.waiting, yL], [V.kv, yR]];
-    lines.forEach(([values, y], c) => {
-      ctx.strokeStyle = ctx.fillStyle = V.colours[c];
+    for (const l of L) {
+      for (let k = 0; k < l.t.length; k++) if (l.t[k] >= view.x0 && l.t[k] <= view.x1) inView++;
+      const y = l.scale === "percent" ? yR : yL, values = l.v;
+      ctx.strokeStyle = ctx.fillStyle = l.colour;
       ctx.lineWidth = 1.5;
       ctx.beginPath();
-      let open = false;
-      for (let k = 0; k < V.t.length; k++) {
+      for (let k = 0; k < l.t.length; k++) {
         const v = values[k];
-        if (v === null || v === undefined) { open = false; continue; }
-        const x = xOf(V.t[k]), yy = y(v);
-        if (open) ctx.lineTo(x, yy); else ctx.moveTo(x, yy);
-        open = true;
+        if (v === null || v === undefined) continue;
+        const x = xOf(l.t[k]), yy = y(v);
+        ctx.moveTo(x, yy);
+        // Held until the next scrape (to the last one's own time at the end).
+        const next = k + 1 < l.t.length ? xOf(l.t[k + 1]) : x;
+        ctx.lineTo(next, yy);
+        const w = values[k + 1];
+        if (k + 1 < l.t.length && w !== null && w !== undefined) ctx.lineTo(next, y(w));
       }
       ctx.stroke();
-      for (let k = 0; k < V.t.length; k++) {
+      for (let k = 0; k < l.t.length; k++) {
         const v = values[k];
-        if (v !== null && v !== undefined) ctx.fillRect(xOf(V.t[k]) - 1.5, y(v) - 1.5, 3, 3);
+        if (v !== null && v !== undefined) ctx.fillRect(xOf(l.t[k]) - 1.5, y(v) - 1.5, 3, 3);
       }
-    });
+    }
     ctx.restore();
     ctx.lineWidth = 1;
     ctx.strokeStyle = "#bbb";
@@ -179,25 +186,30 @@
     ctx.textAlign = "right";
     ctx.fillText(String(Math.round(vmax * 100) / 100), LEFT - 4, top + 10);
     ctx.fillText("0", LEFT - 4, top + h);
-    ctx.fillText("requests", LEFT - 4, top + h / 2 + 4);
-    ctx.textAlign = "left";
-    ctx.fillText("100%", width - RIGHT + 4, top + 10);
-    ctx.fillText("0%", width - RIGHT + 4, top + h);
-    ctx.fillText("KV", width - RIGHT + 4, top + h / 2 + 4);
+    ctx.fillText("count", LEFT - 4, top + h / 2 + 4);
+    if (hasPercent) {
+      ctx.textAlign = "left";
+      ctx.fillText("100%", width - RIGHT + 4, top + 10);
+      ctx.fillText("0%", width - RIGHT + 4, top + h);
+      ctx.fillText("%", width - RIGHT + 4, top + h / 2 + 4);
+    }
     ctx.textAlign = "center";
-    ctx.fillText("Server (from /metrics scrapes)", LEFT + plotW() / 2, top - 6);
+    ctx.fillText("Scraped (from /metrics)", LEFT + plotW() / 2, top - 6);
     return inView;
   }
 
-  // The server's sample nearest to time t, described.
+  // Each line's last sample at or before time t (the level it held then), described.
   function describeServer(t) {
-    let best = 0;
-    for (let k = 1; k < V.t.length; k++) if (Math.abs(V.t[k] - t) < Math.abs(V.t[best] - t)) best = k;
-    const f = (v, d) => (v === null || v === undefined ? "n/a" : v.toFixed(d));
-    return ["Server scrape at " + clock(V.t[best]) + (V.t[best] < 0 ? " (before the run)" : ""),
-      V.labels[0] + ": " + f(V.running[best], 0),
-      V.labels[1] + ": " + f(V.waiting[best], 0),
-      V.labels[2] + ": " + f(V.kv[best], 1)].join("\n");
+    const out = [];
+    for (const l of L) {
+      let k = -1;
+      for (let j = 0; j < l.t.length && l.t[j] <= t; j++) k = j;
+      if (k < 0) k = 0;
+      const v = l.v[k];
+      const text = v === null || v === undefined ? "n/a" : v.toFixed(l.digits);
+      out.push(l.label + ": " + text + "  (scrape at " + clock(l.t[k]) + (l.t[k] < 0 ? ", before the run)" : ")"));
+    }
+    return out.join("\n");
   }
 
   function axes(rh, first, last) {
@@ -257,7 +269,7 @@
 
   function hover(ev) {
     const box = canvas.getBoundingClientRect(), x = ev.clientX - box.left, y = ev.clientY - box.top;
-    if (V && x >= LEFT && x <= width - RIGHT && y >= stripTop() && V.t.length) {
+    if (V && x >= LEFT && x <= width - RIGHT && y >= stripTop() && L.length) {
       tip.textContent = describeServer(tOf(x));
       tip.style.display = "block";
       tip.style.left = Math.min(x + 14, width - tip.offsetWidth - 4) + "px";

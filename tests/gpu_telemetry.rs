@@ -1,0 +1,120 @@
+//! `--gpu-telemetry URL`: a DCGM-shaped mock (`mock-llm-server --dcgm N`: each GPU's energy
+//! counter grows 50 mJ per generated token) gives the exact energy and energy per output
+//! token, per GPU and in total, in the block, the result key and the timeline's strip.
+
+use std::time::Duration;
+
+use crate::e2e::mock;
+use crate::util::{mock_random_args, vllm_bench, TempDir};
+
+#[test]
+fn a_dcgm_exporter_gives_the_exact_energy_per_output_token() {
+    let server = mock(|c| {
+        c.dcgm_gpus = 2;
+        c.token_interval = Duration::from_millis(5);
+    });
+    let dir = TempDir::new("gpu-telemetry");
+    let url = server.base_url();
+    let exporter = format!("{url}/metrics");
+    let base = mock_random_args(&url);
+    let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+    args.extend([
+        "--num-prompts",
+        "12",
+        "--random-output-len",
+        "20",
+        "--max-concurrency",
+        "4",
+        "--server-metrics-interval",
+        "0.05",
+        "--gpu-telemetry",
+        &exporter,
+        "--disable-tqdm",
+        "--save-result",
+        "--result-filename",
+        "r.json",
+        "--plot-timeline",
+    ]);
+    let run = vllm_bench(&args, dir.path());
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let doc = crate::shards::read_json(&dir.path().join("r.json"));
+    let tokens = doc["total_output_tokens"].as_u64().unwrap();
+    assert_eq!(tokens, 12 * 20, "{doc}");
+    let t = &doc["vllm_bench_gpu_telemetry"];
+    assert_eq!(t["gpus"], 2);
+    // Two GPUs, 50 mJ per token each.
+    let joules = 2.0 * 0.05 * tokens as f64;
+    assert!(
+        (t["energy_j"].as_f64().unwrap() - joules).abs() < 1e-9,
+        "{t}"
+    );
+    assert_eq!(t["energy_source"], "energy_counter");
+    assert_eq!(t["output_tokens"].as_u64(), Some(tokens));
+    let per_token = t["energy_per_output_token_j"].as_f64().unwrap();
+    assert!((per_token - 0.1).abs() < 1e-12, "{per_token}");
+    assert_eq!(t["power_mean_w"].as_f64(), Some(210.0));
+    assert_eq!(t["power_max_w"].as_f64(), Some(210.0));
+    assert_eq!(t["util_mean_percent"].as_f64(), Some(50.5));
+    assert_eq!(t["memory_peak_mib"].as_f64(), Some(2001.0));
+    let gpu1 = &t["per_gpu"][1];
+    assert_eq!(gpu1["gpu"], "1");
+    assert_eq!(gpu1["hostname"], "mock-gpu-host");
+    assert!((gpu1["energy_j"].as_f64().unwrap() - joules / 2.0).abs() < 1e-9);
+    assert_eq!(gpu1["memory_total_mib"].as_f64(), Some(81920.0));
+    // The block, after the server's.
+    let out = &run.stdout;
+    let block = out.find("GPU Telemetry").expect("the block");
+    assert!(
+        out.find("Server Metrics").is_some_and(|s| s < block),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "{:<40} 0.1000",
+            "Energy per output token (J/token):"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "Energy (J):                              {joules:.1}"
+        )),
+        "{out}"
+    );
+    // The exporter is not shown as a server endpoint.
+    assert_eq!(out.matches("Server Metrics").count(), 1, "{out}");
+    // The timeline's strip draws each GPU's utilisation.
+    let page = std::fs::read_to_string(dir.path().join("r.timeline.html")).unwrap();
+    assert!(
+        page.contains("GPU 1 (mock-gpu-host) utilisation %"),
+        "the legend"
+    );
+}
+
+#[test]
+fn gpu_telemetry_needs_the_scrape_and_a_url() {
+    let dir = TempDir::new("gpu-telemetry-refused");
+    let server = mock(|_| {});
+    let base = mock_random_args(&server.base_url());
+    for (extra, says) in [
+        (
+            &[
+                "--gpu-telemetry",
+                "http://127.0.0.1:9400/metrics",
+                "--no-server-metrics",
+            ][..],
+            "--gpu-telemetry: is scraped with the server's metrics",
+        ),
+        (
+            &["--gpu-telemetry", "ftp://x"][..],
+            "--gpu-telemetry ftp://x: only http",
+        ),
+    ] {
+        let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+        args.extend(["--num-prompts", "2", "--disable-tqdm"]);
+        args.extend(extra);
+        let run = vllm_bench(&args, dir.path());
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(run.stderr.contains(says), "{}", run.stderr);
+    }
+}
