@@ -11,7 +11,8 @@
 //!   generated text (the caller's tokenizer closure);
 //! - TPOT is `(latency - ttft) / (output_len - 1)` for requests with more than one token;
 //!   for goodput a shorter request has TPOT 0;
-//! - ITL samples are every request's ITL list, concatenated in request order;
+//! - ITL samples are every request's ITL list, concatenated in request order (read in
+//!   place, never collected: see `MetricStats::from_values`);
 //! - throughputs divide by the run duration `dur_s`.
 //!
 //! Ours beside Python's: TTFO (time to first output token, the first token that is not
@@ -95,12 +96,11 @@ pub fn calculate_metrics(
     let mut total_reasoning: Option<u64> = None;
     let mut tpots = Vec::with_capacity(outputs.len());
     let mut e2els = Vec::with_capacity(outputs.len());
-    let itl_count = outputs
-        .iter()
-        .filter(|o| o.success)
-        .map(|o| o.itl.len())
-        .sum();
-    let mut itls = Vec::with_capacity(itl_count);
+    // The gaps are read where they are (the run's arenas), not collected: they are most
+    // of what a run holds (`metrics::itl`).
+    let successful = || outputs.iter().filter(|o| o.success);
+    let itl_count = successful().map(|o| o.itl.len()).sum();
+    let itls = || successful().flat_map(|o| o.itl.iter());
 
     for (o, &output_len) in outputs.iter().zip(&actual_output_lens) {
         if !o.success {
@@ -123,7 +123,6 @@ pub fn calculate_metrics(
         if let Some(r) = o.reasoning_tokens {
             total_reasoning = Some(total_reasoning.unwrap_or(0).saturating_add(r));
         }
-        itls.extend_from_slice(&o.itl);
         ttfts.push(o.ttft);
         e2els.push(o.latency);
     }
@@ -148,7 +147,7 @@ pub fn calculate_metrics(
         no_output_token,
         total_reasoning,
         tpot: MetricStats::from_seconds(tpots, selected_percentiles),
-        itl: MetricStats::from_seconds(itls, selected_percentiles),
+        itl: MetricStats::from_values(itl_count, itls, selected_percentiles),
         e2el: MetricStats::from_seconds(e2els, selected_percentiles),
         max_output_tokens_per_s: peaks.max_output_tokens_per_s,
         max_concurrent_requests: peaks.max_concurrent_requests,
@@ -255,7 +254,7 @@ mod tests {
             prompt_len: prompt,
             output_tokens: out,
             ttft,
-            itl: itl.to_vec(),
+            itl: itl.to_vec().into(),
             latency,
             generated_text: " tok".repeat(out as usize),
             ..Default::default()
