@@ -19,7 +19,8 @@
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt as _;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use super::util::{mock_random_args, TempDir};
@@ -44,11 +45,32 @@ const RUN_LIMIT: Duration = Duration::from_secs(600);
 /// and what these runs need, far below what an unbounded growth would reach.
 const AS_LIMIT: u64 = 1 << 30;
 
-/// Resident memory of `pid` now, in KiB (`VmRSS`).
-fn rss_kib(pid: u32) -> Option<u64> {
+/// A `KiB` figure of `pid`'s `/proc` status (`VmRSS`, `VmHWM`), once it runs vllm-bench:
+/// between fork and exec the child still shows the test process's memory.
+fn status_kib(pid: u32, key: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    status
+        .lines()
+        .find(|l| l.starts_with("Name:"))
+        .filter(|l| l.contains("vllm-bench"))?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Resident memory of `pid` now, in KiB.
+fn rss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmRSS:")
+}
+
+/// Raises `peak` to `pid`'s high-water resident memory (`VmHWM`, KiB) as of now.
+///
+/// Why not the peak `wait4` reports: a child's `ru_maxrss` starts from the high-water mark
+/// of the process it was forked from (the kernel keeps the old image's at exec), so it read
+/// the test process's size whenever that was larger (other tests running beside).
+fn watch_peak(pid: u32, peak: &AtomicU64) {
+    if let Some(kib) = status_kib(pid, "VmHWM:") {
+        peak.fetch_max(kib, Ordering::Relaxed);
+    }
 }
 
 /// A finished child: what it printed, its resident memory when the clock started (KiB, when
@@ -61,7 +83,7 @@ struct Measured {
 
 /// Runs `cmd` under [`AS_LIMIT`] to its end (at most `limit`), reading its peak resident
 /// memory; it must exit 0 having completed `requests` requests.
-// The child is reaped by `wait4` (which also reads its peak memory), not by `Child::wait`.
+// The child is reaped by `wait4` (its pid stays ours to read until then), not `Child::wait`.
 #[allow(clippy::zombie_processes)]
 fn measured(mut cmd: Command, requests: u64, limit: Duration) -> Measured {
     // SAFETY: between fork and exec only an async-signal-safe call (setrlimit) runs.
@@ -88,9 +110,14 @@ fn measured(mut cmd: Command, requests: u64, limit: Duration) -> Measured {
     let pid = child.id();
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = mpsc::channel();
+    // The peak is read while the child lives: every few milliseconds, and at every line it
+    // prints (the report's lines come after its figures were computed, all still held).
+    let peak = Arc::new(AtomicU64::new(0));
+    let reader_peak = Arc::clone(&peak);
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            watch_peak(pid, &reader_peak);
             if line.contains("Starting main benchmark run") {
                 let _ = tx.send(rss_kib(pid));
             }
@@ -100,7 +127,8 @@ fn measured(mut cmd: Command, requests: u64, limit: Duration) -> Measured {
         text
     });
     let deadline = Instant::now() + limit;
-    let (status, peak_kib) = loop {
+    let status = loop {
+        watch_peak(pid, &peak);
         let mut status = 0;
         // SAFETY: `usage` is a plain C struct that wait4 fills; `pid` is our own child,
         // not yet reaped (std's `Child` is never waited on here).
@@ -110,14 +138,14 @@ fn measured(mut cmd: Command, requests: u64, limit: Duration) -> Measured {
             unsafe { libc::wait4(pid as libc::pid_t, &mut status, libc::WNOHANG, &mut usage) };
         assert!(got >= 0, "wait4: {}", std::io::Error::last_os_error());
         if got > 0 {
-            break (status, usage.ru_maxrss as u64);
+            break status;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
             panic!("{requests} requests did not finish within {limit:?}");
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(5));
     };
     let stdout = reader.join().expect("stdout reader");
     assert!(
@@ -134,6 +162,8 @@ fn measured(mut cmd: Command, requests: u64, limit: Duration) -> Measured {
         Some(n.as_str()),
         "every request completes:\n{stdout}"
     );
+    let peak_kib = peak.load(Ordering::Relaxed);
+    assert!(peak_kib > 0, "the child's peak memory was read");
     Measured {
         stdout,
         start_kib: rx.try_recv().ok().flatten(),

@@ -209,7 +209,11 @@ fn order_key(x: f64) -> u64 {
 }
 
 fn from_order_key(key: u64) -> f64 {
-    f64::from_bits(if key >> 63 == 1 { key & !(1 << 63) } else { !key })
+    f64::from_bits(if key >> 63 == 1 {
+        key & !(1 << 63)
+    } else {
+        !key
+    })
 }
 
 /// Most histograms of 16-bit digits (512 KiB each) one pass of [`select`] keeps; past it,
@@ -269,7 +273,10 @@ pub fn select<I: Iterator<Item = f64>>(values: impl Fn() -> I, ranks: &[usize]) 
         }
         decided += bits;
     }
-    found.into_iter().map(|(key, _)| from_order_key(key)).collect()
+    found
+        .into_iter()
+        .map(|(key, _)| from_order_key(key))
+        .collect()
 }
 
 #[cfg(test)]

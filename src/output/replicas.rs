@@ -54,9 +54,7 @@ pub fn of(
             let successful = ok().count();
             let ttft = p50_p99(successful, || ok().map(|o| o.ttft * 1000.0));
             let gaps = ok().map(|o| o.itl.len()).sum();
-            let itl = p50_p99(gaps, || {
-                ok().flat_map(|o| o.itl.iter().map(|s| s * 1000.0))
-            });
+            let itl = p50_p99(gaps, || ok().flat_map(|o| o.itl.iter().map(|s| s * 1000.0)));
             ReplicaStats {
                 url: url.clone(),
                 requests: mine.len(),
