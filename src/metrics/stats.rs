@@ -233,7 +233,7 @@ pub fn select<I: Iterator<Item = f64>>(values: impl Fn() -> I, ranks: &[usize]) 
     // the values that share them.
     let mut found: Vec<(u64, usize)> = ranks.iter().map(|&r| (0, r)).collect();
     let mut decided = 0u32;
-    while decided < 64 {
+    while decided < 64 && !found.is_empty() {
         let top = |key: u64| key.checked_shr(64 - decided).unwrap_or(0);
         let mut groups: Vec<u64> = found.iter().map(|&(key, _)| top(key)).collect();
         groups.sort_unstable();
