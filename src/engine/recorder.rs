@@ -1,5 +1,6 @@
 //! Recording: fixed-size records plus arenas for inter-token gaps and text, and HDR
-//! histograms; merged into Python-shaped [`RequestOutput`]s after the run.
+//! histograms; merged into Python-shaped [`RequestOutput`]s after the run (their gaps stay
+//! in the arenas: `metrics::itl`).
 //!
 //! Each worker (one in-flight request at a time) owns a [`WorkerLog`]; each core owns one
 //! [`Histograms`] shared by its workers through short, synchronous borrows. Nothing is shared
@@ -239,7 +240,8 @@ pub struct CoreOutputs {
     pub session_cancelled: usize,
 }
 
-/// Converts a core's worker logs into outputs, dropping each log as soon as it is read.
+/// Converts a core's worker logs into outputs, dropping each log as soon as it is read
+/// (its gap arena lives on, shared by the outputs whose `itl` are ranges of it).
 ///
 /// Why on the core: the logs were allocated by the core thread, and mimalloc reuses a freed
 /// block at once only on the thread that owns its page. Freed here, the logs' memory takes
