@@ -38,7 +38,7 @@ fn synthetic_outputs() -> Vec<RequestOutput> {
                 latency,
                 output_tokens: TOKENS as u64,
                 ttft,
-                itl,
+                itl: itl.into(),
                 prompt_len: 512,
                 start_time: 1000.0 + (i / 64) as f64 * 0.7 + 0.01 * next(),
                 client_queue_time: 0.001 * next(),

@@ -73,7 +73,7 @@ fn every_request_is_accounted_for_and_timed_like_the_server() {
         assert!(o.latency >= o.ttft);
         assert!(o.generated_text.starts_with(" tok"));
     }
-    let itl = mean(r.merged.outputs.iter().flat_map(|o| o.itl.iter().copied()));
+    let itl = mean(r.merged.outputs.iter().flat_map(|o| o.itl.iter()));
     assert!((0.004..LATE_BOUND).contains(&itl), "mean ITL {itl}");
     assert!(server.stats().peak_in_flight <= 24);
 }

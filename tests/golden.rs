@@ -178,7 +178,7 @@ impl Scenario {
                 latency: latencies[i],
                 output_tokens: if usage { output_lens[i] } else { 0 },
                 ttft: ttfts[i],
-                itl: itls[i].clone(),
+                itl: itls[i].clone().into(),
                 prompt_len: input_lens[i],
                 error: errors[i].clone(),
                 start_time: starts[i],

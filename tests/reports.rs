@@ -289,7 +289,7 @@ fn a_timeline_of_ten_thousand_requests_stays_usable() {
                 client_queue_time: (i % 5) as f64 * 0.002,
                 ttft: 0.2,
                 latency: 0.2 + itl.iter().sum::<f64>(),
-                itl,
+                itl: itl.into(),
                 prompt_len: 512,
                 output_tokens: 200,
                 ..RequestOutput::default()

@@ -1,5 +1,6 @@
 //! Recording: fixed-size records plus arenas for inter-token gaps and text, and HDR
-//! histograms; merged into Python-shaped [`RequestOutput`]s after the run.
+//! histograms; merged into Python-shaped [`RequestOutput`]s after the run (their gaps stay
+//! in the arenas: `metrics::itl`).
 //!
 //! Each worker (one in-flight request at a time) owns a [`WorkerLog`]; each core owns one
 //! [`Histograms`] shared by its workers through short, synchronous borrows. Nothing is shared
@@ -11,11 +12,13 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 use std::ops::Range;
-use std::time::Duration;
+use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 
 use super::session::FinishReason;
+pub use crate::metrics::itl::Gaps;
+use crate::metrics::itl::{ns_to_secs as secs, Itl};
 use crate::metrics::RequestOutput;
 
 /// Why a request failed, with the text Python would report (`error`) and our detail.
@@ -143,77 +146,6 @@ impl Histograms {
     }
 }
 
-/// Inter-token gaps in nanoseconds, 4 bytes each: a run's gaps are most of what it records
-/// (20,000 requests × 99 gaps = 7.9 MB instead of 15.8), and a gap of 4.29 s or more — a
-/// stalled server — is marked with `u32::MAX` and keeps its value in a side list.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Gaps {
-    short: Vec<u32>,
-    /// (position in `short`, gap) of every marked gap, in push order.
-    long: Vec<(u32, u64)>,
-}
-
-impl Gaps {
-    const MARK: u32 = u32::MAX;
-
-    pub fn with_capacity(n: usize) -> Gaps {
-        Gaps {
-            short: Vec::with_capacity(n),
-            long: Vec::new(),
-        }
-    }
-
-    pub fn push(&mut self, ns: u64) {
-        match u32::try_from(ns) {
-            Ok(v) if v != Self::MARK => self.short.push(v),
-            _ => {
-                self.long.push((self.short.len() as u32, ns));
-                self.short.push(Self::MARK);
-            }
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.short.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.short.is_empty()
-    }
-
-    /// Drops the gaps from position `len` on (a request's, when it is not kept).
-    pub fn truncate(&mut self, len: usize) {
-        self.short.truncate(len);
-        let keep = self.long.partition_point(|&(p, _)| (p as usize) < len);
-        self.long.truncate(keep);
-    }
-
-    /// The gaps at positions `range` (a request's range), in order.
-    pub fn range(&self, range: Range<u32>) -> impl Iterator<Item = u64> + '_ {
-        let start = range.start;
-        self.short[range.start as usize..range.end as usize]
-            .iter()
-            .zip(start..)
-            .map(|(&v, at)| match v {
-                Self::MARK => self.long_at(at),
-                v => u64::from(v),
-            })
-    }
-
-    fn long_at(&self, at: u32) -> u64 {
-        let i = self.long.partition_point(|&(p, _)| p < at);
-        self.long[i].1
-    }
-}
-
-impl Extend<u64> for Gaps {
-    fn extend<I: IntoIterator<Item = u64>>(&mut self, gaps: I) {
-        for gap in gaps {
-            self.push(gap);
-        }
-    }
-}
-
 /// Everything one worker measured.
 #[derive(Debug, Default)]
 pub struct WorkerLog {
@@ -291,10 +223,6 @@ pub struct Merged {
     pub last_end_ns: u64,
 }
 
-fn secs(ns: u64) -> f64 {
-    Duration::from_nanos(ns).as_secs_f64()
-}
-
 /// One core's requests as Python-shaped outputs, converted on the core that recorded them.
 #[derive(Debug, Default)]
 pub struct CoreOutputs {
@@ -312,7 +240,8 @@ pub struct CoreOutputs {
     pub session_cancelled: usize,
 }
 
-/// Converts a core's worker logs into outputs, dropping each log as soon as it is read.
+/// Converts a core's worker logs into outputs, dropping each log as soon as it is read
+/// (its gap arena lives on, shared by the outputs whose `itl` are ranges of it).
 ///
 /// Why on the core: the logs were allocated by the core thread, and mimalloc reuses a freed
 /// block at once only on the thread that owns its page. Freed here, the logs' memory takes
@@ -325,17 +254,26 @@ pub fn outputs(logs: Vec<WorkerLog>) -> CoreOutputs {
         outputs: Vec::with_capacity(n),
         ..CoreOutputs::default()
     };
-    for log in logs {
+    for mut log in logs {
         out.session_ended += log.session_ended as usize;
         out.cancelled += log.cancelled as usize;
         out.cancelled_end_ns = out.cancelled_end_ns.max(log.cancelled_end_ns);
         out.session_cancelled += log.session_cancelled as usize;
+        let gaps = shared_gaps(&mut log);
         for rec in log.records {
-            out.outputs.push(to_output(&rec, &log.itl_ns, &log.text));
+            out.outputs.push(to_output(&rec, &gaps, &log.text));
             out.records.push(rec);
         }
     }
     out
+}
+
+/// The worker's gaps, to be shared by its outputs (each a range of them, never a copy):
+/// the room reserved before the run and not used is given back first.
+fn shared_gaps(log: &mut WorkerLog) -> Arc<Gaps> {
+    let mut gaps = std::mem::take(&mut log.itl_ns);
+    gaps.shrink_to_fit();
+    Arc::new(gaps)
 }
 
 /// Merges the cores' outputs and histograms into request order (requests outside the
@@ -407,14 +345,15 @@ fn permute<A, B>(a: &mut [A], b: &mut [B], order: &mut [u32]) {
 }
 
 /// One worker's records as outputs, in the order it ran them (the probe lane).
-pub fn outputs_of(log: WorkerLog) -> Vec<RequestOutput> {
+pub fn outputs_of(mut log: WorkerLog) -> Vec<RequestOutput> {
+    let gaps = shared_gaps(&mut log);
     log.records
         .iter()
-        .map(|r| to_output(r, &log.itl_ns, &log.text))
+        .map(|r| to_output(r, &gaps, &log.text))
         .collect()
 }
 
-fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput {
+fn to_output(rec: &Record, itl_arena: &Arc<Gaps>, text_arena: &[u8]) -> RequestOutput {
     let start_time = secs(rec.start_ns);
     let client_queue_time = if rec.was_waiting {
         0.0
@@ -452,7 +391,7 @@ fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput
         latency,
         output_tokens: rec.usage_completion_tokens.get().unwrap_or(0),
         ttft,
-        itl: itl_arena.range(rec.itl.clone()).map(secs).collect(),
+        itl: Itl::of_arena(itl_arena, rec.itl.clone()),
         prompt_len,
         error: String::new(),
         start_time,
@@ -467,38 +406,6 @@ fn to_output(rec: &Record, itl_arena: &Gaps, text_arena: &[u8]) -> RequestOutput
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn gaps_keep_every_value_short_or_long_in_order() {
-        let values = [
-            5,
-            u64::from(u32::MAX),
-            7,
-            9_000_000_000,
-            u64::from(u32::MAX) - 1,
-            0,
-            1 << 40,
-        ];
-        let mut gaps = Gaps::default();
-        for &v in &values {
-            gaps.push(v);
-        }
-        assert_eq!(gaps.len(), values.len());
-        assert_eq!(gaps.range(0..7).collect::<Vec<_>>(), values);
-        assert_eq!(gaps.range(3..6).collect::<Vec<_>>(), values[3..6]);
-        assert_eq!(
-            gaps.long.len(),
-            3,
-            "only the values that do not fit below the mark"
-        );
-        gaps.truncate(4);
-        gaps.push(11);
-        assert_eq!(
-            gaps.range(0..5).collect::<Vec<_>>(),
-            [5, u64::from(u32::MAX), 7, 9_000_000_000, 11]
-        );
-        assert_eq!(gaps.long.len(), 2);
-    }
 
     fn record(index: u32, start: u64, tokens: &[u64], rec: &mut WorkerLog) -> Record {
         let (itl0, text0) = rec.arena_marks();
@@ -533,10 +440,10 @@ mod tests {
         let m = merge(vec![outputs(vec![a, b])], vec![h], 2);
         assert_eq!(m.outputs.len(), 2);
         assert_eq!(m.outputs[0].ttft, 0.002);
-        assert_eq!(m.outputs[0].itl, vec![0.0005]);
+        assert_eq!(m.outputs[0].itl.to_vec(), vec![0.0005]);
         assert_eq!(m.outputs[1].ttft, 0.002);
         assert_eq!(m.outputs[1].latency, 0.005);
-        assert_eq!(m.outputs[1].itl, vec![0.001, 0.002]);
+        assert_eq!(m.outputs[1].itl.to_vec(), vec![0.001, 0.002]);
         assert_eq!(m.outputs[1].generated_text, " tok");
         assert_eq!(m.outputs[1].prompt_len, 7);
         assert_eq!(m.histograms.itl.len(), 3);

@@ -11,7 +11,8 @@
 //!   generated text (the caller's tokenizer closure);
 //! - TPOT is `(latency - ttft) / (output_len - 1)` for requests with more than one token;
 //!   for goodput a shorter request has TPOT 0;
-//! - ITL samples are every request's ITL list, concatenated in request order;
+//! - ITL samples are every request's ITL list, concatenated in request order (read in
+//!   place, never collected: see `MetricStats::from_values`);
 //! - throughputs divide by the run duration `dur_s`.
 //!
 //! Ours beside Python's: TTFO (time to first output token, the first token that is not
@@ -86,47 +87,52 @@ pub fn calculate_metrics(
 ) -> (BenchmarkMetrics, Vec<u64>) {
     let actual_output_lens = output_lengths(outputs, count_tokens);
 
+    // Every metric is read from the outputs where they are, not collected into a column:
+    // the gaps are most of what a run holds (`metrics::itl`), and a column per latency was
+    // 8 bytes a request each.
+    let successful = || {
+        outputs
+            .iter()
+            .zip(&actual_output_lens)
+            .filter(|(o, _)| o.success)
+    };
+    let tpots = || {
+        successful()
+            .filter(|&(_, &len)| len > 1)
+            .map(|(o, &len)| tpot(o, len))
+    };
+    let ttfts = || successful().map(|(o, _)| o.ttft);
+    let ttfos = || successful().filter_map(|(o, _)| o.ttfo);
+    let e2els = || successful().map(|(o, _)| o.latency);
+    let itls = || successful().flat_map(|(o, _)| o.itl.iter());
+
     let mut completed = 0u64;
     let mut total_input = 0u64;
     let mut good_completed = 0u64;
-    let mut ttfts = Vec::with_capacity(outputs.len());
-    let mut ttfos = Vec::with_capacity(outputs.len());
-    let mut no_output_token = 0u64;
+    let mut with_tpot = 0usize;
+    let mut with_ttfo = 0usize;
+    let mut gaps = 0usize;
     let mut total_reasoning: Option<u64> = None;
-    let mut tpots = Vec::with_capacity(outputs.len());
-    let mut e2els = Vec::with_capacity(outputs.len());
-    let itl_count = outputs
-        .iter()
-        .filter(|o| o.success)
-        .map(|o| o.itl.len())
-        .sum();
-    let mut itls = Vec::with_capacity(itl_count);
-
-    for (o, &output_len) in outputs.iter().zip(&actual_output_lens) {
-        if !o.success {
-            continue;
-        }
+    for (o, &output_len) in successful() {
         completed += 1;
         total_input = total_input.saturating_add(o.prompt_len);
-        let mut tpot = 0.0;
-        if output_len > 1 {
-            tpot = (o.latency - o.ttft) / (output_len - 1) as f64;
-            tpots.push(tpot);
-        }
-        if !goodput.is_empty() && goodput.is_good(o.ttft, o.ttfo, tpot, o.latency) {
-            good_completed += 1;
-        }
-        match o.ttfo {
-            Some(t) => ttfos.push(t),
-            None => no_output_token += 1,
+        with_tpot += usize::from(output_len > 1);
+        with_ttfo += usize::from(o.ttfo.is_some());
+        gaps += o.itl.len();
+        if !goodput.is_empty() {
+            // For goodput a request of one token has TPOT 0.
+            let tpot = if output_len > 1 {
+                tpot(o, output_len)
+            } else {
+                0.0
+            };
+            good_completed += u64::from(goodput.is_good(o.ttft, o.ttfo, tpot, o.latency));
         }
         if let Some(r) = o.reasoning_tokens {
             total_reasoning = Some(total_reasoning.unwrap_or(0).saturating_add(r));
         }
-        itls.extend_from_slice(&o.itl);
-        ttfts.push(o.ttft);
-        e2els.push(o.latency);
     }
+    let n = completed as usize;
 
     // Saturating, not wrapping: the engine fails a response whose usage is past
     // `MAX_USAGE_TOKENS`, but outputs also come from shard files.
@@ -143,18 +149,23 @@ pub fn calculate_metrics(
         request_goodput: per_second(good_completed, dur_s),
         output_throughput: per_second(total_output, dur_s),
         total_token_throughput: per_second(total_input.saturating_add(total_output), dur_s),
-        ttft: MetricStats::from_seconds(ttfts, selected_percentiles),
-        ttfo: MetricStats::from_seconds(ttfos, selected_percentiles),
-        no_output_token,
+        ttft: MetricStats::from_values(n, ttfts, selected_percentiles),
+        ttfo: MetricStats::from_values(with_ttfo, ttfos, selected_percentiles),
+        no_output_token: (n - with_ttfo) as u64,
         total_reasoning,
-        tpot: MetricStats::from_seconds(tpots, selected_percentiles),
-        itl: MetricStats::from_seconds(itls, selected_percentiles),
-        e2el: MetricStats::from_seconds(e2els, selected_percentiles),
+        tpot: MetricStats::from_values(with_tpot, tpots, selected_percentiles),
+        itl: MetricStats::from_values(gaps, itls, selected_percentiles),
+        e2el: MetricStats::from_values(n, e2els, selected_percentiles),
         max_output_tokens_per_s: peaks.max_output_tokens_per_s,
         max_concurrent_requests: peaks.max_concurrent_requests,
         rtfx: 0.0,
     };
     (metrics, actual_output_lens)
+}
+
+/// Python's TPOT of a request of `output_len` (more than one) tokens.
+fn tpot(o: &RequestOutput, output_len: u64) -> f64 {
+    (o.latency - o.ttft) / (output_len - 1) as f64
 }
 
 /// `count` per second of the run: Python's `count / dur_s`, and 0.0 when nothing was
@@ -261,7 +272,7 @@ mod tests {
             prompt_len: prompt,
             output_tokens: out,
             ttft,
-            itl: itl.to_vec(),
+            itl: itl.to_vec().into(),
             latency,
             generated_text: " tok".repeat(out as usize),
             ..Default::default()

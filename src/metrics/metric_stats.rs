@@ -21,20 +21,33 @@ impl MetricStats {
     /// Summarises samples given in seconds, in their recorded order (the order matters for
     /// numpy's pairwise sums). Each statistic is computed on seconds and then multiplied by
     /// 1000, as Python does. An empty list gives all zeros (Python's `values or 0`).
-    pub fn from_seconds(mut samples: Vec<f64>, percentiles: &[f64]) -> Self {
-        let mean = stats::mean(&samples);
-        let std = stats::std(&samples);
-        stats::sort_samples(&mut samples);
-        let median = stats::median_sorted(&samples);
-        let percentiles_ms = percentiles
-            .iter()
-            .map(|&p| (p, stats::percentile_sorted(&samples, p) * 1000.0))
+    pub fn from_seconds(samples: Vec<f64>, percentiles: &[f64]) -> Self {
+        Self::from_values(samples.len(), || samples.iter().copied(), percentiles)
+    }
+
+    /// As [`MetricStats::from_seconds`], of the `n` values `values()` yields, read a few
+    /// times and never collected (a run's inter-token gaps, read from their arenas): the
+    /// mean and std as numpy sums them, the median and percentiles from a selection of the
+    /// positions they read (`stats::select`), exact as a sort of every value would be.
+    pub fn from_values<I: Iterator<Item = f64>>(
+        n: usize,
+        values: impl Fn() -> I,
+        percentiles: &[f64],
+    ) -> Self {
+        let (mean, std) = stats::mean_std_of(n, &values);
+        let picks: Vec<stats::Pick> = std::iter::once(stats::Pick::median(n))
+            .chain(percentiles.iter().map(|&p| stats::Pick::percentile(n, p)))
             .collect();
+        let found = stats::picked(values, &picks);
         MetricStats {
             mean_ms: mean * 1000.0,
-            median_ms: median * 1000.0,
+            median_ms: found[0] * 1000.0,
             std_ms: std * 1000.0,
-            percentiles_ms,
+            percentiles_ms: percentiles
+                .iter()
+                .zip(&found[1..])
+                .map(|(&p, v)| (p, v * 1000.0))
+                .collect(),
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod calculator;
 pub mod comparison;
 pub mod goodput;
+pub mod itl;
 pub mod metric_stats;
 pub mod peaks;
 pub mod probe;
@@ -28,7 +29,8 @@ pub struct RequestOutput {
     /// `usage.completion_tokens`; 0 when the server sent none (the calculator re-tokenizes).
     pub output_tokens: u64,
     pub ttft: f64,
-    pub itl: Vec<f64>,
+    /// The inter-token gaps, seconds (a live run's: a range of its worker's arena).
+    pub itl: itl::Itl,
     pub prompt_len: u64,
     pub error: String,
     pub start_time: f64,
@@ -53,7 +55,7 @@ impl Default for RequestOutput {
             latency: 0.0,
             output_tokens: 0,
             ttft: 0.0,
-            itl: Vec::new(),
+            itl: itl::Itl::default(),
             prompt_len: 0,
             error: String::new(),
             start_time: 0.0,

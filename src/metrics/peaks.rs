@@ -70,7 +70,7 @@ pub fn per_second(outputs: &[RequestOutput]) -> Option<PerSecond> {
         if let Some(b) = bucket_of(t) {
             chunks[b] += 1;
         }
-        for &itl in &o.itl {
+        for itl in o.itl.iter() {
             t += itl;
             if let Some(b) = bucket_of(t) {
                 chunks[b] += 1;
@@ -105,7 +105,7 @@ mod tests {
             success: true,
             start_time: start,
             ttft,
-            itl: itl.to_vec(),
+            itl: itl.to_vec().into(),
             latency,
             ..Default::default()
         }

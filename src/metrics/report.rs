@@ -211,7 +211,7 @@ mod tests {
             success: true,
             output_tokens: 3,
             ttft: 0.1,
-            itl: vec![0.01, 0.01],
+            itl: vec![0.01, 0.01].into(),
             latency: 0.12,
             client_queue_time: 0.05,
             ..Default::default()

@@ -24,101 +24,152 @@ const PAIRWISE_BLOCK: usize = 128;
 
 /// Sum of `values` in numpy's order: `0.0 + pairwise(values)`.
 pub fn sum(values: &[f64]) -> f64 {
-    0.0 + pairwise(0, values.len(), &|i| values[i])
+    sum_of(values.len(), values.iter().copied())
 }
 
-/// numpy's `pairwise_sum` over the items `item(lo) .. item(lo + n)`.
-///
-/// The items come from a closure so `std` can sum squared deviations without allocating a
-/// second array of the same length.
-fn pairwise<F: Fn(usize) -> f64>(lo: usize, n: usize, item: &F) -> f64 {
+/// Sum of the `n` values `values` yields, in numpy's order: the same tree as over a slice,
+/// the values read once, front to back (numpy's recursion visits them in that order), so a
+/// column need not be collected to be summed.
+pub fn sum_of(n: usize, values: impl Iterator<Item = f64>) -> f64 {
+    let mut values = values;
+    0.0 + pairwise(n, &mut values)
+}
+
+/// numpy's `pairwise_sum` over the next `n` items of `items`. A missing item (never: the
+/// callers count what they pass) reads as 0.
+fn pairwise<I: Iterator<Item = f64>>(n: usize, items: &mut I) -> f64 {
+    let mut item = || items.next().unwrap_or(0.0);
     if n < 8 {
         let mut res = 0.0;
-        for i in lo..lo + n {
-            res += item(i);
+        for _ in 0..n {
+            res += item();
         }
         res
     } else if n <= PAIRWISE_BLOCK {
-        let mut r: [f64; 8] = std::array::from_fn(|j| item(lo + j));
+        let mut r: [f64; 8] = std::array::from_fn(|_| item());
         let full = n - n % 8;
         let mut i = 8;
         while i < full {
-            for (j, acc) in r.iter_mut().enumerate() {
-                *acc += item(lo + i + j);
+            for acc in r.iter_mut() {
+                *acc += item();
             }
             i += 8;
         }
         let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for k in full..n {
-            res += item(lo + k);
+        for _ in full..n {
+            res += item();
         }
         res
     } else {
         let mut n2 = n / 2;
         n2 -= n2 % 8;
-        pairwise(lo, n2, item) + pairwise(lo + n2, n - n2, item)
+        pairwise(n2, items) + pairwise(n - n2, items)
     }
 }
 
 /// `np.mean(values or 0)`.
 pub fn mean(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    sum(values) / values.len() as f64
+    mean_std_of(values.len(), || values.iter().copied()).0
 }
 
 /// `np.std(values or 0)` (population standard deviation, ddof 0).
 pub fn std(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
+    mean_std_of(values.len(), || values.iter().copied()).1
+}
+
+/// `np.mean` and `np.std` (ddof 0) of the `n` values `values()` yields, read twice (the
+/// deviations need the mean) and never collected; `(0.0, 0.0)` for none.
+pub fn mean_std_of<I: Iterator<Item = f64>>(n: usize, values: impl Fn() -> I) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 0.0);
     }
-    let n = values.len() as f64;
-    let m = sum(values) / n;
-    let squared_deviation = |i: usize| {
-        let d = values[i] - m;
+    let count = n as f64;
+    let m = sum_of(n, values()) / count;
+    let squared_deviations = values().map(|x| {
+        let d = x - m;
         d * d
-    };
-    ((0.0 + pairwise(0, values.len(), &squared_deviation)) / n).sqrt()
+    });
+    (m, (sum_of(n, squared_deviations) / count).sqrt())
+}
+
+/// Where an order statistic of `n` values reads them, by position in ascending order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pick {
+    /// No values: Python's `values or 0`.
+    Zero,
+    At(usize),
+    /// numpy's median of an even count: `(0.0 + s[i - 1] + s[i]) / 2`.
+    MeanOfPair(usize),
+    /// numpy's linear percentile: `s[i]` towards `s[i + 1]` by `g`.
+    Lerp(usize, f64),
+}
+
+impl Pick {
+    /// `np.median` of `n` values.
+    pub fn median(n: usize) -> Pick {
+        match n {
+            0 => Pick::Zero,
+            n if n % 2 == 1 => Pick::At(n / 2),
+            n => Pick::MeanOfPair(n / 2),
+        }
+    }
+
+    /// `np.percentile(values, p)` (method "linear") of `n` values. `p` is in percent
+    /// (0..=100); callers validate it. Out-of-range `p` does not panic: above 100 gives the
+    /// maximum, below 0 the minimum.
+    pub fn percentile(n: usize, p: f64) -> Pick {
+        if n == 0 {
+            return Pick::Zero;
+        }
+        let q = p / 100.0;
+        let vi = (n - 1) as f64 * q;
+        if vi >= (n - 1) as f64 {
+            return Pick::At(n - 1);
+        }
+        if vi < 0.0 {
+            return Pick::At(0);
+        }
+        let floor = vi.floor();
+        // In range: 0 <= floor < n - 1 (NaN casts to 0 and propagates through `g`).
+        let i = (floor as usize).min(n.saturating_sub(2));
+        if n == 1 {
+            return Pick::At(0);
+        }
+        Pick::Lerp(i, vi - floor)
+    }
+
+    /// The positions it reads.
+    pub fn positions(self) -> impl Iterator<Item = usize> {
+        let (a, b) = match self {
+            Pick::Zero => (None, None),
+            Pick::At(i) => (Some(i), None),
+            Pick::MeanOfPair(i) => (Some(i - 1), Some(i)),
+            Pick::Lerp(i, _) => (Some(i), Some(i + 1)),
+        };
+        a.into_iter().chain(b)
+    }
+
+    /// The statistic, given the value at each position it reads.
+    pub fn of(self, at: impl Fn(usize) -> f64) -> f64 {
+        match self {
+            Pick::Zero => 0.0,
+            Pick::At(i) => at(i),
+            // numpy takes the mean of the middle pair: a pairwise sum (0.0 + a + b) over 2.
+            Pick::MeanOfPair(i) => (0.0 + at(i - 1) + at(i)) / 2.0,
+            Pick::Lerp(i, g) => lerp(at(i), at(i + 1), g),
+        }
+    }
 }
 
 /// `np.median(values or 0)` of values already sorted ascending.
 pub fn median_sorted(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n == 0 {
-        return 0.0;
-    }
-    let mid = n / 2;
-    if n % 2 == 1 {
-        sorted[mid]
-    } else {
-        // numpy takes the mean of the middle pair: a pairwise sum (0.0 + a + b) over 2.
-        (0.0 + sorted[mid - 1] + sorted[mid]) / 2.0
-    }
+    Pick::median(sorted.len()).of(|i| sorted[i])
 }
 
-/// `np.percentile(values or 0, p)` (method "linear") of values already sorted ascending.
-///
-/// `p` is in percent (0..=100); callers validate it. Out-of-range `p` does not panic: above
-/// 100 gives the maximum, below 0 the minimum.
+/// `np.percentile(values or 0, p)` (method "linear") of values already sorted ascending
+/// (see [`Pick::percentile`]).
 pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
-    let n = sorted.len();
-    if n == 0 {
-        return 0.0;
-    }
-    let q = p / 100.0;
-    let vi = (n - 1) as f64 * q;
-    if vi >= (n - 1) as f64 {
-        return sorted[n - 1];
-    }
-    if vi < 0.0 {
-        return sorted[0];
-    }
-    let floor = vi.floor();
-    // In range: 0 <= floor < n - 1 (NaN casts to 0 and propagates through `g`).
-    let i = floor as usize;
-    let g = vi - floor;
-    lerp(sorted[i], sorted[i + 1], g)
+    Pick::percentile(sorted.len(), p).of(|i| sorted[i])
 }
 
 /// numpy's `_lerp`: computed from the nearer end so the result stays within `[a, b]`.
@@ -134,6 +185,98 @@ fn lerp(a: f64, b: f64, t: f64) -> f64 {
 /// Total order used for sorting samples (NaN last, like numpy's sort).
 pub fn sort_samples(values: &mut [f64]) {
     values.sort_unstable_by(|a, b| a.total_cmp(b));
+}
+
+/// Each of `picks` (all of one count of values) of the values `values()` yields, from one
+/// [`select`] of the positions they read.
+pub fn picked<I: Iterator<Item = f64>>(values: impl Fn() -> I, picks: &[Pick]) -> Vec<f64> {
+    let mut positions: Vec<usize> = picks.iter().flat_map(|p| p.positions()).collect();
+    positions.sort_unstable();
+    positions.dedup();
+    let found = select(values, &positions);
+    let at = |i: usize| found[positions.binary_search(&i).unwrap_or(0)];
+    picks.iter().map(|pick| pick.of(at)).collect()
+}
+
+/// A float as a key whose unsigned order is `f64::total_cmp`'s (NaN last, as sorted).
+fn order_key(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+fn from_order_key(key: u64) -> f64 {
+    f64::from_bits(if key >> 63 == 1 {
+        key & !(1 << 63)
+    } else {
+        !key
+    })
+}
+
+/// Most histograms of 16-bit digits (512 KiB each) one pass of [`select`] keeps; past it,
+/// digits of 8 bits (2 KiB), so a long `--metric-percentiles` list costs passes, not memory.
+const WIDE_DIGIT_GROUPS: usize = 16;
+
+/// The values at positions `ranks` (each below the count) of the values `values()` yields,
+/// as if they were sorted ascending (`total_cmp`: what [`sort_samples`] gives), without
+/// sorting or copying them: a radix selection over their order-preserving 64-bit keys, a
+/// digit a pass (four passes of 16 bits for a few ranks), each pass reading the values once.
+///
+/// Why not sort a copy: the values are a run's inter-token gaps, a billion in an hour-long
+/// run; a copy to sort was the largest thing the report held. Exact all the same: every
+/// value is counted, as numpy's percentile of every value is.
+pub fn select<I: Iterator<Item = f64>>(values: impl Fn() -> I, ranks: &[usize]) -> Vec<f64> {
+    // Per rank: its key's bits decided so far (the top `decided` bits), and its rank among
+    // the values that share them.
+    let mut found: Vec<(u64, usize)> = ranks.iter().map(|&r| (0, r)).collect();
+    let mut decided = 0u32;
+    while decided < 64 && !found.is_empty() {
+        let top = |key: u64| key.checked_shr(64 - decided).unwrap_or(0);
+        let mut groups: Vec<u64> = found.iter().map(|&(key, _)| top(key)).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let bits = if groups.len() <= WIDE_DIGIT_GROUPS {
+            16
+        } else {
+            8
+        }
+        .min(64 - decided);
+        let low = 64 - decided - bits;
+        let width = 1usize << bits;
+        let digit = |key: u64| ((key >> low) as usize) & (width - 1);
+        let mut counts = vec![0u64; groups.len() * width];
+        for key in values().map(order_key) {
+            let group = match groups.as_slice() {
+                [only] if *only == top(key) => 0,
+                [_] => continue,
+                _ => match groups.binary_search(&top(key)) {
+                    Ok(g) => g,
+                    Err(_) => continue,
+                },
+            };
+            counts[group * width + digit(key)] += 1;
+        }
+        for (key, rank) in &mut found {
+            let g = groups.binary_search(&top(*key)).unwrap_or(0);
+            let mut below = 0u64;
+            for (d, &count) in counts[g * width..(g + 1) * width].iter().enumerate() {
+                if (*rank as u64) < below + count {
+                    *key |= (d as u64) << low;
+                    *rank -= below as usize;
+                    break;
+                }
+                below += count;
+            }
+        }
+        decided += bits;
+    }
+    found
+        .into_iter()
+        .map(|(key, _)| from_order_key(key))
+        .collect()
 }
 
 #[cfg(test)]
@@ -275,6 +418,37 @@ mod tests {
         assert_ne!(from_a.to_bits(), from_b.to_bits());
         assert_eq!(lerp(a, b, g).to_bits(), from_b.to_bits());
         assert_eq!(lerp(a, b, 0.3).to_bits(), (a + (b - a) * 0.3).to_bits());
+    }
+
+    #[test]
+    fn streamed_sums_are_numpy_sums() {
+        for n in [0usize, 5, 8, 127, 129, 1001, 4099] {
+            let x = samples(n, n as u64 + 5);
+            assert_eq!(
+                sum_of(n, x.iter().copied()).to_bits(),
+                (0.0 + reference_pairwise(&x, 0, n)).to_bits(),
+                "n = {n}"
+            );
+        }
+    }
+
+    /// Every rank of every kind of value (duplicates, zeros of both signs, negatives, NaN,
+    /// values far apart), against a sort; with enough ranks that a pass falls back to
+    /// narrow digits.
+    #[test]
+    fn selection_finds_what_a_sort_puts_at_each_rank() {
+        let mut x = samples(3000, 9);
+        x.extend([0.0, -0.0, -1.5, f64::NAN, 1e300, 5e-324, 0.0, x[17], x[17]]);
+        let mut sorted = x.clone();
+        sort_samples(&mut sorted);
+        let ranks: Vec<usize> = (0..x.len()).step_by(7).chain([0, x.len() - 1]).collect();
+        let got = select(|| x.iter().copied(), &ranks);
+        for (&r, &v) in ranks.iter().zip(&got) {
+            assert_eq!(v.to_bits(), sorted[r].to_bits(), "rank {r}");
+        }
+        let few = select(|| x.iter().copied(), &[1500, 3]);
+        assert_eq!(few, [sorted[1500], sorted[3]]);
+        assert!(select(|| x.iter().copied(), &[]).is_empty());
     }
 
     #[test]

@@ -186,11 +186,16 @@ impl<'a> RunFacts<'a> {
             &report,
             &self.settings.percentiles,
         );
-        let replicas = crate::output::replicas::section(&crate::output::replicas::of(
-            &self.replica_urls,
-            outputs,
-            (0..outputs.len()).map(|i| self.requests.replica.get(i).copied().unwrap_or(0)),
-        ));
+        // One server has no replica section: its figures would read every gap for nothing.
+        let replicas = if self.replica_urls.len() < 2 {
+            Section::default()
+        } else {
+            crate::output::replicas::section(&crate::output::replicas::of(
+                &self.replica_urls,
+                outputs,
+                (0..outputs.len()).map(|i| self.requests.replica.get(i).copied().unwrap_or(0)),
+            ))
+        };
         use crate::output::server_metrics as sm;
         let none = ServerMetrics::default();
         let metrics = self.server.metrics.unwrap_or(&none);

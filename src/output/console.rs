@@ -385,7 +385,7 @@ mod tests {
             success: true,
             output_tokens: 2,
             ttft: 0.01,
-            itl: vec![0.01],
+            itl: vec![0.01].into(),
             latency: 0.02,
             ..Default::default()
         }];

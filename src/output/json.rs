@@ -169,7 +169,7 @@ pub fn build_result<'a>(
             doc.set("ttfts", floats(outputs, |o| o.ttft));
             let itls = outputs
                 .iter()
-                .map(|o| Json::Floats(Cow::Borrowed(&o.itl)))
+                .map(|o| Json::Floats(Cow::Owned(o.itl.to_vec())))
                 .collect();
             doc.set("itls", Json::List(itls));
             doc.set("latencies", floats(outputs, |o| o.latency));

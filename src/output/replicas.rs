@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::console::centred;
 use super::json::{Json, JsonObject};
 use super::run_result::Section;
-use crate::metrics::stats::percentile_sorted;
+use crate::metrics::stats::{picked, Pick};
 use crate::metrics::RequestOutput;
 
 /// The result document's key.
@@ -34,38 +34,49 @@ pub fn of(
     outputs: &[RequestOutput],
     replicas: impl IntoIterator<Item = u16>,
 ) -> Vec<ReplicaStats> {
-    let mut ttft: Vec<Vec<f64>> = vec![Vec::new(); urls.len()];
-    let mut itl: Vec<Vec<f64>> = vec![Vec::new(); urls.len()];
-    let mut counts = vec![(0usize, 0usize); urls.len()];
-    for (o, replica) in outputs.iter().zip(replicas) {
-        let r = usize::from(replica);
-        let Some(c) = counts.get_mut(r) else {
-            continue;
-        };
-        c.0 += 1;
-        if !o.success {
-            c.1 += 1;
-            continue;
-        }
-        ttft[r].push(o.ttft * 1000.0);
-        itl[r].extend(o.itl.iter().map(|s| s * 1000.0));
-    }
-    let p = |v: &mut Vec<f64>, q: f64| {
-        v.sort_by(f64::total_cmp);
-        (!v.is_empty()).then(|| percentile_sorted(v, q))
-    };
+    // Each replica's requests, in order: its gaps are read in place, per replica, never
+    // copied out (they are most of what a run holds; `metrics::itl`).
+    let replicas: Vec<u16> = replicas.into_iter().take(outputs.len()).collect();
+    let mut order: Vec<u32> = (0..replicas.len() as u32).collect();
+    order.sort_by_key(|&i| replicas[i as usize]);
+    let mut rest = order.as_slice();
     urls.iter()
         .enumerate()
-        .map(|(r, url)| ReplicaStats {
-            url: url.clone(),
-            requests: counts[r].0,
-            failed: counts[r].1,
-            ttft_p50_ms: p(&mut ttft[r], 50.0),
-            ttft_p99_ms: p(&mut ttft[r], 99.0),
-            itl_p50_ms: p(&mut itl[r], 50.0),
-            itl_p99_ms: p(&mut itl[r], 99.0),
+        .map(|(r, url)| {
+            let n = rest.partition_point(|&i| usize::from(replicas[i as usize]) <= r);
+            let (mine, after) = rest.split_at(n);
+            rest = after;
+            let ok = || {
+                mine.iter()
+                    .map(|&i| &outputs[i as usize])
+                    .filter(|o| o.success)
+            };
+            let successful = ok().count();
+            let ttft = p50_p99(successful, || ok().map(|o| o.ttft * 1000.0));
+            let gaps = ok().map(|o| o.itl.len()).sum();
+            let itl = p50_p99(gaps, || ok().flat_map(|o| o.itl.iter().map(|s| s * 1000.0)));
+            ReplicaStats {
+                url: url.clone(),
+                requests: mine.len(),
+                failed: mine.len() - successful,
+                ttft_p50_ms: ttft.map(|p| p[0]),
+                ttft_p99_ms: ttft.map(|p| p[1]),
+                itl_p50_ms: itl.map(|p| p[0]),
+                itl_p99_ms: itl.map(|p| p[1]),
+            }
         })
         .collect()
+}
+
+/// The 50th and 99th percentiles of `n` values; `None` without any.
+fn p50_p99<I: Iterator<Item = f64>>(n: usize, values: impl Fn() -> I) -> Option<[f64; 2]> {
+    (n > 0).then(|| {
+        let found = picked(
+            values,
+            &[Pick::percentile(n, 50.0), Pick::percentile(n, 99.0)],
+        );
+        [found[0], found[1]]
+    })
 }
 
 /// The console block and the JSON key; an empty section with one server.
@@ -128,7 +139,7 @@ mod tests {
         RequestOutput {
             success,
             ttft,
-            itl: itl.to_vec(),
+            itl: itl.to_vec().into(),
             ..RequestOutput::default()
         }
     }

@@ -228,7 +228,7 @@ impl Requests {
         self.start_time.push(o.start_time);
         self.ttft.push(o.ttft);
         self.latency.push(o.latency);
-        self.itl.push(o.itl.clone());
+        self.itl.push(o.itl.to_vec());
         self.prompt_len.push(o.prompt_len);
         self.output_len.push(row.output_len);
         self.success.push(o.success);
@@ -302,7 +302,7 @@ impl Requests {
             latency: self.latency[i],
             output_tokens: self.output_len[i],
             ttft: self.ttft[i],
-            itl: self.itl[i].clone(),
+            itl: self.itl[i].clone().into(),
             prompt_len: self.prompt_len[i],
             error: self.error[i].clone(),
             start_time: self.start_time[i],
@@ -924,7 +924,7 @@ mod tests {
             latency: 0.25,
             output_tokens: 0,
             ttft: 0.125,
-            itl: vec![0.01, 0.02],
+            itl: vec![0.01, 0.02].into(),
             prompt_len: 7,
             start_time: 1.5,
             client_queue_time: 0.001,

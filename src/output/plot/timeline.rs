@@ -211,7 +211,7 @@ impl TimelineData {
             // Python's arithmetic: each gap added to the previous token's time.
             let mut t = first;
             let mut ends: Vec<(i64, u8)> = Vec::new();
-            for &gap in &o.itl {
+            for gap in o.itl.iter() {
                 t += gap;
                 let class = class_of(gap, thresholds);
                 match ends.last_mut() {
@@ -368,7 +368,7 @@ mod tests {
             start_time: start,
             client_queue_time: queue,
             ttft,
-            itl: itl.to_vec(),
+            itl: itl.to_vec().into(),
             latency: ttft + itl.iter().sum::<f64>(),
             prompt_len: 10,
             output_tokens: itl.len() as u64 + 1,
