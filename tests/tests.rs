@@ -15,6 +15,7 @@ mod docs;
 mod duration;
 mod e2e;
 mod engine;
+mod fault_matrix;
 mod fuzz_corpus;
 mod golden;
 mod hf_dataset;
