@@ -594,7 +594,7 @@ fn shards_in_their_own_network_namespaces_merge_to_one_run() {
     let ns = match make_namespaces(shards) {
         Ok(ns) => ns,
         Err(why) => {
-            eprintln!("SKIP: network namespaces: {why}");
+            crate::util::skip_or_fail("network namespaces", &why);
             return;
         }
     };
