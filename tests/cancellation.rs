@@ -244,7 +244,7 @@ fn llama_run(llama: &crate::util::ToolServer, n: &str, extra: &[&str]) -> Map<St
         "r.json",
     ];
     args.extend(extra);
-    let out = crate::util::vllm_bench(&args, dir.path());
+    let out = crate::util::run_in_process(&args);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let text = std::fs::read_to_string(dir.path().join("r.json")).expect("result saved");
     serde_json::from_str(&text).expect("one JSON object")
