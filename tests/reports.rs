@@ -366,13 +366,10 @@ fn sweep_and_repeated_run_plots_open_offline_with_every_point() {
     let runs_page = runs_dir.path().join("runs.html");
     assert_self_contained(&std::fs::read_to_string(&runs_page).expect("read the runs plot"));
     // The saved summary plots again, without a benchmark.
-    let again = crate::util::vllm_bench(
-        &[
-            "--plot-summary",
-            runs_dir.path().join("runs.json").to_str().expect("utf-8"),
-        ],
-        runs_dir.path(),
-    );
+    let again = crate::util::run_in_process(&[
+        "--plot-summary",
+        runs_dir.path().join("runs.json").to_str().expect("utf-8"),
+    ]);
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(
         again.stdout.contains("Summary plot saved to: "),
@@ -418,10 +415,12 @@ fn every_result_has_client_health_and_the_chart_follows_its_flag() {
         "--request-rate",
         "200",
         "--save-result",
+        "--result-dir",
+        dir.arg(),
         "--result-filename",
         "r.json",
     ]);
-    let run = crate::util::vllm_bench(&args, dir.path());
+    let run = crate::util::run_in_process(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         !run.stderr.contains("in flight"),
@@ -475,7 +474,7 @@ fn every_result_has_client_health_and_the_chart_follows_its_flag() {
 
     let mut with_chart = args.to_vec();
     with_chart.push("--terminal-chart");
-    let run = crate::util::vllm_bench(&with_chart, dir.path());
+    let run = crate::util::run_in_process(&with_chart);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let block_end = run.stdout.find("P99 ITL (ms):").expect("the block");
     let chart = run
