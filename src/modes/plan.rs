@@ -415,7 +415,7 @@ mod tests {
     #[test]
     fn a_plan_against_the_embedded_mock_prepares_every_request_before_the_clock() {
         let (console, captured) = Console::capture();
-        let plan = Plan::build(&Config::of_args(&MOCK_RUN), &console)
+        let plan = Plan::build(&Config::of_args(&MOCK_RUN), &console, &StopHandle::manual())
             .expect("the plan builds")
             .expect("not a dry run");
         assert!(plan.target.mock.is_some(), "the embedded mock serves it");
@@ -433,7 +433,8 @@ mod tests {
         let (console, captured) = Console::capture();
         let mut args = MOCK_RUN.to_vec();
         args.push("--dry-run");
-        let plan = Plan::build(&Config::of_args(&args), &console).expect("the dry run succeeds");
+        let plan = Plan::build(&Config::of_args(&args), &console, &StopHandle::manual())
+            .expect("the dry run succeeds");
         assert!(plan.is_none());
         let out = captured.lock().unwrap().clone();
         assert!(out.stdout.contains("Requests: 3 (text prompts)"), "{out:?}");
