@@ -10,18 +10,21 @@ use crate::cli;
 use crate::config::{self, Config, MergeConfig, Mode};
 use crate::modes;
 use crate::output::stdio::Console;
+use crate::runtime::stop_handle::StopHandle;
 
-/// Runs the program on `args` (program name first) with the process's stdout and stderr;
-/// returns the exit code.
+/// Runs the program on `args` (program name first) with the process's stdout and stderr,
+/// stopped by Ctrl-C and SIGTERM; returns the exit code.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
-    run(args, &Console::stdio())
+    run(args, &Console::stdio(), &StopHandle::on_signals())
 }
 
-/// Runs the program on `args`, writing to `console`; returns the exit code. A failed write
+/// Runs the program on `args`, writing to `console`, stopped through `stop` (the process's
+/// signals, or a test's [`StopHandle::manual`]: nothing process-wide, so a whole run can go
+/// through a test's own process); returns the exit code. A failed write
 /// to stdout never stops the run (its result is saved first): a closed pipe (`| head`) then
 /// keeps the run's exit code and says nothing, any other write error is one line and exit 1.
-pub fn run(args: impl IntoIterator<Item = OsString>, console: &Console) -> i32 {
-    let code = dispatch(args.into_iter().collect(), console);
+pub fn run(args: impl IntoIterator<Item = OsString>, console: &Console, stop: &StopHandle) -> i32 {
+    let code = dispatch(args.into_iter().collect(), console, stop);
     match console.take_stdout_error() {
         None => code,
         Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => code,
@@ -37,7 +40,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>, console: &Console) -> i32 {
 }
 
 /// The mode the command line asks for, and its exit code.
-fn dispatch(args: Vec<OsString>, console: &Console) -> i32 {
+fn dispatch(args: Vec<OsString>, console: &Console, stop: &StopHandle) -> i32 {
     if let [_, flag] = args.as_slice() {
         if flag == "--version" || flag == "-V" {
             // Answered before the (large) flag table is built: start-up time is a target.
@@ -70,17 +73,17 @@ fn dispatch(args: Vec<OsString>, console: &Console) -> i32 {
         Mode::Compare { files, warnings } => compare(&warnings, &files, console),
         Mode::PlotSummary(file) => plot_summary(&file, console),
         Mode::Merge(merge_config) => merge(&merge_config, console),
-        Mode::Bench(config) | Mode::DryRun(config) => bench(&config, console),
+        Mode::Bench(config) | Mode::DryRun(config) => bench(&config, console, stop),
     }
 }
 
 /// A benchmark or `--dry-run`: 0 when at least one request succeeded (or the dry run
 /// described its dataset), 1 when none did or the run failed, 2 when nothing ran, 130 when
 /// interrupted.
-fn bench(config: &Config, console: &Console) -> i32 {
-    match modes::benchmark::run(config, console) {
+fn bench(config: &Config, console: &Console, stop: &StopHandle) -> i32 {
+    match modes::benchmark::run(config, console, stop) {
         Ok(modes::benchmark::Outcome::Completed) => 0,
-        Ok(modes::benchmark::Outcome::Interrupted) => modes::progress::INTERRUPTED_EXIT,
+        Ok(modes::benchmark::Outcome::Interrupted) => crate::runtime::stop_handle::INTERRUPTED_EXIT,
         Ok(modes::benchmark::Outcome::NoneSucceeded {
             failed,
             cancelled,
@@ -229,7 +232,7 @@ mod tests {
     fn run_captured(args: &[&str]) -> (i32, crate::output::stdio::Captured) {
         let (console, captured) = Console::capture();
         let argv = std::iter::once("vllm-bench").chain(args.iter().copied());
-        let code = run(argv.map(OsString::from), &console);
+        let code = run(argv.map(OsString::from), &console, &StopHandle::manual());
         let out = captured.lock().unwrap().clone();
         (code, out)
     }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::util::{vllm_bench, TempDir};
+use crate::util::{run_in_process, TempDir};
 
 fn samples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentic/traces")
@@ -21,21 +21,17 @@ fn sample(name: &str) -> String {
 
 #[test]
 fn dry_run_describes_the_sample_trees() {
-    let dir = TempDir::new("agentic-dry");
     let path = samples();
-    let out = vllm_bench(
-        &[
-            "--mock-server",
-            "--backend",
-            "openai-chat",
-            "--dataset-name",
-            "agentic_trace",
-            "--dataset-path",
-            path.to_str().unwrap(),
-            "--dry-run",
-        ],
-        dir.path(),
-    );
+    let out = run_in_process(&[
+        "--mock-server",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "agentic_trace",
+        "--dataset-path",
+        path.to_str().unwrap(),
+        "--dry-run",
+    ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout
@@ -100,22 +96,20 @@ fn refused(files: &[(&str, String)], path: &str) -> String {
         std::fs::write(file, text).unwrap();
     }
     let capture = Capture::start();
-    let out = vllm_bench(
-        &[
-            "--base-url",
-            &capture.url,
-            "--model",
-            "m",
-            "--skip-tokenizer-init",
-            "--backend",
-            "openai-chat",
-            "--dataset-name",
-            "agentic_trace",
-            "--dataset-path",
-            path,
-        ],
-        dir.path(),
-    );
+    let path = dir.path().join(path);
+    let out = run_in_process(&[
+        "--base-url",
+        &capture.url,
+        "--model",
+        "m",
+        "--skip-tokenizer-init",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "agentic_trace",
+        "--dataset-path",
+        path.to_str().expect("utf-8 path"),
+    ]);
     assert_ne!(out.code, 0, "{}", out.stdout);
     assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
     assert_eq!(capture.bytes.load(Ordering::Relaxed), 0, "nothing is sent");

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::e2e::{assert_accounted, base_args, count, mock, saved};
-use crate::util::{vllm_bench, TempDir};
+use crate::util::{run_in_process, TempDir};
 use vllm_bench::mock::{FaultConfig, MockServer};
 
 const MESSAGES: &str = "/v1/messages";
@@ -26,7 +26,7 @@ fn run(server: &MockServer, dir: &TempDir, n: usize, extra: &[&str]) -> crate::u
     args.extend(["--backend", "anthropic-messages"].map(String::from));
     args.extend(extra.iter().map(|s| s.to_string()));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    vllm_bench(&argv, dir.path())
+    run_in_process(&argv)
 }
 
 fn lists<'a>(doc: &'a serde_json::Map<String, Value>, key: &str) -> &'a Vec<Value> {
@@ -36,27 +36,24 @@ fn lists<'a>(doc: &'a serde_json::Map<String, Value>, key: &str) -> &'a Vec<Valu
 #[test]
 fn the_embedded_mock_serves_messages_with_exact_usage_ttft_and_itl() {
     let dir = TempDir::new("anthropic-embedded");
-    let run = vllm_bench(
-        &[
-            "--mock-server",
-            "--backend",
-            "anthropic-messages",
-            "--random-input-len",
-            "32",
-            "--random-output-len",
-            "8",
-            "--num-prompts",
-            "6",
-            "--disable-tqdm",
-            "--save-result",
-            "--save-detailed",
-            "--result-dir",
-            dir.arg(),
-            "--result-filename",
-            "r.json",
-        ],
-        dir.path(),
-    );
+    let run = run_in_process(&[
+        "--mock-server",
+        "--backend",
+        "anthropic-messages",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "6",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "r.json",
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let text = std::fs::read_to_string(dir.path().join("r.json")).unwrap();
     let doc: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
@@ -247,8 +244,7 @@ fn random_mm_images_are_base64_image_blocks() {
 
 #[test]
 fn help_lists_the_backend() {
-    let dir = TempDir::new("anthropic-help");
-    let run = vllm_bench(&["--help"], dir.path());
+    let run = run_in_process(&["--help"]);
     assert_eq!(run.code, 0);
     assert!(run.stdout.contains("anthropic-messages"), "{}", run.stdout);
 }
@@ -263,34 +259,31 @@ fn llama_cpp_serves_anthropic_messages_streams() {
     };
     let dir = TempDir::new("anthropic-llama");
     let tokenizer = crate::util::fixture("tokenizers/smollm2");
-    let out = vllm_bench(
-        &[
-            "--base-url",
-            &llama.url,
-            "--backend",
-            "anthropic-messages",
-            "--model",
-            &llama.model,
-            "--tokenizer",
-            tokenizer.to_str().expect("utf-8 path"),
-            "--random-input-len",
-            "16",
-            "--random-output-len",
-            "8",
-            "--num-prompts",
-            "4",
-            "--max-concurrency",
-            "2",
-            "--disable-tqdm",
-            "--save-result",
-            "--save-detailed",
-            "--result-dir",
-            dir.arg(),
-            "--result-filename",
-            crate::e2e::RESULT,
-        ],
-        dir.path(),
-    );
+    let out = run_in_process(&[
+        "--base-url",
+        &llama.url,
+        "--backend",
+        "anthropic-messages",
+        "--model",
+        &llama.model,
+        "--tokenizer",
+        tokenizer.to_str().expect("utf-8 path"),
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "2",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        crate::e2e::RESULT,
+    ]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let doc = saved(&dir);
     assert_eq!((count(&doc, "completed"), count(&doc, "failed")), (4, 0));

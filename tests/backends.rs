@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::e2e::{assert_accounted, base_args, count, mock, saved};
-use crate::util::{vllm_bench, TempDir};
+use crate::util::{run_in_process, TempDir};
 use vllm_bench::mock::FaultConfig;
 
 fn texts(doc: &serde_json::Map<String, Value>) -> Vec<String> {
@@ -24,7 +24,7 @@ fn responses_reads_text_and_usage_from_typed_events() {
     let mut args = base_args(&server, &dir, 6);
     args.extend(["--backend", "openai-responses"].map(String::from));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = vllm_bench(&argv, dir.path());
+    let run = run_in_process(&argv);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let doc = saved(&dir);
     assert_eq!(count(&doc, "completed"), 6);
@@ -55,7 +55,7 @@ fn responses_faults_are_failures_and_every_request_is_accounted_for() {
     let mut args = base_args(&server, &dir, 16);
     args.extend(["--backend", "openai-responses"].map(String::from));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = vllm_bench(&argv, dir.path());
+    let run = run_in_process(&argv);
     let doc = saved(&dir);
     assert_accounted(&doc, 16);
     let failed = count(&doc, "failed");
@@ -75,7 +75,7 @@ fn beam_search_and_no_stream_are_accepted_and_change_nothing() {
     let mut args = base_args(&server, &dir, 4);
     args.extend(["--use-beam-search", "--no-stream"].map(String::from));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = vllm_bench(&argv, dir.path());
+    let run = run_in_process(&argv);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let doc = saved(&dir);
     assert_eq!(count(&doc, "completed"), 4);
@@ -109,7 +109,7 @@ fn run(server: &vllm_bench::mock::MockServer, dir: &TempDir, n: usize, extra: &[
     let mut args = base_args(server, dir, n);
     args.extend(extra.iter().map(|s| s.to_string()));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = vllm_bench(&argv, dir.path());
+    let run = run_in_process(&argv);
     assert_eq!(run.code, 0, "{}", run.stderr);
     run.stdout
 }
@@ -333,24 +333,20 @@ fn random_mm_sends_jpeg_images_after_the_text_within_the_item_limits() {
 
 #[test]
 fn random_mm_video_buckets_and_bad_bucket_literals_are_one_line_errors() {
-    let dir = TempDir::new("random-mm-bad");
     for (bucket, needle) in [
         ("{(64, 48, 8): 1.0}", "video buckets"),
         ("{(64, 48): 1.0}", "--random-mm-bucket-config"),
         ("{(64, 48, 1): 0.0}", "positive probability"),
     ] {
-        let run = vllm_bench(
-            &[
-                "--mock-server",
-                "--dataset-name",
-                "random-mm",
-                "--num-prompts",
-                "2",
-                "--random-mm-bucket-config",
-                bucket,
-            ],
-            dir.path(),
-        );
+        let run = run_in_process(&[
+            "--mock-server",
+            "--dataset-name",
+            "random-mm",
+            "--num-prompts",
+            "2",
+            "--random-mm-bucket-config",
+            bucket,
+        ]);
         assert_eq!(run.code, 2, "{bucket}: {}", run.stderr);
         assert!(run.stderr.contains(needle), "{bucket}: {}", run.stderr);
         assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
@@ -444,7 +440,6 @@ fn openai_audio_uploads_each_rows_wav_and_reports_rtfx() {
 
 #[test]
 fn openai_audio_and_custom_audio_go_together() {
-    let dir = TempDir::new("audio-pair");
     for (args, needle) in [
         (
             &["--backend", "openai-audio"][..],
@@ -462,7 +457,7 @@ fn openai_audio_and_custom_audio_go_together() {
     ] {
         let mut argv = vec!["--mock-server", "--num-prompts", "2"];
         argv.extend_from_slice(args);
-        let run = vllm_bench(&argv, dir.path());
+        let run = run_in_process(&argv);
         assert_eq!(run.code, 2, "{}", run.stderr);
         assert!(run.stderr.contains(needle), "{}", run.stderr);
     }
@@ -580,15 +575,12 @@ fn sharegpt_image_and_video_entries_follow_the_text_or_become_the_chat_content()
             "{contents:?}"
         );
     }
-    let refused = vllm_bench(
-        &[
-            "--mock-server",
-            "--num-prompts",
-            "2",
-            "--enable-multimodal-chat",
-        ],
-        dir.path(),
-    );
+    let refused = run_in_process(&[
+        "--mock-server",
+        "--num-prompts",
+        "2",
+        "--enable-multimodal-chat",
+    ]);
     assert_eq!(refused.code, 2);
     assert!(
         refused

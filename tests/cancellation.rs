@@ -8,16 +8,19 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
+use vllm_bench::engine::schedule::Cancellations;
 use vllm_bench::mock::MockServer;
 
 use crate::e2e::{assert_refused, mock};
 use crate::util::{run_against_mock, TempDir};
 
-/// A mock slow enough that a cancel 10 ms after the request always comes first, with each
-/// event its own write (so the mock sees a client that left at its next writes).
+/// A mock slow enough that a cancel 10 ms after the request comes first even on a loaded
+/// machine (a cancel timer late by more than the first token's 250 ms would find a finished
+/// response, which the mock never sees cut), with each event its own write (so the mock
+/// sees a client that left at its next writes).
 fn slow_mock(request_log_bodies: bool) -> MockServer {
     mock(|c| {
-        c.first_token_delay = Duration::from_millis(60);
+        c.first_token_delay = Duration::from_millis(250);
         c.token_interval = Duration::from_millis(15);
         c.request_log_bodies = request_log_bodies;
     })
@@ -82,12 +85,16 @@ fn a_share_of_requests_is_cancelled_and_the_mock_sees_each_connection_close() {
             "30",
             "--request-cancellation-delay",
             "0.01",
+            "--seed",
+            "0",
         ],
     );
     let (completed, cancelled) = accounted(&doc, n);
-    // 30 % of 100: four standard deviations of a binomial count (sd 4.6) either side.
-    assert!(
-        (12..=48).contains(&cancelled),
+    // The requests the seeded draw chose, each cancelled (every response outlasts the delay).
+    let chosen = Cancellations::draw(30.0, Duration::from_millis(10), 0, n as usize).count();
+    assert!((1..n as usize).contains(&chosen), "{chosen}: some, not all");
+    assert_eq!(
+        cancelled, chosen as u64,
         "{cancelled} of {n} cancelled at 30 %"
     );
     // Left out of the latency metrics: the per-request lists hold the completed only.
@@ -237,7 +244,7 @@ fn llama_run(llama: &crate::util::ToolServer, n: &str, extra: &[&str]) -> Map<St
         "r.json",
     ];
     args.extend(extra);
-    let out = crate::util::vllm_bench(&args, dir.path());
+    let out = crate::util::run_in_process(&args);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let text = std::fs::read_to_string(dir.path().join("r.json")).expect("result saved");
     serde_json::from_str(&text).expect("one JSON object")

@@ -93,9 +93,12 @@ fn a_pipe_closed_after_three_lines_keeps_the_result_and_exits_0() {
 
 #[test]
 fn stdout_on_a_full_device_keeps_the_result_and_says_so_in_one_line() {
-    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        eprintln!("SKIP: no /dev/full here");
-        return;
+    let full = match std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        Ok(full) => full,
+        Err(e) => {
+            crate::util::skip_or_fail("/dev/full", &format!("cannot open it: {e}"));
+            return;
+        }
     };
     let dir = TempDir::new("full");
     let child = mock_run(&dir)

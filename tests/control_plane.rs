@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use vllm_bench::mock::{MockConfig, MockServer};
 
-use crate::util::{fixture, vllm_bench, Run, TempDir};
+use crate::util::{fixture, run_in_process, Run};
 
 /// A server that accepts connections and never answers, until dropped.
 struct Silent {
@@ -60,7 +60,6 @@ fn tokenizer() -> String {
 
 /// The binary against `base_url` with a small random run and `extra` flags.
 fn bench(base_url: &str, model: &str, extra: &[&str]) -> Run {
-    let dir = TempDir::new("control-plane");
     let tok = tokenizer();
     let mut args = vec![
         "--base-url",
@@ -78,7 +77,7 @@ fn bench(base_url: &str, model: &str, extra: &[&str]) -> Run {
         "--disable-tqdm",
     ];
     args.extend_from_slice(extra);
-    vllm_bench(&args, dir.path())
+    run_in_process(&args)
 }
 
 #[test]

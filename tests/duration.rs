@@ -11,7 +11,7 @@ use vllm_bench::engine::{RunReport, TimeBound};
 use vllm_bench::http::url::BaseUrl;
 use vllm_bench::mock::{MockConfig, MockServer};
 
-use crate::util::{auto_driver, options, run, vllm_bench, workload, TempDir};
+use crate::util::{auto_driver, options, run, run_in_process, workload, TempDir};
 
 fn mock(ttft_ms: u64, itl_ms: u64) -> (MockServer, BaseUrl) {
     let server = MockServer::start(MockConfig {
@@ -117,7 +117,7 @@ fn bounded_run_exiting(code: i32, extra: &[&str]) -> Map<String, Value> {
         "0.3",
     ];
     args.extend(extra);
-    let out = vllm_bench(&args, dir.path());
+    let out = run_in_process(&args);
     assert_eq!(out.code, code, "{args:?}:\n{}\n{}", out.stdout, out.stderr);
     if code == 1 {
         assert!(

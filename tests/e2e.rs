@@ -8,7 +8,6 @@
 //! lookups off the network.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -76,13 +75,14 @@ pub(crate) fn base_args(server: &MockServer, dir: &TempDir, num_prompts: usize) 
     .collect()
 }
 
-pub(crate) fn run_with(args: &[String], extra: &[&str], dir: &TempDir) -> Run {
+/// The program (in process) on `args` then `extra`; it must exit 0.
+pub(crate) fn run_with(args: &[String], extra: &[&str]) -> Run {
     let all: Vec<&str> = args
         .iter()
         .map(String::as_str)
         .chain(extra.iter().copied())
         .collect();
-    let run = vllm_bench(&all, dir.path());
+    let run = run_in_process(&all);
     assert_eq!(run.code, 0, "vllm-bench {all:?} failed:\n{}", run.stderr);
     run
 }
@@ -228,7 +228,7 @@ fn every_backend_sends_each_request_once_and_saves_pythons_keys() {
             // The random dataset gives the query; rerank needs documents beside it.
             extra.extend_from_slice(&["--extra-body", r#"{"documents": ["a b c", "d e"]}"#]);
         }
-        let run = run_with(&base_args(&server, &dir, n), &extra, &dir);
+        let run = run_with(&base_args(&server, &dir, n), &extra);
         let doc = saved(&dir);
         assert_accounted(&doc, n as u64);
         assert_eq!(
@@ -350,7 +350,7 @@ fn rate_and_ramp_up_arrivals_follow_the_schedule() {
         let dir = TempDir::new("rate");
         let mut extra = flags.clone();
         extra.extend_from_slice(&GEN_PERCENTILES);
-        run_with(&base_args(&server, &dir, n), &extra, &dir);
+        run_with(&base_args(&server, &dir, n), &extra);
         let doc = saved(&dir);
         assert_accounted(&doc, n as u64);
         assert_eq!(
@@ -410,7 +410,7 @@ fn max_concurrency_caps_requests_in_flight() {
     ] {
         let server = mock(|c| c.first_token_delay = Duration::from_millis(20));
         let dir = TempDir::new("conc");
-        run_with(&base_args(&server, &dir, n), &flags, &dir);
+        run_with(&base_args(&server, &dir, n), &flags);
         let doc = saved(&dir);
         assert_accounted(&doc, n as u64);
         assert_eq!(count(&doc, "max_concurrency"), cap);
@@ -447,7 +447,7 @@ fn the_result_names_the_driver_and_the_ring_setup() {
     let server = mock(|_| {});
     let dir = TempDir::new("ring-setup");
     let args = base_args(&server, &dir, 4);
-    let epoll = run_with(&args, &["--io-driver", "epoll"], &dir);
+    let epoll = run_with(&args, &["--io-driver", "epoll"]);
     let doc = saved(&dir);
     assert_eq!(doc["vllm_bench_io_driver"], "epoll");
     assert!(!doc.contains_key("vllm_bench_uring_setup"), "{doc:?}");
@@ -498,8 +498,8 @@ fn append_label_metadata_and_default_file_name() {
         "version=0.3.3",
         "tp=1",
     ];
-    run_with(&args, &extra, &dir);
-    run_with(&args, &extra, &dir);
+    run_with(&args, &extra);
+    run_with(&args, &extra);
     let text = std::fs::read_to_string(dir.path().join(RESULT)).expect("appended file");
     let lines: Vec<&str> = text.split('\n').collect();
     assert_eq!(
@@ -539,7 +539,7 @@ fn append_label_metadata_and_default_file_name() {
         .into_iter()
         .take_while(|a| a != "--result-filename")
         .collect();
-    run_with(&args, &["--label", "lab", "--max-concurrency", "2"], &dir2);
+    run_with(&args, &["--label", "lab", "--max-concurrency", "2"]);
     let names: Vec<String> = std::fs::read_dir(dir2.path())
         .expect("result dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -551,17 +551,11 @@ fn append_label_metadata_and_default_file_name() {
     );
 }
 
-/// A command line the configuration refuses: exit 2, exactly one `error:` line. Run in
-/// process (`util::run_in_process`), which fails the test if the run got further.
+/// A command line refused before anything is sent (by the configuration, or after it: a
+/// dataset file, the tokenizer, the server): exit 2, exactly one `error:` line. Run in
+/// process (`util::run_in_process`).
 pub(crate) fn assert_refused(args: &[&str], needle: &str) {
     assert_refusal(run_in_process(args), args, needle);
-}
-
-/// A run that must stop before sending anything, after the configuration (a dataset file,
-/// the server, the working directory): the binary, exit 2, exactly one `error:` line.
-pub(crate) fn assert_refused_by_the_binary(args: &[&str], needle: &str) {
-    let dir = TempDir::new("bad");
-    assert_refusal(vllm_bench(args, dir.path()), args, needle);
 }
 
 pub(crate) fn assert_refusal(run: Run, args: &[&str], needle: &str) {
@@ -591,12 +585,12 @@ fn bad_input_is_one_line_and_exit_2() {
     assert_refused(&["--num-prompts", "abc"], "--num-prompts abc");
     assert_refused(&["--mock-server", "--bogus-flag", "1"], "--bogus-flag");
     assert_refused(&["--dataset-name", "nope"], "--dataset-name nope");
-    // Past the configuration (the dataset, the tokenizer, the server): the binary.
-    assert_refused_by_the_binary(
+    // Past the configuration (the dataset, the tokenizer, the server).
+    assert_refused(
         &["--mock-server", "--dataset-name", "hf"],
         "--dataset-name hf needs --dataset-path ORG/NAME",
     );
-    assert_refused_by_the_binary(
+    assert_refused(
         &[
             "--mock-server",
             "--tokenizer",
@@ -609,11 +603,11 @@ fn bad_input_is_one_line_and_exit_2() {
     // No server: said first, with what to check, and no hint about --model or --tokenizer
     // (neither can make a missing server answer).
     let missing = format!("no server is reachable at {unreachable} (cannot connect to");
-    assert_refused_by_the_binary(
+    assert_refused(
         &["--base-url", &unreachable, "--num-prompts", "2"],
         &missing,
     );
-    assert_refused_by_the_binary(
+    assert_refused(
         &[
             "--base-url",
             &unreachable,
@@ -646,8 +640,7 @@ fn a_server_that_never_answers_is_reported_not_waited_on() {
             }
         }
     });
-    let dir = TempDir::new("silent");
-    let run = vllm_bench(&["--base-url", &url, "--num-prompts", "2"], dir.path());
+    let run = run_in_process(&["--base-url", &url, "--num-prompts", "2"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr
@@ -705,7 +698,7 @@ fn secrets_never_appear_in_output() {
 fn profile_starts_before_the_run_and_stops_after_the_block() {
     let server = mock(|_| {});
     let dir = TempDir::new("profile");
-    let run = run_with(&base_args(&server, &dir, 3), &["--profile"], &dir);
+    let run = run_with(&base_args(&server, &dir, 3), &["--profile"]);
     let at = |needle: &str| {
         run.stdout
             .find(needle)
@@ -746,7 +739,7 @@ fn profile_starts_at_the_batch_threshold_and_stops_after_the_duration() {
         "--max-concurrency",
         "4",
     ];
-    run_with(&base_args(&server, &dir, 80), &flags, &dir);
+    run_with(&base_args(&server, &dir, 80), &flags);
     let log = server.request_log();
     let at = |path: &str| {
         log.iter()
@@ -774,7 +767,7 @@ fn probe_requests_run_beside_the_workload_and_are_reported_apart() {
     });
     let dir = TempDir::new("probe");
     let flags = ["--probe-request-rate", "20", "--max-concurrency", "2"];
-    let run = run_with(&base_args(&server, &dir, 30), &flags, &dir);
+    let run = run_with(&base_args(&server, &dir, 30), &flags);
     assert!(
         run.stdout.contains("Probe request rate: 20.0 req/s"),
         "{}",
@@ -828,8 +821,8 @@ fn a_missing_dataset_file_names_the_os_error_once() {
             "--num-prompts",
             "2",
         ];
-        assert_refused_by_the_binary(&args, missing);
-        let run = vllm_bench(&args, Path::new("."));
+        assert_refused(&args, missing);
+        let run = run_in_process(&args);
         assert_eq!(
             run.stderr.matches("os error 2").count(),
             1,
@@ -898,7 +891,7 @@ fn failures_are_counted_in_the_block_and_the_file() {
     let owned = base_args(&server, &dir, 3);
     let mut args: Vec<&str> = owned.iter().map(String::as_str).collect();
     args.push("--save-detailed");
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     // Not one request succeeded: exit 1 with one line saying so, after the block and file.
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(
@@ -932,7 +925,7 @@ fn failures_are_counted_in_the_block_and_the_file() {
     let dir = TempDir::new("faults");
     let owned = base_args(&server, &dir, 6);
     let args: Vec<&str> = owned.iter().map(String::as_str).collect();
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run
         .stdout
@@ -1156,12 +1149,14 @@ fn golden_check(scenario: &str, flags: &[&str], tokens_per_chunk: usize) {
         "0",
         "--save-result",
         "--save-detailed",
+        "--result-dir",
+        dir.arg(),
         "--result-filename",
         RESULT,
         "--disable-tqdm",
     ];
     args.extend_from_slice(flags);
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{scenario}: {}", run.stderr);
     let golden = std::fs::read_to_string(golden_dir(scenario).join("console.txt")).expect("golden");
     let want: Vec<String> = golden.lines().map(shape).collect();
@@ -1266,7 +1261,6 @@ fn console_block_and_keys_match_the_golden_structure() {
 #[test]
 fn dry_run_with_a_tokenizer_asks_no_server() {
     // A closed port makes any model lookup fail, so exit 0 proves none happened.
-    let dir = TempDir::new("dry");
     let closed = format!("http://127.0.0.1:{}", free_port());
     let tok = smollm2();
     let args = [
@@ -1282,7 +1276,7 @@ fn dry_run_with_a_tokenizer_asks_no_server() {
         "--random-output-len",
         "8",
     ];
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("Requests: 20"), "{}", run.stdout);
     assert!(!run.stdout.contains("Serving Benchmark Result"));
@@ -1296,24 +1290,21 @@ fn version_is_printed_fast_path_and_matches_clap() {
         Ok(_) => panic!("--version must not parse into a run"),
     };
     for flag in ["--version", "-V"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
-            .arg(flag)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        assert_eq!(String::from_utf8_lossy(&out.stdout), clap_text, "{flag}");
+        let out = run_in_process(&[flag]);
+        assert_eq!(out.code, 0);
+        assert_eq!(out.stdout, clap_text, "{flag}");
     }
 }
 
-/// `--num-cores 2 --mock-server` on two cores: the mock keeps one, and the run says so
-/// instead of printing "Engine: 1 cores" unexplained; without --num-cores it says nothing.
+/// `--num-cores N --mock-server` on all N cores: the mock keeps one, and the run says so
+/// instead of printing "Engine: N-1 cores" unexplained; without --num-cores it says nothing.
 #[test]
 fn num_cores_taken_by_the_embedded_mock_is_noted() {
-    if vllm_bench::runtime::available_cores().len() != 2 {
-        eprintln!("SKIP: needs exactly two cores");
+    let n = vllm_bench::runtime::available_cores().len();
+    if n < 2 {
+        crate::util::skip_or_fail("two cores", &format!("this process may run on {n}"));
         return;
     }
-    let dir = TempDir::new("cores");
     let small = [
         "--mock-server",
         "--num-prompts",
@@ -1321,22 +1312,22 @@ fn num_cores_taken_by_the_embedded_mock_is_noted() {
         "--random-input-len",
         "8",
     ];
+    let n_arg = n.to_string();
     let mut args = small.to_vec();
     args.extend([
         "--random-output-len",
         "2",
         "--disable-tqdm",
         "--num-cores",
-        "2",
+        &n_arg,
     ]);
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stderr
-            .contains("note: the client runs on 1 of the 2 cores asked for"),
-        "{}",
-        run.stderr
+    let note = format!(
+        "note: the client runs on {} of the {n} cores asked for",
+        n - 1
     );
-    let run = vllm_bench(&args[..args.len() - 2], dir.path());
+    assert!(run.stderr.contains(&note), "{note}:\n{}", run.stderr);
+    let run = run_in_process(&args[..args.len() - 2]);
     assert!(!run.stderr.contains("cores asked for"), "{}", run.stderr);
 }

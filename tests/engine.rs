@@ -591,7 +591,7 @@ mod https {
         let dir = match self_signed_cert("engine") {
             Ok(d) => d,
             Err(why) => {
-                eprintln!("skipping the HTTPS test: {why}");
+                crate::util::skip_or_fail("a self-signed certificate (openssl)", &why);
                 return;
             }
         };

@@ -2,7 +2,7 @@
 //! restarted mid-run, crossed with the completions, chat and embeddings backends and the
 //! closed-loop, rate and trace-replay schedules; then response shapes a server may send
 //! (an SSE event over 1 MiB, a head over the client's limit, `Content-Encoding: gzip`).
-//! Every cell runs the real binary against an in-process mock and reads the result file
+//! Every cell runs the whole program (in process) against an in-process mock and reads the result file
 //! written with `--save-result`:
 //!
 //! - every request is accounted for: completed + failed + cancelled + not sent = planned
@@ -15,11 +15,9 @@
 //!   (`body_too_large`), every other cell has a 25 s timeout, and a cell must end within 30 s;
 //! - the exit status says whether any request succeeded.
 //!
-//! The cells run a few at a time (their binaries mostly wait on sockets). A crash happens at
+//! The cells run a few at a time (their runs mostly wait on sockets). A crash happens at
 //! a fixed model request, not at a time, so what a cell asserts does not depend on how fast
 //! the machine is; loopback only, and every mock stops when its cell ends.
-
-mod util;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,7 +29,7 @@ use vllm_bench::mock::{
     AfterCrash, Crash, FaultConfig, FaultKind, MockConfig, MockServer, MockStats,
 };
 
-use util::{fixture, vllm_bench, TempDir};
+use crate::util::{fixture, run_in_process, TempDir};
 
 /// Requests per cell.
 const N: u64 = 8;
@@ -360,7 +358,7 @@ fn run(cell: &Cell) -> Result<Outcome, String> {
     let owned = args(cell, &server.base_url(), &dir);
     let argv: Vec<&str> = owned.iter().map(String::as_str).collect();
     let started = Instant::now();
-    let r = vllm_bench(&argv, dir.path());
+    let r = run_in_process(&argv);
     let wall = started.elapsed();
     let text = std::fs::read_to_string(dir.path().join("r.json"))
         .map_err(|e| format!("no result file ({e}); exit {}: {}", r.code, r.stderr));
@@ -696,7 +694,7 @@ fn a_trace_cannot_be_replayed_to_embeddings() {
     };
     let owned = args(&cell, &server.base_url(), &dir);
     let argv: Vec<&str> = owned.iter().map(String::as_str).collect();
-    let r = vllm_bench(&argv, dir.path());
+    let r = run_in_process(&argv);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("timed_trace"), "{}", r.stderr);
     assert_eq!(server.stats().model_requests, 0, "nothing was sent");

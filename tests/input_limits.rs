@@ -5,9 +5,7 @@
 
 use std::path::Path;
 
-use crate::util::{
-    fixture, run_in_process, vllm_bench, vllm_bench_env, vllm_bench_via, Run, TempDir,
-};
+use crate::util::{fixture, run_in_process, vllm_bench_env, vllm_bench_via, Run, TempDir};
 
 /// A run that needs no server: the configuration is refused first.
 pub(crate) fn base() -> Vec<String> {
@@ -143,7 +141,7 @@ fn replay_trace_row(row: &str) -> String {
             path,
         ],
     );
-    let e = one_line_refusal(vllm_bench(&a, dir.path()), row);
+    let e = one_line_refusal(run_in_process(&a), row);
     assert!(e.contains("t.jsonl:2:"), "file:line named: {e}");
     e
 }
@@ -215,7 +213,6 @@ fn random_family_lengths_share_one_size_check() {
         assert!(e.contains("tokens in one request"), "{extra:?}: {e}");
     }
     // --max-model-len raises the ceiling for a model with a longer context.
-    let dir = TempDir::new("mml");
     let b = base();
     let a = args(
         &b,
@@ -226,7 +223,7 @@ fn random_family_lengths_share_one_size_check() {
             "1500000",
         ],
     );
-    let e = one_line_refusal(vllm_bench(&a, dir.path()), "over --max-model-len");
+    let e = one_line_refusal(run_in_process(&a), "over --max-model-len");
     assert!(e.contains("more than --max-model-len 1500000"), "{e}");
 }
 
@@ -376,7 +373,7 @@ fn fifo_dataset_path_is_refused_not_a_hang() {
     // Out of process, under the run timeout: a regression here hangs.
     let b = base();
     let a = args(&b, &["--dataset-name", "sharegpt", "--dataset-path", path]);
-    let e = one_line_refusal(vllm_bench(&a, dir.path()), "a FIFO as --dataset-path");
+    let e = one_line_refusal(run_in_process(&a), "a FIFO as --dataset-path");
     assert!(e.contains("is not a regular file"), "{e}");
     // A directory is refused for a dataset that reads one file.
     let e = refused(&["--dataset-name", "sharegpt", "--dataset-path", dir.arg()]);

@@ -176,7 +176,7 @@ fn run_via(
                 // The first signal was handled (its notice is out) before the next one, and
                 // the next one is no repeat of it.
                 let _ = notice_rx.recv_timeout(STEP_TIMEOUT);
-                let window = vllm_bench::modes::progress::SAME_REQUEST_WINDOW;
+                let window = vllm_bench::runtime::stop_handle::SAME_REQUEST_WINDOW;
                 wait_until(STEP_TIMEOUT, || first.elapsed() > window);
             }
             // SAFETY: plain kill(2) on our own child's pid.
@@ -490,8 +490,8 @@ fn two_signals_at_once_are_one_request_to_stop() {
 /// benchmark's 130.
 #[test]
 fn coreutils_timeout_keeps_the_result() {
-    if Command::new("timeout").arg("--version").output().is_err() {
-        eprintln!("SKIP: coreutils timeout is not installed");
+    if let Err(e) = Command::new("timeout").arg("--version").output() {
+        crate::util::skip_or_fail("coreutils timeout", &format!("cannot run it: {e}"));
         return;
     }
     let server = slow_mock();

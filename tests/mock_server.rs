@@ -1600,6 +1600,8 @@ fn input_totals_are_the_planned_ones(tokenizer: Option<(&std::path::Path, &Token
             "--random-output-len",
             &out,
             "--save-result",
+            "--result-dir",
+            dir.arg(),
             "--result-filename",
             "r.json",
         ];
@@ -1609,7 +1611,7 @@ fn input_totals_are_the_planned_ones(tokenizer: Option<(&std::path::Path, &Token
             tok_path = path.to_str().unwrap().to_string();
             argv.extend(["--tokenizer", &tok_path]);
         }
-        let run = crate::util::vllm_bench(&argv, dir.path());
+        let run = crate::util::run_in_process(&argv);
         assert_eq!(run.code, 0, "{name}: {}", run.stderr);
         for stream in [&run.stdout, &run.stderr] {
             assert!(!stream.contains("mismatch"), "{name}: {stream}");

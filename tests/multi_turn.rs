@@ -10,8 +10,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::{FaultConfig, LoggedRequest, MockServer};
 
 use crate::e2e::{assert_refused, mock};
-use crate::util::{fixture, SHAREGPT};
-use crate::util::{vllm_bench, TempDir};
+use crate::util::{fixture, run_in_process, TempDir, SHAREGPT};
 
 const CHAT: &str = "/v1/chat/completions";
 
@@ -385,8 +384,10 @@ fn run_example(args: &[String], extra: &[&str]) -> String {
     let tokenizer = fixture("tokenizers/smollm2");
     let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
     all.extend(["--tokenizer", tokenizer.to_str().unwrap(), "--disable-tqdm"]);
+    // Saved results (--save-result in the examples) go to the test's directory.
+    all.extend(["--result-dir", dir.arg()]);
     all.extend(extra);
-    let out = vllm_bench(&all, dir.path());
+    let out = run_in_process(&all);
     assert_eq!(out.code, 0, "{all:?}:\n{}", out.stderr);
     assert!(
         out.stdout

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::e2e::{base_args, count, mock, saved};
-use crate::util::{run_in_process, vllm_bench, TempDir};
+use crate::util::{run_in_process, TempDir};
 use vllm_bench::mock::MockServer;
 
 /// The mock's pause between its reasoning and its answer.
@@ -39,7 +39,7 @@ fn run(
     args.extend(["--backend", backend].map(String::from));
     args.extend(extra.iter().map(|s| s.to_string()));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = vllm_bench(&argv, dir.path());
+    let run = run_in_process(&argv);
     assert_eq!(run.code, 0, "{backend}: {}", run.stderr);
     (run.stdout, saved(&dir))
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::{LoggedRequest, MockServer};
 
 use crate::e2e::mock;
-use crate::util::{fixture, free_port, vllm_bench, Run, TempDir};
+use crate::util::{fixture, free_port, run_in_process, Run, TempDir};
 
 const CHAT: &str = "/v1/chat/completions";
 const COMPLETIONS: &str = "/v1/completions";
@@ -35,11 +35,13 @@ fn run(servers: &[&MockServer], dir: &TempDir, extra: &[&str]) -> Run {
         tokenizer.to_str().expect("utf-8 path"),
         "--disable-tqdm",
         "--save-result",
+        "--result-dir",
+        dir.arg(),
         "--result-filename",
         "r.json",
     ]);
     args.extend(extra);
-    vllm_bench(&args, dir.path())
+    run_in_process(&args)
 }
 
 fn ok(run: Run) -> Run {
@@ -326,7 +328,6 @@ fn merged_shards_rebuild_the_replicas_block_of_the_one_process_run() {
 fn a_replica_down_at_start_is_named_after_a_bounded_wait() {
     let a = mock(|_| {});
     let down = format!("http://127.0.0.1:{}", free_port());
-    let dir = TempDir::new("replicas-down");
     let tokenizer = fixture("tokenizers/smollm2");
     let base = a.base_url();
     let mut args = vec![
@@ -343,7 +344,7 @@ fn a_replica_down_at_start_is_named_after_a_bounded_wait() {
         "--disable-tqdm",
     ];
     args.extend(random("4"));
-    let out = vllm_bench(&args, dir.path());
+    let out = run_in_process(&args);
     assert_ne!(out.code, 0, "{}", out.stdout);
     let want = format!("1 of 2 replicas not ready after 1s: {down} (");
     assert!(out.stderr.contains(&want), "{}", out.stderr);
@@ -366,6 +367,9 @@ fn a_bad_replica_url_is_one_line_and_exit_2() {
         "http://127.0.0.1:9\n# c\n\nhttp://x/y\n",
     )
     .unwrap();
+    // `@FILE` as an absolute path: the run is in this process, whose directory is not `dir`.
+    let urls = format!("@{}", dir.path().join("urls.txt").display());
+    let missing = format!("@{}", dir.path().join("missing.txt").display());
     for (args, want) in [
         (
             vec![
@@ -374,20 +378,22 @@ fn a_bad_replica_url_is_one_line_and_exit_2() {
                 "--base-url",
                 "http://127.0.0.1:9",
             ],
-            "--base-url http://127.0.0.1:9: given twice",
+            "--base-url http://127.0.0.1:9: given twice".to_string(),
         ),
         (
-            vec!["--base-url", "@urls.txt"],
-            "--base-url @urls.txt: http://x/y: every replica needs the first one's scheme and path",
+            vec!["--base-url", &urls],
+            format!(
+                "--base-url {urls}: http://x/y: every replica needs the first one's scheme and path"
+            ),
         ),
         (
-            vec!["--base-url", "@missing.txt"],
-            "--base-url @missing.txt: cannot read the file",
+            vec!["--base-url", &missing],
+            format!("--base-url {missing}: cannot read the file"),
         ),
     ] {
-        let out = vllm_bench(&args, dir.path());
+        let out = run_in_process(&args);
         assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
-        assert!(out.stderr.contains(want), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(&want), "{args:?}: {}", out.stderr);
         assert_eq!(out.stderr.trim().lines().count(), 1, "{}", out.stderr);
     }
 }
@@ -414,7 +420,9 @@ fn the_documented_replicas_example_runs_against_two_mocks() {
     let mut args: Vec<&str> = command.split_whitespace().skip(1).collect();
     args.push("--disable-tqdm");
     let dir = TempDir::new("replicas-doc");
-    let out = vllm_bench(&args, dir.path());
+    // The command saves into the working directory: here, the test's.
+    args.extend(["--result-dir", dir.arg()]);
+    let out = run_in_process(&args);
     assert_eq!(out.code, 0, "{args:?}\n{}\n{}", out.stdout, out.stderr);
     let (on_a, on_b) = (logged(&a, COMPLETIONS).len(), logged(&b, COMPLETIONS).len());
     assert!(on_a > 0 && on_b > 0, "{on_a} / {on_b}");

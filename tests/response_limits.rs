@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
 
 use super::e2e::{count, saved};
-use super::util::{fixture, vllm_bench, Run, TempDir};
+use super::util::{fixture, run_in_process, Run, TempDir};
 
 fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
     let mut cfg = MockConfig::default();
@@ -64,7 +64,7 @@ fn run_output(
         "r.json",
     ];
     args.extend_from_slice(extra);
-    let r = vllm_bench(&args, dir.path());
+    let r = run_in_process(&args);
     assert!(r.code == 0 || r.code == 1, "exit {}: {}", r.code, r.stderr);
     r
 }
@@ -192,12 +192,8 @@ fn generated_text_is_cut_at_16_bytes_per_allowed_event() {
 #[test]
 fn max_response_events_zero_or_4294967295_is_refused() {
     let server = mock(|_| {});
-    let dir = TempDir::new("max-events-zero");
     for n in ["0", "4294967295"] {
-        let r = vllm_bench(
-            &["--base-url", &server.base_url(), "--max-response-events", n],
-            dir.path(),
-        );
+        let r = run_in_process(&["--base-url", &server.base_url(), "--max-response-events", n]);
         assert_eq!(r.code, 2, "{}", r.stderr);
         assert!(
             r.stderr.contains(&format!(

@@ -12,7 +12,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use crate::e2e::{assert_refusal, mock};
-use crate::util::{mock_random_args, run_command, vllm_bench, Run, TempDir};
+use crate::util::{mock_random_args, run_command, run_in_process, Run, TempDir};
 
 /// Address space for a child that must not grow: far above what a refusal takes (the
 /// binary, its libraries and a few threads), far below what the unbounded cases took.
@@ -70,7 +70,7 @@ fn refused_before_the_run(dir: &TempDir, extra: &[&str], needle: &str) {
     );
     args.extend(extra.iter().map(|s| s.to_string()));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    assert_refusal(vllm_bench(&argv, dir.path()), &argv, needle);
+    assert_refusal(run_in_process(&argv), &argv, needle);
     assert_eq!(
         server.stats().model_requests,
         0,
@@ -136,7 +136,7 @@ fn a_label_no_file_name_can_hold_refuses_the_run_and_writes_nothing_outside_the_
     args.extend(flags.map(String::from));
     args.extend(["--result-dir".to_string(), dir.display().to_string()]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    assert_eq!(vllm_bench(&argv, root.path()).code, 2);
+    assert_eq!(run_in_process(&argv).code, 2);
     let outside: Vec<_> = std::fs::read_dir(root.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -163,7 +163,7 @@ fn shard_file(dir: &TempDir, name: &str) -> std::path::PathBuf {
     args.extend(flags.map(String::from));
     args.extend(["--result-dir", dir.arg(), "--result-filename", name].map(String::from));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = vllm_bench(&argv, dir.path());
+    let run = run_in_process(&argv);
     assert_eq!(run.code, 0, "{}", run.stderr);
     dir.path().join(name)
 }
@@ -172,9 +172,16 @@ fn shard_file(dir: &TempDir, name: &str) -> std::path::PathBuf {
 #[test]
 fn a_result_that_cannot_be_written_whole_leaves_the_old_file_and_no_truncated_one() {
     let dir = TempDir::new("result-full");
-    shard_file(&dir, "k0.json");
+    let k0 = shard_file(&dir, "k0.json");
     std::fs::write(dir.path().join("m.json"), "{\"old\": 1}").unwrap();
-    let args = ["merge", "k0.json", "--result-filename", "m.json"];
+    let args = [
+        "merge",
+        k0.to_str().expect("utf-8 path"),
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "m.json",
+    ];
     let run = limited(&args, dir.path(), Some(4096));
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
@@ -191,7 +198,7 @@ fn a_result_that_cannot_be_written_whole_leaves_the_old_file_and_no_truncated_on
         .collect();
     assert!(left.is_empty(), "{left:?}");
     // Without the limit the same merge writes it whole.
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("m.json")).unwrap()).unwrap();
@@ -203,12 +210,15 @@ fn merge_refuses_to_overwrite_the_shard_it_reads() {
     let dir = TempDir::new("result-merge-input");
     let k0 = shard_file(&dir, "k0.json");
     let before = std::fs::read(&k0).unwrap();
-    let args = ["merge", "k0.json", "--result-filename", "k0.json"];
-    assert_refusal(
-        vllm_bench(&args, dir.path()),
-        &args,
-        "it is one of the files read",
-    );
+    let args = [
+        "merge",
+        k0.to_str().expect("utf-8 path"),
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "k0.json",
+    ];
+    assert_refusal(run_in_process(&args), &args, "it is one of the files read");
     assert_eq!(std::fs::read(&k0).unwrap(), before);
 }
 

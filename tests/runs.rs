@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::MockServer;
 
 use crate::e2e::mock;
-use crate::util::{vllm_bench, TempDir};
+use crate::util::{run_in_process, TempDir};
 
 fn run(server: &MockServer, dir: &TempDir, extra: &[&str]) -> String {
     crate::util::run_against_mock(&server.base_url(), dir, extra)
@@ -271,10 +271,15 @@ fn seed_run_mode_examples_run_against_the_mock() {
             &args.iter().map(String::as_str).collect::<Vec<_>>(),
         );
     }
-    let cmp = vllm_bench(
-        &["--compare", "baseline.json", "optimized.json"],
-        dir.path(),
+    let (baseline, optimized) = (
+        dir.path().join("baseline.json"),
+        dir.path().join("optimized.json"),
     );
+    let cmp = run_in_process(&[
+        "--compare",
+        baseline.to_str().expect("utf-8 path"),
+        optimized.to_str().expect("utf-8 path"),
+    ]);
     assert_eq!(cmp.code, 0, "{}", cmp.stderr);
     assert!(cmp.stdout.contains("request_throughput"), "{}", cmp.stdout);
 }
@@ -372,7 +377,7 @@ fn sweep_points_do_not_measure_the_prefix_cache_of_earlier_points() {
             "s.json",
         ]);
         args.extend(extra);
-        let out = vllm_bench(&args, dir.path());
+        let out = run_in_process(&args);
         assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
         (hit_rates(dir), out.stderr)
     };

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use vllm_bench::mock::{AfterCrash, Crash, MockConfig, MockServer};
 
-use crate::util::{fixture, start_tool_server, vllm_bench, Run, TempDir};
+use crate::util::{fixture, run_in_process, start_tool_server, Run, TempDir};
 
 const PROMPTS: usize = 24;
 const OUTPUT_LEN: u64 = 4;
@@ -48,7 +48,7 @@ fn read(dir: &TempDir, name: &str) -> Map<String, Value> {
     serde_json::from_str(&text).expect("one JSON object")
 }
 
-/// The binary against `server`, saving `r.json` (and its siblings) in `dir`, with `extra`.
+/// The program (in process) against `server`, saving `r.json` (and its siblings) in `dir`, with `extra`.
 fn bench(server: &MockServer, dir: &TempDir, extra: &[&str]) -> Run {
     let tokenizer = fixture("tokenizers/smollm2");
     let url = server.base_url();
@@ -78,7 +78,7 @@ fn bench(server: &MockServer, dir: &TempDir, extra: &[&str]) -> Run {
         "r.json",
     ];
     args.extend_from_slice(extra);
-    vllm_bench(&args, dir.path())
+    run_in_process(&args)
 }
 
 fn num(v: &Value, path: &[&str]) -> f64 {
@@ -465,7 +465,7 @@ fn llama_cpp_s_metrics_show_under_its_own_names() {
         "--result-filename",
         "r.json",
     ];
-    let out = vllm_bench(&args, dir.path());
+    let out = run_in_process(&args);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let doc = read(&dir, "r.json");
     let m = &doc["vllm_bench_server_metrics"];

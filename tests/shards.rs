@@ -14,7 +14,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::e2e::{assert_refused, mock};
 use crate::interrupt::{collect_lines, wait_exit, STEP_TIMEOUT};
-use crate::util::{fixture, vllm_bench, vllm_bench_env, vllm_bench_via, Run, TempDir};
+use crate::util::{fixture, run_in_process, vllm_bench_env, vllm_bench_via, Run, TempDir};
 
 /// The workload every shard and the one-process run share: 24 requests at 200 req/s,
 /// 5 in flight at most, fixed ids.
@@ -120,6 +120,10 @@ fn run_shards(
         let a = shard_flags(args, &spec(k), start_at, dir, k);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         let vars = env(k);
+        if vars.is_empty() {
+            return run_in_process(&a);
+        }
+        // Variables of its own (Slurm's, a Kubernetes Job's): a process of its own.
         let vars: Vec<(&str, &Path)> = vars
             .iter()
             .map(|(n, v)| (*n, Path::new(v.as_str())))
@@ -128,11 +132,17 @@ fn run_shards(
     })
 }
 
+/// `vllm-bench merge` (in process) of `files` in `dir` (the run has no working directory:
+/// each is read at `dir/file`) into `dir/out`.
 pub(crate) fn merge(dir: &TempDir, files: &[String], out: &str) -> Run {
+    let paths: Vec<String> = files
+        .iter()
+        .map(|f| dir.path().join(f).to_str().expect("utf-8 path").to_owned())
+        .collect();
     let mut a = vec!["merge"];
-    a.extend(files.iter().map(String::as_str));
+    a.extend(paths.iter().map(String::as_str));
     a.extend(["--result-dir", dir.arg(), "--result-filename", out]);
-    vllm_bench(&a, dir.path())
+    run_in_process(&a)
 }
 
 fn shard_files(count: usize) -> Vec<String> {
@@ -224,7 +234,7 @@ fn shards_equal_one_run(count: usize, env: impl Fn(usize) -> Vec<(&'static str, 
     let mut single: Vec<&str> = args.iter().map(String::as_str).collect();
     single.extend(["--shard", "0/1", "--result-dir", dir.arg()]);
     single.extend(["--result-filename", "single.json"]);
-    let one = vllm_bench(&single, dir.path());
+    let one = run_in_process(&single);
     assert_eq!(one.code, 0, "{}\n{}", one.stdout, one.stderr);
     let runs = run_shards(&args, &dir, count, |_| "auto".into(), env);
     for (k, r) in runs.iter().enumerate() {
@@ -341,7 +351,7 @@ fn merge_refuses_what_is_not_one_run() {
     let mut other: Vec<&str> = args.iter().map(String::as_str).collect();
     other.extend(["--seed", "12", "--shard", "1/2", "--result-dir", dir.arg()]);
     other.extend(["--result-filename", "other.json"]);
-    let r = vllm_bench(&other, dir.path());
+    let r = run_in_process(&other);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let cases: [(&[&str], &str); 4] = [
         (
@@ -391,10 +401,9 @@ fn bad_shard_flags_are_one_line() {
         &with(&["--shard", "0/2", "--num-runs", "2"]),
         "cannot be combined with --num-runs",
     );
-    let dir = TempDir::new("auto");
     let mut args = with(&["--shard", "auto"]);
     args.push("--disable-tqdm");
-    let run = vllm_bench_env(&args, dir.path(), &[]);
+    let run = run_in_process(&args);
     // The test's own environment may be a Slurm job; only judge a clean one.
     if std::env::var_os("SLURM_PROCID").is_none()
         && std::env::var_os("JOB_COMPLETION_INDEX").is_none()
@@ -594,7 +603,7 @@ fn shards_in_their_own_network_namespaces_merge_to_one_run() {
     let ns = match make_namespaces(shards) {
         Ok(ns) => ns,
         Err(why) => {
-            eprintln!("SKIP: network namespaces: {why}");
+            crate::util::skip_or_fail("network namespaces", &why);
             return;
         }
     };
@@ -980,8 +989,14 @@ fn a_shard_interrupted_before_start_at_writes_strict_json_and_merges() {
         .lines()
         .find(|l| l.starts_with("warning: interrupted shard(s) "))
         .unwrap_or_else(|| panic!("no warning: {}", run.stderr));
+    let named = |k: usize| {
+        format!(
+            "{k}/2 ({})",
+            dir.path().join(format!("shard{k}.json")).display()
+        )
+    };
     assert!(
-        warning.contains("0/2 (shard0.json)") && warning.contains("1/2 (shard1.json)"),
+        warning.contains(&named(0)) && warning.contains(&named(1)),
         "{warning}"
     );
     assert!(run.stdout.contains("Interrupted:"), "{}", run.stdout);
@@ -1001,7 +1016,15 @@ fn a_shard_interrupted_before_start_at_writes_strict_json_and_merges() {
     );
 
     // --compare reads both the shard's and the merged result.
-    let cmp = vllm_bench(&["--compare", "shard0.json", "merged.json"], dir.path());
+    let (shard0, merged_file) = (
+        dir.path().join("shard0.json"),
+        dir.path().join("merged.json"),
+    );
+    let cmp = run_in_process(&[
+        "--compare",
+        shard0.to_str().expect("utf-8 path"),
+        merged_file.to_str().expect("utf-8 path"),
+    ]);
     assert_eq!(cmp.code, 0, "{}", cmp.stderr);
     assert!(cmp.stdout.contains("completed"), "{}", cmp.stdout);
 }
@@ -1028,10 +1051,7 @@ fn a_shard_that_starts_after_start_at_is_flagged_by_the_merge() {
         let (first, late) = std::thread::scope(|s| {
             let first = s.spawn(|| {
                 let a = shard_flags(&base, "0/2", &start_at, &dir, 0);
-                vllm_bench(
-                    &a.iter().map(String::as_str).collect::<Vec<_>>(),
-                    dir.path(),
-                )
+                run_in_process(&a.iter().map(String::as_str).collect::<Vec<_>>())
             });
             // Bounded: t is at most `margin` seconds away.
             while SystemTime::now()
@@ -1043,10 +1063,7 @@ fn a_shard_that_starts_after_start_at_is_flagged_by_the_merge() {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             let a = shard_flags(&base, "1/2", &start_at, &dir, 1);
-            let late = vllm_bench(
-                &a.iter().map(String::as_str).collect::<Vec<_>>(),
-                dir.path(),
-            );
+            let late = run_in_process(&a.iter().map(String::as_str).collect::<Vec<_>>());
             (first.join().unwrap(), late)
         });
         if first.stderr.contains("in the past") || late.stderr.contains("in the past") {
@@ -1175,7 +1192,7 @@ fn one_run_and_three_shards(args: &[String], dir: &TempDir, start_at: bool) -> R
             ),
         };
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        vllm_bench(&a, dir.path())
+        run_in_process(&a)
     };
     let mut runs = match start_at {
         true => at_one_start(4, launch),
@@ -1534,7 +1551,7 @@ fn merging_the_only_shard_of_a_run_gives_its_report_back() {
     ];
     args.extend(flags.iter().map(|f| f.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let merged = merge(&dir, &shard_files(1), "merged.json");
     assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);

@@ -18,7 +18,7 @@ use serde_json::Value;
 use vllm_bench::mock::MockServer;
 
 use crate::e2e::mock;
-use crate::util::{mock_random_args, run_in_process, vllm_bench, Run, TempDir};
+use crate::util::{mock_random_args, run_in_process, Run, TempDir};
 
 /// A mock of `slots` slots: `first_ms` to the first token, then `itl_ms` per token (4
 /// tokens: a request holds its slot `first_ms + 3 × itl_ms`).
@@ -43,7 +43,7 @@ fn search(server: &MockServer, dir: &TempDir, extra: &[&str]) -> Run {
         "s.json",
     ]);
     args.extend(extra);
-    vllm_bench(&args, dir.path())
+    run_in_process(&args)
 }
 
 fn summary(dir: &TempDir) -> Value {
@@ -125,7 +125,7 @@ fn mean_ttft_at(server: &MockServer, rate: f64) -> f64 {
         "--result-filename",
         "r.json",
     ]);
-    let out = vllm_bench(&args, dir.path());
+    let out = run_in_process(&args);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
@@ -389,36 +389,33 @@ fn bad_terms_are_refused_one_line_each() {
 /// before the answer, so a request's first output token comes ~130 ms after it holds a slot
 /// (its first token after 20 ms). A third request in flight waits a whole service for a slot.
 fn reasoning_search(dir: &TempDir, slo: &str, reasoning_tokens: &str) -> Run {
-    vllm_bench(
-        &[
-            "--mock-server",
-            "--mock-slots",
-            "2",
-            "--backend",
-            "openai-chat",
-            "--random-input-len",
-            "16",
-            "--random-output-len",
-            "4",
-            "--mock-reasoning-tokens",
-            reasoning_tokens,
-            "--mock-thinking-ms",
-            "100",
-            "--num-prompts",
-            "6",
-            "--slo-search",
-            "max-concurrency",
-            "--slo",
-            slo,
-            "--disable-tqdm",
-            "--save-result",
-            "--result-dir",
-            dir.arg(),
-            "--result-filename",
-            "s.json",
-        ],
-        dir.path(),
-    )
+    run_in_process(&[
+        "--mock-server",
+        "--mock-slots",
+        "2",
+        "--backend",
+        "openai-chat",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--mock-reasoning-tokens",
+        reasoning_tokens,
+        "--mock-thinking-ms",
+        "100",
+        "--num-prompts",
+        "6",
+        "--slo-search",
+        "max-concurrency",
+        "--slo",
+        slo,
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "s.json",
+    ])
 }
 
 #[test]

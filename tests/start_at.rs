@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::e2e::mock;
 use crate::shards::{at_one_start, read_json};
-use crate::util::{mock_random_args, vllm_bench, Run, TempDir};
+use crate::util::{mock_random_args, run_in_process, Run, TempDir};
 
 /// A `--start-at` run of `n` requests, all in flight at once, against `url`, saving
 /// `result.json` in `dir`.
@@ -37,7 +37,7 @@ fn run_at(url: &str, dir: &TempDir, n: &str) -> Run {
     let [run] = at_one_start(1, |_, start_at| {
         let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
         a.extend(["--start-at", start_at]);
-        vllm_bench(&a, dir.path())
+        run_in_process(&a)
     })
     .try_into()
     .unwrap_or_else(|_| unreachable!("one run"));

@@ -16,6 +16,7 @@ mod duration;
 mod e2e;
 mod engine;
 mod export;
+mod fault_matrix;
 mod fuzz_corpus;
 mod golden;
 mod gpu_telemetry;

@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -79,19 +78,17 @@ fn remove(args: &mut Vec<String>, flag: &str) {
     }
 }
 
-/// Runs the binary; returns its stdout (panics with stderr on failure).
-fn run_binary(args: &[String]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
-        .args(args)
-        .output()
-        .expect("run vllm-bench");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+/// Runs the program (in process); returns its stdout (panics with stderr on failure).
+fn run_program(args: &[String]) -> String {
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = crate::util::run_in_process(&argv);
     assert!(
-        out.status.success(),
-        "{args:?}\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        out.code == 0,
+        "{args:?}\nstdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
     );
-    stdout
+    out.stdout
 }
 
 fn result_dir(name: &str) -> PathBuf {
@@ -151,7 +148,7 @@ fn seed_command_line_runs_against_the_embedded_mock() {
         .map(String::from),
     );
     args.push(dir.display().to_string());
-    let stdout = run_binary(&args);
+    let stdout = run_program(&args);
     assert!(
         stdout.contains("Self timing is set, using the timestamps from the trace file."),
         "{stdout}"
@@ -178,7 +175,7 @@ fn seed_command_line_runs_against_the_embedded_mock() {
 
 #[test]
 fn dry_run_prints_the_trace_summary() {
-    let stdout = run_binary(
+    let stdout = run_program(
         &[
             "--mock-server",
             "--model",
@@ -428,7 +425,7 @@ fn golden_timed_trace_run_has_pythons_token_totals() {
     ]
     .map(String::from)
     .to_vec();
-    run_binary(&args);
+    run_program(&args);
     let doc = read_result(&dir);
     for key in ["completed", "total_input_tokens", "total_output_tokens"] {
         assert_eq!(doc[key], expected[key], "{key}");
@@ -463,7 +460,7 @@ fn first_300_mooncake_records_replay_against_the_mock() {
     ]
     .map(String::from)
     .to_vec();
-    run_binary(&args);
+    run_program(&args);
     let doc = read_result(&dir);
     assert_eq!(doc["completed"], 300);
     assert_eq!(doc["failed"], 0);
@@ -511,7 +508,7 @@ fn short_trace_replays_against_llama_cpp() {
             // Two records suffice (CPU inference is slow on a shared machine).
             args.extend(["--timed-trace-prompt-text", "--num-prompts", "2"].map(String::from));
         }
-        run_binary(&args);
+        run_program(&args);
         let doc = read_result(&dir);
         assert_eq!(
             doc["completed"],
@@ -626,7 +623,7 @@ fn bailian_child_turns_wait_for_their_parent() {
         if wait {
             args.push("--timed-trace-wait-parent".into());
         }
-        run_binary(&args);
+        run_program(&args);
         read_result(&dir)
     };
     let finished = |doc: &Value, i: usize| {

@@ -3,8 +3,7 @@
 //! a timeout, in a temporary directory), and start real servers (nginx-sse, llama.cpp) through
 //! the project's `scripts/servers/`.
 //!
-//! Shared by the test binaries (`tests/tests.rs`, `tests/fault_matrix.rs`), so not every
-//! binary uses every item.
+//! Not every module uses every item.
 
 #![allow(dead_code)]
 
@@ -22,6 +21,7 @@ use vllm_bench::engine::{self, EngineOptions, RunReport, Workload};
 use vllm_bench::http::conn::Endpoint;
 use vllm_bench::http::request::{HeadTemplate, Method};
 use vllm_bench::http::url::BaseUrl;
+use vllm_bench::runtime::stop_handle::StopHandle;
 use vllm_bench::runtime::{resolve_driver, DriverChoice, ResolvedDriver};
 
 /// Serializes the tests that measure time or drive a real server: cargo runs tests in
@@ -197,19 +197,26 @@ impl Drop for ToolServer {
     }
 }
 
-/// A real peer (`what`) the test needs is not available because of `why`: prints
-/// `SKIP: what: why` (the caller then returns), or fails the test when
-/// `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (CI).
+/// The one way a test that cannot run says so: `what` it needs is not available because of
+/// `why`. Prints `SKIP: what: why` (the caller then returns), or fails the test under CI
+/// ([`skips_fail`]): a skip there is a failure, never a silent green.
 pub fn skip_or_fail(what: &str, why: &str) {
     assert!(
-        !real_servers_required(),
-        "{what} is required here (VLLM_BENCH_REQUIRE_REAL_SERVERS=1) but {why}"
+        !skips_fail(),
+        "{what} is required here (VLLM_BENCH_REQUIRE_REAL_SERVERS=1 or CI=true) but {why}"
     );
     eprintln!("SKIP: {what}: {why}");
 }
 
+/// Under CI a test may not skip: `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (`.ci/run`) or
+/// `CI=true` (what CI services set).
+pub fn skips_fail() -> bool {
+    real_servers_required() || std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
 /// `VLLM_BENCH_REQUIRE_REAL_SERVERS=1` (CI): a real server or fetched fixture that cannot be
-/// had fails the test instead of skipping it.
+/// had fails the test instead of skipping it, and the server scripts may install what is
+/// missing ([`server_start_command`]).
 pub fn real_servers_required() -> bool {
     std::env::var("VLLM_BENCH_REQUIRE_REAL_SERVERS").is_ok_and(|v| v == "1")
 }
@@ -320,22 +327,49 @@ pub fn vllm_bench_via(wrapper: &[&str], args: &[&str], cwd: &Path, env: &[(&str,
     run_command(cmd, &format!("vllm-bench {args:?}"))
 }
 
-/// Runs the program in this process (`vllm_bench::app::run`, output captured): no process to
-/// start, for runs that end before they touch anything process-wide, i.e. refusals of the
-/// command line and the configuration (exit 2). Anything that gets further (a dataset file
-/// read, a server, a benchmark) installs the Ctrl-C handlers for the rest of the process and
-/// depends on the working directory and environment: run it with [`vllm_bench`]. A run that
-/// installed the handlers fails the test, so it is moved out of process. The environment is
-/// this process's (`VLLM_BENCH_CORES` is read as `--num-cores`, as by the binary).
+/// Runs the program in this process (`vllm_bench::app::run`, output captured, stopped by
+/// nothing but its own end: a [`StopHandle::manual`] no signal reaches), failing the test
+/// after [`RUN_TIMEOUT`] or on a panic, like [`vllm_bench`] without a process to start.
+/// What needs a process of its own stays with [`vllm_bench`]: signals, pipes, a real
+/// shell's exit codes, and runs that depend on the working directory (relative paths: give
+/// `--result-dir`) or on an environment of their own (the binary's `HF_HUB_OFFLINE=1`: give
+/// the tokenizer as a path). The environment is this process's (`VLLM_BENCH_CORES` is read
+/// as `--num-cores`, as by the binary).
 pub fn run_in_process(args: &[&str]) -> Run {
+    run_in_process_stopped(args, &StopHandle::manual())
+}
+
+/// [`run_in_process`] with the caller's stop handle: [`StopHandle::request_stop`] from
+/// another thread is the run's Ctrl-C.
+pub fn run_in_process_stopped(args: &[&str], stop: &StopHandle) -> Run {
     let (console, captured) = vllm_bench::output::stdio::Console::capture();
-    let argv = std::iter::once("vllm-bench").chain(args.iter().copied());
-    let code = vllm_bench::app::run(argv.map(std::ffi::OsString::from), &console);
-    assert!(
-        !vllm_bench::modes::progress::interrupt_handler_installed(),
-        "vllm-bench {args:?} (or a run before it in this process) installed the Ctrl-C \
-         handlers: it got past the configuration, so run it out of process (util::vllm_bench)"
-    );
+    let argv: Vec<std::ffi::OsString> = std::iter::once("vllm-bench")
+        .chain(args.iter().copied())
+        .map(Into::into)
+        .collect();
+    let what = format!("vllm-bench {args:?} (in process)");
+    let (done, finished) = std::sync::mpsc::channel();
+    let run_stop = stop.clone();
+    let runner = std::thread::Builder::new()
+        .name("vllm-bench in process".into())
+        .spawn(move || {
+            let code = vllm_bench::app::run(argv, &console, &run_stop);
+            let _ = done.send(code);
+        })
+        .expect("start the in-process run");
+    let code = match finished.recv_timeout(RUN_TIMEOUT) {
+        Ok(code) => code,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            stop.request_stop();
+            panic!("{what} did not finish within {RUN_TIMEOUT:?}");
+        }
+        // The run panicked: fail with its message.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match runner.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("the run sends its code before it ends"),
+        },
+    };
+    let _ = runner.join();
     let out = captured.lock().expect("captured output").clone();
     Run {
         code,
@@ -439,14 +473,14 @@ pub fn mock_random_args(url: &str) -> Vec<String> {
     .to_vec()
 }
 
-/// A [`mock_random_args`] run of the binary with `--save-result` into `dir`, then `extra`;
+/// A [`mock_random_args`] run (in process) with `--save-result` into `dir`, then `extra`;
 /// its stdout (the run must exit 0).
 pub fn run_against_mock(url: &str, dir: &TempDir, extra: &[&str]) -> String {
     let base = mock_random_args(url);
     let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
     args.extend(["--disable-tqdm", "--save-result", "--result-dir", dir.arg()]);
     args.extend(extra);
-    let out = vllm_bench(&args, dir.path());
+    let out = run_in_process(&args);
     assert_eq!(out.code, 0, "{args:?}:\n{}\n{}", out.stdout, out.stderr);
     out.stdout
 }

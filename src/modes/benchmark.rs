@@ -12,11 +12,11 @@ use crate::output::stdio::Console;
 use super::outcome::nothing_ran;
 pub use super::outcome::{NothingRan, Outcome};
 use super::plan::Plan;
-use super::progress::{install_interrupt_handler, interrupted};
+use super::progress::StopHandle;
 use super::runs::{self, Runs};
 
-/// Runs the benchmark the configuration describes.
-pub fn run(config: &Config, console: &Console) -> Result<Outcome> {
+/// Runs the benchmark the configuration describes, stopped early through `stop`.
+pub fn run(config: &Config, console: &Console, stop: &StopHandle) -> Result<Outcome> {
     for w in &config.warnings {
         console.warning(w);
     }
@@ -46,14 +46,14 @@ pub fn run(config: &Config, console: &Console) -> Result<Outcome> {
         // the plan is built or the server is awaited then stops the run before it sends
         // anything, and the run still reports (every request not sent) and saves its
         // result, instead of the process dying with nothing said.
-        install_interrupt_handler();
+        stop.arm();
     }
     let config = &*runs::plan_config(config);
-    let Some(mut plan) = Plan::build(config, console).map_err(nothing_ran)? else {
+    let Some(mut plan) = Plan::build(config, console, stop).map_err(nothing_ran)? else {
         return Ok(Outcome::Completed); // --dry-run: the dataset was described, nothing is sent
     };
     plan.ready_check(config).map_err(nothing_ran)?;
-    if !interrupted() {
+    if !stop.stop_requested() {
         plan.warm_up(config)?;
     }
     Runs::of(config, &plan.prepared).run(&mut plan, config)

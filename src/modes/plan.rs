@@ -14,6 +14,7 @@ use crate::backends::Api;
 use crate::config::{Config, DatasetParams, ServerLocation};
 use crate::engine::{Engine, EngineOptions};
 use crate::output::stdio::Console;
+use crate::runtime::stop_handle::StopHandle;
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
@@ -36,6 +37,8 @@ pub struct Plan {
     pub engine: Engine,
     /// The app's console: every line a run prints goes through it.
     pub console: Console,
+    /// The app's stop (Ctrl-C, SIGTERM): the runs arm it and watch it.
+    pub stop: StopHandle,
     /// The server's `/metrics` asked while the plan was built (`super::target::EarlyProbe`).
     pub metrics_probe: Option<super::target::EarlyProbe>,
 }
@@ -43,7 +46,7 @@ pub struct Plan {
 impl Plan {
     /// Resolves the server, model and tokenizer and builds every request. `None` after a
     /// `--dry-run` printed its summary.
-    pub fn build(config: &Config, console: &Console) -> Result<Option<Plan>> {
+    pub fn build(config: &Config, console: &Console, stop: &StopHandle) -> Result<Option<Plan>> {
         if !config.dry_run {
             check_connections_fit(config)?;
         }
@@ -126,6 +129,7 @@ impl Plan {
             engine_opts,
             engine,
             console: console.clone(),
+            stop: stop.clone(),
             metrics_probe,
         }))
     }
@@ -163,13 +167,13 @@ impl Plan {
                 timeout,
                 &urls,
                 |which| one_request_each(&self.engine, &self.prepared, which),
-                super::progress::interrupted,
+                || self.stop.stop_requested(),
             );
         }
         wait_until_ready(
             timeout,
             || one_request(&self.engine, &self.prepared),
-            super::progress::interrupted,
+            || self.stop.stop_requested(),
         )
     }
 
@@ -411,7 +415,7 @@ mod tests {
     #[test]
     fn a_plan_against_the_embedded_mock_prepares_every_request_before_the_clock() {
         let (console, captured) = Console::capture();
-        let plan = Plan::build(&Config::of_args(&MOCK_RUN), &console)
+        let plan = Plan::build(&Config::of_args(&MOCK_RUN), &console, &StopHandle::manual())
             .expect("the plan builds")
             .expect("not a dry run");
         assert!(plan.target.mock.is_some(), "the embedded mock serves it");
@@ -429,7 +433,8 @@ mod tests {
         let (console, captured) = Console::capture();
         let mut args = MOCK_RUN.to_vec();
         args.push("--dry-run");
-        let plan = Plan::build(&Config::of_args(&args), &console).expect("the dry run succeeds");
+        let plan = Plan::build(&Config::of_args(&args), &console, &StopHandle::manual())
+            .expect("the dry run succeeds");
         assert!(plan.is_none());
         let out = captured.lock().unwrap().clone();
         assert!(out.stdout.contains("Requests: 3 (text prompts)"), "{out:?}");

@@ -31,7 +31,7 @@ use super::outcome::nothing_ran;
 use super::plan::Plan;
 use super::prepare::Prepared;
 use super::profiling::Trigger;
-use super::progress::{install_interrupt_handler, interrupted, Watcher};
+use super::progress::Watcher;
 use super::run_dataset::RunDataset;
 use super::run_facts::{MetricSettings, RequestFacts, RunFacts, ServerView};
 use super::shard::ShardMap;
@@ -101,7 +101,7 @@ pub fn measure_watched(
     };
     let baseline = plan.dataset.baseline(&plan.target);
     // Before the line a user (or a script) sees, so a Ctrl-C right after it is handled.
-    install_interrupt_handler();
+    plan.stop.arm();
     plan.console.line("Starting main benchmark run...");
     let profile_when = config.report.profile_when;
     if profile_when == ProfileWhen::WholeRun {
@@ -132,7 +132,12 @@ pub fn measure_watched(
     let mut trigger = None;
     let mut report = plan.engine.run_at(workload, start.map(|s| s.0), |p| {
         on_run(p.clone(), offsets.as_deref());
-        watcher = Some(Watcher::start(p, show_bar, plan.console.clone()));
+        watcher = Some(Watcher::start(
+            p,
+            show_bar,
+            plan.console.clone(),
+            plan.stop.clone(),
+        ));
         if let ProfileWhen::AtBatch { running, duration } = profile_when {
             trigger = Some(Trigger::start(
                 plan.target.clone(),
@@ -176,7 +181,7 @@ pub fn measure_watched(
         report,
         rps_events,
         prefix_cache,
-        interrupted: interrupted(),
+        interrupted: plan.stop.stop_requested(),
         shard,
         server_metrics,
         gpu_metrics,
@@ -310,9 +315,8 @@ fn write_plots(
 }
 
 /// The terminal chart is drawn on a terminal, or anywhere with `--terminal-chart`.
-fn show_chart(config: &Config) -> bool {
-    use std::io::IsTerminal;
-    config.output.terminal_chart || std::io::stdout().is_terminal()
+fn show_chart(config: &Config, console: &crate::output::stdio::Console) -> bool {
+    config.output.terminal_chart || console.stdout_is_terminal()
 }
 
 /// Metrics, the console block, the steady-state block, our extras, and the result file.
@@ -345,7 +349,8 @@ pub fn finish(
         export.as_ref(),
     )?;
     if !policy.quiet {
-        plan.console.out(result.render(show_chart(config)));
+        plan.console
+            .out(result.render(show_chart(config, &plan.console)));
     }
     if policy.profile_when == ProfileWhen::WholeRun {
         // After the block, before the result is saved (Python's order).

@@ -275,7 +275,6 @@ impl<'a> RunFacts<'a> {
             let itl_max = o
                 .itl
                 .iter()
-                .copied()
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
             RequestRow {
                 id: r.index.get(i).map(|&x| u64::from(x)),

@@ -135,6 +135,18 @@ impl Console {
         self.err_line(format_args!("note: {text}"));
     }
 
+    /// Whether stdout is a terminal (a captured console's never is): the terminal chart.
+    pub fn stdout_is_terminal(&self) -> bool {
+        use std::io::IsTerminal;
+        matches!(self.lock().sink, Sink::Stdio) && io::stdout().is_terminal()
+    }
+
+    /// Whether stderr is a terminal (a captured console's never is): the progress bar.
+    pub fn stderr_is_terminal(&self) -> bool {
+        use std::io::IsTerminal;
+        matches!(self.lock().sink, Sink::Stdio) && io::stderr().is_terminal()
+    }
+
     /// True once a write to stdout failed (nothing more is written there).
     pub fn stdout_closed(&self) -> bool {
         self.lock().stdout_error.is_some()

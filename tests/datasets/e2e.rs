@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::e2e::{assert_refused_by_the_binary, mock};
-use crate::util::{fetched, fixture, fixture_arg, vllm_bench, vllm_bench_env, TempDir};
+use crate::e2e::{assert_refused, mock};
+use crate::util::{fetched, fixture, fixture_arg, run_in_process, vllm_bench_env, TempDir};
 use crate::util::{QWEN3, SHAREGPT};
 
 fn path_of(rel: &str) -> String {
@@ -32,7 +32,6 @@ fn max_tokens_by_id(server: &vllm_bench::mock::MockServer) -> HashMap<String, u6
 fn sharegpt_sends_pythons_selection() {
     let Some(tok) = qwen3_arg() else { return };
     let server = mock(|_| {});
-    let dir = TempDir::new("sharegpt");
     let args = [
         "--base-url",
         &server.base_url(),
@@ -52,7 +51,7 @@ fn sharegpt_sends_pythons_selection() {
         "r",
         "--disable-tqdm",
     ];
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run
         .stdout
@@ -85,7 +84,6 @@ fn sharegpt_sends_pythons_selection() {
 #[test]
 fn sharegpt_dry_run_and_fixed_output_len() {
     let Some(tok) = qwen3_arg() else { return };
-    let dir = TempDir::new("sharegpt-dry");
     let args = [
         "--tokenizer",
         &tok,
@@ -101,7 +99,7 @@ fn sharegpt_dry_run_and_fixed_output_len() {
         "64",
         "--dry-run",
     ];
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     // Fewer than 2000 conversations are valid (1,799 for seed 42 at 128, the fixture), so
     // this oversamples; every output length is fixed at 64 and every prompt is within
@@ -150,7 +148,7 @@ fn sharegpt_bad_input_is_one_line() {
     ] {
         let mut args = base.to_vec();
         args.extend(["--dataset-path", path]);
-        assert_refused_by_the_binary(&args, needle);
+        assert_refused(&args, needle);
     }
 }
 
@@ -200,8 +198,8 @@ fn sharegpt_from_the_hub_cache_offline() {
     assert!(lines[0].contains("--dataset-path"), "{lines:?}");
 }
 
-fn run_ok(args: &[&str], dir: &TempDir, n: usize) {
-    let run = vllm_bench(args, dir.path());
+fn run_ok(args: &[&str], n: usize) {
+    let run = run_in_process(args);
     assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
     assert!(
         run.stdout.contains(&format!(
@@ -217,7 +215,6 @@ fn run_ok(args: &[&str], dir: &TempDir, n: usize) {
 #[test]
 fn sonnet_seed_command_runs_against_the_mock() {
     let server = mock(|_| {});
-    let dir = TempDir::new("sonnet");
     let Some(tok) = qwen3_arg() else { return };
     let url = server.base_url();
     let args = [
@@ -241,7 +238,7 @@ fn sonnet_seed_command_runs_against_the_mock() {
         "20",
         "--disable-tqdm",
     ];
-    run_ok(&args, &dir, 20);
+    run_ok(&args, 20);
     let seen = max_tokens_by_id(&server);
     assert_eq!(seen.len(), 20);
     assert!(seen.values().all(|&m| m == 150), "{seen:?}");
@@ -249,7 +246,6 @@ fn sonnet_seed_command_runs_against_the_mock() {
 
 #[test]
 fn sonnet_needs_a_chat_template_unless_skipped() {
-    let dir = TempDir::new("sonnet-skip");
     // The embedded mock's tokenizer is the server's /tokenize: it has no chat template.
     let base = [
         "--mock-server",
@@ -258,10 +254,10 @@ fn sonnet_needs_a_chat_template_unless_skipped() {
         "--num-prompts",
         "5",
     ];
-    assert_refused_by_the_binary(&base, "--skip-chat-template");
+    assert_refused(&base, "--skip-chat-template");
     let mut skip = base.to_vec();
     skip.extend(["--skip-chat-template", "--disable-tqdm"]);
-    run_ok(&skip, &dir, 5);
+    run_ok(&skip, 5);
 }
 
 #[test]
@@ -300,7 +296,7 @@ fn custom_jsonl_sends_each_rows_output_tokens() {
         "c",
         "--disable-tqdm",
     ];
-    run_ok(&args, &dir, 10);
+    run_ok(&args, 10);
     let seen = max_tokens_by_id(&server);
     let want: HashMap<String, u64> = (0..10).map(|i| (format!("c{i}"), 5 + i as u64)).collect();
     assert_eq!(seen, want);
@@ -322,24 +318,23 @@ fn custom_bad_input_is_one_line_with_file_and_line() {
     ];
     let mut args = base.to_vec();
     args.extend(["--dataset-path", &path]);
-    assert_refused_by_the_binary(&args, &format!("{path}:2: no \"prompt\" key"));
+    assert_refused(&args, &format!("{path}:2: no \"prompt\" key"));
     let ok = dir.path().join("ok.jsonl");
     std::fs::write(&ok, "{\"prompt\": \"ok\"}\n").unwrap();
     let ok = ok.to_str().unwrap().to_string();
     let mut args = base.to_vec();
     args.extend(["--dataset-path", &ok, "--custom-output-len", "-1"]);
-    assert_refused_by_the_binary(&args, "ok.jsonl:1: no \"output_tokens\"");
+    assert_refused(&args, "ok.jsonl:1: no \"output_tokens\"");
     let csv = dir.path().join("p.csv");
     std::fs::write(&csv, "prompt\nx\n").unwrap();
     let mut args = base.to_vec();
     args.extend(["--dataset-path", csv.to_str().unwrap()]);
-    assert_refused_by_the_binary(&args, "reads JSONL only");
+    assert_refused(&args, "reads JSONL only");
 }
 
 #[test]
 fn prefix_repetition_runs_against_the_mock() {
     let server = mock(|_| {});
-    let dir = TempDir::new("prefix-rep");
     let Some(tok) = qwen3_arg() else { return };
     let url = server.base_url();
     let args = [
@@ -363,7 +358,7 @@ fn prefix_repetition_runs_against_the_mock() {
         "12",
         "--disable-tqdm",
     ];
-    run_ok(&args, &dir, 12);
+    run_ok(&args, 12);
     let log = server.request_log();
     let model: Vec<_> = log.iter().filter(|r| r.path == "/v1/completions").collect();
     assert_eq!(model.len(), 12);
@@ -373,7 +368,7 @@ fn prefix_repetition_runs_against_the_mock() {
     let mut args = args.to_vec();
     let at = args.iter().position(|a| *a == "12").unwrap();
     args[at] = "3";
-    assert_refused_by_the_binary(
+    assert_refused(
         &args,
         "must be at least --prefix-repetition-num-prefixes (4)",
     );
@@ -384,7 +379,6 @@ fn prefix_repetition_runs_against_the_mock() {
 #[test]
 fn prefix_repetition_with_the_servers_word_tokenizer_is_exact() {
     let server = mock(|_| {});
-    let dir = TempDir::new("prefix-rep-server");
     let url = server.base_url();
     let args = [
         "--base-url",
@@ -403,7 +397,7 @@ fn prefix_repetition_with_the_servers_word_tokenizer_is_exact() {
         "6",
         "--disable-tqdm",
     ];
-    run_ok(&args, &dir, 6);
+    run_ok(&args, 6);
     let log = server.request_log();
     let lens: Vec<_> = log
         .iter()
@@ -416,7 +410,6 @@ fn prefix_repetition_with_the_servers_word_tokenizer_is_exact() {
 #[test]
 fn burstgpt_runs_against_the_mock() {
     let server = mock(|_| {});
-    let dir = TempDir::new("burstgpt");
     let csv = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/data/burstgpt/burstgpt_sample.csv"
@@ -440,7 +433,7 @@ fn burstgpt_runs_against_the_mock() {
         "b",
         "--disable-tqdm",
     ];
-    run_ok(&args, &dir, 10);
+    run_ok(&args, 10);
     let expected: Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -504,7 +497,7 @@ fn spec_bench_runs_against_the_mock_and_ignores_the_seed_as_python() {
             "s",
             "--disable-tqdm",
         ];
-        run_ok(&args, &dir, 6);
+        run_ok(&args, 6);
         let log = server.request_log();
         assert!(log
             .iter()
@@ -528,7 +521,6 @@ fn spec_bench_runs_against_the_mock_and_ignores_the_seed_as_python() {
 /// and `--no-oversample` runs with what is valid.
 #[test]
 fn sharegpt_overrides_max_model_len_and_no_oversample() {
-    let dir = TempDir::new("sharegpt-opts");
     let Some(tok) = qwen3_arg() else { return };
     let data = path_of(SHAREGPT);
     let base = [
@@ -545,7 +537,7 @@ fn sharegpt_overrides_max_model_len_and_no_oversample() {
     let run = |extra: &[&str]| {
         let mut args = base.to_vec();
         args.extend_from_slice(extra);
-        let r = vllm_bench(&args, dir.path());
+        let r = run_in_process(&args);
         assert_eq!(r.code, 0, "{}", r.stderr);
         r
     };
@@ -650,7 +642,7 @@ fn speed_bench_from_a_prepared_directory() {
         "--output-len",
         "21",
     ]);
-    run_ok(&args, &dir, 4);
+    run_ok(&args, 4);
     let log = server.request_log();
     let chat: Vec<_> = log
         .iter()
@@ -672,7 +664,7 @@ fn speed_bench_from_a_prepared_directory() {
         "1",
         "--dry-run",
     ]);
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout
@@ -688,5 +680,5 @@ fn speed_bench_from_a_prepared_directory() {
         "--num-prompts",
         "1",
     ]);
-    assert_refused_by_the_binary(&args, "throughput_8k.jsonl: not found");
+    assert_refused(&args, "throughput_8k.jsonl: not found");
 }
