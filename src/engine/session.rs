@@ -76,6 +76,11 @@ pub trait SessionSource: Send + Sync {
     fn record(&self, session: usize, turn: usize) -> usize;
     /// The follow-ups of session `s`, asked for once its first request succeeded.
     fn follow(&self, session: usize) -> Box<dyn FollowUps + '_>;
+    /// Lanes instead of sessions (the agentic replay): each worker runs a lane, which
+    /// decides itself what to send and when, several requests at a time.
+    fn lanes(&self) -> Option<&dyn super::lanes::LaneSource> {
+        None
+    }
 }
 
 /// Requests that wait for an earlier one to finish (a Bailian trace's child turn and its

@@ -48,15 +48,15 @@ fn ns_since(epoch: Instant, t: Instant) -> u64 {
 }
 
 /// A worker's state across the requests it runs.
-struct Worker {
-    shared: Arc<RunShared>,
-    epoch: Instant,
+pub(super) struct Worker {
+    pub(super) shared: Arc<RunShared>,
+    pub(super) epoch: Instant,
     conn: Option<Connection>,
     /// The replica `conn` is (or would be) connected to.
     replica: usize,
-    histograms: Rc<RefCell<Histograms>>,
-    core: CoreHandles,
-    log: WorkerLog,
+    pub(super) histograms: Rc<RefCell<Histograms>>,
+    pub(super) core: CoreHandles,
+    pub(super) log: WorkerLog,
     bufs: ExchangeBuffers,
     /// A request's parts with another replica's `Host` line (reused from request to request).
     parts: Vec<Bytes>,
@@ -85,7 +85,11 @@ pub fn run_worker(
 ) -> impl std::future::Future<Output = WorkerLog> {
     let mut w = Worker::new(shared, epoch, conn, histograms, core, log);
     async move {
-        w.run_sessions().await;
+        let sessions = w.shared.workload.sessions.clone();
+        match sessions.as_deref().and_then(|s| s.lanes()) {
+            Some(lanes) => w = super::lanes::run_lane(w, lanes).await,
+            None => w.run_sessions().await,
+        }
         w.shared.workers_left.fetch_sub(1, Ordering::AcqRel);
         w.park();
         w.log
@@ -162,7 +166,7 @@ pub async fn run_probe(
 }
 
 impl Worker {
-    fn new(
+    pub(super) fn new(
         shared: Arc<RunShared>,
         epoch: Instant,
         (replica, conn): (usize, Option<Connection>),
@@ -207,14 +211,14 @@ impl Worker {
     }
 
     /// Leaves the worker's connection in the core's pool (for the next run).
-    fn park(&mut self) {
+    pub(super) fn park(&mut self) {
         if let Some(c) = self.conn.take() {
             self.core.pool.borrow_mut()[self.replica].push(c);
         }
     }
 
     /// The run was stopped (Ctrl-C) or this core reached the run's time bound.
-    fn stopped(&self) -> bool {
+    pub(super) fn stopped(&self) -> bool {
         self.shared.stop.load(Ordering::Acquire) || self.core.stop.stopped()
     }
 
@@ -326,7 +330,7 @@ impl Worker {
 
     /// Sends one request and measures it; the record is not kept yet (its text may still be
     /// needed for the session's next request).
-    async fn send(&mut self, index: usize, turn: Turn<'_>) -> Sent {
+    pub(super) async fn send(&mut self, index: usize, turn: Turn<'_>) -> Sent {
         self.use_replica(turn.replica);
         let shared = &*self.shared;
         let CoreHandles {
@@ -431,7 +435,7 @@ impl Worker {
     }
 
     /// Keeps a finished record: drops the data it does not need, feeds the histograms.
-    fn keep(&mut self, sent: Sent) {
+    pub(super) fn keep(&mut self, sent: Sent) {
         let Sent { mut rec, cancelled } = sent;
         let log = &mut self.log;
         if cancelled {
@@ -479,20 +483,20 @@ enum Outcome {
 
 /// A request as sent: its record, and whether the client cancelled it on purpose
 /// (`Workload::cancel`: counted apart, not kept, so not a field of the kept record).
-struct Sent {
-    rec: Record,
-    cancelled: bool,
+pub(super) struct Sent {
+    pub(super) rec: Record,
+    pub(super) cancelled: bool,
 }
 
 /// One request of a session and when it was due.
 #[derive(Clone, Copy)]
-struct Turn<'a> {
-    request: &'a PreparedRequest,
-    client_prompt_len: u32,
-    scheduled: Instant,
-    was_waiting: bool,
+pub(super) struct Turn<'a> {
+    pub(super) request: &'a PreparedRequest,
+    pub(super) client_prompt_len: u32,
+    pub(super) scheduled: Instant,
+    pub(super) was_waiting: bool,
     /// The replica it goes to.
-    replica: usize,
+    pub(super) replica: usize,
 }
 
 fn timeout_failure(limit: Duration) -> Failure {

@@ -137,6 +137,12 @@ impl TreeTiming {
         s + (u * span).round() as Ns
     }
 
+    /// The recorded start of the root's turn 0 (a tree drawn after the start point counts its
+    /// profiling offsets from here).
+    pub fn start_of_root(&self) -> Ns {
+        self.ts[0].first().copied().unwrap_or(0)
+    }
+
     /// Requests of every stream.
     pub fn requests(&self) -> usize {
         self.ts.iter().map(Vec::len).sum()
@@ -291,6 +297,15 @@ impl TreeRun {
             }
         }
         self.idle_from += by;
+    }
+
+    /// Every pending timer at `at` (the warm-up continues the trees without their delays).
+    pub fn restart_timers(&mut self, at: Ns) {
+        for s in &mut self.streams {
+            if let State::Due(t) = &mut s.state {
+                *t = at;
+            }
+        }
     }
 
     /// The earliest pending timer.
