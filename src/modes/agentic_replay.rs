@@ -879,19 +879,150 @@ impl Lane for AgenticLane {
 
     fn stop(&mut self) {
         self.stopped = true;
-        if let Some(lt) = &self.live {
-            self.inner
-                .planned
-                .fetch_add(lt.run.pending(), Ordering::AcqRel);
-        }
     }
 
     fn finish(&mut self) {
         debug_assert_eq!(self.in_flight(), 0);
+        if self.stopped {
+            // What the stop kept from going out (also turns that became due in the grace
+            // period): planned, not sent.
+            let pending = self.live.as_ref().map_or(0, |lt| lt.run.pending());
+            self.inner.planned.fetch_add(pending, Ordering::AcqRel);
+        }
         let live = if self.stopped { None } else { self.live.take() };
         if let Some(slot) = lock(&self.inner.lanes).get_mut(self.lane as usize) {
             *slot = live;
         }
         lock(&self.inner.records).append(&mut self.records);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::{Api, BodyOptions};
+    use crate::http::request::Method;
+    use crate::modes::agentic::AgenticReplay;
+
+    fn words(ids: &[u32]) -> String {
+        ids.iter().map(|i| format!("t{i} ")).collect()
+    }
+
+    fn run() -> (AgenticRun, Vec<Tree>) {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentic/traces");
+        let trees = AgenticReplay::from_path(&dir).unwrap().trees;
+        let head = HeadTemplate::new(Method::Post, "/v1/chat/completions", "h", &[]);
+        let opts = BodyOptions {
+            model: "m".into(),
+            ..BodyOptions::default()
+        };
+        let body = ChatBody::new(Api::Chat, &opts, false).unwrap();
+        let space = TokenSpace::new(50_000, &[0]).unwrap();
+        let opts = ReplayOptions {
+            lanes: 2,
+            start_ratio: (0.0, 0.0),
+            warmup_per_lane: 0,
+            trace_idle_cap: None,
+            system_idle_cap: Some(SYSTEM_IDLE_CAP),
+            seed: 1,
+            mode: Api::Chat.response_mode(),
+        };
+        let run = AgenticRun::prepare(&trees, &head, &body, &space, &words, opts).unwrap();
+        (run, trees)
+    }
+
+    fn body(req: &PreparedRequest) -> serde_json::Value {
+        let bytes = req.to_vec();
+        let at = memchr::memmem::find(&bytes, b"\r\n\r\n").unwrap() + 4;
+        serde_json::from_slice(&bytes[at..]).unwrap()
+    }
+
+    fn text(m: &serde_json::Value) -> String {
+        match &m["content"] {
+            serde_json::Value::String(s) => s.clone(),
+            parts => parts[0]["text"].as_str().unwrap().to_string(),
+        }
+    }
+
+    /// Every prepared turn carries exactly `in` prompt tokens (one word per token here), the
+    /// tree's marker where the placeholder was, and its output limit (one for primers).
+    #[test]
+    fn prepared_turns_have_exactly_in_tokens_and_the_trees_marker() {
+        let (run, trees) = run();
+        let marker = Bytes::from_static(b"[rid:0123456789ab]");
+        for (t, tree) in trees.iter().enumerate() {
+            for (s, stream) in tree.streams.iter().enumerate() {
+                for (k, r) in stream.turns.iter().enumerate() {
+                    let turn = &run.0.trees[t].turns[s][k];
+                    assert_eq!(u64::from(turn.prompt_tokens), r.input);
+                    let full = body(&with_marker(&turn.full, turn.marker_at.0, &marker));
+                    let one = body(&with_marker(&turn.one, turn.marker_at.1, &marker));
+                    assert_eq!(full["max_completion_tokens"], r.output.max(1));
+                    assert_eq!(one["max_completion_tokens"], 1);
+                    assert_eq!(full["messages"], one["messages"]);
+                    let msgs = full["messages"].as_array().unwrap();
+                    let first_user = msgs.iter().find(|m| m["role"] == "user").unwrap();
+                    assert!(
+                        text(first_user).starts_with("[rid:0123456789ab]\n\n"),
+                        "{}",
+                        stream.id
+                    );
+                    let words: usize = msgs
+                        .iter()
+                        .map(|m| text(m).split_whitespace().count())
+                        .sum();
+                    assert_eq!(
+                        words as u64,
+                        r.input + 1,
+                        "{} #{k}: the marker and `in` tokens",
+                        stream.id
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn overflow_errors_are_told_apart_by_their_text() {
+        let f = |detail: &str| Failure {
+            kind: "http_400".into(),
+            error: "Bad Request".into(),
+            detail: detail.into(),
+        };
+        let a = |f: &Failure| {
+            outcome(&Answer {
+                sent_ns: 0,
+                first_token_ns: None,
+                end_ns: 0,
+                itl_intervals: 0,
+                prompt_tokens: None,
+                completion_tokens: None,
+                failure: Some(f),
+                cancelled: false,
+            })
+        };
+        let overflow =
+            f(r#"HTTP 400: {"error":{"message":"This model's Maximum Context length is 8192"}}"#);
+        assert_eq!(a(&overflow), ReplayOutcome::ContextOverflow);
+        assert_eq!(
+            a(&f("HTTP 400: Prompt is too long")),
+            ReplayOutcome::ContextOverflow
+        );
+        assert_eq!(a(&f("HTTP 500: internal error")), ReplayOutcome::Failed);
+    }
+
+    #[test]
+    fn the_sampler_cycles_over_the_roots_in_file_order() {
+        let (run, _) = run();
+        let draws: Vec<(u32, u32)> = (0..7).map(|_| run.0.draw()).collect();
+        assert_eq!(
+            draws,
+            [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1), (0, 2)]
+        );
+        let (a0, a1) = (run.0.marker(0, 0, 0), run.0.marker(0, 1, 0));
+        assert_ne!(a0, a1, "a new pass, a new marker");
+        assert_ne!(a0, run.0.marker(0, 0, 1), "another lane, another marker");
+        assert_eq!(a0.len(), PLACEHOLDER.len());
     }
 }
