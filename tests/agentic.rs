@@ -532,3 +532,71 @@ fn a_thousand_tree_corpus_at_a_hundred_lanes() {
         "in file order"
     );
 }
+
+/// The replay through the binary: `--duration` bounds it, the run's accounting line holds,
+/// and a replay without its lanes or its bound is refused with one line.
+#[test]
+fn the_binary_replays_the_samples_for_its_duration() {
+    let dir = TempDir::new("agentic-run");
+    let path = samples();
+    let base = [
+        "--mock-server",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "agentic_trace",
+        "--dataset-path",
+        path.to_str().unwrap(),
+        "--disable-tqdm",
+    ];
+    let with = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        vllm_bench(&args, dir.path())
+    };
+    let out = with(&[
+        "--max-concurrency",
+        "2",
+        "--duration",
+        "1.5",
+        "--duration-grace",
+        "0",
+        "--agentic-start-ratio",
+        "0.25,0.75",
+        "--agentic-warmup-per-lane",
+        "1",
+    ]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Requests planned:"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    let n: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(n.len(), 5, "{line}");
+    assert_eq!(n[0], n[1] + n[2] + n[3] + n[4], "{line}");
+    assert!(n[1] > 0, "{line}");
+    for (extra, want) in [
+        (&["--duration", "1"][..], "--max-concurrency N is required"),
+        (&["--max-concurrency", "2"][..], "--duration S is required"),
+        (
+            &[
+                "--max-concurrency",
+                "2",
+                "--duration",
+                "1",
+                "--agentic-start-ratio",
+                "0.8,0.2",
+            ][..],
+            "--agentic-start-ratio",
+        ),
+    ] {
+        let out = with(extra);
+        assert_ne!(out.code, 0, "{extra:?}");
+        assert!(out.stderr.contains(want), "{extra:?}: {}", out.stderr);
+        assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
+    }
+}

@@ -292,6 +292,12 @@ pub fn prepare_agentic(
              trees replayed at once, AIPerf's --concurrency)"
         )
     })?;
+    if config.engine.time_bound.is_none() {
+        anyhow::bail!(
+            "--dataset-name agentic_trace: --duration S is required (the lanes take the next \
+             trace whenever a tree ends, so the replay runs until its time bound; AgentX: 1800)"
+        );
+    }
     let tok = crate::tokenizer::required(cx.tokenizer, "the agentic_trace dataset")?;
     let vocab = u32::try_from(tok.vocab_size()).unwrap_or(u32::MAX);
     let space = TokenSpace::new(vocab, tok.control_token_ids())?;
