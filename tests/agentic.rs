@@ -481,8 +481,9 @@ fn a_thousand_tree_corpus_at_a_hundred_lanes() {
     }
     let r = replay(dir.path(), 100, 0.5, 1, Duration::from_millis(1));
     let cpu = |who| {
+        // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: a zeroed rusage on the stack, filled by the kernel.
+        // SAFETY: a valid rusage on the stack, filled by the kernel.
         unsafe { libc::getrusage(who, &mut u) };
         let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
         (t(u.ru_utime) + t(u.ru_stime), u.ru_maxrss)
