@@ -16,71 +16,43 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::http::request::PreparedRequest;
+use crate::runtime::timer::Timers;
 
-use super::recorder::{Failure, WorkerLog};
-use super::worker::{CoreHandles, Sent, Turn, Worker};
+use super::session::{Answer, LaneSource, LaneStep};
+use super::stop::CoreStop;
 
-/// The lanes of a run: one per worker (the run's `max_concurrency`).
-pub trait LaneSource: Send + Sync {
-    /// Lane `lane`'s state, made on the core that runs it (a lane is claimed once, in
-    /// worker order).
-    fn lane(&self, lane: usize) -> Box<dyn Lane>;
-    /// The next lane to run (a shared cursor: each worker claims one).
-    fn claim(&self) -> usize;
-}
-
-/// What a lane wants next.
-pub enum LaneStep {
-    /// Send `request` now; `ticket` names it in [`Lane::sent`] and [`Lane::ended`], `index`
-    /// is its record's place among the run's records.
-    Send {
-        ticket: u64,
+/// What the lane driver needs of a worker (one connection, one request at a time): the
+/// engine's worker implements it, the driver never names it (workers import lanes, not the
+/// other way round).
+pub(super) trait LaneWorker: Sized + 'static {
+    /// A sent request as measured, before it is kept.
+    type Sent: 'static;
+    /// What makes more workers like this one (same core and run).
+    type Maker: 'static;
+    fn maker(&self) -> Self::Maker;
+    /// A new worker of the same core and run, with a stop slot and a log of its own.
+    fn make(maker: &Self::Maker) -> Self;
+    /// Sends `request` (record `index`) now and measures it.
+    fn send_now(
+        self,
         index: u32,
         request: PreparedRequest,
         client_prompt_len: u32,
-    },
-    /// Nothing to send before this time (ns since the run's epoch).
-    WaitUntil(u64),
-    /// Only a response can move it on.
-    AwaitResponse,
-    /// The lane has nothing more to send and nothing in flight.
-    Done,
-}
-
-/// How a request of a lane ended.
-#[derive(Debug, Clone, Copy)]
-pub struct Answer<'a> {
-    /// Times in ns since the run's epoch.
-    pub sent_ns: u64,
-    pub first_token_ns: Option<u64>,
-    pub end_ns: u64,
-    /// Inter-token gaps recorded (0 for a failure: its partial data is not kept).
-    pub itl_intervals: u32,
-    pub prompt_tokens: Option<u64>,
-    pub completion_tokens: Option<u64>,
-    pub failure: Option<&'a Failure>,
-    /// Cut by the run's stop (`--duration` + grace) or cancelled on purpose.
-    pub cancelled: bool,
-}
-
-/// One lane's schedule, run on one core.
-pub trait Lane {
-    /// What to do at `now_ns` (since the run's epoch).
-    fn step(&mut self, now_ns: u64) -> LaneStep;
-    /// The request `ticket` went out at `now_ns`.
-    fn sent(&mut self, ticket: u64, now_ns: u64);
-    /// The response to `ticket` ended.
-    fn ended(&mut self, ticket: u64, answer: &Answer<'_>);
-    /// The run stopped: no more sends (the lane counts what it had due as not sent, in the
-    /// run's total).
-    fn stop(&mut self);
-    /// The lane's run is over (every request in flight ended).
-    fn finish(&mut self);
+    ) -> impl std::future::Future<Output = (Self, Self::Sent)>;
+    /// What the lane is told of `sent`.
+    fn answer(sent: &Self::Sent) -> Answer<'_>;
+    /// Records `sent` (its histograms, its log).
+    fn keep(&mut self, sent: Self::Sent);
+    /// The run was stopped, this core hit the time bound, or the bound has passed.
+    fn run_stopped(&self) -> bool;
+    /// The run's epoch, the time bound's instant, the core's timers and stop.
+    fn clock(&self) -> (Instant, Option<Instant>, Rc<Timers>, Rc<CoreStop>);
+    /// Takes in a sibling's records at the end and parks its connection.
+    fn absorb(&mut self, sibling: Self);
 }
 
 /// A wake-up for the lane's loop from the tasks of its requests (one core, one waiter).
@@ -110,64 +82,35 @@ impl Notify {
     }
 }
 
-/// A request of the lane that ended, with the connection (worker) it used.
-struct Returned {
-    ticket: u64,
-    worker: Worker,
-    sent: Sent,
-}
+/// A request of the lane that ended: its ticket, the worker it used and its measure.
+type Returned<W> = (u64, W, <W as LaneWorker>::Sent);
 
 /// Runs the lane the worker `home` claims until it is done or the run stops; returns the
 /// worker with every request of the lane in its log.
-pub(super) async fn run_lane(home: Worker, source: &dyn LaneSource) -> Worker {
+pub(super) async fn run_lane<W: LaneWorker>(home: W, source: &dyn LaneSource) -> W {
     let mut lane = source.lane(source.claim());
-    let shared = home.shared.clone();
-    let epoch = home.epoch;
-    let core = &home.core;
-    let (timers, stop) = (core.timers.clone(), core.stop.clone());
-    let pool = core.pool.clone();
-    let histograms = home.histograms.clone();
-    // The loop's own stop slot: the home worker's is its exchanges'.
+    let (epoch, bound, timers, stop) = home.clock();
+    // The loop's own stop slot: the workers' are their exchanges'.
     let slot = stop.add_slot();
-    let returned: Rc<RefCell<VecDeque<Returned>>> = Rc::default();
+    let returned: Rc<RefCell<VecDeque<Returned<W>>>> = Rc::default();
     let notify: Rc<Notify> = Rc::default();
-    let mut idle: Vec<Worker> = vec![home];
-    let mut made: Vec<Worker> = Vec::new();
+    let maker = home.maker();
+    let mut idle: Vec<W> = vec![home];
     let mut in_flight = 0usize;
     let mut stopping = false;
-    let tokens = shared.workload.expected_tokens;
-    let keep_text = shared.options.keep_all_text;
     let ns_now = || Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
-    let bound = shared.workload.time_bound.map(|b| epoch + b.after);
-    let stopped = || {
-        shared.stop.load(Ordering::Acquire)
-            || stop.stopped()
-            || bound.is_some_and(|b| Instant::now() >= b)
-    };
     loop {
-        while let Some(r) = returned.borrow_mut().pop_front() {
-            in_flight -= 1;
-            let Returned {
-                ticket,
-                mut worker,
-                sent,
-            } = r;
-            let rec = &sent.rec;
-            let answer = Answer {
-                sent_ns: rec.start_ns,
-                first_token_ns: rec.first_token_ns.map(|t| t.get()),
-                end_ns: rec.end_ns,
-                itl_intervals: rec.itl.end - rec.itl.start,
-                prompt_tokens: rec.usage_prompt_tokens.get(),
-                completion_tokens: rec.usage_completion_tokens.get(),
-                failure: rec.failure.as_deref(),
-                cancelled: sent.cancelled,
+        loop {
+            let Some((ticket, mut worker, sent)) = returned.borrow_mut().pop_front() else {
+                break;
             };
-            lane.ended(ticket, &answer);
+            in_flight -= 1;
+            lane.ended(ticket, &W::answer(&sent));
             worker.keep(sent);
             idle.push(worker);
         }
-        if !stopping && stopped() {
+        let past_bound = bound.is_some_and(|b| Instant::now() >= b);
+        if !stopping && (past_bound || idle.first().is_some_and(W::run_stopped)) {
             stopping = true;
             lane.stop();
         }
@@ -185,44 +128,14 @@ pub(super) async fn run_lane(home: Worker, source: &dyn LaneSource) -> Worker {
                 request,
                 client_prompt_len,
             } => {
-                let mut worker = match idle.pop() {
-                    Some(w) => w,
-                    None => {
-                        let handles = CoreHandles {
-                            timers: timers.clone(),
-                            stop: stop.clone(),
-                            slot: stop.add_slot(),
-                            pool: pool.clone(),
-                        };
-                        let log = WorkerLog::with_capacity(16, tokens, keep_text);
-                        Worker::new(
-                            shared.clone(),
-                            epoch,
-                            (0, None),
-                            histograms.clone(),
-                            handles,
-                            log,
-                        )
-                    }
-                };
-                let now = Instant::now();
+                // A request beside those in flight gets a worker (a connection) of its own.
+                let worker = idle.pop().unwrap_or_else(|| W::make(&maker));
                 lane.sent(ticket, ns_now());
                 in_flight += 1;
                 let (returned, notify) = (returned.clone(), notify.clone());
                 monoio::spawn(async move {
-                    let turn = Turn {
-                        request: &request,
-                        client_prompt_len,
-                        scheduled: now,
-                        was_waiting: true,
-                        replica: 0,
-                    };
-                    let sent = worker.send(index as usize, turn).await;
-                    returned.borrow_mut().push_back(Returned {
-                        ticket,
-                        worker,
-                        sent,
-                    });
+                    let (worker, sent) = worker.send_now(index, request, client_prompt_len).await;
+                    returned.borrow_mut().push_back((ticket, worker, sent));
                     notify.notify();
                 });
             }
@@ -247,11 +160,9 @@ pub(super) async fn run_lane(home: Worker, source: &dyn LaneSource) -> Worker {
     lane.finish();
     // Every worker is idle again: the extra ones hand their logs to one and their
     // connections to the core's pool.
-    made.append(&mut idle);
-    let mut home = made.pop().expect("the home worker at least");
-    for mut w in made {
-        w.park();
-        home.log.absorb(std::mem::take(&mut w.log));
+    let mut home = idle.pop().expect("the home worker at least");
+    for w in idle {
+        home.absorb(w);
     }
     home
 }

@@ -25,8 +25,10 @@ use crate::http::conn::Connection;
 use crate::http::request::PreparedRequest;
 
 use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits, SentMark};
+use super::lanes::{run_lane, LaneWorker};
 use super::recorder::{nonzero_ns, Failure, Histograms, Record, TokenCount, WorkerLog};
 use super::replicas::Pool;
+use super::session::{Answer, FailureText};
 use super::session::{FollowUps, NextRequest, Reply};
 use super::stop::{CoreStop, StopCause};
 use super::RunShared;
@@ -48,15 +50,15 @@ fn ns_since(epoch: Instant, t: Instant) -> u64 {
 }
 
 /// A worker's state across the requests it runs.
-pub(super) struct Worker {
-    pub(super) shared: Arc<RunShared>,
-    pub(super) epoch: Instant,
+struct Worker {
+    shared: Arc<RunShared>,
+    epoch: Instant,
     conn: Option<Connection>,
     /// The replica `conn` is (or would be) connected to.
     replica: usize,
-    pub(super) histograms: Rc<RefCell<Histograms>>,
-    pub(super) core: CoreHandles,
-    pub(super) log: WorkerLog,
+    histograms: Rc<RefCell<Histograms>>,
+    core: CoreHandles,
+    log: WorkerLog,
     bufs: ExchangeBuffers,
     /// A request's parts with another replica's `Host` line (reused from request to request).
     parts: Vec<Bytes>,
@@ -87,7 +89,7 @@ pub fn run_worker(
     async move {
         let sessions = w.shared.workload.sessions.clone();
         match sessions.as_deref().and_then(|s| s.lanes()) {
-            Some(lanes) => w = super::lanes::run_lane(w, lanes).await,
+            Some(lanes) => w = run_lane(w, lanes).await,
             None => w.run_sessions().await,
         }
         w.shared.workers_left.fetch_sub(1, Ordering::AcqRel);
@@ -166,7 +168,7 @@ pub async fn run_probe(
 }
 
 impl Worker {
-    pub(super) fn new(
+    fn new(
         shared: Arc<RunShared>,
         epoch: Instant,
         (replica, conn): (usize, Option<Connection>),
@@ -211,14 +213,14 @@ impl Worker {
     }
 
     /// Leaves the worker's connection in the core's pool (for the next run).
-    pub(super) fn park(&mut self) {
+    fn park(&mut self) {
         if let Some(c) = self.conn.take() {
             self.core.pool.borrow_mut()[self.replica].push(c);
         }
     }
 
     /// The run was stopped (Ctrl-C) or this core reached the run's time bound.
-    pub(super) fn stopped(&self) -> bool {
+    fn stopped(&self) -> bool {
         self.shared.stop.load(Ordering::Acquire) || self.core.stop.stopped()
     }
 
@@ -330,7 +332,7 @@ impl Worker {
 
     /// Sends one request and measures it; the record is not kept yet (its text may still be
     /// needed for the session's next request).
-    pub(super) async fn send(&mut self, index: usize, turn: Turn<'_>) -> Sent {
+    async fn send(&mut self, index: usize, turn: Turn<'_>) -> Sent {
         self.use_replica(turn.replica);
         let shared = &*self.shared;
         let CoreHandles {
@@ -435,7 +437,7 @@ impl Worker {
     }
 
     /// Keeps a finished record: drops the data it does not need, feeds the histograms.
-    pub(super) fn keep(&mut self, sent: Sent) {
+    fn keep(&mut self, sent: Sent) {
         let Sent { mut rec, cancelled } = sent;
         let log = &mut self.log;
         if cancelled {
@@ -470,6 +472,111 @@ impl Worker {
     }
 }
 
+/// A lane's worker (see [`super::lanes`]): the lane sends each request on a worker of its
+/// own while it is in flight, made on its core when it needs one more.
+impl LaneWorker for Worker {
+    type Sent = Sent;
+    type Maker = (
+        Arc<RunShared>,
+        Instant,
+        Rc<RefCell<Histograms>>,
+        Rc<Timers>,
+        Rc<CoreStop>,
+        Rc<RefCell<Pool>>,
+    );
+
+    fn maker(&self) -> Self::Maker {
+        (
+            self.shared.clone(),
+            self.epoch,
+            self.histograms.clone(),
+            self.core.timers.clone(),
+            self.core.stop.clone(),
+            self.core.pool.clone(),
+        )
+    }
+
+    fn make((shared, epoch, histograms, timers, stop, pool): &Self::Maker) -> Self {
+        let handles = CoreHandles {
+            timers: timers.clone(),
+            stop: stop.clone(),
+            slot: stop.add_slot(),
+            pool: pool.clone(),
+        };
+        let tokens = shared.workload.expected_tokens;
+        let log = WorkerLog::with_capacity(16, tokens, shared.options.keep_all_text);
+        Worker::new(
+            shared.clone(),
+            *epoch,
+            (0, None),
+            histograms.clone(),
+            handles,
+            log,
+        )
+    }
+
+    async fn send_now(
+        mut self,
+        index: u32,
+        request: PreparedRequest,
+        client_prompt_len: u32,
+    ) -> (Self, Sent) {
+        let turn = Turn {
+            request: &request,
+            client_prompt_len,
+            scheduled: Instant::now(),
+            was_waiting: true,
+            replica: 0,
+        };
+        let sent = self.send(index as usize, turn).await;
+        (self, sent)
+    }
+
+    fn answer(sent: &Sent) -> Answer<'_> {
+        let rec = &sent.rec;
+        Answer {
+            sent_ns: rec.start_ns,
+            first_token_ns: rec.first_token_ns.map(|t| t.get()),
+            end_ns: rec.end_ns,
+            itl_intervals: rec.itl.end - rec.itl.start,
+            prompt_tokens: rec.usage_prompt_tokens.get(),
+            completion_tokens: rec.usage_completion_tokens.get(),
+            failure: rec.failure.as_deref().map(|f| FailureText {
+                error: &f.error,
+                detail: &f.detail,
+            }),
+            cancelled: sent.cancelled,
+        }
+    }
+
+    fn keep(&mut self, sent: Sent) {
+        Worker::keep(self, sent);
+    }
+
+    fn run_stopped(&self) -> bool {
+        self.stopped()
+    }
+
+    fn clock(&self) -> (Instant, Option<Instant>, Rc<Timers>, Rc<CoreStop>) {
+        let bound = self
+            .shared
+            .workload
+            .time_bound
+            .map(|b| self.epoch + b.after);
+        (
+            self.epoch,
+            bound,
+            self.core.timers.clone(),
+            self.core.stop.clone(),
+        )
+    }
+
+    fn absorb(&mut self, mut sibling: Self) {
+        sibling.park();
+        self.log.absorb(std::mem::take(&mut sibling.log));
+    }
+}
+
 /// How an exchange raced against its limits ended.
 enum Outcome {
     Done(Result<(), Failure>),
@@ -484,19 +591,19 @@ enum Outcome {
 /// A request as sent: its record, and whether the client cancelled it on purpose
 /// (`Workload::cancel`: counted apart, not kept, so not a field of the kept record).
 pub(super) struct Sent {
-    pub(super) rec: Record,
-    pub(super) cancelled: bool,
+    rec: Record,
+    cancelled: bool,
 }
 
 /// One request of a session and when it was due.
 #[derive(Clone, Copy)]
-pub(super) struct Turn<'a> {
-    pub(super) request: &'a PreparedRequest,
-    pub(super) client_prompt_len: u32,
-    pub(super) scheduled: Instant,
-    pub(super) was_waiting: bool,
+struct Turn<'a> {
+    request: &'a PreparedRequest,
+    client_prompt_len: u32,
+    scheduled: Instant,
+    was_waiting: bool,
     /// The replica it goes to.
-    pub(super) replica: usize,
+    replica: usize,
 }
 
 fn timeout_failure(limit: Duration) -> Failure {

@@ -40,9 +40,9 @@ use crate::datasets::agentic::{
     TurnRef,
 };
 use crate::datasets::timed_trace::TokenSpace;
-use crate::engine::lanes::{Answer, Lane, LaneSource, LaneStep};
-use crate::engine::recorder::Failure;
-use crate::engine::session::{FollowUps, NextRequest, Reply, SessionSource};
+use crate::engine::session::{
+    Answer, FailureText, FollowUps, Lane, LaneSource, LaneStep, NextRequest, Reply, SessionSource,
+};
 use crate::engine::{Engine, RunReport, Workload};
 use crate::http::request::{HeadTemplate, PreparedRequest};
 
@@ -325,7 +325,10 @@ impl AgenticRun {
                 itl_intervals: rec.itl.end - rec.itl.start,
                 prompt_tokens: rec.usage_prompt_tokens.get(),
                 completion_tokens: rec.usage_completion_tokens.get(),
-                failure: rec.failure.as_deref(),
+                failure: rec.failure.as_deref().map(|f| FailureText {
+                    error: &f.error,
+                    detail: &f.detail,
+                }),
                 cancelled: false,
             };
             let r = inner.record(lt, *lane, p.at, Phase::Primer, &answer);
@@ -552,7 +555,7 @@ fn outcome(a: &Answer<'_>) -> ReplayOutcome {
     }
 }
 
-fn is_overflow(f: &Failure) -> bool {
+fn is_overflow(f: FailureText<'_>) -> bool {
     let text = format!("{} {}", f.error, f.detail).to_ascii_lowercase();
     OVERFLOW.iter().any(|s| text.contains(s))
 }
@@ -985,12 +988,7 @@ mod tests {
 
     #[test]
     fn overflow_errors_are_told_apart_by_their_text() {
-        let f = |detail: &str| Failure {
-            kind: "http_400".into(),
-            error: "Bad Request".into(),
-            detail: detail.into(),
-        };
-        let a = |f: &Failure| {
+        let a = |detail: &str| {
             outcome(&Answer {
                 sent_ns: 0,
                 first_token_ns: None,
@@ -998,18 +996,22 @@ mod tests {
                 itl_intervals: 0,
                 prompt_tokens: None,
                 completion_tokens: None,
-                failure: Some(f),
+                failure: Some(FailureText {
+                    error: "Bad Request",
+                    detail,
+                }),
                 cancelled: false,
             })
         };
-        let overflow =
-            f(r#"HTTP 400: {"error":{"message":"This model's Maximum Context length is 8192"}}"#);
-        assert_eq!(a(&overflow), ReplayOutcome::ContextOverflow);
         assert_eq!(
-            a(&f("HTTP 400: Prompt is too long")),
+            a(r#"HTTP 400: {"error":{"message":"This model's Maximum Context length is 8192"}}"#),
             ReplayOutcome::ContextOverflow
         );
-        assert_eq!(a(&f("HTTP 500: internal error")), ReplayOutcome::Failed);
+        assert_eq!(
+            a("HTTP 400: Prompt is too long"),
+            ReplayOutcome::ContextOverflow
+        );
+        assert_eq!(a("HTTP 500: internal error"), ReplayOutcome::Failed);
     }
 
     #[test]
