@@ -150,3 +150,448 @@ fn a_duplicate_trace_id_names_both_files() {
         "{e}"
     );
 }
+
+// The replay's timing (SPEC §3, §6) on the embedded mock: every response takes the mock's
+// first-token delay (its tokens follow at once), so the send times are the specification's
+// hand-derived timelines. Tolerance: each send within TOLERANCE of its planned time (a
+// chain of sequential responses adds a few ms per hop on a loaded machine).
+
+use vllm_bench::backends::conversation::ChatBody;
+use vllm_bench::backends::{Api, BodyOptions};
+use vllm_bench::datasets::agentic::{Phase, ReplayOutcome, ReplayRecord};
+use vllm_bench::datasets::timed_trace::TokenSpace;
+use vllm_bench::engine::{Engine, RunReport, TimeBound};
+use vllm_bench::http::request::{HeadTemplate, Method};
+use vllm_bench::http::url::BaseUrl;
+use vllm_bench::mock::{MockConfig, MockServer};
+use vllm_bench::modes::agentic::AgenticReplay;
+use vllm_bench::modes::agentic_replay::{AgenticRun, ReplayOptions, SYSTEM_IDLE_CAP};
+
+const TOLERANCE_MS: i64 = 150;
+
+struct Replay {
+    server: MockServer,
+    engine: Engine,
+    run: AgenticRun,
+    trees: Vec<String>,
+}
+
+/// One token id per word: decoding is exact, a prompt's words are its tokens.
+fn words(ids: &[u32]) -> String {
+    ids.iter().map(|i| format!("t{i} ")).collect()
+}
+
+fn replay(path: &Path, lanes: usize, ratio: f64, warmup: usize, ttft: Duration) -> Replay {
+    let server = MockServer::start(MockConfig {
+        first_token_delay: ttft,
+        token_interval: Duration::ZERO,
+        request_log: true,
+        request_log_bodies: true,
+        ..MockConfig::default()
+    })
+    .expect("start mock");
+    let url = BaseUrl::parse(&server.base_url()).unwrap();
+    let trees = AgenticReplay::from_path(path).expect("corpus").trees;
+    let head = HeadTemplate::new(
+        Method::Post,
+        &url.request_path("/v1/chat/completions"),
+        &url.host_header(),
+        &[],
+    );
+    let opts = BodyOptions {
+        model: "m".into(),
+        ignore_eos: true,
+        ..BodyOptions::default()
+    };
+    let body = ChatBody::new(Api::Chat, &opts, false).unwrap();
+    let space = TokenSpace::new(50_000, &[0]).unwrap();
+    let opts = ReplayOptions {
+        lanes,
+        start_ratio: (ratio, ratio),
+        warmup_per_lane: warmup,
+        trace_idle_cap: None,
+        system_idle_cap: Some(SYSTEM_IDLE_CAP),
+        seed: 42,
+        mode: Api::Chat.response_mode(),
+    };
+    let run = AgenticRun::prepare(&trees, &head, &body, &space, &words, opts).expect("prepare");
+    let engine = Engine::start(
+        crate::util::endpoint(&url),
+        crate::util::options(1, crate::util::auto_driver()),
+    )
+    .expect("engine");
+    Replay {
+        server,
+        engine,
+        run,
+        trees: trees.iter().map(|t| t.id.clone()).collect(),
+    }
+}
+
+impl Replay {
+    fn run(&self, duration: f64, grace: f64) -> (RunReport, Vec<ReplayRecord>) {
+        let bound = TimeBound {
+            after: Duration::from_secs_f64(duration),
+            grace: Duration::from_secs_f64(grace),
+        };
+        self.run.replay(&self.engine, Some(bound)).expect("replay")
+    }
+
+    /// `(ms, trace, pass, stream, turn)` of the records of `phase`, in send order.
+    fn sends(&self, records: &[ReplayRecord], phase: Phase) -> Vec<(i64, String, u32, u32, u32)> {
+        let mut out: Vec<_> = records
+            .iter()
+            .filter(|r| r.phase == phase)
+            .map(|r| {
+                let id = self.trees[r.tree as usize].clone();
+                (r.sent_ns / 1_000_000, id, r.pass, r.stream, r.turn)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The cache-bust marker of every model request the mock saw, in arrival order.
+    fn markers(&self) -> Vec<String> {
+        let mut log = self.server.request_log();
+        log.retain(|r| r.method == "POST");
+        log.sort_by_key(|r| r.arrival);
+        log.iter()
+            .map(|r| {
+                let body = r.body.as_deref().unwrap_or_default();
+                let at = body
+                    .find("[rid:")
+                    .expect("every request carries the marker");
+                body[at..at + 18].to_string()
+            })
+            .collect()
+    }
+}
+
+/// Planned vs. measured `(ms, trace, pass, stream, turn)`, times within the tolerance.
+fn assert_timeline(got: &[(i64, String, u32, u32, u32)], want: &[(i64, &str, u32, u32, u32)]) {
+    let shown = format!("got {got:?}\nwant {want:?}");
+    assert_eq!(got.len(), want.len(), "{shown}");
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(
+            (g.1.as_str(), g.2, g.3, g.4),
+            (w.1, w.2, w.3, w.4),
+            "{shown}"
+        );
+        assert!((g.0 - w.0).abs() <= TOLERANCE_MS, "{shown}");
+    }
+}
+
+fn accounted(r: &RunReport, records: &[ReplayRecord]) {
+    // The engine's `not_sent` is planned - completed/failed - cancelled: a request sent and
+    // not counted in the plan would have underflowed it; one recorded twice shows here.
+    let profiling: Vec<_> = records
+        .iter()
+        .filter(|r| r.phase == Phase::Profiling)
+        .collect();
+    assert_eq!(
+        profiling.len(),
+        r.merged.outputs.len() + r.cancelled,
+        "one record per request sent"
+    );
+    let cancelled = profiling
+        .iter()
+        .filter(|x| x.outcome == ReplayOutcome::Cancelled)
+        .count();
+    assert_eq!(cancelled, r.cancelled);
+}
+
+/// SPEC TC1: the subagent starts on the spawning response, the root joins at its deadline,
+/// the drained tree's lane takes the trace again (a new pass, a new marker).
+#[test]
+fn tc1_spawn_on_return_join_at_the_deadline_and_recycle() {
+    let _serial = crate::util::serial();
+    let r = replay(
+        &samples().join("trace-a.json"),
+        1,
+        0.0,
+        0,
+        Duration::from_millis(500),
+    );
+    let (report, records) = r.run(6.0, 2.0);
+    assert!(
+        records.iter().all(|x| x.phase == Phase::Profiling),
+        "nothing precedes t* = 0"
+    );
+    assert_timeline(
+        &r.sends(&records, Phase::Profiling),
+        &[
+            (0, "trace-a", 0, 0, 0),
+            (500, "trace-a", 0, 1, 0),
+            (1500, "trace-a", 0, 1, 1),
+            (3500, "trace-a", 0, 0, 1),
+            (5300, "trace-a", 0, 0, 2),
+            (5800, "trace-a", 1, 0, 0),
+        ],
+    );
+    accounted(&report, &records);
+    assert!(records
+        .iter()
+        .all(|x| x.outcome == ReplayOutcome::Completed));
+    let markers = r.markers();
+    assert_eq!(markers.len(), 6);
+    assert!(
+        markers[..5].iter().all(|m| *m == markers[0]),
+        "one marker per tree: {markers:?}"
+    );
+    assert_ne!(markers[5], markers[0], "a new pass, a new marker");
+    // Prompt tokens as the server counted them are the client's exact `in` (plus the
+    // marker and the template): the record keeps the server's count.
+    assert!(records
+        .iter()
+        .all(|x| x.prompt_tokens > 0 && x.output_tokens > 0));
+}
+
+/// SPEC TC3: mid-trace starts at t* = 0.4 of each span, the primers spread so both lanes reach
+/// t* together, profiling from the smallest offset, recycling in the sampler's order, and the
+/// background child of trace-c keeping its lane.
+#[test]
+fn tc3_primers_offsets_and_recycle_order() {
+    let _serial = crate::util::serial();
+    let r = replay(&samples(), 2, 0.4, 0, Duration::from_millis(500));
+    let (report, records) = r.run(4.3, 2.0);
+    let primers = r.sends(&records, Phase::Primer);
+    let first = primers[0].0;
+    let rel: Vec<(i64, String, u32, u32, u32)> = primers
+        .iter()
+        .map(|p| (p.0 - first, p.1.clone(), p.2, p.3, p.4))
+        .collect();
+    assert_timeline(
+        &rel,
+        &[
+            (0, "trace-b", 0, 0, 0),
+            (600, "trace-a", 0, 0, 0),
+            (2100, "trace-a", 0, 1, 0),
+        ],
+    );
+    assert!(
+        records
+            .iter()
+            .filter(|x| x.phase == Phase::Primer)
+            .all(|x| x.output_tokens <= 1),
+        "primers ask for one token"
+    );
+    assert_timeline(
+        &r.sends(&records, Phase::Profiling),
+        &[
+            (0, "trace-a", 0, 1, 1),
+            (1200, "trace-a", 0, 0, 1),
+            (1600, "trace-b", 0, 0, 1),
+            (3000, "trace-a", 0, 0, 2),
+            (3500, "trace-c", 0, 0, 0),
+            (3600, "trace-b", 0, 0, 2),
+            (4100, "trace-a", 1, 0, 0),
+        ],
+    );
+    accounted(&report, &records);
+    // Tree instances: trace-a pass 0 (lane 0), trace-b (lane 1), trace-c (lane 0), trace-a
+    // pass 1 (lane 1): four markers, a tree's requests all carry its own.
+    let mut markers = r.markers();
+    assert_eq!(markers.len(), 3 + 7);
+    markers.sort();
+    markers.dedup();
+    assert_eq!(markers.len(), 4, "{markers:?}");
+}
+
+/// The cache-pressure warm-up: K zero-delay one-token requests per lane after the primers,
+/// then profiling; every warm-up request is recorded apart.
+#[test]
+fn the_warm_up_sends_k_requests_per_lane_before_profiling() {
+    let _serial = crate::util::serial();
+    let r = replay(&samples(), 2, 0.4, 2, Duration::from_millis(50));
+    let (report, records) = r.run(0.5, 1.0);
+    let warm: Vec<_> = records
+        .iter()
+        .filter(|x| x.phase == Phase::Warmup)
+        .collect();
+    assert_eq!(warm.len(), 4, "{warm:?}");
+    for lane in 0..2 {
+        assert_eq!(warm.iter().filter(|x| x.lane == lane).count(), 2);
+    }
+    assert!(warm.iter().all(|x| x.sent_ns < 0 && x.output_tokens <= 1));
+    assert!(records
+        .iter()
+        .filter(|x| x.phase == Phase::Profiling)
+        .all(|x| x.sent_ns >= 0));
+    accounted(&report, &records);
+}
+
+/// SPEC TC9 / `--duration`: a request in flight at the bound is cancelled after the grace
+/// period; one that ends within it completes and its next turn is counted as not sent.
+#[test]
+fn duration_stops_the_replay_and_accounts_for_every_request() {
+    let _serial = crate::util::serial();
+    let r = replay(
+        &samples().join("trace-b.json"),
+        1,
+        0.0,
+        0,
+        Duration::from_millis(500),
+    );
+    let (report, records) = r.run(0.2, 0.0);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].outcome, ReplayOutcome::Cancelled);
+    assert_eq!((report.cancelled, report.merged.outputs.len()), (1, 0));
+    accounted(&report, &records);
+    let (report, records) = r.run(0.2, 2.0);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].outcome, ReplayOutcome::Completed);
+    assert_eq!(
+        report.not_sent, 1,
+        "trace-b#1 was due when the replay stopped"
+    );
+    accounted(&report, &records);
+}
+
+/// A synthetic corpus of 1,000 small trees (a root of three turns, a joined subagent, every
+/// tenth a background one) replayed at 100 lanes: every trace is drawn, every request is
+/// accounted for, within a bounded time. (Its CPU time and memory are printed: on a quiet
+/// machine the replay gets through the corpus several times; the assertions hold at any speed.)
+#[test]
+fn a_thousand_tree_corpus_at_a_hundred_lanes() {
+    let _serial = crate::util::serial();
+    let dir = TempDir::new("agentic-1000");
+    for i in 0..1000 {
+        let background = if i % 10 == 0 {
+            r#",{"t":0.05,"type":"subagent","agent_id":"bg","requests":[
+                {"t":0.05,"type":"n","model":"m","in":64,"out":2,"hash_ids":[9],"api_time":0.001}]}"#
+        } else {
+            ""
+        };
+        let text = format!(
+            r#"{{"id":"gen-{i:04}","models":["m"],"block_size":64,"hash_id_scope":"local","requests":[
+            {{"t":0.0,"type":"n","model":"m","in":100,"out":3,"hash_ids":[1],"api_time":0.001}},
+            {{"t":0.002,"type":"subagent","agent_id":"sa","duration_ms":2,"requests":[
+                {{"t":0.002,"type":"n","model":"m","in":80,"out":2,"hash_ids":[1],"api_time":0.001}}]}},
+            {{"t":0.01,"type":"n","model":"m","in":200,"out":3,"hash_ids":[1,2,3],"api_time":0.001}},
+            {{"t":0.02,"type":"n","model":"m","in":260,"out":3,"hash_ids":[1,2,3,4],"api_time":0.001}}{background}]}}"#
+        );
+        std::fs::write(dir.path().join(format!("gen-{i:04}.json")), text).unwrap();
+    }
+    let r = replay(dir.path(), 100, 0.5, 1, Duration::from_millis(1));
+    let cpu = |who| {
+        // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid rusage on the stack, filled by the kernel.
+        unsafe { libc::getrusage(who, &mut u) };
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        (t(u.ru_utime) + t(u.ru_stime), u.ru_maxrss)
+    };
+    let (cpu0, _) = cpu(libc::RUSAGE_SELF);
+    let started = std::time::Instant::now();
+    let (report, records) = r.run(5.0, 2.0);
+    let took = started.elapsed();
+    let (cpu1, rss_kb) = cpu(libc::RUSAGE_SELF);
+    let profiling = records
+        .iter()
+        .filter(|x| x.phase == Phase::Profiling)
+        .count();
+    eprintln!(
+        "1000 trees, 100 lanes: {} requests ({profiling} profiling) in {took:.2?}, \
+         CPU {:.2} s (mock included), max RSS {} MB",
+        records.len(),
+        cpu1 - cpu0,
+        rss_kb / 1024
+    );
+    assert!(took < Duration::from_secs(30), "bounded: {took:?}");
+    accounted(&report, &records);
+    let failed = records
+        .iter()
+        .filter(|x| {
+            matches!(
+                x.outcome,
+                ReplayOutcome::Failed | ReplayOutcome::ContextOverflow
+            )
+        })
+        .count();
+    assert_eq!(failed, 0);
+    let mut drawn: Vec<u32> = records.iter().map(|x| x.tree).collect();
+    drawn.sort_unstable();
+    drawn.dedup();
+    // The sampler draws the traces in file order, cycling: whatever the machine's speed, the
+    // traces drawn are the first ones, every lane had at least one, and a run that got
+    // through the corpus drew every trace.
+    assert!(
+        drawn.len() >= 100,
+        "every lane drew a tree: {}",
+        drawn.len()
+    );
+    assert_eq!(
+        drawn,
+        (0..drawn.len() as u32).collect::<Vec<_>>(),
+        "in file order"
+    );
+}
+
+/// The replay through the binary: `--duration` bounds it, the run's accounting line holds,
+/// and a replay without its lanes or its bound is refused with one line.
+#[test]
+fn the_binary_replays_the_samples_for_its_duration() {
+    let dir = TempDir::new("agentic-run");
+    let path = samples();
+    let base = [
+        "--mock-server",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "agentic_trace",
+        "--dataset-path",
+        path.to_str().unwrap(),
+        "--disable-tqdm",
+    ];
+    let with = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        vllm_bench(&args, dir.path())
+    };
+    let out = with(&[
+        "--max-concurrency",
+        "2",
+        "--duration",
+        "1.5",
+        "--duration-grace",
+        "0",
+        "--agentic-start-ratio",
+        "0.25,0.75",
+        "--agentic-warmup-per-lane",
+        "1",
+    ]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Requests planned:"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    let n: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(n.len(), 5, "{line}");
+    assert_eq!(n[0], n[1] + n[2] + n[3] + n[4], "{line}");
+    assert!(n[1] > 0, "{line}");
+    for (extra, want) in [
+        (&["--duration", "1"][..], "--max-concurrency N is required"),
+        (&["--max-concurrency", "2"][..], "--duration S is required"),
+        (
+            &[
+                "--max-concurrency",
+                "2",
+                "--duration",
+                "1",
+                "--agentic-start-ratio",
+                "0.8,0.2",
+            ][..],
+            "--agentic-start-ratio",
+        ),
+    ] {
+        let out = with(extra);
+        assert_ne!(out.code, 0, "{extra:?}");
+        assert!(out.stderr.contains(want), "{extra:?}: {}", out.stderr);
+        assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
+    }
+}

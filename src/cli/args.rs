@@ -148,6 +148,26 @@ pub struct DatasetArgs {
     pub prefix_repetition: PrefixRepetitionArgs,
     #[command(flatten)]
     pub timed_trace: TimedTraceArgs,
+    #[command(flatten)]
+    pub agentic: AgenticArgs,
+}
+
+/// Agentic trace replay (AIPerf's `AGENTIC_REPLAY` timing).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Dataset: agentic_trace")]
+pub struct AgenticArgs {
+    /// Each lane starts its first tree at a point sampled by time between these fractions of
+    /// the tree's span (MIN,MAX; AgentX 0.25,0.75; 0,0 starts every tree at its turn 0)
+    #[arg(long, default_value = "0.25,0.75", value_name = "MIN,MAX")]
+    pub agentic_start_ratio: String,
+    /// Cache-pressure warm-up after the primers: this many zero-delay one-token requests per
+    /// lane before profiling starts (AgentX 10)
+    #[arg(long, default_value = "0", value_parser = parse_int::<usize>, value_name = "K")]
+    pub agentic_warmup_per_lane: usize,
+    /// A tree with nothing in flight this long (from its last response) sends its next
+    /// request at once (AgentX 300; off by default)
+    #[arg(long, value_parser = parse_float, value_name = "SEC")]
+    pub agentic_trace_idle_cap: Option<f64>,
 }
 
 /// The random dataset (also the base of random-mm and random-rerank).

@@ -59,7 +59,18 @@ pub enum DatasetParams {
     SpeedBench(SpeedBenchParams),
     TimedTrace(TimedTraceParams),
     /// `agentic_trace`: Weka Claude-Code traces (`--dataset-path` file or directory).
-    AgenticTrace,
+    AgenticTrace(AgenticParams),
+}
+
+/// The agentic replay's timing knobs (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AgenticParams {
+    /// `--agentic-start-ratio MIN,MAX`: where in its span a lane's first tree starts.
+    pub start_ratio: (f64, f64),
+    /// `--agentic-warmup-per-lane K`.
+    pub warmup_per_lane: usize,
+    /// `--agentic-trace-idle-cap SEC`.
+    pub trace_idle_cap: Option<std::time::Duration>,
 }
 
 /// Input/output length jitter: lengths are drawn from `[L·(1−r), L·(1+r)]`.
@@ -339,7 +350,7 @@ fn lengths(cli: &Cli, params: &DatasetParams) -> Vec<Length> {
             );
             v
         }
-        DatasetParams::BurstGpt | DatasetParams::TimedTrace(_) | DatasetParams::AgenticTrace => {
+        DatasetParams::BurstGpt | DatasetParams::TimedTrace(_) | DatasetParams::AgenticTrace(_) => {
             Vec::new()
         }
     };
@@ -471,8 +482,49 @@ fn params(cli: &Cli) -> Result<DatasetParams, ConfigError> {
                      directory of them)",
                 ));
             }
-            DatasetParams::AgenticTrace
+            DatasetParams::AgenticTrace(agentic(cli)?)
         }
+    })
+}
+
+fn agentic(cli: &Cli) -> Result<AgenticParams, ConfigError> {
+    let a = &cli.dataset.agentic;
+    let flag = "--agentic-start-ratio";
+    let ratio = a.agentic_start_ratio.split_once(',').and_then(|(lo, hi)| {
+        Some((
+            lo.trim().parse::<f64>().ok()?,
+            hi.trim().parse::<f64>().ok()?,
+        ))
+    });
+    let start_ratio = match ratio {
+        Some((lo, hi)) if (0.0..=1.0).contains(&lo) && (lo..=1.0).contains(&hi) => (lo, hi),
+        _ => {
+            return Err(ConfigError::flag(
+                flag,
+                format!(
+                    "{:?}: must be MIN,MAX with 0 <= MIN <= MAX <= 1 (e.g. 0.25,0.75)",
+                    a.agentic_start_ratio
+                ),
+            ))
+        }
+    };
+    let trace_idle_cap = match a.agentic_trace_idle_cap {
+        None => None,
+        Some(s) if s.is_finite() && s > 0.0 && s <= 31_536_000.0 => {
+            Some(std::time::Duration::from_secs_f64(s))
+        }
+        Some(s) => {
+            return Err(ConfigError::number(
+                "--agentic-trace-idle-cap",
+                s,
+                "must be more than 0 seconds, at most 31536000 (a year)".to_string(),
+            ))
+        }
+    };
+    Ok(AgenticParams {
+        start_ratio,
+        warmup_per_lane: a.agentic_warmup_per_lane,
+        trace_idle_cap,
     })
 }
 

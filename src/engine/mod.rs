@@ -11,6 +11,7 @@
 
 mod core_thread;
 pub mod exchange;
+pub mod lanes;
 pub mod limits;
 pub mod preconnect;
 pub mod recorder;

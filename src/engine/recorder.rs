@@ -185,6 +185,27 @@ impl WorkerLog {
         (self.itl_ns.len() as u32, self.text.len() as u32)
     }
 
+    /// Takes in `other`'s records (already counted in the histograms) with their inter-token
+    /// gaps and text, after the run: a lane's extra connections each kept their own log
+    /// while its requests overlapped, and hand them to the lane's one log at its end.
+    pub fn absorb(&mut self, other: WorkerLog) {
+        self.records.reserve(other.records.len());
+        for mut rec in other.records {
+            let (itl0, text0) = self.arena_marks();
+            self.itl_ns.extend(other.itl_ns.range(rec.itl.clone()));
+            self.text
+                .extend_from_slice(&other.text[rec.text.start as usize..rec.text.end as usize]);
+            let (itl1, text1) = self.arena_marks();
+            rec.itl = itl0..itl1;
+            rec.text = text0..text1;
+            self.records.push(rec);
+        }
+        self.session_ended += other.session_ended;
+        self.cancelled += other.cancelled;
+        self.cancelled_end_ns = self.cancelled_end_ns.max(other.cancelled_end_ns);
+        self.session_cancelled += other.session_cancelled;
+    }
+
     /// Stores a finished record and feeds the histograms.
     pub fn push(&mut self, rec: Record, h: &mut Histograms) {
         if rec.failure.is_none() {

@@ -76,6 +76,79 @@ pub trait SessionSource: Send + Sync {
     fn record(&self, session: usize, turn: usize) -> usize;
     /// The follow-ups of session `s`, asked for once its first request succeeded.
     fn follow(&self, session: usize) -> Box<dyn FollowUps + '_>;
+    /// Lanes instead of sessions (the agentic replay): each worker runs a lane, which
+    /// decides itself what to send and when, several requests at a time.
+    fn lanes(&self) -> Option<&dyn LaneSource> {
+        None
+    }
+}
+
+/// Lanes: the units of work of a run that decides its own schedule as it goes (the agentic
+/// replay), run by [`super::lanes`].
+/// The lanes of a run: one per worker (the run's `max_concurrency`).
+pub trait LaneSource: Send + Sync {
+    /// Lane `lane`'s state, made on the core that runs it (a lane is claimed once, in
+    /// worker order).
+    fn lane(&self, lane: usize) -> Box<dyn Lane>;
+    /// The next lane to run (a shared cursor: each worker claims one).
+    fn claim(&self) -> usize;
+}
+
+/// What a lane wants next.
+pub enum LaneStep {
+    /// Send `request` now; `ticket` names it in [`Lane::sent`] and [`Lane::ended`], `index`
+    /// is its record's place among the run's records.
+    Send {
+        ticket: u64,
+        index: u32,
+        request: PreparedRequest,
+        client_prompt_len: u32,
+    },
+    /// Nothing to send before this time (ns since the run's epoch).
+    WaitUntil(u64),
+    /// Only a response can move it on.
+    AwaitResponse,
+    /// The lane has nothing more to send and nothing in flight.
+    Done,
+}
+
+/// A failed request's texts (the error as Python names it, and our detail: the HTTP status
+/// and the start of the body), for a lane that tells failures apart by what they say.
+#[derive(Debug, Clone, Copy)]
+pub struct FailureText<'a> {
+    pub error: &'a str,
+    pub detail: &'a str,
+}
+
+/// How a request of a lane ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    /// Times in ns since the run's epoch.
+    pub sent_ns: u64,
+    pub first_token_ns: Option<u64>,
+    pub end_ns: u64,
+    /// Inter-token gaps recorded (0 for a failure: its partial data is not kept).
+    pub itl_intervals: u32,
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub failure: Option<FailureText<'a>>,
+    /// Cut by the run's stop (`--duration` + grace) or cancelled on purpose.
+    pub cancelled: bool,
+}
+
+/// One lane's schedule, run on one core.
+pub trait Lane {
+    /// What to do at `now_ns` (since the run's epoch).
+    fn step(&mut self, now_ns: u64) -> LaneStep;
+    /// The request `ticket` went out at `now_ns`.
+    fn sent(&mut self, ticket: u64, now_ns: u64);
+    /// The response to `ticket` ended.
+    fn ended(&mut self, ticket: u64, answer: &Answer<'_>);
+    /// The run stopped: no more sends (the lane counts what it had due as not sent, in the
+    /// run's total).
+    fn stop(&mut self);
+    /// The lane's run is over (every request in flight ended).
+    fn finish(&mut self);
 }
 
 /// Requests that wait for an earlier one to finish (a Bailian trace's child turn and its

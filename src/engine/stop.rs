@@ -88,6 +88,14 @@ impl CoreStop {
         }
     }
 
+    /// One more slot (a lane's extra connection, made when its tree's requests in flight
+    /// outgrow the slots it has); its index.
+    pub fn add_slot(&self) -> usize {
+        let mut waiters = self.waiters.borrow_mut();
+        waiters.push(None);
+        waiters.len() - 1
+    }
+
     /// Marks the core stopped (now) and wakes every waiting slot. Idempotent.
     pub fn trigger(&self) {
         self.trigger_with(self.grace, StopCause::Interrupt);

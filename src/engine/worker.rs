@@ -25,8 +25,10 @@ use crate::http::conn::Connection;
 use crate::http::request::PreparedRequest;
 
 use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits, SentMark};
+use super::lanes::{run_lane, LaneWorker};
 use super::recorder::{nonzero_ns, Failure, Histograms, Record, TokenCount, WorkerLog};
 use super::replicas::Pool;
+use super::session::{Answer, FailureText};
 use super::session::{FollowUps, NextRequest, Reply};
 use super::stop::{CoreStop, StopCause};
 use super::RunShared;
@@ -85,7 +87,11 @@ pub fn run_worker(
 ) -> impl std::future::Future<Output = WorkerLog> {
     let mut w = Worker::new(shared, epoch, conn, histograms, core, log);
     async move {
-        w.run_sessions().await;
+        let sessions = w.shared.workload.sessions.clone();
+        match sessions.as_deref().and_then(|s| s.lanes()) {
+            Some(lanes) => w = run_lane(w, lanes).await,
+            None => w.run_sessions().await,
+        }
         w.shared.workers_left.fetch_sub(1, Ordering::AcqRel);
         w.park();
         w.log
@@ -466,6 +472,111 @@ impl Worker {
     }
 }
 
+/// A lane's worker (see [`super::lanes`]): the lane sends each request on a worker of its
+/// own while it is in flight, made on its core when it needs one more.
+impl LaneWorker for Worker {
+    type Sent = Sent;
+    type Maker = (
+        Arc<RunShared>,
+        Instant,
+        Rc<RefCell<Histograms>>,
+        Rc<Timers>,
+        Rc<CoreStop>,
+        Rc<RefCell<Pool>>,
+    );
+
+    fn maker(&self) -> Self::Maker {
+        (
+            self.shared.clone(),
+            self.epoch,
+            self.histograms.clone(),
+            self.core.timers.clone(),
+            self.core.stop.clone(),
+            self.core.pool.clone(),
+        )
+    }
+
+    fn make((shared, epoch, histograms, timers, stop, pool): &Self::Maker) -> Self {
+        let handles = CoreHandles {
+            timers: timers.clone(),
+            stop: stop.clone(),
+            slot: stop.add_slot(),
+            pool: pool.clone(),
+        };
+        let tokens = shared.workload.expected_tokens;
+        let log = WorkerLog::with_capacity(16, tokens, shared.options.keep_all_text);
+        Worker::new(
+            shared.clone(),
+            *epoch,
+            (0, None),
+            histograms.clone(),
+            handles,
+            log,
+        )
+    }
+
+    async fn send_now(
+        mut self,
+        index: u32,
+        request: PreparedRequest,
+        client_prompt_len: u32,
+    ) -> (Self, Sent) {
+        let turn = Turn {
+            request: &request,
+            client_prompt_len,
+            scheduled: Instant::now(),
+            was_waiting: true,
+            replica: 0,
+        };
+        let sent = self.send(index as usize, turn).await;
+        (self, sent)
+    }
+
+    fn answer(sent: &Sent) -> Answer<'_> {
+        let rec = &sent.rec;
+        Answer {
+            sent_ns: rec.start_ns,
+            first_token_ns: rec.first_token_ns.map(|t| t.get()),
+            end_ns: rec.end_ns,
+            itl_intervals: rec.itl.end - rec.itl.start,
+            prompt_tokens: rec.usage_prompt_tokens.get(),
+            completion_tokens: rec.usage_completion_tokens.get(),
+            failure: rec.failure.as_deref().map(|f| FailureText {
+                error: &f.error,
+                detail: &f.detail,
+            }),
+            cancelled: sent.cancelled,
+        }
+    }
+
+    fn keep(&mut self, sent: Sent) {
+        Worker::keep(self, sent);
+    }
+
+    fn run_stopped(&self) -> bool {
+        self.stopped()
+    }
+
+    fn clock(&self) -> (Instant, Option<Instant>, Rc<Timers>, Rc<CoreStop>) {
+        let bound = self
+            .shared
+            .workload
+            .time_bound
+            .map(|b| self.epoch + b.after);
+        (
+            self.epoch,
+            bound,
+            self.core.timers.clone(),
+            self.core.stop.clone(),
+        )
+    }
+
+    fn absorb(&mut self, mut sibling: Self) {
+        sibling.park();
+        self.log.absorb(std::mem::take(&mut sibling.log));
+    }
+}
+
 /// How an exchange raced against its limits ended.
 enum Outcome {
     Done(Result<(), Failure>),
@@ -479,7 +590,7 @@ enum Outcome {
 
 /// A request as sent: its record, and whether the client cancelled it on purpose
 /// (`Workload::cancel`: counted apart, not kept, so not a field of the kept record).
-struct Sent {
+pub(super) struct Sent {
     rec: Record,
     cancelled: bool,
 }

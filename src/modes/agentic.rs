@@ -2,14 +2,12 @@
 //! into trees of streams with every turn's prompt layout, before anything is sent. A bad file
 //! stops the run here with one line naming the file, the trace and the field.
 //!
-//! What is built: the data side of AIPerf's `AGENTIC_REPLAY` (SPEC §1.1, §2), described by
-//! `--dry-run`. The replay's timing (lanes, t*, primers, spawn/join on the engine's cores)
-//! is not built yet: a run is refused with a line that says so rather than replaying with
-//! other semantics.
+//! This is the data side of AIPerf's `AGENTIC_REPLAY` (SPEC §1.1, §2), described by
+//! `--dry-run`; the replay's timing on the engine's cores is `super::agentic_replay`.
 
 use std::path::Path;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 
 use crate::config::Config;
 use crate::datasets::agentic::{self, layouts, StreamKind, Tree};
@@ -91,16 +89,6 @@ impl AgenticReplay {
             requests.iter().sum::<usize>(),
             by_kind(&requests),
             100.0 * hits as f64 / blocks.max(1) as f64,
-        )
-    }
-
-    /// Why a run is refused until the replay's timing is built (see the module doc).
-    pub fn run_refusal(&self) -> anyhow::Error {
-        anyhow!(
-            "--dataset-name agentic_trace: the {} traces are valid, but replaying them (lanes, \
-             spawn/join timing) is not implemented yet in vllm-bench; --dry-run checks and \
-             describes a corpus",
-            self.trees.len()
         )
     }
 }

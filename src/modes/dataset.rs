@@ -89,7 +89,7 @@ impl Loaded {
             Loaded::Samples(r, media) => prepare::prepare(cx, r, media.as_ref()),
             Loaded::Trace(t) => prepare::prepare_trace(cx, t),
             Loaded::Conversations(c) => prepare::prepare_conversations(cx, c),
-            Loaded::Agentic(a) => Err(a.run_refusal()),
+            Loaded::Agentic(a) => prepare::prepare_agentic(cx, a),
         }
     }
 }
@@ -106,7 +106,7 @@ pub fn for_run(
     if let Some(m) = &config.multi_turn {
         return Ok(Loaded::Conversations(conversations(config, m, tokenizer)?));
     }
-    if let DatasetParams::AgenticTrace = &config.dataset.params {
+    if let DatasetParams::AgenticTrace(_) = &config.dataset.params {
         return Ok(Loaded::Agentic(Box::new(AgenticReplay::load(config)?)));
     }
     if let DatasetParams::TimedTrace(p) = &config.dataset.params {

@@ -2,6 +2,7 @@
 //! modes wire the dataset, the backends, the engine, the metrics and the printers together.
 
 pub mod agentic;
+pub mod agentic_replay;
 pub mod benchmark;
 pub mod compare;
 pub mod dataset;

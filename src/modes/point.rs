@@ -122,6 +122,9 @@ pub fn measure_watched(
             map.shard
         ));
     }
+    plan.dataset
+        .before_measured_run(&plan.engine)
+        .map_err(nothing_ran)?;
     let scraper = super::server_scrape::start(config, plan);
     crate::http::control::close_idle_connections();
     let start = super::shard::start_instant(&config.shard, shard.as_mut(), &plan.console)

@@ -18,12 +18,15 @@ use crate::backends::{
 use crate::config::{Config, DatasetParams};
 use crate::datasets::conversations::{Conversation, Conversations};
 use crate::datasets::media::ChatMedia;
+use crate::datasets::timed_trace::TokenSpace;
 use crate::datasets::wav::AudioClip;
 use crate::datasets::SampleRequest;
 use crate::engine::{Probe, Workload};
 use crate::http::request::{HeadTemplate, Method, PreparedRequest};
 use crate::tokenizer::Tokenizer;
 
+use super::agentic::AgenticReplay;
+use super::agentic_replay::{AgenticRun, ReplayOptions, SYSTEM_IDLE_CAP};
 use super::lora::{AdapterOptions, LoraPlan};
 use super::multi_turn::ConversationPlan;
 use super::replicas;
@@ -274,6 +277,56 @@ pub fn prepare_conversations(
         }),
     };
     Ok((prepared, RunDataset::Conversations(Arc::new(plan))))
+}
+
+/// The agentic replay's requests, every turn of every stream (see `super::agentic_replay`).
+pub fn prepare_agentic(
+    cx: &PrepareCx<'_>,
+    replay: &AgenticReplay,
+) -> Result<(Prepared, RunDataset)> {
+    let config = cx.config;
+    let DatasetParams::AgenticTrace(params) = &config.dataset.params else {
+        anyhow::bail!("--dataset-name agentic_trace: its options were not resolved");
+    };
+    let lanes = config.rate.max_concurrency.ok_or_else(|| {
+        anyhow::anyhow!(
+            "--dataset-name agentic_trace: --max-concurrency N is required (the number of \
+             trees replayed at once, AIPerf's --concurrency)"
+        )
+    })?;
+    if config.engine.time_bound.is_none() {
+        anyhow::bail!(
+            "--dataset-name agentic_trace: --duration S is required (the lanes take the next \
+             trace whenever a tree ends, so the replay runs until its time bound; AgentX: 1800)"
+        );
+    }
+    let tok = crate::tokenizer::required(cx.tokenizer, "the agentic_trace dataset")?;
+    let vocab = u32::try_from(tok.vocab_size()).unwrap_or(u32::MAX);
+    let space = TokenSpace::new(vocab, tok.control_token_ids())?;
+    let decode = |ids: &[u32]| tok.decode(ids, false).unwrap_or_default();
+    let body = ChatBody::new(cx.api, &body_options(config, cx.model_name), false)?;
+    let head = head_template(config, cx.target);
+    let opts = ReplayOptions {
+        lanes,
+        start_ratio: params.start_ratio,
+        warmup_per_lane: params.warmup_per_lane,
+        trace_idle_cap: params.trace_idle_cap,
+        system_idle_cap: Some(SYSTEM_IDLE_CAP),
+        seed: config.dataset.seed,
+        mode: cx.api.response_mode(),
+    };
+    let run = AgenticRun::prepare(&replay.trees, &head, &body, &space, &decode, opts)?;
+    let prepared = Prepared {
+        requests: run.lane_requests(),
+        prompt_lens: vec![0; lanes].into(),
+        output_lens: vec![run.expected_tokens()],
+        mode: cx.api.response_mode(),
+        probe: None,
+        lora: None,
+        warm: None,
+        prompt_keys: None,
+    };
+    Ok((prepared, RunDataset::Agentic(run)))
 }
 
 /// A trace replay's requests, built from shared prompt fragments (see `super::trace`).

@@ -22,6 +22,7 @@ use crate::engine::session::Chains;
 use crate::engine::Workload;
 use crate::output::facts::PrefixCache;
 
+use super::agentic_replay::AgenticRun;
 use super::multi_turn::{first_conversations, request_turns, ConversationPlan};
 use super::target::Target;
 use super::trace::{measured_hit_ratio, scrape_prefix_cache};
@@ -50,6 +51,8 @@ pub enum RunDataset {
     },
     /// `--multi-turn`: each conversation one session, its later turns built as it runs.
     Conversations(Arc<ConversationPlan>),
+    /// `--dataset-name agentic_trace`: lanes of live trees, warmed up before the measured run.
+    Agentic(AgenticRun),
 }
 
 /// How a dataset's requests form the engine's sessions.
@@ -61,6 +64,8 @@ pub enum Sessions<'a> {
     Chains(&'a [Option<u32>]),
     /// Each prepared request is a conversation's first turn.
     Conversations(&'a Arc<ConversationPlan>),
+    /// One worker per lane, each running its lane's trees.
+    Lanes(&'a AgenticRun),
 }
 
 impl Sessions<'_> {
@@ -75,6 +80,7 @@ impl Sessions<'_> {
             Sessions::Conversations(plan) => {
                 workload.sessions = Some(first_conversations(Arc::clone(plan), n));
             }
+            Sessions::Lanes(run) => run.shape(&mut workload),
             Sessions::Chains(parents) => {
                 // A child turn waits for its parent: both run in one session.
                 let g = Chains::group(
@@ -122,6 +128,7 @@ impl RunDataset {
                 parents: Some(p), ..
             } => Sessions::Chains(p),
             RunDataset::Conversations(plan) => Sessions::Conversations(plan),
+            RunDataset::Agentic(run) => Sessions::Lanes(run),
         }
     }
 
@@ -130,7 +137,30 @@ impl RunDataset {
     pub fn arrivals(&self) -> Option<&[f64]> {
         match self {
             RunDataset::Trace { arrivals, .. } => arrivals.as_deref(),
-            RunDataset::Samples { .. } | RunDataset::Conversations(_) => None,
+            RunDataset::Samples { .. } | RunDataset::Conversations(_) | RunDataset::Agentic(_) => {
+                None
+            }
+        }
+    }
+
+    /// What runs before a measured run, on its engine: the agentic replay's primers and
+    /// warm-up (SPEC §3.3), which leave its lanes at the start of profiling.
+    pub fn before_measured_run(&self, engine: &crate::engine::Engine) -> anyhow::Result<()> {
+        match self {
+            RunDataset::Agentic(run) => run.warm_up(engine),
+            _ => Ok(()),
+        }
+    }
+
+    /// The agentic replay's records of its last measured run (`epoch`: that run's start);
+    /// `None` for every other dataset.
+    pub fn replay_records(
+        &self,
+        epoch: std::time::Instant,
+    ) -> Option<Vec<crate::datasets::agentic::ReplayRecord>> {
+        match self {
+            RunDataset::Agentic(run) => Some(run.records(epoch)),
+            _ => None,
         }
     }
 
@@ -139,7 +169,9 @@ impl RunDataset {
         Baseline {
             prefix_cache: match self {
                 RunDataset::Trace { .. } => scrape_prefix_cache(target),
-                RunDataset::Samples { .. } | RunDataset::Conversations(_) => None,
+                RunDataset::Samples { .. }
+                | RunDataset::Conversations(_)
+                | RunDataset::Agentic(_) => None,
             },
         }
     }
@@ -196,9 +228,9 @@ impl RunDataset {
                 turns: Some(request_turns(plan, records, &plan.turn_of_records())),
                 ..DatasetFacts::default()
             },
-            RunDataset::Samples { audio_s: None, .. } | RunDataset::Trace { .. } => {
-                DatasetFacts::default()
-            }
+            RunDataset::Samples { audio_s: None, .. }
+            | RunDataset::Trace { .. }
+            | RunDataset::Agentic(_) => DatasetFacts::default(),
         }
     }
 }

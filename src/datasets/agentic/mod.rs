@@ -6,6 +6,7 @@
 pub mod format;
 pub mod prompt;
 pub mod record;
+pub mod schedule;
 pub mod streams;
 
 pub use format::{load, Entry, Request, Subagent, WekaTrace};

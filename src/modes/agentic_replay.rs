@@ -1,0 +1,1030 @@
+//! The agentic replay's run (SPEC §3) on the engine's cores: `--max-concurrency N` lanes, each
+//! holding one live tree; the phases before profiling (primers, the cache-pressure warm-up);
+//! one [`ReplayRecord`] per request sent.
+//!
+//! - **Before the clock** every turn of every stream is one prepared request (twice: with its
+//!   output limit and with one token, for the warm-up), its `messages` the turn's segment
+//!   layout (`prompt::layouts`) asked of the chat body builder, a message shared with the
+//!   previous turn when its segment is unchanged. The first user message holds a placeholder
+//!   for the cache-bust marker in a part of its own: sending swaps in the tree's marker,
+//!   nothing is formatted or copied on the hot path.
+//! - **Lanes** ([`crate::engine::lanes`]): each engine worker runs one lane, whose tree's
+//!   [`TreeRun`] (the schedule as data) says what goes next; a tree lives on one core, so its
+//!   spawns and joins are core-local. A finished tree's lane draws the next root from the
+//!   shared sampler (file order, cycling: draw `i` is trace `i mod T`, pass `i div T`).
+//! - **Phases.** Each lane's first tree starts at t* (sampled by time within
+//!   `--agentic-start-ratio`). Its primers (the turn before each live stream's next, full
+//!   history, one token) go out as one run, spread so every lane reaches t* together (leads
+//!   clamped to the system idle cap); a failed root primer aborts. `--agentic-warmup-per-lane K`
+//!   then runs the trees on with zero delays, K requests per lane, and drains. Profiling
+//!   starts each live stream at `ts(next) - t*` less the smallest such offset of all lanes.
+//! - **Idle caps**: the system cap (10 s, nothing in flight in the whole replay) and
+//!   `--agentic-trace-idle-cap` per tree, in profiling. The system cap is checked by each lane
+//!   on its own timers (at least every 10 s while it waits): a lane that waits while another
+//!   lane's response makes the system idle sees it within the cap, not at once.
+
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use bytes::Bytes;
+use rayon::prelude::*;
+
+use crate::backends::conversation::{assistant_message, user_message, ChatBody};
+use crate::backends::ResponseMode;
+use crate::datasets::agentic::prompt::{piece_tokens, prompt_tokens};
+use crate::datasets::agentic::schedule::{Ended, IdleCaps, Ns, Primer, Step, TreeRun, TreeTiming};
+use crate::datasets::agentic::{
+    layouts, marker, Phase, Piece, ReplayOutcome, ReplayRecord, Role, Seeds, StreamKind, Tree,
+    TurnRef,
+};
+use crate::datasets::timed_trace::TokenSpace;
+use crate::engine::session::{
+    Answer, FailureText, FollowUps, Lane, LaneSource, LaneStep, NextRequest, Reply, SessionSource,
+};
+use crate::engine::{Engine, RunReport, Workload};
+use crate::http::request::{HeadTemplate, PreparedRequest};
+
+use super::agentic::BLOCK_SIZE;
+
+/// The system idle cap (SPEC §3.5; AgentX locks it at 10 s).
+pub const SYSTEM_IDLE_CAP: Duration = Duration::from_secs(10);
+
+/// What the cache-bust marker's placeholder reads in a prepared request (the marker has the
+/// same length: `[rid:` 12 hex `]`).
+const PLACEHOLDER: &[u8; 18] = b"[rid:000000000000]";
+
+/// Error substrings that make a response a context overflow (SPEC §3.5, case-insensitive).
+const OVERFLOW: [&str; 4] = [
+    "context length",
+    "maximum context",
+    "context_length_exceeded",
+    "prompt is too long",
+];
+
+/// The replay's knobs.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayOptions {
+    /// `--max-concurrency`: live trees.
+    pub lanes: usize,
+    pub start_ratio: (f64, f64),
+    pub warmup_per_lane: usize,
+    pub trace_idle_cap: Option<Duration>,
+    pub system_idle_cap: Option<Duration>,
+    pub seed: u64,
+    pub mode: ResponseMode,
+}
+
+/// One turn's request, prepared before the clock.
+struct PreparedTurn {
+    full: PreparedRequest,
+    /// The same with an output limit of one token (primers, the warm-up).
+    one: PreparedRequest,
+    /// The part of `full` / `one` that holds the marker's placeholder.
+    marker_at: (usize, usize),
+    prompt_tokens: u32,
+}
+
+/// A trace ready to replay.
+struct PreparedTree {
+    id: String,
+    timing: TreeTiming,
+    kinds: Vec<StreamKind>,
+    turns: Vec<Vec<PreparedTurn>>,
+}
+
+/// Which phase the engine is running (the lanes read it when made).
+fn phase_code(p: Phase) -> u8 {
+    match p {
+        Phase::Primer => 0,
+        Phase::Warmup => 1,
+        Phase::Profiling => 2,
+    }
+}
+
+fn phase_of(code: u8) -> Phase {
+    match code {
+        0 => Phase::Primer,
+        1 => Phase::Warmup,
+        _ => Phase::Profiling,
+    }
+}
+
+/// A lane's live tree.
+#[derive(Clone)]
+struct LaneTree {
+    tree: u32,
+    pass: u32,
+    marker: Bytes,
+    run: TreeRun,
+    /// What its profiling offsets count from: its t*, or its turn 0 when drawn later.
+    t_ref: Ns,
+}
+
+struct Inner {
+    trees: Vec<PreparedTree>,
+    opts: ReplayOptions,
+    run_id: u64,
+    phase: AtomicU8,
+    /// The sampler: draw `i` is tree `i mod T`, pass `i div T`.
+    draws: AtomicUsize,
+    /// Lanes claimed by this engine run's workers.
+    claims: AtomicUsize,
+    /// The next record's index in this engine run.
+    next_index: AtomicU32,
+    /// Requests this engine run sent or had due when it stopped.
+    planned: AtomicUsize,
+    /// Requests in flight in the whole replay, and since when none (system idle cap).
+    in_flight: AtomicI64,
+    idle_since: AtomicI64,
+    /// Each lane's tree between phases.
+    lanes: Mutex<Vec<Option<LaneTree>>>,
+    /// Every request sent, by phase; times from each phase's own run start until
+    /// [`AgenticRun::records`] puts them on profiling's clock.
+    records: Mutex<Vec<(u32, ReplayRecord)>>,
+    /// The start of the primer and warm-up runs.
+    epochs: Mutex<Vec<(Phase, Instant)>>,
+    /// The lanes' first requests (the ready check asks one; the workers count them).
+    lane_requests: Arc<[PreparedRequest]>,
+    expected_tokens: usize,
+}
+
+/// The replay of one corpus: prepared requests, the lanes and what they recorded.
+#[derive(Clone)]
+pub struct AgenticRun(Arc<Inner>);
+
+impl AgenticRun {
+    /// Prepares every turn's request: `decode` turns token ids into text, `space` is the
+    /// tokenizer's ids the prompts draw from.
+    pub fn prepare(
+        trees: &[Tree],
+        head: &HeadTemplate,
+        body: &ChatBody,
+        space: &TokenSpace,
+        decode: &(dyn Fn(&[u32]) -> String + Sync),
+        opts: ReplayOptions,
+    ) -> Result<AgenticRun> {
+        if opts.lanes == 0 {
+            bail!("--dataset-name agentic_trace: --max-concurrency must be at least 1 (the number of live trees)");
+        }
+        let prepared: Vec<PreparedTree> = trees
+            .par_iter()
+            .filter(|t| t.streams.first().is_some_and(|s| !s.turns.is_empty()))
+            .map(|t| prepare_tree(t, head, body, space, decode, opts.seed))
+            .collect::<Result<_>>()?;
+        if prepared.is_empty() {
+            bail!("--dataset-name agentic_trace: no trace has a root request to replay");
+        }
+        let lane_requests: Arc<[PreparedRequest]> = (0..opts.lanes)
+            .map(|i| prepared[i % prepared.len()].turns[0][0].one.clone())
+            .collect();
+        let expected_tokens = trees
+            .iter()
+            .flat_map(|t| t.streams.iter().flat_map(|s| s.max_tokens()))
+            .max()
+            .unwrap_or(1)
+            .min(4096) as usize;
+        Ok(AgenticRun(Arc::new(Inner {
+            expected_tokens,
+            trees: prepared,
+            opts,
+            run_id: rand::random(),
+            phase: AtomicU8::new(phase_code(Phase::Profiling)),
+            draws: AtomicUsize::new(0),
+            claims: AtomicUsize::new(0),
+            next_index: AtomicU32::new(0),
+            planned: AtomicUsize::new(0),
+            in_flight: AtomicI64::new(0),
+            idle_since: AtomicI64::new(0),
+            lanes: Mutex::new(vec![None; opts.lanes]),
+            records: Mutex::new(Vec::new()),
+            epochs: Mutex::new(Vec::new()),
+            lane_requests,
+        })))
+    }
+
+    /// Lanes (live trees).
+    pub fn lanes(&self) -> usize {
+        self.0.opts.lanes
+    }
+
+    /// One request per lane: the measured run's workers (one per lane) and the ready check.
+    pub fn lane_requests(&self) -> Arc<[PreparedRequest]> {
+        self.0.lane_requests.clone()
+    }
+
+    /// The largest output limit of any turn, at most 4,096 (sizes the gap arenas; a longer
+    /// answer grows them).
+    pub fn expected_tokens(&self) -> usize {
+        self.0.expected_tokens
+    }
+
+    /// Everything before profiling: each lane's first tree at its start point, the primers'
+    /// run and the cache-pressure warm-up; leaves the lanes ready for the measured run
+    /// (which [`AgenticRun::shape`] shapes). Err: a root primer failed (AIPerf aborts).
+    pub fn warm_up(&self, engine: &Engine) -> Result<()> {
+        let inner = &*self.0;
+        inner.draws.store(0, Ordering::Relaxed);
+        lock(&inner.records).clear();
+        lock(&inner.epochs).clear();
+        let mut primers: Vec<(u32, Primer)> = Vec::new();
+        let mut lanes = Vec::with_capacity(inner.opts.lanes);
+        for lane in 0..inner.opts.lanes as u32 {
+            let (lt, p) = inner.first_tree(lane);
+            primers.extend(p.into_iter().map(|p| (lane, p)));
+            lanes.push(Some(lt));
+        }
+        *lock(&inner.lanes) = lanes;
+        if !primers.is_empty() {
+            self.run_primers(engine, &primers)?;
+        }
+        if inner.opts.warmup_per_lane > 0 {
+            for lt in lock(&inner.lanes).iter_mut().flatten() {
+                lt.run.zero_delays = true;
+                lt.run.restart_timers(0);
+            }
+            let report = self.run_lanes(engine, Phase::Warmup, None)?;
+            lock(&inner.epochs).push((Phase::Warmup, report.epoch));
+            for lt in lock(&inner.lanes).iter_mut().flatten() {
+                let timing = &inner.trees[lt.tree as usize].timing;
+                lt.run.rebase(timing, lt.t_ref);
+            }
+        }
+        // Profiling: every offset less the smallest (a lane with nothing live starts a
+        // fresh root at 0).
+        let mut lanes = lock(&inner.lanes);
+        let min = lanes
+            .iter()
+            .map(|l| l.as_ref().and_then(|lt| lt.run.earliest_due()).unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        for lt in lanes.iter_mut().flatten() {
+            lt.run.shift(-min);
+        }
+        drop(lanes);
+        self.reset_for(Phase::Profiling);
+        Ok(())
+    }
+
+    /// Resets the per-engine-run counters for a run of `phase`.
+    fn reset_for(&self, phase: Phase) {
+        let inner = &*self.0;
+        inner.phase.store(phase_code(phase), Ordering::Release);
+        inner.claims.store(0, Ordering::Relaxed);
+        inner.next_index.store(0, Ordering::Relaxed);
+        inner.planned.store(0, Ordering::Relaxed);
+        inner.in_flight.store(0, Ordering::Relaxed);
+        inner.idle_since.store(0, Ordering::Relaxed);
+    }
+
+    /// The primers as one run at their spread offsets; their records.
+    fn run_primers(&self, engine: &Engine, primers: &[(u32, Primer)]) -> Result<()> {
+        let inner = &*self.0;
+        let cap = inner.opts.system_idle_cap.map(|c| c.as_nanos() as Ns);
+        let lead = |p: &Primer| cap.map_or(p.lead, |c| p.lead.min(c)).max(0);
+        let max_lead = primers.iter().map(|(_, p)| lead(p)).max().unwrap_or(0);
+        let lanes = lock(&inner.lanes).clone();
+        let mut requests = Vec::with_capacity(primers.len());
+        let mut lens = Vec::with_capacity(primers.len());
+        let mut arrivals = Vec::with_capacity(primers.len());
+        for (lane, p) in primers {
+            let lt = lanes[*lane as usize]
+                .as_ref()
+                .expect("a primed lane has a tree");
+            let turn = inner.turn(lt.tree, p.at);
+            requests.push(with_marker(&turn.one, turn.marker_at.1, &lt.marker));
+            lens.push(turn.prompt_tokens);
+            arrivals.push(Duration::from_nanos((max_lead - lead(p)) as u64));
+        }
+        let workload = Workload {
+            requests: requests.into(),
+            client_prompt_lens: lens.into(),
+            arrivals: Some(arrivals.into()),
+            max_concurrency: None,
+            mode: inner.opts.mode,
+            sessions: None,
+            expected_tokens: 1,
+            probe: None,
+            replica_of: None,
+            cancel: None,
+            time_bound: None,
+        };
+        let report = engine.run(workload, |_| {})?;
+        let mut records = Vec::with_capacity(primers.len());
+        let mut failed_root = None;
+        for rec in &report.merged.records {
+            let (lane, p) = &primers[rec.index as usize];
+            let lt = lanes[*lane as usize]
+                .as_ref()
+                .expect("a primed lane has a tree");
+            let answer = Answer {
+                sent_ns: rec.start_ns,
+                first_token_ns: rec.first_token_ns.map(|t| t.get()),
+                end_ns: rec.end_ns,
+                itl_intervals: rec.itl.end - rec.itl.start,
+                prompt_tokens: rec.usage_prompt_tokens.get(),
+                completion_tokens: rec.usage_completion_tokens.get(),
+                failure: rec.failure.as_deref().map(|f| FailureText {
+                    error: &f.error,
+                    detail: &f.detail,
+                }),
+                cancelled: false,
+            };
+            let r = inner.record(lt, *lane, p.at, Phase::Primer, &answer);
+            if p.at.stream == 0 && r.outcome != ReplayOutcome::Completed && failed_root.is_none() {
+                let why = rec
+                    .failure
+                    .as_ref()
+                    .map_or("failed".into(), |f| f.error.clone());
+                failed_root = Some(format!(
+                    "--dataset-name agentic_trace: the warm-up primer of trace {:?} (turn {}) \
+                     failed ({why}); the replay stops, as AIPerf does when a root primer fails",
+                    inner.trees[lt.tree as usize].id, p.at.turn
+                ));
+            }
+            records.push((rec.index, r));
+        }
+        lock(&inner.records).extend(records);
+        lock(&inner.epochs).push((Phase::Primer, report.epoch));
+        if report.merged.records.len() < primers.len() {
+            bail!("--dataset-name agentic_trace: the warm-up primers were stopped before they all returned");
+        }
+        if let Some(line) = failed_root {
+            bail!(line);
+        }
+        Ok(())
+    }
+
+    /// One engine run of the lanes in `phase` (the warm-up here; profiling is the measured
+    /// run, shaped by [`AgenticRun::shape`]).
+    fn run_lanes(
+        &self,
+        engine: &Engine,
+        phase: Phase,
+        time_bound: Option<crate::engine::TimeBound>,
+    ) -> Result<RunReport> {
+        self.reset_for(phase);
+        let mut workload = Workload {
+            requests: self.lane_requests(),
+            client_prompt_lens: vec![0; self.lanes()].into(),
+            arrivals: None,
+            max_concurrency: None,
+            mode: self.0.opts.mode,
+            sessions: None,
+            expected_tokens: 1,
+            probe: None,
+            replica_of: None,
+            cancel: None,
+            time_bound,
+        };
+        self.shape(&mut workload);
+        Ok(engine.run(workload, |_| {})?)
+    }
+
+    /// Makes `workload` the lanes' run: one worker per lane, the lanes as its sessions.
+    pub fn shape(&self, workload: &mut Workload) {
+        workload.requests = self.lane_requests();
+        workload.client_prompt_lens = vec![0; self.lanes()].into();
+        workload.arrivals = None;
+        workload.max_concurrency = Some(self.lanes());
+        workload.expected_tokens = self.expected_tokens();
+        workload.sessions = Some(Arc::new(self.clone()));
+    }
+
+    /// Every request the replay sent (primers, warm-up, profiling), times from the start of
+    /// profiling (`epoch`, the measured run's). Profiling's records come first, in the order
+    /// of the measured run's records (record `i` of the run is the replay's `i`-th).
+    pub fn records(&self, epoch: Instant) -> Vec<ReplayRecord> {
+        let inner = &*self.0;
+        let epochs = lock(&inner.epochs).clone();
+        let mut all = std::mem::take(&mut *lock(&inner.records));
+        all.sort_by_key(|(index, r)| {
+            (
+                r.phase != Phase::Profiling,
+                r.phase == Phase::Warmup,
+                *index,
+            )
+        });
+        let mut all: Vec<ReplayRecord> = all.into_iter().map(|(_, r)| r).collect();
+        for r in &mut all {
+            let Some(&(_, at)) = epochs.iter().find(|(p, _)| *p == r.phase) else {
+                continue;
+            };
+            let by = signed_ns(at, epoch);
+            r.sent_ns += by;
+            r.end_ns += by;
+            r.first_token_ns = r.first_token_ns.map(|t| t + by);
+        }
+        all
+    }
+
+    /// Runs the whole replay on `engine` (warm-up, then profiling with `time_bound`) and
+    /// returns the measured run and every replay record: the lanes without the rest of a
+    /// benchmark run (tests, the in-process harness).
+    pub fn replay(
+        &self,
+        engine: &Engine,
+        time_bound: Option<crate::engine::TimeBound>,
+    ) -> Result<(RunReport, Vec<ReplayRecord>)> {
+        self.warm_up(engine)?;
+        let report = self.run_lanes(engine, Phase::Profiling, time_bound)?;
+        let records = self.records(report.epoch);
+        Ok((report, records))
+    }
+}
+
+/// `a - b` in signed nanoseconds.
+fn signed_ns(a: Instant, b: Instant) -> i64 {
+    match a.checked_duration_since(b) {
+        Some(d) => d.as_nanos() as i64,
+        None => -(b.duration_since(a).as_nanos() as i64),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `req` with the tree's marker in its placeholder part.
+fn with_marker(req: &PreparedRequest, at: usize, marker: &Bytes) -> PreparedRequest {
+    PreparedRequest {
+        parts: req
+            .parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| if i == at { marker.clone() } else { p.clone() })
+            .collect(),
+    }
+}
+
+impl Inner {
+    fn turn(&self, tree: u32, at: TurnRef) -> &PreparedTurn {
+        &self.trees[tree as usize].turns[at.stream as usize][at.turn as usize]
+    }
+
+    fn draw(&self) -> (u32, u32) {
+        let i = self.draws.fetch_add(1, Ordering::Relaxed);
+        let n = self.trees.len();
+        ((i % n) as u32, (i / n) as u32)
+    }
+
+    fn marker(&self, tree: u32, pass: u32, lane: u32) -> Bytes {
+        let m = marker(self.run_id, pass, lane, &self.trees[tree as usize].id);
+        Bytes::copy_from_slice(&m[..PLACEHOLDER.len()])
+    }
+
+    /// Lane `lane`'s first tree at its sampled start point, and its primers; a tree with
+    /// nothing to send from its start point is passed over (SPEC §3.2 "unspawnable").
+    fn first_tree(&self, lane: u32) -> (LaneTree, Vec<Primer>) {
+        for _ in 0..self.trees.len() {
+            let (tree, pass) = self.draw();
+            let t = &self.trees[tree as usize];
+            let t_star = t
+                .timing
+                .start_point(self.opts.start_ratio, self.opts.seed, &t.id, lane);
+            let (run, primers) = TreeRun::at_start_point(&t.timing, t_star);
+            if run.earliest_due().is_some() {
+                let marker = self.marker(tree, pass, lane);
+                return (
+                    LaneTree {
+                        tree,
+                        pass,
+                        marker,
+                        run,
+                        t_ref: t_star,
+                    },
+                    primers,
+                );
+            }
+        }
+        (self.fresh(lane, 0), Vec::new())
+    }
+
+    /// The next drawn tree from its turn 0, due at `at`.
+    fn fresh(&self, lane: u32, at: Ns) -> LaneTree {
+        let (tree, pass) = self.draw();
+        let timing = &self.trees[tree as usize].timing;
+        LaneTree {
+            tree,
+            pass,
+            marker: self.marker(tree, pass, lane),
+            run: TreeRun::fresh(timing, at),
+            t_ref: timing.start_of_root(),
+        }
+    }
+
+    fn record(
+        &self,
+        lt: &LaneTree,
+        lane: u32,
+        at: TurnRef,
+        phase: Phase,
+        a: &Answer<'_>,
+    ) -> ReplayRecord {
+        let t = &self.trees[lt.tree as usize];
+        ReplayRecord {
+            tree: lt.tree,
+            pass: lt.pass,
+            lane,
+            stream: at.stream,
+            kind: t.kinds[at.stream as usize],
+            turn: at.turn,
+            phase,
+            sent_ns: a.sent_ns as i64,
+            first_token_ns: a.first_token_ns.map(|t| t as i64),
+            end_ns: a.end_ns as i64,
+            itl_intervals: a.itl_intervals,
+            prompt_tokens: a.prompt_tokens.unwrap_or(u64::from(
+                t.turns[at.stream as usize][at.turn as usize].prompt_tokens,
+            )),
+            output_tokens: a.completion_tokens.unwrap_or(0),
+            cached_tokens: None,
+            outcome: outcome(a),
+        }
+    }
+}
+
+/// How an answer counts (SPEC §3.5: an error naming the context's length is an overflow).
+fn outcome(a: &Answer<'_>) -> ReplayOutcome {
+    match (a.cancelled, a.failure) {
+        (true, _) => ReplayOutcome::Cancelled,
+        (false, None) => ReplayOutcome::Completed,
+        (false, Some(f)) if is_overflow(f) => ReplayOutcome::ContextOverflow,
+        (false, Some(_)) => ReplayOutcome::Failed,
+    }
+}
+
+fn is_overflow(f: FailureText<'_>) -> bool {
+    let text = format!("{} {}", f.error, f.detail).to_ascii_lowercase();
+    OVERFLOW.iter().any(|s| text.contains(s))
+}
+
+/// Every turn of `tree` prepared.
+fn prepare_tree(
+    tree: &Tree,
+    head: &HeadTemplate,
+    body: &ChatBody,
+    space: &TokenSpace,
+    decode: &(dyn Fn(&[u32]) -> String + Sync),
+    seed: u64,
+) -> Result<PreparedTree> {
+    let mut blocks: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+    let mut tokens = Vec::new();
+    let mut turns = Vec::with_capacity(tree.streams.len());
+    for stream in &tree.streams {
+        let seeds = Seeds::new(seed, &tree.id, &stream.id);
+        let all = layouts(stream, BLOCK_SIZE)?;
+        let mut prev: Vec<(crate::datasets::agentic::Segment, bool, Bytes)> = Vec::new();
+        let mut out = Vec::with_capacity(all.len());
+        for (k, segs) in all.iter().enumerate() {
+            let mut msgs = Vec::with_capacity(segs.len());
+            let mut next_prev = Vec::with_capacity(segs.len());
+            let mut marked = false;
+            for (i, seg) in segs.iter().enumerate() {
+                let mark = seg.role == Role::User && !marked;
+                marked |= mark;
+                let bytes = match prev.get(i) {
+                    Some((s, m, b)) if s == seg && *m == mark => b.clone(),
+                    _ => {
+                        let mut text = String::new();
+                        if mark {
+                            text.push_str(std::str::from_utf8(PLACEHOLDER).unwrap_or_default());
+                            text.push_str("\n\n");
+                        }
+                        for &p in &seg.pieces {
+                            match p {
+                                Piece::Block(h) => {
+                                    let s = blocks.entry(h).or_insert_with(|| {
+                                        tokens.clear();
+                                        piece_tokens(space, &seeds, p, BLOCK_SIZE, &mut tokens);
+                                        decode(&tokens)
+                                    });
+                                    text.push_str(s);
+                                }
+                                Piece::Tail { .. } => {
+                                    tokens.clear();
+                                    piece_tokens(space, &seeds, p, BLOCK_SIZE, &mut tokens);
+                                    text.push_str(&decode(&tokens));
+                                }
+                            }
+                        }
+                        message(seg.role, &text)
+                    }
+                };
+                next_prev.push((seg.clone(), mark, bytes.clone()));
+                msgs.push(bytes);
+            }
+            prev = next_prev;
+            let max_tokens = stream.turns[k].output.max(1) as usize;
+            let (full, at_full) = split_marker(head.build_parts(
+                None,
+                Some("application/json"),
+                body.parts(&msgs, max_tokens),
+            ));
+            let (one, at_one) = split_marker(head.build_parts(
+                None,
+                Some("application/json"),
+                body.parts(&msgs, 1),
+            ));
+            out.push(PreparedTurn {
+                full,
+                one,
+                marker_at: (at_full, at_one),
+                prompt_tokens: prompt_tokens(segs, BLOCK_SIZE).min(u64::from(u32::MAX)) as u32,
+            });
+        }
+        turns.push(out);
+    }
+    Ok(PreparedTree {
+        id: tree.id.clone(),
+        timing: TreeTiming::of(tree, false),
+        kinds: tree.streams.iter().map(|s| s.kind).collect(),
+        turns,
+    })
+}
+
+/// One wire message of `role`.
+fn message(role: Role, text: &str) -> Bytes {
+    match role {
+        Role::User => user_message(text),
+        Role::Assistant => assistant_message(text),
+        Role::System => Bytes::from(
+            serde_json::to_vec(&serde_json::json!({"role": "system", "content": text}))
+                .expect("a message of strings serializes"),
+        ),
+    }
+}
+
+/// `req` with the marker's placeholder in a part of its own, and that part's index
+/// (`usize::MAX`: no user message, nothing to mark).
+fn split_marker(req: PreparedRequest) -> (PreparedRequest, usize) {
+    let mut parts: Vec<Bytes> = Vec::with_capacity(req.parts.len() + 2);
+    let mut at = usize::MAX;
+    for p in req.parts.iter() {
+        match memchr::memmem::find(p, PLACEHOLDER).filter(|_| at == usize::MAX) {
+            Some(i) => {
+                parts.push(p.slice(..i));
+                at = parts.len();
+                parts.push(p.slice(i..i + PLACEHOLDER.len()));
+                parts.push(p.slice(i + PLACEHOLDER.len()..));
+            }
+            None => parts.push(p.clone()),
+        }
+    }
+    (
+        PreparedRequest {
+            parts: parts.into_boxed_slice(),
+        },
+        at,
+    )
+}
+
+impl SessionSource for AgenticRun {
+    fn total(&self) -> usize {
+        self.0.planned.load(Ordering::Acquire)
+    }
+
+    fn turns(&self, _session: usize) -> usize {
+        1
+    }
+
+    fn record(&self, session: usize, _turn: usize) -> usize {
+        session
+    }
+
+    fn follow(&self, _session: usize) -> Box<dyn FollowUps + '_> {
+        Box::new(NoFollowUps)
+    }
+
+    fn lanes(&self) -> Option<&dyn LaneSource> {
+        Some(self)
+    }
+}
+
+/// Lanes ask their trees, never follow-ups.
+struct NoFollowUps;
+
+impl FollowUps for NoFollowUps {
+    fn next(&mut self, _reply: &Reply<'_>) -> Option<NextRequest> {
+        None
+    }
+}
+
+impl LaneSource for AgenticRun {
+    fn lane(&self, lane: usize) -> Box<dyn Lane> {
+        let inner = self.0.clone();
+        let live = lock(&inner.lanes).get_mut(lane).and_then(Option::take);
+        let phase = phase_of(inner.phase.load(Ordering::Acquire));
+        Box::new(AgenticLane {
+            inner,
+            lane: lane as u32,
+            live,
+            phase,
+            sent: 0,
+            stopped: false,
+            flight: Vec::new(),
+            records: Vec::new(),
+        })
+    }
+
+    fn claim(&self) -> usize {
+        self.0.claims.fetch_add(1, Ordering::Relaxed) % self.lanes()
+    }
+}
+
+/// One lane on its core.
+struct AgenticLane {
+    inner: Arc<Inner>,
+    lane: u32,
+    live: Option<LaneTree>,
+    phase: Phase,
+    /// Requests sent (the warm-up's quota).
+    sent: usize,
+    stopped: bool,
+    /// The record index of each request in flight, by ticket.
+    flight: Vec<(u64, u32)>,
+    records: Vec<(u32, ReplayRecord)>,
+}
+
+fn ticket(at: TurnRef) -> u64 {
+    (u64::from(at.stream) << 32) | u64::from(at.turn)
+}
+
+fn turn_of(ticket: u64) -> TurnRef {
+    TurnRef {
+        stream: (ticket >> 32) as u32,
+        turn: ticket as u32,
+    }
+}
+
+impl AgenticLane {
+    fn caps(&self) -> IdleCaps {
+        if self.phase != Phase::Profiling {
+            return IdleCaps::default();
+        }
+        let inner = &self.inner;
+        let system = inner.opts.system_idle_cap.and_then(|c| {
+            (inner.in_flight.load(Ordering::Acquire) == 0)
+                .then(|| (c.as_nanos() as Ns, inner.idle_since.load(Ordering::Acquire)))
+        });
+        IdleCaps {
+            tree: inner.opts.trace_idle_cap.map(|c| c.as_nanos() as Ns),
+            system,
+        }
+    }
+
+    fn quota_used(&self) -> bool {
+        self.phase == Phase::Warmup && self.sent >= self.inner.opts.warmup_per_lane
+    }
+
+    fn in_flight(&self) -> u32 {
+        self.live.as_ref().map_or(0, |lt| lt.run.in_flight())
+    }
+}
+
+impl Lane for AgenticLane {
+    fn step(&mut self, now_ns: u64) -> LaneStep {
+        let now = now_ns as Ns;
+        let caps = self.caps();
+        loop {
+            if self.live.is_none() {
+                if self.stopped || self.quota_used() {
+                    return LaneStep::Done;
+                }
+                let mut lt = self.inner.fresh(self.lane, now);
+                lt.run.zero_delays = self.phase == Phase::Warmup;
+                self.live = Some(lt);
+            }
+            let quota_used = self.quota_used();
+            let Some(lt) = self.live.as_mut() else {
+                continue;
+            };
+            let tree = &self.inner.trees[lt.tree as usize];
+            match lt.run.step(&tree.timing, now, caps) {
+                Step::Send(_) if quota_used => {
+                    return match lt.run.in_flight() {
+                        0 => LaneStep::Done,
+                        _ => LaneStep::AwaitResponse,
+                    }
+                }
+                Step::Send(at) => {
+                    let turn = &tree.turns[at.stream as usize][at.turn as usize];
+                    let (req, marker_at) = match self.phase {
+                        Phase::Profiling => (&turn.full, turn.marker_at.0),
+                        _ => (&turn.one, turn.marker_at.1),
+                    };
+                    self.inner.planned.fetch_add(1, Ordering::AcqRel);
+                    let index = self.inner.next_index.fetch_add(1, Ordering::Relaxed);
+                    self.flight.push((ticket(at), index));
+                    return LaneStep::Send {
+                        ticket: ticket(at),
+                        index,
+                        request: with_marker(req, marker_at, &lt.marker),
+                        client_prompt_len: turn.prompt_tokens,
+                    };
+                }
+                Step::WaitUntil(t) => {
+                    // The system cap is looked at again at least this often.
+                    let t = match self.inner.opts.system_idle_cap {
+                        Some(c) if self.phase == Phase::Profiling => {
+                            t.min(now + c.as_nanos() as Ns)
+                        }
+                        _ => t,
+                    };
+                    return LaneStep::WaitUntil(t.max(0) as u64);
+                }
+                Step::AwaitResponse => return LaneStep::AwaitResponse,
+                Step::Done => {
+                    self.live = None;
+                    if quota_used {
+                        return LaneStep::Done;
+                    }
+                }
+            }
+        }
+    }
+
+    fn sent(&mut self, ticket: u64, now_ns: u64) {
+        let Some(lt) = self.live.as_mut() else {
+            return;
+        };
+        let timing = &self.inner.trees[lt.tree as usize].timing;
+        lt.run.sent(timing, turn_of(ticket), now_ns as Ns);
+        self.sent += 1;
+        self.inner.in_flight.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn ended(&mut self, ticket: u64, answer: &Answer<'_>) {
+        let Some(lt) = self.live.as_mut() else {
+            return;
+        };
+        let at = turn_of(ticket);
+        let record = self.inner.record(lt, self.lane, at, self.phase, answer);
+        let how = match record.outcome {
+            ReplayOutcome::ContextOverflow => Ended::Overflow,
+            ReplayOutcome::Cancelled => Ended::Cancelled,
+            _ => Ended::Answered,
+        };
+        let timing = &self.inner.trees[lt.tree as usize].timing;
+        lt.run.ended(timing, at, answer.end_ns as Ns, how);
+        if self.inner.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.inner
+                .idle_since
+                .store(answer.end_ns as Ns, Ordering::Release);
+        }
+        let index = match self.flight.iter().position(|f| f.0 == ticket) {
+            Some(i) => self.flight.swap_remove(i).1,
+            None => u32::MAX,
+        };
+        self.records.push((index, record));
+    }
+
+    fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    fn finish(&mut self) {
+        debug_assert_eq!(self.in_flight(), 0);
+        if self.stopped {
+            // What the stop kept from going out (also turns that became due in the grace
+            // period): planned, not sent.
+            let pending = self.live.as_ref().map_or(0, |lt| lt.run.pending());
+            self.inner.planned.fetch_add(pending, Ordering::AcqRel);
+        }
+        let live = if self.stopped { None } else { self.live.take() };
+        if let Some(slot) = lock(&self.inner.lanes).get_mut(self.lane as usize) {
+            *slot = live;
+        }
+        lock(&self.inner.records).append(&mut self.records);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::{Api, BodyOptions};
+    use crate::http::request::Method;
+    use crate::modes::agentic::AgenticReplay;
+
+    fn words(ids: &[u32]) -> String {
+        ids.iter().map(|i| format!("t{i} ")).collect()
+    }
+
+    fn run() -> (AgenticRun, Vec<Tree>) {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentic/traces");
+        let trees = AgenticReplay::from_path(&dir).unwrap().trees;
+        let head = HeadTemplate::new(Method::Post, "/v1/chat/completions", "h", &[]);
+        let opts = BodyOptions {
+            model: "m".into(),
+            ..BodyOptions::default()
+        };
+        let body = ChatBody::new(Api::Chat, &opts, false).unwrap();
+        let space = TokenSpace::new(50_000, &[0]).unwrap();
+        let opts = ReplayOptions {
+            lanes: 2,
+            start_ratio: (0.0, 0.0),
+            warmup_per_lane: 0,
+            trace_idle_cap: None,
+            system_idle_cap: Some(SYSTEM_IDLE_CAP),
+            seed: 1,
+            mode: Api::Chat.response_mode(),
+        };
+        let run = AgenticRun::prepare(&trees, &head, &body, &space, &words, opts).unwrap();
+        (run, trees)
+    }
+
+    fn body(req: &PreparedRequest) -> serde_json::Value {
+        let bytes = req.to_vec();
+        let at = memchr::memmem::find(&bytes, b"\r\n\r\n").unwrap() + 4;
+        serde_json::from_slice(&bytes[at..]).unwrap()
+    }
+
+    fn text(m: &serde_json::Value) -> String {
+        match &m["content"] {
+            serde_json::Value::String(s) => s.clone(),
+            parts => parts[0]["text"].as_str().unwrap().to_string(),
+        }
+    }
+
+    /// Every prepared turn carries exactly `in` prompt tokens (one word per token here), the
+    /// tree's marker where the placeholder was, and its output limit (one for primers).
+    #[test]
+    fn prepared_turns_have_exactly_in_tokens_and_the_trees_marker() {
+        let (run, trees) = run();
+        let marker = Bytes::from_static(b"[rid:0123456789ab]");
+        for (t, tree) in trees.iter().enumerate() {
+            for (s, stream) in tree.streams.iter().enumerate() {
+                for (k, r) in stream.turns.iter().enumerate() {
+                    let turn = &run.0.trees[t].turns[s][k];
+                    assert_eq!(u64::from(turn.prompt_tokens), r.input);
+                    let full = body(&with_marker(&turn.full, turn.marker_at.0, &marker));
+                    let one = body(&with_marker(&turn.one, turn.marker_at.1, &marker));
+                    assert_eq!(full["max_completion_tokens"], r.output.max(1));
+                    assert_eq!(one["max_completion_tokens"], 1);
+                    assert_eq!(full["messages"], one["messages"]);
+                    let msgs = full["messages"].as_array().unwrap();
+                    let first_user = msgs.iter().find(|m| m["role"] == "user").unwrap();
+                    assert!(
+                        text(first_user).starts_with("[rid:0123456789ab]\n\n"),
+                        "{}",
+                        stream.id
+                    );
+                    let words: usize = msgs
+                        .iter()
+                        .map(|m| text(m).split_whitespace().count())
+                        .sum();
+                    assert_eq!(
+                        words as u64,
+                        r.input + 1,
+                        "{} #{k}: the marker and `in` tokens",
+                        stream.id
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn overflow_errors_are_told_apart_by_their_text() {
+        let a = |detail: &str| {
+            outcome(&Answer {
+                sent_ns: 0,
+                first_token_ns: None,
+                end_ns: 0,
+                itl_intervals: 0,
+                prompt_tokens: None,
+                completion_tokens: None,
+                failure: Some(FailureText {
+                    error: "Bad Request",
+                    detail,
+                }),
+                cancelled: false,
+            })
+        };
+        assert_eq!(
+            a(r#"HTTP 400: {"error":{"message":"This model's Maximum Context length is 8192"}}"#),
+            ReplayOutcome::ContextOverflow
+        );
+        assert_eq!(
+            a("HTTP 400: Prompt is too long"),
+            ReplayOutcome::ContextOverflow
+        );
+        assert_eq!(a("HTTP 500: internal error"), ReplayOutcome::Failed);
+    }
+
+    #[test]
+    fn the_sampler_cycles_over_the_roots_in_file_order() {
+        let (run, _) = run();
+        let draws: Vec<(u32, u32)> = (0..7).map(|_| run.0.draw()).collect();
+        assert_eq!(
+            draws,
+            [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1), (0, 2)]
+        );
+        let (a0, a1) = (run.0.marker(0, 0, 0), run.0.marker(0, 1, 0));
+        assert_ne!(a0, a1, "a new pass, a new marker");
+        assert_ne!(a0, run.0.marker(0, 0, 1), "another lane, another marker");
+        assert_eq!(a0.len(), PLACEHOLDER.len());
+    }
+}
