@@ -532,7 +532,6 @@ fn a_thousand_tree_corpus_at_a_hundred_lanes() {
 /// and a replay without its lanes or its bound is refused with one line.
 #[test]
 fn the_binary_replays_the_samples_for_its_duration() {
-    let dir = TempDir::new("agentic-run");
     let path = samples();
     let base = [
         "--mock-server",
@@ -547,7 +546,7 @@ fn the_binary_replays_the_samples_for_its_duration() {
     let with = |extra: &[&str]| {
         let mut args: Vec<&str> = base.to_vec();
         args.extend_from_slice(extra);
-        vllm_bench(&args, dir.path())
+        run_in_process(&args)
     };
     let out = with(&[
         "--max-concurrency",
