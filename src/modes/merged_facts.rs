@@ -218,6 +218,8 @@ pub fn merged_facts<'a>(
             start_at: s0.start_at,
             parts,
         }),
+        // Shard files do not carry replay records yet (agentic runs are not sharded).
+        agentic: None,
     })
 }
 

@@ -454,6 +454,8 @@ fn run_result<'a>(
             from_shard: None,
         },
         shards: Shards::Whole,
+        // The agentic replay's scheduler fills this in (issue 40).
+        agentic: None,
     };
     let mut result = facts.result();
     if let Some(map) = measured.shard.as_ref().filter(|_| section) {

@@ -10,6 +10,7 @@
 //! only in how they got their facts, so they cannot report differently, and a new report
 //! section is written once, here.
 
+use crate::metrics::agentic::AgenticReport;
 use crate::metrics::calculator::CountTokens;
 use crate::metrics::goodput::GoodputConfig;
 use crate::metrics::metric_stats::MetricKind;
@@ -93,6 +94,9 @@ pub struct RunFacts<'a> {
     pub start: Section,
     pub server: ServerView<'a>,
     pub shards: Shards,
+    /// `--dataset-name agentic_trace`: the replay's report, printed and saved after the
+    /// sections above (`None` for every other dataset).
+    pub agentic: Option<AgenticReport>,
 }
 
 impl<'a> RunFacts<'a> {
@@ -175,6 +179,8 @@ impl<'a> RunFacts<'a> {
                 json: sm::to_json(metrics),
             },
         };
+        let mut sections = vec![self.start, replicas, server];
+        sections.extend(self.agentic.as_ref().map(crate::output::agentic::section));
         RunResult {
             info: self.info,
             task: self.task,
@@ -194,7 +200,7 @@ impl<'a> RunFacts<'a> {
             cancelled: self.cancelled,
             interrupted: self.interrupted,
             prefix_cache: self.prefix_cache,
-            sections: vec![self.start, replicas, server],
+            sections,
             shards: self.shards,
         }
     }
