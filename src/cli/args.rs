@@ -148,6 +148,19 @@ pub struct DatasetArgs {
     pub prefix_repetition: PrefixRepetitionArgs,
     #[command(flatten)]
     pub timed_trace: TimedTraceArgs,
+    #[command(flatten)]
+    pub agentic: AgenticArgs,
+}
+
+/// The agentic replay (`--dataset-name agentic_trace`).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Dataset: agentic_trace")]
+pub struct AgenticArgs {
+    /// Stop the run once at least max(--max-concurrency, 10) profiling requests were answered
+    /// and more than this share of them failed (context overflows and cancellations are
+    /// neither; AgentX: 0.10; 1 never stops)
+    #[arg(long, default_value = "0.1", value_parser = parse_float, value_name = "RATIO")]
+    pub agentic_failed_request_threshold: f64,
 }
 
 /// The random dataset (also the base of random-mm and random-rerank).

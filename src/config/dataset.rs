@@ -59,7 +59,14 @@ pub enum DatasetParams {
     SpeedBench(SpeedBenchParams),
     TimedTrace(TimedTraceParams),
     /// `agentic_trace`: Weka Claude-Code traces (`--dataset-path` file or directory).
-    AgenticTrace,
+    AgenticTrace(AgenticParams),
+}
+
+/// `--dataset-name agentic_trace`'s own settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AgenticParams {
+    /// `--agentic-failed-request-threshold`: the failure share past which the run stops.
+    pub failed_request_threshold: f64,
 }
 
 /// Input/output length jitter: lengths are drawn from `[L·(1−r), L·(1+r)]`.
@@ -339,7 +346,7 @@ fn lengths(cli: &Cli, params: &DatasetParams) -> Vec<Length> {
             );
             v
         }
-        DatasetParams::BurstGpt | DatasetParams::TimedTrace(_) | DatasetParams::AgenticTrace => {
+        DatasetParams::BurstGpt | DatasetParams::TimedTrace(_) | DatasetParams::AgenticTrace(_) => {
             Vec::new()
         }
     };
@@ -471,7 +478,16 @@ fn params(cli: &Cli) -> Result<DatasetParams, ConfigError> {
                      directory of them)",
                 ));
             }
-            DatasetParams::AgenticTrace
+            let r = d.agentic.agentic_failed_request_threshold;
+            if !(0.0..=1.0).contains(&r) {
+                return Err(ConfigError::flag(
+                    &format!("--agentic-failed-request-threshold {r}"),
+                    "must be a share from 0 to 1 (AgentX: 0.1)",
+                ));
+            }
+            DatasetParams::AgenticTrace(AgenticParams {
+                failed_request_threshold: r,
+            })
         }
     })
 }
@@ -776,6 +792,46 @@ fn replay_window(t: &crate::cli::TimedTraceArgs) -> Result<ReplayWindow, ConfigE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agentic_failure_threshold_is_a_share_defaulting_to_agentx() {
+        let base = [
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "agentic_trace",
+            "--dataset-path",
+            "t",
+        ];
+        let params = |extra: &[&str]| {
+            let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+            crate::config::Config::of_args(&args).dataset.params
+        };
+        let threshold = |r: f64| {
+            DatasetParams::AgenticTrace(AgenticParams {
+                failed_request_threshold: r,
+            })
+        };
+        assert_eq!(params(&[]), threshold(0.1));
+        assert_eq!(
+            params(&["--agentic_failed_request_threshold", "0.25"]),
+            threshold(0.25)
+        );
+        let cli = crate::cli::parse_from(
+            ["vllm-bench"]
+                .iter()
+                .chain(&base)
+                .chain(&["--agentic-failed-request-threshold", "1.5"]),
+        )
+        .unwrap();
+        let e = crate::config::Config::from_cli(cli)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--agentic-failed-request-threshold 1.5: must be a share from 0 to 1"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn range_ratio_takes_a_number_or_an_object() {

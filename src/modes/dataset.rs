@@ -106,7 +106,7 @@ pub fn for_run(
     if let Some(m) = &config.multi_turn {
         return Ok(Loaded::Conversations(conversations(config, m, tokenizer)?));
     }
-    if let DatasetParams::AgenticTrace = &config.dataset.params {
+    if let DatasetParams::AgenticTrace(_) = &config.dataset.params {
         return Ok(Loaded::Agentic(Box::new(AgenticReplay::load(config)?)));
     }
     if let DatasetParams::TimedTrace(p) = &config.dataset.params {
