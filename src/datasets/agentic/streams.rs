@@ -118,10 +118,21 @@ pub struct Branch {
     pub start: f64,
 }
 
+/// How a lane picks where in a tree it starts (SPEC §3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartSampling {
+    /// Timestamped traces (Weka): t* drawn by time between the start ratios.
+    ByTime,
+    /// Traces without a timeline (Mooncake JSONL: AIPerf sees bounds [0, 0]): turn 0.
+    AtTurnZero,
+}
+
 /// A trace as a tree of streams; `streams[0]` is the root.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tree {
     pub id: String,
+    /// How the replay picks its start point (the input format decides).
+    pub start: StartSampling,
     /// The model of the root's first request (maps to the first `--model`).
     pub main_model: String,
     pub streams: Vec<Stream>,
@@ -526,6 +537,7 @@ fn subagent_streams(trace: &WekaTrace, list_index: usize, s: &Subagent, scope: u
 fn link(trace: &WekaTrace, root: Stream, root_list: &[usize], children: Vec<Child>) -> Tree {
     let mut tree = Tree {
         id: trace.id.clone(),
+        start: StartSampling::ByTime,
         main_model: root
             .turns
             .first()
