@@ -72,6 +72,11 @@ pub enum Mode {
     PlotSummary(PathBuf),
     /// `vllm-bench merge`: the results of a sharded run's shards, merged.
     Merge(MergeConfig),
+    /// `vllm-bench synthesize agentic`: a synthetic corpus written to `output`.
+    Synthesize {
+        params: crate::datasets::agentic::synthesize::SynthesisParams,
+        output: PathBuf,
+    },
 }
 
 /// What `vllm-bench merge` was asked for.
@@ -92,6 +97,23 @@ pub fn resolve(invocation: Invocation) -> Result<Mode, ConfigError> {
             result_dir: m.result_dir,
             result_filename: m.result_filename,
         })),
+        Invocation::Synthesize(a) => {
+            if a.max_isl < 2 {
+                return Err(ConfigError::flag(
+                    &format!("--max-isl {}", a.max_isl),
+                    "must be at least 2 tokens",
+                ));
+            }
+            Ok(Mode::Synthesize {
+                params: crate::datasets::agentic::synthesize::SynthesisParams {
+                    sessions: a.num_sessions,
+                    seed: a.seed,
+                    max_prompt_tokens: a.max_isl,
+                    max_output_tokens: a.max_osl,
+                },
+                output: a.output,
+            })
+        }
     }
 }
 

@@ -786,3 +786,27 @@ pub struct MergeArgs {
     #[arg(long, value_name = "NAME")]
     pub result_filename: Option<String>,
 }
+
+/// `vllm-bench synthesize agentic`'s flags: how many sessions, the seed, where to write, and
+/// `aiperf synthesize agentic-code`'s two limits.
+#[derive(Debug, Clone, Args)]
+pub struct SynthesizeArgs {
+    /// What to synthesize: `agentic` (an agentic-coding corpus of Weka trace files)
+    #[arg(value_name = "KIND", value_parser = ["agentic"])]
+    pub kind: String,
+    /// Sessions (traces) to write
+    #[arg(long, required = true, value_parser = parse_int::<u32>, value_name = "N")]
+    pub num_sessions: u32,
+    /// Seed of every draw (the same seed writes the same corpus)
+    #[arg(long, default_value = "0", value_parser = parse_int::<u64>)]
+    pub seed: u64,
+    /// Directory to write the traces to (created; must hold no *.json yet)
+    #[arg(long, required = true, value_name = "DIR")]
+    pub output: std::path::PathBuf,
+    /// Prompt limit: a session retires before a turn would reach it
+    #[arg(long, default_value = "200000", value_parser = parse_int::<u64>, value_name = "TOKENS")]
+    pub max_isl: u64,
+    /// Cap on each request's output tokens [default: none]
+    #[arg(long, value_parser = parse_int::<u64>, value_name = "TOKENS")]
+    pub max_osl: Option<u64>,
+}

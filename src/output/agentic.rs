@@ -92,11 +92,8 @@ pub fn render(r: &AgenticReport) -> String {
     );
     match &r.per_tree {
         Some(t) => {
-            let _ = writeln!(
-                out,
-                "Per tree, mean / p50 / p99 ({} trees from turn 0):",
-                t.trees
-            );
+            line(&mut out, "Trees measured (run from turn 0):", t.trees);
+            let _ = writeln!(out, "Per tree, mean / p50 / p99:");
             line(&mut out, "  Time per tree (s):", dist(&t.time_s, 1));
             line(&mut out, "  Server time (s):", dist(&t.server_s, 1));
             line(&mut out, "  Idle time (s):", dist(&t.idle_s, 1));
@@ -132,10 +129,10 @@ pub fn render(r: &AgenticReport) -> String {
     );
     line(
         &mut out,
-        "Prefix cache hit, server (cached_tokens):",
+        "Prefix cache hit, server:",
         match r.prefix_cache.server {
             Some(x) => format!(
-                "{} of {} requests' prompts",
+                "{} (cached_tokens of {} requests)",
                 share(Some(x)),
                 r.prefix_cache.server_reported
             ),
@@ -169,10 +166,15 @@ mod tests {
 
     const TRACE_A: &str = include_str!("../../tests/fixtures/agentic/traces/trace-a.json");
 
+    /// trace-a replayed once along SPEC TC1's timeline, in a 60 s run.
+    pub(super) fn sample() -> AgenticReport {
+        report()
+    }
+
     fn report() -> AgenticReport {
         let shapes = [TreeShape::of(&derive(&WekaTrace::parse(TRACE_A).unwrap()))];
         let ns = |s: f64| (s * 1e9).round() as i64;
-        let rec = |stream: u32, turn: u32, sent: f64, end: f64| ReplayRecord {
+        let rec = |stream: u32, turn: u32, sent: f64, end: f64, (p, o): (u64, u64)| ReplayRecord {
             tree: 0,
             pass: 0,
             lane: 0,
@@ -188,17 +190,17 @@ mod tests {
             first_token_ns: Some(ns(sent + 0.1)),
             end_ns: ns(end),
             itl_intervals: 1,
-            prompt_tokens: 100,
-            output_tokens: 10,
+            prompt_tokens: p,
+            output_tokens: o,
             cached_tokens: None,
             outcome: ReplayOutcome::Completed,
         };
         let records = [
-            rec(0, 0, 0.0, 0.5),
-            rec(1, 0, 0.5, 1.0),
-            rec(1, 1, 1.5, 2.0),
-            rec(0, 1, 3.5, 4.0),
-            rec(0, 2, 5.3, 5.8),
+            rec(0, 0, 0.0, 0.5, (200, 50)),
+            rec(1, 0, 0.5, 1.0, (150, 40)),
+            rec(1, 1, 1.5, 2.0, (260, 30)),
+            rec(0, 1, 3.5, 4.0, (400, 60)),
+            rec(0, 2, 5.3, 5.8, (500, 80)),
         ];
         let settings = AgenticSettings {
             duration_s: Some(60.0),
@@ -223,11 +225,11 @@ mod tests {
             "  Time per tree (s):                     5.8 / 5.8 / 5.8",
             "  Server time (s):                       2.5 / 2.5 / 2.5",
             "  Idle time (s):                         3.3 / 3.3 / 3.3",
-            "  Prompt tokens:                         500 / 500 / 500",
+            "  Prompt tokens:                         1510 / 1510 / 1510",
             "  Subagent fan-out:                      1.0 / 1.0 / 1.0",
             "Joins (parent waited):                   1",
             "Prefix cache hit, theoretical:           54.5%",
-            "n/a (no usage carried cached_tokens)",
+            "Prefix cache hit, server:                n/a (no usage carried cached_tokens)",
             "AgentX verdict:                          invalid (duration_too_short)",
             "  duration_too_short: --duration 60 s is below AgentX's 900 s",
         ] {
@@ -248,5 +250,17 @@ mod tests {
         assert_eq!(a["verdict"]["valid"], false);
         assert_eq!(a["verdict"]["reasons"][0]["code"], "duration_too_short");
         assert!(a["prefix_cache"]["server"].is_null());
+    }
+}
+
+#[cfg(test)]
+mod doc_sample {
+    /// docs/agentic.md shows this block as printed: trace-a's tree replayed once (SPEC TC1's
+    /// timeline) in a 60 s run.
+    #[test]
+    fn the_docs_show_the_block_as_printed() {
+        let text = super::render(&super::tests::sample());
+        let doc = include_str!("../../docs/agentic.md");
+        assert!(doc.contains(&text), "docs/agentic.md should show:\n{text}");
     }
 }

@@ -8,6 +8,7 @@ pub mod input;
 pub mod prompt;
 pub mod record;
 pub mod streams;
+pub mod synthesize;
 
 pub use format::{load, Entry, Request, Subagent, WekaTrace};
 pub use input::{read, Corpus};
