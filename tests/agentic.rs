@@ -232,3 +232,81 @@ fn the_mock_prefix_cache_hits_the_shared_blocks_of_a_tree() {
     assert!(other.get("prompt_tokens_details").is_none(), "{other}");
     assert_eq!(metric("vllm:prefix_cache_hits_total"), 192.0);
 }
+
+/// `vllm-bench synthesize agentic`: the same seed writes the same files, the corpus reads as
+/// the replay's input, and a directory that holds traces is refused with one line.
+#[test]
+fn synthesize_writes_a_corpus_the_replay_reads() {
+    let dir = TempDir::new("agentic-synth");
+    let synth = |out: &str| {
+        vllm_bench(
+            &[
+                "synthesize",
+                "agentic",
+                "--num-sessions",
+                "12",
+                "--seed",
+                "5",
+                "--max-isl",
+                "120000",
+                "--output",
+                out,
+            ],
+            dir.path(),
+        )
+    };
+    let out = synth("a");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("Wrote 12 sessions ("),
+        "{}",
+        out.stdout
+    );
+    let files = |d: &str| {
+        let mut v: Vec<(String, String)> = std::fs::read_dir(dir.path().join(d))
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(files("a").len(), 12);
+    assert_eq!(synth("b").code, 0);
+    assert_eq!(files("a"), files("b"), "same seed, same corpus");
+    let again = synth("a");
+    assert_eq!(again.code, 2);
+    assert_eq!(
+        again.stderr.trim_end().lines().count(),
+        1,
+        "{}",
+        again.stderr
+    );
+    assert!(
+        again.stderr.contains("already holds *.json"),
+        "{}",
+        again.stderr
+    );
+    let dry = vllm_bench(
+        &[
+            "--mock-server",
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "agentic_trace",
+            "--dataset-path",
+            "a",
+            "--dry-run",
+        ],
+        dir.path(),
+    );
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(
+        dry.stdout.contains("Agentic traces: 12 trees"),
+        "{}",
+        dry.stdout
+    );
+}
