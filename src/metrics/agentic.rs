@@ -248,6 +248,21 @@ pub struct Verdict {
     pub reasons: Vec<Reason>,
 }
 
+/// What an agentic run's report is computed from: a run's (or a merge's) records, the
+/// corpus's tree shapes (indexed by `ReplayRecord::tree`) and the run's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgenticFacts {
+    pub records: Vec<ReplayRecord>,
+    pub shapes: Vec<TreeShape>,
+    pub settings: AgenticSettings,
+}
+
+impl AgenticFacts {
+    pub fn report(&self) -> AgenticReport {
+        AgenticReport::compute(&self.records, &self.shapes, &self.settings)
+    }
+}
+
 /// The agentic report; see the module doc.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgenticReport {

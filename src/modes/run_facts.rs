@@ -10,7 +10,7 @@
 //! only in how they got their facts, so they cannot report differently, and a new report
 //! section is written once, here.
 
-use crate::metrics::agentic::AgenticReport;
+use crate::metrics::agentic::AgenticFacts;
 use crate::metrics::calculator::CountTokens;
 use crate::metrics::goodput::GoodputConfig;
 use crate::metrics::metric_stats::MetricKind;
@@ -94,9 +94,9 @@ pub struct RunFacts<'a> {
     pub start: Section,
     pub server: ServerView<'a>,
     pub shards: Shards,
-    /// `--dataset-name agentic_trace`: the replay's report, printed and saved after the
-    /// sections above (`None` for every other dataset).
-    pub agentic: Option<AgenticReport>,
+    /// `--dataset-name agentic_trace`: the replay's records, tree shapes and settings, whose
+    /// report is printed and saved after the sections above (`None` for other datasets).
+    pub agentic: Option<AgenticFacts>,
 }
 
 impl<'a> RunFacts<'a> {
@@ -180,7 +180,9 @@ impl<'a> RunFacts<'a> {
             },
         };
         let mut sections = vec![self.start, replicas, server];
-        sections.extend(self.agentic.as_ref().map(crate::output::agentic::section));
+        if let Some(a) = &self.agentic {
+            sections.push(crate::output::agentic::section(&a.report()));
+        }
         RunResult {
             info: self.info,
             task: self.task,
