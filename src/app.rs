@@ -73,6 +73,7 @@ fn dispatch(args: Vec<OsString>, console: &Console, stop: &StopHandle) -> i32 {
         Mode::Compare { files, warnings } => compare(&warnings, &files, console),
         Mode::PlotSummary(file) => plot_summary(&file, console),
         Mode::Merge(merge_config) => merge(&merge_config, console),
+        Mode::Synthesize { params, output } => synthesize(&params, &output, console),
         Mode::Bench(config) | Mode::DryRun(config) => bench(&config, console, stop),
     }
 }
@@ -198,6 +199,24 @@ fn merge(args: &MergeConfig, console: &Console) -> i32 {
         Err(e @ modes::merge::MergeError::Save(_)) => {
             console.err_line(format_args!("error: {e}"));
             1
+        }
+        Err(e) => {
+            console.err_line(format_args!("error: {e}"));
+            2
+        }
+    }
+}
+
+/// `vllm-bench synthesize agentic`: 0 when the corpus was written, 2 when it could not be.
+fn synthesize(
+    params: &crate::datasets::agentic::synthesize::SynthesisParams,
+    output: &std::path::Path,
+    console: &Console,
+) -> i32 {
+    match modes::synthesize::run(params, output) {
+        Ok(summary) => {
+            console.line(summary);
+            0
         }
         Err(e) => {
             console.err_line(format_args!("error: {e}"));

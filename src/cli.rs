@@ -24,7 +24,8 @@ pub use args::{
     CustomArgs, DatasetArgs, EngineArgs, HfArgs, LoraArgs, MergeArgs, ModelArgs, MultiRunArgs,
     MultiTurnArgs, OutputArgs, PrefixRepetitionArgs, ProfilingArgs, RandomArgs, RandomMmArgs,
     RateArgs, RequestArgs, SamplingArgs, ServerArgs, ServerMetricsArgs, ShardArgs, ShareGptArgs,
-    SloArgs, SonnetArgs, SpecBenchArgs, SpeedBenchArgs, SteadyStateArgs, SweepArgs, TimedTraceArgs,
+    SloArgs, SonnetArgs, SpecBenchArgs, SpeedBenchArgs, SteadyStateArgs, SweepArgs, SynthesizeArgs,
+    TimedTraceArgs,
 };
 pub use choices::{SpeedBenchSubset, TraceFormatChoice};
 pub use error::{quote, CliError};
@@ -38,7 +39,12 @@ const ABOUT: &str =
 
 /// The usage lines: a run, and the merge of a sharded run's results.
 const USAGE: &str = "vllm-bench [OPTIONS]
-       vllm-bench merge [--result-dir DIR] [--result-filename NAME] SHARD_RESULT...";
+       vllm-bench merge [--result-dir DIR] [--result-filename NAME] SHARD_RESULT...
+       vllm-bench synthesize agentic --num-sessions N [--seed S] --output DIR";
+
+/// What `vllm-bench synthesize --help` says it does.
+const SYNTHESIZE_ABOUT: &str = "Write a synthetic agentic-coding corpus (Weka trace files, one \
+per session) for --dataset-name agentic_trace, drawn as `aiperf synthesize agentic-code` draws";
 
 /// What `vllm-bench merge --help` says it does.
 const MERGE_ABOUT: &str = "Merge the results of the shards of one run (--shard K/N --save-result) \
@@ -196,6 +202,14 @@ fn known_flags(cmd: &Command) -> argv::KnownFlags {
 pub enum Invocation {
     Run(Box<Cli>),
     Merge(MergeArgs),
+    Synthesize(SynthesizeArgs),
+}
+
+/// The `synthesize` subcommand's clap command.
+pub fn synthesize_command() -> Command {
+    SynthesizeArgs::augment_args(Command::new("vllm-bench synthesize").args_override_self(true))
+        .about(SYNTHESIZE_ABOUT)
+        .long_about(None)
 }
 
 /// The `merge` subcommand's clap command.
@@ -220,6 +234,13 @@ where
         let (matches, _) = matches_of(&cmd, OsString::from("vllm-bench merge"), rest)?;
         let merge = MergeArgs::from_arg_matches(&matches).map_err(error::from_clap)?;
         return Ok(Invocation::Merge(merge));
+    }
+    if rest.first().is_some_and(|a| a == "synthesize") {
+        rest.remove(0);
+        let cmd = synthesize_command();
+        let (matches, _) = matches_of(&cmd, OsString::from("vllm-bench synthesize"), rest)?;
+        let args = SynthesizeArgs::from_arg_matches(&matches).map_err(error::from_clap)?;
+        return Ok(Invocation::Synthesize(args));
     }
     parse_run(program, rest).map(|cli| Invocation::Run(Box::new(cli)))
 }

@@ -72,6 +72,11 @@ pub enum Mode {
     PlotSummary(PathBuf),
     /// `vllm-bench merge`: the results of a sharded run's shards, merged.
     Merge(MergeConfig),
+    /// `vllm-bench synthesize agentic`: a synthetic corpus written to `output`.
+    Synthesize {
+        params: crate::datasets::agentic::synthesize::SynthesisParams,
+        output: PathBuf,
+    },
 }
 
 /// What `vllm-bench merge` was asked for.
@@ -95,6 +100,23 @@ pub fn resolve(invocation: Invocation) -> Result<Mode, ConfigError> {
             result_filename: m.result_filename,
             export_requests: output::export_requests(m.export_requests.as_deref())?,
         })),
+        Invocation::Synthesize(a) => {
+            if a.max_isl < 2 {
+                return Err(ConfigError::flag(
+                    &format!("--max-isl {}", a.max_isl),
+                    "must be at least 2 tokens",
+                ));
+            }
+            Ok(Mode::Synthesize {
+                params: crate::datasets::agentic::synthesize::SynthesisParams {
+                    sessions: a.num_sessions,
+                    seed: a.seed,
+                    max_prompt_tokens: a.max_isl,
+                    max_output_tokens: a.max_osl,
+                },
+                output: a.output,
+            })
+        }
     }
 }
 

@@ -594,3 +594,155 @@ fn the_binary_replays_the_samples_for_its_duration() {
         assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
     }
 }
+
+/// One non-streaming chat request to `addr`; returns the answer's `usage`.
+fn chat_usage(addr: std::net::SocketAddr, messages: &str) -> serde_json::Value {
+    use std::io::Write;
+    let body = format!(r#"{{"model":"mock-model","messages":{messages},"max_tokens":1}}"#);
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let json = answer.split_once("\r\n\r\n").expect("a head").1;
+    let v: serde_json::Value = serde_json::from_str(json).expect(json);
+    v["usage"].clone()
+}
+
+/// Item 7 of issue 40: the mock's prefix cache answers the replay's prompts. Turn 0 and
+/// turn 1 of trace-a's root, built by the replay's own prompt code (one word per token, as
+/// the mock's toy tokenizer counts), share the marker and hash blocks 1–3: the second is
+/// answered with those tokens cached, in its usage and in `/metrics`; the same turn under
+/// another tree's marker hits nothing.
+#[test]
+fn the_mock_prefix_cache_hits_the_shared_blocks_of_a_tree() {
+    use vllm_bench::datasets::agentic::{derive, layouts, marker, prompt, Seeds, WekaTrace};
+    use vllm_bench::datasets::timed_trace::TokenSpace;
+    use vllm_bench::mock::{MockConfig, MockServer};
+
+    let tree = derive(&WekaTrace::parse(&sample("trace-a.json")).unwrap());
+    let root = &tree.streams[0];
+    let turns = layouts(root, 64).unwrap();
+    let space = TokenSpace::new(50_000, &[]).unwrap();
+    let seeds = Seeds::new(0, &tree.id, &root.id);
+    let words = |ids: &[u32]| ids.iter().map(|i| format!(" t{i}")).collect::<String>();
+    let messages = |turn: usize, pass: u32| {
+        let m = marker(7, pass, 0, &tree.id);
+        prompt::messages_json(&turns[turn], &space, &seeds, 64, &m, &words)
+    };
+    let server = MockServer::start(MockConfig::default()).unwrap();
+    let metric = |name: &str| -> f64 {
+        let mut s = std::net::TcpStream::connect(server.addr()).unwrap();
+        std::io::Write::write_all(
+            &mut s,
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name) && !l.starts_with('#'))
+            .unwrap_or_else(|| panic!("{name} in {text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let first = chat_usage(server.addr(), &messages(0, 0));
+    // The marker's word and the 200 tokens of turn 0.
+    assert_eq!(first["prompt_tokens"], 201);
+    assert!(first.get("prompt_tokens_details").is_none(), "{first}");
+    let second = chat_usage(server.addr(), &messages(1, 0));
+    assert_eq!(second["prompt_tokens"], 401);
+    // Shared: the marker and blocks 1–3 (193 words), 12 whole blocks of the mock's 16.
+    assert_eq!(
+        second["prompt_tokens_details"]["cached_tokens"], 192,
+        "{second}"
+    );
+    assert_eq!(metric("vllm:prefix_cache_hits_total"), 192.0);
+    assert_eq!(metric("vllm:prefix_cache_queries_total"), 602.0);
+    // Another tree instance (pass 1): another marker, nothing cached.
+    let other = chat_usage(server.addr(), &messages(1, 1));
+    assert!(other.get("prompt_tokens_details").is_none(), "{other}");
+    assert_eq!(metric("vllm:prefix_cache_hits_total"), 192.0);
+}
+
+/// `vllm-bench synthesize agentic`: the same seed writes the same files, the corpus reads as
+/// the replay's input, and a directory that holds traces is refused with one line.
+#[test]
+fn synthesize_writes_a_corpus_the_replay_reads() {
+    let dir = TempDir::new("agentic-synth");
+    // In process: paths absolute (the run has no working directory of its own).
+    let at = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let synth = |out: &str| {
+        let out = at(out);
+        run_in_process(&[
+            "synthesize",
+            "agentic",
+            "--num-sessions",
+            "12",
+            "--seed",
+            "5",
+            "--max-isl",
+            "120000",
+            "--output",
+            &out,
+        ])
+    };
+    let out = synth("a");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("Wrote 12 sessions ("),
+        "{}",
+        out.stdout
+    );
+    let files = |d: &str| {
+        let mut v: Vec<(String, String)> = std::fs::read_dir(dir.path().join(d))
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(files("a").len(), 12);
+    assert_eq!(synth("b").code, 0);
+    assert_eq!(files("a"), files("b"), "same seed, same corpus");
+    let again = synth("a");
+    assert_eq!(again.code, 2);
+    assert_eq!(
+        again.stderr.trim_end().lines().count(),
+        1,
+        "{}",
+        again.stderr
+    );
+    assert!(
+        again.stderr.contains("already holds *.json"),
+        "{}",
+        again.stderr
+    );
+    let corpus = at("a");
+    let dry = run_in_process(&[
+        "--mock-server",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "agentic_trace",
+        "--dataset-path",
+        &corpus,
+        "--dry-run",
+    ]);
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(
+        dry.stdout.contains("Agentic traces: 12 trees"),
+        "{}",
+        dry.stdout
+    );
+}

@@ -252,6 +252,9 @@ const SLO_FLAGS: &[&str] = &[
     "--slo-search-tolerance",
 ];
 
+/// The agentic replay's own flags (docs/agentic.md).
+const AGENTIC_FLAGS: &[&str] = &["--agentic-failed-request-threshold"];
+
 fn python_flags() -> Vec<String> {
     read_fixture(PYTHON_FLAGS)
         .lines()
@@ -295,6 +298,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .chain(CANCEL_FLAGS)
         .chain(REASONING_FLAGS)
         .chain(SLO_FLAGS)
+        .chain(AGENTIC_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();

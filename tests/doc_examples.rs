@@ -323,7 +323,9 @@ fn rewrite(args: &[String], mock_url: &str) -> Vec<String> {
         }
     }
     // These talk to no server at all.
-    let serverless = out.first().is_some_and(|a| a == "merge")
+    let serverless = out
+        .first()
+        .is_some_and(|a| a == "merge" || a == "synthesize")
         || out.iter().any(|a| {
             a == "--compare" || a == "--plot-summary" || a == "--version" || a.starts_with("--help")
         });
@@ -345,7 +347,7 @@ while [ $# -gt 0 ]; do
     *) args+=("$1"); shift ;;
   esac
 done
-if [ "${args[0]}" = merge ]; then exec "$DOC_BIN" "${args[@]}"; fi
+if [ "${args[0]}" = merge ] || [ "${args[0]}" = synthesize ]; then exec "$DOC_BIN" "${args[@]}"; fi
 [ -n "$server" ] || args+=(--base-url "$DOC_MOCK_URL")
 exec "$DOC_BIN" "${args[@]}"
 "#;

@@ -168,6 +168,11 @@ pub struct AgenticArgs {
     /// request at once (AgentX 300; off by default)
     #[arg(long, value_parser = parse_float, value_name = "SEC")]
     pub agentic_trace_idle_cap: Option<f64>,
+    /// Stop the run once at least max(--max-concurrency, 10) profiling requests were answered
+    /// and more than this share of them failed (context overflows and cancellations are
+    /// neither; AgentX: 0.10; 1 never stops)
+    #[arg(long, default_value = "0.1", value_parser = parse_float, value_name = "RATIO")]
+    pub agentic_failed_request_threshold: f64,
 }
 
 /// The random dataset (also the base of random-mm and random-rerank).
@@ -804,4 +809,28 @@ pub struct MergeArgs {
     /// (.parquet, .csv, .jsonl)
     #[arg(long, value_name = "FILE")]
     pub export_requests: Option<std::path::PathBuf>,
+}
+
+/// `vllm-bench synthesize agentic`'s flags: how many sessions, the seed, where to write, and
+/// `aiperf synthesize agentic-code`'s two limits.
+#[derive(Debug, Clone, Args)]
+pub struct SynthesizeArgs {
+    /// What to synthesize: `agentic` (an agentic-coding corpus of Weka trace files)
+    #[arg(value_name = "KIND", value_parser = ["agentic"])]
+    pub kind: String,
+    /// Sessions (traces) to write
+    #[arg(long, required = true, value_parser = parse_int::<u32>, value_name = "N")]
+    pub num_sessions: u32,
+    /// Seed of every draw (the same seed writes the same corpus)
+    #[arg(long, default_value = "0", value_parser = parse_int::<u64>)]
+    pub seed: u64,
+    /// Directory to write the traces to (created; must hold no *.json yet)
+    #[arg(long, required = true, value_name = "DIR")]
+    pub output: std::path::PathBuf,
+    /// Prompt limit: a session retires before a turn would reach it
+    #[arg(long, default_value = "200000", value_parser = parse_int::<u64>, value_name = "TOKENS")]
+    pub max_isl: u64,
+    /// Cap on each request's output tokens [default: none]
+    #[arg(long, value_parser = parse_int::<u64>, value_name = "TOKENS")]
+    pub max_osl: Option<u64>,
 }

@@ -71,6 +71,8 @@ pub struct AgenticParams {
     pub warmup_per_lane: usize,
     /// `--agentic-trace-idle-cap SEC`.
     pub trace_idle_cap: Option<std::time::Duration>,
+    /// `--agentic-failed-request-threshold`: the failure share past which the run stops.
+    pub failed_request_threshold: f64,
 }
 
 /// Input/output length jitter: lengths are drawn from `[L·(1−r), L·(1+r)]`.
@@ -521,10 +523,18 @@ fn agentic(cli: &Cli) -> Result<AgenticParams, ConfigError> {
             ))
         }
     };
+    let threshold = a.agentic_failed_request_threshold;
+    if !(0.0..=1.0).contains(&threshold) {
+        return Err(ConfigError::flag(
+            &format!("--agentic-failed-request-threshold {threshold}"),
+            "must be a share from 0 to 1 (AgentX: 0.1)",
+        ));
+    }
     Ok(AgenticParams {
         start_ratio,
         warmup_per_lane: a.agentic_warmup_per_lane,
         trace_idle_cap,
+        failed_request_threshold: threshold,
     })
 }
 
@@ -828,6 +838,49 @@ fn replay_window(t: &crate::cli::TimedTraceArgs) -> Result<ReplayWindow, ConfigE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agentic_failure_threshold_is_a_share_defaulting_to_agentx() {
+        let base = [
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "agentic_trace",
+            "--dataset-path",
+            "t",
+        ];
+        let params = |extra: &[&str]| {
+            let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+            crate::config::Config::of_args(&args).dataset.params
+        };
+        let threshold = |r: f64| {
+            DatasetParams::AgenticTrace(AgenticParams {
+                start_ratio: (0.25, 0.75),
+                warmup_per_lane: 0,
+                trace_idle_cap: None,
+                failed_request_threshold: r,
+            })
+        };
+        assert_eq!(params(&[]), threshold(0.1));
+        assert_eq!(
+            params(&["--agentic_failed_request_threshold", "0.25"]),
+            threshold(0.25)
+        );
+        let cli = crate::cli::parse_from(
+            ["vllm-bench"]
+                .iter()
+                .chain(&base)
+                .chain(&["--agentic-failed-request-threshold", "1.5"]),
+        )
+        .unwrap();
+        let e = crate::config::Config::from_cli(cli)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--agentic-failed-request-threshold 1.5: must be a share from 0 to 1"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn range_ratio_takes_a_number_or_an_object() {

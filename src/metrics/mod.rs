@@ -5,6 +5,7 @@
 //! (the run's metrics plus what the printers show). Our additions: `steady_state` (the
 //! plateau of a closed-loop run) and `comparison` (saved results against a baseline).
 
+pub mod agentic;
 pub mod calculator;
 pub mod comparison;
 pub mod goodput;

@@ -67,6 +67,9 @@ pub struct Generation {
     pub thinking: Duration,
     /// `usage.prompt_tokens`.
     pub prompt_tokens: u64,
+    /// Of them, found in the prefix cache: `usage.prompt_tokens_details.cached_tokens`
+    /// (sent only when not 0, so a run without prefix reuse reads as before).
+    pub cached_tokens: u64,
     /// Send the usage chunk / usage object.
     pub usage: bool,
     /// `MockConfig::usage_completion_tokens`: the completion count usage reports.
@@ -178,6 +181,13 @@ impl Generation {
             self.prompt_tokens.saturating_add(completion),
             completion
         );
+        if self.cached_tokens > 0 {
+            let _ = write!(
+                out,
+                ",\"prompt_tokens_details\":{{\"cached_tokens\":{}}}",
+                self.cached_tokens
+            );
+        }
         if self.reasoning > 0 {
             let _ = write!(
                 out,
@@ -531,6 +541,7 @@ mod tests {
             reasoning: 0,
             thinking: Duration::ZERO,
             prompt_tokens: 7,
+            cached_tokens: 0,
             usage,
             usage_completion_tokens: None,
             fault: None,

@@ -78,6 +78,7 @@ pub async fn serve(ctx: &WorkerCtx, ex: &mut Exchange, route: Route, req: &Reque
     }
     if let Kind::Generate { gen, .. } = &mut job.kind {
         gen.fault = fault;
+        gen.cached_tokens = cached_tokens;
     }
     let mut served = Served {
         seq: Some(seq),
@@ -400,6 +401,7 @@ fn generation_job(
             Duration::ZERO
         },
         prompt_tokens: prompt.tokens,
+        cached_tokens: 0,
         usage: cfg.usage && wanted.usage,
         usage_completion_tokens: cfg.usage_completion_tokens,
         fault: None,

@@ -31,10 +31,11 @@ impl AgenticReplay {
 
     /// [`AgenticReplay::load`] from a path.
     pub fn from_path(path: &Path) -> Result<AgenticReplay, DatasetError> {
-        let traces = agentic::load(path)?;
-        let mut trees = Vec::with_capacity(traces.len());
-        for (file, trace) in &traces {
-            let tree = agentic::derive(trace);
+        let corpus = agentic::read(path)?;
+        let mut trees = Vec::with_capacity(corpus.traces.len());
+        for (file, trace) in &corpus.traces {
+            let mut tree = agentic::derive(trace);
+            tree.start = corpus.start;
             for s in &tree.streams {
                 layouts(s, BLOCK_SIZE).map_err(|e| DatasetError::file(file, e))?;
             }

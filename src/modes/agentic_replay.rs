@@ -33,6 +33,7 @@ use rayon::prelude::*;
 
 use crate::backends::conversation::{assistant_message, user_message, ChatBody};
 use crate::backends::ResponseMode;
+use crate::metrics::agentic::TreeShape;
 use crate::datasets::agentic::prompt::{piece_tokens, prompt_tokens};
 use crate::datasets::agentic::schedule::{Ended, IdleCaps, Ns, Primer, Step, TreeRun, TreeTiming};
 use crate::datasets::agentic::{
@@ -124,6 +125,8 @@ struct LaneTree {
 
 struct Inner {
     trees: Vec<PreparedTree>,
+    /// Each prepared tree's shape, for the report (same order).
+    shapes: Vec<TreeShape>,
     opts: ReplayOptions,
     run_id: u64,
     phase: AtomicU8,
@@ -168,11 +171,14 @@ impl AgenticRun {
         if opts.lanes == 0 {
             bail!("--dataset-name agentic_trace: --max-concurrency must be at least 1 (the number of live trees)");
         }
+        let replayable = |t: &&Tree| t.streams.first().is_some_and(|s| !s.turns.is_empty());
         let prepared: Vec<PreparedTree> = trees
             .par_iter()
-            .filter(|t| t.streams.first().is_some_and(|s| !s.turns.is_empty()))
+            .filter(replayable)
             .map(|t| prepare_tree(t, head, body, space, decode, opts.seed))
             .collect::<Result<_>>()?;
+        // The report's view of each tree, in the order `ReplayRecord::tree` counts them.
+        let shapes = trees.iter().filter(replayable).map(TreeShape::of).collect();
         if prepared.is_empty() {
             bail!("--dataset-name agentic_trace: no trace has a root request to replay");
         }
@@ -188,6 +194,7 @@ impl AgenticRun {
         Ok(AgenticRun(Arc::new(Inner {
             expected_tokens,
             trees: prepared,
+            shapes,
             opts,
             run_id: rand::random(),
             phase: AtomicU8::new(phase_code(Phase::Profiling)),
@@ -395,6 +402,11 @@ impl AgenticRun {
     /// Every request the replay sent (primers, warm-up, profiling), times from the start of
     /// profiling (`epoch`, the measured run's). Profiling's records come first, in the order
     /// of the measured run's records (record `i` of the run is the replay's `i`-th).
+    /// The replayed trees' shapes, in the order `ReplayRecord::tree` counts them.
+    pub fn shapes(&self) -> &[TreeShape] {
+        &self.0.shapes
+    }
+
     pub fn records(&self, epoch: Instant) -> Vec<ReplayRecord> {
         let inner = &*self.0;
         let epochs = lock(&inner.epochs).clone();

@@ -270,6 +270,8 @@ fn union<'a>(
         epoch_ns: shard_epochs(shards),
         // Not saved in a shard file yet: a merge shows no GPU telemetry.
         gpu: None,
+        // Shard files do not carry replay records yet (agentic runs are not sharded).
+        agentic: None,
     })
 }
 

@@ -29,5 +29,6 @@ pub mod steady_state_gate;
 pub mod summary_file;
 pub mod sweep_cache;
 pub mod sweep_prompts;
+pub mod synthesize;
 pub mod target;
 pub mod trace;

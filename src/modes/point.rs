@@ -14,6 +14,7 @@ use crate::engine::schedule::{
     arrival_offsets, rps_changes, to_durations, Cancellations, RampUp, RateSpec,
 };
 use crate::engine::{Progress, RunReport, Workload};
+use crate::metrics::agentic::{AgenticFacts, AgenticSettings};
 use crate::metrics::calculator::CountTokens;
 use crate::metrics::report::{BenchmarkReport, TaskKind};
 use crate::metrics::steady_state::SteadyStateOutcome;
@@ -518,6 +519,19 @@ fn run_result<'a>(
             .map(|d| d.as_nanos() as u64)
             .into_iter()
             .collect(),
+        agentic: plan.dataset.agentic().map(|replay| AgenticFacts {
+            records: replay.records(run.epoch),
+            shapes: replay.shapes().to_vec(),
+            settings: AgenticSettings {
+                duration_s: config.engine.time_bound.map(|b| b.after.as_secs_f64()),
+                streaming: true,
+                ignore_eos: config.request.ignore_eos,
+                cache_bust: true,
+                system_idle_cap_s: Some(super::agentic_replay::SYSTEM_IDLE_CAP.as_secs_f64()),
+                forbidden: Vec::new(),
+                cancelled: measured.interrupted,
+            },
+        }),
     };
     // A shard saves its facts, for `merge`, where it sits among the shards beside them.
     let saved = measured.shard.as_ref().filter(|_| section).map(|map| {

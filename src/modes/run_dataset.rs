@@ -152,14 +152,11 @@ impl RunDataset {
         }
     }
 
-    /// The agentic replay's records of its last measured run (`epoch`: that run's start);
-    /// `None` for every other dataset.
-    pub fn replay_records(
-        &self,
-        epoch: std::time::Instant,
-    ) -> Option<Vec<crate::datasets::agentic::ReplayRecord>> {
+    /// The agentic replay (`None` for every other dataset): its records and tree shapes make
+    /// the run's agentic facts.
+    pub fn agentic(&self) -> Option<&AgenticRun> {
         match self {
-            RunDataset::Agentic(run) => Some(run.records(epoch)),
+            RunDataset::Agentic(run) => Some(run),
             _ => None,
         }
     }

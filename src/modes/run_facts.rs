@@ -12,6 +12,7 @@
 //! only in how they got their facts, so they cannot report differently, and a new report
 //! section is written once, here.
 
+use crate::metrics::agentic::AgenticFacts;
 use crate::metrics::calculator::{output_length, CountTokens};
 use crate::metrics::goodput::GoodputConfig;
 use crate::metrics::metric_stats::MetricKind;
@@ -109,6 +110,9 @@ pub struct RunFacts<'a> {
     /// own lateness, and its spans count from there); empty when unknown. The per-request
     /// export's epoch times are it plus the spans.
     pub epoch_ns: Vec<u64>,
+    /// `--dataset-name agentic_trace`: the replay's records, tree shapes and settings, whose
+    /// report is printed and saved after the sections above (`None` for other datasets).
+    pub agentic: Option<AgenticFacts>,
 }
 
 impl<'a> RunFacts<'a> {
@@ -222,6 +226,10 @@ impl<'a> RunFacts<'a> {
             )
         });
         let gpu_section = crate::output::gpu_telemetry::section(gpu.as_ref());
+        let mut sections = vec![self.start, replicas, server, gpu_section];
+        if let Some(a) = &self.agentic {
+            sections.push(crate::output::agentic::section(&a.report()));
+        }
         RunResult {
             info: self.info,
             task: self.task,
@@ -241,7 +249,7 @@ impl<'a> RunFacts<'a> {
             cancelled: self.cancelled,
             interrupted: self.interrupted,
             prefix_cache: self.prefix_cache,
-            sections: vec![self.start, replicas, server, gpu_section],
+            sections,
             shards: self.shards,
             gpu,
         }

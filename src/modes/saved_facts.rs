@@ -317,6 +317,7 @@ mod tests {
             shards: Shards::Whole,
             epoch_ns: Vec::new(),
             gpu: None,
+            agentic: None,
         }
     }
 

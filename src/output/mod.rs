@@ -7,6 +7,7 @@
 //! never compute metrics. Python's number formatting, which both printers and the metrics
 //! share, is `crate::pyfmt`.
 
+pub mod agentic;
 pub mod compare;
 pub mod console;
 pub mod extras;

@@ -4,12 +4,15 @@
 //! from its hash ids ([`prompt`]). All of it before the clock starts.
 
 pub mod format;
+pub mod input;
 pub mod prompt;
 pub mod record;
 pub mod schedule;
 pub mod streams;
+pub mod synthesize;
 
 pub use format::{load, Entry, Request, Subagent, WekaTrace};
+pub use input::{read, Corpus};
 pub use prompt::{layouts, marker, Piece, PromptError, Role, Seeds, Segment};
 pub use record::{Phase, ReplayOutcome, ReplayRecord};
-pub use streams::{derive, Branch, Stream, StreamKind, Tree, TurnRef};
+pub use streams::{derive, Branch, StartSampling, Stream, StreamKind, Tree, TurnRef};

@@ -118,10 +118,21 @@ pub struct Branch {
     pub start: f64,
 }
 
+/// How a lane picks where in a tree it starts (SPEC §3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartSampling {
+    /// Timestamped traces (Weka): t* drawn by time between the start ratios.
+    ByTime,
+    /// Traces without a timeline (Mooncake JSONL: AIPerf sees bounds [0, 0]): turn 0.
+    AtTurnZero,
+}
+
 /// A trace as a tree of streams; `streams[0]` is the root.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tree {
     pub id: String,
+    /// How the replay picks its start point (the input format decides).
+    pub start: StartSampling,
     /// The model of the root's first request (maps to the first `--model`).
     pub main_model: String,
     pub streams: Vec<Stream>,
@@ -142,10 +153,21 @@ impl Tree {
     }
 
     /// The ideal prefix-cache hits of the recorded requests (AIPerf's
-    /// `theoretical_prefix_cache_hit`): walking every stream's requests in time order with one
-    /// set of seen hash ids, a request's hits are its leading ids already seen. Returns (hit
-    /// blocks, blocks).
+    /// `theoretical_prefix_cache_hit`): (hit blocks, blocks) summed over
+    /// [`Tree::ideal_hits_per_turn`].
     pub fn ideal_block_hits(&self) -> (u64, u64) {
+        self.ideal_hits_per_turn()
+            .iter()
+            .flatten()
+            .fold((0, 0), |(h, b), &(hits, blocks)| {
+                (h + u64::from(hits), b + u64::from(blocks))
+            })
+    }
+
+    /// Per stream and turn, (hit blocks, blocks) of a perfect prefix cache: walking every
+    /// stream's requests in time order with one set of seen hash ids, a request's hits are
+    /// its leading ids already seen (SPEC §4).
+    pub fn ideal_hits_per_turn(&self) -> Vec<Vec<(u32, u32)>> {
         let mut order: Vec<(f64, usize, usize)> = self
             .streams
             .iter()
@@ -153,15 +175,19 @@ impl Tree {
             .flat_map(|(s, st)| st.turns.iter().enumerate().map(move |(k, r)| (r.t, s, k)))
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        let mut out: Vec<Vec<(u32, u32)>> = self
+            .streams
+            .iter()
+            .map(|s| vec![(0, 0); s.turns.len()])
+            .collect();
         let mut seen = std::collections::HashSet::new();
-        let (mut hits, mut total) = (0u64, 0u64);
         for (_, s, k) in order {
             let ids = &self.streams[s].turns[k].hash_ids;
-            hits += ids.iter().take_while(|h| seen.contains(*h)).count() as u64;
-            total += ids.len() as u64;
+            let hits = ids.iter().take_while(|h| seen.contains(*h)).count();
+            out[s][k] = (hits as u32, ids.len() as u32);
             seen.extend(ids.iter().copied());
         }
-        (hits, total)
+        out
     }
 
     /// Requests of every stream.
@@ -511,6 +537,7 @@ fn subagent_streams(trace: &WekaTrace, list_index: usize, s: &Subagent, scope: u
 fn link(trace: &WekaTrace, root: Stream, root_list: &[usize], children: Vec<Child>) -> Tree {
     let mut tree = Tree {
         id: trace.id.clone(),
+        start: StartSampling::ByTime,
         main_model: root
             .turns
             .first()
@@ -660,6 +687,10 @@ mod tests {
         assert_eq!(t.time_bounds(), (0.0, 6.5));
         // SPEC §4: 0/3, child 1/2, child 2/4, 3/6, 6/7.
         assert_eq!(t.ideal_block_hits(), (12, 22));
+        assert_eq!(
+            t.ideal_hits_per_turn(),
+            [vec![(0, 3), (3, 6), (6, 7)], vec![(1, 2), (2, 4)]]
+        );
     }
 
     #[test]
