@@ -25,7 +25,8 @@ use crate::http::conn::Connection;
 use crate::http::request::PreparedRequest;
 
 use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits, SentMark};
-use super::recorder::{nonzero_ns, Failure, Histograms, Record, TokenCount, WorkerLog};
+use super::live::Finished;
+use super::recorder::{nonzero_ns, Failure, Gaps, Histograms, Record, TokenCount, WorkerLog};
 use super::replicas::Pool;
 use super::session::{FollowUps, NextRequest, Reply};
 use super::stop::{CoreStop, StopCause};
@@ -41,6 +42,8 @@ pub struct CoreHandles {
     /// The core's idle connections by replica: a worker parks its connection there when its
     /// next request goes to another replica, and at its end.
     pub pool: Rc<RefCell<Pool>>,
+    /// The core's slot in the run's live counters.
+    pub live: usize,
 }
 
 fn ns_since(epoch: Instant, t: Instant) -> u64 {
@@ -341,6 +344,11 @@ impl Worker {
         if !self.probe {
             // One relaxed add per request, read by the progress bar's ticker thread.
             shared.sent.fetch_add(1, Ordering::Relaxed);
+            let live = shared.live.core(self.core.live);
+            live.sent();
+            if turn.was_waiting {
+                live.dispatch_lag(start.saturating_duration_since(turn.scheduled).as_nanos() as u64);
+            }
         }
         let deadline = start.checked_add(shared.options.request_timeout);
         // `--request-cancellation-rate`: a chosen request's connection is closed `delay`
@@ -440,11 +448,19 @@ impl Worker {
             log.text.truncate(rec.text.start as usize);
             log.cancelled += 1;
             log.cancelled_end_ns = log.cancelled_end_ns.max(rec.end_ns);
+            self.shared.live.core(self.core.live).cancelled();
             self.shared.completed.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if rec.failure.is_some() && !self.probe {
-            self.shared.failed.fetch_add(1, Ordering::Relaxed);
+        if !self.probe {
+            let live = self.shared.live.core(self.core.live);
+            match &rec.failure {
+                Some(f) => {
+                    self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                    live.failed(&f.kind);
+                }
+                None => live.completed(finished(&rec, &log.itl_ns)),
+            }
         }
         if rec.failure.is_some() {
             // A failed request keeps no partial data (Python: itl [] and text "").
@@ -463,6 +479,34 @@ impl Worker {
         if !self.probe {
             self.shared.completed.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// A completed record as the live counters take it (token counts: the server's usage, else
+/// the client's prompt length and the token events seen).
+fn finished<'a>(rec: &Record, gaps: &'a Gaps) -> Finished<impl Iterator<Item = u64> + 'a> {
+    let first = rec.first_token_ns.map(|t| t.get());
+    let events = rec.itl.len() as u64 + u64::from(first.is_some());
+    let output_tokens = rec.usage_completion_tokens.get().unwrap_or(events);
+    let ttft_ns = first.map(|t| t.saturating_sub(rec.start_ns));
+    let tpot_ns = first
+        .filter(|_| output_tokens > 1)
+        .map(|t| rec.last_token_ns.saturating_sub(t) / (output_tokens - 1));
+    let e2el_ns = match first {
+        Some(_) => rec.last_token_ns,
+        None => rec.end_ns,
+    }
+    .saturating_sub(rec.start_ns);
+    Finished {
+        prompt_tokens: rec
+            .usage_prompt_tokens
+            .get()
+            .unwrap_or(u64::from(rec.client_prompt_len)),
+        output_tokens,
+        ttft_ns,
+        tpot_ns,
+        e2el_ns,
+        gaps: gaps.range(rec.itl.clone()),
     }
 }
 

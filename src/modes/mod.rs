@@ -4,7 +4,9 @@
 pub mod agentic;
 pub mod benchmark;
 pub mod compare;
+pub mod dashboard;
 pub mod dataset;
+pub mod live_board;
 pub mod lora;
 pub mod merge;
 pub mod merged_facts;

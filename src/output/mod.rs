@@ -13,6 +13,7 @@ pub mod extras;
 pub mod facts;
 pub mod health;
 pub mod json;
+pub mod live_metrics;
 pub mod localtime;
 pub mod lora;
 pub mod plot;
