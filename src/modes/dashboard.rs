@@ -176,11 +176,16 @@ fn run(mut terminal: Term, progress: Progress, labels: RunLabels, done: &AtomicB
             window: history.push(now, live.snapshot()),
             runs_done: &runs_done,
         };
-        let top = match terminal.draw(|f| view.draw(f)) {
-            Ok(frame) => frame.area.as_position(),
+        // The viewport's top on the screen (a completed frame's area is the whole screen).
+        let mut top = Position::ORIGIN;
+        let drawn = terminal.draw(|f| {
+            top = f.area().as_position();
+            view.draw(f);
+        });
+        if drawn.is_err() {
             // Stdout is gone: nothing more to draw on.
-            Err(_) => return,
-        };
+            return;
+        }
         if finishing {
             break top;
         }
