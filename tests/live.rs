@@ -1,8 +1,8 @@
 //! Watching a run live (docs/live.md), through the real binary against an in-process mock:
 //! the client's own `/metrics` scraped while a sweep runs (counters monotone, a point's final
 //! counts equal its result file's), and the dashboard in a real terminal (tmux: the pane
-//! shows non-zero figures while the run goes; the block after it is the block of `--ui none`;
-//! Ctrl-C exits 130 with the result saved). Every wait is bounded.
+//! shows non-zero figures and the server's while the run goes; the block after it is the
+//! block of `--ui none`; Ctrl-C exits 130 with the result saved). Every wait is bounded.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -337,7 +337,7 @@ fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
     args.extend(
         [
             "--num-prompts",
-            "30",
+            "60",
             "--max-concurrency",
             "2",
             "--seed",
@@ -353,8 +353,11 @@ fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
     let Some(tmux) = Tmux::start("dash", &dir, &dash) else {
         return;
     };
+    // The mock's /metrics is scraped: the server's line shows its running gauge.
     let live = tmux.wait_for("the dashboard with requests sent and completed", |p| {
-        figure(p, "sent").is_some_and(|n| n > 0) && figure(p, "completed").is_some_and(|n| n > 0)
+        figure(p, "sent").is_some_and(|n| n > 0)
+            && figure(p, "completed").is_some_and(|n| n > 0)
+            && p.contains("Server    running")
     });
     assert!(live.contains("TTFT"), "{live}");
     let (status, pane) = tmux.wait_exit();

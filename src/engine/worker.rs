@@ -448,7 +448,9 @@ impl Worker {
             log.text.truncate(rec.text.start as usize);
             log.cancelled += 1;
             log.cancelled_end_ns = log.cancelled_end_ns.max(rec.end_ns);
-            self.shared.live.core(self.core.live).cancelled();
+            if !self.probe {
+                self.shared.live.core(self.core.live).cancelled();
+            }
             self.shared.completed.fetch_add(1, Ordering::Relaxed);
             return;
         }

@@ -33,13 +33,14 @@ use crate::engine::live::{Latency, LiveRun, Snapshot};
 use crate::engine::Progress;
 use crate::output::live_metrics::RunLabels;
 use crate::output::stdio::{Console, TerminalOut};
+use crate::server_metrics::{self, exposition::Scrape, LatestScrape};
 
 /// Narrower than this the dashboard does not fit: the bar is shown instead.
 pub const MIN_WIDTH: u16 = 80;
 /// Runs done shown in the table (the latest ones).
 const DONE_ROWS: usize = 5;
 /// Lines the dashboard takes without its table of runs done.
-const BASE_HEIGHT: u16 = 17;
+const BASE_HEIGHT: u16 = 18;
 /// How often it redraws.
 const TICK: Duration = Duration::from_millis(250);
 /// The window of the windowed figures.
@@ -94,6 +95,7 @@ impl Dashboard {
     pub fn start(
         progress: Progress,
         labels: RunLabels,
+        server: Option<Arc<LatestScrape>>,
         console: &Console,
     ) -> Result<Dashboard, Unfit> {
         let out = console.terminal().ok_or(Unfit::NotATerminal)?;
@@ -120,7 +122,7 @@ impl Dashboard {
         let flag = done.clone();
         let thread = std::thread::Builder::new()
             .name("dashboard".into())
-            .spawn(move || run(terminal, progress, labels, &flag))
+            .spawn(move || run(terminal, progress, labels, server, &flag))
             .map_err(|e| Unfit::Cursor(e.to_string()))?;
         Ok(Dashboard {
             done,
@@ -159,7 +161,13 @@ fn done_height(runs: usize) -> u16 {
 }
 
 /// The dashboard thread: redraw every tick until told to finish, then clear.
-fn run(mut terminal: Term, progress: Progress, labels: RunLabels, done: &AtomicBool) {
+fn run(
+    mut terminal: Term,
+    progress: Progress,
+    labels: RunLabels,
+    server: Option<Arc<LatestScrape>>,
+    done: &AtomicBool,
+) {
     let live = progress.live();
     let started = Instant::now();
     let runs_done = live_done();
@@ -175,6 +183,7 @@ fn run(mut terminal: Term, progress: Progress, labels: RunLabels, done: &AtomicB
             interrupted: super::progress::interrupted(),
             window: history.push(now, live.snapshot()),
             runs_done: &runs_done,
+            server: server.as_ref().and_then(|s| s.get()),
         };
         // The viewport's top on the screen (a completed frame's area is the whole screen).
         let mut top = Position::ORIGIN;
@@ -249,6 +258,43 @@ pub fn latency(ns: Option<u64>) -> String {
     }
 }
 
+/// The server's figures from its scrapes: running, waiting and KV-cache use from the newest,
+/// the prefix-cache hit rate over the run from the counters' growth since the first (what the
+/// server does not expose is left out).
+pub fn server_line(first: &Scrape, last: &Scrape) -> String {
+    let gauge = |names: &[&str]| names.iter().find_map(|n| last.gauges.get(*n).copied());
+    let mut parts = Vec::new();
+    if let Some(v) = gauge(server_metrics::RUNNING) {
+        parts.push(format!("running {v:.0}"));
+    }
+    if let Some(v) = gauge(server_metrics::WAITING) {
+        parts.push(format!("waiting {v:.0}"));
+    }
+    if let Some(v) = gauge(server_metrics::KV_CACHE_USAGE) {
+        parts.push(format!("KV cache {:.0}%", v * 100.0));
+    }
+    let grown = |name: &str| {
+        let now = last.counters.get(name)?;
+        Some(now - first.counters.get(name).copied().unwrap_or(0.0))
+    };
+    if let (Some(hits), Some(queries)) = (
+        grown(server_metrics::vllm::PREFIX_CACHE_HITS),
+        grown(server_metrics::vllm::PREFIX_CACHE_QUERIES),
+    ) {
+        if queries > 0.0 {
+            parts.push(format!(
+                "prefix-cache hits {:.0}% this run",
+                hits / queries * 100.0
+            ));
+        }
+    }
+    if parts.is_empty() {
+        "no running/waiting/KV figures in its /metrics".to_string()
+    } else {
+        parts.join("  ")
+    }
+}
+
 /// Everything one frame shows.
 struct View<'a> {
     labels: &'a RunLabels,
@@ -258,6 +304,8 @@ struct View<'a> {
     interrupted: bool,
     window: Window,
     runs_done: &'a [(RunLabels, Snapshot)],
+    /// The server's first and newest scrape of the run, when scraped.
+    server: Option<(Scrape, Scrape)>,
 }
 
 impl View<'_> {
@@ -280,6 +328,7 @@ impl View<'_> {
             Constraint::Length(1), // throughput
             Constraint::Length(6), // latency table
             Constraint::Length(2), // client health
+            Constraint::Length(1), // server
             Constraint::Min(0),    // runs done
         ])
         .split(inner);
@@ -288,8 +337,9 @@ impl View<'_> {
         f.render_widget(Paragraph::new(self.throughput()), rows[2]);
         f.render_widget(self.latencies(), rows[3]);
         f.render_widget(Paragraph::new(self.health()), rows[4]);
+        f.render_widget(Paragraph::new(self.server()), rows[5]);
         if !self.runs_done.is_empty() {
-            f.render_widget(self.done_table(), rows[5]);
+            f.render_widget(self.done_table(), rows[6]);
         }
         // The cursor stays visible, at the bottom of the dashboard: nothing to restore.
         f.set_cursor_position(Position::new(area.x, area.bottom().saturating_sub(1)));
@@ -437,6 +487,13 @@ impl View<'_> {
         ]
     }
 
+    fn server(&self) -> Line<'static> {
+        match &self.server {
+            Some((first, last)) => Line::from(format!("Server    {}", server_line(first, last))),
+            None => Line::from("Server    not scraped (yet)"),
+        }
+    }
+
     fn done_table(&self) -> Table<'static> {
         let header = Row::new(vec![
             "Run done",
@@ -503,6 +560,30 @@ mod tests {
             ("LC_ALL", ""),
             ("LANG", "en_US.UTF-8")
         ])));
+    }
+
+    #[test]
+    fn the_server_line_shows_what_the_server_exposes() {
+        let page = |hits: u32, queries: u32| {
+            crate::server_metrics::exposition::parse(&format!(
+                "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n\
+                 # TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 1\n\
+                 # TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.25\n\
+                 # TYPE vllm:prefix_cache_hits counter\nvllm:prefix_cache_hits_total {hits}\n\
+                 # TYPE vllm:prefix_cache_queries counter\n\
+                 vllm:prefix_cache_queries_total {queries}\n"
+            ))
+            .expect("page")
+        };
+        assert_eq!(
+            server_line(&page(10, 100), &page(40, 200)),
+            "running 3  waiting 1  KV cache 25%  prefix-cache hits 30% this run"
+        );
+        let empty = crate::server_metrics::exposition::parse("").expect("empty page");
+        assert_eq!(
+            server_line(&empty, &empty),
+            "no running/waiting/KV figures in its /metrics"
+        );
     }
 
     #[test]

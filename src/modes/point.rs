@@ -132,7 +132,8 @@ pub fn measure_watched(
         on_run(p.clone(), offsets.as_deref());
         let labels = super::live_board::begin(config, p.live());
         board_point = Some(labels.point.clone());
-        let (d, show_bar) = open_ui(config, &p, labels, &plan.console);
+        let server = scraper.as_ref().and_then(|s| s.latest());
+        let (d, show_bar) = open_ui(config, &p, labels, server, &plan.console);
         dashboard = d;
         watcher = Some(Watcher::start(p, show_bar, plan.console.clone()));
         if let ProfileWhen::AtBatch { running, duration } = profile_when {
@@ -193,6 +194,7 @@ fn open_ui(
     config: &Config,
     progress: &Progress,
     labels: crate::output::live_metrics::RunLabels,
+    server: Option<Arc<crate::server_metrics::LatestScrape>>,
     console: &crate::output::stdio::Console,
 ) -> (Option<Dashboard>, bool) {
     static SAID: std::sync::Once = std::sync::Once::new();
@@ -200,7 +202,7 @@ fn open_ui(
         Ui::None => (None, false),
         Ui::Bar => (None, true),
         ui @ (Ui::Auto | Ui::Dashboard) => {
-            match Dashboard::start(progress.clone(), labels, console) {
+            match Dashboard::start(progress.clone(), labels, server, console) {
                 Ok(d) => (Some(d), false),
                 Err(why) => {
                     if ui == Ui::Dashboard {

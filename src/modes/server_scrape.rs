@@ -51,6 +51,7 @@ pub fn start(config: &Config, plan: &Plan) -> Option<Scraper> {
         } else {
             Vec::new()
         },
+        latest: Some(Arc::default()),
     };
     let (scraper, notes) = Scraper::start(sources, &opts);
     for n in notes {

@@ -15,7 +15,8 @@ pub mod scrape;
 pub mod window;
 
 pub use scrape::{
-    EndpointMetrics, HttpSource, Options, ScrapeError, Scraper, ServerMetrics, Source, SourceError,
+    EndpointMetrics, HttpSource, LatestScrape, Options, ScrapeError, Scraper, ServerMetrics,
+    Source, SourceError,
 };
 pub use window::{Figures, GaugeStats, HistogramDelta, Quantile, Series, WentDown};
 

@@ -18,7 +18,7 @@ use crate::http::source::SourceAddrs;
 use crate::http::url::{BaseUrl, ResolveError, Scheme};
 use crate::runtime::{available_cores, pin_current_thread, ResolvedDriver};
 
-use super::exposition::{self, ParseError};
+use super::exposition::{self, ParseError, Scrape};
 use super::window::{Figures, Sample};
 
 /// Why one scrape gave no sample.
@@ -139,6 +139,31 @@ pub struct Options {
     pub timeout: Duration,
     /// Cores the scrape threads keep off (the engine's).
     pub avoid_cores: Vec<usize>,
+    /// Where the first endpoint's (the server's own) scrapes are published as they come,
+    /// for a live view (the dashboard); `None`: nowhere.
+    pub latest: Option<Arc<LatestScrape>>,
+}
+
+/// The first and the newest scrape of the server's own endpoint during a run, for a view
+/// that shows the server as the run goes (the dashboard). Written by the scrape thread once
+/// per interval, read by the viewer: a lock, off the engine's cores.
+#[derive(Debug, Default)]
+pub struct LatestScrape(std::sync::Mutex<(Option<Scrape>, Option<Scrape>)>);
+
+impl LatestScrape {
+    fn publish(&self, s: &Scrape) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if g.0.is_none() {
+            g.0 = Some(s.clone());
+        }
+        g.1 = Some(s.clone());
+    }
+
+    /// The first scrape and the newest (`None` before the first answered).
+    pub fn get(&self) -> Option<(Scrape, Scrape)> {
+        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g.0.clone().zip(g.1.clone())
+    }
 }
 
 /// At most this many scrape threads, however many endpoints: up to it each endpoint has a
@@ -169,6 +194,7 @@ pub struct Scraper {
     running: Vec<(usize, String)>,
     workers: Vec<Worker>,
     timeout: Duration,
+    latest: Option<Arc<LatestScrape>>,
 }
 
 /// One scrape thread, as the caller holds it.
@@ -307,8 +333,14 @@ impl Scraper {
             running,
             workers,
             timeout: opts.timeout,
+            latest: opts.latest.clone(),
         };
         (scraper, notes)
+    }
+
+    /// Where the server's own scrapes are published as they come (`Options::latest`).
+    pub fn latest(&self) -> Option<Arc<LatestScrape>> {
+        self.latest.clone()
     }
 
     /// Takes the last scrapes (within one timeout in all) and works out the figures, with
@@ -459,6 +491,9 @@ fn scrape_group(
             })
         };
         let answer = first.map(|sample| {
+            if let Some(l) = opts.latest.as_ref().filter(|_| index == 0) {
+                l.publish(&sample.scrape);
+            }
             live.push(Tracked {
                 index,
                 source,
@@ -489,8 +524,14 @@ fn scrape_group(
                     if let Ok(end) = stop.try_recv() {
                         return finish(live, end);
                     }
-                    if t.take(opts.timeout).is_err() {
-                        t.failed += 1;
+                    match t.take(opts.timeout) {
+                        Err(_) => t.failed += 1,
+                        Ok(()) => {
+                            let latest = opts.latest.as_ref().filter(|_| t.index == 0);
+                            if let (Some(l), Some(s)) = (latest, t.samples.last()) {
+                                l.publish(&s.scrape);
+                            }
+                        }
                     }
                 }
                 next += opts.interval;
@@ -550,6 +591,7 @@ mod tests {
             interval: Duration::from_millis(5),
             timeout: Duration::from_millis(200),
             avoid_cores: Vec::new(),
+            latest: None,
         }
     }
 
