@@ -350,7 +350,7 @@ async fn heartbeat(timers: &Timers, live: &CoreCounters, cpu_at_start: std::time
     loop {
         timers.sleep(HEARTBEAT).await;
         beats = beats.wrapping_add(1);
-        if beats % BUSY_EVERY == 0 {
+        if beats.is_multiple_of(BUSY_EVERY) {
             live.busy(thread_cpu_time().saturating_sub(cpu_at_start));
         }
     }

@@ -596,6 +596,35 @@ mod tests {
     }
 
     #[test]
+    fn the_first_endpoints_scrapes_are_published_as_they_come() {
+        let source = Arc::new(Counting(AtomicU64::new(0)));
+        let opts = Options {
+            latest: Some(Arc::default()),
+            ..opts()
+        };
+        let (scraper, _) = Scraper::start(vec![source.clone()], &opts);
+        let latest = scraper.latest().expect("published");
+        let (first, _) = latest.get().expect("the first scrape is published");
+        assert_eq!(first.counters.get("c"), Some(&10.0));
+        let started = Instant::now();
+        // Scrapes every 5 ms: a newer one comes (bounded wait).
+        while latest
+            .get()
+            .is_some_and(|(_, last)| last.counters.get("c") == Some(&10.0))
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "no newer scrape"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (first, last) = latest.get().expect("scrapes");
+        assert_eq!(first.counters.get("c"), Some(&10.0), "the first stays");
+        assert!(last.counters.get("c") > Some(&10.0));
+        let _ = scraper.finish(Instant::now());
+    }
+
+    #[test]
     fn a_window_counts_the_scrapes_between_start_and_end() {
         let source = Arc::new(Counting(AtomicU64::new(0)));
         let (scraper, notes) = Scraper::start(vec![source.clone()], &opts());
@@ -639,6 +668,7 @@ mod tests {
             interval: Duration::from_secs(60),
             timeout: Duration::from_secs(20),
             avoid_cores: Vec::new(),
+            latest: None,
         };
         let (scraper, notes) = Scraper::start(sources, &o);
         assert!(notes.is_empty(), "{notes:?}");
