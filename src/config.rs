@@ -37,7 +37,7 @@ pub use modes::{
     LoraConfig, MultiRunConfig, MultiTurnConfig, ProfileWhen, SteadyStateConfig, SweepAxis,
     SweepConfig,
 };
-pub use output::{OutputConfig, ReportPolicy, RunPlots};
+pub use output::{OutputConfig, ReportPolicy, RunPlots, Ui};
 pub use rate::{CancelConfig, RateConfig};
 pub use request::{RequestOptions, SamplingParams};
 pub use server::{ServerConfig, ServerLocation};

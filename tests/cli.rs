@@ -240,6 +240,9 @@ const CANCEL_FLAGS: &[&str] = &[
 /// The embedded mock's reasoning, to try TTFO (docs/reasoning.md, issue 31).
 const REASONING_FLAGS: &[&str] = &["--mock-reasoning-tokens", "--mock-thinking-ms"];
 
+/// Watching a run live: the dashboard and the client's own /metrics (docs/live.md, issue 41).
+const LIVE_FLAGS: &[&str] = &["--metrics-listen", "--ui"];
+
 /// The SLO capacity search and its slotted mock (docs/slo-search.md, issue 30).
 const SLO_FLAGS: &[&str] = &[
     "--mock-slots",
@@ -299,6 +302,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .chain(REASONING_FLAGS)
         .chain(SLO_FLAGS)
         .chain(AGENTIC_FLAGS)
+        .chain(LIVE_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();

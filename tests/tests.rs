@@ -24,6 +24,7 @@ mod hf_dataset;
 mod hostile_inputs;
 mod input_limits;
 mod interrupt;
+mod live;
 mod mock_server;
 mod module_graph;
 mod multi_turn;

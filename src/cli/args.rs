@@ -507,6 +507,14 @@ pub struct OutputArgs {
     /// when stdout is not a terminal (on a terminal it is always drawn)
     #[arg(long)]
     pub terminal_chart: bool,
+    /// What shows the run as it goes: dashboard (a live terminal view; the default when
+    /// stdout is a terminal and --disable-tqdm is not given), bar (the progress bar), none
+    #[arg(long, value_name = "MODE", value_parser = ["dashboard", "bar", "none"])]
+    pub ui: Option<String>,
+    /// Serve the client's own Prometheus metrics at http://ADDR:PORT/metrics while the run
+    /// goes and until the process exits
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
     /// Label (result file prefix) [default: --backend]
     #[arg(long)]
     pub label: Option<String>,

@@ -42,6 +42,20 @@ pub struct RunPlots {
     pub dataset_stats: bool,
 }
 
+/// What shows a run as it goes (`--ui`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ui {
+    /// No `--ui`: the dashboard when stdout is a terminal fit for it, else the bar (which
+    /// is drawn only when stderr is a terminal).
+    Auto,
+    /// `--ui dashboard`: as `Auto`, and a note when the terminal is not fit for it.
+    Dashboard,
+    /// `--ui bar`: the progress bar.
+    Bar,
+    /// `--ui none`, or `--disable-tqdm` without `--ui`: nothing.
+    None,
+}
+
 /// Reporting and result files.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutputConfig {
@@ -57,6 +71,10 @@ pub struct OutputConfig {
     pub disable_tqdm: bool,
     /// `--terminal-chart`: draw the chart even when stdout is not a terminal.
     pub terminal_chart: bool,
+    /// `--ui`: what shows the run as it goes (the terminal's checks come at the run).
+    pub ui: Ui,
+    /// `--metrics-listen`: where the client's own `/metrics` is served.
+    pub metrics_listen: Option<String>,
     /// `None`: Python writes `"label": null` and names files after the backend.
     pub label: Option<String>,
     /// `--metadata` pairs, in order.
@@ -145,6 +163,14 @@ pub(super) fn resolve(cli: &Cli, warnings: &mut Vec<String>) -> Result<OutputCon
         },
         disable_tqdm: o.disable_tqdm,
         terminal_chart: o.terminal_chart,
+        ui: match o.ui.as_deref() {
+            Some("dashboard") => Ui::Dashboard,
+            Some("bar") => Ui::Bar,
+            Some(_) => Ui::None,
+            None if o.disable_tqdm => Ui::None,
+            None => Ui::Auto,
+        },
+        metrics_listen: o.metrics_listen.clone(),
         label: o.label.clone(),
         metadata: o
             .metadata

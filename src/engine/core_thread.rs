@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use crate::http::conn::Connection;
 use crate::metrics::RequestOutput;
 
+use super::live::CoreCounters;
 use super::preconnect::{self, Opening};
 use super::recorder::{self, CoreOutputs, Histograms, WorkerLog};
 use super::replicas::Pool;
@@ -239,11 +240,13 @@ async fn run_workers(
     let tokens = shared.workload.expected_tokens;
     let keep_text = shared.options.keep_all_text;
     let mut joins = Vec::with_capacity(workers);
+    let live = shared.live.claim();
     let handles = |slot| CoreHandles {
         timers: timers.clone(),
         stop: stop.clone(),
         slot,
         pool: shared_pool.clone(),
+        live,
     };
     for (slot, (replica, conn)) in conns.into_iter().enumerate() {
         let log = WorkerLog::with_capacity(per_worker, tokens, keep_text);
@@ -298,7 +301,7 @@ async fn run_workers(
         let work = async {
             monoio::select! {
                 () = work => {},
-                () = heartbeat(timers) => {},
+                () = heartbeat(timers, shared.live.core(live), cpu_at_start) => {},
             }
         };
         let mut work = std::pin::pin!(work);
@@ -337,10 +340,19 @@ async fn run_workers(
 /// (all at once, no arrival times), for 100 cheap wake-ups a second.
 const HEARTBEAT: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// Sleeps again and again on the core's timers (never returns; dropped with the run).
-async fn heartbeat(timers: &Timers) {
+/// Every this many heartbeats (100 ms) the core publishes its CPU time to the live counters.
+const BUSY_EVERY: u32 = 10;
+
+/// Sleeps again and again on the core's timers (never returns; dropped with the run), and
+/// now and then publishes the thread's CPU time since `cpu_at_start` (client health, live).
+async fn heartbeat(timers: &Timers, live: &CoreCounters, cpu_at_start: std::time::Duration) {
+    let mut beats = 0u32;
     loop {
         timers.sleep(HEARTBEAT).await;
+        beats = beats.wrapping_add(1);
+        if beats.is_multiple_of(BUSY_EVERY) {
+            live.busy(thread_cpu_time().saturating_sub(cpu_at_start));
+        }
     }
 }
 

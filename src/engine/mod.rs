@@ -13,6 +13,7 @@ mod core_thread;
 pub mod exchange;
 pub mod lanes;
 pub mod limits;
+pub mod live;
 pub mod preconnect;
 pub mod recorder;
 pub mod replicas;
@@ -148,6 +149,8 @@ struct RunShared {
     start: Option<Instant>,
     /// The engine's learned connect rate (the next set start's lead).
     connect_rate: Arc<preconnect::ConnectRate>,
+    /// What the cores publish as the run goes (dashboard, `--metrics-listen`).
+    live: Arc<live::LiveRun>,
 }
 
 /// A handle to a running engine: progress and stop, readable from another thread.
@@ -173,6 +176,10 @@ impl Progress {
     /// Requests that failed so far.
     pub fn failed(&self) -> usize {
         self.0.failed.load(Ordering::Relaxed)
+    }
+    /// The counters the cores publish as the run goes ([`live`]).
+    pub fn live(&self) -> Arc<live::LiveRun> {
+        self.0.live.clone()
     }
     /// The run's time bound (`--duration`), if it has one: the bar then shows time.
     pub fn time_bound(&self) -> Option<Duration> {
@@ -365,6 +372,7 @@ impl Engine {
         limits::ensure_capacity(workers, self.replicas.endpoint(0).source.len())
             .map_err(EngineError::Limits)?;
         let threads = self.cores.len().min(workers.max(1));
+        let total_planned = workload.total();
         // Checked before any core is handed the run: a core that cannot take it would leave
         // the others waiting at the start barrier.
         if !self
@@ -391,6 +399,7 @@ impl Engine {
             go: Barrier::new(threads + 1),
             start,
             connect_rate: self.connect_rate.clone(),
+            live: Arc::new(live::LiveRun::new(threads, total_planned)),
         });
         let mut on_progress = Some(on_progress);
         // In proportion to the connections the busiest core opens (the cores pace

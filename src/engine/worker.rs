@@ -26,7 +26,8 @@ use crate::http::request::PreparedRequest;
 
 use super::exchange::{exchange, ExchangeBuffers, Measured, ResponseLimits, SentMark};
 use super::lanes::{run_lane, LaneWorker};
-use super::recorder::{nonzero_ns, Failure, Histograms, Record, TokenCount, WorkerLog};
+use super::live::Finished;
+use super::recorder::{nonzero_ns, Failure, Gaps, Histograms, Record, TokenCount, WorkerLog};
 use super::replicas::Pool;
 use super::session::{Answer, FailureText};
 use super::session::{FollowUps, NextRequest, Reply};
@@ -43,6 +44,8 @@ pub struct CoreHandles {
     /// The core's idle connections by replica: a worker parks its connection there when its
     /// next request goes to another replica, and at its end.
     pub pool: Rc<RefCell<Pool>>,
+    /// The core's slot in the run's live counters.
+    pub live: usize,
 }
 
 fn ns_since(epoch: Instant, t: Instant) -> u64 {
@@ -347,6 +350,11 @@ impl Worker {
         if !self.probe {
             // One relaxed add per request, read by the progress bar's ticker thread.
             shared.sent.fetch_add(1, Ordering::Relaxed);
+            let live = shared.live.core(self.core.live);
+            live.sent();
+            if turn.was_waiting {
+                live.dispatch_lag(start.saturating_duration_since(turn.scheduled).as_nanos() as u64);
+            }
         }
         let deadline = start.checked_add(shared.options.request_timeout);
         // `--request-cancellation-rate`: a chosen request's connection is closed `delay`
@@ -446,11 +454,21 @@ impl Worker {
             log.text.truncate(rec.text.start as usize);
             log.cancelled += 1;
             log.cancelled_end_ns = log.cancelled_end_ns.max(rec.end_ns);
+            if !self.probe {
+                self.shared.live.core(self.core.live).cancelled();
+            }
             self.shared.completed.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        if rec.failure.is_some() && !self.probe {
-            self.shared.failed.fetch_add(1, Ordering::Relaxed);
+        if !self.probe {
+            let live = self.shared.live.core(self.core.live);
+            match &rec.failure {
+                Some(f) => {
+                    self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                    live.failed(&f.kind);
+                }
+                None => live.completed(finished(&rec, &log.itl_ns)),
+            }
         }
         if rec.failure.is_some() {
             // A failed request keeps no partial data (Python: itl [] and text "").
@@ -483,6 +501,7 @@ impl LaneWorker for Worker {
         Rc<Timers>,
         Rc<CoreStop>,
         Rc<RefCell<Pool>>,
+        usize,
     );
 
     fn maker(&self) -> Self::Maker {
@@ -493,15 +512,17 @@ impl LaneWorker for Worker {
             self.core.timers.clone(),
             self.core.stop.clone(),
             self.core.pool.clone(),
+            self.core.live,
         )
     }
 
-    fn make((shared, epoch, histograms, timers, stop, pool): &Self::Maker) -> Self {
+    fn make((shared, epoch, histograms, timers, stop, pool, live): &Self::Maker) -> Self {
         let handles = CoreHandles {
             timers: timers.clone(),
             stop: stop.clone(),
             slot: stop.add_slot(),
             pool: pool.clone(),
+            live: *live,
         };
         let tokens = shared.workload.expected_tokens;
         let log = WorkerLog::with_capacity(16, tokens, shared.options.keep_all_text);
@@ -574,6 +595,34 @@ impl LaneWorker for Worker {
     fn absorb(&mut self, mut sibling: Self) {
         sibling.park();
         self.log.absorb(std::mem::take(&mut sibling.log));
+    }
+}
+
+/// A completed record as the live counters take it (token counts: the server's usage, else
+/// the client's prompt length and the token events seen).
+fn finished<'a>(rec: &Record, gaps: &'a Gaps) -> Finished<impl Iterator<Item = u64> + 'a> {
+    let first = rec.first_token_ns.map(|t| t.get());
+    let events = rec.itl.len() as u64 + u64::from(first.is_some());
+    let output_tokens = rec.usage_completion_tokens.get().unwrap_or(events);
+    let ttft_ns = first.map(|t| t.saturating_sub(rec.start_ns));
+    let tpot_ns = first
+        .filter(|_| output_tokens > 1)
+        .map(|t| rec.last_token_ns.saturating_sub(t) / (output_tokens - 1));
+    let e2el_ns = match first {
+        Some(_) => rec.last_token_ns,
+        None => rec.end_ns,
+    }
+    .saturating_sub(rec.start_ns);
+    Finished {
+        prompt_tokens: rec
+            .usage_prompt_tokens
+            .get()
+            .unwrap_or(u64::from(rec.client_prompt_len)),
+        output_tokens,
+        ttft_ns,
+        tpot_ns,
+        e2el_ns,
+        gaps: gaps.range(rec.itl.clone()),
     }
 }
 

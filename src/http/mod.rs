@@ -6,4 +6,5 @@ pub mod control;
 pub mod request;
 pub mod response;
 pub mod source;
+pub mod text_server;
 pub mod url;

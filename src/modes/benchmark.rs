@@ -42,6 +42,9 @@ pub fn run(config: &Config, console: &Console, stop: &StopHandle) -> Result<Outc
         export.check_target().map_err(nothing_ran)?;
     }
     if !config.dry_run {
+        super::live_board::listen(config, console).map_err(nothing_ran)?;
+    }
+    if !config.dry_run {
         // From here, not only from the measured run: a Ctrl-C, SIGTERM or `timeout` while
         // the plan is built or the server is awaited then stops the run before it sends
         // anything, and the run still reports (every request not sent) and saves its

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 
-use crate::config::{Config, ProfileWhen, RunPlots};
+use crate::config::{Config, ProfileWhen, RunPlots, Ui};
 use crate::engine::schedule::{
     arrival_offsets, rps_changes, to_durations, Cancellations, RampUp, RateSpec,
 };
@@ -28,6 +28,7 @@ use crate::output::request_export::RequestExport;
 use crate::output::result_files::derived;
 use crate::output::run_result::{Cancelled, RunResult, Shards};
 
+use super::dashboard::Dashboard;
 use super::outcome::nothing_ran;
 use super::plan::Plan;
 use super::prepare::Prepared;
@@ -132,10 +133,16 @@ pub fn measure_watched(
         .map_err(|e| nothing_ran(e.into()))?;
     let wall_start = start.map_or_else(SystemTime::now, |s| s.1);
     let mut watcher = None;
-    let show_bar = !config.output.disable_tqdm;
+    let mut dashboard = None;
+    let mut board_point = None;
     let mut trigger = None;
     let mut report = plan.engine.run_at(workload, start.map(|s| s.0), |p| {
         on_run(p.clone(), offsets.as_deref());
+        let labels = super::live_board::begin(config, p.live());
+        board_point = Some(labels.point.clone());
+        let server = scraper.as_ref().and_then(|s| s.latest());
+        let (d, show_bar) = open_ui(config, &p, labels, server, &plan.console, &plan.stop);
+        dashboard = d;
         watcher = Some(Watcher::start(
             p,
             show_bar,
@@ -151,8 +158,15 @@ pub fn measure_watched(
             ));
         }
     })?;
+    // The dashboard first: its viewport is cleared before anything else is printed.
+    if let Some(d) = dashboard {
+        d.finish();
+    }
     if let Some(w) = watcher {
         w.finish();
+    }
+    if let Some(point) = board_point {
+        super::live_board::end(&point);
     }
     if let Some(line) = super::shard_clock::late_start_warning(report.start.as_ref()) {
         plan.console.warning(line);
@@ -191,6 +205,40 @@ pub fn measure_watched(
         gpu_metrics,
         epoch_wall,
     })
+}
+
+/// What shows the run (`--ui`): the dashboard when asked for or by default and the terminal
+/// is fit for it, else the bar (drawn only when stderr is a terminal), or nothing. Returns
+/// the dashboard, if open, and whether the bar is shown. Why an asked-for dashboard is not
+/// shown is said once.
+fn open_ui(
+    config: &Config,
+    progress: &Progress,
+    labels: crate::output::live_metrics::RunLabels,
+    server: Option<Arc<crate::server_metrics::LatestScrape>>,
+    console: &crate::output::stdio::Console,
+    stop: &crate::runtime::stop_handle::StopHandle,
+) -> (Option<Dashboard>, bool) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    match config.output.ui {
+        Ui::None => (None, false),
+        Ui::Bar => (None, true),
+        ui @ (Ui::Auto | Ui::Dashboard) => {
+            match Dashboard::start(progress.clone(), labels, server, console, stop.clone()) {
+                Ok(d) => (Some(d), false),
+                Err(why) => {
+                    if ui == Ui::Dashboard {
+                        SAID.call_once(|| {
+                            console.note(format_args!(
+                                "--ui dashboard: {why}; showing the progress bar instead"
+                            ))
+                        });
+                    }
+                    (None, true)
+                }
+            }
+        }
+    }
 }
 
 fn rate_spec(config: &Config, point: &Point) -> RateSpec {

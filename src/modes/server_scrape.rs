@@ -22,6 +22,13 @@ pub struct RunScrape {
     gpu_urls: Vec<String>,
 }
 
+impl RunScrape {
+    /// The newest scrape of the server, for the dashboard's server line.
+    pub fn latest(&self) -> Option<Arc<crate::server_metrics::LatestScrape>> {
+        self.scraper.latest()
+    }
+}
+
 /// Starts scraping (`None` with `--no-server-metrics`); notes go to the console.
 pub fn start(config: &Config, plan: &Plan) -> Option<RunScrape> {
     let c = &config.server_metrics;
@@ -72,6 +79,7 @@ pub fn start(config: &Config, plan: &Plan) -> Option<RunScrape> {
         } else {
             Vec::new()
         },
+        latest: Some(Arc::default()),
     };
     let (scraper, notes) = Scraper::start(sources, &opts);
     for n in notes {

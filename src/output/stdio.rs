@@ -147,6 +147,23 @@ impl Console {
         matches!(self.lock().sink, Sink::Stdio) && io::stderr().is_terminal()
     }
 
+    /// A writer of raw terminal bytes to stdout (the dashboard's frames: escape sequences
+    /// are its point, so they are not escaped), through this console's one state: `None`
+    /// unless stdout is the process's and a terminal. A failed write closes stdout as
+    /// [`Self::out`]'s does.
+    pub fn terminal(&self) -> Option<TerminalOut> {
+        use std::io::IsTerminal;
+        let state = self.lock();
+        match state.sink {
+            Sink::Stdio if io::stdout().is_terminal() && state.stdout_error.is_none() => {
+                Some(TerminalOut {
+                    console: self.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// True once a write to stdout failed (nothing more is written there).
     pub fn stdout_closed(&self) -> bool {
         self.lock().stdout_error.is_some()
@@ -155,6 +172,37 @@ impl Console {
     /// The first error writing stdout, taken (the app's exit decision).
     pub fn take_stdout_error(&self) -> Option<io::Error> {
         self.lock().stdout_error.take()
+    }
+}
+
+/// Raw bytes to the terminal on stdout ([`Console::terminal`]).
+pub struct TerminalOut {
+    console: Console,
+}
+
+impl Write for TerminalOut {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut state = self.console.lock();
+        if state.stdout_error.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "stdout is closed",
+            ));
+        }
+        let result = io::stdout().lock().write_all(buf);
+        match result {
+            Ok(()) => Ok(buf.len()),
+            Err(e) => {
+                let kind = e.kind();
+                state.stdout_error = Some(e);
+                Err(io::Error::new(kind, "stdout is closed"))
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let _state = self.console.lock();
+        io::stdout().lock().flush()
     }
 }
 

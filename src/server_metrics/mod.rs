@@ -17,7 +17,8 @@ pub mod window;
 
 pub use gpu::GpuTelemetry;
 pub use scrape::{
-    EndpointMetrics, HttpSource, Options, ScrapeError, Scraper, ServerMetrics, Source, SourceError,
+    EndpointMetrics, HttpSource, LatestScrape, Options, ScrapeError, Scraper, ServerMetrics,
+    Source, SourceError,
 };
 pub use window::{Figures, GaugeStats, HistogramDelta, Quantile, Series, WentDown};
 

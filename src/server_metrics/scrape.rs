@@ -18,7 +18,7 @@ use crate::http::source::SourceAddrs;
 use crate::http::url::{BaseUrl, ResolveError, Scheme};
 use crate::runtime::{available_cores, pin_current_thread, ResolvedDriver};
 
-use super::exposition::{self, ParseError};
+use super::exposition::{self, ParseError, Scrape};
 use super::window::{Figures, Sample};
 
 /// Why one scrape gave no sample.
@@ -139,6 +139,31 @@ pub struct Options {
     pub timeout: Duration,
     /// Cores the scrape threads keep off (the engine's).
     pub avoid_cores: Vec<usize>,
+    /// Where the first endpoint's (the server's own) scrapes are published as they come,
+    /// for a live view (the dashboard); `None`: nowhere.
+    pub latest: Option<Arc<LatestScrape>>,
+}
+
+/// The first and the newest scrape of the server's own endpoint during a run, for a view
+/// that shows the server as the run goes (the dashboard). Written by the scrape thread once
+/// per interval, read by the viewer: a lock, off the engine's cores.
+#[derive(Debug, Default)]
+pub struct LatestScrape(std::sync::Mutex<(Option<Scrape>, Option<Scrape>)>);
+
+impl LatestScrape {
+    fn publish(&self, s: &Scrape) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if g.0.is_none() {
+            g.0 = Some(s.clone());
+        }
+        g.1 = Some(s.clone());
+    }
+
+    /// The first scrape and the newest (`None` before the first answered).
+    pub fn get(&self) -> Option<(Scrape, Scrape)> {
+        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g.0.clone().zip(g.1.clone())
+    }
 }
 
 /// At most this many scrape threads, however many endpoints: up to it each endpoint has a
@@ -169,6 +194,7 @@ pub struct Scraper {
     running: Vec<(usize, String)>,
     workers: Vec<Worker>,
     timeout: Duration,
+    latest: Option<Arc<LatestScrape>>,
 }
 
 /// One scrape thread, as the caller holds it.
@@ -307,8 +333,14 @@ impl Scraper {
             running,
             workers,
             timeout: opts.timeout,
+            latest: opts.latest.clone(),
         };
         (scraper, notes)
+    }
+
+    /// Where the server's own scrapes are published as they come (`Options::latest`).
+    pub fn latest(&self) -> Option<Arc<LatestScrape>> {
+        self.latest.clone()
     }
 
     /// Takes the last scrapes (within one timeout in all) and works out the figures, with
@@ -459,6 +491,9 @@ fn scrape_group(
             })
         };
         let answer = first.map(|sample| {
+            if let Some(l) = opts.latest.as_ref().filter(|_| index == 0) {
+                l.publish(&sample.scrape);
+            }
             live.push(Tracked {
                 index,
                 source,
@@ -489,8 +524,14 @@ fn scrape_group(
                     if let Ok(end) = stop.try_recv() {
                         return finish(live, end);
                     }
-                    if t.take(opts.timeout).is_err() {
-                        t.failed += 1;
+                    match t.take(opts.timeout) {
+                        Err(_) => t.failed += 1,
+                        Ok(()) => {
+                            let latest = opts.latest.as_ref().filter(|_| t.index == 0);
+                            if let (Some(l), Some(s)) = (latest, t.samples.last()) {
+                                l.publish(&s.scrape);
+                            }
+                        }
                     }
                 }
                 next += opts.interval;
@@ -550,7 +591,37 @@ mod tests {
             interval: Duration::from_millis(5),
             timeout: Duration::from_millis(200),
             avoid_cores: Vec::new(),
+            latest: None,
         }
+    }
+
+    #[test]
+    fn the_first_endpoints_scrapes_are_published_as_they_come() {
+        let source = Arc::new(Counting(AtomicU64::new(0)));
+        let opts = Options {
+            latest: Some(Arc::default()),
+            ..opts()
+        };
+        let (scraper, _) = Scraper::start(vec![source.clone()], &opts);
+        let latest = scraper.latest().expect("published");
+        let (first, _) = latest.get().expect("the first scrape is published");
+        assert_eq!(first.counters.get("c"), Some(&10.0));
+        let started = Instant::now();
+        // Scrapes every 5 ms: a newer one comes (bounded wait).
+        while latest
+            .get()
+            .is_some_and(|(_, last)| last.counters.get("c") == Some(&10.0))
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "no newer scrape"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (first, last) = latest.get().expect("scrapes");
+        assert_eq!(first.counters.get("c"), Some(&10.0), "the first stays");
+        assert!(last.counters.get("c") > Some(&10.0));
+        let _ = scraper.finish(Instant::now());
     }
 
     #[test]
@@ -597,6 +668,7 @@ mod tests {
             interval: Duration::from_secs(60),
             timeout: Duration::from_secs(20),
             avoid_cores: Vec::new(),
+            latest: None,
         };
         let (scraper, notes) = Scraper::start(sources, &o);
         assert!(notes.is_empty(), "{notes:?}");

@@ -1,0 +1,431 @@
+//! Watching a run live (docs/live.md), through the real binary against an in-process mock:
+//! the client's own `/metrics` scraped while a sweep runs (counters monotone, a point's final
+//! counts equal its result file's), and the dashboard in a real terminal (tmux: the pane
+//! shows non-zero figures and the server's while the run goes; the block after it is the
+//! block of `--ui none`; Ctrl-C exits 130 with the result saved). Every wait is bounded.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vllm_bench::mock::{MockConfig, MockServer};
+
+use crate::util::{free_port, mock_random_args, skip_or_fail, TempDir};
+
+/// The longest any wait here may take (a debug build on two busy cores).
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn mock(ttft_ms: u64, itl_ms: u64, error_500: f64) -> MockServer {
+    let mut cfg = MockConfig {
+        first_token_delay: Duration::from_millis(ttft_ms),
+        token_interval: Duration::from_millis(itl_ms),
+        ..MockConfig::default()
+    };
+    cfg.faults.error_500 = error_500;
+    MockServer::start(cfg).expect("mock server starts")
+}
+
+fn get(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+/// The value of every sample of `family` by its label text (`run=...,point=...,...`).
+fn samples(page: &str, family: &str) -> BTreeMap<String, f64> {
+    page.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(family)?.strip_prefix('{')?;
+            let (labels, value) = rest.rsplit_once("} ")?;
+            Some((labels.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("result file")).expect("json")
+}
+
+#[test]
+fn metrics_are_served_mid_run_monotone_and_a_points_final_counts_are_its_results() {
+    let server = mock(30, 10, 0.2);
+    let dir = TempDir::new("live-metrics");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let base = mock_random_args(&server.base_url());
+    let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+    args.extend([
+        "--num-prompts",
+        "40",
+        "--sweep-max-concurrency",
+        "2,4",
+        "--ui",
+        "none",
+        "--metrics-listen",
+        &listen,
+        "--save-result",
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "m.json",
+    ]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-bench"))
+        .args(&args)
+        .current_dir(dir.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn vllm-bench");
+    let started = Instant::now();
+    let mut pages = Vec::new();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > LIMIT {
+            let _ = child.kill();
+            panic!("the sweep did not end within {LIMIT:?}");
+        }
+        if let Some(page) = get(port) {
+            pages.push(page);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .map(|mut e| e.read_to_string(&mut stderr));
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("http://{listen}/metrics")),
+        "{stderr}"
+    );
+    assert!(
+        pages.len() > 2,
+        "scraped while the sweep ran: {}",
+        pages.len()
+    );
+    // Every counter only grows, series by series.
+    let counters = [
+        "vllm_bench_requests_total",
+        "vllm_bench_requests_sent_total",
+        "vllm_bench_output_tokens_total",
+        "vllm_bench_ttft_seconds_count",
+        "vllm_bench_itl_seconds_bucket",
+    ];
+    for family in counters {
+        let mut last: BTreeMap<String, f64> = BTreeMap::new();
+        for page in &pages {
+            for (labels, v) in samples(page, family) {
+                let before = last.insert(labels.clone(), v).unwrap_or(0.0);
+                assert!(
+                    v >= before,
+                    "{family}{{{labels}}} went from {before} to {v}"
+                );
+            }
+        }
+    }
+    let p0 = "run=\"mock-model\",point=\"0\",shard=\"\"";
+    let completed = |page: &str| {
+        samples(page, "vllm_bench_requests_total")
+            .get(&format!("{p0},outcome=\"completed\""))
+            .copied()
+    };
+    assert!(
+        pages
+            .iter()
+            .any(|p| completed(p).is_some_and(|c| c > 0.0 && c < 40.0)),
+        "a scrape in the middle of the first point"
+    );
+    // Point 0 ended while point 1 ran: its final counts are its result file's.
+    let ended = pages
+        .iter()
+        .find(|p| samples(p, "vllm_bench_run_active").get(p0) == Some(&0.0))
+        .expect("a scrape after the first point ended");
+    let result = json(&dir.path().join("m-max_concurrency2.json"));
+    let outcome =
+        |o: &str| samples(ended, "vllm_bench_requests_total")[&format!("{p0},outcome=\"{o}\"")];
+    assert_eq!(outcome("completed"), result["completed"].as_f64().unwrap());
+    assert_eq!(outcome("failed"), result["failed"].as_f64().unwrap());
+    assert!(outcome("failed") > 0.0, "the mock failed some: {result}");
+    assert_eq!(
+        samples(ended, "vllm_bench_request_failures_total")[&format!("{p0},reason=\"http_500\"")],
+        outcome("failed")
+    );
+    assert_eq!(
+        samples(ended, "vllm_bench_output_tokens_total")[p0],
+        result["total_output_tokens"].as_f64().unwrap()
+    );
+    assert_eq!(samples(ended, "vllm_bench_requests_in_flight")[p0], 0.0);
+    assert_eq!(
+        samples(ended, "vllm_bench_ttft_seconds_count")[p0],
+        outcome("completed")
+    );
+}
+
+/// A tmux server of its own (killed on drop) running the binary in a 120×50 pane that stays
+/// after it exits (`remain-on-exit`), so its text and exit status can be read.
+struct Tmux {
+    socket: String,
+    conf: std::path::PathBuf,
+}
+
+impl Tmux {
+    /// Runs the binary with `args` in a UTF-8 locale; `None` (and a SKIP line) without tmux.
+    fn start(name: &str, dir: &TempDir, args: &[String]) -> Option<Tmux> {
+        let present = Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !present {
+            skip_or_fail(
+                "the dashboard under tmux",
+                "tmux is not installed (.ci/run installs it)",
+            );
+            return None;
+        }
+        let conf = dir.path().join("tmux.conf");
+        std::fs::write(
+            &conf,
+            "set -g remain-on-exit on\nset -g history-limit 10000\n",
+        )
+        .expect("tmux.conf");
+        let t = Tmux {
+            socket: format!("vllm-bench-live-{}-{name}", std::process::id()),
+            conf,
+        };
+        let mut new = vec!["new-session", "-d", "-x", "120", "-y", "50", "-s", "live"];
+        let bin = env!("CARGO_BIN_EXE_vllm-bench");
+        // More than one argument: tmux executes the binary itself, no shell between.
+        new.push(bin);
+        new.extend(args.iter().map(String::as_str));
+        let ok = t.cmd(&new).status.success();
+        assert!(ok, "tmux new-session");
+        Some(t)
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket, "-f"])
+            .arg(&self.conf)
+            .args(args)
+            .env("LANG", "C.UTF-8")
+            .env_remove("LC_ALL")
+            .env_remove("LC_CTYPE")
+            .env("HF_HUB_OFFLINE", "1")
+            .env_remove("VLLM_BENCH_CORES")
+            .output()
+            .expect("run tmux")
+    }
+
+    /// The pane's text, its history included.
+    fn capture(&self) -> String {
+        let out = self.cmd(&["capture-pane", "-p", "-J", "-S", "-", "-t", "live"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The binary's exit status once it ended.
+    fn exit_status(&self) -> Option<i32> {
+        let out = self.cmd(&[
+            "display-message",
+            "-p",
+            "-t",
+            "live",
+            "#{pane_dead} #{pane_dead_status}",
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (dead, status) = text.trim().split_once(' ')?;
+        (dead == "1").then(|| status.parse().ok()).flatten()
+    }
+
+    /// Waits (bounded) until the pane satisfies `ok`; returns its text.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let started = Instant::now();
+        loop {
+            let text = self.capture();
+            if ok(&text) {
+                return text;
+            }
+            assert!(
+                started.elapsed() < LIMIT,
+                "waited {LIMIT:?} for {what}; the pane:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits (bounded) for the binary's end; its exit status and the pane's text.
+    fn wait_exit(&self) -> (i32, String) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.exit_status() {
+                return (status, self.capture());
+            }
+            assert!(
+                started.elapsed() < LIMIT,
+                "the run did not end within {LIMIT:?}; the pane:\n{}",
+                self.capture()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+/// A figure of the dashboard's requests line (`sent 12`).
+fn figure(pane: &str, name: &str) -> Option<u64> {
+    let line = pane.lines().find(|l| l.contains("Requests  planned"))?;
+    let at = line.find(&format!("{name} "))? + name.len() + 1;
+    line[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// The result block (from its title to its closing rule), each line's trailing blanks cut
+/// and every figure that depends on timing masked: the counts stay.
+fn block(text: &str) -> Vec<String> {
+    let exact = [
+        "Successful requests:",
+        "Failed requests:",
+        "Maximum request concurrency:",
+        "Total input tokens:",
+        "Total generated tokens:",
+    ];
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.contains("Serving Benchmark Result"))
+        .unwrap_or_else(|| panic!("no block in:\n{text}"));
+    let end = (start + 1..lines.len())
+        .find(|&i| !lines[i].trim().is_empty() && lines[i].trim().chars().all(|c| c == '='))
+        .unwrap_or_else(|| panic!("no end of the block in:\n{text}"));
+    lines[start..=end]
+        .iter()
+        .map(|l| {
+            let l = l.trim_end();
+            if exact.iter().any(|e| l.starts_with(e)) {
+                l.to_string()
+            } else {
+                l.chars()
+                    .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                    .collect()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
+    let server = mock(20, 40, 0.0);
+    let dir = TempDir::new("live-dashboard");
+    let mut args = mock_random_args(&server.base_url());
+    args.extend(
+        [
+            "--num-prompts",
+            "60",
+            "--max-concurrency",
+            "2",
+            "--seed",
+            "7",
+            "--save-result",
+            "--result-dir",
+            dir.arg(),
+        ]
+        .map(String::from),
+    );
+    let mut dash = args.clone();
+    dash.extend(["--result-filename", "dash.json"].map(String::from));
+    let Some(tmux) = Tmux::start("dash", &dir, &dash) else {
+        return;
+    };
+    // The mock's /metrics is scraped: the server's line shows its running gauge.
+    let live = tmux.wait_for("the dashboard with requests sent and completed", |p| {
+        figure(p, "sent").is_some_and(|n| n > 0)
+            && figure(p, "completed").is_some_and(|n| n > 0)
+            && p.contains("Server    running")
+    });
+    assert!(live.contains("TTFT"), "{live}");
+    let (status, pane) = tmux.wait_exit();
+    assert_eq!(status, 0, "{pane}");
+    assert!(
+        !pane.contains("Requests  planned"),
+        "the dashboard is cleared before the block:\n{pane}"
+    );
+    let mut none = args.clone();
+    none.extend(["--result-filename", "none.json", "--ui", "none"].map(String::from));
+    let none: Vec<&str> = none.iter().map(String::as_str).collect();
+    let plain = crate::util::vllm_bench(&none, dir.path());
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert_eq!(block(&pane), block(&plain.stdout));
+    let (a, b) = (
+        json(&dir.path().join("dash.json")),
+        json(&dir.path().join("none.json")),
+    );
+    for key in [
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+    ] {
+        assert_eq!(a[key], b[key], "{key}");
+    }
+}
+
+#[test]
+fn ctrl_c_on_the_dashboard_exits_130_with_the_result_saved() {
+    let server = mock(20, 50, 0.0);
+    let dir = TempDir::new("live-ctrl-c");
+    let mut args = mock_random_args(&server.base_url());
+    args.extend(
+        [
+            "--num-prompts",
+            "2000",
+            "--max-concurrency",
+            "2",
+            "--interrupt-grace-sec",
+            "1",
+            "--save-result",
+            "--result-dir",
+            dir.arg(),
+            "--result-filename",
+            "c.json",
+        ]
+        .map(String::from),
+    );
+    let Some(tmux) = Tmux::start("ctrl-c", &dir, &args) else {
+        return;
+    };
+    tmux.wait_for("the dashboard with requests completed", |p| {
+        figure(p, "completed").is_some_and(|n| n > 0)
+    });
+    assert!(tmux
+        .cmd(&["send-keys", "-t", "live", "C-c"])
+        .status
+        .success());
+    let (status, pane) = tmux.wait_exit();
+    assert_eq!(status, 130, "{pane}");
+    assert!(pane.contains("Serving Benchmark Result"), "{pane}");
+    let r = json(&dir.path().join("c.json"));
+    assert_eq!(r["vllm_bench_interrupted"], Value::Bool(true), "{r}");
+    let count = |k: &str| r[k].as_u64().unwrap_or(0);
+    assert_eq!(
+        count("completed") + count("failed") + count("vllm_bench_not_sent"),
+        2000,
+        "every request accounted for: {r}"
+    );
+}
