@@ -7,7 +7,8 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use vllm_bench::backends::stream_chunk::{ChunkDecoder, StreamApi};
+use vllm_bench::backends::openai_chunk::ChunkShape;
+use vllm_bench::backends::tape::ChunkDecoder;
 use vllm_bench::http::response::{parse_head, BodyDecoder, BodyKind};
 use vllm_bench::sse::SseDecoder;
 
@@ -159,9 +160,9 @@ fn bench_chunk_json(c: &mut Criterion) {
     let mut group = c.benchmark_group("chunk_json");
     group.throughput(Throughput::Elements(1));
     let cases = [
-        ("completions", StreamApi::Completions, completion_chunk(1)),
-        ("chat", StreamApi::Chat, chat_chunk(1)),
-        ("usage", StreamApi::Completions, USAGE_CHUNK.to_owned()),
+        ("completions", ChunkShape::Completions, completion_chunk(1)),
+        ("chat", ChunkShape::Chat, chat_chunk(1)),
+        ("usage", ChunkShape::Completions, USAGE_CHUNK.to_owned()),
     ];
     for (name, api, json) in cases {
         let source = json.into_bytes();
@@ -205,9 +206,9 @@ fn bench_full_stream(c: &mut Criterion) {
                         continue;
                     }
                     let fields = json
-                        .decode(StreamApi::Completions, ev.data)
+                        .decode(ChunkShape::Completions, ev.data)
                         .expect("valid chunk");
-                    tokens += usize::from(fields.is_token(StreamApi::Completions));
+                    tokens += usize::from(fields.is_token(ChunkShape::Completions));
                 }
             }
             assert_eq!(tokens, TOKENS);

@@ -18,13 +18,12 @@
 //! - `ping`, `content_block_start` / `content_block_stop` and unknown events are ignored
 //!   (Anthropic asks clients to ignore event types they do not know).
 //!
-//! The same tape walk as [`super::stream_chunk`]: strings borrow the payload, unused
+//! The same tape walk as [`super::tape`]: strings borrow the payload, unused
 //! subtrees are jumped over, and only the error path (rare) allocates.
 
 use std::borrow::Cow;
 
-use super::responses_event::to_value;
-use super::stream_chunk::{opt_str, token_count, ChunkDecoder, ChunkError, Json, Usage};
+use super::tape::{opt_str, to_value, token_count, ChunkDecoder, ChunkError, Json, Usage};
 use crate::pyfmt::json_dumps;
 
 /// What an event means to the client.

@@ -7,10 +7,12 @@
 //! on [`crate::types::Backend`]; this module only maps them to an [`Api`].
 
 pub mod anthropic_event;
+pub mod chunk_template;
 pub mod conversation;
 pub mod multipart;
+pub mod openai_chunk;
 pub mod responses_event;
-pub mod stream_chunk;
+pub mod tape;
 
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -18,7 +20,7 @@ use serde_json::{json, Map, Value};
 use crate::datasets::media::{ChatMedia, ContentPart};
 use crate::datasets::Prompt;
 use crate::types::Backend;
-use stream_chunk::StreamApi;
+use openai_chunk::ChunkShape;
 
 /// How a response body is read: what each API's answer looks like on the wire, which the
 /// engine's exchange follows.
@@ -107,6 +109,33 @@ impl Api {
             | Api::InfinityClip
             | Api::Pooling
             | Api::Rerank => ResponseMode::Whole,
+        }
+    }
+}
+
+/// Which response shape a stream has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamApi {
+    /// `/v1/completions`: OpenAI chunks, text in `choices[0].text`.
+    Completions,
+    /// `/v1/chat/completions`: OpenAI chunks, text in `choices[0].delta.content`.
+    Chat,
+    /// `/v1/responses`: events typed by their `type` (see [`responses_event`]).
+    Responses,
+    /// `/v1/messages`: Anthropic's typed events (see [`anthropic_event`]).
+    Anthropic,
+    /// `/v1/audio/transcriptions`: chat-shaped OpenAI chunks.
+    Audio,
+}
+
+impl StreamApi {
+    /// The OpenAI chunk shape of a chunk-streaming API; `None` for typed-event APIs.
+    pub fn shape(self) -> Option<ChunkShape> {
+        match self {
+            StreamApi::Completions => Some(ChunkShape::Completions),
+            StreamApi::Chat => Some(ChunkShape::Chat),
+            StreamApi::Audio => Some(ChunkShape::Audio),
+            StreamApi::Responses | StreamApi::Anthropic => None,
         }
     }
 }

@@ -12,16 +12,13 @@
 //! - `error` / `response.failed`, or any other event with a truthy `error`, fail the request
 //!   with Python's error text, `json.dumps(data.get("error") or data)`.
 //!
-//! The same tape walk as [`super::stream_chunk`]: strings borrow the payload, unused
+//! The same tape walk as [`super::tape`]: strings borrow the payload, unused
 //! subtrees are jumped over, and only the error path (rare) allocates.
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value};
-use simd_json::{Node, StaticNode};
-
-use super::stream_chunk::{
-    opt_str, reasoning_tokens, token_count, ChunkDecoder, ChunkError, Json, Usage,
+use super::tape::{
+    opt_str, reasoning_tokens, to_value, token_count, truthy, ChunkDecoder, ChunkError, Json, Usage,
 };
 use crate::pyfmt::json_dumps;
 
@@ -166,40 +163,6 @@ fn read_usage(value: Json<'_, '_>) -> Result<Usage, ChunkError> {
         }
     }
     Ok(usage)
-}
-
-/// Python's truthiness of a JSON value.
-fn truthy(value: Json<'_, '_>) -> bool {
-    match value.head() {
-        None | Some(Node::Static(StaticNode::Null | StaticNode::Bool(false))) => false,
-        Some(Node::Static(StaticNode::I64(n))) => n != 0,
-        Some(Node::Static(StaticNode::U64(n))) => n != 0,
-        Some(Node::Static(StaticNode::F64(f))) => f != 0.0,
-        Some(Node::String(s)) => !s.is_empty(),
-        Some(Node::Object { len, .. } | Node::Array { len, .. }) => len > 0,
-        Some(Node::Static(StaticNode::Bool(true))) => true,
-    }
-}
-
-/// The JSON value on the tape, materialized (error path only).
-pub(super) fn to_value(value: Json<'_, '_>) -> Value {
-    match value.head() {
-        None | Some(Node::Static(StaticNode::Null)) => Value::Null,
-        Some(Node::Static(StaticNode::Bool(b))) => Value::Bool(b),
-        Some(Node::Static(StaticNode::I64(n))) => Value::from(n),
-        Some(Node::Static(StaticNode::U64(n))) => Value::from(n),
-        Some(Node::Static(StaticNode::F64(f))) => Value::from(f),
-        Some(Node::String(s)) => Value::String(s.to_string()),
-        Some(Node::Object { .. }) => Value::Object(
-            value
-                .members()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.to_string(), to_value(v)))
-                .collect::<Map<_, _>>(),
-        ),
-        Some(Node::Array { .. }) => Value::Array(value.elements().map(to_value).collect()),
-    }
 }
 
 #[cfg(test)]

@@ -26,9 +26,10 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
-use crate::backends::stream_chunk::{ChunkDecoder, ChunkTemplate, StreamApi, Usage};
-use crate::backends::ResponseMode;
+use crate::backends::chunk_template::ChunkTemplate;
+use crate::backends::tape::{ChunkDecoder, Usage};
 use crate::backends::{anthropic_event, responses_event};
+use crate::backends::{ResponseMode, StreamApi};
 use crate::http::conn::{Connection, Endpoint};
 use crate::http::response::{parse_head, BodyDecoder, ResponseHead};
 use crate::sse::SseDecoder;
@@ -658,16 +659,16 @@ impl Recording<'_> {
             self.m.done = true;
             return Ok(());
         }
-        match api {
-            StreamApi::Responses => return self.responses_event(data),
-            StreamApi::Anthropic => return self.anthropic_event(data),
-            StreamApi::Completions | StreamApi::Chat | StreamApi::Audio => {}
-        }
+        let shape = match api.shape() {
+            Some(shape) => shape,
+            None if api == StreamApi::Responses => return self.responses_event(data),
+            None => return self.anthropic_event(data),
+        };
         let chunk = CHUNK_DECODER
-            .with(|json| json.borrow_mut().decode_stream(api, data, template))
+            .with(|json| json.borrow_mut().decode_stream(shape, data, template))
             .map_err(malformed_event)?;
-        if chunk.has_choices && chunk.is_token(api) {
-            self.token_at_now(chunk.is_output(api));
+        if chunk.has_choices && chunk.is_token(shape) {
+            self.token_at_now(chunk.is_output(shape));
             if let Some(text) = &chunk.text {
                 self.keep_text(text.as_bytes());
             }
@@ -874,7 +875,7 @@ fn usage_verdict(m: &Measured) -> Result<(), Failure> {
     }
 }
 
-fn malformed_event(e: crate::backends::stream_chunk::ChunkError) -> Failure {
+fn malformed_event(e: crate::backends::tape::ChunkError) -> Failure {
     let msg = format!("malformed SSE event: {e}");
     failure("malformed_event", msg.clone(), msg)
 }
