@@ -6,12 +6,14 @@
 //! The backend names and the facts about them (default endpoint, pooling or not) live once,
 //! on [`crate::types::Backend`]; this module only maps them to an [`Api`].
 
-pub mod anthropic_event;
+pub mod anthropic;
+pub mod audio;
 pub mod chunk_template;
 pub mod conversation;
-pub mod multipart;
 pub mod openai_chunk;
-pub mod responses_event;
+pub mod pooling;
+pub mod reader;
+pub mod responses;
 pub mod tape;
 
 use bytes::Bytes;
@@ -20,10 +22,11 @@ use serde_json::{json, Map, Value};
 use crate::datasets::media::{ChatMedia, ContentPart};
 use crate::datasets::Prompt;
 use crate::types::Backend;
-use openai_chunk::ChunkShape;
+use openai_chunk::{ChunkReader, ChunkShape};
+pub use reader::{ApiFailure, FinishReason, Scratch, StreamFacts, StreamReader, Token};
 
 /// How a response body is read: what each API's answer looks like on the wire, which the
-/// engine's exchange follows.
+/// engine's exchange follows, and the reader that says what it means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResponseMode {
     /// SSE stream of completions/chat chunks.
@@ -55,7 +58,7 @@ pub enum Api {
     /// text of a request that carries an image, and puts the image first).
     EmbeddingsVlm2vec,
     /// `openai-audio`: `/v1/audio/transcriptions`, a multipart form with the audio file,
-    /// streamed (see [`multipart`]).
+    /// streamed (see [`audio`]).
     Audio,
     /// `infinity-embeddings`: Infinity's `/embeddings` with `input`.
     Infinity,
@@ -120,23 +123,33 @@ pub enum StreamApi {
     Completions,
     /// `/v1/chat/completions`: OpenAI chunks, text in `choices[0].delta.content`.
     Chat,
-    /// `/v1/responses`: events typed by their `type` (see [`responses_event`]).
+    /// `/v1/responses`: events typed by their `type` (see [`responses`]).
     Responses,
-    /// `/v1/messages`: Anthropic's typed events (see [`anthropic_event`]).
+    /// `/v1/messages`: Anthropic's typed events (see [`anthropic`]).
     Anthropic,
     /// `/v1/audio/transcriptions`: chat-shaped OpenAI chunks.
     Audio,
 }
 
-impl StreamApi {
-    /// The OpenAI chunk shape of a chunk-streaming API; `None` for typed-event APIs.
-    pub fn shape(self) -> Option<ChunkShape> {
-        match self {
-            StreamApi::Completions => Some(ChunkShape::Completions),
-            StreamApi::Chat => Some(ChunkShape::Chat),
-            StreamApi::Audio => Some(ChunkShape::Audio),
-            StreamApi::Responses | StreamApi::Anthropic => None,
-        }
+impl ResponseMode {
+    /// The reader of a streamed API's events; `None` for an API that answers with one JSON
+    /// document (read by [`ResponseMode::read_whole`]).
+    pub fn stream_reader(self) -> Option<&'static dyn StreamReader> {
+        let ResponseMode::Stream(api) = self else {
+            return None;
+        };
+        Some(match api {
+            StreamApi::Completions => &ChunkReader(ChunkShape::Completions),
+            StreamApi::Chat => &ChunkReader(ChunkShape::Chat),
+            StreamApi::Audio => &ChunkReader(ChunkShape::Audio),
+            StreamApi::Responses => &responses::ResponsesReader,
+            StreamApi::Anthropic => &anthropic::AnthropicReader,
+        })
+    }
+
+    /// Reads a whole (non-streamed) response body into `facts`.
+    pub fn read_whole(self, body: &mut [u8], facts: &mut StreamFacts) -> Result<(), ApiFailure> {
+        pooling::read_body(body, facts)
     }
 }
 

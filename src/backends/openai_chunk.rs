@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use simd_json::{Node, StaticNode};
 
 use super::chunk_template::ChunkTemplate;
+use super::reader::{ApiFailure, FinishReason, Scratch, StreamFacts, StreamReader, Token};
 use super::tape::{opt_str, reasoning_tokens, token_count, ChunkDecoder, ChunkError, Json, Usage};
 
 /// Message used when a server reports an error without saying what it was.
@@ -93,6 +94,67 @@ impl ChunkFields<'_> {
             }
             _ => true,
         }
+    }
+}
+
+/// The reader of the APIs that stream OpenAI chunks (completions, chat, audio), by shape.
+pub struct ChunkReader(pub ChunkShape);
+
+impl StreamReader for ChunkReader {
+    fn event<'a>(
+        &self,
+        data: &'a mut [u8],
+        scratch: &mut Scratch<'_>,
+        facts: &mut StreamFacts,
+    ) -> Result<Option<Token<'a>>, ChunkError> {
+        let shape = self.0;
+        let chunk = scratch.json.decode_stream(shape, data, scratch.template)?;
+        if chunk.has_choices {
+            if let Some(reason) = chunk.finish_reason.as_deref().and_then(FinishReason::parse) {
+                facts.finish_reason = Some(reason);
+            }
+            if let Some(u) = &chunk.usage {
+                facts.fallback_usage = Some(*u);
+            }
+        } else if let Some(u) = &chunk.usage {
+            facts.usage_completion_tokens = u.completion_tokens;
+            facts.usage_reasoning_tokens = u.reasoning_tokens;
+            // Python's audio loop reads only the completion count.
+            if u.prompt_tokens.is_some() && shape != ChunkShape::Audio {
+                facts.usage_prompt_tokens = u.prompt_tokens;
+            }
+        }
+        if !chunk.is_token(shape) {
+            return Ok(None);
+        }
+        let output = chunk.is_output(shape);
+        Ok(Some(Token {
+            output,
+            text: chunk.text,
+        }))
+    }
+
+    /// The usage of a chunk with choices (llama.cpp) counts when no usage-only chunk came.
+    fn settle(&self, facts: &mut StreamFacts) -> Result<(), ApiFailure> {
+        if facts.usage_completion_tokens.is_none() && facts.usage_prompt_tokens.is_none() {
+            if let Some(u) = facts.fallback_usage.take() {
+                facts.usage_prompt_tokens = u.prompt_tokens;
+                facts.usage_completion_tokens = u.completion_tokens;
+                facts.usage_reasoning_tokens = u.reasoning_tokens;
+            }
+        }
+        Ok(())
+    }
+
+    fn verdict(&self, _facts: &StreamFacts, got_token: bool) -> Result<(), ApiFailure> {
+        if got_token {
+            return Ok(());
+        }
+        Err(ApiFailure::new(
+            "no_token",
+            "Never received a valid chunk to calculate TTFT.This response will be marked as failed!",
+            "the stream ended without a token event",
+        ))
     }
 }
 

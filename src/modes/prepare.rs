@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Result;
 use rayon::prelude::*;
 
+use crate::backends::audio as multipart;
 use crate::backends::conversation::ChatBody;
-use crate::backends::multipart;
 use crate::backends::{
     build_body, build_body_parts, input_sequences, Api, BodyError, BodyOptions, ResponseMode,
 };

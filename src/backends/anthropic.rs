@@ -1,5 +1,6 @@
-//! Decoding of one Anthropic Messages (`/v1/messages`) stream event, as Anthropic documents
-//! the stream and vLLM 0.33's `entrypoints/anthropic` sends it.
+//! Anthropic's Messages API (`anthropic-messages`, `/v1/messages`): its stream events as
+//! Anthropic documents the stream and vLLM 0.33's `entrypoints/anthropic` sends it, and its
+//! verdict.
 //!
 //! Every event names itself in its JSON `type` (the SSE `event:` line carries the same name;
 //! we read the JSON, as for the Responses API). What matters:
@@ -23,8 +24,71 @@
 
 use std::borrow::Cow;
 
+use super::reader::{
+    typed_settle, typed_verdict, ApiFailure, FinishReason, Scratch, StreamFacts, StreamReader,
+    Token,
+};
 use super::tape::{opt_str, to_value, token_count, ChunkDecoder, ChunkError, Json, Usage};
 use crate::pyfmt::json_dumps;
+
+/// The Messages API's reader: deltas are tokens (text kept), `message_start` and
+/// `message_delta` carry usage (the later count wins), `message_stop` ends the message,
+/// `error` fails it.
+pub struct AnthropicReader;
+
+impl StreamReader for AnthropicReader {
+    fn event<'a>(
+        &self,
+        data: &'a mut [u8],
+        scratch: &mut Scratch<'_>,
+        facts: &mut StreamFacts,
+    ) -> Result<Option<Token<'a>>, ChunkError> {
+        if data.is_empty() {
+            return Ok(None);
+        }
+        let event = decode(scratch.json, data)?;
+        if event.is_token() {
+            return Ok(Some(Token {
+                output: event.is_output(),
+                text: match event.kind {
+                    EventKind::Text => event.delta,
+                    _ => None,
+                },
+            }));
+        }
+        if let Some(u) = event.usage {
+            facts.usage_completion_tokens = u.completion_tokens.or(facts.usage_completion_tokens);
+            facts.usage_prompt_tokens = u.prompt_tokens.or(facts.usage_prompt_tokens);
+        }
+        match event.kind {
+            EventKind::MessageDelta => {
+                facts.finish_reason = match event.stop_reason.as_deref() {
+                    Some("max_tokens") => Some(FinishReason::Length),
+                    Some("end_turn" | "stop_sequence") => Some(FinishReason::Stop),
+                    Some(_) => Some(FinishReason::Other),
+                    None => facts.finish_reason,
+                };
+            }
+            EventKind::MessageStop => facts.terminal = true,
+            EventKind::Error => facts.stream_error = event.error,
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    fn settle(&self, facts: &mut StreamFacts) -> Result<(), ApiFailure> {
+        typed_settle(facts)
+    }
+
+    fn verdict(&self, facts: &StreamFacts, got_token: bool) -> Result<(), ApiFailure> {
+        typed_verdict(
+            facts,
+            got_token,
+            "the stream ended without a text, thinking or tool-input delta",
+            "the stream ended without message_stop",
+        )
+    }
+}
 
 /// What an event means to the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! Decoding of one `/v1/responses` stream event, as Python's `async_request_openai_responses`
-//! (vLLM 0.33) reads it.
+//! The OpenAI Responses API (`openai-responses`, `/v1/responses`): its stream events as
+//! Python's `async_request_openai_responses` (vLLM 0.33) reads them, and its verdict.
 //!
 //! Every event names itself in its JSON `type` (the SSE `event:` line carries the same name,
 //! and Python ignores it, so do we). What matters:
@@ -17,10 +17,69 @@
 
 use std::borrow::Cow;
 
+use super::reader::{
+    typed_settle, typed_verdict, ApiFailure, FinishReason, Scratch, StreamFacts, StreamReader,
+    Token,
+};
 use super::tape::{
     opt_str, reasoning_tokens, to_value, token_count, truthy, ChunkDecoder, ChunkError, Json, Usage,
 };
 use crate::pyfmt::json_dumps;
+
+/// The Responses API's reader.
+pub struct ResponsesReader;
+
+impl StreamReader for ResponsesReader {
+    fn event<'a>(
+        &self,
+        data: &'a mut [u8],
+        scratch: &mut Scratch<'_>,
+        facts: &mut StreamFacts,
+    ) -> Result<Option<Token<'a>>, ChunkError> {
+        // Python skips an event whose data is empty (`if not chunk`).
+        if data.is_empty() {
+            return Ok(None);
+        }
+        let event = decode(scratch.json, data)?;
+        if event.is_token() {
+            return Ok(Some(Token {
+                output: event.is_output(),
+                text: event.delta,
+            }));
+        }
+        if event.kind == EventKind::Terminal {
+            facts.terminal = true;
+            if let Some(u) = event.usage {
+                facts.usage_completion_tokens =
+                    u.completion_tokens.or(facts.usage_completion_tokens);
+                facts.usage_prompt_tokens = u.prompt_tokens.or(facts.usage_prompt_tokens);
+                facts.usage_reasoning_tokens = u.reasoning_tokens.or(facts.usage_reasoning_tokens);
+            }
+            facts.finish_reason = match event.status.as_deref() {
+                Some("incomplete") => Some(FinishReason::Length),
+                Some("completed") => Some(FinishReason::Stop),
+                Some(_) => Some(FinishReason::Other),
+                None => facts.finish_reason,
+            };
+        } else if let Some(error) = event.error {
+            facts.stream_error = Some(error);
+        }
+        Ok(None)
+    }
+
+    fn settle(&self, facts: &mut StreamFacts) -> Result<(), ApiFailure> {
+        typed_settle(facts)
+    }
+
+    fn verdict(&self, facts: &StreamFacts, got_token: bool) -> Result<(), ApiFailure> {
+        typed_verdict(
+            facts,
+            got_token,
+            "the stream ended without an output or reasoning text delta",
+            "the stream ended without response.completed or response.incomplete",
+        )
+    }
+}
 
 /// What an event means to the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
