@@ -89,6 +89,37 @@ impl ApiFailure {
     }
 }
 
+/// One event of a typed-event stream (Responses, Anthropic Messages) as its API's decoder
+/// reads it: the kind (each API's own `K`), and what the client needs of it. Strings borrow
+/// the payload buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypedEvent<'a, K> {
+    pub kind: K,
+    /// The delta's text of a delta event (Responses: output text only).
+    pub delta: Option<Cow<'a, str>>,
+    /// The event's usage (input counts as the prompt count, output as the completion
+    /// count); a count the event leaves out is `None`.
+    pub usage: Option<Usage>,
+    /// How the response ended, in the API's words: Responses `response.status`
+    /// (`completed`, `incomplete`), Anthropic `delta.stop_reason` (`end_turn`, …).
+    pub reason: Option<Cow<'a, str>>,
+    /// The error text of an error event.
+    pub error: Option<String>,
+}
+
+impl<K> TypedEvent<'_, K> {
+    /// An event of `kind` that says nothing more (yet).
+    pub(super) fn new(kind: K) -> Self {
+        TypedEvent {
+            kind,
+            delta: None,
+            usage: None,
+            reason: None,
+            error: None,
+        }
+    }
+}
+
 /// The reusable decoding state an event is read with: the core's tape decoder and the
 /// stream's chunk template (used by the OpenAI chunk APIs only).
 pub struct Scratch<'s> {

@@ -15,16 +15,41 @@
 //! The same tape walk as [`super::tape`]: strings borrow the payload, unused
 //! subtrees are jumped over, and only the error path (rare) allocates.
 
-use std::borrow::Cow;
+use serde_json::{json, Map, Value};
 
 use super::reader::{
     typed_settle, typed_verdict, ApiFailure, FinishReason, Scratch, StreamFacts, StreamReader,
-    Token,
+    Token, TypedEvent,
 };
 use super::tape::{
     opt_str, reasoning_tokens, to_value, token_count, truthy, ChunkDecoder, ChunkError, Json, Usage,
 };
+use super::{ApiSpec, BodyOptions};
 use crate::pyfmt::json_dumps;
+
+/// The Responses API.
+pub struct Responses;
+
+impl ApiSpec for Responses {
+    /// Python's `async_request_openai_responses` payload.
+    fn fields(
+        &self,
+        prompt: Value,
+        output_len: usize,
+        _: &BodyOptions,
+        body: &mut Map<String, Value>,
+    ) {
+        body.insert("input".into(), prompt);
+        body.insert("max_output_tokens".into(), json!(output_len));
+        body.insert("stream".into(), json!(true));
+        // Python: a server keeping stored responses would grow its heap over a run.
+        body.insert("store".into(), json!(false));
+    }
+
+    fn reader(&self) -> Option<&'static dyn StreamReader> {
+        Some(&ResponsesReader)
+    }
+}
 
 /// The Responses API's reader.
 pub struct ResponsesReader;
@@ -55,7 +80,7 @@ impl StreamReader for ResponsesReader {
                 facts.usage_prompt_tokens = u.prompt_tokens.or(facts.usage_prompt_tokens);
                 facts.usage_reasoning_tokens = u.reasoning_tokens.or(facts.usage_reasoning_tokens);
             }
-            facts.finish_reason = match event.status.as_deref() {
+            facts.finish_reason = match event.reason.as_deref() {
                 Some("incomplete") => Some(FinishReason::Length),
                 Some("completed") => Some(FinishReason::Stop),
                 Some(_) => Some(FinishReason::Other),
@@ -94,21 +119,8 @@ pub enum EventKind {
     Other,
 }
 
-/// What the client needs from one event. `delta` borrows the payload buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResponsesEvent<'a> {
-    pub kind: EventKind,
-    /// `delta` of an output-text event.
-    pub delta: Option<Cow<'a, str>>,
-    /// `response.usage` of a terminal event (`input_tokens` as the prompt count,
-    /// `output_tokens` as the completion count).
-    pub usage: Option<Usage>,
-    /// `response.status` of a terminal event (`completed`, `incomplete`).
-    pub status: Option<Cow<'a, str>>,
-    /// Python's error text when the event is an error (only for non-token, non-terminal
-    /// events, as Python's `elif` chain reads them).
-    pub error: Option<String>,
-}
+/// What the client needs from one Responses event.
+pub type ResponsesEvent<'a> = TypedEvent<'a, EventKind>;
 
 impl ResponsesEvent<'_> {
     /// Whether Python counts this event as a token (TTFT, then ITL).
@@ -154,13 +166,7 @@ fn read_event<'a>(root: Json<'_, 'a>) -> Result<ResponsesEvent<'a>, ChunkError> 
         }
     }
     let kind = kind_of(event_type);
-    let mut event = ResponsesEvent {
-        kind,
-        delta: None,
-        usage: None,
-        status: None,
-        error: None,
-    };
+    let mut event = ResponsesEvent::new(kind);
     match kind {
         EventKind::OutputText => {
             event.delta = delta.map(|d| opt_str(d, "delta")).transpose()?.flatten();
@@ -192,7 +198,7 @@ fn read_response<'a>(
     };
     for (key, value) in members {
         match key {
-            "status" => event.status = opt_str(value, "response.status")?,
+            "status" => event.reason = opt_str(value, "response.status")?,
             "usage" if !value.is_null() => event.usage = Some(read_usage(value)?),
             _ => {}
         }
@@ -227,13 +233,14 @@ fn read_usage(value: Json<'_, '_>) -> Result<Usage, ChunkError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::borrow::Cow;
 
     fn event(json: &str) -> ResponsesEvent<'static> {
         let mut data = json.as_bytes().to_vec();
         let e = decode(&mut ChunkDecoder::new(), &mut data).expect("valid event");
         ResponsesEvent {
             delta: e.delta.map(|d| Cow::Owned(d.into_owned())),
-            status: e.status.map(|d| Cow::Owned(d.into_owned())),
+            reason: e.reason.map(|d| Cow::Owned(d.into_owned())),
             ..e
         }
     }
@@ -279,7 +286,7 @@ mod tests {
                 reasoning_tokens: Some(2),
             })
         );
-        assert_eq!(e.status.as_deref(), Some("incomplete"));
+        assert_eq!(e.reason.as_deref(), Some("incomplete"));
         let e = event(r#"{"type":"response.incomplete","response":{"usage":null}}"#);
         assert_eq!((e.kind, e.usage), (EventKind::Terminal, None));
         let e = event(r#"{"type":"response.completed"}"#);
