@@ -7,8 +7,10 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use vllm_bench::backends::chunk_template::ChunkTemplate;
 use vllm_bench::backends::openai_chunk::ChunkShape;
 use vllm_bench::backends::tape::ChunkDecoder;
+use vllm_bench::backends::{Api, Scratch, StreamFacts};
 use vllm_bench::http::response::{parse_head, BodyDecoder, BodyKind};
 use vllm_bench::sse::SseDecoder;
 
@@ -218,12 +220,53 @@ fn bench_full_stream(c: &mut Criterion) {
     group.finish();
 }
 
+/// The per-event reading of one streamed completions response (256 token chunks, the usage
+/// chunk) through the registry's reader, as the engine's exchange calls it for each SSE
+/// event's data: decode, token or not, counts and finish reason into the facts.
+fn bench_stream_events(c: &mut Criterion) {
+    let chunks: Vec<Vec<u8>> = (0..TOKENS)
+        .map(|i| completion_chunk(i).into_bytes())
+        .chain([USAGE_CHUNK.as_bytes().to_vec()])
+        .collect();
+    let mut bufs = chunks.clone();
+    let mut group = c.benchmark_group("stream_events");
+    group.throughput(Throughput::Elements(chunks.len() as u64));
+    let mut json = ChunkDecoder::new();
+    let mut template = ChunkTemplate::default();
+    let reader = Api::Completions
+        .response_mode()
+        .stream_reader()
+        .expect("completions stream");
+    group.bench_function("completions_257", |b| {
+        b.iter(|| {
+            let mut facts = StreamFacts::default();
+            let mut scratch = Scratch {
+                json: &mut json,
+                template: &mut template,
+            };
+            let mut tokens = 0;
+            for (buf, src) in bufs.iter_mut().zip(&chunks) {
+                buf.copy_from_slice(src);
+                let token = reader
+                    .event(buf, &mut scratch, &mut facts)
+                    .expect("valid chunk");
+                tokens += usize::from(token.is_some());
+            }
+            assert_eq!(tokens, TOKENS);
+            black_box(&facts);
+            tokens
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     bench_sse,
     bench_head,
     bench_chunked,
     bench_chunk_json,
-    bench_full_stream
+    bench_full_stream,
+    bench_stream_events
 );
 criterion_main!(benches);

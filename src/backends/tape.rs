@@ -89,8 +89,6 @@ impl ChunkDecoder {
         }
     }
 
-    /// Decode one payload in place (simd-json rewrites `data`; the strings returned point
-
     /// Decode one payload in place and hand its root value to `read` (the one place the
     /// reused tape and buffers are managed; each response shape brings its own reader).
     pub(super) fn decode_with<'a, T>(
