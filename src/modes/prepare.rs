@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Result;
 use rayon::prelude::*;
 
-use crate::backends::audio as multipart;
+use crate::backends::audio;
 use crate::backends::conversation::ChatBody;
 use crate::backends::{
     build_body, build_body_parts, input_sequences, Api, BodyError, BodyOptions, ResponseMode,
@@ -152,7 +152,7 @@ pub fn prepare(
     let opts = adapter_options(config, model_name, requests.len());
     // aiohttp draws a uuid4 boundary per form; one per run serves as well.
     let boundary = format!("{:032x}", rand::random::<u128>());
-    let form_type = multipart::content_type(&boundary);
+    let form_type = audio::content_type(&boundary);
     let build = |i: usize, o: &BodyOptions| -> Result<PreparedRequest, BodyError> {
         let r = &requests[i];
         let id = r.request_id.as_deref();
@@ -163,7 +163,7 @@ pub fn prepare(
                 Ok(head.build_parts(id, json, body))
             }
             Some(Media::Audio(clips)) if api == Api::Audio => {
-                let body = multipart::audio_body(r.expected_output_len, o, &clips[i], &boundary);
+                let body = audio::audio_body(r.expected_output_len, o, &clips[i], &boundary);
                 Ok(head.build_parts(id, Some(&form_type), body))
             }
             _ => {
