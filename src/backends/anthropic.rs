@@ -26,10 +26,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::chat::user_messages;
-use super::reader::{
-    typed_settle, typed_verdict, ApiFailure, FinishReason, Scratch, StreamFacts, StreamReader,
-    Token, TypedEvent,
-};
+use super::reader::{FinishReason, StreamFacts, StreamReader, Token, TypedEvent, TypedEvents};
 use super::tape::{opt_str, to_value, token_count, ChunkDecoder, ChunkError, Json, Usage};
 use super::{prompt_value, ApiSpec, BodyError, BodyOptions, MmPosition};
 use crate::datasets::media::ContentPart;
@@ -150,26 +147,29 @@ fn anthropic_block(item: &ContentPart) -> Result<ContentPart, BodyError> {
 /// `error` fails it.
 pub struct AnthropicReader;
 
-impl StreamReader for AnthropicReader {
-    fn event<'a>(
-        &self,
+impl TypedEvents for AnthropicReader {
+    type Kind = EventKind;
+    const NO_TOKEN: &'static str = "the stream ended without a text, thinking or tool-input delta";
+    const NO_TERMINAL: &'static str = "the stream ended without message_stop";
+
+    fn decode<'a>(
+        json: &mut ChunkDecoder,
         data: &'a mut [u8],
-        scratch: &mut Scratch<'_>,
-        facts: &mut StreamFacts,
-    ) -> Result<Option<Token<'a>>, ChunkError> {
-        if data.is_empty() {
-            return Ok(None);
-        }
-        let event = decode(scratch.json, data)?;
-        if event.is_token() {
-            return Ok(Some(Token {
-                output: event.is_output(),
-                text: match event.kind {
-                    EventKind::Text => event.delta,
-                    _ => None,
-                },
-            }));
-        }
+    ) -> Result<AnthropicEvent<'a>, ChunkError> {
+        decode(json, data)
+    }
+
+    fn token<'a>(event: &mut AnthropicEvent<'a>) -> Option<Token<'a>> {
+        event.is_token().then(|| Token {
+            output: event.is_output(),
+            text: match event.kind {
+                EventKind::Text => event.delta.take(),
+                _ => None,
+            },
+        })
+    }
+
+    fn apply(event: AnthropicEvent<'_>, facts: &mut StreamFacts) {
         if let Some(u) = event.usage {
             facts.usage_completion_tokens = u.completion_tokens.or(facts.usage_completion_tokens);
             facts.usage_prompt_tokens = u.prompt_tokens.or(facts.usage_prompt_tokens);
@@ -187,20 +187,6 @@ impl StreamReader for AnthropicReader {
             EventKind::Error => facts.stream_error = event.error,
             _ => {}
         }
-        Ok(None)
-    }
-
-    fn settle(&self, facts: &mut StreamFacts) -> Result<(), ApiFailure> {
-        typed_settle(facts)
-    }
-
-    fn verdict(&self, facts: &StreamFacts, got_token: bool) -> Result<(), ApiFailure> {
-        typed_verdict(
-            facts,
-            got_token,
-            "the stream ended without a text, thinking or tool-input delta",
-            "the stream ended without message_stop",
-        )
     }
 }
 

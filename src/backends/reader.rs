@@ -147,39 +147,73 @@ pub trait StreamReader: Sync {
     fn verdict(&self, facts: &StreamFacts, got_token: bool) -> Result<(), ApiFailure>;
 }
 
-/// The verdict of the typed-event APIs (Responses, Anthropic Messages) on a settled stream,
-/// in Python's order for the Responses API: no token delta, then no terminal event; the
-/// details name the API's own events.
-pub(super) fn typed_verdict(
-    facts: &StreamFacts,
-    got_token: bool,
-    no_token: &str,
-    no_terminal: &str,
-) -> Result<(), ApiFailure> {
-    if !got_token {
-        return Err(ApiFailure::new(
-            "no_token",
-            "Never received a token delta to calculate TTFT.This response will be marked as failed!",
-            no_token,
-        ));
-    }
-    if !facts.terminal {
-        return Err(ApiFailure::new(
-            "no_terminal_event",
-            "Stream ended without a terminal event.This response will be marked as failed!",
-            no_terminal,
-        ));
-    }
-    Ok(())
+/// A typed-event API (Responses, Anthropic Messages): how it decodes an event, which token
+/// an event is, and what the rest of an event says. The reading around it is shared (the
+/// [`StreamReader`] of every `TypedEvents`): an empty payload is skipped (Python's `if not
+/// chunk`), an error event fails the finished stream first, then no token delta, then no
+/// terminal event, in Python's order for the Responses API.
+pub trait TypedEvents: Sync {
+    type Kind;
+    /// The verdict's detail when no token delta came, in the API's event names.
+    const NO_TOKEN: &'static str;
+    /// The verdict's detail when no terminal event came.
+    const NO_TERMINAL: &'static str;
+
+    fn decode<'a>(
+        json: &mut ChunkDecoder,
+        data: &'a mut [u8],
+    ) -> Result<TypedEvent<'a, Self::Kind>, ChunkError>;
+
+    /// The token `event` is, taking its text; `None` for an event that is not a token.
+    fn token<'a>(event: &mut TypedEvent<'a, Self::Kind>) -> Option<Token<'a>>;
+
+    /// What a non-token event says: counts, the finish reason, the end, an error.
+    fn apply(event: TypedEvent<'_, Self::Kind>, facts: &mut StreamFacts);
 }
 
-/// The typed-event APIs' settling: an error event fails the stream (Python's first check).
-pub(super) fn typed_settle(facts: &mut StreamFacts) -> Result<(), ApiFailure> {
-    match facts.stream_error.take() {
-        None => Ok(()),
-        Some(error) => {
-            let detail = format!("the stream reported an error: {error}");
-            Err(ApiFailure::new("stream_error", error, &detail))
+impl<T: TypedEvents> StreamReader for T {
+    fn event<'a>(
+        &self,
+        data: &'a mut [u8],
+        scratch: &mut Scratch<'_>,
+        facts: &mut StreamFacts,
+    ) -> Result<Option<Token<'a>>, ChunkError> {
+        if data.is_empty() {
+            return Ok(None);
         }
+        let mut event = T::decode(scratch.json, data)?;
+        let token = T::token(&mut event);
+        if token.is_none() {
+            T::apply(event, facts);
+        }
+        Ok(token)
+    }
+
+    fn settle(&self, facts: &mut StreamFacts) -> Result<(), ApiFailure> {
+        match facts.stream_error.take() {
+            None => Ok(()),
+            Some(error) => {
+                let detail = format!("the stream reported an error: {error}");
+                Err(ApiFailure::new("stream_error", error, &detail))
+            }
+        }
+    }
+
+    fn verdict(&self, facts: &StreamFacts, got_token: bool) -> Result<(), ApiFailure> {
+        if !got_token {
+            return Err(ApiFailure::new(
+                "no_token",
+                "Never received a token delta to calculate TTFT.This response will be marked as failed!",
+                T::NO_TOKEN,
+            ));
+        }
+        if !facts.terminal {
+            return Err(ApiFailure::new(
+                "no_terminal_event",
+                "Stream ended without a terminal event.This response will be marked as failed!",
+                T::NO_TERMINAL,
+            ));
+        }
+        Ok(())
     }
 }

@@ -17,10 +17,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::reader::{
-    typed_settle, typed_verdict, ApiFailure, FinishReason, Scratch, StreamFacts, StreamReader,
-    Token, TypedEvent,
-};
+use super::reader::{FinishReason, StreamFacts, StreamReader, Token, TypedEvent, TypedEvents};
 use super::tape::{
     opt_str, reasoning_tokens, to_value, token_count, truthy, ChunkDecoder, ChunkError, Json, Usage,
 };
@@ -54,24 +51,27 @@ impl ApiSpec for Responses {
 /// The Responses API's reader.
 pub struct ResponsesReader;
 
-impl StreamReader for ResponsesReader {
-    fn event<'a>(
-        &self,
+impl TypedEvents for ResponsesReader {
+    type Kind = EventKind;
+    const NO_TOKEN: &'static str = "the stream ended without an output or reasoning text delta";
+    const NO_TERMINAL: &'static str =
+        "the stream ended without response.completed or response.incomplete";
+
+    fn decode<'a>(
+        json: &mut ChunkDecoder,
         data: &'a mut [u8],
-        scratch: &mut Scratch<'_>,
-        facts: &mut StreamFacts,
-    ) -> Result<Option<Token<'a>>, ChunkError> {
-        // Python skips an event whose data is empty (`if not chunk`).
-        if data.is_empty() {
-            return Ok(None);
-        }
-        let event = decode(scratch.json, data)?;
-        if event.is_token() {
-            return Ok(Some(Token {
-                output: event.is_output(),
-                text: event.delta,
-            }));
-        }
+    ) -> Result<ResponsesEvent<'a>, ChunkError> {
+        decode(json, data)
+    }
+
+    fn token<'a>(event: &mut ResponsesEvent<'a>) -> Option<Token<'a>> {
+        event.is_token().then(|| Token {
+            output: event.is_output(),
+            text: event.delta.take(),
+        })
+    }
+
+    fn apply(event: ResponsesEvent<'_>, facts: &mut StreamFacts) {
         if event.kind == EventKind::Terminal {
             facts.terminal = true;
             if let Some(u) = event.usage {
@@ -89,20 +89,6 @@ impl StreamReader for ResponsesReader {
         } else if let Some(error) = event.error {
             facts.stream_error = Some(error);
         }
-        Ok(None)
-    }
-
-    fn settle(&self, facts: &mut StreamFacts) -> Result<(), ApiFailure> {
-        typed_settle(facts)
-    }
-
-    fn verdict(&self, facts: &StreamFacts, got_token: bool) -> Result<(), ApiFailure> {
-        typed_verdict(
-            facts,
-            got_token,
-            "the stream ended without an output or reasoning text delta",
-            "the stream ended without response.completed or response.incomplete",
-        )
     }
 }
 
