@@ -7,7 +7,10 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use vllm_bench::backends::stream_chunk::{ChunkDecoder, StreamApi};
+use vllm_bench::backends::chunk_template::ChunkTemplate;
+use vllm_bench::backends::openai_chunk::ChunkShape;
+use vllm_bench::backends::tape::ChunkDecoder;
+use vllm_bench::backends::{Api, Scratch, StreamFacts};
 use vllm_bench::http::response::{parse_head, BodyDecoder, BodyKind};
 use vllm_bench::sse::SseDecoder;
 
@@ -159,9 +162,9 @@ fn bench_chunk_json(c: &mut Criterion) {
     let mut group = c.benchmark_group("chunk_json");
     group.throughput(Throughput::Elements(1));
     let cases = [
-        ("completions", StreamApi::Completions, completion_chunk(1)),
-        ("chat", StreamApi::Chat, chat_chunk(1)),
-        ("usage", StreamApi::Completions, USAGE_CHUNK.to_owned()),
+        ("completions", ChunkShape::Completions, completion_chunk(1)),
+        ("chat", ChunkShape::Chat, chat_chunk(1)),
+        ("usage", ChunkShape::Completions, USAGE_CHUNK.to_owned()),
     ];
     for (name, api, json) in cases {
         let source = json.into_bytes();
@@ -205,12 +208,52 @@ fn bench_full_stream(c: &mut Criterion) {
                         continue;
                     }
                     let fields = json
-                        .decode(StreamApi::Completions, ev.data)
+                        .decode(ChunkShape::Completions, ev.data)
                         .expect("valid chunk");
-                    tokens += usize::from(fields.is_token(StreamApi::Completions));
+                    tokens += usize::from(fields.is_token(ChunkShape::Completions));
                 }
             }
             assert_eq!(tokens, TOKENS);
+            tokens
+        })
+    });
+    group.finish();
+}
+
+/// The per-event reading of one streamed completions response (256 token chunks, the usage
+/// chunk) through the registry's reader, as the engine's exchange calls it for each SSE
+/// event's data: decode, token or not, counts and finish reason into the facts.
+fn bench_stream_events(c: &mut Criterion) {
+    let chunks: Vec<Vec<u8>> = (0..TOKENS)
+        .map(|i| completion_chunk(i).into_bytes())
+        .chain([USAGE_CHUNK.as_bytes().to_vec()])
+        .collect();
+    let mut bufs = chunks.clone();
+    let mut group = c.benchmark_group("stream_events");
+    group.throughput(Throughput::Elements(chunks.len() as u64));
+    let mut json = ChunkDecoder::new();
+    let mut template = ChunkTemplate::default();
+    let reader = Api::Completions
+        .response_mode()
+        .stream_reader()
+        .expect("completions stream");
+    group.bench_function("completions_257", |b| {
+        b.iter(|| {
+            let mut facts = StreamFacts::default();
+            let mut scratch = Scratch {
+                json: &mut json,
+                template: &mut template,
+            };
+            let mut tokens = 0;
+            for (buf, src) in bufs.iter_mut().zip(&chunks) {
+                buf.copy_from_slice(src);
+                let token = reader
+                    .event(buf, &mut scratch, &mut facts)
+                    .expect("valid chunk");
+                tokens += usize::from(token.is_some());
+            }
+            assert_eq!(tokens, TOKENS);
+            black_box(&facts);
             tokens
         })
     });
@@ -223,6 +266,7 @@ criterion_group!(
     bench_head,
     bench_chunked,
     bench_chunk_json,
-    bench_full_stream
+    bench_full_stream,
+    bench_stream_events
 );
 criterion_main!(benches);

@@ -11,7 +11,8 @@
 //! however the input is split across reads, a complete head parses the same on its own
 //! bytes, a parsed integer prints back to itself), the target asserts it.
 
-use vllm_bench::backends::stream_chunk::{ChunkDecoder, StreamApi};
+use vllm_bench::backends::openai_chunk::ChunkShape;
+use vllm_bench::backends::tape::ChunkDecoder;
 use vllm_bench::cli::pyvalue;
 use vllm_bench::config::{parse_bucket_config, Config};
 use vllm_bench::datasets::limits;
@@ -147,7 +148,7 @@ pub fn sse_chunks(data: &[u8]) {
     };
     let mut json = ChunkDecoder::new();
     for (_, payload) in events {
-        for api in [StreamApi::Completions, StreamApi::Chat] {
+        for api in [ChunkShape::Completions, ChunkShape::Chat] {
             let mut in_place = payload.clone();
             if let Ok(chunk) = json.decode(api, &mut in_place) {
                 let _ = chunk.is_token(api);

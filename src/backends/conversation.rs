@@ -39,23 +39,17 @@ impl ChatBody {
         if opts.extra_body.contains_key("messages") {
             return Err(BodyError::ExtraBodyMessages);
         }
-        let mut fields = body_fields(api, Value::Null, 0, opts);
-        let map = fields
-            .as_object_mut()
-            .expect("body_fields builds an object");
+        let mut map = body_fields(api, Value::Null, 0, opts);
         map.insert("messages".into(), json!(MESSAGES_SLOT));
-        let limit = match api {
-            Api::AnthropicMessages => "max_tokens",
-            _ => "max_completion_tokens",
-        };
+        let limit = api.spec().output_limit();
         if !opts.extra_body.contains_key(limit) {
             map.insert(limit.into(), json!(OUTPUT_SLOT));
         }
-        let min_tokens = min_tokens && api != Api::AnthropicMessages;
+        let min_tokens = min_tokens && api.spec().takes_min_tokens();
         if min_tokens && !opts.extra_body.contains_key("min_tokens") {
             map.insert("min_tokens".into(), json!(OUTPUT_SLOT));
         }
-        let body = Bytes::from(serialize(&fields)?);
+        let body = Bytes::from(serialize(&map)?);
         let slots = [
             (serialize(&json!(MESSAGES_SLOT))?, Piece::Messages),
             (serialize(&json!(OUTPUT_SLOT))?, Piece::OutputLen),

@@ -1,16 +1,30 @@
 //! The APIs we speak (completions, chat, responses, Anthropic messages, embeddings, pooling,
-//! rerank): which `--backend` uses
-//! which, how each API's response is read, and how to build a request body exactly as Python
-//! `vllm bench serve` 0.33 sends it. Bodies are built once, before the clock starts.
+//! rerank, audio): one object per API, each in its own file, that builds the API's request
+//! body exactly as Python `vllm bench serve` 0.33 sends it and reads its responses
+//! ([`ApiSpec`]); and the registry that lists them ([`Api::for_backend`], [`Api::spec`]).
+//! Bodies are built once, before the clock starts; a run's reader is picked from the
+//! registry before the clock too ([`ResponseMode`]), so the engine never names an API.
+//!
+//! The body assembly every API shares lives here: the fields in Python's order then
+//! `ignore_eos` and `--extra-body` ([`build_body`]), a body around shared multimodal items
+//! ([`build_body_parts`]) or around a prompt given as shared fragments ([`BodyTemplate`]);
+//! a conversation's chat bodies are [`conversation::ChatBody`], an audio upload's form
+//! [`audio::audio_body`].
 //!
 //! The backend names and the facts about them (default endpoint, pooling or not) live once,
 //! on [`crate::types::Backend`]; this module only maps them to an [`Api`].
 
-pub mod anthropic_event;
+pub mod anthropic;
+pub mod audio;
+pub mod chat;
+pub mod chunk_template;
+pub mod completions;
 pub mod conversation;
-pub mod multipart;
-pub mod responses_event;
-pub mod stream_chunk;
+pub mod openai_chunk;
+pub mod pooling;
+pub mod reader;
+pub mod responses;
+pub mod tape;
 
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -18,16 +32,99 @@ use serde_json::{json, Map, Value};
 use crate::datasets::media::{ChatMedia, ContentPart};
 use crate::datasets::Prompt;
 use crate::types::Backend;
-use stream_chunk::StreamApi;
+use pooling::PoolingApi;
+pub use reader::{ApiFailure, FinishReason, Scratch, StreamFacts, StreamReader, Token};
 
-/// How a response body is read: what each API's answer looks like on the wire, which the
-/// engine's exchange follows.
+/// One API: the fields of its request body and the reading of its responses. Each API is
+/// one object in its own file, listed once in the registry ([`Api::spec`]); the defaults are
+/// what most APIs do.
+pub trait ApiSpec: Sync {
+    /// The body's fields after `model`, in Python's order, with `prompt` as the prompt's
+    /// JSON value (`ignore_eos` and `--extra-body` follow, added by the assembly).
+    fn fields(
+        &self,
+        prompt: Value,
+        output_len: usize,
+        opts: &BodyOptions,
+        body: &mut Map<String, Value>,
+    );
+
+    /// Whether the body carries `ignore_eos` when asked (Python's rerank body does not).
+    fn sends_ignore_eos(&self) -> bool {
+        true
+    }
+
+    /// Inputs a request carries, as Python counts them for `total_input_sequences`: the
+    /// texts of a batched request, else 1.
+    fn input_sequences(&self, prompt: &Prompt) -> u32 {
+        match prompt {
+            Prompt::Texts(t) => t.len() as u32,
+            _ => 1,
+        }
+    }
+
+    /// The text part and the item position of a request with multimodal items, as Python's
+    /// request functions arrange them; `None` when the API does not send the items (Python
+    /// drops them).
+    fn media_layout(
+        &self,
+        _prompt: &Prompt,
+        _request_id: Option<&str>,
+    ) -> Result<Option<(Value, MmPosition)>, BodyError> {
+        Ok(None)
+    }
+
+    /// Whether a chat content list (custom_image's interleaved parts) can be the whole
+    /// prompt: the chat-like APIs.
+    fn takes_content(&self) -> bool {
+        false
+    }
+
+    /// One chat content part as this API's content block, as shared byte strings.
+    fn content_parts(&self, item: &ContentPart) -> Result<Vec<Bytes>, BodyError> {
+        Ok(item.parts.clone())
+    }
+
+    /// A conversation body's output-token limit field.
+    fn output_limit(&self) -> &'static str {
+        "max_completion_tokens"
+    }
+
+    /// Whether a conversation body may carry `min_tokens`.
+    fn takes_min_tokens(&self) -> bool {
+        true
+    }
+
+    /// The reader of its streamed responses; `None` for an API answering with one JSON
+    /// document ([`pooling::read_body`]).
+    fn reader(&self) -> Option<&'static dyn StreamReader>;
+}
+
+/// How a response body is read: streamed events, read by the API's reader, or one JSON
+/// document. Picked from the registry before the clock; the engine's exchange follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResponseMode {
-    /// SSE stream of completions/chat chunks.
-    Stream(StreamApi),
-    /// One JSON document (embeddings, pooling, rerank): only the end time matters.
+    /// SSE events, each read by the API's [`StreamReader`].
+    Stream(Api),
+    /// One JSON document (embeddings, pooling, rerank): only the end time and the prompt
+    /// count matter.
     Whole,
+}
+
+impl ResponseMode {
+    /// The reader of a streamed API's events; `None` for an API that answers with one JSON
+    /// document (read by [`ResponseMode::read_whole`]).
+    pub fn stream_reader(self) -> Option<&'static dyn StreamReader> {
+        match self {
+            ResponseMode::Stream(api) => api.spec().reader(),
+            ResponseMode::Whole => None,
+        }
+    }
+
+    /// Reads a whole (non-streamed) response body into `facts`.
+    pub fn read_whole(self, body: &mut [u8], facts: &mut StreamFacts) -> Result<(), ApiFailure> {
+        pooling::read_body(body, facts)
+    }
 }
 
 /// The APIs we speak. Which `--backend` names use which API is [`Api::for_backend`]; every
@@ -53,7 +150,7 @@ pub enum Api {
     /// text of a request that carries an image, and puts the image first).
     EmbeddingsVlm2vec,
     /// `openai-audio`: `/v1/audio/transcriptions`, a multipart form with the audio file,
-    /// streamed (see [`multipart`]).
+    /// streamed (see [`audio`]).
     Audio,
     /// `infinity-embeddings`: Infinity's `/embeddings` with `input`.
     Infinity,
@@ -86,27 +183,36 @@ impl Api {
         }
     }
 
+    /// The registry: every API's object. Adding an API is its file, its variant here and
+    /// its line in [`Api::for_backend`].
+    pub fn spec(self) -> &'static dyn ApiSpec {
+        match self {
+            Api::Completions => &completions::Completions,
+            Api::Chat => &chat::Chat,
+            Api::Responses => &responses::Responses,
+            Api::AnthropicMessages => &anthropic::Messages,
+            Api::Audio => &audio::Transcriptions,
+            Api::Embeddings => &PoolingApi::Embeddings,
+            Api::EmbeddingsChat => &PoolingApi::EmbeddingsChat,
+            Api::EmbeddingsClip => &PoolingApi::EmbeddingsClip,
+            Api::EmbeddingsVlm2vec => &PoolingApi::EmbeddingsVlm2vec,
+            Api::Infinity => &PoolingApi::Infinity,
+            Api::InfinityClip => &PoolingApi::InfinityClip,
+            Api::Pooling => &PoolingApi::Pooling,
+            Api::Rerank => &PoolingApi::Rerank,
+        }
+    }
+
     /// Generation APIs stream tokens; the others answer with one JSON document.
     pub fn is_generation(self) -> bool {
-        matches!(self.response_mode(), ResponseMode::Stream(_))
+        self.spec().reader().is_some()
     }
 
     /// How the engine reads this API's responses.
     pub fn response_mode(self) -> ResponseMode {
-        match self {
-            Api::Completions => ResponseMode::Stream(StreamApi::Completions),
-            Api::Chat => ResponseMode::Stream(StreamApi::Chat),
-            Api::Responses => ResponseMode::Stream(StreamApi::Responses),
-            Api::AnthropicMessages => ResponseMode::Stream(StreamApi::Anthropic),
-            Api::Audio => ResponseMode::Stream(StreamApi::Audio),
-            Api::Embeddings
-            | Api::EmbeddingsChat
-            | Api::EmbeddingsClip
-            | Api::EmbeddingsVlm2vec
-            | Api::Infinity
-            | Api::InfinityClip
-            | Api::Pooling
-            | Api::Rerank => ResponseMode::Whole,
+        match self.is_generation() {
+            true => ResponseMode::Stream(self),
+            false => ResponseMode::Whole,
         }
     }
 }
@@ -134,107 +240,32 @@ fn prompt_value(prompt: &Prompt) -> Value {
     }
 }
 
-/// Inputs a request carries, as Python counts them for `total_input_sequences`: the
-/// documents of a rerank request (its prompt is the query and the documents), the texts of
-/// a batched pooling request, else 1.
+/// Inputs a request carries, as Python counts them for `total_input_sequences` (a rerank
+/// request's documents, a batched request's texts, else 1).
 pub fn input_sequences(api: Api, prompt: &Prompt) -> u32 {
-    match (api, prompt) {
-        (Api::Rerank, Prompt::Texts(t)) => t.len().saturating_sub(1) as u32,
-        (_, Prompt::Texts(t)) => t.len() as u32,
-        _ => 1,
-    }
+    api.spec().input_sequences(prompt)
 }
 
-/// Chat `messages` as Python builds them: one user message with list content.
-fn chat_messages(prompt: Value) -> Value {
-    json!([{ "role": "user", "content": [{ "type": "text", "text": prompt }] }])
-}
-
-/// The body's fields in Python's order, with `prompt` as the prompt's JSON value (the one
-/// place the per-API field logic lives; both body builders serialize it).
-fn body_fields(api: Api, prompt: Value, output_len: usize, opts: &BodyOptions) -> Value {
+/// The body's fields in Python's order, with `prompt` as the prompt's JSON value: `model`,
+/// the API's own fields, `ignore_eos`, then `--extra-body` (Python's
+/// `_update_payload_common`). Every body builder serializes it.
+fn body_fields(
+    api: Api,
+    prompt: Value,
+    output_len: usize,
+    opts: &BodyOptions,
+) -> Map<String, Value> {
+    let spec = api.spec();
     let mut body = Map::new();
     body.insert("model".into(), Value::String(opts.model.clone()));
-    match api {
-        Api::Completions => {
-            body.insert("prompt".into(), prompt);
-            body.insert("repetition_penalty".into(), json!(1.0));
-            body.insert("max_tokens".into(), json!(output_len));
-            body.insert("logprobs".into(), json!(opts.logprobs));
-            body.insert("stream".into(), json!(true));
-            body.insert("stream_options".into(), json!({ "include_usage": true }));
-        }
-        Api::Chat => {
-            body.insert("messages".into(), chat_messages(prompt));
-            body.insert("max_completion_tokens".into(), json!(output_len));
-            body.insert("stream".into(), json!(true));
-            body.insert("stream_options".into(), json!({ "include_usage": true }));
-        }
-        // Anthropic's required fields; the stream always reports usage. A `system` prompt
-        // comes from `--extra-body '{"system": "..."}'` (merged below like any field).
-        Api::AnthropicMessages => {
-            body.insert("max_tokens".into(), json!(output_len));
-            body.insert("messages".into(), chat_messages(prompt));
-            body.insert("stream".into(), json!(true));
-        }
-        // Sent as a form by `multipart`; as JSON (a probe, a body without its audio) it is
-        // the same payload.
-        Api::Audio => {
-            body.insert("max_completion_tokens".into(), json!(output_len));
-            body.insert("stream".into(), json!(true));
-            body.insert("language".into(), json!("en"));
-            body.insert("stream_include_usage".into(), json!(true));
-            body.insert("stream_continuous_usage_stats".into(), json!(true));
-            let _ = prompt;
-        }
-        Api::Responses => {
-            body.insert("input".into(), prompt);
-            body.insert("max_output_tokens".into(), json!(output_len));
-            body.insert("stream".into(), json!(true));
-            // Python: a server keeping stored responses would grow its heap over a run.
-            body.insert("store".into(), json!(false));
-        }
-        Api::Embeddings => {
-            body.insert("input".into(), prompt);
-            body.insert("truncate_prompt_tokens".into(), json!(-1));
-        }
-        // A text-only request: Python's clip and vlm2vec preprocessing only touch requests
-        // with multimodal content, so all three send the embeddings-chat body.
-        Api::EmbeddingsChat | Api::EmbeddingsClip | Api::EmbeddingsVlm2vec => {
-            body.insert("messages".into(), chat_messages(prompt));
-            body.insert("truncate_prompt_tokens".into(), json!(-1));
-        }
-        // Infinity has no truncate_prompt_tokens.
-        Api::Infinity | Api::InfinityClip => {
-            body.insert("input".into(), prompt);
-        }
-        Api::Pooling => {
-            body.insert("truncate_prompt_tokens".into(), json!(-1));
-            body.insert("input".into(), prompt);
-        }
-        Api::Rerank => {
-            // Python sends prompt[0] as the query and the rest as documents; a single text
-            // prompt is the query and `--extra-body '{"documents": [...]}'` supplies documents.
-            match prompt {
-                Value::Array(mut items) if !items.is_empty() => {
-                    let query = items.remove(0);
-                    body.insert("query".into(), query);
-                    body.insert("documents".into(), Value::Array(items));
-                }
-                query => {
-                    body.insert("query".into(), query);
-                }
-            }
-            body.insert("truncate_prompt_tokens".into(), json!(-1));
-        }
-    }
-    if opts.ignore_eos && api != Api::Rerank {
+    spec.fields(prompt, output_len, opts, &mut body);
+    if opts.ignore_eos && spec.sends_ignore_eos() {
         body.insert("ignore_eos".into(), json!(true));
     }
     for (k, v) in &opts.extra_body {
         body.insert(k.clone(), v.clone());
     }
-    Value::Object(body)
+    body
 }
 
 /// Why a request body cannot be built from the run's options. Built before the clock, so
@@ -272,7 +303,7 @@ pub enum BodyError {
     AnthropicMedia(String),
 }
 
-fn serialize(body: &Value) -> Result<Vec<u8>, BodyError> {
+fn serialize(body: &impl serde::Serialize) -> Result<Vec<u8>, BodyError> {
     serde_json::to_vec(body).map_err(BodyError::Serialize)
 }
 
@@ -283,8 +314,8 @@ pub fn build_body(
     output_len: usize,
     opts: &BodyOptions,
 ) -> Result<Vec<u8>, BodyError> {
-    let mut fields = body_fields(api, prompt_value(prompt), output_len, opts);
-    if let (Prompt::Chat(c), Value::Object(body)) = (prompt, &mut fields) {
+    let mut body = body_fields(api, prompt_value(prompt), output_len, opts);
+    if let Prompt::Chat(c) = prompt {
         // Python: the request's own messages, then `{**extra_body, **request_overrides}`.
         if body.contains_key("messages") && !opts.extra_body.contains_key("messages") {
             body.insert("messages".into(), c.messages.clone());
@@ -293,7 +324,7 @@ pub fn build_body(
             body.insert(k.clone(), v.clone());
         }
     }
-    serialize(&fields)
+    serialize(&body)
 }
 
 /// Stands for the multimodal items in a chat content list while the body is serialized.
@@ -301,60 +332,11 @@ const MM_SLOT: &str = "\0vllm-bench-mm\0";
 
 /// Where the multimodal items go in a chat `content` list (Python's `mm_position`).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum MmPosition {
+pub enum MmPosition {
     First,
     Last,
     /// The items are the whole content.
     Only,
-}
-
-/// The text part and the item position of a request with multimodal content, as Python's
-/// request functions arrange them; `None` when the API does not send the items (Python
-/// drops them for completions, responses, embeddings, pooling and rerank, and infinity
-/// sends the text when there is one).
-fn mm_layout(
-    api: Api,
-    prompt: &Prompt,
-    request_id: Option<&str>,
-) -> Result<Option<(Value, MmPosition)>, BodyError> {
-    Ok(match api {
-        Api::Chat | Api::EmbeddingsChat | Api::AnthropicMessages => {
-            Some((prompt_value(prompt), MmPosition::Last))
-        }
-        // _preprocess_clip: an image request's text is empty.
-        Api::EmbeddingsClip => Some((Value::String(String::new()), MmPosition::Last)),
-        // _preprocess_vlm2vec: even request numbers (or none) send the image-only prompt.
-        Api::EmbeddingsVlm2vec => {
-            let idx = request_id.and_then(trailing_number);
-            let text = match idx {
-                Some(i) if i % 2 == 1 => {
-                    let prompt = match prompt {
-                        Prompt::Text(t) => t.to_string(),
-                        Prompt::TokenIds(_) | Prompt::Texts(_) | Prompt::Chat(_) => {
-                            prompt_value(prompt).to_string()
-                        }
-                    };
-                    format!("Represent the given image with the following question: {prompt}")
-                }
-                _ => "Represent the given image.".to_string(),
-            };
-            Some((Value::String(text), MmPosition::First))
-        }
-        Api::InfinityClip => return Err(BodyError::InfinityImages),
-        Api::Completions
-        | Api::Responses
-        | Api::Audio
-        | Api::Embeddings
-        | Api::Infinity
-        | Api::Pooling
-        | Api::Rerank => None,
-    })
-}
-
-/// The number a request id ends with (Python's `_try_extract_request_idx`).
-fn trailing_number(id: &str) -> Option<u64> {
-    let digits = id.len() - id.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    id[id.len() - digits..].parse().ok()
 }
 
 /// The body of a request with multimodal content `mm` (chat content parts, each a JSON
@@ -369,18 +351,13 @@ pub fn build_body_parts(
     request_id: Option<&str>,
 ) -> Result<Vec<Bytes>, BodyError> {
     let mm = &media.parts[..];
+    let spec = api.spec();
     let layout = match (mm.is_empty(), media.replaces_text) {
         (true, _) => None,
         // Python's prompt is the part list: chat-like APIs send it as the content.
-        (false, true) => match api {
-            Api::Chat
-            | Api::AnthropicMessages
-            | Api::EmbeddingsChat
-            | Api::EmbeddingsClip
-            | Api::EmbeddingsVlm2vec => Some((Value::Null, MmPosition::Only)),
-            _ => return Err(BodyError::ContentNeedsChat),
-        },
-        (false, false) => mm_layout(api, prompt, request_id)?,
+        (false, true) if spec.takes_content() => Some((Value::Null, MmPosition::Only)),
+        (false, true) => return Err(BodyError::ContentNeedsChat),
+        (false, false) => spec.media_layout(prompt, request_id)?,
     };
     let Some((text, position)) = layout.filter(|_| !opts.extra_body.contains_key("messages"))
     else {
@@ -395,7 +372,10 @@ pub fn build_body_parts(
         MmPosition::Only => json!([MM_SLOT]),
     };
     let mut fields = body_fields(api, prompt_value(prompt), output_len, opts);
-    fields["messages"] = json!([{ "role": "user", "content": content }]);
+    fields.insert(
+        "messages".into(),
+        json!([{ "role": "user", "content": content }]),
+    );
     let body = Bytes::from(serialize(&fields)?);
     let slot = serialize(&json!(MM_SLOT))?;
     let at = memchr::memmem::find(&body, &slot).ok_or(BodyError::ExtraBodyMessages)?;
@@ -405,75 +385,10 @@ pub fn build_body_parts(
         if i > 0 {
             out.push(Bytes::from_static(b","));
         }
-        if api == Api::AnthropicMessages {
-            out.extend(anthropic_block(item)?.parts);
-        } else {
-            out.extend(item.parts.iter().cloned());
-        }
+        out.extend(spec.content_parts(item)?);
     }
     out.push(body.slice(at + slot.len()..));
     Ok(out)
-}
-
-/// The Anthropic content block of one chat content part: a text part as it is, an
-/// `image_url` as an `image` block (a `data:…;base64,` URL as a `base64` source, any other
-/// URL as a `url` source, which vLLM turns back into the same URL). Built before the clock;
-/// the base64 data of a part made of several byte strings (`random-mm`'s images, shared by
-/// every request that carries them) is referenced, not copied.
-fn anthropic_block(item: &ContentPart) -> Result<ContentPart, BodyError> {
-    const DATA_HEAD: &[u8] = br#"{"type":"image_url","image_url":{"url":"data:"#;
-    const TAIL: &[u8] = br#""}}"#;
-    if let [first, middle @ .., last] = &item.parts[..] {
-        let media_end = first
-            .strip_prefix(DATA_HEAD)
-            .and_then(|rest| memchr::memmem::find(rest, b";base64,"));
-        if let (Some(end), true) = (media_end, &last[..] == TAIL && !middle.is_empty()) {
-            let media_type = &first[DATA_HEAD.len()..DATA_HEAD.len() + end];
-            let plain = |c: &u8| c.is_ascii_alphanumeric() || b"/+.-".contains(c);
-            if media_type.iter().all(plain) {
-                let head = format!(
-                    r#"{{"type":"image","source":{{"type":"base64","media_type":"{}","data":""#,
-                    String::from_utf8_lossy(media_type)
-                );
-                let data_at = DATA_HEAD.len() + end + b";base64,".len();
-                let mut parts = vec![Bytes::from(head)];
-                if data_at < first.len() {
-                    parts.push(first.slice(data_at..));
-                }
-                parts.extend(middle.iter().cloned());
-                parts.push(Bytes::from_static(TAIL));
-                return Ok(ContentPart { parts });
-            }
-        }
-    }
-    let part: Value = serde_json::from_slice(&item.to_vec()).map_err(BodyError::Serialize)?;
-    let kind = part
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("untyped");
-    let url = part
-        .get("image_url")
-        .and_then(|u| u.get("url"))
-        .and_then(Value::as_str);
-    let block = match (kind, url) {
-        ("text", _) => {
-            json!({ "type": "text", "text": part.get("text").cloned().unwrap_or_default() })
-        }
-        ("image_url", Some(url)) => {
-            let base64 = url
-                .strip_prefix("data:")
-                .and_then(|rest| rest.split_once(";base64,"));
-            match base64 {
-                Some((media_type, data)) => json!({
-                    "type": "image",
-                    "source": { "type": "base64", "media_type": media_type, "data": data },
-                }),
-                None => json!({ "type": "image", "source": { "type": "url", "url": url } }),
-            }
-        }
-        (kind, _) => return Err(BodyError::AnthropicMedia(kind.to_string())),
-    };
-    Ok(ContentPart::from_json(&block))
 }
 
 /// Stands for the prompt while the rest of a fragment-built body is serialized. The NUL
@@ -603,7 +518,7 @@ mod tests {
         );
         assert_eq!(
             Api::Responses.response_mode(),
-            ResponseMode::Stream(StreamApi::Responses)
+            ResponseMode::Stream(Api::Responses)
         );
     }
 
@@ -630,7 +545,7 @@ mod tests {
         );
         assert_eq!(
             Api::AnthropicMessages.response_mode(),
-            ResponseMode::Stream(StreamApi::Anthropic)
+            ResponseMode::Stream(Api::AnthropicMessages)
         );
         assert_eq!(
             Backend::AnthropicMessages.default_endpoint(),

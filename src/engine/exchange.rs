@@ -26,16 +26,15 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
-use crate::backends::stream_chunk::{ChunkDecoder, ChunkTemplate, StreamApi, Usage};
-use crate::backends::ResponseMode;
-use crate::backends::{anthropic_event, responses_event};
+use crate::backends::chunk_template::ChunkTemplate;
+use crate::backends::tape::ChunkDecoder;
+use crate::backends::{ApiFailure, ResponseMode, Scratch, StreamFacts, StreamReader};
 use crate::http::conn::{Connection, Endpoint};
 use crate::http::response::{parse_head, BodyDecoder, ResponseHead};
 use crate::sse::SseDecoder;
 use bytes::Bytes;
 
 use super::recorder::{Failure, WorkerLog, MAX_USAGE_TOKENS};
-use super::session::FinishReason;
 
 /// A connection's read buffer. Small on purpose: at 10,000 streams every byte here is
 /// multiplied by 10,000 (io_uring owns each in-flight read's buffer, so buffers cannot be
@@ -212,22 +211,9 @@ pub struct Measured {
     pub last_token: Option<Instant>,
     pub end: Option<Instant>,
     pub chunks: u32,
-    pub usage_prompt_tokens: Option<u64>,
-    pub usage_completion_tokens: Option<u64>,
-    /// Of the completion tokens, the reasoning ones, when the server counts them apart.
-    pub usage_reasoning_tokens: Option<u64>,
-    /// Usage seen on a chunk that also carried choices (llama.cpp); used only when no
-    /// usage-only chunk arrives.
-    fallback_usage: Option<Usage>,
-    /// `[DONE]` seen.
-    pub done: bool,
-    /// The last finish reason a chunk named.
-    pub finish_reason: Option<FinishReason>,
-    /// Typed-event APIs: a terminal event arrived (Responses `response.completed` /
-    /// `incomplete`, Anthropic `message_stop`).
-    pub terminal: bool,
-    /// Typed-event APIs: the last error event's text (Python's `stream_error`).
-    pub stream_error: Option<String>,
+    /// What the events said beyond their tokens (counts, finish reason), as the API's
+    /// reader reads them.
+    pub facts: StreamFacts,
     /// SSE events seen (held to [`ResponseLimits::max_events`]).
     events: u32,
     /// Generated-text bytes kept (held to [`ResponseLimits::max_text_bytes`]).
@@ -522,7 +508,7 @@ impl ResponseState {
                 "the server closed the connection before sending a response head",
             ));
         };
-        if body.finish().is_ok() || rec.m.done {
+        if body.finish().is_ok() || rec.m.facts.done {
             return self.finish(bufs, rec);
         }
         Err(failure(
@@ -550,12 +536,11 @@ impl ResponseState {
                 format!("HTTP {} {}: {}", head.status, head.reason, body),
             ));
         }
-        match self.mode {
-            ResponseMode::Whole => {
-                rec.m.usage_prompt_tokens = whole_body_prompt_tokens(&mut bufs.body.kept)?;
-                Ok(())
-            }
-            ResponseMode::Stream(api) => bufs.body.finish_stream(api, rec),
+        match self.mode.stream_reader() {
+            None => Ok(self
+                .mode
+                .read_whole(&mut bufs.body.kept, &mut rec.m.facts)?),
+            Some(reader) => bufs.body.finish_stream(reader, rec),
         }
     }
 }
@@ -592,62 +577,52 @@ impl BodySink {
                 .extend_from_slice(&payload[..payload.len().min(room)]);
             return Ok(());
         }
-        match mode {
-            ResponseMode::Whole => {
+        match mode.stream_reader() {
+            None => {
                 if self.kept.len() + payload.len() > WHOLE_BODY_CAP {
                     return Err(body_too_large());
                 }
                 self.kept.extend_from_slice(payload);
                 Ok(())
             }
-            ResponseMode::Stream(api) => {
+            Some(reader) => {
                 self.sse
                     .push(payload)
                     .map_err(|e| failure(e.kind(), e.to_string(), e.to_string()))?;
                 while let Some(ev) = self.sse.next_event() {
-                    rec.event(ev.is_done(), ev.data, api, &mut self.template)?;
+                    rec.event(ev.is_done(), ev.data, reader, &mut self.template)?;
                 }
                 Ok(())
             }
         }
     }
 
-    /// The stream ended: a trailing event without its blank line, the usage fallback, and
-    /// Python's verdict on a stream that never produced a token.
-    fn finish_stream(&mut self, api: StreamApi, rec: &mut Recording) -> Result<(), Failure> {
+    /// The stream ended: a trailing event without its blank line, then the verdict: what
+    /// the stream said (the reader), whether its text was cut where it was still needed,
+    /// and what it lacked (the reader).
+    fn finish_stream(
+        &mut self,
+        reader: &'static dyn StreamReader,
+        rec: &mut Recording,
+    ) -> Result<(), Failure> {
         while let Some(ev) = self.sse.finish() {
-            rec.event(ev.is_done(), ev.data, api, &mut self.template)?;
-        }
-        if matches!(api, StreamApi::Responses | StreamApi::Anthropic) {
-            return typed_verdict(api, rec.m, rec.limits);
+            rec.event(ev.is_done(), ev.data, reader, &mut self.template)?;
         }
         let m = &mut *rec.m;
-        if m.usage_completion_tokens.is_none() && m.usage_prompt_tokens.is_none() {
-            if let Some(u) = m.fallback_usage.take() {
-                m.usage_prompt_tokens = u.prompt_tokens;
-                m.usage_completion_tokens = u.completion_tokens;
-                m.usage_reasoning_tokens = u.reasoning_tokens;
-            }
-        }
+        reader.settle(&mut m.facts)?;
         text_verdict(m, rec.limits)?;
-        if m.first_token.is_none() {
-            return Err(failure(
-                "no_token",
-                "Never received a valid chunk to calculate TTFT.This response will be marked as failed!",
-                "the stream ended without a token event",
-            ));
-        }
-        Ok(())
+        Ok(reader.verdict(&m.facts, m.first_token.is_some())?)
     }
 }
 
 impl Recording<'_> {
-    /// Applies one SSE event (Python's `async_request_openai_*` loop body).
+    /// Applies one SSE event: counts it against the bound, then lets the API's reader say
+    /// what it means; a token is stamped with the read's time and its text kept.
     fn event(
         &mut self,
         done: bool,
         data: &mut [u8],
-        api: StreamApi,
+        reader: &'static dyn StreamReader,
         template: &mut ChunkTemplate,
     ) -> Result<(), Failure> {
         self.m.events += 1;
@@ -655,114 +630,21 @@ impl Recording<'_> {
             return Err(too_many_events(self.limits.max_events));
         }
         if done {
-            self.m.done = true;
+            self.m.facts.done = true;
             return Ok(());
         }
-        match api {
-            StreamApi::Responses => return self.responses_event(data),
-            StreamApi::Anthropic => return self.anthropic_event(data),
-            StreamApi::Completions | StreamApi::Chat | StreamApi::Audio => {}
-        }
-        let chunk = CHUNK_DECODER
-            .with(|json| json.borrow_mut().decode_stream(api, data, template))
+        let facts = &mut self.m.facts;
+        let token = CHUNK_DECODER
+            .with(|json| {
+                let json = &mut *json.borrow_mut();
+                reader.event(data, &mut Scratch { json, template }, facts)
+            })
             .map_err(malformed_event)?;
-        if chunk.has_choices && chunk.is_token(api) {
-            self.token_at_now(chunk.is_output(api));
-            if let Some(text) = &chunk.text {
+        if let Some(token) = token {
+            self.token_at_now(token.output);
+            if let Some(text) = &token.text {
                 self.keep_text(text.as_bytes());
             }
-        }
-        let m = &mut *self.m;
-        if chunk.has_choices {
-            if let Some(reason) = chunk.finish_reason.as_deref().and_then(FinishReason::parse) {
-                m.finish_reason = Some(reason);
-            }
-            if let Some(u) = &chunk.usage {
-                m.fallback_usage = Some(*u);
-            }
-        } else if let Some(u) = &chunk.usage {
-            m.usage_completion_tokens = u.completion_tokens;
-            m.usage_reasoning_tokens = u.reasoning_tokens;
-            // Python's audio loop reads only the completion count.
-            if u.prompt_tokens.is_some() && api != StreamApi::Audio {
-                m.usage_prompt_tokens = u.prompt_tokens;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Recording<'_> {
-    /// Applies one Responses API event (Python's `async_request_openai_responses` loop).
-    fn responses_event(&mut self, data: &mut [u8]) -> Result<(), Failure> {
-        // Python skips an event whose data is empty (`if not chunk`).
-        if data.is_empty() {
-            return Ok(());
-        }
-        let event = CHUNK_DECODER
-            .with(|json| responses_event::decode(&mut json.borrow_mut(), data))
-            .map_err(malformed_event)?;
-        if event.is_token() {
-            self.token_at_now(event.is_output());
-            if let Some(text) = &event.delta {
-                self.keep_text(text.as_bytes());
-            }
-            return Ok(());
-        }
-        let m = &mut *self.m;
-        if event.kind == responses_event::EventKind::Terminal {
-            m.terminal = true;
-            if let Some(u) = event.usage {
-                m.usage_completion_tokens = u.completion_tokens.or(m.usage_completion_tokens);
-                m.usage_prompt_tokens = u.prompt_tokens.or(m.usage_prompt_tokens);
-                m.usage_reasoning_tokens = u.reasoning_tokens.or(m.usage_reasoning_tokens);
-            }
-            m.finish_reason = match event.status.as_deref() {
-                Some("incomplete") => Some(FinishReason::Length),
-                Some("completed") => Some(FinishReason::Stop),
-                Some(_) => Some(FinishReason::Other),
-                None => m.finish_reason,
-            };
-        } else if let Some(error) = event.error {
-            m.stream_error = Some(error);
-        }
-        Ok(())
-    }
-
-    /// Applies one Anthropic Messages event: deltas are tokens (text kept), `message_start`
-    /// and `message_delta` carry usage (the later count wins), `message_stop` ends the
-    /// message, `error` fails it.
-    fn anthropic_event(&mut self, data: &mut [u8]) -> Result<(), Failure> {
-        if data.is_empty() {
-            return Ok(());
-        }
-        let event = CHUNK_DECODER
-            .with(|json| anthropic_event::decode(&mut json.borrow_mut(), data))
-            .map_err(malformed_event)?;
-        if event.is_token() {
-            self.token_at_now(event.is_output());
-            if let Some(text) = event.text() {
-                self.keep_text(text.as_bytes());
-            }
-            return Ok(());
-        }
-        let m = &mut *self.m;
-        if let Some(u) = event.usage {
-            m.usage_completion_tokens = u.completion_tokens.or(m.usage_completion_tokens);
-            m.usage_prompt_tokens = u.prompt_tokens.or(m.usage_prompt_tokens);
-        }
-        match event.kind {
-            anthropic_event::EventKind::MessageDelta => {
-                m.finish_reason = match event.stop_reason.as_deref() {
-                    Some("max_tokens") => Some(FinishReason::Length),
-                    Some("end_turn" | "stop_sequence") => Some(FinishReason::Stop),
-                    Some(_) => Some(FinishReason::Other),
-                    None => m.finish_reason,
-                };
-            }
-            anthropic_event::EventKind::MessageStop => m.terminal = true,
-            anthropic_event::EventKind::Error => m.stream_error = event.error,
-            _ => {}
         }
         Ok(())
     }
@@ -832,7 +714,7 @@ fn body_too_large() -> Failure {
 /// completion count from the server, the output length is counted from the text (Python's
 /// fallback), and a cut text would undercount it silently.
 fn text_verdict(m: &Measured, limits: ResponseLimits) -> Result<(), Failure> {
-    if !m.text_truncated || m.usage_completion_tokens.is_some_and(|c| c > 0) {
+    if !m.text_truncated || m.facts.usage_completion_tokens.is_some_and(|c| c > 0) {
         return Ok(());
     }
     let max = limits.max_text_bytes;
@@ -853,9 +735,9 @@ fn text_verdict(m: &Measured, limits: ResponseLimits) -> Result<(), Failure> {
 /// token totals while its throughput read something else.
 fn usage_verdict(m: &Measured) -> Result<(), Failure> {
     let counts = [
-        ("prompt_tokens", m.usage_prompt_tokens),
-        ("completion_tokens", m.usage_completion_tokens),
-        ("reasoning_tokens", m.usage_reasoning_tokens),
+        ("prompt_tokens", m.facts.usage_prompt_tokens),
+        ("completion_tokens", m.facts.usage_completion_tokens),
+        ("reasoning_tokens", m.facts.usage_reasoning_tokens),
     ];
     match counts
         .into_iter()
@@ -874,71 +756,26 @@ fn usage_verdict(m: &Measured) -> Result<(), Failure> {
     }
 }
 
-fn malformed_event(e: crate::backends::stream_chunk::ChunkError) -> Failure {
+fn malformed_event(e: crate::backends::tape::ChunkError) -> Failure {
     let msg = format!("malformed SSE event: {e}");
     failure("malformed_event", msg.clone(), msg)
 }
 
-/// The verdict on a finished typed-event stream, in Python's order for the Responses API:
-/// an error event, then no token delta, then no terminal event (Responses: Python's texts;
-/// Anthropic Messages, which Python does not speak, the same checks in its event names).
-fn typed_verdict(api: StreamApi, m: &mut Measured, limits: ResponseLimits) -> Result<(), Failure> {
-    let anthropic = api == StreamApi::Anthropic;
-    if let Some(error) = m.stream_error.take() {
-        return Err(failure(
-            "stream_error",
-            error.clone(),
-            format!("the stream reported an error: {error}"),
-        ));
+/// A reader's verdict, as the engine records a failure.
+impl From<ApiFailure> for Failure {
+    fn from(f: ApiFailure) -> Failure {
+        Failure {
+            kind: f.kind.into(),
+            error: f.error,
+            detail: f.detail,
+        }
     }
-    text_verdict(m, limits)?;
-    if m.first_token.is_none() {
-        return Err(failure(
-            "no_token",
-            "Never received a token delta to calculate TTFT.This response will be marked as failed!",
-            if anthropic {
-                "the stream ended without a text, thinking or tool-input delta"
-            } else {
-                "the stream ended without an output or reasoning text delta"
-            },
-        ));
-    }
-    if !m.terminal {
-        return Err(failure(
-            "no_terminal_event",
-            "Stream ended without a terminal event.This response will be marked as failed!",
-            if anthropic {
-                "the stream ended without message_stop"
-            } else {
-                "the stream ended without response.completed or response.incomplete"
-            },
-        ));
-    }
-    Ok(())
-}
-
-/// `usage.prompt_tokens` of a non-streaming JSON body, if present. A body that is not JSON
-/// fails the request, as in Python (`await response.json()` raises there): a truncated or
-/// garbled answer is not a success.
-fn whole_body_prompt_tokens(body: &mut [u8]) -> Result<Option<u64>, Failure> {
-    #[derive(serde::Deserialize)]
-    struct Usage {
-        prompt_tokens: Option<u64>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Body {
-        usage: Option<Usage>,
-    }
-    let parsed = simd_json::serde::from_slice::<Body>(body).map_err(|e| {
-        let msg = format!("response body is not valid JSON: {e}");
-        failure("malformed_body", msg.clone(), msg)
-    })?;
-    Ok(parsed.usage.and_then(|u| u.prompt_tokens))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backends::{Api, FinishReason};
     use std::time::Duration;
 
     /// A vLLM-shaped Responses stream (events as vLLM 0.33 sends them, trimmed), one SSE
@@ -1000,7 +837,7 @@ mod tests {
     }
 
     fn responses() -> ResponseMode {
-        ResponseMode::Stream(StreamApi::Responses)
+        Api::Responses.response_mode()
     }
 
     #[test]
@@ -1089,17 +926,20 @@ mod tests {
             assert_eq!(o.m.chunks, 3, "split at {at}: {what}");
             assert_eq!(o.log.text, " Hel\u{e9}lo".as_bytes(), "split at {at}");
             assert_eq!(
-                (o.m.usage_prompt_tokens, o.m.usage_completion_tokens),
+                (
+                    o.m.facts.usage_prompt_tokens,
+                    o.m.facts.usage_completion_tokens
+                ),
                 (Some(12), Some(3)),
                 "split at {at}"
             );
-            assert!(o.m.terminal && !o.m.done, "split at {at}");
-            assert_eq!(o.m.finish_reason, Some(FinishReason::Length));
+            assert!(!o.m.facts.done, "split at {at}");
+            assert_eq!(o.m.facts.finish_reason, Some(FinishReason::Length));
         }
     }
 
     fn anthropic() -> ResponseMode {
-        ResponseMode::Stream(StreamApi::Anthropic)
+        Api::AnthropicMessages.response_mode()
     }
 
     /// `events` as one read each after the head's: the k-th event arrives at `k + 1` ms.
@@ -1142,12 +982,12 @@ mod tests {
             "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"completion_tokens_details\":{\"reasoning_tokens\":2}}}\n\n",
             "data: [DONE]\n\n",
         ];
-        let chat_mode = ResponseMode::Stream(StreamApi::Chat);
+        let chat_mode = Api::Chat.response_mode();
         let o = event_per_read(chat_mode, &chat);
         assert_eq!(o.result, Some(Ok(())));
         assert_eq!(o.m.chunks, 3);
         assert_eq!(thinking(&o), Some(Duration::from_millis(2)));
-        assert_eq!(o.m.usage_reasoning_tokens, Some(2));
+        assert_eq!(o.m.facts.usage_reasoning_tokens, Some(2));
         assert_eq!(o.log.text, b" yes");
         // Tool calls are output; a stream of reasoning only has no first output token.
         let tool =
@@ -1161,10 +1001,7 @@ mod tests {
         let o = event_per_read(chat_mode, &[chat[0], chat[3], chat[5]]);
         assert_eq!(thinking(&o), Some(Duration::ZERO));
         let text = "data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\n\n";
-        let o = event_per_read(
-            ResponseMode::Stream(StreamApi::Completions),
-            &[text, chat[5]],
-        );
+        let o = event_per_read(Api::Completions.response_mode(), &[text, chat[5]]);
         assert_eq!(thinking(&o), Some(Duration::ZERO));
     }
 
@@ -1230,7 +1067,7 @@ mod tests {
     }
 
     fn completions() -> ResponseMode {
-        ResponseMode::Stream(StreamApi::Completions)
+        Api::Completions.response_mode()
     }
 
     #[test]
@@ -1245,7 +1082,7 @@ mod tests {
         assert!(f.error.contains("more than 11 SSE events"), "{}", f.error);
         assert!(f.detail.contains("--max-response-events"), "{}", f.detail);
         // Cut where the cap is reached: the 12th event (`[DONE]`) is never applied.
-        assert!(!o.m.done);
+        assert!(!o.m.facts.done);
     }
 
     #[test]
@@ -1262,7 +1099,7 @@ mod tests {
         assert!(o.m.text_truncated);
         assert_eq!(o.m.chunks, 10, "tokens past the text cap are still counted");
         assert_eq!(o.log.itl_ns.len(), 9);
-        assert_eq!(o.m.usage_completion_tokens, Some(10));
+        assert_eq!(o.m.facts.usage_completion_tokens, Some(10));
 
         let without_usage = completions_stream(10, "0123456789", false);
         let f = feed_limited(limits, completions(), &[&without_usage])
@@ -1289,16 +1126,12 @@ mod tests {
 
     #[test]
     fn a_usage_no_response_can_hold_fails_its_request_naming_the_figure() {
-        let fine = Measured {
-            usage_prompt_tokens: Some(MAX_USAGE_TOKENS),
-            usage_completion_tokens: Some(5),
-            ..Measured::default()
-        };
+        let mut fine = Measured::default();
+        fine.facts.usage_prompt_tokens = Some(MAX_USAGE_TOKENS);
+        fine.facts.usage_completion_tokens = Some(5);
         assert_eq!(usage_verdict(&fine), Ok(()));
-        let huge = Measured {
-            usage_completion_tokens: Some(1_000_000_000_000_000_000),
-            ..Measured::default()
-        };
+        let mut huge = Measured::default();
+        huge.facts.usage_completion_tokens = Some(1_000_000_000_000_000_000);
         let f = usage_verdict(&huge).unwrap_err();
         assert_eq!(f.kind, "bad_usage");
         assert!(
@@ -1306,10 +1139,8 @@ mod tests {
             "{}",
             f.error
         );
-        let reasoning = Measured {
-            usage_reasoning_tokens: Some(MAX_USAGE_TOKENS + 1),
-            ..Measured::default()
-        };
+        let mut reasoning = Measured::default();
+        reasoning.facts.usage_reasoning_tokens = Some(MAX_USAGE_TOKENS + 1);
         assert!(usage_verdict(&reasoning)
             .unwrap_err()
             .error

@@ -12,28 +12,8 @@ use std::time::Duration;
 
 use crate::http::request::PreparedRequest;
 
-/// How a response ended, as the server said (`choices[0].finish_reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
-    /// `stop`: the model ended its answer.
-    Stop,
-    /// `length`: the output-token limit ended it.
-    Length,
-    /// Anything else (`tool_calls`, `abort`, ...).
-    Other,
-}
-
-impl FinishReason {
-    /// The reason named by a chunk (empty = none).
-    pub fn parse(reason: &str) -> Option<FinishReason> {
-        match reason {
-            "" => None,
-            "stop" => Some(FinishReason::Stop),
-            "length" => Some(FinishReason::Length),
-            _ => Some(FinishReason::Other),
-        }
-    }
-}
+/// How a response ended, as the server said: the API's readers name it (`backends`).
+pub use crate::backends::FinishReason;
 
 /// What a session's previous request returned, given to the source of its next request.
 #[derive(Debug, Clone, Copy)]

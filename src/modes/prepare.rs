@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Result;
 use rayon::prelude::*;
 
+use crate::backends::audio;
 use crate::backends::conversation::ChatBody;
-use crate::backends::multipart;
 use crate::backends::{
     build_body, build_body_parts, input_sequences, Api, BodyError, BodyOptions, ResponseMode,
 };
@@ -157,7 +157,7 @@ pub fn prepare(
     // --seed, so the shards of a run send the same bytes (their fingerprint must agree).
     let mixed = crate::mix::mix64(config.dataset.seed ^ 0x6d75_6c74_6970_6172);
     let boundary = format!("{mixed:016x}{:016x}", crate::mix::mix64(mixed));
-    let form_type = multipart::content_type(&boundary);
+    let form_type = audio::content_type(&boundary);
     let build = |i: usize, o: &BodyOptions| -> Result<PreparedRequest, BodyError> {
         let r = &requests[i];
         let id = r.request_id.as_deref();
@@ -168,7 +168,7 @@ pub fn prepare(
                 Ok(head.build_parts(id, json, body))
             }
             Some(Media::Audio(clips)) if api == Api::Audio => {
-                let body = multipart::audio_body(r.expected_output_len, o, &clips[i], &boundary);
+                let body = audio::audio_body(r.expected_output_len, o, &clips[i], &boundary);
                 Ok(head.build_parts(id, Some(&form_type), body))
             }
             _ => {

@@ -1,5 +1,5 @@
-//! Decoding of one `/v1/responses` stream event, as Python's `async_request_openai_responses`
-//! (vLLM 0.33) reads it.
+//! The OpenAI Responses API (`openai-responses`, `/v1/responses`): its stream events as
+//! Python's `async_request_openai_responses` (vLLM 0.33) reads them, and its verdict.
 //!
 //! Every event names itself in its JSON `type` (the SSE `event:` line carries the same name,
 //! and Python ignores it, so do we). What matters:
@@ -12,18 +12,85 @@
 //! - `error` / `response.failed`, or any other event with a truthy `error`, fail the request
 //!   with Python's error text, `json.dumps(data.get("error") or data)`.
 //!
-//! The same tape walk as [`super::stream_chunk`]: strings borrow the payload, unused
+//! The same tape walk as [`super::tape`]: strings borrow the payload, unused
 //! subtrees are jumped over, and only the error path (rare) allocates.
 
-use std::borrow::Cow;
+use serde_json::{json, Map, Value};
 
-use serde_json::{Map, Value};
-use simd_json::{Node, StaticNode};
-
-use super::stream_chunk::{
-    opt_str, reasoning_tokens, token_count, ChunkDecoder, ChunkError, Json, Usage,
+use super::reader::{FinishReason, StreamFacts, StreamReader, Token, TypedEvent, TypedEvents};
+use super::tape::{
+    opt_str, reasoning_tokens, to_value, token_count, truthy, ChunkDecoder, ChunkError, Json, Usage,
 };
+use super::{ApiSpec, BodyOptions};
 use crate::pyfmt::json_dumps;
+
+/// The Responses API.
+pub struct Responses;
+
+impl ApiSpec for Responses {
+    /// Python's `async_request_openai_responses` payload.
+    fn fields(
+        &self,
+        prompt: Value,
+        output_len: usize,
+        _: &BodyOptions,
+        body: &mut Map<String, Value>,
+    ) {
+        body.insert("input".into(), prompt);
+        body.insert("max_output_tokens".into(), json!(output_len));
+        body.insert("stream".into(), json!(true));
+        // Python: a server keeping stored responses would grow its heap over a run.
+        body.insert("store".into(), json!(false));
+    }
+
+    fn reader(&self) -> Option<&'static dyn StreamReader> {
+        Some(&ResponsesReader)
+    }
+}
+
+/// The Responses API's reader.
+pub struct ResponsesReader;
+
+impl TypedEvents for ResponsesReader {
+    type Kind = EventKind;
+    const NO_TOKEN: &'static str = "the stream ended without an output or reasoning text delta";
+    const NO_TERMINAL: &'static str =
+        "the stream ended without response.completed or response.incomplete";
+
+    fn decode<'a>(
+        json: &mut ChunkDecoder,
+        data: &'a mut [u8],
+    ) -> Result<ResponsesEvent<'a>, ChunkError> {
+        decode(json, data)
+    }
+
+    fn token<'a>(event: &mut ResponsesEvent<'a>) -> Option<Token<'a>> {
+        event.is_token().then(|| Token {
+            output: event.is_output(),
+            text: event.delta.take(),
+        })
+    }
+
+    fn apply(event: ResponsesEvent<'_>, facts: &mut StreamFacts) {
+        if event.kind == EventKind::Terminal {
+            facts.terminal = true;
+            if let Some(u) = event.usage {
+                facts.usage_completion_tokens =
+                    u.completion_tokens.or(facts.usage_completion_tokens);
+                facts.usage_prompt_tokens = u.prompt_tokens.or(facts.usage_prompt_tokens);
+                facts.usage_reasoning_tokens = u.reasoning_tokens.or(facts.usage_reasoning_tokens);
+            }
+            facts.finish_reason = match event.reason.as_deref() {
+                Some("incomplete") => Some(FinishReason::Length),
+                Some("completed") => Some(FinishReason::Stop),
+                Some(_) => Some(FinishReason::Other),
+                None => facts.finish_reason,
+            };
+        } else if let Some(error) = event.error {
+            facts.stream_error = Some(error);
+        }
+    }
+}
 
 /// What an event means to the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,21 +105,8 @@ pub enum EventKind {
     Other,
 }
 
-/// What the client needs from one event. `delta` borrows the payload buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResponsesEvent<'a> {
-    pub kind: EventKind,
-    /// `delta` of an output-text event.
-    pub delta: Option<Cow<'a, str>>,
-    /// `response.usage` of a terminal event (`input_tokens` as the prompt count,
-    /// `output_tokens` as the completion count).
-    pub usage: Option<Usage>,
-    /// `response.status` of a terminal event (`completed`, `incomplete`).
-    pub status: Option<Cow<'a, str>>,
-    /// Python's error text when the event is an error (only for non-token, non-terminal
-    /// events, as Python's `elif` chain reads them).
-    pub error: Option<String>,
-}
+/// What the client needs from one Responses event.
+pub type ResponsesEvent<'a> = TypedEvent<'a, EventKind>;
 
 impl ResponsesEvent<'_> {
     /// Whether Python counts this event as a token (TTFT, then ITL).
@@ -98,13 +152,7 @@ fn read_event<'a>(root: Json<'_, 'a>) -> Result<ResponsesEvent<'a>, ChunkError> 
         }
     }
     let kind = kind_of(event_type);
-    let mut event = ResponsesEvent {
-        kind,
-        delta: None,
-        usage: None,
-        status: None,
-        error: None,
-    };
+    let mut event = ResponsesEvent::new(kind);
     match kind {
         EventKind::OutputText => {
             event.delta = delta.map(|d| opt_str(d, "delta")).transpose()?.flatten();
@@ -136,7 +184,7 @@ fn read_response<'a>(
     };
     for (key, value) in members {
         match key {
-            "status" => event.status = opt_str(value, "response.status")?,
+            "status" => event.reason = opt_str(value, "response.status")?,
             "usage" if !value.is_null() => event.usage = Some(read_usage(value)?),
             _ => {}
         }
@@ -168,50 +216,17 @@ fn read_usage(value: Json<'_, '_>) -> Result<Usage, ChunkError> {
     Ok(usage)
 }
 
-/// Python's truthiness of a JSON value.
-fn truthy(value: Json<'_, '_>) -> bool {
-    match value.head() {
-        None | Some(Node::Static(StaticNode::Null | StaticNode::Bool(false))) => false,
-        Some(Node::Static(StaticNode::I64(n))) => n != 0,
-        Some(Node::Static(StaticNode::U64(n))) => n != 0,
-        Some(Node::Static(StaticNode::F64(f))) => f != 0.0,
-        Some(Node::String(s)) => !s.is_empty(),
-        Some(Node::Object { len, .. } | Node::Array { len, .. }) => len > 0,
-        Some(Node::Static(StaticNode::Bool(true))) => true,
-    }
-}
-
-/// The JSON value on the tape, materialized (error path only).
-pub(super) fn to_value(value: Json<'_, '_>) -> Value {
-    match value.head() {
-        None | Some(Node::Static(StaticNode::Null)) => Value::Null,
-        Some(Node::Static(StaticNode::Bool(b))) => Value::Bool(b),
-        Some(Node::Static(StaticNode::I64(n))) => Value::from(n),
-        Some(Node::Static(StaticNode::U64(n))) => Value::from(n),
-        Some(Node::Static(StaticNode::F64(f))) => Value::from(f),
-        Some(Node::String(s)) => Value::String(s.to_string()),
-        Some(Node::Object { .. }) => Value::Object(
-            value
-                .members()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.to_string(), to_value(v)))
-                .collect::<Map<_, _>>(),
-        ),
-        Some(Node::Array { .. }) => Value::Array(value.elements().map(to_value).collect()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::borrow::Cow;
 
     fn event(json: &str) -> ResponsesEvent<'static> {
         let mut data = json.as_bytes().to_vec();
         let e = decode(&mut ChunkDecoder::new(), &mut data).expect("valid event");
         ResponsesEvent {
             delta: e.delta.map(|d| Cow::Owned(d.into_owned())),
-            status: e.status.map(|d| Cow::Owned(d.into_owned())),
+            reason: e.reason.map(|d| Cow::Owned(d.into_owned())),
             ..e
         }
     }
@@ -257,7 +272,7 @@ mod tests {
                 reasoning_tokens: Some(2),
             })
         );
-        assert_eq!(e.status.as_deref(), Some("incomplete"));
+        assert_eq!(e.reason.as_deref(), Some("incomplete"));
         let e = event(r#"{"type":"response.incomplete","response":{"usage":null}}"#);
         assert_eq!((e.kind, e.usage), (EventKind::Terminal, None));
         let e = event(r#"{"type":"response.completed"}"#);

@@ -1,5 +1,6 @@
-//! Decoding of one Anthropic Messages (`/v1/messages`) stream event, as Anthropic documents
-//! the stream and vLLM 0.33's `entrypoints/anthropic` sends it.
+//! Anthropic's Messages API (`anthropic-messages`, `/v1/messages`): its stream events as
+//! Anthropic documents the stream and vLLM 0.33's `entrypoints/anthropic` sends it, and its
+//! verdict.
 //!
 //! Every event names itself in its JSON `type` (the SSE `event:` line carries the same name;
 //! we read the JSON, as for the Responses API). What matters:
@@ -18,14 +19,176 @@
 //! - `ping`, `content_block_start` / `content_block_stop` and unknown events are ignored
 //!   (Anthropic asks clients to ignore event types they do not know).
 //!
-//! The same tape walk as [`super::stream_chunk`]: strings borrow the payload, unused
+//! The same tape walk as [`super::tape`]: strings borrow the payload, unused
 //! subtrees are jumped over, and only the error path (rare) allocates.
 
-use std::borrow::Cow;
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
 
-use super::responses_event::to_value;
-use super::stream_chunk::{opt_str, token_count, ChunkDecoder, ChunkError, Json, Usage};
+use super::chat::user_messages;
+use super::reader::{FinishReason, StreamFacts, StreamReader, Token, TypedEvent, TypedEvents};
+use super::tape::{opt_str, to_value, token_count, ChunkDecoder, ChunkError, Json, Usage};
+use super::{prompt_value, ApiSpec, BodyError, BodyOptions, MmPosition};
+use crate::datasets::media::ContentPart;
+use crate::datasets::Prompt;
 use crate::pyfmt::json_dumps;
+
+/// The Messages API.
+pub struct Messages;
+
+impl ApiSpec for Messages {
+    /// Anthropic's required fields; the stream always reports usage. A `system` prompt
+    /// comes from `--extra-body '{"system": "..."}'` (merged like any field).
+    fn fields(
+        &self,
+        prompt: Value,
+        output_len: usize,
+        _: &BodyOptions,
+        body: &mut Map<String, Value>,
+    ) {
+        body.insert("max_tokens".into(), json!(output_len));
+        body.insert("messages".into(), user_messages(prompt));
+        body.insert("stream".into(), json!(true));
+    }
+
+    fn media_layout(
+        &self,
+        prompt: &Prompt,
+        _: Option<&str>,
+    ) -> Result<Option<(Value, MmPosition)>, BodyError> {
+        Ok(Some((prompt_value(prompt), MmPosition::Last)))
+    }
+
+    fn takes_content(&self) -> bool {
+        true
+    }
+
+    fn content_parts(&self, item: &ContentPart) -> Result<Vec<Bytes>, BodyError> {
+        Ok(anthropic_block(item)?.parts)
+    }
+
+    fn output_limit(&self) -> &'static str {
+        "max_tokens"
+    }
+
+    /// The Messages API has no `min_tokens`.
+    fn takes_min_tokens(&self) -> bool {
+        false
+    }
+
+    fn reader(&self) -> Option<&'static dyn StreamReader> {
+        Some(&AnthropicReader)
+    }
+}
+
+/// The Anthropic content block of one chat content part: a text part as it is, an
+/// `image_url` as an `image` block (a `data:…;base64,` URL as a `base64` source, any other
+/// URL as a `url` source, which vLLM turns back into the same URL). Built before the clock;
+/// the base64 data of a part made of several byte strings (`random-mm`'s images, shared by
+/// every request that carries them) is referenced, not copied.
+fn anthropic_block(item: &ContentPart) -> Result<ContentPart, BodyError> {
+    const DATA_HEAD: &[u8] = br#"{"type":"image_url","image_url":{"url":"data:"#;
+    const TAIL: &[u8] = br#""}}"#;
+    if let [first, middle @ .., last] = &item.parts[..] {
+        let media_end = first
+            .strip_prefix(DATA_HEAD)
+            .and_then(|rest| memchr::memmem::find(rest, b";base64,"));
+        if let (Some(end), true) = (media_end, &last[..] == TAIL && !middle.is_empty()) {
+            let media_type = &first[DATA_HEAD.len()..DATA_HEAD.len() + end];
+            let plain = |c: &u8| c.is_ascii_alphanumeric() || b"/+.-".contains(c);
+            if media_type.iter().all(plain) {
+                let head = format!(
+                    r#"{{"type":"image","source":{{"type":"base64","media_type":"{}","data":""#,
+                    String::from_utf8_lossy(media_type)
+                );
+                let data_at = DATA_HEAD.len() + end + b";base64,".len();
+                let mut parts = vec![Bytes::from(head)];
+                if data_at < first.len() {
+                    parts.push(first.slice(data_at..));
+                }
+                parts.extend(middle.iter().cloned());
+                parts.push(Bytes::from_static(TAIL));
+                return Ok(ContentPart { parts });
+            }
+        }
+    }
+    let part: Value = serde_json::from_slice(&item.to_vec()).map_err(BodyError::Serialize)?;
+    let kind = part
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("untyped");
+    let url = part
+        .get("image_url")
+        .and_then(|u| u.get("url"))
+        .and_then(Value::as_str);
+    let block = match (kind, url) {
+        ("text", _) => {
+            json!({ "type": "text", "text": part.get("text").cloned().unwrap_or_default() })
+        }
+        ("image_url", Some(url)) => {
+            let base64 = url
+                .strip_prefix("data:")
+                .and_then(|rest| rest.split_once(";base64,"));
+            match base64 {
+                Some((media_type, data)) => json!({
+                    "type": "image",
+                    "source": { "type": "base64", "media_type": media_type, "data": data },
+                }),
+                None => json!({ "type": "image", "source": { "type": "url", "url": url } }),
+            }
+        }
+        (kind, _) => return Err(BodyError::AnthropicMedia(kind.to_string())),
+    };
+    Ok(ContentPart::from_json(&block))
+}
+
+/// The Messages API's reader: deltas are tokens (text kept), `message_start` and
+/// `message_delta` carry usage (the later count wins), `message_stop` ends the message,
+/// `error` fails it.
+pub struct AnthropicReader;
+
+impl TypedEvents for AnthropicReader {
+    type Kind = EventKind;
+    const NO_TOKEN: &'static str = "the stream ended without a text, thinking or tool-input delta";
+    const NO_TERMINAL: &'static str = "the stream ended without message_stop";
+
+    fn decode<'a>(
+        json: &mut ChunkDecoder,
+        data: &'a mut [u8],
+    ) -> Result<AnthropicEvent<'a>, ChunkError> {
+        decode(json, data)
+    }
+
+    fn token<'a>(event: &mut AnthropicEvent<'a>) -> Option<Token<'a>> {
+        event.is_token().then(|| Token {
+            output: event.is_output(),
+            text: match event.kind {
+                EventKind::Text => event.delta.take(),
+                _ => None,
+            },
+        })
+    }
+
+    fn apply(event: AnthropicEvent<'_>, facts: &mut StreamFacts) {
+        if let Some(u) = event.usage {
+            facts.usage_completion_tokens = u.completion_tokens.or(facts.usage_completion_tokens);
+            facts.usage_prompt_tokens = u.prompt_tokens.or(facts.usage_prompt_tokens);
+        }
+        match event.kind {
+            EventKind::MessageDelta => {
+                facts.finish_reason = match event.reason.as_deref() {
+                    Some("max_tokens") => Some(FinishReason::Length),
+                    Some("end_turn" | "stop_sequence") => Some(FinishReason::Stop),
+                    Some(_) => Some(FinishReason::Other),
+                    None => facts.finish_reason,
+                };
+            }
+            EventKind::MessageStop => facts.terminal = true,
+            EventKind::Error => facts.stream_error = event.error,
+            _ => {}
+        }
+    }
+}
 
 /// What an event means to the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,20 +212,8 @@ pub enum EventKind {
     Other,
 }
 
-/// What the client needs from one event. Strings borrow the payload buffer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnthropicEvent<'a> {
-    pub kind: EventKind,
-    /// The delta's text (`text`, `thinking` or `partial_json`) of a delta event.
-    pub delta: Option<Cow<'a, str>>,
-    /// Usage of a `message_start` or `message_delta` (input counts as the prompt count,
-    /// `output_tokens` as the completion count); a count the event leaves out is `None`.
-    pub usage: Option<Usage>,
-    /// `delta.stop_reason` of a `message_delta` (`end_turn`, `max_tokens`, …).
-    pub stop_reason: Option<Cow<'a, str>>,
-    /// The reason of an `error` event.
-    pub error: Option<String>,
-}
+/// What the client needs from one Messages event.
+pub type AnthropicEvent<'a> = TypedEvent<'a, EventKind>;
 
 impl AnthropicEvent<'_> {
     /// Whether this event is a token (TTFT, then ITL): a non-empty text, thinking or
@@ -111,13 +262,7 @@ fn read_event<'a>(root: Json<'_, 'a>) -> Result<AnthropicEvent<'a>, ChunkError> 
             _ => {}
         }
     }
-    let mut event = AnthropicEvent {
-        kind: EventKind::Other,
-        delta: None,
-        usage: None,
-        stop_reason: None,
-        error: None,
-    };
+    let mut event = AnthropicEvent::new(EventKind::Other);
     match event_type {
         Some("message_start") => {
             event.kind = EventKind::MessageStart;
@@ -147,7 +292,7 @@ fn read_event<'a>(root: Json<'_, 'a>) -> Result<AnthropicEvent<'a>, ChunkError> 
             {
                 for (key, value) in members {
                     if key == "stop_reason" {
-                        event.stop_reason = opt_str(value, "delta.stop_reason")?;
+                        event.reason = opt_str(value, "delta.stop_reason")?;
                     }
                 }
             }
@@ -246,13 +391,14 @@ fn error_text(error: Json<'_, '_>, root: Json<'_, '_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::borrow::Cow;
 
     fn event(json: &str) -> AnthropicEvent<'static> {
         let mut data = json.as_bytes().to_vec();
         let e = decode(&mut ChunkDecoder::new(), &mut data).expect("valid event");
         AnthropicEvent {
             delta: e.delta.map(|d| Cow::Owned(d.into_owned())),
-            stop_reason: e.stop_reason.map(|d| Cow::Owned(d.into_owned())),
+            reason: e.reason.map(|d| Cow::Owned(d.into_owned())),
             ..e
         }
     }
@@ -325,7 +471,7 @@ mod tests {
             r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"input_tokens":12,"output_tokens":5}}"#,
         );
         assert_eq!(e.kind, EventKind::MessageDelta);
-        assert_eq!(e.stop_reason.as_deref(), Some("max_tokens"));
+        assert_eq!(e.reason.as_deref(), Some("max_tokens"));
         assert_eq!(
             e.usage,
             Some(Usage {

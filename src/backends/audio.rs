@@ -1,4 +1,6 @@
-//! `openai-audio`'s request body: `multipart/form-data` as Python's client sends it (aiohttp
+//! OpenAI audio transcriptions (`openai-audio`: `/v1/audio/transcriptions`), streamed as
+//! chat-shaped OpenAI chunks. Its request body is `multipart/form-data` as Python's client
+//! sends it (aiohttp
 //! `FormData`): the audio file first (`audio.wav`, `audio/wav`), then every payload field as
 //! text, in the payload's order, each value as Python's `str(value)` (`True`, `0.5`, `None`,
 //! `{'a': 1}`). The WAV bytes are a shared [`Bytes`] part, never copied into the body.
@@ -6,28 +8,28 @@
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use super::BodyOptions;
+use super::openai_chunk::{ChunkReader, ChunkShape};
+use super::{body_fields, Api, ApiSpec, BodyOptions, StreamReader};
 use crate::datasets::wav::AudioClip;
 use crate::pyfmt::push_float_repr;
 
-/// The payload of `async_request_openai_audio`, in its order, with `ignore_eos` and the
-/// extra body merged as `_update_payload_common` merges them.
-fn payload(output_len: usize, opts: &BodyOptions) -> Map<String, Value> {
-    let mut p = Map::new();
-    p.insert("model".into(), Value::String(opts.model.clone()));
-    p.insert("max_completion_tokens".into(), json!(output_len));
-    p.insert("stream".into(), json!(true));
-    p.insert("language".into(), json!("en"));
-    // Flattened, as Python sends them in a form.
-    p.insert("stream_include_usage".into(), json!(true));
-    p.insert("stream_continuous_usage_stats".into(), json!(true));
-    if opts.ignore_eos {
-        p.insert("ignore_eos".into(), json!(true));
+/// The audio transcriptions API.
+pub struct Transcriptions;
+
+impl ApiSpec for Transcriptions {
+    /// The payload of `async_request_openai_audio`, in its order, as form fields (the
+    /// stream options flattened, as Python sends them in a form); the prompt is the audio.
+    fn fields(&self, _: Value, output_len: usize, _: &BodyOptions, body: &mut Map<String, Value>) {
+        body.insert("max_completion_tokens".into(), json!(output_len));
+        body.insert("stream".into(), json!(true));
+        body.insert("language".into(), json!("en"));
+        body.insert("stream_include_usage".into(), json!(true));
+        body.insert("stream_continuous_usage_stats".into(), json!(true));
     }
-    for (k, v) in &opts.extra_body {
-        p.insert(k.clone(), v.clone());
+
+    fn reader(&self) -> Option<&'static dyn StreamReader> {
+        Some(&ChunkReader(ChunkShape::Audio))
     }
-    p
 }
 
 /// Python's `str(value)` of a JSON value (`repr` inside containers).
@@ -94,7 +96,7 @@ pub fn audio_body(
          name=\"file\"; filename=\"audio.wav\"\r\n\r\n"
     );
     let mut rest = String::from("\r\n");
-    for (k, v) in payload(output_len, opts) {
+    for (k, v) in body_fields(Api::Audio, Value::Null, output_len, opts) {
         rest.push_str(&format!(
             "--{boundary}\r\nContent-Type: text/plain; charset=utf-8\r\n\
              Content-Disposition: form-data; name=\"{k}\"\r\n\r\n"
