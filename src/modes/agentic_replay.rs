@@ -33,7 +33,6 @@ use rayon::prelude::*;
 
 use crate::backends::conversation::{assistant_message, user_message, ChatBody};
 use crate::backends::ResponseMode;
-use crate::metrics::agentic::TreeShape;
 use crate::datasets::agentic::prompt::{piece_tokens, prompt_tokens};
 use crate::datasets::agentic::schedule::{Ended, IdleCaps, Ns, Primer, Step, TreeRun, TreeTiming};
 use crate::datasets::agentic::{
@@ -46,6 +45,7 @@ use crate::engine::session::{
 };
 use crate::engine::{Engine, RunReport, Workload};
 use crate::http::request::{HeadTemplate, PreparedRequest};
+use crate::metrics::agentic::TreeShape;
 
 use super::agentic::BLOCK_SIZE;
 
