@@ -29,7 +29,7 @@ use super::lanes::{run_lane, LaneWorker};
 use super::live::Finished;
 use super::recorder::{nonzero_ns, Failure, Gaps, Histograms, Record, TokenCount, WorkerLog};
 use super::replicas::Pool;
-use super::session::{Answer, FailureText};
+use super::session::Answer;
 use super::session::{FollowUps, NextRequest, Reply};
 use super::stop::{CoreStop, StopCause};
 use super::RunShared;
@@ -554,20 +554,7 @@ impl LaneWorker for Worker {
     }
 
     fn answer(sent: &Sent) -> Answer<'_> {
-        let rec = &sent.rec;
-        Answer {
-            sent_ns: rec.start_ns,
-            first_token_ns: rec.first_token_ns.map(|t| t.get()),
-            end_ns: rec.end_ns,
-            itl_intervals: rec.itl.end - rec.itl.start,
-            prompt_tokens: rec.usage_prompt_tokens.get(),
-            completion_tokens: rec.usage_completion_tokens.get(),
-            failure: rec.failure.as_deref().map(|f| FailureText {
-                error: &f.error,
-                detail: &f.detail,
-            }),
-            cancelled: sent.cancelled,
-        }
+        Answer::of(&sent.rec, sent.cancelled)
     }
 
     fn keep(&mut self, sent: Sent) {

@@ -325,19 +325,7 @@ impl AgenticRun {
             let lt = lanes[*lane as usize]
                 .as_ref()
                 .expect("a primed lane has a tree");
-            let answer = Answer {
-                sent_ns: rec.start_ns,
-                first_token_ns: rec.first_token_ns.map(|t| t.get()),
-                end_ns: rec.end_ns,
-                itl_intervals: rec.itl.end - rec.itl.start,
-                prompt_tokens: rec.usage_prompt_tokens.get(),
-                completion_tokens: rec.usage_completion_tokens.get(),
-                failure: rec.failure.as_deref().map(|f| FailureText {
-                    error: &f.error,
-                    detail: &f.detail,
-                }),
-                cancelled: false,
-            };
+            let answer = Answer::of(rec, false);
             let r = inner.record(lt, *lane, p.at, Phase::Primer, &answer);
             if p.at.stream == 0 && r.outcome != ReplayOutcome::Completed && failed_root.is_none() {
                 let why = rec
