@@ -256,7 +256,15 @@ const SLO_FLAGS: &[&str] = &[
 ];
 
 /// The agentic replay's own flags (docs/agentic.md).
-const AGENTIC_FLAGS: &[&str] = &["--agentic-failed-request-threshold"];
+const AGENTIC_FLAGS: &[&str] = &[
+    "--agentic-failed-request-threshold",
+    "--agentic-start-ratio",
+    "--agentic-trace-idle-cap",
+    "--agentic-warmup-per-lane",
+];
+
+/// Per-request export and GPU telemetry (docs/export.md, docs/server-metrics.md, issue 41).
+const EXPORT_FLAGS: &[&str] = &["--export-requests", "--gpu-telemetry"];
 
 fn python_flags() -> Vec<String> {
     read_fixture(PYTHON_FLAGS)
@@ -303,6 +311,7 @@ fn our_additional_flags_are_exactly_the_documented_ones() {
         .chain(SLO_FLAGS)
         .chain(AGENTIC_FLAGS)
         .chain(LIVE_FLAGS)
+        .chain(EXPORT_FLAGS)
         .map(|s| s.to_string())
         .collect();
     documented.sort();

@@ -424,6 +424,26 @@ fn to_output(rec: &Record, itl_arena: &Arc<Gaps>, text_arena: &[u8]) -> RequestO
     }
 }
 
+impl<'a> super::session::Answer<'a> {
+    /// What a request's record says of how it ended (`cancelled`: the engine's own verdict,
+    /// which the record does not hold).
+    pub fn of(rec: &'a Record, cancelled: bool) -> super::session::Answer<'a> {
+        super::session::Answer {
+            sent_ns: rec.start_ns,
+            first_token_ns: rec.first_token_ns.map(|t| t.get()),
+            end_ns: rec.end_ns,
+            itl_intervals: rec.itl.end - rec.itl.start,
+            prompt_tokens: rec.usage_prompt_tokens.get(),
+            completion_tokens: rec.usage_completion_tokens.get(),
+            failure: rec.failure.as_deref().map(|f| super::session::FailureText {
+                error: &f.error,
+                detail: &f.detail,
+            }),
+            cancelled,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

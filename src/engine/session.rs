@@ -116,26 +116,6 @@ pub struct Answer<'a> {
     pub cancelled: bool,
 }
 
-impl<'a> Answer<'a> {
-    /// What a request's record says of how it ended (`cancelled`: the engine's own verdict,
-    /// which the record does not hold).
-    pub fn of(rec: &'a super::recorder::Record, cancelled: bool) -> Answer<'a> {
-        Answer {
-            sent_ns: rec.start_ns,
-            first_token_ns: rec.first_token_ns.map(|t| t.get()),
-            end_ns: rec.end_ns,
-            itl_intervals: rec.itl.end - rec.itl.start,
-            prompt_tokens: rec.usage_prompt_tokens.get(),
-            completion_tokens: rec.usage_completion_tokens.get(),
-            failure: rec.failure.as_deref().map(|f| FailureText {
-                error: &f.error,
-                detail: &f.detail,
-            }),
-            cancelled,
-        }
-    }
-}
-
 /// One lane's schedule, run on one core.
 pub trait Lane {
     /// What to do at `now_ns` (since the run's epoch).
