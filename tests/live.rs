@@ -331,6 +331,7 @@ fn block(text: &str) -> Vec<String> {
 
 #[test]
 fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
+    let _serial = crate::util::serial();
     let server = mock(20, 40, 0.0);
     let dir = TempDir::new("live-dashboard");
     let mut args = mock_random_args(&server.base_url());
@@ -388,6 +389,9 @@ fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
 
 #[test]
 fn ctrl_c_on_the_dashboard_exits_130_with_the_result_saved() {
+    // A terminal, a signal and a timed exit: beside the suite's busiest tests it once missed
+    // its exit for 120 s with the block half printed (not reproduced alone); run it apart.
+    let _serial = crate::util::serial();
     let server = mock(20, 50, 0.0);
     let dir = TempDir::new("live-ctrl-c");
     let mut args = mock_random_args(&server.base_url());
