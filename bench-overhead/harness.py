@@ -771,7 +771,13 @@ def version_time(prefix, reps):
 def dataset_time(prefix, core, num_prompts=100_000, input_len=1024, timeout=120):
     """Wall seconds of `--dry-run` generating `num_prompts` random prompts of `input_len`
     tokens with the Qwen3 tokenizer (tokenizer load included; nothing is sent)."""
-    qwen3 = os.path.join(os.path.dirname(TOKENIZER), "qwen3")
+    # Qwen3's tokenizer is too large for the repository: scripts/fetch-fixtures.sh fetches
+    # it into the cache, which prints its directory on stdout.
+    fetched = subprocess.run([os.path.join(ROOT, "scripts", "fetch-fixtures.sh")],
+                             capture_output=True, text=True, check=False)
+    if fetched.returncode != 0:
+        return {"error": "the Qwen3 tokenizer is not fetched (scripts/fetch-fixtures.sh failed)"}
+    qwen3 = os.path.join(fetched.stdout.strip(), "tokenizers", "qwen3")
     args = ["--backend", "openai", "--host", "127.0.0.1", "--port", "1", "--model", MODEL,
             "--tokenizer", qwen3, "--dataset-name", "random", "--random-input-len",
             str(input_len), "--random-output-len", "128", "--num-prompts", str(num_prompts),
