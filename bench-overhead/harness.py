@@ -915,6 +915,56 @@ def ratio(a, b, key):
         return None
 
 
+def headline(doc):
+    """The one table a user reads first: each client's CPU per event, memory and TTFT / ITL
+    p99 error at every streaming level it ran, the largest level it finished without a
+    failure, and its HTTPS cost against its own plain-HTTP figure. The floor clients are a
+    yardstick, not a choice: they appear with CPU only."""
+    levels = sorted({p["streams"] for p in doc["points"]})
+    names = list(dict.fromkeys(p["client"] for p in doc["points"]))
+    head = ["client"] + [f"{n} streams: CPU s /100k events · RSS MiB · TTFT / ITL p99 err ms"
+                         for n in levels] + ["largest level without a failure",
+                                             "HTTPS CPU × plain"]
+    lines = ["## Headline", "",
+             "CPU s per 100,000 streamed events (median over repeats); peak RSS summed over "
+             "the client's processes; errors vs what the mock emitted (its TTFT mean, its ITL "
+             "p99). Every other table below has the method and the spread.", "",
+             "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for name in names:
+        cells = [name]
+        clean = []
+        for n in levels:
+            p = next((q for q in doc["points"] if q["client"] == name and q["streams"] == n),
+                     None)
+            s = p["summary"] if p else None
+            if s is None:
+                cells.append("not run")
+                continue
+            if "completed" not in s:
+                cells.append("failed: " + "; ".join(s["errors"])[:60])
+                continue
+            if s["failed"]["median"] == 0:
+                clean.append(n)
+            cpu = fmt(s, "cpu_s_per_100k_events")
+            if is_floor(name):
+                cells.append(cpu)
+                continue
+            cells.append(f"{cpu} · {fmt(s, 'rss_mib', 1, 0)} · "
+                         f"{fmt(s, 'ttft_err_emitted_ms')} / {fmt(s, 'itl_p99_err_emitted_ms')}")
+        cells.append(f"{max(clean):,}" if clean else "none")
+        https = []
+        for p in doc.get("https", []):
+            plain = next((q["summary"] for q in doc["points"] if q["client"] == name
+                          and q["streams"] == p["streams"]), None)
+            r = ratio(p["summary"], plain, "cpu_s_per_100k_events") \
+                if plain and p["client"] == name else None
+            if r is not None:
+                https.append(f"{r:.2f}× at {p['streams']}")
+        cells.append(", ".join(https) or "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(doc):
     lines = [f"# bench-overhead {doc['date']}", "",
              f"Machine: {doc['machine']}. {doc['sharing']}", "",
@@ -940,6 +990,7 @@ def markdown(doc):
         lines.append(f"- **{name}** (several processes, all pinned to the client core; CPU is "
                      "the whole process tree's within its own measured phase, RSS summed over "
                      f"its processes, PSS shares pages between them): {how}")
+    lines += [""] + headline(doc)
     lines += ["", "## Streaming (closed loop, --max-concurrency = streams)", "",
               "| client | streams | ok/failed | net CPU s /100k events | user | sys | "
               "net CPU ms /request | TTFT err vs emitted | ITL p50 err vs emitted | "
