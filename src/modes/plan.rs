@@ -12,20 +12,24 @@ use rayon::prelude::*;
 
 use crate::backends::Api;
 use crate::config::{Config, DatasetParams, ServerLocation};
+use crate::control_plane::{wait_until_ready, EarlyProbe, Target};
 use crate::engine::{Engine, EngineOptions};
+use crate::mock::MockServer;
 use crate::output::stdio::Console;
 use crate::runtime::stop_handle::StopHandle;
 use crate::runtime::{available_cores, resolve_driver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
 use super::prepare::{probe, PrepareCx, Prepared};
+use super::profiling::Profiled;
 use super::run_dataset::RunDataset;
-use super::target::{wait_until_ready, Target};
 use super::trace::TraceReplay;
 
 /// Everything decided and built before the clock starts.
 pub struct Plan {
     pub target: Arc<Target>,
+    /// The embedded mock (`--mock-server`), kept running for the whole run.
+    pub mock: Option<MockServer>,
     pub model_id: String,
     pub tokenizer: Option<Arc<Tokenizer>>,
     pub prepared: Prepared,
@@ -39,8 +43,8 @@ pub struct Plan {
     pub console: Console,
     /// The app's stop (Ctrl-C, SIGTERM): the runs arm it and watch it.
     pub stop: StopHandle,
-    /// The server's `/metrics` asked while the plan was built (`super::target::EarlyProbe`).
-    pub metrics_probe: Option<super::target::EarlyProbe>,
+    /// The server's `/metrics` asked while the plan was built.
+    pub metrics_probe: Option<EarlyProbe>,
 }
 
 impl Plan {
@@ -65,14 +69,10 @@ impl Plan {
             ));
         }
         let mock_tokenizer = mock_tokenizer(config)?;
-        let target = Arc::new(Target::resolve(
-            config,
-            driver,
-            mock_core,
-            mock_tokenizer.clone(),
-            console,
-        )?);
-        if target.mock.is_none() && config.request.ready_check_timeout_sec == 0 && !config.dry_run {
+        let (target, mock) =
+            super::target::resolve(config, driver, mock_core, mock_tokenizer.clone(), console)?;
+        let target = Arc::new(target);
+        if mock.is_none() && config.request.ready_check_timeout_sec == 0 && !config.dry_run {
             // With a ready check, waiting for the server to come up is what was asked for.
             target.check_reachable()?;
         }
@@ -83,14 +83,13 @@ impl Plan {
             (None, _) => target.first_model()?,
         };
         // Beside the tokenizer and the prompts: its wait overlaps theirs.
-        let metrics_probe = (!config.dry_run && target.mock.is_none())
-            .then(|| super::target::EarlyProbe::start(config, &target))
+        let metrics_probe = (!config.dry_run && mock.is_none() && config.server_metrics.enabled)
+            .then(|| EarlyProbe::start(&target, config.scrape_timeout()))
             .flatten();
         // A --model the server does not list: asked now, said before the run.
         let requested = config.model.served_model_name.as_ref();
-        let model_check =
-            (config.model.model.is_some() && !config.dry_run && target.mock.is_none())
-                .then(|| target.check_model(requested.unwrap_or(&model_id)));
+        let model_check = (config.model.model.is_some() && !config.dry_run && mock.is_none())
+            .then(|| target.check_model(requested.unwrap_or(&model_id)));
         if let (true, DatasetParams::TimedTrace(p)) = (config.dry_run, &config.dataset.params) {
             // A trace's summary needs no tokenizer: described before one is loaded.
             console.line(TraceReplay::load(config, p, console)?.stats());
@@ -98,10 +97,20 @@ impl Plan {
         }
         let tokenizer = match mock_tokenizer {
             Some(t) => Some(t),
-            None => load_tokenizer(config, &target, &model_id, console)?.map(Arc::new),
+            None => {
+                load_tokenizer(config, &target, mock.is_some(), &model_id, console)?.map(Arc::new)
+            }
         };
         let Some((prepared, dataset)) = on_scratch_threads(|| {
-            build_requests(config, &target, &model_id, tokenizer.as_deref(), console)
+            let tokenizer = tokenizer.as_deref();
+            build_requests(
+                config,
+                &target,
+                mock.as_ref(),
+                &model_id,
+                tokenizer,
+                console,
+            )
         })?
         else {
             return Ok(None);
@@ -122,6 +131,7 @@ impl Plan {
         let engine = Engine::start(target.replicas(), engine_opts.clone())?;
         Ok(Some(Plan {
             target,
+            mock,
             model_id,
             tokenizer,
             prepared,
@@ -140,10 +150,11 @@ impl Plan {
     /// server's prefix cache does not answer) an earlier one's. The dataset says what it
     /// says again (its lines are those of the new prompts).
     pub fn prepare_again(&mut self, config: &Config) -> Result<()> {
-        let (target, model_id) = (&self.target, self.model_id.as_str());
+        let (target, mock, model_id) = (&self.target, self.mock.as_ref(), self.model_id.as_str());
         let (tokenizer, console) = (self.tokenizer.as_deref(), &self.console);
-        let built =
-            on_scratch_threads(|| build_requests(config, target, model_id, tokenizer, console))?;
+        let built = on_scratch_threads(|| {
+            build_requests(config, target, mock, model_id, tokenizer, console)
+        })?;
         // `None` is a dry run's, which never gets this far.
         let (prepared, dataset) = built.context("a dry run prepares no requests")?;
         (self.prepared, self.dataset) = (prepared, dataset);
@@ -197,7 +208,15 @@ impl Plan {
     /// `--profile`: `POST /start_profile` or `/stop_profile`, as Python does it: the lines
     /// Python prints, and a server that refuses is a warning, not the end of the run.
     pub fn profiler(&self, action: &str) {
-        super::profiling::Server::profile(&*self.target, action);
+        super::profiling::Server::profile(&self.profiled(), action);
+    }
+
+    /// The server as the profiler sees it, its lines going to the run's console.
+    pub fn profiled(&self) -> Profiled {
+        Profiled {
+            target: self.target.clone(),
+            console: self.console.clone(),
+        }
     }
 }
 
@@ -238,6 +257,7 @@ fn split_cores(config: &Config) -> (Vec<usize>, Option<usize>) {
 fn load_tokenizer(
     config: &Config,
     target: &Arc<Target>,
+    mock: bool,
     model_id: &str,
     console: &Console,
 ) -> Result<Option<Tokenizer>> {
@@ -249,7 +269,7 @@ fn load_tokenizer(
         .tokenizer
         .clone()
         .unwrap_or_else(|| model_id.to_string());
-    if target.mock.is_some() && config.model.tokenizer.is_none() {
+    if mock && config.model.tokenizer.is_none() {
         // The embedded mock's own tokenizer is the exact one.
         return Ok(Some(Tokenizer::server(
             &id,
@@ -298,6 +318,7 @@ fn needs_alignment(config: &Config) -> bool {
 fn build_requests(
     config: &Config,
     target: &Arc<Target>,
+    mock: Option<&MockServer>,
     model_id: &str,
     tokenizer: Option<&Tokenizer>,
     console: &Console,
@@ -331,7 +352,7 @@ fn build_requests(
     // The loaded prompts are in the requests' bytes now: they go with `loaded`.
     let (prepared, dataset) = loaded.prepare(&cx)?;
     let prepared = prepared.with_probe(probe(config, target, api, &model_name)?);
-    if let Some(mock) = &target.mock {
+    if let Some(mock) = mock {
         // Here, before the clock, rather than on the mock's core during the run.
         mock.count_ahead(prepared.requests.par_iter().map(|r| r.to_vec()));
     }
@@ -418,7 +439,7 @@ mod tests {
         let plan = Plan::build(&Config::of_args(&MOCK_RUN), &console, &StopHandle::manual())
             .expect("the plan builds")
             .expect("not a dry run");
-        assert!(plan.target.mock.is_some(), "the embedded mock serves it");
+        assert!(plan.mock.is_some(), "the embedded mock serves it");
         assert_eq!(plan.prepared.requests.len(), 3);
         assert_eq!(&plan.prepared.prompt_lens[..], [8, 8, 8]);
         assert_eq!(plan.prepared.output_lens, [2, 2, 2]);

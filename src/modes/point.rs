@@ -151,7 +151,7 @@ pub fn measure_watched(
         ));
         if let ProfileWhen::AtBatch { running, duration } = profile_when {
             trigger = Some(Trigger::start(
-                plan.target.clone(),
+                Arc::new(plan.profiled()),
                 running,
                 duration,
                 plan.console.clone(),
