@@ -12,8 +12,8 @@ use crate::output::stdio::Console;
 use super::outcome::nothing_ran;
 pub use super::outcome::{NothingRan, Outcome};
 use super::plan::Plan;
-use super::progress::StopHandle;
 use super::runs::{self, Runs};
+use crate::runtime::stop_handle::StopHandle;
 
 /// Runs the benchmark the configuration describes, stopped early through `stop`.
 pub fn run(config: &Config, console: &Console, stop: &StopHandle) -> Result<Outcome> {
