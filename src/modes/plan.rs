@@ -17,7 +17,7 @@ use crate::engine::{Engine, EngineOptions};
 use crate::mock::MockServer;
 use crate::output::stdio::Console;
 use crate::runtime::stop_handle::StopHandle;
-use crate::runtime::{available_cores, resolve_driver};
+use crate::runtime::{available_cores, resolve_driver, ResolvedDriver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
 use super::prepare::{probe, PrepareCx, Prepared};
@@ -48,60 +48,39 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Resolves the server, model and tokenizer and builds every request. `None` after a
-    /// `--dry-run` printed its summary.
-    pub fn build(config: &Config, console: &Console, stop: &StopHandle) -> Result<Option<Plan>> {
-        if !config.dry_run {
-            check_connections_fit(config)?;
-        }
-        let (driver, note) = resolve_driver(config.engine.io_driver)?;
-        if let Some(note) = note {
-            console.note(note);
-        }
-        let (client_cores, mock_core) = split_cores(config);
-        if config.engine.num_cores_asked && client_cores.len() < config.engine.num_cores {
-            console.note(format_args!(
-                "the client runs on {} of the {} cores asked for: --mock-server keeps core {} \
-                 for the embedded mock",
-                client_cores.len(),
-                config.engine.num_cores,
-                mock_core.map_or_else(|| "?".to_string(), |c| c.to_string())
-            ));
-        }
-        let mock_tokenizer = mock_tokenizer(config)?;
-        let (target, mock) =
-            super::target::resolve(config, driver, mock_core, mock_tokenizer.clone(), console)?;
-        let target = Arc::new(target);
-        if mock.is_none() && config.request.ready_check_timeout_sec == 0 && !config.dry_run {
+    /// Resolves the server, model and tokenizer and builds every request.
+    pub fn build(config: &Config, console: &Console, stop: &StopHandle) -> Result<Plan> {
+        check_connections_fit(config)?;
+        let Server {
+            driver,
+            client_cores,
+            mock_tokenizer,
+            target,
+            mock,
+        } = Server::resolve(config, console)?;
+        if mock.is_none() && config.request.ready_check_timeout_sec == 0 {
             // With a ready check, waiting for the server to come up is what was asked for.
             target.check_reachable()?;
         }
-        let model_id = match (&config.model.model, &config.model.tokenizer) {
-            (Some(m), _) => m.clone(),
-            // --dry-run sends nothing, so it must not ask the server for its model either.
-            (None, Some(t)) if config.dry_run => t.clone(),
-            (None, _) => target.first_model()?,
+        let model_id = match &config.model.model {
+            Some(m) => m.clone(),
+            None => target.first_model()?,
         };
         // Beside the tokenizer and the prompts: its wait overlaps theirs.
-        let metrics_probe = (!config.dry_run && mock.is_none() && config.server_metrics.enabled)
+        let metrics_probe = (mock.is_none() && config.server_metrics.enabled)
             .then(|| EarlyProbe::start(&target, config.scrape_timeout()))
             .flatten();
         // A --model the server does not list: asked now, said before the run.
         let requested = config.model.served_model_name.as_ref();
-        let model_check = (config.model.model.is_some() && !config.dry_run && mock.is_none())
+        let model_check = (config.model.model.is_some() && mock.is_none())
             .then(|| target.check_model(requested.unwrap_or(&model_id)));
-        if let (true, DatasetParams::TimedTrace(p)) = (config.dry_run, &config.dataset.params) {
-            // A trace's summary needs no tokenizer: described before one is loaded.
-            console.line(TraceReplay::load(config, p, console)?.stats());
-            return Ok(None);
-        }
         let tokenizer = match mock_tokenizer {
             Some(t) => Some(t),
             None => {
                 load_tokenizer(config, &target, mock.is_some(), &model_id, console)?.map(Arc::new)
             }
         };
-        let Some((prepared, dataset)) = on_scratch_threads(|| {
+        let (prepared, dataset) = on_scratch_threads(|| {
             let tokenizer = tokenizer.as_deref();
             build_requests(
                 config,
@@ -111,10 +90,7 @@ impl Plan {
                 tokenizer,
                 console,
             )
-        })?
-        else {
-            return Ok(None);
-        };
+        })?;
         let engine_opts = EngineOptions {
             cores: client_cores,
             pin: true,
@@ -129,7 +105,7 @@ impl Plan {
             console.warning(warning);
         }
         let engine = Engine::start(target.replicas(), engine_opts.clone())?;
-        Ok(Some(Plan {
+        Ok(Plan {
             target,
             mock,
             model_id,
@@ -141,7 +117,43 @@ impl Plan {
             console: console.clone(),
             stop: stop.clone(),
             metrics_probe,
-        }))
+        })
+    }
+
+    /// `--dry-run`: the dataset built on the same server, model and tokenizer a run would
+    /// use, and its summary printed; nothing is sent (the model is `--model`, else
+    /// `--tokenizer`; only the embedded mock, part of this process, is asked for it) and no
+    /// engine is started.
+    pub fn describe(config: &Config, console: &Console) -> Result<()> {
+        let Server {
+            mock_tokenizer,
+            target,
+            mock,
+            ..
+        } = Server::resolve(config, console)?;
+        let model_id = match (&config.model.model, &config.model.tokenizer) {
+            (Some(m), _) => m.clone(),
+            (None, Some(t)) => t.clone(),
+            // `config` refuses a dry run without either unless the mock is the server.
+            (None, None) => target.first_model()?,
+        };
+        if let DatasetParams::TimedTrace(p) = &config.dataset.params {
+            // A trace's summary needs no tokenizer: described before one is loaded.
+            console.line(TraceReplay::load(config, p, console)?.stats());
+            return Ok(());
+        }
+        let tokenizer = match mock_tokenizer {
+            Some(t) => Some(t),
+            None => {
+                load_tokenizer(config, &target, mock.is_some(), &model_id, console)?.map(Arc::new)
+            }
+        };
+        // Not aligned to the server's tokenizer: a dry run asks no server.
+        let loaded = on_scratch_threads(|| {
+            super::dataset::for_run(config, tokenizer.as_deref(), None, console)
+        })?;
+        console.line(loaded.describe());
+        Ok(())
     }
 
     /// Rebuilds every request's bytes from `config` on the same server, tokenizer and
@@ -152,12 +164,9 @@ impl Plan {
     pub fn prepare_again(&mut self, config: &Config) -> Result<()> {
         let (target, mock, model_id) = (&self.target, self.mock.as_ref(), self.model_id.as_str());
         let (tokenizer, console) = (self.tokenizer.as_deref(), &self.console);
-        let built = on_scratch_threads(|| {
+        (self.prepared, self.dataset) = on_scratch_threads(|| {
             build_requests(config, target, mock, model_id, tokenizer, console)
         })?;
-        // `None` is a dry run's, which never gets this far.
-        let (prepared, dataset) = built.context("a dry run prepares no requests")?;
-        (self.prepared, self.dataset) = (prepared, dataset);
         Ok(())
     }
 
@@ -217,6 +226,46 @@ impl Plan {
             target: self.target.clone(),
             console: self.console.clone(),
         }
+    }
+}
+
+/// The server a plan (or a dry run's description) is built against, with what was decided
+/// to reach it: the I/O driver, the client's cores, and with `--mock-server` the embedded
+/// mock and the tokenizer it counts with.
+struct Server {
+    driver: ResolvedDriver,
+    client_cores: Vec<usize>,
+    mock_tokenizer: Option<Arc<Tokenizer>>,
+    target: Arc<Target>,
+    mock: Option<MockServer>,
+}
+
+impl Server {
+    fn resolve(config: &Config, console: &Console) -> Result<Server> {
+        let (driver, note) = resolve_driver(config.engine.io_driver)?;
+        if let Some(note) = note {
+            console.note(note);
+        }
+        let (client_cores, mock_core) = split_cores(config);
+        if config.engine.num_cores_asked && client_cores.len() < config.engine.num_cores {
+            console.note(format_args!(
+                "the client runs on {} of the {} cores asked for: --mock-server keeps core {} \
+                 for the embedded mock",
+                client_cores.len(),
+                config.engine.num_cores,
+                mock_core.map_or_else(|| "?".to_string(), |c| c.to_string())
+            ));
+        }
+        let mock_tokenizer = mock_tokenizer(config)?;
+        let (target, mock) =
+            super::target::resolve(config, driver, mock_core, mock_tokenizer.clone(), console)?;
+        Ok(Server {
+            driver,
+            client_cores,
+            mock_tokenizer,
+            target: Arc::new(target),
+            mock,
+        })
     }
 }
 
@@ -313,8 +362,7 @@ fn needs_alignment(config: &Config) -> bool {
         && Api::for_backend(config.server.backend).is_some_and(|a| a.is_generation())
 }
 
-/// Every request's bytes and what the runs ask of the dataset (`None` after `--dry-run`
-/// printed the dataset's summary).
+/// Every request's bytes and what the runs ask of the dataset.
 fn build_requests(
     config: &Config,
     target: &Arc<Target>,
@@ -322,15 +370,9 @@ fn build_requests(
     model_id: &str,
     tokenizer: Option<&Tokenizer>,
     console: &Console,
-) -> Result<Option<(Prepared, RunDataset)>> {
-    // A dry run asks no server, so its prompts are not aligned to the server's tokenizer.
-    let align =
-        (needs_alignment(config) && !config.dry_run).then(|| target.tokenize_endpoint(model_id));
+) -> Result<(Prepared, RunDataset)> {
+    let align = needs_alignment(config).then(|| target.tokenize_endpoint(model_id));
     let loaded = super::dataset::for_run(config, tokenizer, align, console)?;
-    if config.dry_run {
-        console.line(loaded.describe());
-        return Ok(None);
-    }
     let api = Api::for_backend(config.server.backend).with_context(|| {
         format!(
             "--backend {}: not implemented yet",
@@ -356,7 +398,7 @@ fn build_requests(
         // Here, before the clock, rather than on the mock's core during the run.
         mock.count_ahead(prepared.requests.par_iter().map(|r| r.to_vec()));
     }
-    Ok(Some((prepared, dataset)))
+    Ok((prepared, dataset))
 }
 
 /// Runs `work` on a thread pool of its own that ends with it.
@@ -437,8 +479,7 @@ mod tests {
     fn a_plan_against_the_embedded_mock_prepares_every_request_before_the_clock() {
         let (console, captured) = Console::capture();
         let plan = Plan::build(&Config::of_args(&MOCK_RUN), &console, &StopHandle::manual())
-            .expect("the plan builds")
-            .expect("not a dry run");
+            .expect("the plan builds");
         assert!(plan.mock.is_some(), "the embedded mock serves it");
         assert_eq!(plan.prepared.requests.len(), 3);
         assert_eq!(&plan.prepared.prompt_lens[..], [8, 8, 8]);
@@ -454,9 +495,7 @@ mod tests {
         let (console, captured) = Console::capture();
         let mut args = MOCK_RUN.to_vec();
         args.push("--dry-run");
-        let plan = Plan::build(&Config::of_args(&args), &console, &StopHandle::manual())
-            .expect("the dry run succeeds");
-        assert!(plan.is_none());
+        Plan::describe(&Config::of_args(&args), &console).expect("the dry run succeeds");
         let out = captured.lock().unwrap().clone();
         assert!(out.stdout.contains("Requests: 3 (text prompts)"), "{out:?}");
     }
