@@ -74,15 +74,28 @@ fn dispatch(args: Vec<OsString>, console: &Console, stop: &StopHandle) -> i32 {
         Mode::PlotSummary(file) => plot_summary(&file, console),
         Mode::Merge(merge_config) => merge(&merge_config, console),
         Mode::Synthesize { params, output } => synthesize(&params, &output, console),
-        Mode::Bench(config) | Mode::DryRun(config) => bench(&config, console, stop),
+        Mode::Bench(config) => bench(
+            &config,
+            console,
+            modes::benchmark::run(&config, console, stop),
+        ),
+        Mode::DryRun(config) => bench(
+            &config,
+            console,
+            modes::benchmark::dry_run(&config, console),
+        ),
     }
 }
 
-/// A benchmark or `--dry-run`: 0 when at least one request succeeded (or the dry run
-/// described its dataset), 1 when none did or the run failed, 2 when nothing ran, 130 when
-/// interrupted.
-fn bench(config: &Config, console: &Console, stop: &StopHandle) -> i32 {
-    match modes::benchmark::run(config, console, stop) {
+/// The exit code of a benchmark or `--dry-run` that ended with `outcome`: 0 when at least one
+/// request succeeded (or the dry run described its dataset), 1 when none did or the run
+/// failed, 2 when nothing ran, 130 when interrupted.
+fn bench(
+    config: &Config,
+    console: &Console,
+    outcome: anyhow::Result<modes::benchmark::Outcome>,
+) -> i32 {
+    match outcome {
         Ok(modes::benchmark::Outcome::Completed) => 0,
         Ok(modes::benchmark::Outcome::Interrupted) => crate::runtime::stop_handle::INTERRUPTED_EXIT,
         Ok(modes::benchmark::Outcome::NoneSucceeded {

@@ -196,6 +196,12 @@ impl Config {
             .or(self.rate.max_concurrency)
     }
 
+    /// How long one scrape of `/metrics` may take: [`server_metrics::SCRAPE_TIMEOUT`], or the
+    /// request timeout when that is shorter (a control-plane wait never outlasts a request's).
+    pub fn scrape_timeout(&self) -> std::time::Duration {
+        server_metrics::SCRAPE_TIMEOUT.min(self.engine.request_timeout)
+    }
+
     /// The mode this configuration selects: `--compare` before `--plot-summary` (each
     /// refuses the other flags), then `--dry-run`, else a benchmark.
     pub fn mode(self) -> Mode {

@@ -15,6 +15,7 @@ pub mod app;
 pub mod backends;
 pub mod cli;
 pub mod config;
+pub mod control_plane;
 pub mod datasets;
 pub mod engine;
 pub mod http;

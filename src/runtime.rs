@@ -5,6 +5,7 @@
 //! program builds one runtime per thread, inside that thread (monoio runtimes are `!Send`).
 //! Each runtime's sub-millisecond sleeps are [`timer`], shared the same way.
 
+pub mod clock;
 pub mod stop_handle;
 pub mod timer;
 

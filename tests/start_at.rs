@@ -127,7 +127,7 @@ fn relay(a: TcpStream, b: TcpStream) {
 /// Ignored in the suite: how slowly the relay's connects complete depends on the kernel's
 /// accept-queue handling (backlog rounding, SYN retransmits, syncookies), and on this machine
 /// ten connects finished in 1.0 s on one run and over 2 s on another. The late-start report
-/// itself is unit-tested (`modes::shard_clock::tests`); run this by hand with
+/// itself is unit-tested (`output::start::tests`); run this by hand with
 /// `cargo test --test tests start_at:: -- --ignored`.
 #[test]
 #[ignore = "connect timing depends on the kernel's accept queue; run by hand"]

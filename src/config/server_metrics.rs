@@ -13,6 +13,11 @@ use crate::safe_text::redact_url;
 const MIN_INTERVAL: f64 = 0.01;
 const MAX_INTERVAL: f64 = 3600.0;
 
+/// The longest one scrape may take; also the longest the start waits for the first scrapes
+/// (once, before the run's clock starts) and the end for the last ones. Shorter when the
+/// request timeout is ([`super::Config::scrape_timeout`]).
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How the server's metrics are scraped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerMetricsConfig {

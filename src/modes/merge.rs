@@ -120,8 +120,8 @@ pub fn run(args: &MergeConfig, console: &Console) -> Result<Merged, MergeError> 
         .collect();
     // Where each shard's clock started on the shared axis; one shard's own "Start" block,
     // as its run showed it.
-    let start = super::shard_clock::StartCheck::of(shards.iter().map(|r| &r.section));
-    let mut start_section = super::shard_clock::merged_start_section(
+    let start = crate::output::start::StartCheck::of(shards.iter().map(|r| &r.section));
+    let mut start_section = crate::output::start::merged_start_section(
         shards
             .iter()
             .filter_map(|r| Some((name_of(r, &shards), r.section.start_block.as_ref()?))),

@@ -72,7 +72,7 @@ fn shard_figures(
     let outputs: Vec<RequestOutput> = (0..rows.len())
         .map(|j| r.section.requests.output(j))
         .collect();
-    let start = super::shard_clock::start_section(r.section.start_block.as_ref());
+    let start = crate::output::start::start_section(r.section.start_block.as_ref());
     let mut facts = union(one, &rows, &outputs, count_tokens, start, false)?;
     // As its own run named its one part.
     for p in &mut facts.health {

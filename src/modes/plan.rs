@@ -12,20 +12,24 @@ use rayon::prelude::*;
 
 use crate::backends::Api;
 use crate::config::{Config, DatasetParams, ServerLocation};
+use crate::control_plane::{wait_until_ready, EarlyProbe, Target};
 use crate::engine::{Engine, EngineOptions};
+use crate::mock::MockServer;
 use crate::output::stdio::Console;
 use crate::runtime::stop_handle::StopHandle;
-use crate::runtime::{available_cores, resolve_driver};
+use crate::runtime::{available_cores, resolve_driver, ResolvedDriver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
 
 use super::prepare::{probe, PrepareCx, Prepared};
+use super::profiling::Profiled;
 use super::run_dataset::RunDataset;
-use super::target::{wait_until_ready, Target};
 use super::trace::TraceReplay;
 
 /// Everything decided and built before the clock starts.
 pub struct Plan {
     pub target: Arc<Target>,
+    /// The embedded mock (`--mock-server`), kept running for the whole run.
+    pub mock: Option<MockServer>,
     pub model_id: String,
     pub tokenizer: Option<Arc<Tokenizer>>,
     pub prepared: Prepared,
@@ -39,73 +43,54 @@ pub struct Plan {
     pub console: Console,
     /// The app's stop (Ctrl-C, SIGTERM): the runs arm it and watch it.
     pub stop: StopHandle,
-    /// The server's `/metrics` asked while the plan was built (`super::target::EarlyProbe`).
-    pub metrics_probe: Option<super::target::EarlyProbe>,
+    /// The server's `/metrics` asked while the plan was built.
+    pub metrics_probe: Option<EarlyProbe>,
 }
 
 impl Plan {
-    /// Resolves the server, model and tokenizer and builds every request. `None` after a
-    /// `--dry-run` printed its summary.
-    pub fn build(config: &Config, console: &Console, stop: &StopHandle) -> Result<Option<Plan>> {
-        if !config.dry_run {
-            check_connections_fit(config)?;
-        }
-        let (driver, note) = resolve_driver(config.engine.io_driver)?;
-        if let Some(note) = note {
-            console.note(note);
-        }
-        let (client_cores, mock_core) = split_cores(config);
-        if config.engine.num_cores_asked && client_cores.len() < config.engine.num_cores {
-            console.note(format_args!(
-                "the client runs on {} of the {} cores asked for: --mock-server keeps core {} \
-                 for the embedded mock",
-                client_cores.len(),
-                config.engine.num_cores,
-                mock_core.map_or_else(|| "?".to_string(), |c| c.to_string())
-            ));
-        }
-        let mock_tokenizer = mock_tokenizer(config)?;
-        let target = Arc::new(Target::resolve(
-            config,
+    /// Resolves the server, model and tokenizer and builds every request.
+    pub fn build(config: &Config, console: &Console, stop: &StopHandle) -> Result<Plan> {
+        check_connections_fit(config)?;
+        let Server {
             driver,
-            mock_core,
-            mock_tokenizer.clone(),
-            console,
-        )?);
-        if target.mock.is_none() && config.request.ready_check_timeout_sec == 0 && !config.dry_run {
+            client_cores,
+            mock_tokenizer,
+            target,
+            mock,
+        } = Server::resolve(config, console)?;
+        if mock.is_none() && config.request.ready_check_timeout_sec == 0 {
             // With a ready check, waiting for the server to come up is what was asked for.
             target.check_reachable()?;
         }
-        let model_id = match (&config.model.model, &config.model.tokenizer) {
-            (Some(m), _) => m.clone(),
-            // --dry-run sends nothing, so it must not ask the server for its model either.
-            (None, Some(t)) if config.dry_run => t.clone(),
-            (None, _) => target.first_model()?,
+        let model_id = match &config.model.model {
+            Some(m) => m.clone(),
+            None => target.first_model()?,
         };
         // Beside the tokenizer and the prompts: its wait overlaps theirs.
-        let metrics_probe = (!config.dry_run && target.mock.is_none())
-            .then(|| super::target::EarlyProbe::start(config, &target))
+        let metrics_probe = (mock.is_none() && config.server_metrics.enabled)
+            .then(|| EarlyProbe::start(&target, config.scrape_timeout()))
             .flatten();
         // A --model the server does not list: asked now, said before the run.
         let requested = config.model.served_model_name.as_ref();
-        let model_check =
-            (config.model.model.is_some() && !config.dry_run && target.mock.is_none())
-                .then(|| target.check_model(requested.unwrap_or(&model_id)));
-        if let (true, DatasetParams::TimedTrace(p)) = (config.dry_run, &config.dataset.params) {
-            // A trace's summary needs no tokenizer: described before one is loaded.
-            console.line(TraceReplay::load(config, p, console)?.stats());
-            return Ok(None);
-        }
+        let model_check = (config.model.model.is_some() && mock.is_none())
+            .then(|| target.check_model(requested.unwrap_or(&model_id)));
         let tokenizer = match mock_tokenizer {
             Some(t) => Some(t),
-            None => load_tokenizer(config, &target, &model_id, console)?.map(Arc::new),
+            None => {
+                load_tokenizer(config, &target, mock.is_some(), &model_id, console)?.map(Arc::new)
+            }
         };
-        let Some((prepared, dataset)) = on_scratch_threads(|| {
-            build_requests(config, &target, &model_id, tokenizer.as_deref(), console)
-        })?
-        else {
-            return Ok(None);
-        };
+        let (prepared, dataset) = on_scratch_threads(|| {
+            let tokenizer = tokenizer.as_deref();
+            build_requests(
+                config,
+                &target,
+                mock.as_ref(),
+                &model_id,
+                tokenizer,
+                console,
+            )
+        })?;
         let engine_opts = EngineOptions {
             cores: client_cores,
             pin: true,
@@ -120,8 +105,9 @@ impl Plan {
             console.warning(warning);
         }
         let engine = Engine::start(target.replicas(), engine_opts.clone())?;
-        Ok(Some(Plan {
+        Ok(Plan {
             target,
+            mock,
             model_id,
             tokenizer,
             prepared,
@@ -131,7 +117,43 @@ impl Plan {
             console: console.clone(),
             stop: stop.clone(),
             metrics_probe,
-        }))
+        })
+    }
+
+    /// `--dry-run`: the dataset built on the same server, model and tokenizer a run would
+    /// use, and its summary printed; nothing is sent (the model is `--model`, else
+    /// `--tokenizer`; only the embedded mock, part of this process, is asked for it) and no
+    /// engine is started.
+    pub fn describe(config: &Config, console: &Console) -> Result<()> {
+        let Server {
+            mock_tokenizer,
+            target,
+            mock,
+            ..
+        } = Server::resolve(config, console)?;
+        let model_id = match (&config.model.model, &config.model.tokenizer) {
+            (Some(m), _) => m.clone(),
+            (None, Some(t)) => t.clone(),
+            // `config` refuses a dry run without either unless the mock is the server.
+            (None, None) => target.first_model()?,
+        };
+        if let DatasetParams::TimedTrace(p) = &config.dataset.params {
+            // A trace's summary needs no tokenizer: described before one is loaded.
+            console.line(TraceReplay::load(config, p, console)?.stats());
+            return Ok(());
+        }
+        let tokenizer = match mock_tokenizer {
+            Some(t) => Some(t),
+            None => {
+                load_tokenizer(config, &target, mock.is_some(), &model_id, console)?.map(Arc::new)
+            }
+        };
+        // Not aligned to the server's tokenizer: a dry run asks no server.
+        let loaded = on_scratch_threads(|| {
+            super::dataset::for_run(config, tokenizer.as_deref(), None, console)
+        })?;
+        console.line(loaded.describe());
+        Ok(())
     }
 
     /// Rebuilds every request's bytes from `config` on the same server, tokenizer and
@@ -140,13 +162,11 @@ impl Plan {
     /// server's prefix cache does not answer) an earlier one's. The dataset says what it
     /// says again (its lines are those of the new prompts).
     pub fn prepare_again(&mut self, config: &Config) -> Result<()> {
-        let (target, model_id) = (&self.target, self.model_id.as_str());
+        let (target, mock, model_id) = (&self.target, self.mock.as_ref(), self.model_id.as_str());
         let (tokenizer, console) = (self.tokenizer.as_deref(), &self.console);
-        let built =
-            on_scratch_threads(|| build_requests(config, target, model_id, tokenizer, console))?;
-        // `None` is a dry run's, which never gets this far.
-        let (prepared, dataset) = built.context("a dry run prepares no requests")?;
-        (self.prepared, self.dataset) = (prepared, dataset);
+        (self.prepared, self.dataset) = on_scratch_threads(|| {
+            build_requests(config, target, mock, model_id, tokenizer, console)
+        })?;
         Ok(())
     }
 
@@ -197,7 +217,55 @@ impl Plan {
     /// `--profile`: `POST /start_profile` or `/stop_profile`, as Python does it: the lines
     /// Python prints, and a server that refuses is a warning, not the end of the run.
     pub fn profiler(&self, action: &str) {
-        super::profiling::Server::profile(&*self.target, action);
+        super::profiling::Server::profile(&self.profiled(), action);
+    }
+
+    /// The server as the profiler sees it, its lines going to the run's console.
+    pub fn profiled(&self) -> Profiled {
+        Profiled {
+            target: self.target.clone(),
+            console: self.console.clone(),
+        }
+    }
+}
+
+/// The server a plan (or a dry run's description) is built against, with what was decided
+/// to reach it: the I/O driver, the client's cores, and with `--mock-server` the embedded
+/// mock and the tokenizer it counts with.
+struct Server {
+    driver: ResolvedDriver,
+    client_cores: Vec<usize>,
+    mock_tokenizer: Option<Arc<Tokenizer>>,
+    target: Arc<Target>,
+    mock: Option<MockServer>,
+}
+
+impl Server {
+    fn resolve(config: &Config, console: &Console) -> Result<Server> {
+        let (driver, note) = resolve_driver(config.engine.io_driver)?;
+        if let Some(note) = note {
+            console.note(note);
+        }
+        let (client_cores, mock_core) = split_cores(config);
+        if config.engine.num_cores_asked && client_cores.len() < config.engine.num_cores {
+            console.note(format_args!(
+                "the client runs on {} of the {} cores asked for: --mock-server keeps core {} \
+                 for the embedded mock",
+                client_cores.len(),
+                config.engine.num_cores,
+                mock_core.map_or_else(|| "?".to_string(), |c| c.to_string())
+            ));
+        }
+        let mock_tokenizer = mock_tokenizer(config)?;
+        let (target, mock) =
+            super::target::resolve(config, driver, mock_core, mock_tokenizer.clone(), console)?;
+        Ok(Server {
+            driver,
+            client_cores,
+            mock_tokenizer,
+            target: Arc::new(target),
+            mock,
+        })
     }
 }
 
@@ -238,6 +306,7 @@ fn split_cores(config: &Config) -> (Vec<usize>, Option<usize>) {
 fn load_tokenizer(
     config: &Config,
     target: &Arc<Target>,
+    mock: bool,
     model_id: &str,
     console: &Console,
 ) -> Result<Option<Tokenizer>> {
@@ -249,7 +318,7 @@ fn load_tokenizer(
         .tokenizer
         .clone()
         .unwrap_or_else(|| model_id.to_string());
-    if target.mock.is_some() && config.model.tokenizer.is_none() {
+    if mock && config.model.tokenizer.is_none() {
         // The embedded mock's own tokenizer is the exact one.
         return Ok(Some(Tokenizer::server(
             &id,
@@ -293,23 +362,17 @@ fn needs_alignment(config: &Config) -> bool {
         && Api::for_backend(config.server.backend).is_some_and(|a| a.is_generation())
 }
 
-/// Every request's bytes and what the runs ask of the dataset (`None` after `--dry-run`
-/// printed the dataset's summary).
+/// Every request's bytes and what the runs ask of the dataset.
 fn build_requests(
     config: &Config,
     target: &Arc<Target>,
+    mock: Option<&MockServer>,
     model_id: &str,
     tokenizer: Option<&Tokenizer>,
     console: &Console,
-) -> Result<Option<(Prepared, RunDataset)>> {
-    // A dry run asks no server, so its prompts are not aligned to the server's tokenizer.
-    let align =
-        (needs_alignment(config) && !config.dry_run).then(|| target.tokenize_endpoint(model_id));
+) -> Result<(Prepared, RunDataset)> {
+    let align = needs_alignment(config).then(|| target.tokenize_endpoint(model_id));
     let loaded = super::dataset::for_run(config, tokenizer, align, console)?;
-    if config.dry_run {
-        console.line(loaded.describe());
-        return Ok(None);
-    }
     let api = Api::for_backend(config.server.backend).with_context(|| {
         format!(
             "--backend {}: not implemented yet",
@@ -331,11 +394,11 @@ fn build_requests(
     // The loaded prompts are in the requests' bytes now: they go with `loaded`.
     let (prepared, dataset) = loaded.prepare(&cx)?;
     let prepared = prepared.with_probe(probe(config, target, api, &model_name)?);
-    if let Some(mock) = &target.mock {
+    if let Some(mock) = mock {
         // Here, before the clock, rather than on the mock's core during the run.
         mock.count_ahead(prepared.requests.par_iter().map(|r| r.to_vec()));
     }
-    Ok(Some((prepared, dataset)))
+    Ok((prepared, dataset))
 }
 
 /// Runs `work` on a thread pool of its own that ends with it.
@@ -416,9 +479,8 @@ mod tests {
     fn a_plan_against_the_embedded_mock_prepares_every_request_before_the_clock() {
         let (console, captured) = Console::capture();
         let plan = Plan::build(&Config::of_args(&MOCK_RUN), &console, &StopHandle::manual())
-            .expect("the plan builds")
-            .expect("not a dry run");
-        assert!(plan.target.mock.is_some(), "the embedded mock serves it");
+            .expect("the plan builds");
+        assert!(plan.mock.is_some(), "the embedded mock serves it");
         assert_eq!(plan.prepared.requests.len(), 3);
         assert_eq!(&plan.prepared.prompt_lens[..], [8, 8, 8]);
         assert_eq!(plan.prepared.output_lens, [2, 2, 2]);
@@ -433,9 +495,7 @@ mod tests {
         let (console, captured) = Console::capture();
         let mut args = MOCK_RUN.to_vec();
         args.push("--dry-run");
-        let plan = Plan::build(&Config::of_args(&args), &console, &StopHandle::manual())
-            .expect("the dry run succeeds");
-        assert!(plan.is_none());
+        Plan::describe(&Config::of_args(&args), &console).expect("the dry run succeeds");
         let out = captured.lock().unwrap().clone();
         assert!(out.stdout.contains("Requests: 3 (text prompts)"), "{out:?}");
     }

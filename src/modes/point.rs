@@ -151,7 +151,7 @@ pub fn measure_watched(
         ));
         if let ProfileWhen::AtBatch { running, duration } = profile_when {
             trigger = Some(Trigger::start(
-                plan.target.clone(),
+                Arc::new(plan.profiled()),
                 running,
                 duration,
                 plan.console.clone(),
@@ -168,7 +168,7 @@ pub fn measure_watched(
     if let Some(point) = board_point {
         super::live_board::end(&point);
     }
-    if let Some(line) = super::shard_clock::late_start_warning(report.start.as_ref()) {
+    if let Some(line) = crate::output::start::late_start_warning(report.start.as_ref()) {
         plan.console.warning(line);
     }
     // The clock started late when a core was not ready by `--start-at`.
@@ -552,8 +552,8 @@ fn run_result<'a>(
             }),
         interrupted: measured.interrupted,
         prefix_cache: measured.prefix_cache,
-        start: super::shard_clock::start_section(
-            super::shard_clock::block(run.start.as_ref()).as_ref(),
+        start: crate::output::start::start_section(
+            crate::output::start::block(run.start.as_ref()).as_ref(),
         ),
         // The server's side of the run, after ours (`--no-server-metrics`: nothing shown).
         server: ServerView {

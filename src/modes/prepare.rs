@@ -31,8 +31,8 @@ use super::lora::{AdapterOptions, LoraPlan};
 use super::multi_turn::ConversationPlan;
 use super::replicas;
 use super::run_dataset::RunDataset;
-use super::target::Target;
 use super::trace::{prefix_cache_extras, TraceReplay};
+use crate::control_plane::Target;
 
 /// The media of each request of a multimodal dataset.
 pub enum Media {

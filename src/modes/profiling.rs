@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::control_plane::{Target, CONTROL_TIMEOUT};
 use crate::output::stdio::Console;
-
-use super::target::{prometheus_sum, Target, CONTROL_TIMEOUT};
 
 /// How often `/metrics` is read while waiting for the threshold.
 const POLL: Duration = Duration::from_millis(500);
@@ -30,12 +29,16 @@ pub trait Server: Send + Sync + 'static {
     fn profile(&self, action: &str);
 }
 
-impl Server for Target {
+/// The run's server as the trigger sees it, with the console its lines go to.
+pub struct Profiled {
+    pub target: Arc<Target>,
+    pub console: Console,
+}
+
+impl Server for Profiled {
     fn running(&self) -> Option<f64> {
-        let resp = self.get("/metrics", CONTROL_TIMEOUT).ok()?;
-        resp.is_success()
-            .then(|| prometheus_sum(&resp.text(), "vllm:num_requests_running"))
-            .flatten()
+        let scrape = self.target.metrics(CONTROL_TIMEOUT)?;
+        scrape.gauges.get("vllm:num_requests_running").copied()
     }
 
     fn profile(&self, action: &str) {
@@ -44,7 +47,7 @@ impl Server for Target {
             _ => ("Stopping profiler...", "Profiler stopped"),
         };
         self.console.line(doing);
-        match Target::profile(self, action) {
+        match self.target.profile(action) {
             Ok(()) => self.console.line(done),
             Err(e) => self.console.warning(format_args!("--profile: {e:#}")),
         }

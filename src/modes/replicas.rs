@@ -21,7 +21,7 @@ use crate::datasets::Prompt;
 use crate::engine::Workload;
 use crate::types::ReplicaAffinity;
 
-use super::target::retry_until_ready;
+use crate::control_plane::retry_until_ready;
 
 /// The replica table of `workload` for the run's servers (`None` with one server).
 /// `prompt_keys` holds each session's [`prompt_key`] (aligned with `workload.requests`), for

@@ -24,8 +24,8 @@ use crate::output::facts::PrefixCache;
 
 use super::agentic_replay::AgenticRun;
 use super::multi_turn::{first_conversations, request_turns, ConversationPlan};
-use super::target::Target;
 use super::trace::{measured_hit_ratio, scrape_prefix_cache};
+use crate::control_plane::Target;
 
 /// What a measured run asks of its dataset.
 pub enum RunDataset {

@@ -309,7 +309,7 @@ mod tests {
                 ideal_block_hit_ratio: 0.25,
                 measured_hit_ratio: Some(0.125),
             }),
-            start: super::super::shard_clock::start_section(Some(start)),
+            start: crate::output::start::start_section(Some(start)),
             server: ServerView {
                 metrics: Some(server),
                 from_shard: None,

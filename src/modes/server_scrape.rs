@@ -14,8 +14,6 @@ use crate::server_metrics::{HttpSource, Options, ScrapeError, Scraper, ServerMet
 
 use super::plan::Plan;
 
-pub use super::target::{scrape_timeout, SCRAPE_TIMEOUT};
-
 /// A running scrape: the scraper, and which of its endpoints are GPU exporters.
 pub struct RunScrape {
     scraper: Scraper,
@@ -36,7 +34,7 @@ pub fn start(config: &Config, plan: &Plan) -> Option<RunScrape> {
         return None;
     }
     let t = &plan.target;
-    let timeout = scrape_timeout(config);
+    let timeout = config.scrape_timeout();
     let mut sources = t.metrics_sources();
     if let Some(probe) = &plan.metrics_probe {
         if probe.went_unanswered(timeout) {

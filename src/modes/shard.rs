@@ -17,7 +17,7 @@ use crate::http::request::PreparedRequest;
 use crate::metrics::steady_state::SteadyStateParams;
 use crate::mix::Fnv64;
 use crate::output::localtime::LocalDateTime;
-use crate::output::shard_file;
+use crate::output::shard_file::{self, StartFacts};
 use crate::output::stdio::Console;
 
 use super::saved_facts::ShardPlace;
@@ -39,30 +39,10 @@ pub struct ShardMap {
     pub ready_ms: Option<f64>,
 }
 
-/// FNV-1a over a request's bytes on the wire but its `Host` line: shards may reach one
-/// server through different addresses (several loopback addresses, a node's own name for a
-/// load balancer), and send the same request all the same.
+/// A request's hash as shards compare it: its bytes but the `Host` line (shards may reach
+/// one server through different addresses, and send the same request all the same).
 pub fn request_hash(r: &PreparedRequest) -> u64 {
-    let bytes = r.to_vec();
-    let mut h = Fnv64::new();
-    match host_line(&bytes) {
-        Some(host) => {
-            h.write(&bytes[..host.start]);
-            h.write(&bytes[host.end..]);
-        }
-        None => h.write(&bytes),
-    }
-    h.finish()
-}
-
-/// Where the `Host: ...\r\n` line right after the request line is.
-fn host_line(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
-    let start = memchr::memmem::find(bytes, b"\r\n")? + 2;
-    if !bytes[start..].starts_with(b"Host: ") {
-        return None;
-    }
-    let len = memchr::memmem::find(&bytes[start..], b"\r\n")? + 2;
-    Some(start..start + len)
+    r.hash_without_host()
 }
 
 /// What every shard of one run has in common: every session's first request (bytes, ids
@@ -230,10 +210,32 @@ pub fn place(
             .iter()
             .map(shard_file::encode_core)
             .collect(),
-        start: map
-            .ready_ms
-            .map(|ready| super::shard_clock::facts(ready, run)),
-        start_block: super::shard_clock::block(run.start.as_ref()),
+        start: map.ready_ms.map(|ready| start_facts(ready, run)),
+        start_block: crate::output::start::block(run.start.as_ref()),
+    }
+}
+
+/// This shard's start facts, after its run: `ready_ms` from [`start_instant`], its clock's
+/// lateness from the engine (when its last core was ready, if after `--start-at`), the
+/// first request's lateness from the run's records, and its host and kernel clock state
+/// (`vllm-bench merge` checks the shards' starts against them: `output::start`).
+fn start_facts(ready_ms: f64, run: &RunReport) -> StartFacts {
+    let first = run
+        .merged
+        .records
+        .iter()
+        .min_by_key(|r| (r.scheduled_ns, r.start_ns));
+    let clock = crate::runtime::clock::kernel_clock();
+    StartFacts {
+        ready_ms,
+        late_ms: run
+            .start
+            .as_ref()
+            .map_or(ready_ms.max(0.0), |s| s.late.as_secs_f64() * 1e3),
+        first_send_late_ms: first.map(|r| r.start_ns.saturating_sub(r.scheduled_ns) as f64 / 1e6),
+        host: crate::runtime::clock::host_name(),
+        ntp_synchronized: clock.synchronized,
+        clock_max_error_ms: clock.max_error_ms,
     }
 }
 
@@ -372,20 +374,6 @@ mod tests {
         assert!(parts
             .iter()
             .all(|p| p.1.fingerprint == parts[0].1.fingerprint));
-    }
-
-    #[test]
-    fn the_host_a_shard_reaches_the_server_by_does_not_change_a_request() {
-        let build = |host: &str, body: &[u8]| {
-            HeadTemplate::new(Method::Post, "/v1/completions", host, &[]).build(
-                Some("id-1"),
-                None,
-                body,
-            )
-        };
-        let a = request_hash(&build("127.0.0.1:8000", b"x"));
-        assert_eq!(a, request_hash(&build("127.0.0.2:8000", b"x")));
-        assert_ne!(a, request_hash(&build("127.0.0.1:8000", b"y")));
     }
 
     #[test]

@@ -28,7 +28,8 @@ use crate::output::facts::PrefixCache;
 use crate::output::stdio::Console;
 use crate::tokenizer::Tokenizer;
 
-use super::target::{prometheus_sum, Target};
+use crate::control_plane::Target;
+use crate::server_metrics::exposition::Scrape;
 
 /// A loaded trace and how its prompts are built.
 pub struct TraceReplay {
@@ -181,21 +182,18 @@ impl TraceReplay {
     }
 }
 
-/// `vllm:prefix_cache_queries_total` and `vllm:prefix_cache_hits_total`, summed over label
-/// sets, from Prometheus text; `None` when the server does not export both.
-pub fn parse_prefix_cache_counters(metrics: &str) -> Option<(f64, f64)> {
+/// The counters `vllm:prefix_cache_queries` and `vllm:prefix_cache_hits` of a scrape (summed
+/// over label sets by the parser); `None` when the server does not export both.
+pub fn prefix_cache_counters(scrape: &Scrape) -> Option<(f64, f64)> {
     Some((
-        prometheus_sum(metrics, "vllm:prefix_cache_queries_total")?,
-        prometheus_sum(metrics, "vllm:prefix_cache_hits_total")?,
+        *scrape.counters.get("vllm:prefix_cache_queries")?,
+        *scrape.counters.get("vllm:prefix_cache_hits")?,
     ))
 }
 
 /// The server's prefix-cache counters now; `None` when `/metrics` is missing or lacks them.
 pub fn scrape_prefix_cache(target: &Target) -> Option<(f64, f64)> {
-    let resp = target.get("/metrics", target.control_timeout).ok()?;
-    resp.is_success()
-        .then(|| parse_prefix_cache_counters(&resp.text()))
-        .flatten()
+    prefix_cache_counters(&target.metrics(target.control_timeout)?)
 }
 
 /// The hit ratio between two scrapes (`None` when nothing was queried in between).
@@ -219,17 +217,16 @@ mod tests {
 
     #[test]
     fn prefix_cache_counters_are_summed_over_labels() {
+        use crate::server_metrics::exposition;
         let text = "# HELP vllm:prefix_cache_queries_total q\n\
                     # TYPE vllm:prefix_cache_queries_total counter\n\
                     vllm:prefix_cache_queries_total{model_name=\"a\"} 100.0\n\
                     vllm:prefix_cache_queries_total{model_name=\"b\",x=\"}\"} 50\n\
                     vllm:prefix_cache_queries_total_created 17\n\
                     vllm:prefix_cache_hits_total 30\n";
-        assert_eq!(parse_prefix_cache_counters(text), Some((150.0, 30.0)));
-        assert_eq!(
-            parse_prefix_cache_counters("vllm:prefix_cache_hits_total 3\n"),
-            None
-        );
+        let counters = |text| prefix_cache_counters(&exposition::parse(text).unwrap());
+        assert_eq!(counters(text), Some((150.0, 30.0)));
+        assert_eq!(counters("vllm:prefix_cache_hits_total 3\n"), None);
     }
 
     #[test]

@@ -96,7 +96,7 @@ pub struct ShardSection {
 }
 
 /// How a shard started on the axis of `--start-at`, and what it knows of its clock: what
-/// `vllm-bench merge` checks the shards' start against (`modes::shard_clock`). Shards on
+/// `vllm-bench merge` checks the shards' start against (`output::start`). Shards on
 /// different machines share one instant only as far as their clocks agree, and a shard
 /// that was not ready in time sends its first requests late; neither shows in the metrics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -121,7 +121,7 @@ pub struct StartFacts {
     pub clock_max_error_ms: Option<f64>,
 }
 
-/// The start of a run at `--start-at` as its "Start" block shows it (`modes::shard_clock`):
+/// The start of a run at `--start-at` as its "Start" block shows it (`output::start`):
 /// saved by a shard so that the merge of a single shard shows the block the run showed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StartBlock {

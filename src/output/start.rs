@@ -1,17 +1,18 @@
-//! Start and clock checks of a sharded run (`--shard`, `--start-at`). A merge is one run
-//! only if its shards began together on one time axis, and nothing in the metrics shows
-//! when they did not: a shard that was not ready by `--start-at` sends its first requests
-//! late, and shards on machines whose clocks disagree share no instant at all.
+//! The start of a run at `--start-at` as it is reported: the "Start" block of a run, a
+//! shard or a merge, the late-start warning, and the check `vllm-bench merge` makes of its
+//! shards' starts. A merge is one run only if its shards began together on one time axis,
+//! and nothing in the metrics shows when they did not: a shard that was not ready by
+//! `--start-at` sends its first requests late, and shards on machines whose clocks disagree
+//! share no instant at all.
 //!
-//! So each shard records how it started ([`facts`]: when it was ready, how late its clock
+//! So each shard records how it started (`modes::shard`: when it was ready, how late its clock
 //! and its first request started after `--start-at`, its host and its kernel's clock
 //! state), and `vllm-bench merge` reports the spread of the shards' starts and warns, in
 //! one line with the numbers, when they started more than [`START_TOLERANCE_MS`] apart or
 //! a shard's first request went out later than that ([`StartCheck`]); and, in a second
 //! line, when shards on several hosts ran on clocks not known to be synchronized.
 //!
-//! The clock state is the kernel's (adjtimex(2), read only: what `timedatectl`'s
-//! NTPSynchronized reports, without systemd or a process). An offset estimate from a
+//! The clock state is the kernel's (`runtime::clock`). An offset estimate from a
 //! server's HTTP `Date` header is not taken: it has 1 s resolution, twenty times the
 //! tolerance, and the control calls keep no headers.
 
@@ -19,44 +20,16 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::engine::{RunReport, StartReport};
-use crate::output::json::{Json, JsonObject};
-use crate::output::run_result::Section;
-use crate::output::shard_file::{CoreStartFacts, ShardSection, StartBlock, StartFacts};
+use super::json::{Json, JsonObject};
+use super::run_result::Section;
+use super::shard_file::{CoreStartFacts, ShardSection, StartBlock, StartFacts};
+use crate::engine::StartReport;
 
 /// How far apart the shards' starts may be, and how late a shard's first request may go
 /// out after its scheduled time, before `merge` warns (ms). Well above a ready shard's
 /// wake-up and dispatch (below a millisecond to a few on a busy machine), well below
 /// the start gaps that skew a run's first seconds.
 pub const START_TOLERANCE_MS: f64 = 50.0;
-
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
-
-/// This shard's start facts, after its run: `ready_ms` from
-/// [`super::shard::start_instant`], its clock's lateness from the engine (when its last
-/// core was ready, if after `--start-at`), the first request's lateness from the run's
-/// records.
-pub fn facts(ready_ms: f64, run: &RunReport) -> StartFacts {
-    let first = run
-        .merged
-        .records
-        .iter()
-        .min_by_key(|r| (r.scheduled_ns, r.start_ns));
-    let (ntp_synchronized, clock_max_error_ms) = kernel_clock();
-    StartFacts {
-        ready_ms,
-        late_ms: run
-            .start
-            .as_ref()
-            .map_or(ready_ms.max(0.0), |s| s.late.as_secs_f64() * 1e3),
-        first_send_late_ms: first.map(|r| ms(r.start_ns.saturating_sub(r.scheduled_ns))),
-        host: host_name(),
-        ntp_synchronized,
-        clock_max_error_ms,
-    }
-}
 
 /// The facts of the "Start" block of a run at `--start-at` (`None` without).
 pub fn block(start: Option<&StartReport>) -> Option<StartBlock> {
@@ -212,33 +185,6 @@ pub fn late_start_warning(start: Option<&StartReport>) -> Option<String> {
         slowest.connecting.as_secs_f64(),
         start.lead.as_secs_f64(),
     ))
-}
-
-/// The host's name (`/proc/sys/kernel/hostname`), `unknown` when it cannot be read.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// Whether the kernel's clock is synchronized (not `TIME_ERROR`, no `STA_UNSYNC`), and its
-/// maximum error (ms) when it is; `(None, None)` when the kernel does not say.
-fn kernel_clock() -> (Option<bool>, Option<f64>) {
-    // SAFETY: `timex` is a C struct of integers, for which all zero bytes are a valid value.
-    let mut t: libc::timex = unsafe { std::mem::zeroed() };
-    // SAFETY: `modes` is 0, so adjtimex only writes the kernel's state into `t`, which we
-    // own and which lives through the call.
-    let state = unsafe { libc::adjtimex(&mut t) };
-    if state < 0 {
-        return (None, None);
-    }
-    let synchronized = state != libc::TIME_ERROR && t.status & libc::STA_UNSYNC == 0;
-    (
-        Some(synchronized),
-        synchronized.then_some(t.maxerror as f64 / 1e3),
-    )
 }
 
 /// One shard's start facts, labelled `K/N`.
@@ -610,12 +556,5 @@ mod tests {
         let section = start_section(None);
         assert!(section.console.is_empty());
         assert_eq!(Json::Object(section.json).to_json_string(), "{}");
-    }
-
-    #[test]
-    fn the_kernel_clock_state_is_read_without_privileges() {
-        let (synced, error) = kernel_clock();
-        assert!(synced.is_some(), "adjtimex answers on Linux");
-        assert_eq!(error.is_some(), synced == Some(true));
     }
 }
