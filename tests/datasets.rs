@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use vllm_bench::datasets::align::{align_to_server, Alignment};
 use vllm_bench::datasets::random::{sample, FitStrategy, Generation, LengthRanges, RandomConfig};
@@ -37,12 +37,22 @@ fn load(path: &Path) -> Tokenizer {
 }
 
 /// The Qwen3 tokenizer, `None` (the test then returns) when it has not been fetched.
-fn qwen3() -> Option<Tokenizer> {
-    fetched(QWEN3).map(|dir| load(&dir))
+/// Loaded once for every test of this module and its submodules: a load takes seconds in a
+/// debug build, and what a test asserts is the tokenizer's output, not its loading (the
+/// loading tests below load their own).
+pub(crate) fn qwen3() -> Option<&'static Tokenizer> {
+    static TOK: OnceLock<Tokenizer> = OnceLock::new();
+    if let Some(tok) = TOK.get() {
+        return Some(tok);
+    }
+    let dir = fetched(QWEN3)?;
+    Some(TOK.get_or_init(|| load(&dir)))
 }
 
-fn smollm2() -> Tokenizer {
-    load(&crate::util::fixture("tokenizers/smollm2"))
+/// The SmolLM2 fixture tokenizer, loaded once (as [`qwen3`]).
+pub(crate) fn smollm2() -> &'static Tokenizer {
+    static TOK: OnceLock<Tokenizer> = OnceLock::new();
+    TOK.get_or_init(|| load(&crate::util::fixture("tokenizers/smollm2")))
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -584,7 +594,7 @@ fn exact_token_counts_qwen3() {
         (1024, 0, 0.0, 8),
         (1024, 64, 0.2, 8),
     ] {
-        check_exact(&tok, &cfg(input_len, prefix, ratio, n));
+        check_exact(tok, &cfg(input_len, prefix, ratio, n));
     }
 }
 
@@ -597,7 +607,7 @@ fn exact_token_counts_smollm2() {
         (128, 0, 0.3, 32),
         (1024, 32, 0.1, 8),
     ] {
-        check_exact(&tok, &cfg(input_len, prefix, ratio, n));
+        check_exact(tok, &cfg(input_len, prefix, ratio, n));
     }
 }
 
@@ -635,7 +645,7 @@ fn exact_token_counts_from_windows_qwen3() {
         window(128, 16, 0.3, 300),
         window(1024, 64, 0.2, 100),
     ] {
-        let reqs = check_exact(&tok, &c);
+        let reqs = check_exact(tok, &c);
         let distinct: HashSet<&str> = reqs.iter().map(text).collect();
         assert!(
             distinct.len() > reqs.len() * 9 / 10,
@@ -653,7 +663,7 @@ fn exact_token_counts_from_windows_smollm2() {
         window(128, 0, 0.3, 300),
         window(1024, 32, 0.1, 100),
     ] {
-        check_exact(&tok, &c);
+        check_exact(tok, &c);
     }
 }
 
@@ -661,8 +671,8 @@ fn exact_token_counts_from_windows_smollm2() {
 fn corpus_encoded_in_pieces_equals_one_encode() {
     let Some(qwen3) = qwen3() else { return };
     for tok in [smollm2(), qwen3] {
-        let vocab = Vocabulary::new(&tok).unwrap();
-        let corpus = WalkCorpus::build(&tok, &vocab, 300).unwrap().unwrap();
+        let vocab = Vocabulary::new(tok).unwrap();
+        let corpus = WalkCorpus::build(tok, &vocab, 300).unwrap().unwrap();
         assert_eq!(
             corpus.ids(),
             tok.encode(corpus.text(), false).unwrap().as_slice(),
@@ -683,24 +693,24 @@ fn auto_strategy_uses_windows_only_for_large_datasets() {
     let tok = smollm2();
     // 49,135 allowed ids: windows pay off from about twice that many tokens.
     assert_eq!(
-        sample(&cfg(64, 0, 0.0, 20), &tok).unwrap().generation,
+        sample(&cfg(64, 0, 0.0, 20), tok).unwrap().generation,
         Generation::PerPrompt
     );
     assert_eq!(
-        sample(&cfg(1024, 0, 0.0, 100), &tok).unwrap().generation,
+        sample(&cfg(1024, 0, 0.0, 100), tok).unwrap().generation,
         Generation::Window
     );
     let ids = RandomConfig {
         prompt_token_ids: true,
         ..cfg(1024, 0, 0.0, 100)
     };
-    assert_eq!(sample(&ids, &tok).unwrap().generation, Generation::TokenIds);
+    assert_eq!(sample(&ids, tok).unwrap().generation, Generation::TokenIds);
 }
 
 #[test]
 fn prefix_text_is_shared_and_fixed_length_without_ratio() {
     let tok = smollm2();
-    let reqs = check_exact(&tok, &cfg(40, 24, 0.0, 16));
+    let reqs = check_exact(tok, &cfg(40, 24, 0.0, 16));
     assert!(reqs.iter().all(|r| r.prompt_len == 64));
     let prefix_text: String = {
         let ids = tok.encode(text(&reqs[0]), false).unwrap();
@@ -723,7 +733,7 @@ fn deterministic_across_runs_and_thread_counts() {
             .num_threads(threads)
             .build()
             .unwrap();
-        pool.install(|| sample(&c, &tok).unwrap().requests)
+        pool.install(|| sample(&c, tok).unwrap().requests)
     };
     let one = run(1);
     assert_eq!(one, run(2));
@@ -734,7 +744,7 @@ fn deterministic_across_runs_and_thread_counts() {
             seed: 8,
             ..c.clone()
         },
-        &tok,
+        tok,
     )
     .unwrap()
     .requests;
@@ -750,7 +760,7 @@ fn deterministic_across_runs_and_thread_counts() {
             .num_threads(threads)
             .build()
             .unwrap();
-        pool.install(|| sample(&w, &tok).unwrap().requests)
+        pool.install(|| sample(&w, tok).unwrap().requests)
     };
     assert_eq!(run(1), run(2));
 }
@@ -762,7 +772,7 @@ fn prompt_token_ids_are_exact_by_construction() {
         prompt_token_ids: true,
         ..cfg(100, 10, 0.5, 50)
     };
-    let reqs = sample(&c, &tok).unwrap().requests;
+    let reqs = sample(&c, tok).unwrap().requests;
     let control: HashSet<u32> = tok.control_token_ids().iter().copied().collect();
     let prefix = match &reqs[0].prompt {
         Prompt::TokenIds(ids) => ids[..10].to_vec(),
@@ -790,7 +800,7 @@ fn special_tokens_never_appear_even_when_the_walk_crosses_them() {
         prompt_token_ids: true,
         ..cfg(60_000, 0, 0.0, 2)
     };
-    for r in sample(&c, &tok).unwrap().requests {
+    for r in sample(&c, tok).unwrap().requests {
         let Prompt::TokenIds(ids) = &r.prompt else {
             panic!("expected ids")
         };
@@ -799,7 +809,7 @@ fn special_tokens_never_appear_even_when_the_walk_crosses_them() {
             "the walk wrapped over the specials"
         );
     }
-    let reqs = check_exact(&tok, &cfg(256, 0, 0.0, 32));
+    let reqs = check_exact(tok, &cfg(256, 0, 0.0, 32));
     for r in &reqs {
         assert!(!text(r).contains("<|im_"), "special token text in a prompt");
     }
@@ -813,7 +823,7 @@ fn max_model_len_drops_requests_that_do_not_fit() {
         output_len: 50,
         ..cfg(100, 0, 0.5, 200)
     };
-    let all = sample(&base, &tok).unwrap();
+    let all = sample(&base, tok).unwrap();
     assert_eq!(all.filtered, 0);
     let limit = 150;
     let expected: Vec<SampleRequest> = all
@@ -828,7 +838,7 @@ fn max_model_len_drops_requests_that_do_not_fit() {
             max_model_len: Some(limit),
             ..base
         },
-        &tok,
+        tok,
     )
     .unwrap();
     assert_eq!(filtered.requests, expected);
@@ -840,7 +850,7 @@ fn max_model_len_drops_requests_that_do_not_fit() {
 fn input_and_output_len_overrides_apply() {
     let tok = smollm2();
     let c = cfg(999, 0, 0.0, 4).with_overrides(Some(12), Some(3));
-    let reqs = check_exact(&tok, &c);
+    let reqs = check_exact(tok, &c);
     assert!(reqs
         .iter()
         .all(|r| r.prompt_len == 12 && r.expected_output_len == 3));
@@ -849,16 +859,16 @@ fn input_and_output_len_overrides_apply() {
 #[test]
 fn too_small_input_is_python_s_error() {
     let Some(tok) = qwen3() else { return };
-    let err = sample(&cfg(1, 0, 0.5, 2), &tok).unwrap_err().to_string();
+    let err = sample(&cfg(1, 0, 0.5, 2), tok).unwrap_err().to_string();
     assert!(err.contains("--random-input-len 1 is too small"), "{err}");
-    let err = sample(&cfg(10, 0, 1.0, 2), &tok).unwrap_err().to_string();
+    let err = sample(&cfg(10, 0, 1.0, 2), tok).unwrap_err().to_string();
     assert!(err.contains("--random-range-ratio 1"), "{err}");
 }
 
 #[test]
 fn stats_summarise_the_dataset() {
     let tok = smollm2();
-    let s = sample(&cfg(20, 0, 0.0, 10), &tok).unwrap().stats();
+    let s = sample(&cfg(20, 0, 0.0, 10), tok).unwrap().stats();
     assert_eq!(s.count, 10);
     assert_eq!(
         (s.prompt_len.min, s.prompt_len.max, s.prompt_len.total),
@@ -873,7 +883,7 @@ fn stats_summarise_the_dataset() {
 #[test]
 fn alignment_cuts_prompts_the_server_counts_longer() {
     let tok = smollm2();
-    let mut reqs = sample(&cfg(30, 0, 0.0, 6), &tok).unwrap().requests;
+    let mut reqs = sample(&cfg(30, 0, 0.0, 6), tok).unwrap().requests;
     let server = FakeServer::default();
     // Whitespace words are fewer than BPE tokens: the server agrees on no prompt's count.
     let outcome = align_to_server(&mut reqs, &server);
@@ -949,7 +959,7 @@ mod conversations {
     #[test]
     fn turns_are_drawn_in_range_with_their_lengths() {
         let tok = smollm2();
-        let c = synthetic(&options(), &tok).unwrap();
+        let c = synthetic(&options(), tok).unwrap();
         assert_eq!(c.history, History::Full);
         assert_eq!(c.list.len(), 6);
         assert_eq!(c.list[2].id, "bench-conv-2");
@@ -968,7 +978,7 @@ mod conversations {
             }
             assert!(conv.turns.iter().all(|t| t.output_len == 8));
         }
-        assert_eq!(synthetic(&options(), &tok).unwrap(), c, "seeded");
+        assert_eq!(synthetic(&options(), tok).unwrap(), c, "seeded");
     }
 
     #[test]
@@ -977,7 +987,7 @@ mod conversations {
         let mut o = options();
         o.prefix_ratios = (0.25, 0.5);
         o.per_turn_input_len = 0;
-        let c = synthetic(&o, &tok).unwrap();
+        let c = synthetic(&o, tok).unwrap();
         assert_eq!(c.history, History::None);
         let special = tok.num_special_tokens_to_add();
         let len = 40 - special;
@@ -1006,7 +1016,7 @@ mod conversations {
         }
         // Later turns of 30 tokens cannot hold the 10 + 20 shared ones and a unique part.
         o.per_turn_input_len = 30 + tok.num_special_tokens_to_add();
-        assert!(synthetic(&o, &tok)
+        assert!(synthetic(&o, tok)
             .unwrap_err()
             .to_string()
             .contains("no unique part"));

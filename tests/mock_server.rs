@@ -1369,10 +1369,16 @@ fn binary_serves_until_sigterm_and_writes_the_request_log() {
 
 /// The Qwen3 tokenizer (fetched by scripts/fetch-fixtures.sh): its directory and the
 /// tokenizer itself; `None` (the test returns) when it has not been fetched.
+/// The fetched Qwen3 tokenizer's directory and the tokenizer, loaded once for the module (a
+/// load takes seconds in a debug build); `None` (the test returns) when it is not fetched.
 fn qwen3() -> Option<(std::path::PathBuf, Arc<Tokenizer>)> {
+    static TOK: std::sync::OnceLock<Arc<Tokenizer>> = std::sync::OnceLock::new();
     let dir = crate::util::fetched(crate::util::QWEN3)?;
-    let tok = Tokenizer::load(&TokenizerOptions::new(dir.to_str().unwrap())).expect("qwen3 loads");
-    Some((dir, Arc::new(tok)))
+    let tok = TOK.get_or_init(|| {
+        let opts = TokenizerOptions::new(dir.to_str().unwrap());
+        Arc::new(Tokenizer::load(&opts).expect("qwen3 loads"))
+    });
+    Some((dir, Arc::clone(tok)))
 }
 
 #[test]

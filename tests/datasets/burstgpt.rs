@@ -9,9 +9,6 @@ use serde_json::Value;
 use vllm_bench::datasets::burstgpt::BurstGpt;
 use vllm_bench::datasets::np_random::NpRandomState;
 use vllm_bench::datasets::{Prompt, Sampling};
-use vllm_bench::tokenizer::{Tokenizer, TokenizerOptions};
-
-use crate::util::{fetched, QWEN3};
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -85,13 +82,10 @@ fn picks_pythons_rows() {
 
 #[test]
 fn prompts_decode_the_shifted_id_walk() {
-    let Some(dir) = fetched(QWEN3) else { return };
-    let mut opts = TokenizerOptions::new(dir.to_str().unwrap());
-    opts.offline = true;
-    let tok = Tokenizer::load(&opts).unwrap();
+    let Some(tok) = super::qwen3() else { return };
     let b = BurstGpt::load(&data("burstgpt_sample.csv")).unwrap();
     let s = sampling(0, 3);
-    let reqs = b.sample(&s, &tok).unwrap();
+    let reqs = b.sample(&s, tok).unwrap();
     let picked = b.pick(&s).unwrap();
     for (i, (r, (input, output))) in reqs.iter().zip(picked).enumerate() {
         assert_eq!((r.prompt_len, r.expected_output_len), (input, output));

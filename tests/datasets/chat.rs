@@ -10,9 +10,9 @@ use vllm_bench::datasets::chat_format::ChatFormat;
 use vllm_bench::datasets::custom::{Custom, CustomOptions};
 use vllm_bench::datasets::sonnet::{Sonnet, SonnetOptions};
 use vllm_bench::datasets::{Prompt, SampleRequest, Sampling};
-use vllm_bench::tokenizer::{Tokenizer, TokenizerOptions};
+use vllm_bench::tokenizer::Tokenizer;
 
-use crate::util::{fetched, fixture, sonnet, QWEN3};
+use crate::util::sonnet;
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -24,15 +24,14 @@ fn expected() -> Value {
     serde_json::from_str(&std::fs::read_to_string(data("expected.json")).unwrap()).unwrap()
 }
 
-/// The `qwen3` (fetched; `None` when it is not) or `smollm2` tokenizer.
-fn tokenizer(name: &str) -> Option<Tokenizer> {
-    let dir = match name {
-        "qwen3" => fetched(QWEN3)?,
-        _ => fixture("tokenizers").join(name),
-    };
-    let mut opts = TokenizerOptions::new(dir.to_str().unwrap());
-    opts.offline = true;
-    Some(Tokenizer::load(&opts).unwrap())
+/// The `qwen3` (fetched; `None` when it is not) or `smollm2` tokenizer, loaded once for the
+/// whole `datasets` module.
+fn tokenizer(name: &str) -> Option<&'static Tokenizer> {
+    match name {
+        "qwen3" => super::qwen3(),
+        "smollm2" => Some(super::smollm2()),
+        other => panic!("no fixture tokenizer {other}"),
+    }
 }
 
 fn sampling(seed: u64, n: usize) -> Sampling {
@@ -62,14 +61,14 @@ fn custom_prompts_are_rendered_and_counted_as_python() {
         };
         for case in doc[name]["custom"].as_array().unwrap() {
             let kwargs: Map<String, Value> = case["kwargs"].as_object().unwrap().clone();
-            let format = ChatFormat::of_tokenizer(&tok, Some(kwargs.clone()), "custom").unwrap();
+            let format = ChatFormat::of_tokenizer(tok, Some(kwargs.clone()), "custom").unwrap();
             let want = case["samples"].as_array().unwrap();
             let got = data
                 .sample(
                     &sampling(0, want.len()),
                     CustomOptions::default(),
                     &format,
-                    Some(&tok),
+                    Some(tok),
                 )
                 .unwrap();
             assert_eq!(got.len(), want.len());
@@ -105,7 +104,7 @@ fn custom_without_template_or_tokenizer() {
         output_len: Some(5),
     };
     let raw = data
-        .sample(&s, opts, &ChatFormat::raw(), Some(&tok))
+        .sample(&s, opts, &ChatFormat::raw(), Some(tok))
         .unwrap();
     // 6 rows, oversampled to 8; the raw prompt is sent and counted.
     assert_eq!(raw.len(), 8);
@@ -131,7 +130,7 @@ fn sonnet_lengths_match_python_for_both_tokenizers() {
         let Some(tok) = tokenizer(name) else {
             continue;
         };
-        let format = ChatFormat::of_tokenizer(&tok, None, "sonnet").unwrap();
+        let format = ChatFormat::of_tokenizer(tok, None, "sonnet").unwrap();
         for case in doc[name]["sonnet"].as_array().unwrap() {
             let u = |k: &str| case[k].as_u64().unwrap() as usize;
             let want = case["samples"].as_array().unwrap();
@@ -143,7 +142,7 @@ fn sonnet_lengths_match_python_for_both_tokenizers() {
                     send_rendered,
                 };
                 let got = sonnet
-                    .sample(&sampling(u("seed") as u64, u("num")), opts, &format, &tok)
+                    .sample(&sampling(u("seed") as u64, u("num")), opts, &format, tok)
                     .unwrap();
                 assert_eq!(got.len(), want.len());
                 let chars = if send_rendered {
@@ -180,7 +179,7 @@ fn sonnet_refuses_an_input_len_below_the_base_prompt() {
     let Some(tok) = tokenizer("qwen3") else {
         return;
     };
-    let format = ChatFormat::of_tokenizer(&tok, None, "sonnet").unwrap();
+    let format = ChatFormat::of_tokenizer(tok, None, "sonnet").unwrap();
     let opts = SonnetOptions {
         input_len: 10,
         output_len: 1,
@@ -188,7 +187,7 @@ fn sonnet_refuses_an_input_len_below_the_base_prompt() {
         send_rendered: true,
     };
     let e = Sonnet::builtin()
-        .sample(&sampling(0, 1), opts, &format, &tok)
+        .sample(&sampling(0, 1), opts, &format, tok)
         .err()
         .unwrap()
         .to_string();

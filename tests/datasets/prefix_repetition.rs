@@ -4,17 +4,10 @@
 use vllm_bench::datasets::prefix_repetition::{sample, PrefixRepetitionOptions};
 use vllm_bench::datasets::pyrandom::PyRandom;
 use vllm_bench::datasets::{Prompt, SampleRequest, Sampling};
-use vllm_bench::tokenizer::{Tokenizer, TokenizerOptions};
 
-use crate::util::{fetched, QWEN3};
-
-/// The Qwen3 tokenizer; `None` (the test returns) when it has not been fetched.
-fn qwen3() -> Option<Tokenizer> {
-    let dir = fetched(QWEN3)?;
-    let mut opts = TokenizerOptions::new(dir.to_str().unwrap());
-    opts.offline = true;
-    Some(Tokenizer::load(&opts).unwrap())
-}
+// The Qwen3 tokenizer, loaded once for the `datasets` module; `None` (the test returns)
+// when it has not been fetched.
+use super::qwen3;
 
 fn sampling(n: usize, shuffle: bool) -> Sampling {
     Sampling {
@@ -44,7 +37,7 @@ const OPTS: PrefixRepetitionOptions = PrefixRepetitionOptions {
 fn prefixes_are_shared_exactly_and_lengths_are_exact() {
     let Some(tok) = qwen3() else { return };
     // 11 // 3 = 3 per prefix: 9 requests, as Python.
-    let reqs = sample(&sampling(11, false), OPTS, &tok).unwrap();
+    let reqs = sample(&sampling(11, false), OPTS, tok).unwrap();
     assert_eq!(reqs.len(), 9);
     let ids: Vec<Vec<u32>> = reqs
         .iter()
@@ -70,8 +63,8 @@ fn prefixes_are_shared_exactly_and_lengths_are_exact() {
 #[test]
 fn shuffle_is_pythons_and_the_seed_is_deterministic() {
     let Some(tok) = qwen3() else { return };
-    let mut plain = sample(&sampling(9, false), OPTS, &tok).unwrap();
-    let shuffled = sample(&sampling(9, true), OPTS, &tok).unwrap();
+    let mut plain = sample(&sampling(9, false), OPTS, tok).unwrap();
+    let shuffled = sample(&sampling(9, true), OPTS, tok).unwrap();
     PyRandom::new(3).shuffle(&mut plain);
     assert_eq!(plain, shuffled);
 }
@@ -79,7 +72,7 @@ fn shuffle_is_pythons_and_the_seed_is_deterministic() {
 #[test]
 fn fewer_prompts_than_prefixes_is_one_clear_error() {
     let Some(tok) = qwen3() else { return };
-    let e = sample(&sampling(2, true), OPTS, &tok).unwrap_err();
+    let e = sample(&sampling(2, true), OPTS, tok).unwrap_err();
     assert_eq!(
         e.to_string(),
         "--num-prompts (2) must be at least --prefix-repetition-num-prefixes (3)"

@@ -11,9 +11,9 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use vllm_bench::datasets::sharegpt::{ShareGpt, ShareGptOptions};
 use vllm_bench::datasets::{DatasetError, Prompt, SampleRequest, Sampling};
-use vllm_bench::tokenizer::{Tokenizer, TokenizerOptions};
+use vllm_bench::tokenizer::Tokenizer;
 
-use crate::util::{fetched, fixture, QWEN3, SHAREGPT};
+use crate::util::{fixture, SHAREGPT};
 
 fn data_file() -> PathBuf {
     fixture(SHAREGPT)
@@ -22,16 +22,7 @@ fn data_file() -> PathBuf {
 /// The Qwen3 tokenizer the expectations were made with; `None` (the test returns) when it
 /// has not been fetched (scripts/fetch-fixtures.sh).
 fn qwen3() -> Option<&'static Tokenizer> {
-    static TOK: OnceLock<Tokenizer> = OnceLock::new();
-    if let Some(tok) = TOK.get() {
-        return Some(tok);
-    }
-    let dir = fetched(QWEN3)?;
-    Some(TOK.get_or_init(|| {
-        let mut opts = TokenizerOptions::new(dir.to_str().unwrap());
-        opts.offline = true;
-        Tokenizer::load(&opts).unwrap()
-    }))
+    super::qwen3()
 }
 
 fn loaded() -> &'static ShareGpt {
