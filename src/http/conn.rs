@@ -3,7 +3,8 @@
 //!
 //! A request of many shared parts (a trace replay's prompt blocks) goes out with vectored
 //! writes (`writev`, at most [`IOV_MAX`] parts per call), so its cost in syscalls does not
-//! grow with its number of parts; TLS encrypts part by part with plain writes.
+//! grow with its number of parts; over TLS the parts go into one record where they fit
+//! ([`super::tls`]).
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,15 +16,15 @@ use bytes::Bytes;
 use monoio::buf::IoVecBuf;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
-use monoio_rustls::{ClientTlsStream, TlsConnector};
 use rustls::pki_types::ServerName;
 
 use super::source::SourceAddrs;
+use super::tls::TlsStream;
 
 /// What TLS needs to open a connection: the shared rustls config and the SNI name.
 #[derive(Clone)]
 pub struct TlsSetup {
-    pub connector: TlsConnector,
+    pub config: Arc<rustls::ClientConfig>,
     pub server_name: ServerName<'static>,
 }
 
@@ -39,7 +40,7 @@ pub struct Endpoint {
 
 enum Transport {
     Plain(TcpStream),
-    Tls(Box<ClientTlsStream<TcpStream>>),
+    Tls(Box<TlsStream>),
 }
 
 /// An open connection and how many responses it has carried (0 = fresh).
@@ -137,7 +138,7 @@ pub fn tls_setup(host: &str, insecure: bool) -> Result<TlsSetup, TlsError> {
             error,
         })?;
     Ok(TlsSetup {
-        connector: TlsConnector::from(Arc::new(config)),
+        config: Arc::new(config),
         server_name,
     })
 }
@@ -206,14 +207,13 @@ impl Connection {
         let transport = match &ep.tls {
             None => Transport::Plain(tcp),
             Some(tls) => {
-                let handshake = tls.connector.connect(tls.server_name.clone(), tcp);
+                let handshake =
+                    TlsStream::connect(tls.config.clone(), tls.server_name.clone(), tcp);
                 match monoio::time::timeout(ep.connect_timeout, handshake).await {
                     Ok(Ok(s)) => Transport::Tls(Box::new(s)),
                     Ok(Err(e)) => {
-                        // monoio-rustls' own Display is only "io error"/"rustls error"; the
-                        // io::Error it converts into carries the real reason (e.g. "invalid
-                        // peer certificate: UnknownIssuer").
-                        let e = io::Error::from(e);
+                        // The rustls error says why (e.g. "invalid peer certificate:
+                        // UnknownIssuer").
                         // Plain text where a TLS record belongs: most likely an HTTP server.
                         let hint = if e.to_string().contains("InvalidContentType") {
                             " (the server answered in plain text: it speaks HTTP, not \
@@ -315,16 +315,13 @@ impl Connection {
     }
 
     /// Writes all request parts (shared `Bytes`, never copied): one `write` for a single
-    /// part, else `writev` over batches of at most [`IOV_MAX`] parts; over TLS one record
-    /// write per part.
+    /// part, else `writev` over batches of at most [`IOV_MAX`] parts; over TLS the parts go
+    /// into rustls together and leave in one write ([`TlsStream::write_parts`]).
     pub async fn write_parts(&mut self, parts: &[Bytes]) -> io::Result<()> {
         match &mut self.transport {
-            // Boxed, as in `read`: the TLS write future is ~700 bytes.
-            Transport::Tls(s) => {
-                for part in parts {
-                    Box::pin(s.write_all(part.clone())).await.0?;
-                }
-            }
+            // Boxed (once per request): the TLS write future holds the parts' iovecs and
+            // a socket write, which every idle worker's state would carry inline.
+            Transport::Tls(s) => Box::pin(s.write_parts(parts)).await?,
             Transport::Plain(s) if parts.len() == 1 => {
                 s.write_all(parts[0].clone()).await.0?;
             }
@@ -343,15 +340,14 @@ impl Connection {
         Ok(())
     }
 
-    /// Reads into the spare capacity of `buf` (rent style: the buffer comes back).
-    ///
-    /// The TLS read future is boxed: inline it would be ~670 of the ~710 bytes this future
-    /// takes in every worker's state (6.7 MB at 10,000 streams) for the plain reads' sake;
-    /// over TLS the allocation per read is small beside the record's decryption.
+    /// Reads into `buf` from its start, up to its capacity (rent style: the buffer comes
+    /// back). Over TLS: the decrypted bytes, with every record of one socket read decrypted
+    /// ([`TlsStream::read`]; its future is a plain read's plus a few words, so neither is
+    /// boxed).
     pub async fn read(&mut self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
         match &mut self.transport {
             Transport::Plain(s) => s.read(buf).await,
-            Transport::Tls(s) => Box::pin(s.read(buf)).await,
+            Transport::Tls(s) => s.read(buf).await,
         }
     }
 }
