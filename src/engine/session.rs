@@ -127,6 +127,11 @@ pub trait Lane {
     /// The run stopped: no more sends (the lane counts what it had due as not sent, in the
     /// run's total).
     fn stop(&mut self);
+    /// Whether the lane wants the whole run stopped now (the agentic replay's failure
+    /// threshold): its driver stops the run as an interrupt does, on every core.
+    fn halted(&self) -> bool {
+        false
+    }
     /// The lane's run is over (every request in flight ended).
     fn finish(&mut self);
 }

@@ -565,6 +565,11 @@ impl LaneWorker for Worker {
         self.stopped()
     }
 
+    fn halt((shared, ..): &Self::Maker) {
+        shared.stop.store(true, Ordering::Release);
+        shared.wires.pull();
+    }
+
     fn clock(&self) -> (Instant, Option<Instant>, Rc<Timers>, Rc<CoreStop>) {
         let bound = self
             .shared

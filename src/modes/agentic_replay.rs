@@ -24,7 +24,7 @@
 //!   lane's response makes the system idle sees it within the cap, not at once.
 
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -45,9 +45,13 @@ use crate::engine::session::{
 };
 use crate::engine::{Engine, RunReport, Workload};
 use crate::http::request::{HeadTemplate, PreparedRequest};
-use crate::metrics::agentic::TreeShape;
+use crate::metrics::agentic::{FailureThreshold, ThresholdCrossed, TreeShape};
 
 use super::agentic::BLOCK_SIZE;
+
+/// The error text of a request the engine cut when the run was stopped at once (what the
+/// failure threshold's stop does to the requests in flight).
+const INTERRUPTED: &str = "Interrupted";
 
 /// The system idle cap (SPEC §3.5; AgentX locks it at 10 s).
 pub const SYSTEM_IDLE_CAP: Duration = Duration::from_secs(10);
@@ -75,6 +79,9 @@ pub struct ReplayOptions {
     pub system_idle_cap: Option<Duration>,
     pub seed: u64,
     pub mode: ResponseMode,
+    /// `--agentic-failed-request-threshold`: the failure share of profiling past which the
+    /// run stops (`None`: never).
+    pub failed_request_threshold: Option<f64>,
 }
 
 /// One turn's request, prepared before the clock.
@@ -151,6 +158,12 @@ struct Inner {
     /// The lanes' first requests (the ready check asks one; the workers count them).
     lane_requests: Arc<[PreparedRequest]>,
     expected_tokens: usize,
+    /// The failure threshold every lane counts its profiling answers into.
+    threshold: Option<FailureThreshold>,
+    /// Set once, by the lane whose answer crossed the threshold: every lane then halts.
+    crossed: OnceLock<ThresholdCrossed>,
+    /// Context overflows taken out of the measured run's outputs ([`AgenticRun::settle`]).
+    overflows: AtomicUsize,
 }
 
 /// The replay of one corpus: prepared requests, the lanes and what they recorded.
@@ -191,7 +204,13 @@ impl AgenticRun {
             .max()
             .unwrap_or(1)
             .min(4096) as usize;
+        let threshold = opts
+            .failed_request_threshold
+            .map(|r| FailureThreshold::new(r, u32::try_from(opts.lanes).unwrap_or(u32::MAX)));
         Ok(AgenticRun(Arc::new(Inner {
+            threshold,
+            crossed: OnceLock::new(),
+            overflows: AtomicUsize::new(0),
             expected_tokens,
             trees: prepared,
             shapes,
@@ -395,6 +414,69 @@ impl AgenticRun {
         &self.0.shapes
     }
 
+    /// The measured run's report as the replay counts its requests (SPEC §3.5): a context
+    /// overflow is answered but neither completed nor failed, so its output leaves Python's
+    /// block (no latency, no failed count, no failure example) and is counted apart (the
+    /// return value, also [`AgenticRun::context_overflows`]); a request cut by the failure
+    /// threshold's stop is cancelled, as one cut at the time bound is. Call once, on the
+    /// measured run's report, before a shard renumbers its records.
+    pub fn settle(&self, report: &mut RunReport) -> usize {
+        let apart: std::collections::HashMap<u32, ReplayOutcome> = lock(&self.0.records)
+            .iter()
+            .filter(|(_, r)| {
+                r.phase == Phase::Profiling
+                    && matches!(
+                        r.outcome,
+                        ReplayOutcome::ContextOverflow | ReplayOutcome::Cancelled
+                    )
+            })
+            .map(|(index, r)| (*index, r.outcome))
+            .collect();
+        if apart.is_empty() {
+            return 0;
+        }
+        let merged = &mut report.merged;
+        let mut overflows = 0;
+        let records = std::mem::take(&mut merged.records);
+        let outputs = std::mem::take(&mut merged.outputs);
+        let mut kept = (
+            Vec::with_capacity(records.len()),
+            Vec::with_capacity(outputs.len()),
+        );
+        for (rec, out) in records.into_iter().zip(outputs) {
+            let Some(&outcome) = apart.get(&rec.index) else {
+                kept.0.push(rec);
+                kept.1.push(out);
+                continue;
+            };
+            if let Some(f) = &rec.failure {
+                if let Some(n) = merged.failures_by_kind.get_mut(&f.kind) {
+                    *n -= 1;
+                    if *n == 0 {
+                        merged.failures_by_kind.remove(&f.kind);
+                    }
+                }
+            }
+            match outcome {
+                ReplayOutcome::ContextOverflow => overflows += 1,
+                _ => report.cancelled += 1,
+            }
+        }
+        (merged.records, merged.outputs) = kept;
+        self.0.overflows.fetch_add(overflows, Ordering::AcqRel);
+        overflows
+    }
+
+    /// The context overflows [`AgenticRun::settle`] took out of the measured run's outputs.
+    pub fn context_overflows(&self) -> usize {
+        self.0.overflows.load(Ordering::Acquire)
+    }
+
+    /// Whether `--agentic-failed-request-threshold` stopped the run, and at what counts.
+    pub fn threshold_crossed(&self) -> Option<ThresholdCrossed> {
+        self.0.crossed.get().copied()
+    }
+
     pub fn records(&self, epoch: Instant) -> Vec<ReplayRecord> {
         let inner = &*self.0;
         let epochs = lock(&inner.epochs).clone();
@@ -428,7 +510,8 @@ impl AgenticRun {
         time_bound: Option<crate::engine::TimeBound>,
     ) -> Result<(RunReport, Vec<ReplayRecord>)> {
         self.warm_up(engine)?;
-        let report = self.run_lanes(engine, Phase::Profiling, time_bound)?;
+        let mut report = self.run_lanes(engine, Phase::Profiling, time_bound)?;
+        self.settle(&mut report);
         let records = self.records(report.epoch);
         Ok((report, records))
     }
@@ -860,7 +943,21 @@ impl Lane for AgenticLane {
             return;
         };
         let at = turn_of(ticket);
-        let record = self.inner.record(lt, self.lane, at, self.phase, answer);
+        let mut record = self.inner.record(lt, self.lane, at, self.phase, answer);
+        if let Some(gate) = &self.inner.threshold {
+            if let Err(crossed) = gate.observe(record.phase, record.outcome) {
+                // The first crossing stops the run; later ones only say it again.
+                let _ = self.inner.crossed.set(crossed);
+            }
+        }
+        if record.outcome == ReplayOutcome::Failed
+            && self.inner.crossed.get().is_some()
+            && answer.failure.is_some_and(|f| f.error == INTERRUPTED)
+        {
+            // Cut by the threshold's stop (the engine's interrupt): cancelled, as AIPerf
+            // cancels what is in flight when it stops the run.
+            record.outcome = ReplayOutcome::Cancelled;
+        }
         let how = match record.outcome {
             ReplayOutcome::ContextOverflow => Ended::Overflow,
             ReplayOutcome::Cancelled => Ended::Cancelled,
@@ -882,6 +979,10 @@ impl Lane for AgenticLane {
 
     fn stop(&mut self) {
         self.stopped = true;
+    }
+
+    fn halted(&self) -> bool {
+        self.inner.crossed.get().is_some()
     }
 
     fn finish(&mut self) {
@@ -930,6 +1031,7 @@ mod tests {
             system_idle_cap: Some(SYSTEM_IDLE_CAP),
             seed: 1,
             mode: Api::Chat.response_mode(),
+            failed_request_threshold: None,
         };
         let run = AgenticRun::prepare(&trees, &head, &body, &space, &words, opts).unwrap();
         (run, trees)

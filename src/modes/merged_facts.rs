@@ -260,6 +260,7 @@ fn union<'a>(
             .reduce(|a, b| Cancelled {
                 requests: a.requests + b.requests,
                 not_sent_session: a.not_sent_session + b.not_sent_session,
+                context_overflows: a.context_overflows + b.context_overflows,
             }),
         interrupted: shards.iter().any(|r| r.section.interrupted),
         // Every shard measured the one server's counters over the same span.

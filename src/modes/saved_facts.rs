@@ -302,6 +302,7 @@ mod tests {
             cancelled: Some(Cancelled {
                 requests: 1,
                 not_sent_session: 1,
+                context_overflows: 2,
             }),
             interrupted: false,
             prefix_cache: Some(PrefixCache {
