@@ -364,6 +364,17 @@ fn tc1_spawn_on_return_join_at_the_deadline_and_recycle() {
         "one marker per tree: {markers:?}"
     );
     assert_ne!(markers[5], markers[0], "a new pass, a new marker");
+    // The mock's prefix cache holds the tree's shared prefix: each request records the
+    // cached tokens its usage reported (none on the tree's first request).
+    let cached = |stream: u32, turn: u32| {
+        records
+            .iter()
+            .find(|x| x.pass == 0 && x.stream == stream && x.turn == turn)
+            .and_then(|x| x.cached_tokens)
+    };
+    assert_eq!(cached(0, 0), None);
+    assert!(cached(0, 1).is_some_and(|c| c >= 192), "{:?}", cached(0, 1));
+    assert!(cached(0, 2).is_some_and(|c| c > 0), "{:?}", cached(0, 2));
     // Prompt tokens as the server counted them are the client's exact `in` (plus the
     // marker and the template): the record keeps the server's count.
     assert!(records

@@ -111,6 +111,8 @@ pub struct Answer<'a> {
     pub itl_intervals: u32,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens_details.cached_tokens`, when the server sent it.
+    pub cached_tokens: Option<u64>,
     pub failure: Option<FailureText<'a>>,
     /// Cut by the run's stop (`--duration` + grace) or cancelled on purpose.
     pub cancelled: bool,

@@ -622,7 +622,7 @@ impl Inner {
                 t.turns[at.stream as usize][at.turn as usize].prompt_tokens,
             )),
             output_tokens: a.completion_tokens.unwrap_or(0),
-            cached_tokens: None,
+            cached_tokens: a.cached_tokens,
             outcome: outcome(a),
         }
     }
@@ -1098,6 +1098,7 @@ mod tests {
                 itl_intervals: 0,
                 prompt_tokens: None,
                 completion_tokens: None,
+                cached_tokens: None,
                 failure: Some(FailureText {
                     error: "Bad Request",
                     detail,
