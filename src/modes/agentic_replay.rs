@@ -46,6 +46,7 @@ use crate::engine::session::{
 use crate::engine::{Engine, RunReport, Workload};
 use crate::http::request::{HeadTemplate, PreparedRequest};
 use crate::metrics::agentic::{FailureThreshold, ThresholdCrossed, TreeShape};
+use crate::mix::{fnv64, mix64};
 
 use super::agentic::BLOCK_SIZE;
 
@@ -59,6 +60,9 @@ pub const SYSTEM_IDLE_CAP: Duration = Duration::from_secs(10);
 /// What the cache-bust marker's placeholder reads in a prepared request (the marker has the
 /// same length: `[rid:` 12 hex `]`).
 const PLACEHOLDER: &[u8; 18] = b"[rid:000000000000]";
+
+/// The header AIPerf sends with each request: one id per stream (SPEC §2 "Request").
+const CORRELATION: &str = "X-Correlation-ID";
 
 /// Error substrings that make a response a context overflow (SPEC §3.5, case-insensitive).
 const OVERFLOW: [&str; 4] = [
@@ -89,8 +93,9 @@ struct PreparedTurn {
     full: PreparedRequest,
     /// The same with an output limit of one token (primers, the warm-up).
     one: PreparedRequest,
-    /// The part of `full` / `one` that holds the marker's placeholder.
-    marker_at: (usize, usize),
+    /// The parts of `full` / `one` that hold the marker's placeholder and the
+    /// correlation id's ([`Slots`]).
+    marker_at: (Slots, Slots),
     prompt_tokens: u32,
 }
 
@@ -184,11 +189,12 @@ impl AgenticRun {
         if opts.lanes == 0 {
             bail!("--dataset-name agentic_trace: --max-concurrency must be at least 1 (the number of live trees)");
         }
+        let run_id: u64 = rand::random();
         let replayable = |t: &&Tree| t.streams.first().is_some_and(|s| !s.turns.is_empty());
         let prepared: Vec<PreparedTree> = trees
             .par_iter()
             .filter(replayable)
-            .map(|t| prepare_tree(t, head, body, space, decode, opts.seed))
+            .map(|t| prepare_tree(t, head, body, space, decode, opts.seed, run_id))
             .collect::<Result<_>>()?;
         // The report's view of each tree, in the order `ReplayRecord::tree` counts them.
         let shapes = trees.iter().filter(replayable).map(TreeShape::of).collect();
@@ -215,7 +221,7 @@ impl AgenticRun {
             trees: prepared,
             shapes,
             opts,
-            run_id: rand::random(),
+            run_id,
             phase: AtomicU8::new(phase_code(Phase::Profiling)),
             draws: AtomicUsize::new(0),
             claims: AtomicUsize::new(0),
@@ -529,14 +535,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `req` with the tree's marker in its placeholder part.
-fn with_marker(req: &PreparedRequest, at: usize, marker: &Bytes) -> PreparedRequest {
+/// `req` with the tree's marker in its placeholder part and the marker's digits ending its
+/// correlation id (shared slices of the marker: nothing is formatted or copied).
+fn with_marker(req: &PreparedRequest, at: Slots, marker: &Bytes) -> PreparedRequest {
     PreparedRequest {
         parts: req
             .parts
             .iter()
             .enumerate()
-            .map(|(i, p)| if i == at { marker.clone() } else { p.clone() })
+            .map(|(i, p)| match i {
+                _ if i == at.marker => marker.clone(),
+                _ if i == at.correlation => marker.slice(5..17),
+                _ => p.clone(),
+            })
             .collect(),
     }
 }
@@ -651,12 +662,22 @@ fn prepare_tree(
     space: &TokenSpace,
     decode: &(dyn Fn(&[u32]) -> String + Sync),
     seed: u64,
+    run_id: u64,
 ) -> Result<PreparedTree> {
     let mut blocks: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
     let mut tokens = Vec::new();
     let mut turns = Vec::with_capacity(tree.streams.len());
     for stream in &tree.streams {
         let seeds = Seeds::new(seed, &tree.id, &stream.id);
+        // The stream's own X-Correlation-ID, its last 12 digits the tree instance's marker's.
+        let head = head.with_header(
+            CORRELATION,
+            &format!(
+                "{}{}",
+                correlation_prefix(run_id, &stream.id),
+                std::str::from_utf8(&PLACEHOLDER[5..17]).unwrap_or_default()
+            ),
+        );
         let all = layouts(stream, BLOCK_SIZE)?;
         let mut prev: Vec<(crate::datasets::agentic::Segment, bool, Bytes)> = Vec::new();
         let mut out = Vec::with_capacity(all.len());
@@ -739,12 +760,49 @@ fn message(role: Role, text: &str) -> Bytes {
     }
 }
 
-/// `req` with the marker's placeholder in a part of its own, and that part's index
-/// (`usize::MAX`: no user message, nothing to mark).
-fn split_marker(req: PreparedRequest) -> (PreparedRequest, usize) {
-    let mut parts: Vec<Bytes> = Vec::with_capacity(req.parts.len() + 2);
+/// Where a prepared request's per-tree parts are: the marker's placeholder and the
+/// correlation id's last 12 digits (`usize::MAX`: none, nothing to swap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slots {
+    marker: usize,
+    correlation: usize,
+}
+
+/// The first 24 characters of a stream's `X-Correlation-ID` (a UUID, version 8): a hash of
+/// the run and the stream id, so root and every child differ; the last 12 are the tree
+/// instance's marker digits, so each pass of a tree (a recycle) has new ids and a tree
+/// continuing from warm-up into profiling keeps them (SPEC §2 "Request").
+fn correlation_prefix(run_id: u64, stream_id: &str) -> String {
+    let a = mix64(run_id ^ fnv64(stream_id.as_bytes()));
+    let b = mix64(a ^ 0x636f_7272_656c);
+    format!(
+        "{:08x}-{:04x}-8{:03x}-{:x}{:03x}-",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        8 | (b >> 62),
+        (b >> 48) & 0xfff
+    )
+}
+
+/// `req` with the marker's placeholder, and its correlation id's last 12 digits, each in a
+/// part of its own ([`Slots`]).
+fn split_marker(req: PreparedRequest) -> (PreparedRequest, Slots) {
+    let mut parts: Vec<Bytes> = Vec::with_capacity(req.parts.len() + 4);
     let mut at = usize::MAX;
+    let mut correlation = usize::MAX;
+    let header = format!("{CORRELATION}: ");
     for p in req.parts.iter() {
+        if correlation == usize::MAX {
+            if let Some(i) = memchr::memmem::find(p, header.as_bytes()) {
+                let i = i + header.len() + 24;
+                parts.push(p.slice(..i));
+                correlation = parts.len();
+                parts.push(p.slice(i..i + 12));
+                parts.push(p.slice(i + 12..));
+                continue;
+            }
+        }
         match memchr::memmem::find(p, PLACEHOLDER).filter(|_| at == usize::MAX) {
             Some(i) => {
                 parts.push(p.slice(..i));
@@ -759,7 +817,10 @@ fn split_marker(req: PreparedRequest) -> (PreparedRequest, usize) {
         PreparedRequest {
             parts: parts.into_boxed_slice(),
         },
-        at,
+        Slots {
+            marker: at,
+            correlation,
+        },
     )
 }
 
@@ -1050,16 +1111,46 @@ mod tests {
         }
     }
 
+    /// The `X-Correlation-ID` a prepared request carries.
+    fn correlation(req: &PreparedRequest) -> String {
+        let bytes = req.to_vec();
+        let text = String::from_utf8_lossy(&bytes);
+        let at = text.find("X-Correlation-ID: ").expect("the header") + 18;
+        text[at..at + 36].to_string()
+    }
+
     /// Every prepared turn carries exactly `in` prompt tokens (one word per token here), the
-    /// tree's marker where the placeholder was, and its output limit (one for primers).
+    /// tree's marker where the placeholder was, its output limit (one for primers), and its
+    /// stream's `X-Correlation-ID`: a UUID, one per stream (every turn, the warm-up's too),
+    /// another for every other stream, ending in the tree instance's marker digits.
     #[test]
     fn prepared_turns_have_exactly_in_tokens_and_the_trees_marker() {
         let (run, trees) = run();
         let marker = Bytes::from_static(b"[rid:0123456789ab]");
+        let mut ids = std::collections::HashSet::new();
         for (t, tree) in trees.iter().enumerate() {
             for (s, stream) in tree.streams.iter().enumerate() {
+                let mut stream_id = None;
                 for (k, r) in stream.turns.iter().enumerate() {
                     let turn = &run.0.trees[t].turns[s][k];
+                    let id = correlation(&with_marker(&turn.full, turn.marker_at.0, &marker));
+                    assert_eq!(
+                        id,
+                        correlation(&with_marker(&turn.one, turn.marker_at.1, &marker))
+                    );
+                    let groups: Vec<usize> = id.split('-').map(str::len).collect();
+                    assert_eq!(groups, [8, 4, 4, 4, 12], "{id}");
+                    assert!(
+                        id.ends_with("-0123456789ab") && id.as_bytes()[14] == b'8',
+                        "{id}"
+                    );
+                    assert_eq!(
+                        *stream_id.get_or_insert_with(|| id.clone()),
+                        id,
+                        "{}",
+                        stream.id
+                    );
+                    ids.insert(id);
                     assert_eq!(u64::from(turn.prompt_tokens), r.input);
                     let full = body(&with_marker(&turn.full, turn.marker_at.0, &marker));
                     let one = body(&with_marker(&turn.one, turn.marker_at.1, &marker));
@@ -1086,6 +1177,15 @@ mod tests {
                 }
             }
         }
+        let streams: usize = trees.iter().map(|t| t.streams.len()).sum();
+        assert_eq!(ids.len(), streams, "one id per stream: {ids:?}");
+        // Another tree instance (another marker): other ids.
+        let turn = &run.0.trees[0].turns[0][0];
+        let other = Bytes::from_static(b"[rid:ba9876543210]");
+        assert!(
+            correlation(&with_marker(&turn.full, turn.marker_at.0, &other))
+                .ends_with("-ba9876543210")
+        );
     }
 
     #[test]
