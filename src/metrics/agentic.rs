@@ -268,6 +268,23 @@ pub struct AgenticFacts {
 }
 
 impl AgenticFacts {
+    /// The facts of a run's shards together (`vllm-bench merge`): every shard's records,
+    /// the shapes and settings of the first (the shards replay one corpus with one command
+    /// line), cut short if any shard was.
+    pub fn union<'a>(parts: impl IntoIterator<Item = &'a AgenticFacts>) -> Option<AgenticFacts> {
+        let mut parts = parts.into_iter();
+        let mut all = parts.next()?.clone();
+        for p in parts {
+            all.records.extend_from_slice(&p.records);
+            all.settings.cancelled |= p.settings.cancelled;
+            all.settings.threshold_crossed = all
+                .settings
+                .threshold_crossed
+                .or(p.settings.threshold_crossed);
+        }
+        Some(all)
+    }
+
     pub fn report(&self) -> AgenticReport {
         AgenticReport::compute(&self.records, &self.shapes, &self.settings)
     }
@@ -400,7 +417,8 @@ impl AgenticReport {
         let mut profiling = Outcomes::default();
         let mut per_kind: BTreeMap<&'static str, u64> =
             StreamKind::ALL.iter().map(|k| (k.name(), 0)).collect();
-        let mut instances: HashMap<(u32, u32), Instance<'_>> = HashMap::new();
+        // A tree instance is (trace, pass, lane): the shards of a run each draw their own passes.
+        let mut instances: HashMap<(u32, u32, u32), Instance<'_>> = HashMap::new();
         let (mut ideal_hits, mut ideal_blocks) = (0u64, 0u64);
         let (mut cached, mut cached_prompt, mut cached_n) = (0u64, 0u64, 0u64);
         let (mut last_ttft, mut last_itl): (Option<i64>, Option<i64>) = (None, None);
@@ -411,7 +429,7 @@ impl AgenticReport {
                 Phase::Profiling => phases.profiling += 1,
             }
             instances
-                .entry((r.tree, r.pass))
+                .entry((r.tree, r.pass, r.lane))
                 .or_default()
                 .records
                 .push(r);
@@ -447,7 +465,7 @@ impl AgenticReport {
         let mut streams = Progress::default();
         let mut branches = Branches::default();
         let mut samples: [Vec<f64>; 6] = Default::default();
-        let mut keys: Vec<&(u32, u32)> = instances.keys().collect();
+        let mut keys: Vec<&(u32, u32, u32)> = instances.keys().collect();
         keys.sort_unstable();
         for key in keys {
             let inst = &instances[key];

@@ -271,8 +271,9 @@ fn union<'a>(
         epoch_ns: shard_epochs(shards),
         // Not saved in a shard file yet: a merge shows no GPU telemetry.
         gpu: None,
-        // Shard files do not carry replay records yet (agentic runs are not sharded).
-        agentic: None,
+        agentic: crate::metrics::agentic::AgenticFacts::union(
+            shards.iter().filter_map(|r| r.section.agentic.as_ref()),
+        ),
     })
 }
 
