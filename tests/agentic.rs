@@ -182,14 +182,32 @@ fn words(ids: &[u32]) -> String {
 }
 
 fn replay(path: &Path, lanes: usize, ratio: f64, warmup: usize, ttft: Duration) -> Replay {
-    let server = MockServer::start(MockConfig {
+    replay_on(mock(ttft, |_| {}), path, lanes, ratio, warmup, None)
+}
+
+/// The mock every replay here runs against: `ttft` per response, tokens at once, every
+/// request logged with its body; `tweak` sets the rest.
+fn mock(ttft: Duration, tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
+    let mut config = MockConfig {
         first_token_delay: ttft,
         token_interval: Duration::ZERO,
         request_log: true,
         request_log_bodies: true,
         ..MockConfig::default()
-    })
-    .expect("start mock");
+    };
+    tweak(&mut config);
+    MockServer::start(config).expect("start mock")
+}
+
+/// [`replay`] on `server`, with `--agentic-failed-request-threshold` `threshold`.
+fn replay_on(
+    server: MockServer,
+    path: &Path,
+    lanes: usize,
+    ratio: f64,
+    warmup: usize,
+    threshold: Option<f64>,
+) -> Replay {
     let url = BaseUrl::parse(&server.base_url()).unwrap();
     let trees = AgenticReplay::from_path(path).expect("corpus").trees;
     let head = HeadTemplate::new(
@@ -213,6 +231,7 @@ fn replay(path: &Path, lanes: usize, ratio: f64, warmup: usize, ttft: Duration) 
         system_idle_cap: Some(SYSTEM_IDLE_CAP),
         seed: 42,
         mode: Api::Chat.response_mode(),
+        failed_request_threshold: threshold,
     };
     let run = AgenticRun::prepare(&trees, &head, &body, &space, &words, opts).expect("prepare");
     let engine = Engine::start(
@@ -285,13 +304,18 @@ fn assert_timeline(got: &[(i64, String, u32, u32, u32)], want: &[(i64, &str, u32
 fn accounted(r: &RunReport, records: &[ReplayRecord]) {
     // The engine's `not_sent` is planned - completed/failed - cancelled: a request sent and
     // not counted in the plan would have underflowed it; one recorded twice shows here.
+    // A context overflow is in no output (Python's block leaves it out, SPEC §3.5).
     let profiling: Vec<_> = records
         .iter()
         .filter(|r| r.phase == Phase::Profiling)
         .collect();
+    let overflows = profiling
+        .iter()
+        .filter(|x| x.outcome == ReplayOutcome::ContextOverflow)
+        .count();
     assert_eq!(
         profiling.len(),
-        r.merged.outputs.len() + r.cancelled,
+        r.merged.outputs.len() + r.cancelled + overflows,
         "one record per request sent"
     );
     let cancelled = profiling
@@ -340,6 +364,17 @@ fn tc1_spawn_on_return_join_at_the_deadline_and_recycle() {
         "one marker per tree: {markers:?}"
     );
     assert_ne!(markers[5], markers[0], "a new pass, a new marker");
+    // The mock's prefix cache holds the tree's shared prefix: each request records the
+    // cached tokens its usage reported (none on the tree's first request).
+    let cached = |stream: u32, turn: u32| {
+        records
+            .iter()
+            .find(|x| x.pass == 0 && x.stream == stream && x.turn == turn)
+            .and_then(|x| x.cached_tokens)
+    };
+    assert_eq!(cached(0, 0), None);
+    assert!(cached(0, 1).is_some_and(|c| c >= 192), "{:?}", cached(0, 1));
+    assert!(cached(0, 2).is_some_and(|c| c > 0), "{:?}", cached(0, 2));
     // Prompt tokens as the server counted them are the client's exact `in` (plus the
     // marker and the template): the record keeps the server's count.
     assert!(records
@@ -448,15 +483,103 @@ fn duration_stops_the_replay_and_accounts_for_every_request() {
     accounted(&report, &records);
 }
 
-/// A synthetic corpus of 1,000 small trees (a root of three turns, a joined subagent, every
-/// tenth a background one) replayed at 100 lanes: every trace is drawn, every request is
-/// accounted for, within a bounded time. (Its CPU time and memory are printed: on a quiet
-/// machine the replay gets through the corpus several times; the assertions hold at any speed.)
+/// SPEC TC7 through the engine: the mock refuses trace-b#1 as vLLM does a prompt past the
+/// context (400, "maximum context length"): the stream ends there (#2 is never sent, the lane
+/// takes the trace again at the error's return), and the overflow is left out of Python's
+/// block: not an output (no latency, not failed, no failure reason), counted apart.
 #[test]
-fn a_thousand_tree_corpus_at_a_hundred_lanes() {
+fn tc7_a_context_overflow_ends_its_stream_and_leaves_pythons_block() {
     let _serial = crate::util::serial();
-    let dir = TempDir::new("agentic-1000");
-    for i in 0..1000 {
+    // trace-b's turns ask for 300+1+100, 450+1+50 and 520+1+40 tokens (the marker's word
+    // with each prompt): a window of 450 refuses #1 and #2.
+    let server = mock(Duration::from_millis(100), |c| {
+        c.max_model_len = 450;
+        c.refuse_past_context = true;
+    });
+    let r = replay_on(
+        server,
+        &samples().join("trace-b.json"),
+        1,
+        0.0,
+        0,
+        Some(0.1),
+    );
+    let (report, records) = r.run(4.0, 2.0);
+    assert_timeline(
+        &r.sends(&records, Phase::Profiling),
+        &[
+            (0, "trace-b", 0, 0, 0),
+            (3100, "trace-b", 0, 0, 1),
+            (3200, "trace-b", 1, 0, 0),
+        ],
+    );
+    let outcomes: Vec<ReplayOutcome> = records.iter().map(|x| x.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [
+            ReplayOutcome::Completed,
+            ReplayOutcome::ContextOverflow,
+            ReplayOutcome::Completed
+        ]
+    );
+    assert_eq!(r.run.context_overflows(), 1);
+    assert_eq!(report.merged.outputs.len(), 2);
+    assert!(report.merged.outputs.iter().all(|o| o.success));
+    assert!(
+        report.merged.failures_by_kind.is_empty(),
+        "{:?}",
+        report.merged.failures_by_kind
+    );
+    assert_eq!(
+        report.not_sent, 1,
+        "pass 1's #1 was due when the replay stopped"
+    );
+    assert_eq!(
+        r.run.threshold_crossed(),
+        None,
+        "an overflow is not a failure"
+    );
+    accounted(&report, &records);
+}
+
+/// `--agentic-failed-request-threshold`: half of the mock's answers are 500s; once 10
+/// profiling requests were answered (max(lanes, 10)) and more than a tenth failed, the
+/// replay stops at once, long before its bound; what was in flight is cancelled and every
+/// request is accounted for.
+#[test]
+fn the_failure_threshold_stops_the_replay_and_accounts_for_every_request() {
+    let _serial = crate::util::serial();
+    let dir = TempDir::new("agentic-threshold");
+    quick_corpus(dir.path(), 20);
+    let server = mock(Duration::from_millis(5), |c| {
+        c.faults.error_500 = 0.5;
+    });
+    let r = replay_on(server, dir.path(), 4, 0.0, 0, Some(0.1));
+    let started = std::time::Instant::now();
+    let (report, records) = r.run(60.0, 2.0);
+    let took = started.elapsed();
+    let crossed = r
+        .run
+        .threshold_crossed()
+        .expect("the threshold was crossed");
+    assert!(crossed.answered >= 10, "{crossed:?}");
+    assert!(
+        crossed.failed as f64 > 0.1 * crossed.answered as f64,
+        "{crossed:?}"
+    );
+    assert!(took < Duration::from_secs(30), "stopped early: {took:?}");
+    let failed = records
+        .iter()
+        .filter(|x| x.outcome == ReplayOutcome::Failed)
+        .count() as u64;
+    assert!(failed >= crossed.failed, "{failed} {crossed:?}");
+    accounted(&report, &records);
+}
+
+/// `n` trees of a root of three quick turns and a joined subagent, as `gen-NNNN.json` in
+/// `dir` (every tenth with a background child too).
+fn quick_corpus(dir: &Path, n: usize) {
+    for i in 0..n {
         let background = if i % 10 == 0 {
             r#",{"t":0.05,"type":"subagent","agent_id":"bg","requests":[
                 {"t":0.05,"type":"n","model":"m","in":64,"out":2,"hash_ids":[9],"api_time":0.001}]}"#
@@ -471,8 +594,19 @@ fn a_thousand_tree_corpus_at_a_hundred_lanes() {
             {{"t":0.01,"type":"n","model":"m","in":200,"out":3,"hash_ids":[1,2,3],"api_time":0.001}},
             {{"t":0.02,"type":"n","model":"m","in":260,"out":3,"hash_ids":[1,2,3,4],"api_time":0.001}}{background}]}}"#
         );
-        std::fs::write(dir.path().join(format!("gen-{i:04}.json")), text).unwrap();
+        std::fs::write(dir.join(format!("gen-{i:04}.json")), text).unwrap();
     }
+}
+
+/// A synthetic corpus of 1,000 small trees (a root of three turns, a joined subagent, every
+/// tenth a background one) replayed at 100 lanes: every trace is drawn, every request is
+/// accounted for, within a bounded time. (Its CPU time and memory are printed: on a quiet
+/// machine the replay gets through the corpus several times; the assertions hold at any speed.)
+#[test]
+fn a_thousand_tree_corpus_at_a_hundred_lanes() {
+    let _serial = crate::util::serial();
+    let dir = TempDir::new("agentic-1000");
+    quick_corpus(dir.path(), 1000);
     let r = replay(dir.path(), 100, 0.5, 1, Duration::from_millis(1));
     let cpu = |who| {
         // SAFETY: rusage is plain integers, for which all zeroes is a valid value.

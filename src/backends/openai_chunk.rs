@@ -20,7 +20,9 @@ use simd_json::{Node, StaticNode};
 
 use super::chunk_template::ChunkTemplate;
 use super::reader::{ApiFailure, FinishReason, Scratch, StreamFacts, StreamReader, Token};
-use super::tape::{opt_str, reasoning_tokens, token_count, ChunkDecoder, ChunkError, Json, Usage};
+use super::tape::{
+    cached_tokens, opt_str, reasoning_tokens, token_count, ChunkDecoder, ChunkError, Json, Usage,
+};
 
 /// Message used when a server reports an error without saying what it was.
 const ERROR_WITHOUT_MESSAGE: &str = "error object without a message";
@@ -119,6 +121,7 @@ impl StreamReader for ChunkReader {
         } else if let Some(u) = &chunk.usage {
             facts.usage_completion_tokens = u.completion_tokens;
             facts.usage_reasoning_tokens = u.reasoning_tokens;
+            facts.usage_cached_tokens = u.cached_tokens;
             // Python's audio loop reads only the completion count.
             if u.prompt_tokens.is_some() && shape != ChunkShape::Audio {
                 facts.usage_prompt_tokens = u.prompt_tokens;
@@ -141,6 +144,7 @@ impl StreamReader for ChunkReader {
                 facts.usage_prompt_tokens = u.prompt_tokens;
                 facts.usage_completion_tokens = u.completion_tokens;
                 facts.usage_reasoning_tokens = u.reasoning_tokens;
+                facts.usage_cached_tokens = u.cached_tokens;
             }
         }
         Ok(())
@@ -308,6 +312,7 @@ fn read_usage(value: Json<'_, '_>) -> Result<Option<Usage>, ChunkError> {
                 usage.reasoning_tokens =
                     reasoning_tokens(value, "usage.completion_tokens_details")?;
             }
+            "prompt_tokens_details" => usage.cached_tokens = cached_tokens(value)?,
             _ => {}
         }
     }
@@ -454,6 +459,7 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(11),
                 completion_tokens: Some(8),
+                cached_tokens: Some(0),
                 ..Usage::default()
             })
         );
@@ -590,6 +596,17 @@ mod tests {
             ChunkShape::Chat,
             r#"{"choices":[],"usage":{"prompt_tokens":11.0,"completion_tokens":null}}"#,
         );
+        // vLLM with --enable-prompt-tokens-details: the prefix cache's share of the prompt.
+        let cached = fields(
+            ChunkShape::Chat,
+            r#"{"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":5,"audio_tokens":null}}}"#,
+        );
+        assert_eq!(cached.usage.and_then(|u| u.cached_tokens), Some(5));
+        let none = fields(
+            ChunkShape::Chat,
+            r#"{"choices":[],"usage":{"prompt_tokens":11,"prompt_tokens_details":null}}"#,
+        );
+        assert_eq!(none.usage.and_then(|u| u.cached_tokens), None);
         assert_eq!(
             f.usage,
             Some(Usage {

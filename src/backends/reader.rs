@@ -44,6 +44,9 @@ pub struct StreamFacts {
     pub usage_completion_tokens: Option<u64>,
     /// Of the completion tokens, the reasoning ones, when the server counts them apart.
     pub usage_reasoning_tokens: Option<u64>,
+    /// Of the prompt tokens, those the server's prefix cache held
+    /// (`usage.prompt_tokens_details.cached_tokens`), when it says.
+    pub usage_cached_tokens: Option<u64>,
     /// Usage seen on a chunk that also carried choices (llama.cpp); used only when no
     /// usage-only chunk arrives.
     pub(super) fallback_usage: Option<Usage>,

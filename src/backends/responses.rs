@@ -270,6 +270,7 @@ mod tests {
                 prompt_tokens: Some(12),
                 completion_tokens: Some(5),
                 reasoning_tokens: Some(2),
+                cached_tokens: None,
             })
         );
         assert_eq!(e.reason.as_deref(), Some("incomplete"));

@@ -26,6 +26,11 @@ pub struct Usage {
     /// `usage.output_tokens_details.reasoning_tokens` (servers that do not count them apart
     /// leave it out).
     pub reasoning_tokens: Option<u64>,
+    /// Of the prompt tokens, those the server's prefix cache held:
+    /// `usage.prompt_tokens_details.cached_tokens` (vLLM with
+    /// `--enable-prompt-tokens-details`, OpenAI, llama.cpp); the agentic replay's client-side
+    /// prefix-cache hit.
+    pub cached_tokens: Option<u64>,
 }
 
 /// Why a chunk could not be decoded.
@@ -227,6 +232,21 @@ pub(super) fn opt_str<'a>(
             expected: "a string or null",
         }),
     }
+}
+
+/// `cached_tokens` of `usage.prompt_tokens_details`; `null` or absent is `None`. Walked on
+/// the tape like the rest of the usage (a few nodes, no allocation).
+pub(super) fn cached_tokens(value: Json<'_, '_>) -> Result<Option<u64>, ChunkError> {
+    let Some(members) = value.object_or_null("usage.prompt_tokens_details")? else {
+        return Ok(None);
+    };
+    let mut count = None;
+    for (key, value) in members {
+        if key == "cached_tokens" {
+            count = token_count(value, "usage.prompt_tokens_details.cached_tokens")?;
+        }
+    }
+    Ok(count)
 }
 
 /// `reasoning_tokens` of a usage details object (`completion_tokens_details`,

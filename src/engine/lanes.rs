@@ -53,6 +53,9 @@ pub(super) trait LaneWorker: Sized + 'static {
     fn clock(&self) -> (Instant, Option<Instant>, Rc<Timers>, Rc<CoreStop>);
     /// Takes in a sibling's records at the end and parks its connection.
     fn absorb(&mut self, sibling: Self);
+    /// Stops the whole run at once, on every core (as an interrupt does): no more sends,
+    /// requests in flight get the interrupt's grace period.
+    fn halt(maker: &Self::Maker);
 }
 
 /// A wake-up for the lane's loop from the tasks of its requests (one core, one waiter).
@@ -110,7 +113,11 @@ pub(super) async fn run_lane<W: LaneWorker>(home: W, source: &dyn LaneSource) ->
             idle.push(worker);
         }
         let past_bound = bound.is_some_and(|b| Instant::now() >= b);
-        if !stopping && (past_bound || idle.first().is_some_and(W::run_stopped)) {
+        let halted = !stopping && lane.halted();
+        if halted {
+            W::halt(&maker);
+        }
+        if !stopping && (past_bound || halted || idle.first().is_some_and(W::run_stopped)) {
             stopping = true;
             lane.stop();
         }

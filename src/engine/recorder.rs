@@ -426,7 +426,8 @@ fn to_output(rec: &Record, itl_arena: &Arc<Gaps>, text_arena: &[u8]) -> RequestO
 
 impl<'a> super::session::Answer<'a> {
     /// What a request's record says of how it ended (`cancelled`: the engine's own verdict,
-    /// which the record does not hold).
+    /// which the record does not hold; nor does it hold the cached tokens, which only a
+    /// lane's worker hands on).
     pub fn of(rec: &'a Record, cancelled: bool) -> super::session::Answer<'a> {
         super::session::Answer {
             sent_ns: rec.start_ns,
@@ -435,6 +436,7 @@ impl<'a> super::session::Answer<'a> {
             itl_intervals: rec.itl.end - rec.itl.start,
             prompt_tokens: rec.usage_prompt_tokens.get(),
             completion_tokens: rec.usage_completion_tokens.get(),
+            cached_tokens: None,
             failure: rec.failure.as_deref().map(|f| super::session::FailureText {
                 error: &f.error,
                 detail: &f.detail,

@@ -111,6 +111,8 @@ pub struct Answer<'a> {
     pub itl_intervals: u32,
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens_details.cached_tokens`, when the server sent it.
+    pub cached_tokens: Option<u64>,
     pub failure: Option<FailureText<'a>>,
     /// Cut by the run's stop (`--duration` + grace) or cancelled on purpose.
     pub cancelled: bool,
@@ -127,6 +129,11 @@ pub trait Lane {
     /// The run stopped: no more sends (the lane counts what it had due as not sent, in the
     /// run's total).
     fn stop(&mut self);
+    /// Whether the lane wants the whole run stopped now (the agentic replay's failure
+    /// threshold): its driver stops the run as an interrupt does, on every core.
+    fn halted(&self) -> bool {
+        false
+    }
     /// The lane's run is over (every request in flight ended).
     fn finish(&mut self);
 }

@@ -441,12 +441,18 @@ impl Worker {
             failure: result.err().map(Box::new),
             end_ns: ns_since(epoch, m.end.unwrap_or(end)),
         };
-        Sent { rec, cancelled }
+        Sent {
+            rec,
+            cancelled,
+            cached: TokenCount::of(m.facts.usage_cached_tokens),
+        }
     }
 
     /// Keeps a finished record: drops the data it does not need, feeds the histograms.
     fn keep(&mut self, sent: Sent) {
-        let Sent { mut rec, cancelled } = sent;
+        let Sent {
+            mut rec, cancelled, ..
+        } = sent;
         let log = &mut self.log;
         if cancelled {
             // Counted apart: neither completed nor failed, in no latency or histogram.
@@ -554,7 +560,10 @@ impl LaneWorker for Worker {
     }
 
     fn answer(sent: &Sent) -> Answer<'_> {
-        Answer::of(&sent.rec, sent.cancelled)
+        Answer {
+            cached_tokens: sent.cached.get(),
+            ..Answer::of(&sent.rec, sent.cancelled)
+        }
     }
 
     fn keep(&mut self, sent: Sent) {
@@ -563,6 +572,11 @@ impl LaneWorker for Worker {
 
     fn run_stopped(&self) -> bool {
         self.stopped()
+    }
+
+    fn halt((shared, ..): &Self::Maker) {
+        shared.stop.store(true, Ordering::Release);
+        shared.wires.pull();
     }
 
     fn clock(&self) -> (Instant, Option<Instant>, Rc<Timers>, Rc<CoreStop>) {
@@ -629,6 +643,9 @@ enum Outcome {
 pub(super) struct Sent {
     rec: Record,
     cancelled: bool,
+    /// `usage.prompt_tokens_details.cached_tokens`: told to a lane (the agentic replay
+    /// records it per request), not kept in the record, whose size is the run's memory.
+    cached: TokenCount,
 }
 
 /// One request of a session and when it was due.

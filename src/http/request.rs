@@ -93,6 +93,19 @@ impl HeadTemplate {
         HeadTemplate { prefix }
     }
 
+    /// This template with one more fixed header (`name: value`, validated by the caller):
+    /// a header that is the same for every request of a group (the agentic replay's
+    /// per-stream `X-Correlation-ID`), built before the clock like the rest of the head.
+    pub fn with_header(&self, name: &str, value: &str) -> HeadTemplate {
+        let mut prefix = String::with_capacity(self.prefix.len() + name.len() + value.len() + 4);
+        prefix.push_str(&self.prefix);
+        prefix.push_str(name);
+        prefix.push_str(": ");
+        prefix.push_str(value);
+        prefix.push_str("\r\n");
+        HeadTemplate { prefix }
+    }
+
     /// The request head (ending in the blank line) for a body of `body_len` bytes, with
     /// `Content-Length` (and `x-request-id` when given); `extra` bytes of capacity are left
     /// for a body appended in place.

@@ -26,8 +26,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::datasets::agentic::{Phase, ReplayOutcome, ReplayRecord, StreamKind, Tree};
 
@@ -41,7 +42,7 @@ pub const AGENTX_FAILED_REQUEST_THRESHOLD: f64 = 0.10;
 pub const AGENTX_SYSTEM_IDLE_CAP_S: f64 = 10.0;
 
 /// What the report needs of one stream of a tree.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamShape {
     pub kind: StreamKind,
     pub turns: u32,
@@ -52,7 +53,7 @@ pub struct StreamShape {
 }
 
 /// What the report needs of one tree: its streams, and the root turns that wait for children.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TreeShape {
     pub streams: Vec<StreamShape>,
     pub join_turns: Vec<u32>,
@@ -83,7 +84,7 @@ impl TreeShape {
 }
 
 /// The run's settings the verdict reads.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgenticSettings {
     /// `--duration`: the profiling duration D, s (`None`: an unbounded run).
     pub duration_s: Option<f64>,
@@ -99,6 +100,12 @@ pub struct AgenticSettings {
     pub forbidden: Vec<String>,
     /// The run was cut short: an interrupt, or the failure threshold.
     pub cancelled: bool,
+    /// `--agentic-failed-request-threshold` stopped the run: the counts when it did.
+    pub threshold_crossed: Option<ThresholdCrossed>,
+    /// The server's own prefix-cache hit rate over the measured run, from its `/metrics`
+    /// (`vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`), shown beside the client's
+    /// (`None`: not scraped, or no such counters).
+    pub server_prefix_cache_hit: Option<f64>,
 }
 
 /// Requests by outcome.
@@ -218,11 +225,14 @@ pub struct CacheHits {
     /// AIPerf's `theoretical_prefix_cache_hit`: hit blocks / blocks over the completed
     /// profiling requests, each request's hits from its trace's recorded order.
     pub theoretical: Option<f64>,
-    /// `cached_tokens / prompt_tokens` over the completed profiling requests whose usage
-    /// carried `cached_tokens`.
-    pub server: Option<f64>,
+    /// Client side: `usage.prompt_tokens_details.cached_tokens / prompt_tokens` over the
+    /// completed profiling requests whose usage carried `cached_tokens` (AIPerf's
+    /// `overall_usage_prompt_cache_read_pct`).
+    pub usage: Option<f64>,
     /// How many completed profiling requests carried `cached_tokens`.
-    pub server_reported: u64,
+    pub usage_reported: u64,
+    /// The server's `/metrics` over the measured run (all its traffic, warm-up excluded).
+    pub server_metrics: Option<f64>,
 }
 
 /// How much of the duration the last first token and the last ITL-bearing response reach
@@ -250,7 +260,7 @@ pub struct Verdict {
 
 /// What an agentic run's report is computed from: a run's (or a merge's) records, the
 /// corpus's tree shapes (indexed by `ReplayRecord::tree`) and the run's settings.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgenticFacts {
     pub records: Vec<ReplayRecord>,
     pub shapes: Vec<TreeShape>,
@@ -258,6 +268,23 @@ pub struct AgenticFacts {
 }
 
 impl AgenticFacts {
+    /// The facts of a run's shards together (`vllm-bench merge`): every shard's records,
+    /// the shapes and settings of the first (the shards replay one corpus with one command
+    /// line), cut short if any shard was.
+    pub fn union<'a>(parts: impl IntoIterator<Item = &'a AgenticFacts>) -> Option<AgenticFacts> {
+        let mut parts = parts.into_iter();
+        let mut all = parts.next()?.clone();
+        for p in parts {
+            all.records.extend_from_slice(&p.records);
+            all.settings.cancelled |= p.settings.cancelled;
+            all.settings.threshold_crossed = all
+                .settings
+                .threshold_crossed
+                .or(p.settings.threshold_crossed);
+        }
+        Some(all)
+    }
+
     pub fn report(&self) -> AgenticReport {
         AgenticReport::compute(&self.records, &self.shapes, &self.settings)
     }
@@ -390,7 +417,8 @@ impl AgenticReport {
         let mut profiling = Outcomes::default();
         let mut per_kind: BTreeMap<&'static str, u64> =
             StreamKind::ALL.iter().map(|k| (k.name(), 0)).collect();
-        let mut instances: HashMap<(u32, u32), Instance<'_>> = HashMap::new();
+        // A tree instance is (trace, pass, lane): the shards of a run each draw their own passes.
+        let mut instances: HashMap<(u32, u32, u32), Instance<'_>> = HashMap::new();
         let (mut ideal_hits, mut ideal_blocks) = (0u64, 0u64);
         let (mut cached, mut cached_prompt, mut cached_n) = (0u64, 0u64, 0u64);
         let (mut last_ttft, mut last_itl): (Option<i64>, Option<i64>) = (None, None);
@@ -401,7 +429,7 @@ impl AgenticReport {
                 Phase::Profiling => phases.profiling += 1,
             }
             instances
-                .entry((r.tree, r.pass))
+                .entry((r.tree, r.pass, r.lane))
                 .or_default()
                 .records
                 .push(r);
@@ -437,7 +465,7 @@ impl AgenticReport {
         let mut streams = Progress::default();
         let mut branches = Branches::default();
         let mut samples: [Vec<f64>; 6] = Default::default();
-        let mut keys: Vec<&(u32, u32)> = instances.keys().collect();
+        let mut keys: Vec<&(u32, u32, u32)> = instances.keys().collect();
         keys.sort_unstable();
         for key in keys {
             let inst = &instances[key];
@@ -540,8 +568,9 @@ impl AgenticReport {
         };
         let prefix_cache = CacheHits {
             theoretical: ratio(ideal_hits, ideal_blocks),
-            server: ratio(cached, cached_prompt),
-            server_reported: cached_n,
+            usage: ratio(cached, cached_prompt),
+            usage_reported: cached_n,
+            server_metrics: settings.server_prefix_cache_hit,
         };
         let verdict = verdict(settings, &profiling, &coverage);
         AgenticReport {
@@ -570,8 +599,13 @@ fn pct(x: f64) -> String {
 fn verdict(s: &AgenticSettings, outcomes: &Outcomes, coverage: &Coverage) -> Verdict {
     let mut reasons = Vec::new();
     let mut no = |code: &'static str, detail: String| reasons.push(Reason { code, detail });
-    if s.cancelled {
-        no("run_cancelled", "the run was cut short".into());
+    match &s.threshold_crossed {
+        Some(c) => no(
+            "run_cancelled",
+            format!("the failure threshold stopped the run: {c}"),
+        ),
+        None if s.cancelled => no("run_cancelled", "the run was cut short".into()),
+        None => {}
     }
     match s.duration_s {
         Some(d) if d >= AGENTX_MIN_DURATION_S => {}
@@ -644,7 +678,9 @@ fn verdict(s: &AgenticSettings, outcomes: &Outcomes, coverage: &Coverage) -> Ver
         );
     }
     // Checked only for a finished run of AgentX's length, as AIPerf does.
-    let checked = !s.cancelled && s.duration_s.is_some_and(|d| d >= AGENTX_MIN_DURATION_S);
+    let checked = !s.cancelled
+        && s.threshold_crossed.is_none()
+        && s.duration_s.is_some_and(|d| d >= AGENTX_MIN_DURATION_S);
     let best = coverage
         .ttft_ratio
         .into_iter()
@@ -672,18 +708,19 @@ fn verdict(s: &AgenticSettings, outcomes: &Outcomes, coverage: &Coverage) -> Ver
 /// 0.10): counts the profiling requests as they end and says when the run must stop: once
 /// at least `max(lanes, 10)` have been answered, as soon as `failed / answered > R`
 /// (answered = completed + failed; overflows and cancellations are neither, as in the
-/// report). Constant time and no allocation per call, so the scheduler may call it on the
-/// engine's cores for every request that ends.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// report). Shared by every lane of the run (counters, not a lock): constant time and no
+/// allocation per call, so the lanes call it on the engine's cores for every request that
+/// ends.
+#[derive(Debug)]
 pub struct FailureThreshold {
     ratio: f64,
     after: u64,
-    answered: u64,
-    failed: u64,
+    answered: AtomicU64,
+    failed: AtomicU64,
 }
 
 /// The threshold was crossed: the run stops and exits non-zero.
-#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error, Serialize, Deserialize)]
 #[error(
     "--agentic-failed-request-threshold {ratio}: {failed} of {answered} profiling requests failed \
      ({:.1}%); the run was stopped (see the failures by reason)",
@@ -701,33 +738,34 @@ impl FailureThreshold {
         FailureThreshold {
             ratio,
             after: u64::from(lanes).max(10),
-            answered: 0,
-            failed: 0,
+            answered: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
         }
     }
 
-    /// Counts one ended request; `Err` when the run must stop now.
-    pub fn observe(
-        &mut self,
-        phase: Phase,
-        outcome: ReplayOutcome,
-    ) -> Result<(), ThresholdCrossed> {
+    /// Counts one ended request; `Err` when the run must stop now (every later failure
+    /// says so again: the first `Err` is the one that stops the run).
+    pub fn observe(&self, phase: Phase, outcome: ReplayOutcome) -> Result<(), ThresholdCrossed> {
         if phase != Phase::Profiling {
             return Ok(());
         }
-        match outcome {
-            ReplayOutcome::Completed => self.answered += 1,
+        let (answered, failed) = match outcome {
+            ReplayOutcome::Completed => (
+                self.answered.fetch_add(1, Ordering::AcqRel) + 1,
+                self.failed.load(Ordering::Acquire),
+            ),
             ReplayOutcome::Failed => {
-                self.answered += 1;
-                self.failed += 1;
+                // The failure first: a reader never sees more failures than answers.
+                let failed = self.failed.fetch_add(1, Ordering::AcqRel) + 1;
+                (self.answered.fetch_add(1, Ordering::AcqRel) + 1, failed)
             }
             ReplayOutcome::ContextOverflow | ReplayOutcome::Cancelled => return Ok(()),
-        }
-        if self.answered >= self.after && self.failed as f64 > self.ratio * self.answered as f64 {
+        };
+        if answered >= self.after && failed as f64 > self.ratio * answered as f64 {
             return Err(ThresholdCrossed {
                 ratio: self.ratio,
-                failed: self.failed,
-                answered: self.answered,
+                failed,
+                answered,
             });
         }
         Ok(())
@@ -805,6 +843,8 @@ mod tests {
             system_idle_cap_s: Some(10.0),
             forbidden: Vec::new(),
             cancelled: false,
+            threshold_crossed: None,
+            server_prefix_cache_hit: None,
         }
     }
 
@@ -865,8 +905,8 @@ mod tests {
         // SPEC §4: 0/3, child 1/2, child 2/4, 3/6, 6/7.
         assert!(close(r.prefix_cache.theoretical.unwrap(), 12.0 / 22.0));
         // Only the two requests that reported it: 640 of 900 prompt tokens.
-        assert_eq!(r.prefix_cache.server_reported, 2);
-        assert!(close(r.prefix_cache.server.unwrap(), 640.0 / 900.0));
+        assert_eq!(r.prefix_cache.usage_reported, 2);
+        assert!(close(r.prefix_cache.usage.unwrap(), 640.0 / 900.0));
         // The last first token at 5.4 s, the last ITL-bearing end at 5.8 s, of 1800 s.
         assert!(close(r.coverage.ttft_ratio.unwrap(), 5.4 / 1800.0));
         assert!(close(r.coverage.itl_ratio.unwrap(), 5.8 / 1800.0));
@@ -1120,7 +1160,7 @@ mod tests {
 
     #[test]
     fn the_failure_threshold_waits_for_max_lanes_10_answers() {
-        let mut gate = FailureThreshold::new(0.1, 4);
+        let gate = FailureThreshold::new(0.1, 4);
         let p = Phase::Profiling;
         // A failure first: 1 of 1, but fewer than 10 answered.
         assert!(gate.observe(p, ReplayOutcome::Failed).is_ok());
@@ -1142,7 +1182,7 @@ mod tests {
              the run was stopped (see the failures by reason)"
         );
         // With 20 lanes it waits for 20 answers.
-        let mut gate = FailureThreshold::new(0.1, 20);
+        let gate = FailureThreshold::new(0.1, 20);
         for _ in 0..19 {
             assert!(gate.observe(p, ReplayOutcome::Failed).is_ok());
         }

@@ -78,6 +78,11 @@ pub struct MockConfig {
     pub driver: DriverChoice,
     /// `max_model_len` reported by `/v1/models` and `/tokenize`.
     pub max_model_len: usize,
+    /// Refuse a generation request whose prompt tokens plus output limit exceed
+    /// `max_model_len`, with vLLM's `400` ("This model's maximum context length is ..."):
+    /// what an agentic replay counts as a context overflow. Off by default: the mock
+    /// answers any prompt, whatever its length.
+    pub refuse_past_context: bool,
     /// Largest request body accepted; larger ones get `413 Payload Too Large`.
     pub max_body_bytes: usize,
     /// Serve `/tokenize` and `/detokenize` (off → 404, like the golden-run mock).
@@ -156,6 +161,7 @@ impl Default for MockConfig {
             tls: false,
             driver: DriverChoice::Auto,
             max_model_len: 32_768,
+            refuse_past_context: false,
             max_body_bytes: 64 << 20,
             tokenize_endpoints: true,
             metrics_endpoint: true,

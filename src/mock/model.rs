@@ -225,6 +225,18 @@ enum BadRequest {
     NoTokens,
     #[error("max_tokens {tokens} exceeds max_model_len {max}")]
     TooManyTokens { tokens: u64, max: usize },
+    /// vLLM's words (its serving layer's check of prompt plus completion).
+    #[error(
+        "This model's maximum context length is {max} tokens. However, you requested \
+         {} tokens ({prompt} in the messages, {tokens} in the completion). Please reduce the \
+         length of the messages or completion.",
+        prompt + tokens
+    )]
+    PastContext {
+        prompt: u64,
+        tokens: u64,
+        max: usize,
+    },
 }
 
 /// Reads the body of a model request, or says in one line what is wrong with it.
@@ -379,6 +391,13 @@ fn generation_job(
     }
     if tokens > cfg.max_model_len as u64 {
         return Err(BadRequest::TooManyTokens {
+            tokens,
+            max: cfg.max_model_len,
+        });
+    }
+    if cfg.refuse_past_context && prompt.tokens + tokens > cfg.max_model_len as u64 {
+        return Err(BadRequest::PastContext {
+            prompt: prompt.tokens,
             tokens,
             max: cfg.max_model_len,
         });

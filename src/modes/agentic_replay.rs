@@ -24,7 +24,7 @@
 //!   lane's response makes the system idle sees it within the cap, not at once.
 
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -45,9 +45,14 @@ use crate::engine::session::{
 };
 use crate::engine::{Engine, RunReport, Workload};
 use crate::http::request::{HeadTemplate, PreparedRequest};
-use crate::metrics::agentic::TreeShape;
+use crate::metrics::agentic::{FailureThreshold, ThresholdCrossed, TreeShape};
+use crate::mix::{fnv64, mix64};
 
 use super::agentic::BLOCK_SIZE;
+
+/// The error text of a request the engine cut when the run was stopped at once (what the
+/// failure threshold's stop does to the requests in flight).
+const INTERRUPTED: &str = "Interrupted";
 
 /// The system idle cap (SPEC §3.5; AgentX locks it at 10 s).
 pub const SYSTEM_IDLE_CAP: Duration = Duration::from_secs(10);
@@ -55,6 +60,9 @@ pub const SYSTEM_IDLE_CAP: Duration = Duration::from_secs(10);
 /// What the cache-bust marker's placeholder reads in a prepared request (the marker has the
 /// same length: `[rid:` 12 hex `]`).
 const PLACEHOLDER: &[u8; 18] = b"[rid:000000000000]";
+
+/// The header AIPerf sends with each request: one id per stream (SPEC §2 "Request").
+const CORRELATION: &str = "X-Correlation-ID";
 
 /// Error substrings that make a response a context overflow (SPEC §3.5, case-insensitive).
 const OVERFLOW: [&str; 4] = [
@@ -75,6 +83,9 @@ pub struct ReplayOptions {
     pub system_idle_cap: Option<Duration>,
     pub seed: u64,
     pub mode: ResponseMode,
+    /// `--agentic-failed-request-threshold`: the failure share of profiling past which the
+    /// run stops (`None`: never).
+    pub failed_request_threshold: Option<f64>,
 }
 
 /// One turn's request, prepared before the clock.
@@ -82,8 +93,9 @@ struct PreparedTurn {
     full: PreparedRequest,
     /// The same with an output limit of one token (primers, the warm-up).
     one: PreparedRequest,
-    /// The part of `full` / `one` that holds the marker's placeholder.
-    marker_at: (usize, usize),
+    /// The parts of `full` / `one` that hold the marker's placeholder and the
+    /// correlation id's ([`Slots`]).
+    marker_at: (Slots, Slots),
     prompt_tokens: u32,
 }
 
@@ -151,6 +163,12 @@ struct Inner {
     /// The lanes' first requests (the ready check asks one; the workers count them).
     lane_requests: Arc<[PreparedRequest]>,
     expected_tokens: usize,
+    /// The failure threshold every lane counts its profiling answers into.
+    threshold: Option<FailureThreshold>,
+    /// Set once, by the lane whose answer crossed the threshold: every lane then halts.
+    crossed: OnceLock<ThresholdCrossed>,
+    /// Context overflows taken out of the measured run's outputs ([`AgenticRun::settle`]).
+    overflows: AtomicUsize,
 }
 
 /// The replay of one corpus: prepared requests, the lanes and what they recorded.
@@ -171,11 +189,12 @@ impl AgenticRun {
         if opts.lanes == 0 {
             bail!("--dataset-name agentic_trace: --max-concurrency must be at least 1 (the number of live trees)");
         }
+        let run_id: u64 = rand::random();
         let replayable = |t: &&Tree| t.streams.first().is_some_and(|s| !s.turns.is_empty());
         let prepared: Vec<PreparedTree> = trees
             .par_iter()
             .filter(replayable)
-            .map(|t| prepare_tree(t, head, body, space, decode, opts.seed))
+            .map(|t| prepare_tree(t, head, body, space, decode, opts.seed, run_id))
             .collect::<Result<_>>()?;
         // The report's view of each tree, in the order `ReplayRecord::tree` counts them.
         let shapes = trees.iter().filter(replayable).map(TreeShape::of).collect();
@@ -191,12 +210,18 @@ impl AgenticRun {
             .max()
             .unwrap_or(1)
             .min(4096) as usize;
+        let threshold = opts
+            .failed_request_threshold
+            .map(|r| FailureThreshold::new(r, u32::try_from(opts.lanes).unwrap_or(u32::MAX)));
         Ok(AgenticRun(Arc::new(Inner {
+            threshold,
+            crossed: OnceLock::new(),
+            overflows: AtomicUsize::new(0),
             expected_tokens,
             trees: prepared,
             shapes,
             opts,
-            run_id: rand::random(),
+            run_id,
             phase: AtomicU8::new(phase_code(Phase::Profiling)),
             draws: AtomicUsize::new(0),
             claims: AtomicUsize::new(0),
@@ -395,6 +420,69 @@ impl AgenticRun {
         &self.0.shapes
     }
 
+    /// The measured run's report as the replay counts its requests (SPEC §3.5): a context
+    /// overflow is answered but neither completed nor failed, so its output leaves Python's
+    /// block (no latency, no failed count, no failure example) and is counted apart (the
+    /// return value, also [`AgenticRun::context_overflows`]); a request cut by the failure
+    /// threshold's stop is cancelled, as one cut at the time bound is. Call once, on the
+    /// measured run's report, before a shard renumbers its records.
+    pub fn settle(&self, report: &mut RunReport) -> usize {
+        let apart: std::collections::HashMap<u32, ReplayOutcome> = lock(&self.0.records)
+            .iter()
+            .filter(|(_, r)| {
+                r.phase == Phase::Profiling
+                    && matches!(
+                        r.outcome,
+                        ReplayOutcome::ContextOverflow | ReplayOutcome::Cancelled
+                    )
+            })
+            .map(|(index, r)| (*index, r.outcome))
+            .collect();
+        if apart.is_empty() {
+            return 0;
+        }
+        let merged = &mut report.merged;
+        let mut overflows = 0;
+        let records = std::mem::take(&mut merged.records);
+        let outputs = std::mem::take(&mut merged.outputs);
+        let mut kept = (
+            Vec::with_capacity(records.len()),
+            Vec::with_capacity(outputs.len()),
+        );
+        for (rec, out) in records.into_iter().zip(outputs) {
+            let Some(&outcome) = apart.get(&rec.index) else {
+                kept.0.push(rec);
+                kept.1.push(out);
+                continue;
+            };
+            if let Some(f) = &rec.failure {
+                if let Some(n) = merged.failures_by_kind.get_mut(&f.kind) {
+                    *n -= 1;
+                    if *n == 0 {
+                        merged.failures_by_kind.remove(&f.kind);
+                    }
+                }
+            }
+            match outcome {
+                ReplayOutcome::ContextOverflow => overflows += 1,
+                _ => report.cancelled += 1,
+            }
+        }
+        (merged.records, merged.outputs) = kept;
+        self.0.overflows.fetch_add(overflows, Ordering::AcqRel);
+        overflows
+    }
+
+    /// The context overflows [`AgenticRun::settle`] took out of the measured run's outputs.
+    pub fn context_overflows(&self) -> usize {
+        self.0.overflows.load(Ordering::Acquire)
+    }
+
+    /// Whether `--agentic-failed-request-threshold` stopped the run, and at what counts.
+    pub fn threshold_crossed(&self) -> Option<ThresholdCrossed> {
+        self.0.crossed.get().copied()
+    }
+
     pub fn records(&self, epoch: Instant) -> Vec<ReplayRecord> {
         let inner = &*self.0;
         let epochs = lock(&inner.epochs).clone();
@@ -428,7 +516,8 @@ impl AgenticRun {
         time_bound: Option<crate::engine::TimeBound>,
     ) -> Result<(RunReport, Vec<ReplayRecord>)> {
         self.warm_up(engine)?;
-        let report = self.run_lanes(engine, Phase::Profiling, time_bound)?;
+        let mut report = self.run_lanes(engine, Phase::Profiling, time_bound)?;
+        self.settle(&mut report);
         let records = self.records(report.epoch);
         Ok((report, records))
     }
@@ -446,14 +535,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `req` with the tree's marker in its placeholder part.
-fn with_marker(req: &PreparedRequest, at: usize, marker: &Bytes) -> PreparedRequest {
+/// `req` with the tree's marker in its placeholder part and the marker's digits ending its
+/// correlation id (shared slices of the marker: nothing is formatted or copied).
+fn with_marker(req: &PreparedRequest, at: Slots, marker: &Bytes) -> PreparedRequest {
     PreparedRequest {
         parts: req
             .parts
             .iter()
             .enumerate()
-            .map(|(i, p)| if i == at { marker.clone() } else { p.clone() })
+            .map(|(i, p)| match i {
+                _ if i == at.marker => marker.clone(),
+                _ if i == at.correlation => marker.slice(5..17),
+                _ => p.clone(),
+            })
             .collect(),
     }
 }
@@ -539,7 +633,7 @@ impl Inner {
                 t.turns[at.stream as usize][at.turn as usize].prompt_tokens,
             )),
             output_tokens: a.completion_tokens.unwrap_or(0),
-            cached_tokens: None,
+            cached_tokens: a.cached_tokens,
             outcome: outcome(a),
         }
     }
@@ -568,12 +662,22 @@ fn prepare_tree(
     space: &TokenSpace,
     decode: &(dyn Fn(&[u32]) -> String + Sync),
     seed: u64,
+    run_id: u64,
 ) -> Result<PreparedTree> {
     let mut blocks: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
     let mut tokens = Vec::new();
     let mut turns = Vec::with_capacity(tree.streams.len());
     for stream in &tree.streams {
         let seeds = Seeds::new(seed, &tree.id, &stream.id);
+        // The stream's own X-Correlation-ID, its last 12 digits the tree instance's marker's.
+        let head = head.with_header(
+            CORRELATION,
+            &format!(
+                "{}{}",
+                correlation_prefix(run_id, &stream.id),
+                std::str::from_utf8(&PLACEHOLDER[5..17]).unwrap_or_default()
+            ),
+        );
         let all = layouts(stream, BLOCK_SIZE)?;
         let mut prev: Vec<(crate::datasets::agentic::Segment, bool, Bytes)> = Vec::new();
         let mut out = Vec::with_capacity(all.len());
@@ -656,12 +760,49 @@ fn message(role: Role, text: &str) -> Bytes {
     }
 }
 
-/// `req` with the marker's placeholder in a part of its own, and that part's index
-/// (`usize::MAX`: no user message, nothing to mark).
-fn split_marker(req: PreparedRequest) -> (PreparedRequest, usize) {
-    let mut parts: Vec<Bytes> = Vec::with_capacity(req.parts.len() + 2);
+/// Where a prepared request's per-tree parts are: the marker's placeholder and the
+/// correlation id's last 12 digits (`usize::MAX`: none, nothing to swap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slots {
+    marker: usize,
+    correlation: usize,
+}
+
+/// The first 24 characters of a stream's `X-Correlation-ID` (a UUID, version 8): a hash of
+/// the run and the stream id, so root and every child differ; the last 12 are the tree
+/// instance's marker digits, so each pass of a tree (a recycle) has new ids and a tree
+/// continuing from warm-up into profiling keeps them (SPEC §2 "Request").
+fn correlation_prefix(run_id: u64, stream_id: &str) -> String {
+    let a = mix64(run_id ^ fnv64(stream_id.as_bytes()));
+    let b = mix64(a ^ 0x636f_7272_656c);
+    format!(
+        "{:08x}-{:04x}-8{:03x}-{:x}{:03x}-",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        8 | (b >> 62),
+        (b >> 48) & 0xfff
+    )
+}
+
+/// `req` with the marker's placeholder, and its correlation id's last 12 digits, each in a
+/// part of its own ([`Slots`]).
+fn split_marker(req: PreparedRequest) -> (PreparedRequest, Slots) {
+    let mut parts: Vec<Bytes> = Vec::with_capacity(req.parts.len() + 4);
     let mut at = usize::MAX;
+    let mut correlation = usize::MAX;
+    let header = format!("{CORRELATION}: ");
     for p in req.parts.iter() {
+        if correlation == usize::MAX {
+            if let Some(i) = memchr::memmem::find(p, header.as_bytes()) {
+                let i = i + header.len() + 24;
+                parts.push(p.slice(..i));
+                correlation = parts.len();
+                parts.push(p.slice(i..i + 12));
+                parts.push(p.slice(i + 12..));
+                continue;
+            }
+        }
         match memchr::memmem::find(p, PLACEHOLDER).filter(|_| at == usize::MAX) {
             Some(i) => {
                 parts.push(p.slice(..i));
@@ -676,7 +817,10 @@ fn split_marker(req: PreparedRequest) -> (PreparedRequest, usize) {
         PreparedRequest {
             parts: parts.into_boxed_slice(),
         },
-        at,
+        Slots {
+            marker: at,
+            correlation,
+        },
     )
 }
 
@@ -860,7 +1004,21 @@ impl Lane for AgenticLane {
             return;
         };
         let at = turn_of(ticket);
-        let record = self.inner.record(lt, self.lane, at, self.phase, answer);
+        let mut record = self.inner.record(lt, self.lane, at, self.phase, answer);
+        if let Some(gate) = &self.inner.threshold {
+            if let Err(crossed) = gate.observe(record.phase, record.outcome) {
+                // The first crossing stops the run; later ones only say it again.
+                let _ = self.inner.crossed.set(crossed);
+            }
+        }
+        if record.outcome == ReplayOutcome::Failed
+            && self.inner.crossed.get().is_some()
+            && answer.failure.is_some_and(|f| f.error == INTERRUPTED)
+        {
+            // Cut by the threshold's stop (the engine's interrupt): cancelled, as AIPerf
+            // cancels what is in flight when it stops the run.
+            record.outcome = ReplayOutcome::Cancelled;
+        }
         let how = match record.outcome {
             ReplayOutcome::ContextOverflow => Ended::Overflow,
             ReplayOutcome::Cancelled => Ended::Cancelled,
@@ -882,6 +1040,10 @@ impl Lane for AgenticLane {
 
     fn stop(&mut self) {
         self.stopped = true;
+    }
+
+    fn halted(&self) -> bool {
+        self.inner.crossed.get().is_some()
     }
 
     fn finish(&mut self) {
@@ -930,6 +1092,7 @@ mod tests {
             system_idle_cap: Some(SYSTEM_IDLE_CAP),
             seed: 1,
             mode: Api::Chat.response_mode(),
+            failed_request_threshold: None,
         };
         let run = AgenticRun::prepare(&trees, &head, &body, &space, &words, opts).unwrap();
         (run, trees)
@@ -948,16 +1111,46 @@ mod tests {
         }
     }
 
+    /// The `X-Correlation-ID` a prepared request carries.
+    fn correlation(req: &PreparedRequest) -> String {
+        let bytes = req.to_vec();
+        let text = String::from_utf8_lossy(&bytes);
+        let at = text.find("X-Correlation-ID: ").expect("the header") + 18;
+        text[at..at + 36].to_string()
+    }
+
     /// Every prepared turn carries exactly `in` prompt tokens (one word per token here), the
-    /// tree's marker where the placeholder was, and its output limit (one for primers).
+    /// tree's marker where the placeholder was, its output limit (one for primers), and its
+    /// stream's `X-Correlation-ID`: a UUID, one per stream (every turn, the warm-up's too),
+    /// another for every other stream, ending in the tree instance's marker digits.
     #[test]
     fn prepared_turns_have_exactly_in_tokens_and_the_trees_marker() {
         let (run, trees) = run();
         let marker = Bytes::from_static(b"[rid:0123456789ab]");
+        let mut ids = std::collections::HashSet::new();
         for (t, tree) in trees.iter().enumerate() {
             for (s, stream) in tree.streams.iter().enumerate() {
+                let mut stream_id = None;
                 for (k, r) in stream.turns.iter().enumerate() {
                     let turn = &run.0.trees[t].turns[s][k];
+                    let id = correlation(&with_marker(&turn.full, turn.marker_at.0, &marker));
+                    assert_eq!(
+                        id,
+                        correlation(&with_marker(&turn.one, turn.marker_at.1, &marker))
+                    );
+                    let groups: Vec<usize> = id.split('-').map(str::len).collect();
+                    assert_eq!(groups, [8, 4, 4, 4, 12], "{id}");
+                    assert!(
+                        id.ends_with("-0123456789ab") && id.as_bytes()[14] == b'8',
+                        "{id}"
+                    );
+                    assert_eq!(
+                        *stream_id.get_or_insert_with(|| id.clone()),
+                        id,
+                        "{}",
+                        stream.id
+                    );
+                    ids.insert(id);
                     assert_eq!(u64::from(turn.prompt_tokens), r.input);
                     let full = body(&with_marker(&turn.full, turn.marker_at.0, &marker));
                     let one = body(&with_marker(&turn.one, turn.marker_at.1, &marker));
@@ -984,6 +1177,15 @@ mod tests {
                 }
             }
         }
+        let streams: usize = trees.iter().map(|t| t.streams.len()).sum();
+        assert_eq!(ids.len(), streams, "one id per stream: {ids:?}");
+        // Another tree instance (another marker): other ids.
+        let turn = &run.0.trees[0].turns[0][0];
+        let other = Bytes::from_static(b"[rid:ba9876543210]");
+        assert!(
+            correlation(&with_marker(&turn.full, turn.marker_at.0, &other))
+                .ends_with("-ba9876543210")
+        );
     }
 
     #[test]
@@ -996,6 +1198,7 @@ mod tests {
                 itl_intervals: 0,
                 prompt_tokens: None,
                 completion_tokens: None,
+                cached_tokens: None,
                 failure: Some(FailureText {
                     error: "Bad Request",
                     detail,

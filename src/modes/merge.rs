@@ -296,6 +296,7 @@ mod tests {
             rps_events: Vec::new(),
             probes: Vec::new(),
             server_metrics: None,
+            agentic: None,
         }
     }
 

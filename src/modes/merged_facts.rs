@@ -260,6 +260,7 @@ fn union<'a>(
             .reduce(|a, b| Cancelled {
                 requests: a.requests + b.requests,
                 not_sent_session: a.not_sent_session + b.not_sent_session,
+                context_overflows: a.context_overflows + b.context_overflows,
             }),
         interrupted: shards.iter().any(|r| r.section.interrupted),
         // Every shard measured the one server's counters over the same span.
@@ -270,8 +271,9 @@ fn union<'a>(
         epoch_ns: shard_epochs(shards),
         // Not saved in a shard file yet: a merge shows no GPU telemetry.
         gpu: None,
-        // Shard files do not carry replay records yet (agentic runs are not sharded).
-        agentic: None,
+        agentic: crate::metrics::agentic::AgenticFacts::union(
+            shards.iter().filter_map(|r| r.section.agentic.as_ref()),
+        ),
     })
 }
 

@@ -180,6 +180,8 @@ pub fn measure_watched(
         None => SystemTime::now() - report.epoch.elapsed(),
     };
     let (server_metrics, gpu_metrics) = super::server_scrape::finish(scraper, report.epoch, plan);
+    // Before a shard renumbers the records: the dataset reads them by the run's indices.
+    plan.dataset.settle(&mut report);
     if let Some(map) = &shard {
         map.globalize(&mut report);
     }
@@ -549,6 +551,10 @@ fn run_result<'a>(
             .then_some(Cancelled {
                 requests: run.cancelled,
                 not_sent_session: run.not_sent_session_cancelled,
+                context_overflows: plan
+                    .dataset
+                    .agentic()
+                    .map_or(0, super::agentic_replay::AgenticRun::context_overflows),
             }),
         interrupted: measured.interrupted,
         prefix_cache: measured.prefix_cache,
@@ -579,7 +585,13 @@ fn run_result<'a>(
                 cache_bust: true,
                 system_idle_cap_s: Some(super::agentic_replay::SYSTEM_IDLE_CAP.as_secs_f64()),
                 forbidden: Vec::new(),
-                cancelled: measured.interrupted,
+                cancelled: measured.interrupted || replay.threshold_crossed().is_some(),
+                threshold_crossed: replay.threshold_crossed(),
+                server_prefix_cache_hit: measured
+                    .server_metrics
+                    .endpoints
+                    .first()
+                    .and_then(|e| e.figures.prefix_cache_hit_rate),
             },
         }),
     };

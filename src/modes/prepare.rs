@@ -314,6 +314,7 @@ pub fn prepare_agentic(
         system_idle_cap: Some(SYSTEM_IDLE_CAP),
         seed: config.dataset.seed,
         mode: cx.api.response_mode(),
+        failed_request_threshold: Some(params.failed_request_threshold),
     };
     let run = AgenticRun::prepare(&replay.trees, &head, &body, &space, &decode, opts)?;
     let prepared = Prepared {

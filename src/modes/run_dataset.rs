@@ -189,6 +189,15 @@ impl RunDataset {
         })
     }
 
+    /// The measured run's counts as the dataset sees them, before anything reads its
+    /// records (the agentic replay takes its context overflows out of Python's block:
+    /// [`AgenticRun::settle`]).
+    pub fn settle(&self, report: &mut crate::engine::RunReport) {
+        if let RunDataset::Agentic(run) = self {
+            run.settle(report);
+        }
+    }
+
     /// Marks each output of a run with what its request carried that the engine does not
     /// know (the inputs of a batched request); the records hold each request's index.
     pub fn mark_outputs(&self, merged: &mut Merged) {

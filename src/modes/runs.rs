@@ -151,6 +151,11 @@ impl Runs {
             Runs::One(p) => {
                 let m = point::measure(plan, config, p)?;
                 point::finish(config, plan, p, &m, &Reporting::default())?;
+                // The agentic replay's failure threshold stopped it: reported and saved,
+                // and an error (AIPerf exits non-zero).
+                if let Some(crossed) = plan.dataset.agentic().and_then(|a| a.threshold_crossed()) {
+                    return Err(crossed.into());
+                }
                 Ok(outcome(
                     &m.report.merged.outputs,
                     m.report.cancelled,

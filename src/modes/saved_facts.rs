@@ -131,6 +131,7 @@ pub fn save(facts: &RunFacts<'_>, place: ShardPlace) -> ShardSection {
         rps_events: facts.rps_events.clone(),
         probes: facts.probes.clone(),
         server_metrics,
+        agentic: facts.agentic.clone(),
     }
 }
 
@@ -302,6 +303,7 @@ mod tests {
             cancelled: Some(Cancelled {
                 requests: 1,
                 not_sent_session: 1,
+                context_overflows: 2,
             }),
             interrupted: false,
             prefix_cache: Some(PrefixCache {
@@ -317,7 +319,57 @@ mod tests {
             shards: Shards::Whole,
             epoch_ns: Vec::new(),
             gpu: None,
-            agentic: None,
+            agentic: Some(agentic()),
+        }
+    }
+
+    /// An agentic replay's facts: trace-a replayed once (SPEC TC1's timeline), in profiling.
+    fn agentic() -> crate::metrics::agentic::AgenticFacts {
+        use crate::datasets::agentic::{
+            derive, Phase, ReplayOutcome, ReplayRecord, StreamKind, WekaTrace,
+        };
+        let trace = include_str!("../../tests/fixtures/agentic/traces/trace-a.json");
+        let s = |x: f64| (x * 1e9) as i64;
+        let records = [
+            (0, 0, 0.0),
+            (1, 0, 0.5),
+            (1, 1, 1.5),
+            (0, 1, 3.5),
+            (0, 2, 5.3),
+        ]
+        .map(|(stream, turn, sent)| ReplayRecord {
+            tree: 0,
+            pass: 0,
+            lane: 0,
+            stream,
+            kind: [StreamKind::Root, StreamKind::Subagent][stream as usize],
+            turn,
+            phase: Phase::Profiling,
+            sent_ns: s(sent),
+            first_token_ns: Some(s(sent + 0.1)),
+            end_ns: s(sent + 0.5),
+            itl_intervals: 2,
+            prompt_tokens: 200,
+            output_tokens: 40,
+            cached_tokens: Some(64),
+            outcome: ReplayOutcome::Completed,
+        });
+        crate::metrics::agentic::AgenticFacts {
+            records: records.to_vec(),
+            shapes: vec![crate::metrics::agentic::TreeShape::of(&derive(
+                &WekaTrace::parse(trace).unwrap(),
+            ))],
+            settings: crate::metrics::agentic::AgenticSettings {
+                duration_s: Some(60.0),
+                streaming: true,
+                ignore_eos: true,
+                cache_bust: true,
+                system_idle_cap_s: Some(10.0),
+                forbidden: Vec::new(),
+                cancelled: false,
+                threshold_crossed: None,
+                server_prefix_cache_hit: Some(0.25),
+            },
         }
     }
 
@@ -384,6 +436,7 @@ mod tests {
             "vllm_bench_trace_ideal_prefix_hit_ratio",
             "vllm_bench_start",
             "vllm_bench_server_metrics",
+            "vllm_bench_agentic",
         ] {
             assert!(
                 run_doc.get(key).is_some_and(|v| !v.is_null()),

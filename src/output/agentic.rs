@@ -72,7 +72,7 @@ pub fn render(r: &AgenticReport) -> String {
     );
     line(
         &mut out,
-        "Context overflows (not in latencies):",
+        "Context overflows (apart from Python's):",
         format!(
             "{} ({})",
             o.context_overflow,
@@ -129,14 +129,22 @@ pub fn render(r: &AgenticReport) -> String {
     );
     line(
         &mut out,
-        "Prefix cache hit, server:",
-        match r.prefix_cache.server {
+        "Prefix cache hit, usage (client side):",
+        match r.prefix_cache.usage {
             Some(x) => format!(
                 "{} (cached_tokens of {} requests)",
                 share(Some(x)),
-                r.prefix_cache.server_reported
+                r.prefix_cache.usage_reported
             ),
             None => "n/a (no usage carried cached_tokens)".into(),
+        },
+    );
+    line(
+        &mut out,
+        "Prefix cache hit, server metrics:",
+        match r.prefix_cache.server_metrics {
+            Some(x) => share(Some(x)),
+            None => "n/a (no /metrics prefix-cache counters)".into(),
         },
     );
     line(
@@ -210,6 +218,8 @@ mod tests {
             system_idle_cap_s: Some(10.0),
             forbidden: Vec::new(),
             cancelled: false,
+            threshold_crossed: None,
+            server_prefix_cache_hit: None,
         };
         AgenticReport::compute(&records, &shapes, &settings)
     }
@@ -220,7 +230,7 @@ mod tests {
         for want in [
             "Requests (primer/warm-up/profiling):     0 / 0 / 5",
             "Requests per stream kind:                root 3, subagent 2",
-            "Context overflows (not in latencies):    0 (0.0%)",
+            "Context overflows (apart from Python's): 0 (0.0%)",
             "Trees started/completed:                 1 / 1",
             "  Time per tree (s):                     5.8 / 5.8 / 5.8",
             "  Server time (s):                       2.5 / 2.5 / 2.5",
@@ -229,7 +239,8 @@ mod tests {
             "  Subagent fan-out:                      1.0 / 1.0 / 1.0",
             "Joins (parent waited):                   1",
             "Prefix cache hit, theoretical:           54.5%",
-            "Prefix cache hit, server:                n/a (no usage carried cached_tokens)",
+            "Prefix cache hit, usage (client side):   n/a (no usage carried cached_tokens)",
+            "Prefix cache hit, server metrics:        n/a (no /metrics prefix-cache counters)",
             "AgentX verdict:                          invalid (duration_too_short)",
             "  duration_too_short: --duration 60 s is below AgentX's 900 s",
         ] {
@@ -249,7 +260,8 @@ mod tests {
         assert_eq!(a["per_tree"]["time_s"]["p50"], 5.8);
         assert_eq!(a["verdict"]["valid"], false);
         assert_eq!(a["verdict"]["reasons"][0]["code"], "duration_too_short");
-        assert!(a["prefix_cache"]["server"].is_null());
+        assert!(a["prefix_cache"]["usage"].is_null());
+        assert!(a["prefix_cache"]["server_metrics"].is_null());
     }
 }
 

@@ -99,11 +99,16 @@ pub fn render(r: &RunResult<'_>) -> String {
         let completed = r.outputs.iter().filter(|o| o.success).count();
         let failed = r.outputs.len() - completed;
         let _ = writeln!(out, "{:<40} {}", "Cancelled requests:", c.requests);
+        // The agentic replay's overflows are answered, yet in no figure of Python's block.
+        let overflows = match c.context_overflows {
+            0 => String::new(),
+            n => format!(" + {n} context overflows"),
+        };
         let _ = writeln!(
             out,
-            "{:<40} {} = {completed} completed + {failed} failed + {} cancelled + {} not sent",
+            "{:<40} {} = {completed} completed + {failed} failed{overflows} + {} cancelled + {} not sent",
             "Requests planned:",
-            completed + failed + c.requests + r.not_sent,
+            completed + failed + c.context_overflows + c.requests + r.not_sent,
             c.requests,
             r.not_sent
         );
@@ -240,6 +245,12 @@ pub fn to_json(r: &RunResult<'_>) -> JsonObject<'static> {
     }
     if let Some(c) = &r.cancelled {
         doc.set("vllm_bench_cancelled", Json::UInt(c.requests as u64));
+        if c.context_overflows > 0 {
+            doc.set(
+                "vllm_bench_context_overflows",
+                Json::UInt(c.context_overflows as u64),
+            );
+        }
         if c.not_sent_session > 0 {
             doc.set(
                 "vllm_bench_not_sent_session_cancelled",

@@ -124,13 +124,19 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-/// `--request-cancellation-rate`: the requests the client cancelled on purpose. Counted
-/// apart from the completed and failed ones (and in no metric); planned = completed + failed
-/// + cancelled + not sent.
+/// `--request-cancellation-rate` and `--duration`: the requests the client cancelled on
+/// purpose (or cut at the bound), and the agentic replay's context overflows. Counted apart
+/// from the completed and failed ones (and in no metric); planned = completed + failed +
+/// context overflows + cancelled + not sent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cancelled {
     /// Requests sent, then cut by closing their connection before their response ended.
     pub requests: usize,
     /// Of the requests not sent: those whose conversation ended at a cancelled turn.
     pub not_sent_session: usize,
+    /// `--dataset-name agentic_trace`: requests answered with a context-length error (SPEC
+    /// §3.5): they end their stream and are neither completed nor failed. (Absent from shard
+    /// files written before it was counted.)
+    #[serde(default)]
+    pub context_overflows: usize,
 }

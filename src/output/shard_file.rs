@@ -93,6 +93,11 @@ pub struct ShardSection {
     /// (`output::server_metrics::to_json`; absent: off or unanswered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<serde_json::Value>,
+    /// `--dataset-name agentic_trace`: the replay's records (every request it sent, by
+    /// phase), the corpus's tree shapes and the run's settings, from which the merge
+    /// computes the agentic section again (absent for other datasets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agentic: Option<crate::metrics::agentic::AgenticFacts>,
 }
 
 /// How a shard started on the axis of `--start-at`, and what it knows of its clock: what

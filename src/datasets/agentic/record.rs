@@ -4,11 +4,13 @@
 //! figures, branch statistics, the AgentX validity verdict) is computed from them alone, so a
 //! shard file can carry them and a merge can union them.
 
+use serde::{Deserialize, Serialize};
+
 use super::streams::StreamKind;
 
 /// Which stage of the replay sent a request (SPEC §3.3–3.4). Only `Profiling` requests enter
 /// the per-request metrics; the warm-up stages are reported apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Phase {
     /// The turn before t* with its full history and max tokens 1 (one per live stream).
     Primer,
@@ -19,7 +21,7 @@ pub enum Phase {
 }
 
 /// How a replayed request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReplayOutcome {
     Completed,
     /// Any error that is not a context overflow.
@@ -33,7 +35,7 @@ pub enum ReplayOutcome {
 
 /// One request the replay sent. Times are nanoseconds from the start of profiling (warm-up
 /// requests, sent before it, have times that wrap below zero and are therefore signed).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ReplayRecord {
     /// Index of the trace in the corpus (file order), the tree's identity.
     pub tree: u32,

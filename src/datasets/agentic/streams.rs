@@ -8,7 +8,9 @@
 use super::format::{Entry, Request, Subagent, WekaTrace};
 
 /// What a stream is, which decides its id suffix and whether it is capped like a root.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum StreamKind {
     /// The trace's main chain.
     Root,
