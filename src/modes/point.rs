@@ -222,10 +222,8 @@ fn open_ui(
     static SAID: std::sync::Once = std::sync::Once::new();
     match config.output.ui {
         Ui::None => (None, false),
-        // The dashboard is opt-in until a defect is found: under load a dashboard run was seen
-        // not to exit after saving its result (tests/live.rs, the ignored tests).
-        Ui::Auto | Ui::Bar => (None, true),
-        ui @ Ui::Dashboard => {
+        Ui::Bar => (None, true),
+        ui @ (Ui::Auto | Ui::Dashboard) => {
             match Dashboard::start(progress.clone(), labels, server, console, stop.clone()) {
                 Ok(d) => (Some(d), false),
                 Err(why) => {
