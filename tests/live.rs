@@ -435,9 +435,18 @@ fn mask_numbers(l: &str) -> String {
 #[test]
 fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
     let _serial = crate::util::serial();
-    let server = mock(20, 40, 0.0);
+    // The mock also speaks as a DCGM exporter for two GPUs (100 W and 110 W, 50 % and 51 %).
+    let server = MockServer::start(MockConfig {
+        first_token_delay: Duration::from_millis(20),
+        token_interval: Duration::from_millis(40),
+        dcgm_gpus: 2,
+        ..MockConfig::default()
+    })
+    .expect("mock server starts");
     let dir = TempDir::new("live-dashboard");
     let mut args = mock_random_args(&server.base_url());
+    let gpu_telemetry = format!("{}/metrics", server.base_url());
+    args.extend(["--gpu-telemetry".to_string(), gpu_telemetry]);
     args.extend(
         [
             "--num-prompts",
@@ -453,7 +462,8 @@ fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
         .map(String::from),
     );
     let mut dash = args.clone();
-    dash.extend(["--result-filename", "dash.json", "--ui", "dashboard"].map(String::from));
+    // No --ui: on a terminal the dashboard is the default.
+    dash.extend(["--result-filename", "dash.json"].map(String::from));
     let Some(tmux) = Tmux::start("dash", &dir, &dash) else {
         return;
     };
@@ -462,6 +472,7 @@ fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
         figure(p, "sent").is_some_and(|n| n > 0)
             && figure(p, "completed").is_some_and(|n| n > 0)
             && p.contains("Server    running")
+            && p.contains("GPU       2 GPUs  power 210 W  utilisation 50.5%  energy")
     });
     assert!(live.contains("TTFT"), "{live}");
     let (status, pane) = tmux.wait_exit();
