@@ -507,8 +507,8 @@ pub struct OutputArgs {
     /// when stdout is not a terminal (on a terminal it is always drawn)
     #[arg(long)]
     pub terminal_chart: bool,
-    /// What shows the run as it goes: dashboard (a live terminal view, opt-in for now), bar
-    /// (the progress bar; the default, nothing with --disable-tqdm), none
+    /// What shows the run as it goes: dashboard (a live terminal view; the default when
+    /// stdout is a terminal and --disable-tqdm is not given), bar (the progress bar), none
     #[arg(long, value_name = "MODE", value_parser = ["dashboard", "bar", "none"])]
     pub ui: Option<String>,
     /// Serve the client's own Prometheus metrics at http://ADDR:PORT/metrics while the run

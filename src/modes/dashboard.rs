@@ -2,7 +2,8 @@
 //! run drawn a few times a second from the counters the engine's cores publish
 //! ([`crate::engine::live`]) — planned and elapsed, requests by outcome and failure reason,
 //! throughput and latency percentiles over the last seconds and over the run, the client's
-//! health (dispatch lag, core busy), and for sweeps and repeated runs the runs done so far.
+//! health (dispatch lag, core busy), the server's and the GPUs' figures when scraped, and for
+//! sweeps and repeated runs the runs done so far.
 //!
 //! Drawn with ratatui in an *inline* viewport on stdout (below the lines Python prints
 //! before a run), not the alternate screen, and without raw mode: the terminal's modes are
@@ -92,11 +93,12 @@ pub struct Dashboard {
 type Term = Terminal<CrosstermBackend<TerminalOut>>;
 
 impl Dashboard {
-    /// Opens the dashboard on the console's terminal, or says why it cannot be.
+    /// Opens the dashboard on the console's terminal, or says why it cannot be. `scrapes`:
+    /// the server's newest scrape and each GPU exporter's (`--gpu-telemetry`), when scraped.
     pub fn start(
         progress: Progress,
         labels: RunLabels,
-        server: Option<Arc<LatestScrape>>,
+        scrapes: (Option<Arc<LatestScrape>>, Vec<Arc<LatestScrape>>),
         console: &Console,
         stop: StopHandle,
     ) -> Result<Dashboard, Unfit> {
@@ -109,7 +111,7 @@ impl Dashboard {
         if w < MIN_WIDTH {
             return Err(Unfit::Narrow(w));
         }
-        let height = BASE_HEIGHT + done_height(live_done().len());
+        let height = BASE_HEIGHT + gpu_height(&scrapes.1) + done_height(live_done().len());
         if h <= height {
             return Err(Unfit::Short(h));
         }
@@ -124,7 +126,7 @@ impl Dashboard {
         let flag = done.clone();
         let thread = std::thread::Builder::new()
             .name("dashboard".into())
-            .spawn(move || run(terminal, progress, labels, server, &stop, &flag))
+            .spawn(move || run(terminal, progress, labels, scrapes, &stop, &flag))
             .map_err(|e| Unfit::Cursor(e.to_string()))?;
         Ok(Dashboard {
             done,
@@ -154,6 +156,11 @@ fn live_done() -> Vec<(RunLabels, Snapshot)> {
     super::live_board::ended()
 }
 
+/// The GPU line is shown when GPU exporters are scraped.
+fn gpu_height(gpus: &[Arc<LatestScrape>]) -> u16 {
+    u16::from(!gpus.is_empty())
+}
+
 fn done_height(runs: usize) -> u16 {
     if runs == 0 {
         0
@@ -167,7 +174,7 @@ fn run(
     mut terminal: Term,
     progress: Progress,
     labels: RunLabels,
-    server: Option<Arc<LatestScrape>>,
+    (server, gpus): (Option<Arc<LatestScrape>>, Vec<Arc<LatestScrape>>),
     stop: &StopHandle,
     done: &AtomicBool,
 ) {
@@ -180,13 +187,15 @@ fn run(
         let now = Instant::now();
         let view = View {
             labels: &labels,
-            progress: &progress,
+            time_bound: progress.time_bound(),
             live: &live,
             elapsed: now - started,
             interrupted: stop.stop_requested(),
             window: history.push(now, live.snapshot()),
             runs_done: &runs_done,
             server: server.as_ref().and_then(|s| s.get()),
+            gpu_rows: gpu_height(&gpus),
+            gpus: gpus.iter().filter_map(|g| g.get()).collect(),
         };
         // The viewport's top on the screen (a completed frame's area is the whole screen).
         let mut top = Position::ORIGIN;
@@ -298,10 +307,64 @@ pub fn server_line(first: &Scrape, last: &Scrape) -> String {
     }
 }
 
+/// The GPUs' figures from their exporters' first and newest scrapes (`--gpu-telemetry`, DCGM
+/// names): how many GPUs, their power summed and their utilisation averaged at the newest
+/// scrape, and the energy their counters grew by since the first (the run's so far: the
+/// first scrape is taken just before the run). `None` while no exporter reports a GPU.
+pub fn gpu_line(scrapes: &[(Scrape, Scrape)]) -> Option<String> {
+    use server_metrics::gpu::dcgm;
+    let mut gpus = std::collections::BTreeSet::new();
+    let mut power: Option<f64> = None;
+    let mut util = Vec::new();
+    let mut energy_mj: Option<f64> = None;
+    for (k, (first, last)) in scrapes.iter().enumerate() {
+        let of = |s: &Scrape, name: &str| s.per_gpu.get(name).cloned().unwrap_or_default();
+        for name in [
+            dcgm::POWER_USAGE,
+            dcgm::GPU_UTIL,
+            dcgm::TOTAL_ENERGY_CONSUMPTION,
+        ] {
+            gpus.extend(of(last, name).into_keys().map(|g| (k, g)));
+        }
+        for w in of(last, dcgm::POWER_USAGE).values() {
+            *power.get_or_insert(0.0) += w;
+        }
+        util.extend(of(last, dcgm::GPU_UTIL).into_values());
+        let before = of(first, dcgm::TOTAL_ENERGY_CONSUMPTION);
+        for (gpu, now) in of(last, dcgm::TOTAL_ENERGY_CONSUMPTION) {
+            if let Some(then) = before.get(&gpu).filter(|then| **then <= now) {
+                *energy_mj.get_or_insert(0.0) += now - then;
+            }
+        }
+    }
+    if gpus.is_empty() {
+        return None;
+    }
+    let n = gpus.len();
+    let mut parts = vec![format!("{n} GPU{}", if n == 1 { "" } else { "s" })];
+    if let Some(w) = power {
+        parts.push(format!("power {w:.0} W"));
+    }
+    if !util.is_empty() {
+        let mean = util.iter().sum::<f64>() / util.len() as f64;
+        parts.push(format!("utilisation {mean:.1}%"));
+    }
+    if let Some(mj) = energy_mj {
+        let j = mj / 1e3;
+        parts.push(if j < 1e3 {
+            format!("energy {j:.1} J this run")
+        } else {
+            format!("energy {:.2} kJ this run", j / 1e3)
+        });
+    }
+    Some(parts.join("  "))
+}
+
 /// Everything one frame shows.
 struct View<'a> {
     labels: &'a RunLabels,
-    progress: &'a Progress,
+    /// The run's `--duration`, if any: the gauge then shows time.
+    time_bound: Option<Duration>,
     live: &'a LiveRun,
     elapsed: Duration,
     interrupted: bool,
@@ -309,6 +372,10 @@ struct View<'a> {
     runs_done: &'a [(RunLabels, Snapshot)],
     /// The server's first and newest scrape of the run, when scraped.
     server: Option<(Scrape, Scrape)>,
+    /// Lines of the GPU figures (0 without `--gpu-telemetry`).
+    gpu_rows: u16,
+    /// Each GPU exporter's first and newest scrape (those scraped so far).
+    gpus: Vec<(Scrape, Scrape)>,
 }
 
 impl View<'_> {
@@ -332,7 +399,8 @@ impl View<'_> {
             Constraint::Length(6), // latency table
             Constraint::Length(2), // client health
             Constraint::Length(1), // server
-            Constraint::Min(0),    // runs done
+            Constraint::Length(self.gpu_rows),
+            Constraint::Min(0), // runs done
         ])
         .split(inner);
         f.render_widget(self.gauge(s), rows[0]);
@@ -341,8 +409,12 @@ impl View<'_> {
         f.render_widget(self.latencies(), rows[3]);
         f.render_widget(Paragraph::new(self.health()), rows[4]);
         f.render_widget(Paragraph::new(self.server()), rows[5]);
+        if self.gpu_rows > 0 {
+            let line = gpu_line(&self.gpus).unwrap_or_else(|| "not scraped (yet)".into());
+            f.render_widget(Paragraph::new(format!("GPU       {line}")), rows[6]);
+        }
         if !self.runs_done.is_empty() {
-            f.render_widget(self.done_table(), rows[6]);
+            f.render_widget(self.done_table(), rows[7]);
         }
         // The cursor stays visible, at the bottom of the dashboard: nothing to restore.
         f.set_cursor_position(Position::new(area.x, area.bottom().saturating_sub(1)));
@@ -350,7 +422,7 @@ impl View<'_> {
 
     fn gauge(&self, s: &Snapshot) -> Gauge<'static> {
         let secs = self.elapsed.as_secs();
-        let (ratio, label) = match self.progress.time_bound() {
+        let (ratio, label) = match self.time_bound {
             Some(bound) => {
                 let b = bound.as_secs_f64().max(1e-9);
                 (
@@ -586,6 +658,72 @@ mod tests {
         assert_eq!(
             server_line(&empty, &empty),
             "no running/waiting/KV figures in its /metrics"
+        );
+    }
+
+    #[test]
+    fn the_gpu_line_sums_power_averages_utilisation_and_counts_energy_since_the_first() {
+        let page = |generated| {
+            let mut out = Vec::new();
+            crate::mock::dcgm::render(&mut out, 2, generated);
+            crate::server_metrics::exposition::parse(std::str::from_utf8(&out).unwrap())
+                .expect("page")
+        };
+        // The mock's GPUs: 100 W and 110 W, 50 % and 51 %, 50 mJ a token each.
+        assert_eq!(
+            gpu_line(&[(page(0), page(10_000))]).as_deref(),
+            Some("2 GPUs  power 210 W  utilisation 50.5%  energy 1.00 kJ this run")
+        );
+        assert_eq!(
+            gpu_line(&[(page(0), page(20))]).as_deref(),
+            Some("2 GPUs  power 210 W  utilisation 50.5%  energy 2.0 J this run")
+        );
+        let server_only = crate::server_metrics::exposition::parse(
+            "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 3\n",
+        )
+        .expect("page");
+        assert_eq!(gpu_line(&[(server_only.clone(), server_only)]), None);
+        assert_eq!(gpu_line(&[]), None);
+    }
+
+    #[test]
+    fn a_drawn_frame_shows_the_gpu_line() {
+        use ratatui::backend::TestBackend;
+        let mut out = Vec::new();
+        crate::mock::dcgm::render(&mut out, 1, 0);
+        let gpu = crate::server_metrics::exposition::parse(std::str::from_utf8(&out).unwrap())
+            .expect("page");
+        let live = crate::engine::live::LiveRun::new(1, 10);
+        let labels = RunLabels {
+            run: "mock-model".into(),
+            point: "0".into(),
+            shard: String::new(),
+        };
+        let view = View {
+            labels: &labels,
+            time_bound: None,
+            live: &live,
+            elapsed: Duration::from_secs(3),
+            interrupted: false,
+            window: History::default().push(Instant::now(), live.snapshot()),
+            runs_done: &[],
+            server: None,
+            gpu_rows: 1,
+            gpus: vec![(gpu.clone(), gpu)],
+        };
+        let mut terminal =
+            ratatui::Terminal::new(TestBackend::new(100, BASE_HEIGHT + 1)).expect("terminal");
+        terminal.draw(|f| view.draw(f)).expect("drawn");
+        let text: String = terminal
+            .backend()
+            .buffer()
+            .content()
+            .iter()
+            .map(|c| c.symbol())
+            .collect();
+        assert!(
+            text.contains("GPU       1 GPU  power 100 W  utilisation 50.0%  energy 0.0 J this run"),
+            "{text}"
         );
     }
 

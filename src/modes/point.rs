@@ -141,7 +141,15 @@ pub fn measure_watched(
         let labels = super::live_board::begin(config, p.live());
         board_point = Some(labels.point.clone());
         let server = scraper.as_ref().and_then(|s| s.latest());
-        let (d, show_bar) = open_ui(config, &p, labels, server, &plan.console, &plan.stop);
+        let gpus = scraper.as_ref().map(|s| s.latest_gpu()).unwrap_or_default();
+        let (d, show_bar) = open_ui(
+            config,
+            &p,
+            labels,
+            (server, gpus),
+            &plan.console,
+            &plan.stop,
+        );
         dashboard = d;
         watcher = Some(Watcher::start(
             p,
@@ -217,18 +225,25 @@ fn open_ui(
     config: &Config,
     progress: &Progress,
     labels: crate::output::live_metrics::RunLabels,
-    server: Option<Arc<crate::server_metrics::LatestScrape>>,
+    (server, gpus): (
+        Option<Arc<crate::server_metrics::LatestScrape>>,
+        Vec<Arc<crate::server_metrics::LatestScrape>>,
+    ),
     console: &crate::output::stdio::Console,
     stop: &crate::runtime::stop_handle::StopHandle,
 ) -> (Option<Dashboard>, bool) {
     static SAID: std::sync::Once = std::sync::Once::new();
     match config.output.ui {
         Ui::None => (None, false),
-        // The dashboard is opt-in until a defect is found: under load a dashboard run was seen
-        // not to exit after saving its result (tests/live.rs, the ignored tests).
-        Ui::Auto | Ui::Bar => (None, true),
-        ui @ Ui::Dashboard => {
-            match Dashboard::start(progress.clone(), labels, server, console, stop.clone()) {
+        Ui::Bar => (None, true),
+        ui @ (Ui::Auto | Ui::Dashboard) => {
+            match Dashboard::start(
+                progress.clone(),
+                labels,
+                (server, gpus),
+                console,
+                stop.clone(),
+            ) {
                 Ok(d) => (Some(d), false),
                 Err(why) => {
                     if ui == Ui::Dashboard {

@@ -18,12 +18,19 @@ use super::plan::Plan;
 pub struct RunScrape {
     scraper: Scraper,
     gpu_urls: Vec<String>,
+    /// Each GPU exporter's first and newest scrape, for the dashboard's GPU line.
+    gpu_latest: Vec<Arc<crate::server_metrics::LatestScrape>>,
 }
 
 impl RunScrape {
     /// The newest scrape of the server, for the dashboard's server line.
     pub fn latest(&self) -> Option<Arc<crate::server_metrics::LatestScrape>> {
         self.scraper.latest()
+    }
+
+    /// The newest scrape of each GPU exporter (`--gpu-telemetry`), for the dashboard.
+    pub fn latest_gpu(&self) -> Vec<Arc<crate::server_metrics::LatestScrape>> {
+        self.gpu_latest.clone()
     }
 }
 
@@ -57,11 +64,13 @@ pub fn start(config: &Config, plan: &Plan) -> Option<RunScrape> {
         }
     }
     let mut gpu_urls = Vec::new();
+    let mut published = Vec::new();
     for url in &c.gpu_urls {
         let connect = config.engine.connect_timeout;
         match HttpSource::at(url, t.driver, config.server.insecure, connect) {
             Ok(s) => {
                 gpu_urls.push(crate::server_metrics::Source::url(&s));
+                published.push((sources.len(), Arc::default()));
                 sources.push(Arc::new(s));
             }
             Err(e) => plan.console.note(format_args!(
@@ -78,12 +87,18 @@ pub fn start(config: &Config, plan: &Plan) -> Option<RunScrape> {
             Vec::new()
         },
         latest: Some(Arc::default()),
+        published,
     };
     let (scraper, notes) = Scraper::start(sources, &opts);
     for n in notes {
         plan.console.note(n);
     }
-    Some(RunScrape { scraper, gpu_urls })
+    let gpu_latest = opts.published.iter().map(|(_, l)| l.clone()).collect();
+    Some(RunScrape {
+        scraper,
+        gpu_urls,
+        gpu_latest,
+    })
 }
 
 /// Ends the scrape at the end of the run that started at `epoch`: the server's endpoints,

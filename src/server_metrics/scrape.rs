@@ -142,6 +142,20 @@ pub struct Options {
     /// Where the first endpoint's (the server's own) scrapes are published as they come,
     /// for a live view (the dashboard); `None`: nowhere.
     pub latest: Option<Arc<LatestScrape>>,
+    /// Other endpoints whose scrapes are published as they come, by their index among the
+    /// sources (the GPU exporters', for the dashboard's GPU line).
+    pub published: Vec<(usize, Arc<LatestScrape>)>,
+}
+
+impl Options {
+    /// Where endpoint `index`'s scrapes are published.
+    fn publishing(&self, index: usize) -> impl Iterator<Item = &Arc<LatestScrape>> {
+        let published = self.published.iter().filter(move |(i, _)| *i == index);
+        self.latest
+            .iter()
+            .filter(move |_| index == 0)
+            .chain(published.map(|(_, l)| l))
+    }
 }
 
 /// The first and the newest scrape of the server's own endpoint during a run, for a view
@@ -491,7 +505,7 @@ fn scrape_group(
             })
         };
         let answer = first.map(|sample| {
-            if let Some(l) = opts.latest.as_ref().filter(|_| index == 0) {
+            for l in opts.publishing(index) {
                 l.publish(&sample.scrape);
             }
             live.push(Tracked {
@@ -527,9 +541,10 @@ fn scrape_group(
                     match t.take(opts.timeout) {
                         Err(_) => t.failed += 1,
                         Ok(()) => {
-                            let latest = opts.latest.as_ref().filter(|_| t.index == 0);
-                            if let (Some(l), Some(s)) = (latest, t.samples.last()) {
-                                l.publish(&s.scrape);
+                            if let Some(s) = t.samples.last() {
+                                for l in opts.publishing(t.index) {
+                                    l.publish(&s.scrape);
+                                }
                             }
                         }
                     }
@@ -592,6 +607,7 @@ mod tests {
             timeout: Duration::from_millis(200),
             avoid_cores: Vec::new(),
             latest: None,
+            published: Vec::new(),
         }
     }
 
@@ -669,6 +685,7 @@ mod tests {
             timeout: Duration::from_secs(20),
             avoid_cores: Vec::new(),
             latest: None,
+            published: Vec::new(),
         };
         let (scraper, notes) = Scraper::start(sources, &o);
         assert!(notes.is_empty(), "{notes:?}");
