@@ -197,7 +197,11 @@ fn content_length(head: &[u8]) -> Option<usize> {
     head.split(|&b| b == b'\n').find_map(|line| {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.len() > NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME) {
-            std::str::from_utf8(&line[NAME.len()..]).ok()?.trim().parse().ok()
+            std::str::from_utf8(&line[NAME.len()..])
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
         } else {
             None
         }
@@ -521,12 +525,20 @@ mod tests {
         let mut s = Stream::new();
         let at = Instant::now();
         // The head split across two reads, the body across two more.
-        assert!(!t.read(&mut s, b"HTTP/1.1 200 OK\r\nconTent-Length: 10\r", at).unwrap());
+        assert!(!t
+            .read(&mut s, b"HTTP/1.1 200 OK\r\nconTent-Length: 10\r", at)
+            .unwrap());
         assert!(!t.read(&mut s, b"\n\r\n0123", at).unwrap());
         assert!(!t.read(&mut s, b"4567", at).unwrap());
         assert!(t.read(&mut s, b"89", at).unwrap());
         let mut s = Stream::new();
-        assert!(t.read(&mut s, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", at).unwrap());
+        assert!(t
+            .read(
+                &mut s,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+                at
+            )
+            .unwrap());
         let mut s = Stream::new();
         assert!(t.read(&mut s, b"HTTP/1.1 200 OK\r\n\r\n{}", at).is_err());
         assert_eq!(t.ttft_ms.len(), 3);
