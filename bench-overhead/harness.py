@@ -66,6 +66,23 @@ class Shape:
 
 
 STREAMING = Shape(FIRST_TOKEN_MS, TOKEN_INTERVAL_MS, OUTPUT_TOKENS)
+
+
+class Api:
+    """Which API a run speaks: `vllm bench serve`'s --backend and --endpoint, and the
+    --percentile-metrics that exist for it."""
+
+    def __init__(self, backend, endpoint, percentiles, streams=True):
+        self.backend, self.endpoint, self.percentiles = backend, endpoint, percentiles
+        self.streams = streams
+
+
+COMPLETIONS = Api("openai", "/v1/completions", "ttft,tpot,itl")
+# A pooling shape: one JSON answer per request (no stream, no tokens out), so its firehose
+# measures request turnaround alone: what embeddings, rerank and 1-token probes top out at.
+EMBEDDINGS = Api("openai-embeddings", "/v1/embeddings", "e2el", streams=False)
+# The clients that speak the embeddings API (the floor: a Content-Length body per request).
+EMBEDDINGS_CLIENTS = ("vllm-bench", "python")
 ACCURACY = Shape(FIRST_TOKEN_MS, 100.0, 20)
 ACCURACY_RATE = 500  # req/s: with 1.95 s per request, ~1000 streams in flight
 # The accuracy goal (issue 42): the client's error vs what the mock emitted, in ms.
@@ -673,14 +690,14 @@ def floor_ratios(points, streams):
 
 
 def bench_args(port, num_prompts, concurrency, result_dir, result_file, rate="inf",
-               tokens=OUTPUT_TOKENS, scheme="http"):
+               tokens=OUTPUT_TOKENS, scheme="http", api=COMPLETIONS):
     where = (["--host", "127.0.0.1", "--port", str(port)] if scheme == "http" else
              ["--base-url", f"https://127.0.0.1:{port}", "--insecure"])
-    a = ["--backend", "openai", "--endpoint", "/v1/completions"] + where + ["--model", MODEL,
+    a = ["--backend", api.backend, "--endpoint", api.endpoint] + where + ["--model", MODEL,
          "--tokenizer", TOKENIZER, "--dataset-name", "random",
          "--random-input-len", str(INPUT_TOKENS), "--random-output-len", str(tokens),
          "--ignore-eos", "--num-prompts", str(num_prompts), "--request-rate", str(rate),
-         "--seed", "0", "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl",
+         "--seed", "0", "--disable-tqdm", "--percentile-metrics", api.percentiles,
          "--metric-percentiles", "50,99", "--save-result", "--result-dir", result_dir,
          "--result-filename", result_file]
     if concurrency:
@@ -705,7 +722,7 @@ def setup_cpu(prefix, core, num_prompts, concurrency, rate, tokens=OUTPUT_TOKENS
 
 
 def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate="inf",
-            firehose=False, server_wrap=(), shape=STREAMING, tls=False):
+            firehose=False, server_wrap=(), shape=STREAMING, tls=False, api=COMPLETIONS):
     """One client run against a fresh mock (its process wrapped in `server_wrap`); returns
     a dict of raw figures (or an error). CPU per event and per request count what the client
     used after its start-of-run line (see `run_measured`; `setup_cpu` only where no such
@@ -713,7 +730,7 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
     with Mock(mock_bin, server_core, firehose=firehose, wrap=server_wrap, shape=shape,
               tls=tls) as mock, tempfile.TemporaryDirectory() as d:
         args = bench_args(mock.port, num_prompts, concurrency, d, "r.json", rate, shape.tokens,
-                          mock.scheme)
+                          mock.scheme, api)
         code, wall, (user, sys_), rss, tail, marker = run_measured(pinned(prefix + args, core))
         path = os.path.join(d, "r.json")
         r = None
@@ -729,7 +746,7 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
         marker = setup_cpu(prefix, core, num_prompts, concurrency, rate, shape.tokens)
     setup_user, setup_sys = marker
     completed = r.get("completed", 0)
-    events = r.get("total_output_tokens", completed * shape.tokens)
+    events = r.get("total_output_tokens", completed * shape.tokens) if api.streams else 0
     net_user, net_sys = max(user - setup_user, 0.0), max(sys_ - setup_sys, 0.0)
     net = net_user + net_sys
     per_100k = (lambda v: 1e5 * v / events) if events else (lambda v: None)
@@ -745,6 +762,8 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
         "cpu_user_s_per_100k_events": per_100k(net_user),
         "cpu_sys_s_per_100k_events": per_100k(net_sys),
         "cpu_ms_per_request": 1e3 * net / completed if completed else None,
+        "cpu_us_per_request": 1e6 * net / completed if completed else None,
+        "cpu_user_us_per_request": 1e6 * net_user / completed if completed else None,
         "events_per_s": events / r["duration"] if r.get("duration") else None,
         "requests_per_s": r.get("request_throughput"),
         "mean_ttft_ms": r.get("mean_ttft_ms"),
@@ -1162,15 +1181,34 @@ def markdown(doc):
                          f"{j['rounds']} rounds, sd {j['sd']:.3f}) vs goal < {j['goal']:g}: "
                          f"**{j['verdict']}**{need}{rtxt}")
     lines += ["", "## Firehose (all delays zero)", "",
-              "| client | streams | events/s | requests/s | CPU s /100k events | user | sys | "
-              "peak RSS MiB |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+              "Completions: streams of 100 tokens; embeddings: one small JSON answer per "
+              "request (the mock's `/v1/embeddings`), so requests/s is the client's request "
+              "turnaround alone. Clients interleaved per repeat.", "",
+              "| client | API | streams | events/s | requests/s | × the floor's requests/s | "
+              "CPU s /100k events | user | sys | CPU µs /request | user | peak RSS MiB |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in doc["firehose"]:
         s = p["summary"]
-        lines.append(f"| {p['client']} | {p['streams']} | {fmt(s, 'events_per_s', 1, 0)} | "
-                     f"{fmt(s, 'requests_per_s', 1, 0)} | {fmt(s, 'cpu_s_per_100k_events')} | "
+        api = p.get("api", COMPLETIONS.endpoint)
+        floors = [q["summary"]["requests_per_s"]["median"] for q in doc["firehose"]
+                  if is_floor(q["client"]) and q["streams"] == p["streams"]
+                  and q.get("api", COMPLETIONS.endpoint) == api
+                  and q["summary"].get("requests_per_s")]
+        mine = s.get("requests_per_s")
+        vs = (f"{mine['median'] / max(floors):.2f}×" if floors and mine
+              and not is_floor(p["client"]) else "")
+        lines.append(f"| {p['client']} | {api} | {p['streams']} | "
+                     f"{fmt(s, 'events_per_s', 1, 0)} | "
+                     f"{fmt(s, 'requests_per_s', 1, 0)} | {vs} | "
+                     f"{fmt(s, 'cpu_s_per_100k_events')} | "
                      f"{fmt(s, 'cpu_user_s_per_100k_events')} | "
-                     f"{fmt(s, 'cpu_sys_s_per_100k_events')} | {fmt(s, 'rss_mib', 1, 1)} |")
+                     f"{fmt(s, 'cpu_sys_s_per_100k_events')} | "
+                     f"{fmt(s, 'cpu_us_per_request', 1, 1)} | "
+                     f"{fmt(s, 'cpu_user_us_per_request', 1, 1)} | {fmt(s, 'rss_mib', 1, 1)} |")
+    if doc.get("firehose_skipped"):
+        lines.append(f"\nEmbeddings firehose not run for: {', '.join(doc['firehose_skipped'])} "
+                     "(the harness runs the embeddings API with vllm-bench, Python's `vllm "
+                     "bench serve` and the floor only).")
     lines += ["", "## Rate-driven dispatch lag and start-up", "",
               "| client | dispatch lag p50/p99 ms | `--version` ms | first request after (s, "
               "1000 prompts) |", "|---|---:|---:|---:|"]
@@ -1246,6 +1284,10 @@ def main():
                     help="largest level the Python peer runs (also bounded by "
                          "--peer-max-streams; --full leaves it at 1000)")
     ap.add_argument("--firehose-streams", default="100")
+    ap.add_argument("--firehose-requests", type=int, default=20000,
+                    help="requests per firehose run (at least 10 per stream): long enough "
+                         "that connection set-up and the last responses' tail do not "
+                         "decide requests/s")
     ap.add_argument("--accuracy-streams", default="1000",
                     help="concurrency levels of the accuracy workload (100 ms between tokens, "
                          f"20 tokens, Poisson arrivals at {ACCURACY_RATE} req/s); empty: none")
@@ -1299,7 +1341,7 @@ def main():
         return args.peer_max_streams
 
     def repeated(name, prefix, what, n, streams, firehose=False, rate="inf",
-                 shape=STREAMING, tls=False):
+                 shape=STREAMING, tls=False, api=COMPLETIONS):
         runs = []
         for rep in range(args.repeats):
             log(f"{name}: {what}{streams} streams, {n} requests (repeat {rep + 1})")
@@ -1308,11 +1350,12 @@ def main():
                                      firehose=firehose, rate=rate, shape=shape, tls=tls))
             else:
                 runs.append(one_run(prefix, args.mock, server_core, client_core, n, streams,
-                                    firehose=firehose, rate=rate, shape=shape, tls=tls))
+                                    firehose=firehose, rate=rate, shape=shape, tls=tls,
+                                    api=api))
             if "error" in runs[-1]:
                 log(f"  {name} failed: {runs[-1]['error']}")
         return {"client": name, "streams": streams, "requests": n, "runs": runs,
-                "summary": summarize(runs)}
+                "api": api.endpoint, "summary": summarize(runs)}
 
     levels = [int(x) for x in args.streams.split(",") if x]
     for streams in levels:
@@ -1406,12 +1449,37 @@ def main():
         log(f"{name}: rate-driven (200 req/s) for dispatch lag")
         runs = [one_run(prefix, args.mock, server_core, client_core, 1000, None, rate=200)]
         doc["lag"][name] = summarize(runs)
+    # Firehose: the completions stream, then the embeddings shape (one small JSON answer per
+    # request: turnaround alone), for the clients that speak it (the floor included). Rounds
+    # interleave the clients (round 1 of every client, then round 2, ...) so that a drift of
+    # the shared machine lands on every client alike.
     for streams in [int(x) for x in args.firehose_streams.split(",") if x]:
-        for name, (prefix, _) in found.items():
-            if streams <= max_streams(name):
-                doc["firehose"].append(repeated(name, prefix, "firehose ",
-                                                max(2000, 10 * streams), streams,
-                                                firehose=True))
+        n = max(args.firehose_requests, 10 * streams)
+        for api in (COMPLETIONS, EMBEDDINGS):
+            entrants = [(name, prefix) for name, (prefix, _) in found.items()
+                        if streams <= max_streams(name)
+                        and (api is COMPLETIONS or name in EMBEDDINGS_CLIENTS
+                             or is_floor(name))]
+            runs = {name: [] for name, _ in entrants}
+            for rep in range(args.repeats):
+                for name, prefix in entrants:
+                    log(f"{name}: firehose {api.endpoint} {streams} streams, {n} requests "
+                        f"(repeat {rep + 1})")
+                    run = (peer_run(prefix, args.mock, server_core, client_core, n, streams,
+                                    firehose=True)
+                           if isinstance(prefix, Peer) else
+                           one_run(prefix, args.mock, server_core, client_core, n, streams,
+                                   firehose=True, api=api))
+                    if "error" in run:
+                        log(f"  {name} failed: {run['error']}")
+                    runs[name].append(run)
+            for name, _ in entrants:
+                doc["firehose"].append({"client": name, "streams": streams, "requests": n,
+                                        "api": api.endpoint, "runs": runs[name],
+                                        "summary": summarize(runs[name])})
+            if api is EMBEDDINGS:
+                doc["firehose_skipped"] = [name for name in found
+                                           if (name, found[name][0]) not in entrants]
     for name, (prefix, _) in found.items():
         if is_floor(name) or isinstance(prefix, Peer):
             continue

@@ -11,6 +11,11 @@
 //! - `uring-defer`: the same with `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN`
 //!   (completions are posted only when the issuer enters the ring to wait for them).
 //!
+//! With an embeddings or pooling endpoint (`--endpoint` containing `embeddings` or
+//! `pooling`) each request is a non-streamed pooling request and a response ends with its
+//! `Content-Length` body: the head is searched for once per response, nothing is parsed
+//! beyond that length, and no events are counted (the harness compares requests per second).
+//!
 //! It accepts the `vllm bench serve` flags the harness passes and ignores the ones that do
 //! not apply (tokenizer, dataset, percentiles).
 
@@ -45,6 +50,8 @@ struct Args {
     input_words: usize,
     result: Option<std::path::PathBuf>,
     mode: Mode,
+    /// A pooling endpoint: one JSON answer per request, framed by `Content-Length`.
+    pooling: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -59,6 +66,7 @@ fn parse_args() -> Result<Args, String> {
         input_words: 32,
         result: None,
         mode: Mode::Epoll,
+        pooling: false,
     };
     let (mut dir, mut file) = (None, None);
     let mut it = std::env::args().skip(1);
@@ -98,6 +106,7 @@ fn parse_args() -> Result<Args, String> {
             _ => {}
         }
     }
+    a.pooling = a.path.contains("embeddings") || a.path.contains("pooling");
     if a.concurrency == 0 {
         a.concurrency = a.num_prompts;
     }
@@ -111,12 +120,20 @@ fn parse_args() -> Result<Args, String> {
 /// The one request every connection sends, again and again.
 fn request(a: &Args) -> Vec<u8> {
     let prompt: Vec<String> = (0..a.input_words).map(|i| format!("w{i}")).collect();
-    let body = format!(
-        "{{\"model\":\"{}\",\"prompt\":\"{}\",\"max_tokens\":{},\"stream\":true,\"ignore_eos\":true}}",
-        a.model,
-        prompt.join(" "),
-        a.output_tokens
-    );
+    let body = if a.pooling {
+        format!(
+            "{{\"model\":\"{}\",\"input\":\"{}\"}}",
+            a.model,
+            prompt.join(" ")
+        )
+    } else {
+        format!(
+            "{{\"model\":\"{}\",\"prompt\":\"{}\",\"max_tokens\":{},\"stream\":true,\"ignore_eos\":true}}",
+            a.model,
+            prompt.join(" "),
+            a.output_tokens
+        )
+    };
     format!(
         "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         a.path,
@@ -152,6 +169,10 @@ struct Stream {
     last: Option<Instant>,
     done: bool,
     tail: Vec<u8>,
+    /// A pooling response's head while it is incomplete (rare: it comes in one read).
+    head: Vec<u8>,
+    /// A pooling response's body bytes still to come, once its head was read.
+    left: Option<usize>,
 }
 
 impl Stream {
@@ -162,13 +183,36 @@ impl Stream {
             last: None,
             done: false,
             tail: Vec::with_capacity(TAIL),
+            head: Vec::new(),
+            left: None,
         }
     }
+}
+
+const HEAD_END: &[u8] = b"\r\n\r\n";
+
+/// The `Content-Length` of a response head (`None`: it has none).
+fn content_length(head: &[u8]) -> Option<usize> {
+    const NAME: &[u8] = b"content-length:";
+    head.split(|&b| b == b'\n').find_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.len() > NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME) {
+            std::str::from_utf8(&line[NAME.len()..])
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        } else {
+            None
+        }
+    })
 }
 
 /// What the run measured.
 #[derive(Default)]
 struct Tally {
+    /// Pooling responses (`Content-Length` bodies), not streams.
+    pooling: bool,
     completed: usize,
     started: usize,
     events: usize,
@@ -178,7 +222,10 @@ struct Tally {
 
 impl Tally {
     /// Takes one read of `s`'s response at `at`; true when the response is complete.
-    fn read(&mut self, s: &mut Stream, chunk: &[u8], at: Instant) -> bool {
+    fn read(&mut self, s: &mut Stream, chunk: &[u8], at: Instant) -> std::io::Result<bool> {
+        if self.pooling {
+            return self.read_whole(s, chunk, at);
+        }
         let data = count(&s.tail, chunk, DATA);
         if data > 0 {
             match s.last {
@@ -202,7 +249,40 @@ impl Tally {
         s.tail.extend_from_slice(keep);
         let excess = s.tail.len().saturating_sub(TAIL);
         s.tail.drain(..excess);
-        end
+        Ok(end)
+    }
+
+    /// [`Tally::read`] for a pooling response: its first byte is its "first token" (the
+    /// TTFT column), it ends with the `Content-Length` bytes after its head.
+    fn read_whole(&mut self, s: &mut Stream, chunk: &[u8], at: Instant) -> std::io::Result<bool> {
+        if s.first.is_none() {
+            self.ttft_ms.push((at - s.sent).as_secs_f64() * 1e3);
+            s.first = Some(at);
+        }
+        let left = match s.left {
+            Some(left) => left.saturating_sub(chunk.len()),
+            None => {
+                // The head is looked for where it came (one read, as a rule), else joined.
+                let joined;
+                let bytes = if s.head.is_empty() {
+                    chunk
+                } else {
+                    s.head.extend_from_slice(chunk);
+                    joined = std::mem::take(&mut s.head);
+                    &joined[..]
+                };
+                let Some(end) = memchr::memmem::find(bytes, HEAD_END) else {
+                    s.head = bytes.to_vec();
+                    return Ok(false);
+                };
+                let len = content_length(&bytes[..end]).ok_or_else(|| {
+                    std::io::Error::other("a pooling response without Content-Length")
+                })?;
+                len.saturating_sub(bytes.len() - end - HEAD_END.len())
+            }
+        };
+        s.left = Some(left);
+        Ok(left == 0)
     }
 
     /// The response on `s` ended: counts it; true when another request should follow.
@@ -274,7 +354,7 @@ fn run_epoll(
                     Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
                     Ok(len) => {
                         let at = Instant::now();
-                        if t.read(&mut streams[i], &buf[..len], at) {
+                        if t.read(&mut streams[i], &buf[..len], at)? {
                             if t.finish(&mut streams[i], a.num_prompts) {
                                 conns[i].write_all(req)?;
                             } else {
@@ -336,7 +416,7 @@ fn run_uring(
                 return Err(std::io::Error::from_raw_os_error(-res.clamp(-4095, -1)));
             }
             let chunk = &bufs[i * BUF..i * BUF + res as usize];
-            let end = t.read(&mut streams[i], chunk, at);
+            let end = t.read(&mut streams[i], chunk, at)?;
             if end {
                 if t.finish(&mut streams[i], a.num_prompts) {
                     conns[i].write_all(req)?;
@@ -381,7 +461,10 @@ fn main() {
     };
     println!("Starting main benchmark run...");
     let _ = std::io::stdout().flush();
-    let mut t = Tally::default();
+    let mut t = Tally {
+        pooling: a.pooling,
+        ..Tally::default()
+    };
     let start = Instant::now();
     let ran = match a.mode {
         Mode::Epoll => run_epoll(&a, conns, &req, &mut t),
@@ -431,5 +514,33 @@ mod tests {
         assert_eq!(count(b"data: ", b"x", DATA), 0);
         assert_eq!(count(b"da", b"ta: data: ", DATA), 2);
         assert_eq!(count(b"", b"\r\n0\r\n\r\n", END), 1);
+    }
+
+    #[test]
+    fn a_pooling_response_ends_with_its_content_length() {
+        let mut t = Tally {
+            pooling: true,
+            ..Tally::default()
+        };
+        let mut s = Stream::new();
+        let at = Instant::now();
+        // The head split across two reads, the body across two more.
+        assert!(!t
+            .read(&mut s, b"HTTP/1.1 200 OK\r\nconTent-Length: 10\r", at)
+            .unwrap());
+        assert!(!t.read(&mut s, b"\n\r\n0123", at).unwrap());
+        assert!(!t.read(&mut s, b"4567", at).unwrap());
+        assert!(t.read(&mut s, b"89", at).unwrap());
+        let mut s = Stream::new();
+        assert!(t
+            .read(
+                &mut s,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+                at
+            )
+            .unwrap());
+        let mut s = Stream::new();
+        assert!(t.read(&mut s, b"HTTP/1.1 200 OK\r\n\r\n{}", at).is_err());
+        assert_eq!(t.ttft_ms.len(), 3);
     }
 }
