@@ -515,18 +515,25 @@ mod tests {
 
     use super::*;
 
-    /// More parts than one `writev` takes, then a single part: every byte arrives, in order.
-    #[test]
-    fn many_parts_arrive_in_order() {
+    /// A listener on loopback and a thread that reads one connection to its end (bounded by
+    /// `timeout`): where the bytes a test writes are collected.
+    fn reader(timeout: Duration) -> (SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let reader = std::thread::spawn(move || {
+        let thread = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.set_read_timeout(Some(timeout)).unwrap();
             let mut got = Vec::new();
             s.read_to_end(&mut got).unwrap();
             got
         });
+        (addr, thread)
+    }
+
+    /// More parts than one `writev` takes, then a single part: every byte arrives, in order.
+    #[test]
+    fn many_parts_arrive_in_order() {
+        let (addr, reader) = reader(Duration::from_secs(10));
         let parts: Vec<Bytes> = (0..2 * IOV_MAX + 7)
             .map(|i| match i % 3 {
                 0 => Bytes::new(),
@@ -563,15 +570,7 @@ mod tests {
             drivers.push("io_uring");
         }
         for driver in drivers {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let reader = std::thread::spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-                let mut got = Vec::new();
-                s.read_to_end(&mut got).unwrap();
-                got
-            });
+            let (addr, reader) = reader(Duration::from_secs(30));
             // Distinct bytes everywhere, so a part sent twice or skipped shows.
             let big = |n: usize, seed: u8| -> Bytes {
                 (0..n)
