@@ -268,7 +268,12 @@ def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
     reader = threading.Thread(target=read_output, daemon=True)
     reader.start()
     deadline = time.monotonic() + timeout
+    # Peak RSS is the client's own high-water mark (VmHWM of the exec'd image), polled while
+    # it runs: wait4's ru_maxrss cannot be used, because the child is spawned with vfork and
+    # exec records the *harness's* peak RSS into it (217.6 MiB on rows late in a run).
+    hwm_kib = 0
     while True:
+        hwm_kib = max(hwm_kib, _status_kib(proc.pid, "VmHWM:"))
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
@@ -281,7 +286,7 @@ def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
     reader.join(timeout=5)
     proc.returncode = os.waitstatus_to_exitcode(status)
     marker = at_marker[0] if at_marker else None
-    return (proc.returncode, wall, (ru.ru_utime, ru.ru_stime), ru.ru_maxrss / 1024.0,
+    return (proc.returncode, wall, (ru.ru_utime, ru.ru_stime), hwm_kib / 1024.0,
             [t for t in tail if t], marker)
 
 
@@ -424,7 +429,12 @@ def run_tree_measured(cmd, core, timeout=CLIENT_TIMEOUT_S):
     reader = threading.Thread(target=read_output, daemon=True)
     reader.start()
     deadline = time.monotonic() + timeout
+    # Peak RSS is the client's own high-water mark (VmHWM of the exec'd image), polled while
+    # it runs: wait4's ru_maxrss cannot be used, because the child is spawned with vfork and
+    # exec records the *harness's* peak RSS into it (217.6 MiB on rows late in a run).
+    hwm_kib = 0
     while True:
+        hwm_kib = max(hwm_kib, _status_kib(proc.pid, "VmHWM:"))
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
