@@ -139,6 +139,28 @@ fn sent(n: isize) -> Option<io::Result<usize>> {
     }
 }
 
+/// Sends all of `buf` on `s` now: non-blocking `send`s in the caller's own turn, waiting for
+/// room only when the socket's send buffer is full. Through the ring a write leaves at the
+/// runtime's next park, after every other ready task; this one leaves before the call
+/// returns, so an instant taken just before it is when the bytes reached the kernel (the
+/// mock's emitted timeline relies on that).
+pub async fn send_buf_all(s: &TcpStream, buf: &[u8]) -> io::Result<()> {
+    let fd = s.as_raw_fd();
+    let mut off = 0;
+    loop {
+        match send_now(fd, &buf[off..]) {
+            Some(Ok(n)) => off += n,
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+        if off == buf.len() {
+            return Ok(());
+        }
+        // Rare: the send buffer is full; wait until it takes more.
+        s.writable(false).await?;
+    }
+}
+
 /// One non-blocking `send` of `buf` on `fd` (no `SIGPIPE` on a closed peer: an error).
 fn send_now(fd: RawFd, buf: &[u8]) -> Option<io::Result<usize>> {
     // SAFETY: `fd` is an open socket the caller's connection owns; `buf` is valid for
@@ -409,22 +431,7 @@ impl Connection {
             // Boxed (once per request): the TLS write future holds the parts' iovecs and
             // a socket write, which every idle worker's state would carry inline.
             Transport::Tls(s) => Box::pin(s.write_parts(parts)).await?,
-            Transport::Plain(s) if parts.len() == 1 => {
-                let part = &parts[0];
-                let mut off = 0;
-                loop {
-                    match send_now(fd, &part[off..]) {
-                        Some(Ok(n)) => off += n,
-                        Some(Err(e)) => return Err(e),
-                        None => {}
-                    }
-                    if off == part.len() {
-                        break;
-                    }
-                    // Rare: the send buffer is full; wait until it takes more.
-                    s.writable(false).await?;
-                }
-            }
+            Transport::Plain(s) if parts.len() == 1 => send_buf_all(s, &parts[0]).await?,
             Transport::Plain(s) => {
                 let mut iov = self.spare_iov.take().unwrap_or_default();
                 for batch in parts.chunks(IOV_MAX) {

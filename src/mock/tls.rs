@@ -15,6 +15,8 @@ use monoio::BufResult;
 use monoio_rustls::{ServerTlsStream, TlsAcceptor};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
+use crate::http::conn::send_buf_all;
+
 /// The acceptor every worker's connections shake hands through: one certificate for the
 /// server's life.
 #[derive(Clone)]
@@ -79,7 +81,12 @@ impl MockStream {
 
     pub async fn write_all(&mut self, buf: Vec<u8>) -> BufResult<usize, Vec<u8>> {
         match self {
-            MockStream::Plain(s) => s.write_all(buf).await,
+            // Sent now, not at the runtime's next park: the emitted timeline stamps the
+            // hand-off just before this call (`Io::flush`).
+            MockStream::Plain(s) => {
+                let len = buf.len();
+                (send_buf_all(s, &buf).await.map(|()| len), buf)
+            }
             MockStream::Tls(s) => Box::pin(s.write_all(buf)).await,
         }
     }
