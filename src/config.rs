@@ -22,10 +22,7 @@ pub mod shard;
 pub mod slo;
 pub mod unimplemented;
 
-pub use dataset::{
-    CustomParams, DatasetConfig, DatasetParams, HfParams, PrefixRepetitionParams, RandomMmParams,
-    RandomParams, RangeRatio, SonnetParams, SpeedBenchParams, TimedTraceParams,
-};
+pub use dataset::{DatasetConfig, DatasetParams, TimedTraceParams};
 pub use engine::EngineConfig;
 pub use error::{ConfigError, ConfigErrorKind};
 /// The `--random-mm-bucket-config` parser, public only so that the fuzz targets (`fuzz/`)
@@ -218,6 +215,20 @@ impl Config {
             return Mode::DryRun(Box::new(self));
         }
         Mode::Bench(Box::new(self))
+    }
+
+    /// How the run's dataset picks its samples: `--num-prompts`, `--seed`,
+    /// `--disable-shuffle`, `--no-oversample`, `--request-id-prefix` (a sweep's point or a
+    /// repetition reads it after changing the count or the seed).
+    pub fn dataset_sampling(&self) -> crate::datasets::Sampling {
+        let ds = &self.dataset;
+        crate::datasets::Sampling {
+            num_requests: ds.num_prompts,
+            seed: ds.seed,
+            shuffle: !ds.disable_shuffle,
+            oversample: !ds.no_oversample,
+            request_id_prefix: self.request.request_id_prefix.clone(),
+        }
     }
 
     /// Resolves and validates `cli`. Errors are one line and mean exit code 2.

@@ -10,7 +10,7 @@ use serde_json::Value;
 use vllm_bench::backends::Api;
 use vllm_bench::cli::{self, Backend};
 use vllm_bench::config::{Config, DatasetParams};
-use vllm_bench::datasets::timed_trace::TraceFormat;
+use vllm_bench::datasets::timed_trace::{OnMalformed, TraceFormat};
 use vllm_bench::engine::{self, Workload};
 use vllm_bench::http::request::{HeadTemplate, Method};
 use vllm_bench::http::url::BaseUrl;
@@ -114,7 +114,7 @@ fn seed_command_line_resolves_to_a_self_timed_mooncake_replay() {
     assert_eq!(p.chunk_hash_size, 512);
     assert_eq!(p.sec_multiplier, 0.001);
     assert_eq!(
-        (p.label_timestamp.as_str(), p.label_hash_ids.as_str()),
+        (p.labels.timestamp.as_str(), p.labels.hash_ids.as_str()),
         ("timestamp", "hash_ids")
     );
     assert_eq!(p.format, None);
@@ -232,7 +232,8 @@ fn trace_flags_resolve_and_are_checked() {
         (p.window.start_s, p.window.duration_s, p.window.rebase),
         (2.5, Some(10.0), true)
     );
-    assert!(p.skip_malformed && p.prompt_text, "chat always sends text");
+    assert_eq!(p.on_malformed, OnMalformed::Skip);
+    assert!(p.prompt_text, "chat always sends text");
     assert!(!with(&["--no-self-timed"]).unwrap().rate.self_timed);
     for (args, flag) in [
         (
