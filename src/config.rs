@@ -31,8 +31,8 @@ pub use error::{ConfigError, ConfigErrorKind};
 pub use literal::parse_bucket_config;
 pub use literal::BucketKey;
 pub use modes::{
-    LoraConfig, MultiRunConfig, MultiTurnConfig, ProfileWhen, SteadyStateConfig, SweepAxis,
-    SweepConfig,
+    LoraConfig, MultiRunConfig, MultiTurnConfig, ProfileWhen, RunKind, SteadyStateConfig,
+    SweepAxis, SweepConfig,
 };
 pub use output::{OutputConfig, ReportPolicy, RunPlots, Ui};
 pub use rate::{CancelConfig, RateConfig};
@@ -157,9 +157,8 @@ pub struct Config {
     pub report: ReportPolicy,
     /// `--no-server-metrics`, `--server-metrics-interval`, `--server-metrics-url`.
     pub server_metrics: ServerMetricsConfig,
-    pub sweep: Option<SweepConfig>,
-    /// `--slo-search`: the capacity search and its SLO terms.
-    pub slo: Option<SloConfig>,
+    /// The measured runs: one, repetitions, a sweep's points or an SLO search.
+    pub runs: RunKind,
     pub multi_turn: Option<MultiTurnConfig>,
     pub lora: Option<LoraConfig>,
     pub multi_run: MultiRunConfig,
@@ -266,7 +265,7 @@ impl Config {
             &output,
             plots,
             sweep.as_ref(),
-            multi_run.num_runs,
+            cli.multi_run.num_runs,
             slo.as_ref().map(|s| s.variable),
         )?;
         let mut output = output;
@@ -299,8 +298,7 @@ impl Config {
             steady_state,
             report,
             server_metrics,
-            sweep,
-            slo,
+            runs: RunKind::of(cli.multi_run.num_runs, sweep, slo),
             multi_turn,
             lora,
             multi_run,
