@@ -190,11 +190,11 @@ impl Plan {
                 || self.stop.stop_requested(),
             );
         }
-        wait_until_ready(
+        Ok(wait_until_ready(
             timeout,
             || one_request(&self.engine, &self.prepared),
             || self.stop.stop_requested(),
-        )
+        )?)
     }
 
     /// `--num-warmups`: requests outside the measured window.

@@ -214,7 +214,10 @@ fn sweep(
         let own = own_prompts(plan, config, i)?;
         let config = &*own;
         if reset {
-            let done = plan.target.reset_prefix_cache();
+            let done = plan
+                .target
+                .reset_prefix_cache()
+                .map_err(anyhow::Error::from);
             // Refused before the first point: nothing ran.
             done.map_err(|e| if i == 0 { nothing_ran(e) } else { e })?;
         }

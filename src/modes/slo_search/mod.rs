@@ -157,7 +157,10 @@ pub fn run(
         let own = own_prompts(plan, config, probes.len())?;
         let config = &*own;
         if slo.reset_prefix_cache {
-            let done = plan.target.reset_prefix_cache();
+            let done = plan
+                .target
+                .reset_prefix_cache()
+                .map_err(anyhow::Error::from);
             done.map_err(|e| if probes.is_empty() { nothing_ran(e) } else { e })?;
         }
         let run = 1 + probes.iter().filter(|p| p.value == value).count();
