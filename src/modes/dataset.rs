@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use rayon::prelude::*;
 
 use crate::config::{Config, DatasetParams, MultiTurnConfig};
 use crate::datasets::align::align_to_server;
@@ -352,21 +351,8 @@ impl<'a> Cx<'a> {
         let data = Custom::load(self.path("FILE.jsonl")?)?;
         let format = self.chat_format("the custom_audio dataset")?;
         let pairs = data.sample_audio(&self.sampling, opts, &format, self.tokenizer)?;
-        let mut files: Vec<&str> = pairs.iter().map(|(_, f)| f.as_str()).collect();
-        files.sort_unstable();
-        files.dedup();
-        let clips: std::collections::HashMap<&str, AudioClip> = files
-            .par_iter()
-            .map(|f| {
-                let bytes = std::fs::read(f).with_context(|| format!("custom_audio: {f}"))?;
-                let clip = wav::parse(&bytes).with_context(|| format!("custom_audio: {f}"))?;
-                Ok((*f, clip))
-            })
-            .collect::<Result<_>>()?;
-        let per_request = pairs
-            .iter()
-            .map(|(_, f)| clips[f.as_str()].clone())
-            .collect();
+        let files: Vec<&str> = pairs.iter().map(|(_, f)| f.as_str()).collect();
+        let per_request = wav::clips(&files)?;
         Ok((pairs.into_iter().map(|(r, _)| r).collect(), per_request))
     }
 
