@@ -19,7 +19,9 @@ use crate::datasets::random_mm::RandomMmParams;
 use crate::datasets::sharegpt::ShareGptOptions;
 use crate::datasets::sonnet::SonnetOptions;
 use crate::datasets::speed_bench::SpeedBenchOptions;
-use crate::datasets::timed_trace::{JsonLabels, OnMalformed, ReplayWindow, TraceFormat};
+use crate::datasets::timed_trace::{
+    JsonLabels, OnMalformed, ReplayWindow, TraceFormat, TraceOptions,
+};
 
 /// The resolved dataset.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,16 +86,14 @@ pub struct AgenticParams {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimedTraceParams {
+    /// `--timed-trace-chunk-hash-size`: tokens per hashed block.
     pub chunk_hash_size: usize,
-    pub sec_multiplier: f64,
-    /// `--timed-trace-label-*`: the JSONL keys of a record's fields.
-    pub labels: JsonLabels,
-    /// `--timed-trace-format`; `None` = recognise it from the file.
-    pub format: Option<TraceFormat>,
-    /// `--timed-trace-start-sec`, `--timed-trace-duration-sec`, `--timed-trace-rebase`.
-    pub window: ReplayWindow,
-    /// `--timed-trace-skip-malformed`: skip (and count) a malformed line, or stop on it.
-    pub on_malformed: OnMalformed,
+    /// How the trace is read: `--timed-trace-format`, `--timed-trace-label-*`,
+    /// `--timed-trace-sec-multiplier`, the window (`--timed-trace-start-sec`,
+    /// `--timed-trace-duration-sec`, `--timed-trace-rebase`), `--timed-trace-skip-malformed`.
+    /// Its `num_prompts` and `max_model_len` are the run's, left unset here: the replay
+    /// sets them when it loads (a sweep's point changes the count).
+    pub read: TraceOptions,
     /// Send decoded text instead of token ids (`--timed-trace-prompt-text`; always for
     /// chat, whose messages carry text).
     pub prompt_text: bool,
@@ -733,25 +733,30 @@ fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
     }
     Ok(TimedTraceParams {
         chunk_hash_size: t.timed_trace_chunk_hash_size,
-        sec_multiplier: m,
-        labels: JsonLabels {
-            timestamp: t.timed_trace_label_timestamp.clone(),
-            input_length: t.timed_trace_label_input_length.clone(),
-            output_length: t.timed_trace_label_output_length.clone(),
-            hash_ids: t.timed_trace_label_hash_ids.clone(),
-        },
-        format: match t.timed_trace_format {
-            TraceFormatChoice::Auto => None,
-            TraceFormatChoice::Mooncake => Some(TraceFormat::Mooncake),
-            TraceFormatChoice::Bailian => Some(TraceFormat::Bailian),
-            TraceFormatChoice::Azure => Some(TraceFormat::Azure),
-            TraceFormatChoice::Burstgpt => Some(TraceFormat::BurstGpt),
-        },
-        window: replay_window(t)?,
-        on_malformed: if t.timed_trace_skip_malformed {
-            OnMalformed::Skip
-        } else {
-            OnMalformed::Error
+        read: TraceOptions {
+            format: match t.timed_trace_format {
+                TraceFormatChoice::Auto => None,
+                TraceFormatChoice::Mooncake => Some(TraceFormat::Mooncake),
+                TraceFormatChoice::Bailian => Some(TraceFormat::Bailian),
+                TraceFormatChoice::Azure => Some(TraceFormat::Azure),
+                TraceFormatChoice::Burstgpt => Some(TraceFormat::BurstGpt),
+            },
+            labels: JsonLabels {
+                timestamp: t.timed_trace_label_timestamp.clone(),
+                input_length: t.timed_trace_label_input_length.clone(),
+                output_length: t.timed_trace_label_output_length.clone(),
+                hash_ids: t.timed_trace_label_hash_ids.clone(),
+            },
+            sec_multiplier: m,
+            window: replay_window(t)?,
+            num_prompts: None,
+            on_malformed: if t.timed_trace_skip_malformed {
+                OnMalformed::Skip
+            } else {
+                OnMalformed::Error
+            },
+            burstgpt_model: None,
+            max_model_len: None,
         },
         prompt_text: t.timed_trace_prompt_text || cli.server.backend.sends_chat_messages(),
         wait_parent: t.timed_trace_wait_parent,

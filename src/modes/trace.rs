@@ -50,14 +50,9 @@ impl TraceReplay {
             .as_deref()
             .context("--dataset-path: required for --dataset-name timed_trace")?;
         let opts = TraceOptions {
-            format: params.format,
-            labels: params.labels.clone(),
-            sec_multiplier: params.sec_multiplier,
-            window: params.window,
             num_prompts: Some(config.dataset.num_prompts),
-            on_malformed: params.on_malformed,
-            burstgpt_model: None,
             max_model_len: config.dataset.max_model_len,
+            ..params.read.clone()
         };
         let trace = TimedTrace::load(path, &opts)?;
         let r = &trace.report;
