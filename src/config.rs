@@ -22,10 +22,7 @@ pub mod shard;
 pub mod slo;
 pub mod unimplemented;
 
-pub use dataset::{
-    CustomParams, DatasetConfig, DatasetParams, HfParams, PrefixRepetitionParams, RandomMmParams,
-    RandomParams, RangeRatio, SonnetParams, SpeedBenchParams, TimedTraceParams,
-};
+pub use dataset::{DatasetConfig, DatasetParams, TimedTraceParams};
 pub use engine::EngineConfig;
 pub use error::{ConfigError, ConfigErrorKind};
 /// The `--random-mm-bucket-config` parser, public only so that the fuzz targets (`fuzz/`)
@@ -34,8 +31,8 @@ pub use error::{ConfigError, ConfigErrorKind};
 pub use literal::parse_bucket_config;
 pub use literal::BucketKey;
 pub use modes::{
-    LoraConfig, MultiRunConfig, MultiTurnConfig, ProfileWhen, SteadyStateConfig, SweepAxis,
-    SweepConfig,
+    LoraConfig, MultiRunConfig, MultiTurnConfig, ProfileWhen, RunKind, SteadyStateConfig,
+    SweepAxis, SweepConfig,
 };
 pub use output::{OutputConfig, ReportPolicy, RunPlots, Ui};
 pub use rate::{CancelConfig, RateConfig};
@@ -160,9 +157,8 @@ pub struct Config {
     pub report: ReportPolicy,
     /// `--no-server-metrics`, `--server-metrics-interval`, `--server-metrics-url`.
     pub server_metrics: ServerMetricsConfig,
-    pub sweep: Option<SweepConfig>,
-    /// `--slo-search`: the capacity search and its SLO terms.
-    pub slo: Option<SloConfig>,
+    /// The measured runs: one, repetitions, a sweep's points or an SLO search.
+    pub runs: RunKind,
     pub multi_turn: Option<MultiTurnConfig>,
     pub lora: Option<LoraConfig>,
     pub multi_run: MultiRunConfig,
@@ -220,6 +216,20 @@ impl Config {
         Mode::Bench(Box::new(self))
     }
 
+    /// How the run's dataset picks its samples: `--num-prompts`, `--seed`,
+    /// `--disable-shuffle`, `--no-oversample`, `--request-id-prefix` (a sweep's point or a
+    /// repetition reads it after changing the count or the seed).
+    pub fn dataset_sampling(&self) -> crate::datasets::Sampling {
+        let ds = &self.dataset;
+        crate::datasets::Sampling {
+            num_requests: ds.num_prompts,
+            seed: ds.seed,
+            shuffle: !ds.disable_shuffle,
+            oversample: !ds.no_oversample,
+            request_id_prefix: self.request.request_id_prefix.clone(),
+        }
+    }
+
     /// Resolves and validates `cli`. Errors are one line and mean exit code 2.
     pub fn from_cli(cli: Cli) -> Result<Config, ConfigError> {
         let mut warnings = cli.warnings().to_vec();
@@ -255,7 +265,7 @@ impl Config {
             &output,
             plots,
             sweep.as_ref(),
-            multi_run.num_runs,
+            cli.multi_run.num_runs,
             slo.as_ref().map(|s| s.variable),
         )?;
         let mut output = output;
@@ -288,8 +298,7 @@ impl Config {
             steady_state,
             report,
             server_metrics,
-            sweep,
-            slo,
+            runs: RunKind::of(cli.multi_run.num_runs, sweep, slo),
             multi_turn,
             lora,
             multi_run,

@@ -7,23 +7,110 @@
 //! Below `modes` and above `config`'s reach: it is given the connection settings, not the
 //! configuration, so the orchestration decides what to call and this module only how.
 //! Nothing here prints: a call that keeps the run waiting says so through the [`Notice`]
-//! it was given.
+//! it was given. What goes wrong is a [`ControlPlaneError`], each variant its one line.
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use crate::http::conn::{tls_setup, Endpoint};
-use crate::http::control;
-use crate::http::source::SourceAddrs;
-use crate::http::url::{BaseUrl, Scheme};
+use crate::http::conn::{tls_setup, Endpoint, TlsError};
+use crate::http::control::{self, ControlError};
+use crate::http::source::{SourceAddrs, SourceError};
+use crate::http::url::{BaseUrl, ResolveError, Scheme};
 use crate::runtime::ResolvedDriver;
 use crate::server_metrics::exposition::{self, Scrape};
 use crate::server_metrics::{HttpSource, ScrapeError, Source};
 use crate::tokenizer::TokenizeEndpoint;
 use crate::types::Backend;
+
+/// Why a control-plane call failed: one line each, saying what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlPlaneError {
+    /// Nothing answers at the server's address: what to check, not a flag that would not
+    /// help (`--model` or `--tokenizer` cannot make a missing server answer).
+    #[error(
+        "no server is reachable at {base} ({why}): start it, or point --base-url (or --host \
+         and --port) at it; --mock-server runs a benchmark without one"
+    )]
+    Unreachable { base: BaseUrl, why: String },
+    /// An `https://` server answered the TLS handshake in plain HTTP.
+    #[error(
+        "{base}: the server speaks HTTP, not HTTPS (it answered the TLS handshake with a \
+         plain HTTP response); use http:// (--base-url {plain})"
+    )]
+    SpeaksHttp { base: BaseUrl, plain: BaseUrl },
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// A call that got no complete response.
+    #[error(transparent)]
+    Call(#[from] ControlError),
+    /// `/v1/models` did not answer with a list (`why`: the call's error or the status).
+    #[error("cannot list models at {url}: {why}; pass --model")]
+    ModelsUnlisted { url: String, why: String },
+    /// `/v1/models` answered with what is not JSON.
+    #[error("{url} did not return JSON; pass --model")]
+    ModelsNotJson {
+        url: String,
+        #[source]
+        error: serde_json::Error,
+    },
+    #[error("{url} lists no model; pass --model")]
+    NoModel { url: String },
+    /// `--reset-prefix-cache`: the call got no answer.
+    #[error("--reset-prefix-cache: POST {url}: {error}")]
+    ResetUnanswered { url: String, error: ControlError },
+    #[error(
+        "--reset-prefix-cache: POST {url} returned HTTP {status} {reason}: vLLM serves it only \
+         when started with VLLM_SERVER_DEV_MODE=1"
+    )]
+    ResetRefused {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+    #[error(
+        "{url} returned HTTP {status} {reason}: is the server started with profiling enabled?"
+    )]
+    ProfileRefused {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+    /// The ready check's time passed; `why` is the last request's failure.
+    #[error(
+        "the endpoint is not ready after {secs}s: {why}; raise --ready-check-timeout-sec or \
+         check the server"
+    )]
+    NotReady { secs: u64, why: String },
+    /// `/tokenize` or `/detokenize` got no complete response.
+    #[error("{url}: {error}")]
+    TokenizeUnanswered { url: String, error: ControlError },
+    #[error("{url}: HTTP {status} {reason}")]
+    TokenizeRefused {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+    #[error("{url} did not return JSON")]
+    TokenizeNotJson {
+        url: String,
+        #[source]
+        error: serde_json::Error,
+    },
+    #[error("/tokenize returned no `tokens` list")]
+    NoTokens,
+    #[error("/tokenize returned a non-integer token")]
+    NonIntegerToken,
+    #[error("/detokenize returned neither `prompt` nor `content` text")]
+    NoText,
+}
+
+type Result<T, E = ControlPlaneError> = std::result::Result<T, E>;
 
 /// Where a control call that keeps the run waiting says so (the app's console, a note).
 pub type Notice = Arc<dyn Fn(&str) + Send + Sync>;
@@ -102,11 +189,7 @@ impl Target {
     }
 
     /// `GET path` with the run's headers.
-    pub fn get(
-        &self,
-        path: &str,
-        timeout: Duration,
-    ) -> Result<control::Response, control::ControlError> {
+    pub fn get(&self, path: &str, timeout: Duration) -> Result<control::Response, ControlError> {
         control::get(
             self.driver,
             &self.endpoint,
@@ -126,7 +209,7 @@ impl Target {
         path: &str,
         body: &Value,
         timeout: Duration,
-    ) -> Result<control::Response, control::ControlError> {
+    ) -> Result<control::Response, ControlError> {
         self.post_to((&self.base, &self.endpoint), path, body, timeout)
     }
 
@@ -137,7 +220,7 @@ impl Target {
         path: &str,
         body: &Value,
         timeout: Duration,
-    ) -> Result<control::Response, control::ControlError> {
+    ) -> Result<control::Response, ControlError> {
         // A `Value` always serializes: its map keys are strings.
         let bytes = serde_json::to_vec(body).expect("a JSON value serializes");
         control::post_json(
@@ -156,7 +239,7 @@ impl Target {
 
     /// The one line for a server that nothing answers at: what to check, not a flag that
     /// would not help (`--model` or `--tokenizer` cannot make a missing server answer).
-    fn unreachable(&self, error: impl std::fmt::Display) -> anyhow::Error {
+    fn unreachable(&self, error: impl std::fmt::Display) -> ControlPlaneError {
         unreachable_at(&self.base, error)
     }
 
@@ -180,10 +263,10 @@ impl Target {
                     scheme: Scheme::Http,
                     ..base.clone()
                 };
-                bail!(
-                    "{base}: the server speaks HTTP, not HTTPS (it answered the TLS handshake \
-                     with a plain HTTP response); use http:// (--base-url {plain})"
-                );
+                return Err(ControlPlaneError::SpeaksHttp {
+                    base: base.clone(),
+                    plain,
+                });
             }
         }
         Ok(())
@@ -195,22 +278,28 @@ impl Target {
         let resp = self
             .get("/v1/models", self.control_timeout)
             .map_err(|e| match e {
-                control::ControlError::Connect { .. } => self.unreachable(e),
-                e => anyhow::anyhow!("cannot list models at {url}: {e}; pass --model"),
+                ControlError::Connect { .. } => self.unreachable(e),
+                e => ControlPlaneError::ModelsUnlisted {
+                    url: url.clone(),
+                    why: e.to_string(),
+                },
             })?;
         if !resp.is_success() {
-            bail!(
-                "cannot list models at {url}: HTTP {} {}; pass --model",
-                resp.status,
-                resp.reason
-            );
+            return Err(ControlPlaneError::ModelsUnlisted {
+                url,
+                why: format!("HTTP {} {}", resp.status, resp.reason),
+            });
         }
-        let v: Value = serde_json::from_slice(&resp.body)
-            .with_context(|| format!("{url} did not return JSON; pass --model"))?;
+        let v: Value = serde_json::from_slice(&resp.body).map_err(|error| {
+            ControlPlaneError::ModelsNotJson {
+                url: url.clone(),
+                error,
+            }
+        })?;
         v["data"][0]["id"]
             .as_str()
             .map(str::to_string)
-            .with_context(|| format!("{url} lists no model; pass --model"))
+            .ok_or(ControlPlaneError::NoModel { url })
     }
 
     /// The server's `/metrics` now, read with `server_metrics`' parser; `None` when it does
@@ -306,14 +395,16 @@ impl Target {
                     &Value::Object(Default::default()),
                     self.control_timeout,
                 )
-                .map_err(|e| anyhow::anyhow!("--reset-prefix-cache: POST {url}: {e}"))?;
+                .map_err(|error| ControlPlaneError::ResetUnanswered {
+                    url: url.clone(),
+                    error,
+                })?;
             if !resp.is_success() {
-                bail!(
-                    "--reset-prefix-cache: POST {url} returned HTTP {} {}: vLLM serves it only \
-                     when started with VLLM_SERVER_DEV_MODE=1",
-                    resp.status,
-                    resp.reason
-                );
+                return Err(ControlPlaneError::ResetRefused {
+                    url,
+                    status: resp.status,
+                    reason: resp.reason,
+                });
             }
         }
         Ok(())
@@ -328,12 +419,11 @@ impl Target {
             Duration::from_secs(600),
         )?;
         if !resp.is_success() {
-            bail!(
-                "{} returned HTTP {} {}: is the server started with profiling enabled?",
-                self.base.url_of(&path),
-                resp.status,
-                resp.reason
-            );
+            return Err(ControlPlaneError::ProfileRefused {
+                url: self.base.url_of(&path),
+                status: resp.status,
+                reason: resp.reason,
+            });
         }
         Ok(())
     }
@@ -403,11 +493,11 @@ impl ModelCheck {
 }
 
 /// The one line for a server that nothing answers at (see [`Target::unreachable`]).
-fn unreachable_at(base: &BaseUrl, error: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!(
-        "no server is reachable at {base} ({error}): start it, or point --base-url (or --host \
-         and --port) at it; --mock-server runs a benchmark without one"
-    )
+fn unreachable_at(base: &BaseUrl, error: impl std::fmt::Display) -> ControlPlaneError {
+    ControlPlaneError::Unreachable {
+        base: base.clone(),
+        why: error.to_string(),
+    }
 }
 
 /// Where `base` is and how to connect to it (address resolved now, TLS set up).
@@ -463,30 +553,31 @@ pub fn request_headers(
 /// Also returns, early, once `stopped()` holds (Ctrl-C, SIGTERM, `timeout`): the measured
 /// run then stops at once and reports every request as not sent, instead of the process
 /// waiting out the check.
-pub fn wait_until_ready(
+pub fn wait_until_ready<E: std::fmt::Display>(
     timeout: Duration,
-    mut send_one: impl FnMut() -> Result<()>,
+    mut send_one: impl FnMut() -> Result<(), E>,
     stopped: impl Fn() -> bool,
 ) -> Result<()> {
-    match retry_until_ready(timeout, || Ok(send_one().err()), stopped)? {
-        None => Ok(()),
-        Some(err) => bail!(
-            "the endpoint is not ready after {}s: {err}; raise --ready-check-timeout-sec or \
-             check the server",
-            timeout.as_secs()
-        ),
+    let attempt = || Ok::<_, std::convert::Infallible>(send_one().err());
+    match retry_until_ready(timeout, attempt, stopped) {
+        Ok(None) => Ok(()),
+        Ok(Some(err)) => Err(ControlPlaneError::NotReady {
+            secs: timeout.as_secs(),
+            why: err.to_string(),
+        }),
+        Err(never) => match never {},
     }
 }
 
 /// The ready check's loop, for one server and for several replicas: `attempt` returns
 /// `None` when ready, else why not (tried again 5 s later, as Python does), or an error
-/// that ends the wait at once. Returns `None` when ready or stopped (`stopped()`, checked in
-/// slices of 50 ms), and the last reason when `timeout` passed first.
-pub fn retry_until_ready<E>(
+/// that ends the wait at once (`X`, the caller's). Returns `None` when ready or stopped
+/// (`stopped()`, checked in slices of 50 ms), and the last reason when `timeout` passed first.
+pub fn retry_until_ready<E, X>(
     timeout: Duration,
-    mut attempt: impl FnMut() -> Result<Option<E>>,
+    mut attempt: impl FnMut() -> Result<Option<E>, X>,
     stopped: impl Fn() -> bool,
-) -> Result<Option<E>> {
+) -> Result<Option<E>, X> {
     let deadline = Instant::now() + timeout;
     loop {
         let Some(why) = attempt()? else {
@@ -529,7 +620,7 @@ const TLS_PROBE_WAIT: Duration = Duration::from_secs(1);
 const ASSUMED_VOCAB: usize = 32_000;
 
 impl TokenizeEndpoint for ServerTokenize {
-    fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<u32>> {
+    fn tokenize(&self, text: &str, add_special: bool) -> anyhow::Result<Vec<u32>> {
         use std::sync::atomic::Ordering::Relaxed;
         if !self.llama_dialect.load(Relaxed) {
             let body = serde_json::json!({ "model": self.model, "prompt": text, "add_special_tokens": add_special });
@@ -546,14 +637,11 @@ impl TokenizeEndpoint for ServerTokenize {
         Ok(tokens)
     }
 
-    fn detokenize(&self, ids: &[u32]) -> Result<String> {
+    fn detokenize(&self, ids: &[u32]) -> anyhow::Result<String> {
         let body = serde_json::json!({ "model": self.model, "tokens": ids });
         let v = self.call("/detokenize", &body)?;
-        v["prompt"]
-            .as_str()
-            .or_else(|| v["content"].as_str())
-            .map(str::to_string)
-            .context("/detokenize returned neither `prompt` nor `content` text")
+        let text = v["prompt"].as_str().or_else(|| v["content"].as_str());
+        Ok(text.map(str::to_string).ok_or(ControlPlaneError::NoText)?)
     }
 
     /// vLLM's `/tokenize` does not report the vocabulary size; use it when a server does,
@@ -575,15 +663,13 @@ impl TokenizeEndpoint for ServerTokenize {
 
 /// The `tokens` list of a `/tokenize` answer.
 fn token_list(v: &Value) -> Result<Vec<u32>> {
-    let tokens = v["tokens"]
-        .as_array()
-        .context("/tokenize returned no `tokens` list")?;
+    let tokens = v["tokens"].as_array().ok_or(ControlPlaneError::NoTokens)?;
     tokens
         .iter()
         .map(|t| {
             t.as_u64()
                 .map(|t| t as u32)
-                .context("/tokenize returned a non-integer token")
+                .ok_or(ControlPlaneError::NonIntegerToken)
         })
         .collect()
 }
@@ -594,11 +680,19 @@ impl ServerTokenize {
         let resp = self
             .target
             .post(path, body, self.target.control_timeout)
-            .map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+            .map_err(|error| ControlPlaneError::TokenizeUnanswered {
+                url: url.clone(),
+                error,
+            })?;
         if !resp.is_success() {
-            bail!("{url}: HTTP {} {}", resp.status, resp.reason);
+            return Err(ControlPlaneError::TokenizeRefused {
+                url,
+                status: resp.status,
+                reason: resp.reason,
+            });
         }
-        serde_json::from_slice(&resp.body).with_context(|| format!("{url} did not return JSON"))
+        serde_json::from_slice(&resp.body)
+            .map_err(|error| ControlPlaneError::TokenizeNotJson { url, error })
     }
 }
 
@@ -619,6 +713,22 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect()
+    }
+
+    #[test]
+    fn a_ready_check_out_of_time_is_one_typed_line_with_the_last_failure() {
+        let e = wait_until_ready(Duration::ZERO, || Err("HTTP 503"), || false).unwrap_err();
+        assert!(
+            matches!(e, ControlPlaneError::NotReady { secs: 0, .. }),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "the endpoint is not ready after 0s: HTTP 503; raise --ready-check-timeout-sec or \
+             check the server"
+        );
+        let ready = wait_until_ready(Duration::ZERO, || Ok::<_, &str>(()), || false);
+        assert!(ready.is_ok());
     }
 
     #[test]

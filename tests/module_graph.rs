@@ -4,6 +4,10 @@
 //!
 //! Read from the source text: every `crate::NAME` (and, inside a module, `super::NAME` and
 //! `crate::MODULE::NAME`) outside comments and `#[cfg(test)]` code is an edge.
+//!
+//! It also holds the code to what docs/architecture.md states: its floor table (parsed
+//! here) lists every module once, every import points down it, `modes` has no socket code
+//! or system calls, and nothing below `app` prints.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -231,4 +235,113 @@ fn every_import_points_down_the_documented_floors() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The top-level modules of `src/` (`lib.rs`, `main.rs` and `bin/` are the crate's roots,
+/// not modules).
+fn top_level_modules(src: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(src)
+        .expect("read src/")
+        .map(|e| e.expect("dir entry").path())
+        .filter_map(|p| {
+            let name = p.file_stem()?.to_string_lossy().into_owned();
+            let module = p.is_dir() || p.extension().is_some_and(|e| e == "rs");
+            (module && !matches!(name.as_str(), "lib" | "main" | "bin")).then_some(name)
+        })
+        .collect()
+}
+
+/// docs/architecture.md's floor table is the whole list: every module of `src/` is on it
+/// once (one that imports nothing of the crate too), and it names no module that is gone.
+#[test]
+fn the_floor_table_lists_every_module_once_and_nothing_else() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let listed: Vec<String> = doc
+        .lines()
+        .filter(|l| floors(l).values().next().is_some())
+        .flat_map(|l| floors(l).into_keys())
+        .collect();
+    let unique: BTreeSet<String> = listed.iter().cloned().collect();
+    assert_eq!(
+        listed.len(),
+        unique.len(),
+        "a module on two floors: {listed:?}"
+    );
+    let modules = top_level_modules(&root.join("src"));
+    assert!(
+        modules.contains("types") && modules.contains("modes"),
+        "{modules:?}"
+    );
+    let missing: Vec<_> = modules.difference(&unique).collect();
+    let stale: Vec<_> = unique.difference(&modules).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "docs/architecture.md's floors: modules without a floor {missing:?}; floors naming \
+         no module {stale:?}"
+    );
+}
+
+/// `(file, needle)` for each of `needles` the non-test code of `path` (a file, or every file
+/// under a directory) names.
+fn code_naming(path: &Path, needles: &[&str]) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    if path.is_dir() {
+        rust_files(path, &mut files);
+    } else {
+        files.push(path.to_path_buf());
+    }
+    let mut found = Vec::new();
+    for file in files {
+        let code = code(&std::fs::read_to_string(&file).unwrap());
+        for n in needles.iter().filter(|n| code.contains(*n)) {
+            found.push((file.display().to_string(), n.to_string()));
+        }
+    }
+    found
+}
+
+/// The table's floor 6: `modes` orchestrates, with no socket code and no system calls of its
+/// own (sockets are `http`'s and `mock`'s, the host's clock `runtime`'s).
+#[test]
+fn modes_holds_no_socket_code_or_system_calls() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let needles = [
+        "std::net",
+        "monoio::net",
+        "TcpStream",
+        "TcpListener",
+        "UdpSocket",
+        "libc::",
+        "nix::",
+    ];
+    let found = code_naming(&src.join("modes"), &needles);
+    assert!(found.is_empty(), "{found:?}");
+    // The check reads what it means to: a lower floor does name them.
+    assert!(!code_naming(&src.join("http"), &needles).is_empty());
+}
+
+/// "Nothing below `app` prints": every line goes through the console `app` made
+/// (`output::stdio::Console`); the binaries' roots print their own.
+#[test]
+fn nothing_below_app_prints() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let needles = ["print!(", "println!(", "eprint!(", "eprintln!("];
+    let found: Vec<_> = top_level_modules(&src)
+        .into_iter()
+        .filter(|m| m != "app")
+        .flat_map(|m| {
+            // A module's file, and its directory when it has one.
+            let file = src.join(format!("{m}.rs"));
+            let dir = src.join(&m);
+            [file, dir]
+                .into_iter()
+                .filter(|p| p.exists())
+                .flat_map(|p| code_naming(&p, &needles))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(found.is_empty(), "{found:?}");
+    // The check reads what it means to: the mock's own binary prints its address.
+    assert!(!code_naming(&src.join("bin"), &needles).is_empty());
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use vllm_bench::backends::Api;
 use vllm_bench::cli::{self, Backend};
 use vllm_bench::config::{Config, DatasetParams};
-use vllm_bench::datasets::timed_trace::TraceFormat;
+use vllm_bench::datasets::timed_trace::{OnMalformed, TraceFormat};
 use vllm_bench::engine::{self, Workload};
 use vllm_bench::http::request::{HeadTemplate, Method};
 use vllm_bench::http::url::BaseUrl;
@@ -112,12 +112,15 @@ fn seed_command_line_resolves_to_a_self_timed_mooncake_replay() {
         panic!("not a trace replay: {:?}", cfg.dataset.params);
     };
     assert_eq!(p.chunk_hash_size, 512);
-    assert_eq!(p.sec_multiplier, 0.001);
+    assert_eq!(p.read.sec_multiplier, 0.001);
     assert_eq!(
-        (p.label_timestamp.as_str(), p.label_hash_ids.as_str()),
+        (
+            p.read.labels.timestamp.as_str(),
+            p.read.labels.hash_ids.as_str()
+        ),
         ("timestamp", "hash_ids")
     );
-    assert_eq!(p.format, None);
+    assert_eq!(p.read.format, None);
     assert!(!p.prompt_text);
     assert!(cfg.rate.self_timed && cfg.request.ignore_eos);
     assert_eq!(cfg.dataset.num_prompts, 50);
@@ -227,12 +230,17 @@ fn trace_flags_resolve_and_are_checked() {
     let DatasetParams::TimedTrace(p) = &cfg.dataset.params else {
         panic!("not a trace replay");
     };
-    assert_eq!(p.format, Some(TraceFormat::Bailian));
+    assert_eq!(p.read.format, Some(TraceFormat::Bailian));
     assert_eq!(
-        (p.window.start_s, p.window.duration_s, p.window.rebase),
+        (
+            p.read.window.start_s,
+            p.read.window.duration_s,
+            p.read.window.rebase
+        ),
         (2.5, Some(10.0), true)
     );
-    assert!(p.skip_malformed && p.prompt_text, "chat always sends text");
+    assert_eq!(p.read.on_malformed, OnMalformed::Skip);
+    assert!(p.prompt_text, "chat always sends text");
     assert!(!with(&["--no-self-timed"]).unwrap().rate.self_timed);
     for (args, flag) in [
         (

@@ -1,16 +1,27 @@
 //! The dataset: options every dataset shares, and the parameters of the selected one, with
-//! the general `--input-len`/`--output-len` mapped onto it as Python does.
+//! the general `--input-len`/`--output-len` mapped onto it as Python does. A dataset's own
+//! options are its module's type in [`crate::datasets`] (one type per dataset, built here,
+//! read there): the run adds only what every dataset shares ([`DatasetConfig`]'s fields,
+//! which a sweep's points and repetitions change).
 
 use serde_json::{Map, Value};
 
 use super::literal::parse_bucket_config;
 use super::parse::{comma_list, json_object};
 use super::ConfigError;
-use crate::cli::{
-    pyvalue::py_float, Backend, Cli, DatasetName, SpeedBenchSubset, TraceFormatChoice,
-};
+use crate::cli::{pyvalue::py_float, Backend, Cli, DatasetName, TraceFormatChoice};
+use crate::datasets::custom::CustomOptions;
+use crate::datasets::hf::HfOptions;
 use crate::datasets::limits;
-use crate::datasets::timed_trace::{ReplayWindow, TraceFormat};
+use crate::datasets::prefix_repetition::PrefixRepetitionOptions;
+use crate::datasets::random::{RandomParams, RangeRatio};
+use crate::datasets::random_mm::RandomMmParams;
+use crate::datasets::sharegpt::ShareGptOptions;
+use crate::datasets::sonnet::SonnetOptions;
+use crate::datasets::speed_bench::SpeedBenchOptions;
+use crate::datasets::timed_trace::{
+    JsonLabels, OnMalformed, ReplayWindow, TraceFormat, TraceOptions,
+};
 
 /// The resolved dataset.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,20 +54,18 @@ pub enum DatasetParams {
         random: RandomParams,
         no_reranker: bool,
     },
-    ShareGpt {
-        output_len: Option<usize>,
-    },
+    ShareGpt(ShareGptOptions),
     BurstGpt,
-    Sonnet(SonnetParams),
-    Hf(HfParams),
+    Sonnet(SonnetOptions),
+    Hf(HfOptions),
     /// custom, custom_audio and custom_image.
-    Custom(CustomParams),
-    PrefixRepetition(PrefixRepetitionParams),
+    Custom(CustomOptions),
+    PrefixRepetition(PrefixRepetitionOptions),
     SpecBench {
         output_len: usize,
         category: Option<String>,
     },
-    SpeedBench(SpeedBenchParams),
+    SpeedBench(SpeedBenchOptions),
     TimedTrace(TimedTraceParams),
     /// `agentic_trace`: Weka Claude-Code traces (`--dataset-path` file or directory).
     AgenticTrace(AgenticParams),
@@ -75,86 +84,16 @@ pub struct AgenticParams {
     pub failed_request_threshold: f64,
 }
 
-/// Input/output length jitter: lengths are drawn from `[L·(1−r), L·(1+r)]`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RangeRatio {
-    pub input: f64,
-    pub output: f64,
-}
-
-/// The random dataset.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RandomParams {
-    pub input_len: usize,
-    pub output_len: usize,
-    pub prefix_len: usize,
-    pub range_ratio: RangeRatio,
-    /// Prompts per request (embeddings batching).
-    pub batch_size: usize,
-    /// Send token-id arrays instead of text.
-    pub prompt_token_ids: bool,
-}
-
-/// The random multimodal dataset's item sampling (the dataset's own type).
-pub use crate::datasets::random_mm::RandomMmParams;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct SonnetParams {
-    pub input_len: usize,
-    pub output_len: usize,
-    pub prefix_len: usize,
-}
-
-/// HuggingFace datasets, including the blazedit, ASR and BFCL loaders.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HfParams {
-    pub subset: Option<String>,
-    pub split: Option<String>,
-    pub name: Option<String>,
-    pub output_len: Option<usize>,
-    pub text_column: Option<String>,
-    pub blazedit_distance: (f64, f64),
-    pub asr_audio_len_sec: (f64, f64),
-    pub bfcl_categories: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct CustomParams {
-    /// `None`: keep the dataset's output lengths (`--custom-output-len -1`).
-    pub output_len: Option<usize>,
-    pub ensure_client_side_data: bool,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct PrefixRepetitionParams {
-    pub prefix_len: usize,
-    pub suffix_len: usize,
-    pub num_prefixes: usize,
-    pub output_len: usize,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpeedBenchParams {
-    pub subset: SpeedBenchSubset,
-    pub output_len: usize,
-    pub category: Option<String>,
-    pub max_input_len: Option<usize>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimedTraceParams {
+    /// `--timed-trace-chunk-hash-size`: tokens per hashed block.
     pub chunk_hash_size: usize,
-    pub sec_multiplier: f64,
-    pub label_timestamp: String,
-    pub label_input_length: String,
-    pub label_output_length: String,
-    pub label_hash_ids: String,
-    /// `--timed-trace-format`; `None` = recognise it from the file.
-    pub format: Option<TraceFormat>,
-    /// `--timed-trace-start-sec`, `--timed-trace-duration-sec`, `--timed-trace-rebase`.
-    pub window: ReplayWindow,
-    /// `--timed-trace-skip-malformed`.
-    pub skip_malformed: bool,
+    /// How the trace is read: `--timed-trace-format`, `--timed-trace-label-*`,
+    /// `--timed-trace-sec-multiplier`, the window (`--timed-trace-start-sec`,
+    /// `--timed-trace-duration-sec`, `--timed-trace-rebase`), `--timed-trace-skip-malformed`.
+    /// Its `num_prompts` and `max_model_len` are the run's, left unset here: the replay
+    /// sets them when it loads (a sweep's point changes the count).
+    pub read: TraceOptions,
     /// Send decoded text instead of token ids (`--timed-trace-prompt-text`; always for
     /// chat, whose messages carry text).
     pub prompt_text: bool,
@@ -321,7 +260,7 @@ fn lengths(cli: &Cli, params: &DatasetParams) -> Vec<Length> {
             },
             Length::exact(output_flag("--prefix-repetition-output-len"), p.output_len),
         ],
-        DatasetParams::ShareGpt { output_len } => output_len
+        DatasetParams::ShareGpt(ShareGptOptions { output_len }) => output_len
             .map(|n| Length::exact(output_flag("--sharegpt-output-len"), n))
             .into_iter()
             .collect(),
@@ -436,14 +375,16 @@ fn params(cli: &Cli) -> Result<DatasetParams, ConfigError> {
             random: random(cli)?,
             no_reranker: d.random.no_reranker,
         },
-        DatasetName::Sharegpt => DatasetParams::ShareGpt {
+        DatasetName::Sharegpt => DatasetParams::ShareGpt(ShareGptOptions {
             output_len: output_len.or(d.sharegpt.sharegpt_output_len),
-        },
+        }),
         DatasetName::Burstgpt => DatasetParams::BurstGpt,
-        DatasetName::Sonnet => DatasetParams::Sonnet(SonnetParams {
+        DatasetName::Sonnet => DatasetParams::Sonnet(SonnetOptions {
             input_len: d.input_len.unwrap_or(d.sonnet.sonnet_input_len),
             output_len: output_len.unwrap_or(d.sonnet.sonnet_output_len),
             prefix_len: d.sonnet.sonnet_prefix_len,
+            // Python 0.11: the chat server renders the template itself.
+            send_rendered: !cli.server.backend.sends_chat_messages(),
         }),
         DatasetName::Hf => DatasetParams::Hf(hf(cli)?),
         DatasetName::Custom | DatasetName::CustomAudio | DatasetName::CustomImage => {
@@ -458,7 +399,7 @@ fn params(cli: &Cli) -> Result<DatasetParams, ConfigError> {
                     "must be at least 1",
                 ));
             }
-            DatasetParams::PrefixRepetition(PrefixRepetitionParams {
+            DatasetParams::PrefixRepetition(PrefixRepetitionOptions {
                 prefix_len: p.prefix_repetition_prefix_len,
                 suffix_len: p.prefix_repetition_suffix_len,
                 num_prefixes: p.prefix_repetition_num_prefixes,
@@ -469,8 +410,10 @@ fn params(cli: &Cli) -> Result<DatasetParams, ConfigError> {
             output_len: output_len.unwrap_or(d.spec_bench.spec_bench_output_len),
             category: d.spec_bench.spec_bench_category.clone(),
         },
-        DatasetName::SpeedBench => DatasetParams::SpeedBench(SpeedBenchParams {
-            subset: d.speed_bench.speed_bench_dataset_subset,
+        DatasetName::SpeedBench => DatasetParams::SpeedBench(SpeedBenchOptions {
+            subset: clap::ValueEnum::to_possible_value(&d.speed_bench.speed_bench_dataset_subset)
+                .map(|v| v.get_name().to_owned())
+                .unwrap_or_default(),
             output_len: output_len.unwrap_or(d.speed_bench.speed_bench_output_len),
             category: d.speed_bench.speed_bench_category.clone(),
             max_input_len: d.speed_bench.speed_bench_max_input_len,
@@ -688,7 +631,9 @@ fn random_mm(cli: &Cli) -> Result<RandomMmParams, ConfigError> {
     })
 }
 
-fn hf(cli: &Cli) -> Result<HfParams, ConfigError> {
+/// The `--hf-*` options; `--asr-min/max-audio-len-sec` are checked here and not applied
+/// (no ASR loader filters by them yet).
+fn hf(cli: &Cli) -> Result<HfOptions, ConfigError> {
     let h = &cli.dataset.hf;
     let blazedit = (h.blazedit_min_distance, h.blazedit_max_distance);
     for (flag, v) in [
@@ -723,19 +668,20 @@ fn hf(cli: &Cli) -> Result<HfParams, ConfigError> {
             .map(str::to_owned)
             .to_vec(),
     };
-    Ok(HfParams {
+    Ok(HfOptions {
         subset: h.hf_subset.clone(),
         split: h.hf_split.clone(),
         name: h.hf_name.clone(),
         output_len: cli.dataset.output_len.or(h.hf_output_len),
         text_column: h.hf_text_column.clone(),
         blazedit_distance: blazedit,
-        asr_audio_len_sec: asr,
         bfcl_categories,
     })
 }
 
-fn custom(cli: &Cli) -> Result<CustomParams, ConfigError> {
+/// `--custom-output-len` (`--custom-ensure-client-side-data` is refused before this, as
+/// not implemented: `super::unimplemented`).
+fn custom(cli: &Cli) -> Result<CustomOptions, ConfigError> {
     let c = &cli.dataset.custom;
     let output_len = match (cli.dataset.output_len, c.custom_output_len) {
         (Some(n), _) => Some(n),
@@ -748,10 +694,7 @@ fn custom(cli: &Cli) -> Result<CustomParams, ConfigError> {
             )
         })?),
     };
-    Ok(CustomParams {
-        output_len,
-        ensure_client_side_data: c.custom_ensure_client_side_data,
-    })
+    Ok(CustomOptions { output_len })
 }
 
 fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
@@ -790,20 +733,31 @@ fn timed_trace(cli: &Cli) -> Result<TimedTraceParams, ConfigError> {
     }
     Ok(TimedTraceParams {
         chunk_hash_size: t.timed_trace_chunk_hash_size,
-        sec_multiplier: m,
-        label_timestamp: t.timed_trace_label_timestamp.clone(),
-        label_input_length: t.timed_trace_label_input_length.clone(),
-        label_output_length: t.timed_trace_label_output_length.clone(),
-        label_hash_ids: t.timed_trace_label_hash_ids.clone(),
-        format: match t.timed_trace_format {
-            TraceFormatChoice::Auto => None,
-            TraceFormatChoice::Mooncake => Some(TraceFormat::Mooncake),
-            TraceFormatChoice::Bailian => Some(TraceFormat::Bailian),
-            TraceFormatChoice::Azure => Some(TraceFormat::Azure),
-            TraceFormatChoice::Burstgpt => Some(TraceFormat::BurstGpt),
+        read: TraceOptions {
+            format: match t.timed_trace_format {
+                TraceFormatChoice::Auto => None,
+                TraceFormatChoice::Mooncake => Some(TraceFormat::Mooncake),
+                TraceFormatChoice::Bailian => Some(TraceFormat::Bailian),
+                TraceFormatChoice::Azure => Some(TraceFormat::Azure),
+                TraceFormatChoice::Burstgpt => Some(TraceFormat::BurstGpt),
+            },
+            labels: JsonLabels {
+                timestamp: t.timed_trace_label_timestamp.clone(),
+                input_length: t.timed_trace_label_input_length.clone(),
+                output_length: t.timed_trace_label_output_length.clone(),
+                hash_ids: t.timed_trace_label_hash_ids.clone(),
+            },
+            sec_multiplier: m,
+            window: replay_window(t)?,
+            num_prompts: None,
+            on_malformed: if t.timed_trace_skip_malformed {
+                OnMalformed::Skip
+            } else {
+                OnMalformed::Error
+            },
+            burstgpt_model: None,
+            max_model_len: None,
         },
-        window: replay_window(t)?,
-        skip_malformed: t.timed_trace_skip_malformed,
         prompt_text: t.timed_trace_prompt_text || cli.server.backend.sends_chat_messages(),
         wait_parent: t.timed_trace_wait_parent,
     })

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::parse::comma_list;
+use super::slo::SloConfig;
 use super::{ConfigError, RateConfig};
 use crate::cli::{pyvalue, Cli, DatasetName, LoraAssignment};
 use crate::datasets::limits;
@@ -51,6 +52,48 @@ pub enum SweepAxis {
     RequestRate(Vec<f64>),
 }
 
+/// The measured runs one benchmark makes, decided here once (`--num-runs`, the sweep flags,
+/// `--slo-search`, which refuse each other's combinations): `modes::runs` dispatches on it
+/// and nothing asks the flags again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunKind {
+    /// One measured run.
+    One,
+    /// `--num-runs N`, N ≥ 2: the same run N times, then their spread.
+    Repeat(usize),
+    /// `--sweep-max-concurrency` or `--sweep-request-rate`: one run per value.
+    Sweep(SweepConfig),
+    /// `--slo-search`: probes chosen one after another, each probed value run
+    /// `runs_per_value` times (`--num-runs`).
+    Search {
+        slo: Box<SloConfig>,
+        runs_per_value: usize,
+    },
+}
+
+impl RunKind {
+    /// The kind `num_runs`, `sweep` and `slo` select (config has refused the combinations).
+    pub(super) fn of(num_runs: usize, sweep: Option<SweepConfig>, slo: Option<SloConfig>) -> Self {
+        match (slo, sweep) {
+            (Some(slo), _) => RunKind::Search {
+                slo: Box::new(slo),
+                runs_per_value: num_runs,
+            },
+            (None, Some(sweep)) => RunKind::Sweep(sweep),
+            (None, None) if num_runs > 1 => RunKind::Repeat(num_runs),
+            (None, None) => RunKind::One,
+        }
+    }
+
+    /// The sweep, when this is one.
+    pub fn sweep(&self) -> Option<&SweepConfig> {
+        match self {
+            RunKind::Sweep(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
 /// A sweep: one run per value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepConfig {
@@ -86,7 +129,6 @@ pub struct LoraConfig {
 /// Repeated runs and result comparison.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MultiRunConfig {
-    pub num_runs: usize,
     /// `--same-prompts`: every point, repetition and probe re-sends the plan's prompts
     /// instead of its own (`modes::sweep_prompts::point_seed`).
     pub same_prompts: bool,
@@ -492,8 +534,41 @@ pub(super) fn multi_run(cli: &Cli) -> Result<MultiRunConfig, ConfigError> {
         }
     };
     Ok(MultiRunConfig {
-        num_runs: m.num_runs,
         same_prompts: m.same_prompts,
         compare,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn the_kind_of_run_is_decided_from_the_flags_once() {
+        let kind = |args: &[&str]| Config::of_args(args).runs;
+        assert_eq!(kind(&[]), RunKind::One);
+        assert_eq!(kind(&["--num-runs", "1"]), RunKind::One);
+        assert_eq!(kind(&["--num-runs", "3"]), RunKind::Repeat(3));
+        let RunKind::Sweep(sweep) = kind(&["--sweep-max-concurrency", "1,4"]) else {
+            panic!("a sweep");
+        };
+        assert_eq!(sweep.axis, SweepAxis::MaxConcurrency(vec![1, 4]));
+        let search = kind(&[
+            "--slo-search",
+            "max-concurrency",
+            "--slo",
+            "ttft:p99=150",
+            "--num-runs",
+            "2",
+        ]);
+        let RunKind::Search {
+            slo,
+            runs_per_value,
+        } = search
+        else {
+            panic!("a search: {search:?}");
+        };
+        assert_eq!((slo.terms.len(), runs_per_value), (1, 2));
+    }
 }

@@ -44,8 +44,37 @@ use rayon::prelude::*;
 
 use super::token_fit::{Fitted, Fitter, Vocabulary};
 use super::walk_corpus::{SeamFitter, WalkCorpus};
-use super::{DatasetStats, Prompt, SampleRequest};
+use super::{DatasetStats, Prompt, SampleRequest, Sampling};
 use crate::tokenizer::Tokenizer;
+
+/// Input/output length jitter (`--random-range-ratio`): lengths are drawn from
+/// `[L·(1−r), L·(1+r)]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RangeRatio {
+    pub input: f64,
+    pub output: f64,
+}
+
+/// The random dataset's own flags, as the configuration validated them (the random family:
+/// `random`, `random-mm`, `random-rerank` and `--multi-turn`'s synthetic conversations).
+/// What every dataset shares (`--num-prompts`, `--seed`, `--max-model-len`,
+/// `--request-id-prefix`) is not here: [`RandomConfig::of`] adds it when the run builds the
+/// dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RandomParams {
+    /// `--random-input-len` (or `--input-len`).
+    pub input_len: usize,
+    /// `--random-output-len` (or `--output-len`).
+    pub output_len: usize,
+    /// `--random-prefix-len`.
+    pub prefix_len: usize,
+    /// `--random-range-ratio`.
+    pub range_ratio: RangeRatio,
+    /// `--random-batch-size`: prompts per request (embeddings batching).
+    pub batch_size: usize,
+    /// `--prompt-token-ids`: send token-id arrays instead of text.
+    pub prompt_token_ids: bool,
+}
 
 /// Flags of the random dataset (defaults are Python's).
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +119,23 @@ impl Default for RandomConfig {
 }
 
 impl RandomConfig {
+    /// What one run generates: the dataset's flags `p` with the shared `sampling`
+    /// (`--num-prompts`, `--seed`, `--request-id-prefix`) and `--max-model-len`.
+    pub fn of(p: &RandomParams, sampling: &Sampling, max_model_len: Option<usize>) -> Self {
+        Self {
+            num_prompts: sampling.num_requests,
+            input_len: p.input_len,
+            output_len: p.output_len,
+            prefix_len: p.prefix_len,
+            range_ratio: p.range_ratio.input,
+            seed: sampling.seed,
+            prompt_token_ids: p.prompt_token_ids,
+            max_model_len,
+            request_id_prefix: Some(sampling.request_id_prefix.clone()),
+            ..Self::default()
+        }
+    }
+
     /// Applies the general `--input-len` / `--output-len` overrides (Python maps them onto
     /// `--random-input-len` / `--random-output-len`).
     pub fn with_overrides(mut self, input_len: Option<usize>, output_len: Option<usize>) -> Self {

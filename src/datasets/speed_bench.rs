@@ -32,6 +32,20 @@ const FORMAT: QuestionFormat = QuestionFormat {
     category_flag: "--speed-bench-category",
 };
 
+/// The dataset's flags, as the configuration validated them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpeedBenchOptions {
+    /// `--speed-bench-dataset-subset`: the `<subset>.jsonl` read (`qualitative`,
+    /// `throughput_1k`, …).
+    pub subset: String,
+    /// `--speed-bench-output-len` (or `--output-len`).
+    pub output_len: usize,
+    /// `--speed-bench-category`: only the rows of this category.
+    pub category: Option<String>,
+    /// `--speed-bench-max-input-len`: each raw prompt cut to its first N tokens.
+    pub max_input_len: Option<usize>,
+}
+
 /// `<dir>/<subset>.jsonl`, keeping the rows of `category`.
 pub fn load(dir: &Path, subset: &str, category: Option<&str>) -> Result<Custom, DatasetError> {
     if !dir.is_dir() {

@@ -31,6 +31,48 @@ pub struct AudioClip {
     pub duration_s: f64,
 }
 
+/// Why one of `custom_audio`'s files cannot be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ClipError {
+    #[error("custom_audio: {file}")]
+    Read {
+        file: String,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("custom_audio: {file}")]
+    Parse {
+        file: String,
+        #[source]
+        error: WavError,
+    },
+}
+
+/// The clip of each of `files` (one per request, in order): every distinct file read and
+/// checked once, in parallel (Python reads them before the run too).
+pub fn clips(files: &[&str]) -> Result<Vec<AudioClip>, ClipError> {
+    use rayon::prelude::*;
+    let mut distinct = files.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let read: std::collections::HashMap<&str, AudioClip> = distinct
+        .par_iter()
+        .map(|&f| {
+            let file = || f.to_owned();
+            let bytes = std::fs::read(f).map_err(|error| ClipError::Read {
+                file: file(),
+                error,
+            })?;
+            let clip = parse(&bytes).map_err(|error| ClipError::Parse {
+                file: file(),
+                error,
+            })?;
+            Ok((f, clip))
+        })
+        .collect::<Result<_, ClipError>>()?;
+    Ok(files.iter().map(|f| read[f].clone()).collect())
+}
+
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
@@ -105,6 +147,41 @@ pub fn parse(file: &[u8]) -> Result<AudioClip, WavError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_request_gets_its_files_clip_and_a_bad_file_is_named() {
+        let dir = std::env::temp_dir().join(format!("vllm-bench-clips-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.wav"), dir.join("b.wav"));
+        // One second of mono 16-bit silence at 8 kHz, and half a second.
+        std::fs::write(&a, pcm16_wav(1, 8000, &[0; 16000])).unwrap();
+        std::fs::write(&b, pcm16_wav(1, 8000, &[0; 8000])).unwrap();
+        let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+        let got = clips(&[a, b, a]).unwrap();
+        let secs: Vec<f64> = got.iter().map(|c| c.duration_s).collect();
+        assert_eq!(secs, [1.0, 0.5, 1.0]);
+        let missing = dir.join("missing.wav");
+        let e = clips(&[a, missing.to_str().unwrap()]).unwrap_err();
+        assert!(matches!(e, ClipError::Read { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("custom_audio: {}", missing.display())
+        );
+        std::fs::write(dir.join("bad.wav"), b"not a wav").unwrap();
+        let bad = dir.join("bad.wav");
+        let e = clips(&[bad.to_str().unwrap()]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ClipError::Parse {
+                    error: WavError::NotWav,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// `frames` mono PCM16 samples of a saw wave.
     fn tone(frames: usize) -> Vec<u8> {

@@ -1,8 +1,10 @@
 //! The one dataset dispatch: the validated [`DatasetConfig`](crate::config::DatasetConfig)
 //! and the tokenizer in, the run's [`SampleRequest`]s out, every dataset through [`build`].
-//! Each dataset lives in its own module of [`crate::datasets`] and takes its own small
-//! options; this is the only place that maps the configuration onto them, so `datasets`
-//! never imports `config`.
+//! Each dataset lives in its own module of [`crate::datasets`] and takes its own options,
+//! which the configuration builds (`config` sits above `datasets` and names their types,
+//! so `datasets` never imports `config`); this dispatch adds only what every dataset
+//! shares (the run's [`Sampling`], `--max-model-len`, the tokenizer and chat format), which
+//! a sweep's points and repetitions change.
 //!
 //! [`for_run`] is the dispatch a run uses: it also gives a `timed_trace` replay (built from
 //! shared prompt fragments, with arrival times, by [`super::trace::TraceReplay`]) and
@@ -14,13 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use clap::ValueEnum;
-use rayon::prelude::*;
 
-use crate::config::{
-    Config, CustomParams, DatasetParams, HfParams, MultiTurnConfig, PrefixRepetitionParams,
-    RandomParams, SonnetParams, SpeedBenchParams,
-};
+use crate::config::{Config, DatasetParams, MultiTurnConfig};
 use crate::datasets::align::align_to_server;
 use crate::datasets::batched;
 use crate::datasets::burstgpt::BurstGpt;
@@ -35,10 +32,11 @@ use crate::datasets::hub_file::{dataset_file, HubAccess};
 use crate::datasets::max_model_len::{fits, retain_within};
 use crate::datasets::media::ChatMedia;
 use crate::datasets::prefix_repetition::{self, PrefixRepetitionOptions};
-use crate::datasets::random::{self, RandomConfig};
+use crate::datasets::random::{self, RandomConfig, RandomParams};
 use crate::datasets::random_mm;
 use crate::datasets::sharegpt::{self, ShareGpt, ShareGptOptions};
 use crate::datasets::sonnet::{Sonnet, SonnetOptions};
+use crate::datasets::speed_bench::SpeedBenchOptions;
 use crate::datasets::wav::{self, AudioClip};
 use crate::datasets::{spec_bench, speed_bench};
 use crate::datasets::{DatasetStats, SampleRequest, Sampling};
@@ -124,23 +122,23 @@ pub fn for_run(
     if let (DatasetParams::Custom(p), DatasetName::CustomAudio) =
         (&config.dataset.params, config.dataset.name)
     {
-        let (requests, clips) = Cx::new(config, tokenizer, console).custom_audio(p)?;
+        let (requests, clips) = Cx::new(config, tokenizer, console).custom_audio(*p)?;
         return Ok(Loaded::Samples(requests, Some(Media::Audio(clips))));
     }
     if let (DatasetParams::Custom(p), DatasetName::CustomImage) =
         (&config.dataset.params, config.dataset.name)
     {
-        let (requests, media) = Cx::new(config, tokenizer, console).custom_image(p)?;
+        let (requests, media) = Cx::new(config, tokenizer, console).custom_image(*p)?;
         return Ok(Loaded::Samples(requests, Some(Media::Chat(media))));
     }
-    if let DatasetParams::ShareGpt { output_len } = &config.dataset.params {
+    if let DatasetParams::ShareGpt(opts) = &config.dataset.params {
         let cx = Cx::new(config, tokenizer, console);
         let data = ShareGpt::load(&sharegpt_path(config.dataset.path.as_deref())?)?;
         if data.has_media() {
-            let (requests, media) = cx.sharegpt_media(&data, *output_len)?;
+            let (requests, media) = cx.sharegpt_media(&data, *opts)?;
             return Ok(Loaded::Samples(requests, Some(Media::Chat(media))));
         }
-        let requests = cx.sharegpt_from(&data, *output_len)?;
+        let requests = cx.sharegpt_from(&data, *opts)?;
         let requests = within_max_model_len(config, requests, console);
         return Ok(Loaded::Samples(requests, None));
     }
@@ -168,10 +166,10 @@ pub fn build(
             random,
             no_reranker,
         } => return cx.random_rerank(random, !no_reranker),
-        DatasetParams::ShareGpt { output_len } => cx.sharegpt(*output_len)?,
-        DatasetParams::Custom(p) if ds.name == DatasetName::Custom => cx.custom(p)?,
-        DatasetParams::Sonnet(p) => cx.sonnet(p)?,
-        DatasetParams::PrefixRepetition(p) => cx.prefix_repetition(p)?,
+        DatasetParams::ShareGpt(opts) => cx.sharegpt(*opts)?,
+        DatasetParams::Custom(p) if ds.name == DatasetName::Custom => cx.custom(*p)?,
+        DatasetParams::Sonnet(p) => cx.sonnet(*p)?,
+        DatasetParams::PrefixRepetition(p) => cx.prefix_repetition(*p)?,
         DatasetParams::BurstGpt => cx.burstgpt()?,
         DatasetParams::SpecBench {
             output_len,
@@ -215,7 +213,7 @@ pub fn conversations(
     let id_prefix = config.request.request_id_prefix.clone();
     let p = match &ds.params {
         DatasetParams::Random(p) => p,
-        DatasetParams::ShareGpt { output_len } => {
+        DatasetParams::ShareGpt(ShareGptOptions { output_len }) => {
             let opts = ShareGptConversationOptions {
                 conversations: ds.num_prompts,
                 min_turns: m.min_turns,
@@ -234,14 +232,8 @@ pub fn conversations(
     let opts = SyntheticOptions {
         conversations: ds.num_prompts,
         turns: (pick(m.min_turns), pick(m.max_turns)),
-        random: RandomConfig {
-            input_len: p.input_len,
-            output_len: p.output_len,
-            prefix_len: p.prefix_len,
-            range_ratio: p.range_ratio.input,
-            seed: ds.seed,
-            ..RandomConfig::default()
-        },
+        // The turns' own counts, seeds and ids replace the run's.
+        random: RandomConfig::of(p, &config.dataset_sampling(), None),
         per_turn_input_len: m.per_turn_input_len,
         prefix_ratios: (m.prefix_global_ratio, m.prefix_conversation_ratio),
         id_prefix,
@@ -259,17 +251,10 @@ struct Cx<'a> {
 
 impl<'a> Cx<'a> {
     fn new(config: &'a Config, tokenizer: Option<&'a Tokenizer>, console: &'a Console) -> Self {
-        let ds = &config.dataset;
         Cx {
             config,
             tokenizer,
-            sampling: Sampling {
-                num_requests: ds.num_prompts,
-                seed: ds.seed,
-                shuffle: !ds.disable_shuffle,
-                oversample: !ds.no_oversample,
-                request_id_prefix: config.request.request_id_prefix.clone(),
-            },
+            sampling: config.dataset_sampling(),
             console,
         }
     }
@@ -328,33 +313,17 @@ impl<'a> Cx<'a> {
     }
 
     fn random_config(&self, p: &RandomParams) -> RandomConfig {
-        let ds = &self.config.dataset;
-        RandomConfig {
-            num_prompts: ds.num_prompts,
-            input_len: p.input_len,
-            output_len: p.output_len,
-            prefix_len: p.prefix_len,
-            range_ratio: p.range_ratio.input,
-            seed: ds.seed,
-            prompt_token_ids: p.prompt_token_ids,
-            max_model_len: ds.max_model_len,
-            request_id_prefix: Some(self.sampling.request_id_prefix.clone()),
-            ..RandomConfig::default()
-        }
+        RandomConfig::of(p, &self.sampling, self.config.dataset.max_model_len)
     }
 
-    fn sharegpt(&self, output_len: Option<usize>) -> Result<Vec<SampleRequest>> {
+    fn sharegpt(&self, opts: ShareGptOptions) -> Result<Vec<SampleRequest>> {
         let data = ShareGpt::load(&sharegpt_path(self.config.dataset.path.as_deref())?)?;
-        self.sharegpt_from(&data, output_len)
+        self.sharegpt_from(&data, opts)
     }
 
-    fn sharegpt_from(
-        &self,
-        data: &ShareGpt,
-        output_len: Option<usize>,
-    ) -> Result<Vec<SampleRequest>> {
+    fn sharegpt_from(&self, data: &ShareGpt, opts: ShareGptOptions) -> Result<Vec<SampleRequest>> {
         let tok = self.tok("the sharegpt dataset")?;
-        Ok(data.sample(&self.sampling, ShareGptOptions { output_len }, tok)?)
+        Ok(data.sample(&self.sampling, opts, tok)?)
     }
 
     /// ShareGPT entries with `image`/`video` keys: each request and its content parts,
@@ -362,10 +331,9 @@ impl<'a> Cx<'a> {
     fn sharegpt_media(
         &self,
         data: &ShareGpt,
-        output_len: Option<usize>,
+        opts: ShareGptOptions,
     ) -> Result<(Vec<SampleRequest>, Vec<ChatMedia>)> {
         let tok = self.tok("the sharegpt dataset")?;
-        let opts = ShareGptOptions { output_len };
         let chat = self.config.dataset.enable_multimodal_chat;
         let pairs = data.sample_with_media(&self.sampling, opts, tok, chat)?;
         let before = pairs.len();
@@ -379,33 +347,17 @@ impl<'a> Cx<'a> {
 
     /// `custom_audio`: the custom samples and each one's WAV, every distinct file read and
     /// checked once (Python reads them before the run too).
-    fn custom_audio(&self, p: &CustomParams) -> Result<(Vec<SampleRequest>, Vec<AudioClip>)> {
+    fn custom_audio(&self, opts: CustomOptions) -> Result<(Vec<SampleRequest>, Vec<AudioClip>)> {
         let data = Custom::load(self.path("FILE.jsonl")?)?;
         let format = self.chat_format("the custom_audio dataset")?;
-        let opts = CustomOptions {
-            output_len: p.output_len,
-        };
         let pairs = data.sample_audio(&self.sampling, opts, &format, self.tokenizer)?;
-        let mut files: Vec<&str> = pairs.iter().map(|(_, f)| f.as_str()).collect();
-        files.sort_unstable();
-        files.dedup();
-        let clips: std::collections::HashMap<&str, AudioClip> = files
-            .par_iter()
-            .map(|f| {
-                let bytes = std::fs::read(f).with_context(|| format!("custom_audio: {f}"))?;
-                let clip = wav::parse(&bytes).with_context(|| format!("custom_audio: {f}"))?;
-                Ok((*f, clip))
-            })
-            .collect::<Result<_>>()?;
-        let per_request = pairs
-            .iter()
-            .map(|(_, f)| clips[f.as_str()].clone())
-            .collect();
+        let files: Vec<&str> = pairs.iter().map(|(_, f)| f.as_str()).collect();
+        let per_request = wav::clips(&files)?;
         Ok((pairs.into_iter().map(|(r, _)| r).collect(), per_request))
     }
 
     /// `custom_image`: the rows' prompts and their image (or interleaved) content parts.
-    fn custom_image(&self, p: &CustomParams) -> Result<(Vec<SampleRequest>, Vec<ChatMedia>)> {
+    fn custom_image(&self, p: CustomOptions) -> Result<(Vec<SampleRequest>, Vec<ChatMedia>)> {
         let data = CustomImage::load(self.path("FILE.jsonl")?)?;
         // Python sends `output_len or 0`: -1 would be sent as is, and rejected.
         let output_len = p.output_len.context(
@@ -418,40 +370,30 @@ impl<'a> Cx<'a> {
             .unzip())
     }
 
-    fn custom(&self, p: &CustomParams) -> Result<Vec<SampleRequest>> {
+    fn custom(&self, opts: CustomOptions) -> Result<Vec<SampleRequest>> {
         let data = Custom::load(self.path("FILE.jsonl")?)?;
-        self.sample_custom(&data, p.output_len, &self.sampling, "the custom dataset")
+        self.sample_custom(&data, opts, &self.sampling, "the custom dataset")
     }
 
     /// The custom dataset's sampling, shared by custom, spec_bench and speed_bench.
     fn sample_custom(
         &self,
         data: &Custom,
-        output_len: Option<usize>,
+        opts: CustomOptions,
         sampling: &Sampling,
         what: &str,
     ) -> Result<Vec<SampleRequest>> {
         let format = self.chat_format(what)?;
-        let opts = CustomOptions { output_len };
         Ok(data.sample(sampling, opts, &format, self.tokenizer)?)
     }
 
-    fn hf(&self, p: &HfParams) -> Result<Vec<SampleRequest>> {
+    fn hf(&self, opts: &HfOptions) -> Result<Vec<SampleRequest>> {
         let tok = self.tok("the hf dataset")?;
         let path = self.config.dataset.path.as_deref().with_context(|| {
             "--dataset-name hf needs --dataset-path ORG/NAME (a Hub dataset) or a local \
              file or directory"
         })?;
-        let opts = HfOptions {
-            subset: p.subset.clone(),
-            split: p.split.clone(),
-            name: p.name.clone(),
-            output_len: p.output_len,
-            text_column: p.text_column.clone(),
-            blazedit_distance: p.blazedit_distance,
-            bfcl_categories: p.bfcl_categories.clone(),
-        };
-        let data = hf::load(path, &opts, &HubAccess::from_env())?;
+        let data = hf::load(path, opts, &HubAccess::from_env())?;
         let format = if data.is_bfcl() {
             let backend = self.config.server.backend;
             if backend != Backend::OpenaiChat {
@@ -468,33 +410,20 @@ impl<'a> Cx<'a> {
         } else {
             ChatFormat::raw()
         };
-        Ok(data.sample(&self.sampling, p.output_len, &format, tok)?)
+        Ok(data.sample(&self.sampling, opts.output_len, &format, tok)?)
     }
 
-    fn sonnet(&self, p: &SonnetParams) -> Result<Vec<SampleRequest>> {
+    fn sonnet(&self, opts: SonnetOptions) -> Result<Vec<SampleRequest>> {
         let tok = self.tok("the sonnet dataset")?;
         let data = match self.config.dataset.path.as_deref() {
             Some(path) => Sonnet::load(Path::new(path))?,
             None => Sonnet::builtin(),
         };
-        let opts = SonnetOptions {
-            input_len: p.input_len,
-            output_len: p.output_len,
-            prefix_len: p.prefix_len,
-            // Python 0.11: the chat server renders the template itself.
-            send_rendered: !self.config.server.backend.sends_chat_messages(),
-        };
         let format = self.chat_format("the sonnet dataset")?;
         Ok(data.sample(&self.sampling, opts, &format, tok)?)
     }
 
-    fn prefix_repetition(&self, p: &PrefixRepetitionParams) -> Result<Vec<SampleRequest>> {
-        let opts = PrefixRepetitionOptions {
-            prefix_len: p.prefix_len,
-            suffix_len: p.suffix_len,
-            num_prefixes: p.num_prefixes,
-            output_len: p.output_len,
-        };
+    fn prefix_repetition(&self, opts: PrefixRepetitionOptions) -> Result<Vec<SampleRequest>> {
         let tok = self.tok("the prefix_repetition dataset")?;
         Ok(prefix_repetition::sample(&self.sampling, opts, tok)?)
     }
@@ -508,30 +437,26 @@ impl<'a> Cx<'a> {
     fn spec_bench(&self, output_len: usize, category: Option<&str>) -> Result<Vec<SampleRequest>> {
         let data = spec_bench::load(self.path("question.jsonl")?, category)?;
         let sampling = self.seeded(spec_bench::SEED);
-        self.sample_custom(&data, Some(output_len), &sampling, "the spec_bench dataset")
+        let opts = CustomOptions {
+            output_len: Some(output_len),
+        };
+        self.sample_custom(&data, opts, &sampling, "the spec_bench dataset")
     }
 
-    fn speed_bench(&self, p: &SpeedBenchParams) -> Result<Vec<SampleRequest>> {
+    fn speed_bench(&self, p: &SpeedBenchOptions) -> Result<Vec<SampleRequest>> {
         let dir = self.path(
             "DIR (the directory NeMo-Skills' speed-bench/prepare.py writes, one \
              <subset>.jsonl per split)",
         )?;
-        let subset = p
-            .subset
-            .to_possible_value()
-            .map(|v| v.get_name().to_owned())
-            .context("every subset has a name")?;
-        let mut data = speed_bench::load(dir, &subset, p.category.as_deref())?;
+        let mut data = speed_bench::load(dir, &p.subset, p.category.as_deref())?;
         if let Some(max) = p.max_input_len {
             data.truncate_prompts(self.tok("--speed-bench-max-input-len")?, max)?;
         }
         let sampling = self.seeded(speed_bench::SEED);
-        self.sample_custom(
-            &data,
-            Some(p.output_len),
-            &sampling,
-            "the speed_bench dataset",
-        )
+        let opts = CustomOptions {
+            output_len: Some(p.output_len),
+        };
+        self.sample_custom(&data, opts, &sampling, "the speed_bench dataset")
     }
 
     /// The sampling with a dataset's fixed seed (Python builds some without `--seed`).

@@ -25,6 +25,7 @@ pub mod runs;
 pub mod saved_facts;
 pub mod server_scrape;
 pub mod shard;
+pub mod share;
 pub mod slo_search;
 pub mod steady_state_gate;
 pub mod summary_file;

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use rayon::prelude::*;
 
 use crate::backends::Api;
-use crate::config::{Config, DatasetParams, ServerLocation};
+use crate::config::{Config, DatasetParams, RunKind, ServerLocation};
 use crate::control_plane::{wait_until_ready, EarlyProbe, Target};
 use crate::engine::{Engine, EngineOptions};
 use crate::mock::MockServer;
@@ -190,11 +190,11 @@ impl Plan {
                 || self.stop.stop_requested(),
             );
         }
-        wait_until_ready(
+        Ok(wait_until_ready(
             timeout,
             || one_request(&self.engine, &self.prepared),
             || self.stop.stop_requested(),
-        )
+        )?)
     }
 
     /// `--num-warmups`: requests outside the measured window.
@@ -276,8 +276,7 @@ impl Server {
 /// runs (files, sweeps, searches, shards, conversations) are still checked by the engine
 /// before their clock starts.
 fn check_connections_fit(config: &Config) -> Result<()> {
-    let simple = config.sweep.is_none()
-        && config.slo.is_none()
+    let simple = matches!(config.runs, RunKind::One | RunKind::Repeat(_))
         && config.multi_turn.is_none()
         && config.shard.shard.is_none();
     if !(simple && config.dataset.name.is_synthetic()) {

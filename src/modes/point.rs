@@ -36,7 +36,7 @@ use super::profiling::Trigger;
 use super::progress::Watcher;
 use super::run_dataset::RunDataset;
 use super::run_facts::{MetricSettings, RequestFacts, RunFacts, ServerView};
-use super::shard::ShardMap;
+use super::share::Share;
 
 /// What one measured run varies; everything else is the plan's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,8 +67,8 @@ pub struct MeasuredPoint {
     pub prefix_cache: Option<facts::PrefixCache>,
     /// Ctrl-C or SIGTERM stopped the run.
     pub interrupted: bool,
-    /// `--shard`: where this shard's records sit in the one-process run.
-    pub shard: Option<ShardMap>,
+    /// The whole run, or a shard's part (`--shard`) and where its records sit in the whole.
+    pub share: Share,
     /// This run's share of the server's `/metrics` (empty when off or unanswered).
     pub server_metrics: crate::server_metrics::ServerMetrics,
     /// `--gpu-telemetry`: the DCGM exporters' scrapes (empty without).
@@ -94,13 +94,7 @@ pub fn measure_watched(
 ) -> Result<MeasuredPoint> {
     let (workload, offsets) =
         schedule(config, &plan.prepared, &plan.dataset, point).map_err(nothing_ran)?;
-    let (workload, mut shard) = match config.shard.shard {
-        Some(s) => {
-            let (w, map) = super::shard::select(workload, s);
-            (w, Some(map))
-        }
-        None => (workload, None),
-    };
+    let (workload, mut share) = Share::select(workload, config.shard.shard);
     let baseline = plan.dataset.baseline(&plan.target);
     // Before the line a user (or a script) sees, so a Ctrl-C right after it is handled.
     plan.stop.arm();
@@ -117,19 +111,14 @@ pub fn measure_watched(
         plan.console
             .line(format_args!("Probe request rate: {rate} req/s"));
     }
-    if let Some(map) = &shard {
-        let n = workload.total();
-        plan.console.line(format_args!(
-            "Shard {}: {n} of the run's requests",
-            map.shard
-        ));
-    }
+    share.announce(workload.total(), &plan.console);
     plan.dataset
         .before_measured_run(&plan.engine)
         .map_err(nothing_ran)?;
     let scraper = super::server_scrape::start(config, plan);
     crate::http::control::close_idle_connections();
-    let start = super::shard::start_instant(&config.shard, shard.as_mut(), &plan.console)
+    let start = share
+        .start_instant(&config.shard, &plan.console)
         .map_err(|e| nothing_ran(e.into()))?;
     let wall_start = start.map_or_else(SystemTime::now, |s| s.1);
     let mut watcher = None;
@@ -190,9 +179,7 @@ pub fn measure_watched(
     let (server_metrics, gpu_metrics) = super::server_scrape::finish(scraper, report.epoch, plan);
     // Before a shard renumbers the records: the dataset reads them by the run's indices.
     plan.dataset.settle(&mut report);
-    if let Some(map) = &shard {
-        map.globalize(&mut report);
-    }
+    share.globalize(&mut report);
     plan.dataset.mark_outputs(&mut report.merged);
     if let Some(t) = trigger {
         t.finish();
@@ -210,7 +197,7 @@ pub fn measure_watched(
         rps_events,
         prefix_cache,
         interrupted: plan.stop.stop_requested(),
-        shard,
+        share,
         server_metrics,
         gpu_metrics,
         epoch_wall,
@@ -495,10 +482,7 @@ fn run_result<'a>(
     let tokenizer = plan.tokenizer.as_ref();
     let outputs = &run.merged.outputs;
     // A shard reports its own share of the workers; its section keeps the whole.
-    let max_concurrency = match &measured.shard {
-        Some(map) => point.max_concurrency.map(|c| map.shard.share(c)),
-        None => point.max_concurrency,
-    };
+    let max_concurrency = measured.share.max_concurrency(point.max_concurrency);
     let dataset = plan.dataset.request_facts(records);
     let lora = plan.prepared.lora.as_ref();
     let adapter = lora.map(|l| l.adapters_of(records));
@@ -542,10 +526,7 @@ fn run_result<'a>(
             audio_s: dataset.audio_s,
             replica: records.iter().map(|r| r.replica).collect(),
             index: records.iter().map(|r| r.index).collect(),
-            shard: measured
-                .shard
-                .as_ref()
-                .map(|m| vec![m.shard.index as u16; records.len()]),
+            shard: measured.share.record_shards(records.len()),
         },
         adapter_names,
         replica_urls: urls,
@@ -611,16 +592,17 @@ fn run_result<'a>(
         }),
     };
     // A shard saves its facts, for `merge`, where it sits among the shards beside them.
-    let saved = measured.shard.as_ref().filter(|_| section).map(|map| {
-        let place = super::shard::place(
-            config,
-            map,
-            run,
-            point.max_concurrency.map(|c| c as u64),
-            super::steady_state_gate::params(config, point.max_concurrency, point.request_rate),
-        );
-        super::saved_facts::save(&facts, place)
-    });
+    let saved = section
+        .then(|| {
+            measured.share.place(
+                config,
+                run,
+                point.max_concurrency.map(|c| c as u64),
+                super::steady_state_gate::params(config, point.max_concurrency, point.request_rate),
+            )
+        })
+        .flatten()
+        .map(|place| super::saved_facts::save(&facts, place));
     // `--export-requests`: the rows are read from the facts before they become the
     // result; a failed write is reported after the result is saved.
     let export = export.map(|e| e.write(facts.request_rows()).map(|n| (e.path.clone(), n)));

@@ -124,7 +124,7 @@ pub fn wait_until_all_ready(
     let attempt = || {
         let failed = send_each(&waiting)?;
         if failed.is_empty() {
-            return Ok(None);
+            return Ok::<_, anyhow::Error>(None);
         }
         waiting = failed.iter().map(|(r, _)| *r).collect();
         Ok(Some(failed))

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 
 use anyhow::Result;
 
-use crate::config::{Config, SloConfig, SweepAxis};
+use crate::config::{Config, RunKind, SloConfig, SweepAxis};
 use crate::metrics::steady_state::{SteadyState, SteadyStateOutcome};
 use crate::output::plot;
 use crate::output::runs_summary::{
@@ -47,17 +47,18 @@ pub enum Runs {
         runs: usize,
     },
     /// `--slo-search`: probes chosen one after another, each `point` with the searched
-    /// value set (`--num-runs`: runs per probed value).
+    /// value set, `runs_per_value` times (`--num-runs`).
     Search {
         base: Point,
         slo: SloConfig,
+        runs_per_value: usize,
     },
 }
 
 /// Sessions a point of a concurrency sweep runs: concurrency × `--sweep-num-prompts-factor`,
 /// else `--num-prompts`.
 fn sweep_prompts(config: &Config, concurrency: usize) -> usize {
-    let factor = config.sweep.as_ref().and_then(|s| s.num_prompts_factor);
+    let factor = config.runs.sweep().and_then(|s| s.num_prompts_factor);
     factor.map_or(config.dataset.num_prompts, |f| {
         concurrency.saturating_mul(f)
     })
@@ -66,7 +67,7 @@ fn sweep_prompts(config: &Config, concurrency: usize) -> usize {
 /// The configuration the plan is built from: a sweep's dataset sized for its largest
 /// point, and `--sweep-summary-percentiles` added to the computed percentiles.
 pub fn plan_config(config: &Config) -> Cow<'_, Config> {
-    let Some(sweep) = &config.sweep else {
+    let RunKind::Sweep(sweep) = &config.runs else {
         return Cow::Borrowed(config);
     };
     let mut c = config.clone();
@@ -92,55 +93,58 @@ fn rate_text(r: f64) -> String {
 }
 
 impl Runs {
-    /// The runs `config` asks for, over the plan's prepared sessions.
+    /// The runs `config` asks for ([`RunKind`], decided by config), over the plan's
+    /// prepared sessions.
     pub fn of(config: &Config, prepared: &Prepared) -> Runs {
         let one = Point::of(config, prepared);
         let sessions = prepared.requests.len();
-        if let Some(slo) = &config.slo {
-            return Runs::Search {
-                base: one,
-                slo: slo.clone(),
-            };
-        }
-        if let Some(sweep) = &config.sweep {
-            let (axis, values, points) = match &sweep.axis {
-                SweepAxis::MaxConcurrency(cs) => (
-                    "max_concurrency",
-                    cs.iter().map(usize::to_string).collect(),
-                    cs.iter()
-                        .map(|&c| Point {
-                            num_prompts: sweep_prompts(config, c).min(sessions),
-                            max_concurrency: Some(c),
-                            ..one
-                        })
-                        .collect(),
-                ),
-                SweepAxis::RequestRate(rates) => (
-                    "request_rate",
-                    rates.iter().map(|&r| rate_text(r)).collect(),
-                    rates
-                        .iter()
-                        .map(|&r| Point {
-                            request_rate: r,
-                            max_concurrency: config.max_in_flight(),
-                            ..one
-                        })
-                        .collect(),
-                ),
-            };
-            return Runs::Sweep {
-                axis,
-                values,
-                points,
-                reset_prefix_cache: sweep.reset_prefix_cache,
-            };
-        }
-        match config.multi_run.num_runs {
-            n if n > 1 => Runs::Repeat {
+        match &config.runs {
+            RunKind::One => Runs::One(one),
+            RunKind::Repeat(n) => Runs::Repeat {
                 point: one,
-                runs: n,
+                runs: *n,
             },
-            _ => Runs::One(one),
+            RunKind::Search {
+                slo,
+                runs_per_value,
+            } => Runs::Search {
+                base: one,
+                slo: (**slo).clone(),
+                runs_per_value: *runs_per_value,
+            },
+            RunKind::Sweep(sweep) => {
+                let (axis, values, points) = match &sweep.axis {
+                    SweepAxis::MaxConcurrency(cs) => (
+                        "max_concurrency",
+                        cs.iter().map(usize::to_string).collect(),
+                        cs.iter()
+                            .map(|&c| Point {
+                                num_prompts: sweep_prompts(config, c).min(sessions),
+                                max_concurrency: Some(c),
+                                ..one
+                            })
+                            .collect(),
+                    ),
+                    SweepAxis::RequestRate(rates) => (
+                        "request_rate",
+                        rates.iter().map(|&r| rate_text(r)).collect(),
+                        rates
+                            .iter()
+                            .map(|&r| Point {
+                                request_rate: r,
+                                max_concurrency: config.max_in_flight(),
+                                ..one
+                            })
+                            .collect(),
+                    ),
+                };
+                Runs::Sweep {
+                    axis,
+                    values,
+                    points,
+                    reset_prefix_cache: sweep.reset_prefix_cache,
+                }
+            }
         }
     }
 
@@ -169,7 +173,11 @@ impl Runs {
                 reset_prefix_cache,
             } => sweep(plan, config, axis, values, points, *reset_prefix_cache),
             Runs::Repeat { point, runs } => repeat(plan, config, point, *runs),
-            Runs::Search { base, slo } => super::slo_search::run(plan, config, slo, base),
+            Runs::Search {
+                base,
+                slo,
+                runs_per_value,
+            } => super::slo_search::run(plan, config, slo, base, *runs_per_value),
         }
     }
 }
@@ -206,7 +214,10 @@ fn sweep(
         let own = own_prompts(plan, config, i)?;
         let config = &*own;
         if reset {
-            let done = plan.target.reset_prefix_cache();
+            let done = plan
+                .target
+                .reset_prefix_cache()
+                .map_err(anyhow::Error::from);
             // Refused before the first point: nothing ran.
             done.map_err(|e| if i == 0 { nothing_ran(e) } else { e })?;
         }

@@ -20,8 +20,7 @@ use rayon::prelude::*;
 use crate::backends::{Api, BodyError, BodyOptions, BodyTemplate};
 use crate::config::{Config, TimedTraceParams};
 use crate::datasets::timed_trace::{
-    JsonLabels, OnMalformed, PromptBuilder, TextPrompter, TimedTrace, TokenSpace, TraceOptions,
-    TraceRecord, TraceStats,
+    PromptBuilder, TextPrompter, TimedTrace, TokenSpace, TraceOptions, TraceRecord, TraceStats,
 };
 use crate::http::request::{HeadTemplate, PreparedRequest};
 use crate::output::facts::PrefixCache;
@@ -51,23 +50,9 @@ impl TraceReplay {
             .as_deref()
             .context("--dataset-path: required for --dataset-name timed_trace")?;
         let opts = TraceOptions {
-            format: params.format,
-            labels: JsonLabels {
-                timestamp: params.label_timestamp.clone(),
-                input_length: params.label_input_length.clone(),
-                output_length: params.label_output_length.clone(),
-                hash_ids: params.label_hash_ids.clone(),
-            },
-            sec_multiplier: params.sec_multiplier,
-            window: params.window,
             num_prompts: Some(config.dataset.num_prompts),
-            on_malformed: if params.skip_malformed {
-                OnMalformed::Skip
-            } else {
-                OnMalformed::Error
-            },
-            burstgpt_model: None,
             max_model_len: config.dataset.max_model_len,
+            ..params.read.clone()
         };
         let trace = TimedTrace::load(path, &opts)?;
         let r = &trace.report;

@@ -15,6 +15,7 @@ pub mod facts;
 pub mod gpu_telemetry;
 pub mod health;
 pub mod json;
+pub mod live_board;
 pub mod live_metrics;
 pub mod localtime;
 pub mod lora;

@@ -95,15 +95,18 @@ fn judge(
     (terms, goodput, failed)
 }
 
-/// Runs the search; the outcome of the invocation (a capacity found: completed; none:
-/// `SloNotMet`).
-pub fn run(plan: &mut Plan, config: &Config, slo: &SloConfig, base: &Point) -> Result<Outcome> {
+/// Runs the search, each probed value `runs_per_value` times; the outcome of the invocation
+/// (a capacity found: completed; none: `SloNotMet`).
+pub fn run(
+    plan: &mut Plan,
+    config: &Config,
+    slo: &SloConfig,
+    base: &Point,
+    runs_per_value: usize,
+) -> Result<Outcome> {
     let variable = slo.variable.key();
     let floor = crate::datasets::limits::min_rate(base.num_prompts as u64) * 1.01;
-    let mut search = Search::new(
-        space(slo, base.num_prompts, floor),
-        config.multi_run.num_runs,
-    );
+    let mut search = Search::new(space(slo, base.num_prompts, floor), runs_per_value);
     let started = Instant::now();
     let mut probes: Vec<Probe> = Vec::new();
     let mut overhead_ms = Vec::new();
@@ -154,7 +157,10 @@ pub fn run(plan: &mut Plan, config: &Config, slo: &SloConfig, base: &Point) -> R
         let own = own_prompts(plan, config, probes.len())?;
         let config = &*own;
         if slo.reset_prefix_cache {
-            let done = plan.target.reset_prefix_cache();
+            let done = plan
+                .target
+                .reset_prefix_cache()
+                .map_err(anyhow::Error::from);
             done.map_err(|e| if probes.is_empty() { nothing_ran(e) } else { e })?;
         }
         let run = 1 + probes.iter().filter(|p| p.value == value).count();
