@@ -15,7 +15,7 @@ use anyhow::{bail, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::random::{self, RandomConfig};
+use super::random::{self, RandomConfig, RangeRatio};
 use super::{Prompt, SampleRequest};
 use crate::tokenizer::Tokenizer;
 
@@ -126,7 +126,7 @@ fn prompts(
     n: usize,
     input_len: usize,
     prefix_len: usize,
-    range_ratio: f64,
+    range_ratio: RangeRatio,
     seed: u64,
     tokenizer: &Tokenizer,
 ) -> Result<Vec<SampleRequest>> {
@@ -229,7 +229,8 @@ fn prefix_sharing_turns(
     // Each batch asks for its exact length: the generator subtracts the special tokens.
     let exact = |len: usize| len + special;
     let seed = |k: u64| r.seed.wrapping_add(k);
-    let one = |n, len, k| prompts(r, n, exact(len), 0, 0.0, seed(k), tokenizer);
+    let fixed = RangeRatio::default();
+    let one = |n, len, k| prompts(r, n, exact(len), 0, fixed, seed(k), tokenizer);
     let global = match global_len {
         0 => None,
         len => one(1, len, GLOBAL_PREFIX)?.first().map(text),
