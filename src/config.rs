@@ -250,7 +250,7 @@ impl Config {
         let steady_state = modes::steady_state(&cli, &rate, sweep.as_ref(), &mut warnings)?;
         let report = output::report_policy(&cli, plots, modes::profiling(&cli)?);
         let server_metrics = server_metrics::resolve(&cli)?;
-        let multi_turn = modes::multi_turn(&cli)?;
+        let multi_turn = modes::multi_turn(&cli, &dataset.params)?;
         let lora = modes::lora(&cli)?;
         let slo = slo::resolve(&slo::Context {
             cli: &cli,

@@ -1118,6 +1118,68 @@ fn self_timed_is_only_for_timed_trace() {
     );
 }
 
+/// The configuration builds the conversations' own options: the turn range resolved (0 means
+/// `--multi-turn-num-turns`), the random dataset's flags for synthetic turns, ShareGPT's
+/// turn limits and output length raw; the run's count and seed are not in them.
+#[test]
+fn multi_turn_options_are_built_by_the_configuration() {
+    use vllm_bench::datasets::conversations::{
+        ConversationParams, ShareGptConversationParams, SyntheticParams,
+    };
+    let chat = ["--backend", "openai-chat", "--multi-turn"];
+    let cfg = ok(&[
+        &chat[..],
+        &[
+            "--multi-turn-num-turns",
+            "4",
+            "--multi-turn-max-turns",
+            "6",
+            "--per-turn-input-len",
+            "12",
+            "--random-range-ratio",
+            r#"{"input": 0.25, "output": 0.5}"#,
+            "--multi-turn-prefix-global-ratio",
+            "0.25",
+        ],
+    ]
+    .concat());
+    let DatasetParams::Random(random) = &cfg.dataset.params else {
+        panic!("random expected");
+    };
+    assert_eq!(
+        cfg.multi_turn.expect("--multi-turn").conversations,
+        ConversationParams::Synthetic(SyntheticParams {
+            random: random.clone(),
+            turns: (4, 6),
+            per_turn_input_len: 12,
+            prefix_ratios: (0.25, 0.0),
+        })
+    );
+    let sharegpt = crate::util::fixture("data/sharegpt.first300.json");
+    let cfg = ok(&[
+        &chat[..],
+        &[
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            sharegpt.to_str().unwrap(),
+            "--multi-turn-min-turns",
+            "2",
+            "--sharegpt-output-len",
+            "9",
+        ],
+    ]
+    .concat());
+    assert_eq!(
+        cfg.multi_turn.expect("--multi-turn").conversations,
+        ConversationParams::ShareGpt(ShareGptConversationParams {
+            min_turns: 2,
+            max_turns: 0,
+            output_len: Some(9),
+        })
+    );
+}
+
 #[test]
 fn multi_turn_requires_openai_chat() {
     assert_eq!(

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use vllm_bench::datasets::align::{align_to_server, Alignment};
-use vllm_bench::datasets::random::{sample, FitStrategy, Generation, LengthRanges, RandomConfig};
+use vllm_bench::datasets::random::{
+    sample, FitStrategy, Generation, LengthRanges, RandomConfig, RangeRatio,
+};
 use vllm_bench::datasets::token_fit::Vocabulary;
 use vllm_bench::datasets::walk_corpus::WalkCorpus;
 use vllm_bench::datasets::{Prompt, SampleRequest};
@@ -534,7 +536,7 @@ fn cfg(input_len: usize, prefix_len: usize, range_ratio: f64, num_prompts: usize
         input_len,
         output_len: 16,
         prefix_len,
-        range_ratio,
+        range_ratio: RangeRatio::both(range_ratio),
         seed: 7,
         ..Default::default()
     }

@@ -489,6 +489,48 @@ fn the_result_names_the_driver_and_the_ring_setup() {
     }
 }
 
+/// `--random-range-ratio '{"input": 0.25, "output": 0.75}'` (Python's per-key form): every
+/// prompt is drawn from `[floor(40·0.75), ceil(40·1.25)]` = [30, 50] tokens and every output
+/// limit from `[floor(40·0.25), ceil(40·1.75)]` = [10, 70] — each length with its own ratio
+/// (the input ratio once bounded both), the outputs reaching beyond the input range on
+/// both sides. (Ratios exact in binary, so the products are exact.)
+#[test]
+fn input_and_output_lengths_follow_their_own_range_ratio() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("range-ratio");
+    let mut args = base_args(&server, &dir, 48);
+    set(&mut args, "--random-input-len", "40");
+    set(&mut args, "--random-output-len", "40");
+    run_with(
+        &args,
+        &[
+            "--prompt-token-ids",
+            "--random-range-ratio",
+            r#"{"input": 0.25, "output": 0.75}"#,
+        ],
+    );
+    let doc = saved(&dir);
+    let inputs: Vec<u64> = doc["input_lens"]
+        .as_array()
+        .expect("input_lens (--save-detailed)")
+        .iter()
+        .map(|v| v.as_u64().expect("a length"))
+        .collect();
+    let outputs: Vec<u64> = server
+        .request_log()
+        .iter()
+        .filter(|r| r.path == "/v1/completions")
+        .map(|r| r.max_tokens.expect("max_tokens sent"))
+        .collect();
+    assert_eq!((inputs.len(), outputs.len()), (48, 48));
+    assert!(inputs.iter().all(|n| (30..=50).contains(n)), "{inputs:?}");
+    assert!(outputs.iter().all(|n| (10..=70).contains(n)), "{outputs:?}");
+    assert!(
+        outputs.iter().any(|&n| n < 30) && outputs.iter().any(|&n| n > 50),
+        "output limits drawn with the input ratio: {outputs:?}"
+    );
+}
+
 #[test]
 fn append_label_metadata_and_default_file_name() {
     let server = mock(|_| {});

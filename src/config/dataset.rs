@@ -520,25 +520,20 @@ fn random(cli: &Cli) -> Result<RandomParams, ConfigError> {
     })
 }
 
-/// `--random-range-ratio`: one number for both lengths, or `{"input": r, "output": r}`.
+/// `--random-range-ratio`: one number for both lengths, or `{"input": r, "output": r}` with
+/// both keys (Python's `_resolve_range_ratios`); each ratio must be in `[0, 1)`.
 pub(super) fn range_ratio(s: &str) -> Result<RangeRatio, ConfigError> {
     const FLAG: &str = "--random-range-ratio";
     let ratio = match py_float(s) {
-        Some(r) => RangeRatio {
-            input: r,
-            output: r,
-        },
+        Some(r) => RangeRatio::both(r),
         None => {
             let obj = json_object(FLAG, s)
                 .map_err(|_| ConfigError::value(FLAG, s, "expected a number or a JSON object"))?;
-            let mut ratio = RangeRatio {
-                input: 0.0,
-                output: 0.0,
-            };
+            let (mut input, mut output) = (None, None);
             for (k, v) in &obj {
                 let slot = match k.as_str() {
-                    "input" => &mut ratio.input,
-                    "output" => &mut ratio.output,
+                    "input" => &mut input,
+                    "output" => &mut output,
                     other => {
                         return Err(ConfigError::value(
                             FLAG,
@@ -547,18 +542,23 @@ pub(super) fn range_ratio(s: &str) -> Result<RangeRatio, ConfigError> {
                         ))
                     }
                 };
-                *slot = v.as_f64().ok_or_else(|| {
+                *slot = Some(v.as_f64().ok_or_else(|| {
                     ConfigError::value(FLAG, s, format!("\"{k}\" must be a number"))
-                })?;
+                })?);
             }
-            ratio
+            let (Some(input), Some(output)) = (input, output) else {
+                return Err(ConfigError::value(
+                    FLAG,
+                    s,
+                    "an object needs both \"input\" and \"output\"",
+                ));
+            };
+            RangeRatio { input, output }
         }
     };
-    for r in [ratio.input, ratio.output] {
-        if !(0.0..1.0).contains(&r) {
-            return Err(ConfigError::value(FLAG, s, "must be in [0, 1)"));
-        }
-    }
+    ratio
+        .check()
+        .map_err(|why| ConfigError::value(FLAG, s, why.to_string()))?;
     Ok(ratio)
 }
 
@@ -852,15 +852,20 @@ mod tests {
                 output: 0.5
             }
         );
-        assert_eq!(
-            range_ratio(r#"{"output": 0.5}"#).unwrap(),
-            RangeRatio {
-                input: 0.0,
-                output: 0.5
-            }
-        );
         for (bad, why) in [
-            ("1", "must be in [0, 1)"),
+            ("1", "1: must be in [0, 1)"),
+            (
+                r#"{"input": 0.3, "output": 1}"#,
+                r#"}': "output" must be in [0, 1)"#,
+            ),
+            (
+                r#"{"input": -0.3, "output": 0.5}"#,
+                r#"}': "input" must be in [0, 1)"#,
+            ),
+            (
+                r#"{"output": 0.5}"#,
+                r#"an object needs both "input" and "output""#,
+            ),
             ("-0.1", "must be in [0, 1)"),
             ("nan", "must be in [0, 1)"),
             ("abc", "expected a number or a JSON object"),

@@ -5,11 +5,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::dataset::DatasetParams;
 use super::parse::comma_list;
 use super::slo::SloConfig;
 use super::{ConfigError, RateConfig};
 use crate::cli::{pyvalue, Cli, DatasetName, LoraAssignment};
+use crate::datasets::conversations::{
+    ConversationParams, ShareGptConversationParams, SyntheticParams,
+};
 use crate::datasets::limits;
+use crate::datasets::sharegpt::ShareGptOptions;
 use crate::pyfmt::float_repr;
 
 /// Steady-state window detection (closed loop only).
@@ -106,17 +111,10 @@ pub struct SweepConfig {
 /// Multi-turn conversations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MultiTurnConfig {
-    pub num_turns: usize,
-    /// 0 = `num_turns`.
-    pub min_turns: usize,
-    /// 0 = `num_turns` (synthetic) / uncapped (ShareGPT).
-    pub max_turns: usize,
+    /// The conversations' source and shape (the datasets' own options).
+    pub conversations: ConversationParams,
     pub concurrency: Option<usize>,
     pub delay_ms: u64,
-    /// 0 = the dataset's input length.
-    pub per_turn_input_len: usize,
-    pub prefix_global_ratio: f64,
-    pub prefix_conversation_ratio: f64,
 }
 
 /// LoRA adapters requests are spread over.
@@ -342,7 +340,10 @@ const MULTI_TURN_FLAGS: [&str; 8] = [
     "--multi-turn-prefix-conversation-ratio",
 ];
 
-pub(super) fn multi_turn(cli: &Cli) -> Result<Option<MultiTurnConfig>, ConfigError> {
+pub(super) fn multi_turn(
+    cli: &Cli,
+    params: &DatasetParams,
+) -> Result<Option<MultiTurnConfig>, ConfigError> {
     let m = &cli.multi_turn;
     if !m.multi_turn {
         return match MULTI_TURN_FLAGS.iter().find(|f| cli.was_given(f)) {
@@ -358,11 +359,14 @@ pub(super) fn multi_turn(cli: &Cli) -> Result<Option<MultiTurnConfig>, ConfigErr
         ));
     }
     let dataset = cli.dataset.dataset_name;
-    if !matches!(dataset, DatasetName::Random | DatasetName::Sharegpt) {
-        return Err(ConfigError::flag(
+    let not_conversational = || {
+        ConfigError::flag(
             "--multi-turn",
             format!("works with --dataset-name random or sharegpt (got {dataset})"),
-        ));
+        )
+    };
+    if !matches!(dataset, DatasetName::Random | DatasetName::Sharegpt) {
+        return Err(not_conversational());
     }
     if m.multi_turn_num_turns == 0 {
         return Err(ConfigError::value(
@@ -438,15 +442,29 @@ pub(super) fn multi_turn(cli: &Cli) -> Result<Option<MultiTurnConfig>, ConfigErr
              {conversation}: must sum to less than 1"
         )));
     }
+    let conversations = match params {
+        DatasetParams::Random(random) => {
+            let pick = |n: usize| if n == 0 { m.multi_turn_num_turns } else { n };
+            ConversationParams::Synthetic(SyntheticParams {
+                random: random.clone(),
+                turns: (pick(min), pick(max)),
+                per_turn_input_len: m.per_turn_input_len,
+                prefix_ratios: (global, conversation),
+            })
+        }
+        DatasetParams::ShareGpt(ShareGptOptions { output_len }) => {
+            ConversationParams::ShareGpt(ShareGptConversationParams {
+                min_turns: min,
+                max_turns: max,
+                output_len: *output_len,
+            })
+        }
+        _ => return Err(not_conversational()),
+    };
     Ok(Some(MultiTurnConfig {
-        num_turns: m.multi_turn_num_turns,
-        min_turns: min,
-        max_turns: max,
+        conversations,
         concurrency: m.multi_turn_concurrency,
         delay_ms: m.multi_turn_delay_ms,
-        per_turn_input_len: m.per_turn_input_len,
-        prefix_global_ratio: global,
-        prefix_conversation_ratio: conversation,
     }))
 }
 

@@ -15,8 +15,8 @@ use anyhow::{bail, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::random::{self, RandomConfig};
-use super::{Prompt, SampleRequest};
+use super::random::{self, RandomConfig, RandomParams, RangeRatio};
+use super::{Prompt, SampleRequest, Sampling};
 use crate::tokenizer::Tokenizer;
 
 /// One user turn of a conversation.
@@ -59,6 +59,41 @@ impl Conversations {
     }
 }
 
+/// Where `--multi-turn` takes its conversations from, as the configuration decided and
+/// validated it (`--dataset-name random` or `sharegpt`). What a sweep's points and
+/// repetitions change (the count, the seed, the ids) is not here: [`SyntheticOptions::of`]
+/// and [`ShareGptConversationOptions::of`] add the run's [`Sampling`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConversationParams {
+    Synthetic(SyntheticParams),
+    ShareGpt(ShareGptConversationParams),
+}
+
+/// The flags of synthetic conversations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntheticParams {
+    /// The random dataset's flags (first turns, output lengths, range ratio).
+    pub random: RandomParams,
+    /// Turns per conversation, inclusive (`--multi-turn-min/max-turns`, 0 meaning
+    /// `--multi-turn-num-turns`, already resolved).
+    pub turns: (usize, usize),
+    /// `--per-turn-input-len` (0 = the first turn's).
+    pub per_turn_input_len: usize,
+    /// `--multi-turn-prefix-global-ratio`, `--multi-turn-prefix-conversation-ratio`.
+    pub prefix_ratios: (f64, f64),
+}
+
+/// The flags of ShareGPT conversations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShareGptConversationParams {
+    /// `--multi-turn-min-turns` (0 = no minimum).
+    pub min_turns: usize,
+    /// `--multi-turn-max-turns` (0 = uncapped).
+    pub max_turns: usize,
+    /// `--sharegpt-output-len`.
+    pub output_len: Option<usize>,
+}
+
 /// Flags of synthetic conversations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntheticOptions {
@@ -76,6 +111,22 @@ pub struct SyntheticOptions {
     pub prefix_ratios: (f64, f64),
     /// `--request-id-prefix`: conversation `c` is `{prefix}conv-{c}`.
     pub id_prefix: String,
+}
+
+impl SyntheticOptions {
+    /// What one run generates: the flags `p` with the run's count (conversations), seed and
+    /// id prefix.
+    pub fn of(p: &SyntheticParams, sampling: &Sampling) -> Self {
+        Self {
+            conversations: sampling.num_requests,
+            turns: p.turns,
+            // The turns' own counts, seeds and ids replace the run's.
+            random: RandomConfig::of(&p.random, sampling, None),
+            per_turn_input_len: p.per_turn_input_len,
+            prefix_ratios: p.prefix_ratios,
+            id_prefix: sampling.request_id_prefix.clone(),
+        }
+    }
 }
 
 /// Seeds of the generator's separate draws, offsets of `--seed`.
@@ -126,7 +177,7 @@ fn prompts(
     n: usize,
     input_len: usize,
     prefix_len: usize,
-    range_ratio: f64,
+    range_ratio: RangeRatio,
     seed: u64,
     tokenizer: &Tokenizer,
 ) -> Result<Vec<SampleRequest>> {
@@ -229,7 +280,8 @@ fn prefix_sharing_turns(
     // Each batch asks for its exact length: the generator subtracts the special tokens.
     let exact = |len: usize| len + special;
     let seed = |k: u64| r.seed.wrapping_add(k);
-    let one = |n, len, k| prompts(r, n, exact(len), 0, 0.0, seed(k), tokenizer);
+    let fixed = RangeRatio::default();
+    let one = |n, len, k| prompts(r, n, exact(len), 0, fixed, seed(k), tokenizer);
     let global = match global_len {
         0 => None,
         len => one(1, len, GLOBAL_PREFIX)?.first().map(text),
@@ -281,6 +333,22 @@ pub struct ShareGptConversationOptions {
     pub seed: u64,
     pub shuffle: bool,
     pub id_prefix: String,
+}
+
+impl ShareGptConversationOptions {
+    /// What one run loads: the flags `p` with the run's count (conversations), seed, order
+    /// and id prefix.
+    pub fn of(p: &ShareGptConversationParams, sampling: &Sampling) -> Self {
+        Self {
+            conversations: sampling.num_requests,
+            min_turns: p.min_turns,
+            max_turns: p.max_turns,
+            output_len: p.output_len,
+            seed: sampling.seed,
+            shuffle: sampling.shuffle,
+            id_prefix: sampling.request_id_prefix.clone(),
+        }
+    }
 }
 
 /// One ShareGPT entry's turns as `(human, recorded answer)` pairs.
@@ -370,4 +438,55 @@ pub fn sharegpt(
         list,
         history: History::Full,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampling() -> Sampling {
+        Sampling {
+            num_requests: 7,
+            seed: 11,
+            shuffle: false,
+            oversample: true,
+            request_id_prefix: "pt3-".into(),
+        }
+    }
+
+    #[test]
+    fn options_take_the_runs_count_seed_and_ids() {
+        let random = RandomParams {
+            input_len: 40,
+            output_len: 8,
+            prefix_len: 2,
+            range_ratio: RangeRatio::both(0.25),
+            batch_size: 1,
+            prompt_token_ids: false,
+        };
+        let p = SyntheticParams {
+            random: random.clone(),
+            turns: (2, 5),
+            per_turn_input_len: 12,
+            prefix_ratios: (0.25, 0.0),
+        };
+        let o = SyntheticOptions::of(&p, &sampling());
+        assert_eq!((o.conversations, o.random.seed), (7, 11));
+        assert_eq!(o.random, RandomConfig::of(&random, &sampling(), None));
+        assert_eq!((o.turns, o.per_turn_input_len), ((2, 5), 12));
+        assert_eq!(
+            (o.prefix_ratios, o.id_prefix.as_str()),
+            ((0.25, 0.0), "pt3-")
+        );
+
+        let p = ShareGptConversationParams {
+            min_turns: 2,
+            max_turns: 0,
+            output_len: Some(9),
+        };
+        let o = ShareGptConversationOptions::of(&p, &sampling());
+        assert_eq!((o.conversations, o.seed, o.shuffle), (7, 11, false));
+        assert_eq!((o.min_turns, o.max_turns, o.output_len), (2, 0, Some(9)));
+        assert_eq!(o.id_prefix, "pt3-");
+    }
 }

@@ -1,9 +1,11 @@
 //! The `random` dataset (Python 0.33 `RandomDataset` semantics, exact token counts).
 //!
 //! Per request, as in Python:
-//! * input length uniform in `[floor(L·(1−r)), ceil(L·(1+r))]` where
+//! * input length uniform in `[floor(L·(1−ri)), ceil(L·(1+ri))]` where
 //!   `L = max(0, --random-input-len − num_special_tokens_to_add())` (the server adds those
-//!   specials back), output length uniform in `[max(1, floor(O·(1−r))), max(1, ceil(O·(1+r)))]`;
+//!   specials back), output length uniform in `[max(1, floor(O·(1−ro))), max(1,
+//!   ceil(O·(1+ro)))]`, `ri`/`ro` the input and output keys of `--random-range-ratio` (one
+//!   number sets both); drawn input, output, offset, as Python draws its three arrays;
 //! * `--random-prefix-len` tokens of shared prefix, drawn once from the allowed ids;
 //! * the body walks the allowed ids from `(offset + index)` where `offset` is uniform in
 //!   `[0, vocab_size)`;
@@ -47,13 +49,65 @@ use super::walk_corpus::{SeamFitter, WalkCorpus};
 use super::{DatasetStats, Prompt, SampleRequest, Sampling};
 use crate::tokenizer::Tokenizer;
 
-/// Input/output length jitter (`--random-range-ratio`): lengths are drawn from
-/// `[L·(1−r), L·(1+r)]`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Input/output length jitter (`--random-range-ratio`): input lengths are drawn from
+/// `[L·(1−input), L·(1+input)]`, output lengths from `[O·(1−output), O·(1+output)]`
+/// (Python's `_resolve_range_ratios`: one number sets both).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RangeRatio {
     pub input: f64,
     pub output: f64,
 }
+
+impl RangeRatio {
+    /// One ratio for both lengths.
+    pub fn both(r: f64) -> Self {
+        Self {
+            input: r,
+            output: r,
+        }
+    }
+
+    /// Each ratio must be in `[0, 1)` (Python checks input, then output).
+    pub fn check(&self) -> Result<(), RatioOutOfRange> {
+        let bad = |r: f64| !(0.0..1.0).contains(&r);
+        match (bad(self.input), bad(self.output)) {
+            (false, false) => Ok(()),
+            // One number for both (or the same value twice): the key would say nothing.
+            _ if self.input.to_bits() == self.output.to_bits() => Err(RatioOutOfRange(None)),
+            (true, _) => Err(RatioOutOfRange(Some("input"))),
+            (false, true) => Err(RatioOutOfRange(Some("output"))),
+        }
+    }
+}
+
+impl std::fmt::Display for RangeRatio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.input.to_bits() == self.output.to_bits() {
+            write!(f, "{}", self.input)
+        } else {
+            write!(
+                f,
+                "{{\"input\": {}, \"output\": {}}}",
+                self.input, self.output
+            )
+        }
+    }
+}
+
+/// A range ratio outside `[0, 1)`: which key (`None` when both are the same value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RatioOutOfRange(pub Option<&'static str>);
+
+impl std::fmt::Display for RatioOutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(key) => write!(f, "\"{key}\" must be in [0, 1)"),
+            None => f.write_str("must be in [0, 1)"),
+        }
+    }
+}
+
+impl std::error::Error for RatioOutOfRange {}
 
 /// The random dataset's own flags, as the configuration validated them (the random family:
 /// `random`, `random-mm`, `random-rerank` and `--multi-turn`'s synthetic conversations).
@@ -87,8 +141,8 @@ pub struct RandomConfig {
     pub output_len: usize,
     /// `--random-prefix-len`.
     pub prefix_len: usize,
-    /// `--random-range-ratio`, in `[0, 1)`.
-    pub range_ratio: f64,
+    /// `--random-range-ratio`, each in `[0, 1)`.
+    pub range_ratio: RangeRatio,
     /// `--seed`.
     pub seed: u64,
     /// `--prompt-token-ids`: send id arrays instead of text.
@@ -108,7 +162,7 @@ impl Default for RandomConfig {
             input_len: 1024,
             output_len: 128,
             prefix_len: 0,
-            range_ratio: 0.0,
+            range_ratio: RangeRatio::default(),
             seed: 0,
             prompt_token_ids: false,
             max_model_len: None,
@@ -127,7 +181,7 @@ impl RandomConfig {
             input_len: p.input_len,
             output_len: p.output_len,
             prefix_len: p.prefix_len,
-            range_ratio: p.range_ratio.input,
+            range_ratio: p.range_ratio,
             seed: sampling.seed,
             prompt_token_ids: p.prompt_token_ids,
             max_model_len,
@@ -153,24 +207,29 @@ pub struct LengthRanges {
 }
 
 impl LengthRanges {
-    /// Python's `get_sampling_params` bounds (floor for low, ceil for high, output ≥ 1) and
-    /// the "total input at least 1 token" check of `sample`.
+    /// Python's `get_sampling_params` bounds (floor for low, ceil for high, output ≥ 1;
+    /// input lengths with the input ratio, output lengths with the output ratio) and the
+    /// "total input at least 1 token" check of `sample`.
     pub fn new(cfg: &RandomConfig, num_special: usize) -> Result<Self> {
-        let r = cfg.range_ratio;
-        if !(0.0..1.0).contains(&r) {
-            bail!("--random-range-ratio {r}: must be in [0, 1)");
+        let ratio = cfg.range_ratio;
+        if let Err(why) = ratio.check() {
+            bail!("--random-range-ratio {ratio}: {why}");
         }
+        let low = |len: usize, r: f64| (len as f64 * (1.0 - r)).floor() as usize;
+        let high = |len: usize, r: f64| (len as f64 * (1.0 + r)).ceil() as usize;
         let real_input = cfg.input_len.saturating_sub(num_special);
-        let low = |len: usize| (len as f64 * (1.0 - r)).floor() as usize;
-        let high = |len: usize| (len as f64 * (1.0 + r)).ceil() as usize;
-        let input = (low(real_input), high(real_input));
-        let output = (low(cfg.output_len).max(1), high(cfg.output_len).max(1));
+        let input = (low(real_input, ratio.input), high(real_input, ratio.input));
+        let output = (
+            low(cfg.output_len, ratio.output).max(1),
+            high(cfg.output_len, ratio.output).max(1),
+        );
         if cfg.prefix_len + input.0 < 1 {
             bail!(
                 "--random-input-len {} is too small: with {num_special} special tokens and \
-                 --random-range-ratio {r} a prompt could have 0 tokens; increase \
+                 an input range ratio of {} a prompt could have 0 tokens; increase \
                  --random-input-len or --random-prefix-len, or lower --random-range-ratio",
-                cfg.input_len
+                cfg.input_len,
+                ratio.input
             );
         }
         Ok(Self { input, output })
@@ -460,7 +519,7 @@ mod tests {
         let cfg = RandomConfig {
             input_len,
             output_len,
-            range_ratio: r,
+            range_ratio: RangeRatio::both(r),
             ..Default::default()
         };
         LengthRanges::new(&cfg, num_special).unwrap()
@@ -488,6 +547,55 @@ mod tests {
         // Output never samples 0.
         assert_eq!(ranges(20, 1, 0.9, 0).output, (1, 2));
         assert_eq!(ranges(10, 0, 0.0, 0).output, (1, 1));
+    }
+
+    #[test]
+    fn input_and_output_ratios_bound_their_own_lengths() {
+        let cfg = RandomConfig {
+            input_len: 100,
+            output_len: 100,
+            range_ratio: RangeRatio {
+                input: 0.25,
+                output: 0.5,
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            LengthRanges::new(&cfg, 0).unwrap(),
+            LengthRanges {
+                input: (75, 125),
+                output: (50, 150)
+            }
+        );
+        // Python's float products: ceil(100·1.1) = ceil(110.00000000000001) = 111.
+        let cfg = RandomConfig {
+            range_ratio: RangeRatio::both(0.1),
+            ..cfg
+        };
+        assert_eq!(LengthRanges::new(&cfg, 0).unwrap().input, (90, 111));
+    }
+
+    #[test]
+    fn each_ratio_is_checked_by_its_key() {
+        let check = |input, output| RangeRatio { input, output }.check();
+        assert_eq!(check(0.0, 0.99), Ok(()));
+        assert_eq!(check(1.0, 1.0), Err(RatioOutOfRange(None)));
+        assert_eq!(check(1.0, 0.5), Err(RatioOutOfRange(Some("input"))));
+        assert_eq!(check(0.5, -0.1), Err(RatioOutOfRange(Some("output"))));
+        assert_eq!(check(f64::NAN, f64::NAN), Err(RatioOutOfRange(None)));
+        let cfg = |input, output| RandomConfig {
+            range_ratio: RangeRatio { input, output },
+            ..Default::default()
+        };
+        let err = |c: RandomConfig| LengthRanges::new(&c, 0).unwrap_err().to_string();
+        assert_eq!(
+            err(cfg(0.3, 1.0)),
+            r#"--random-range-ratio {"input": 0.3, "output": 1}: "output" must be in [0, 1)"#
+        );
+        assert_eq!(
+            err(cfg(1.0, 1.0)),
+            "--random-range-ratio 1: must be in [0, 1)"
+        );
     }
 
     #[test]

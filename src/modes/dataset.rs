@@ -23,7 +23,7 @@ use crate::datasets::batched;
 use crate::datasets::burstgpt::BurstGpt;
 use crate::datasets::chat_format::ChatFormat;
 use crate::datasets::conversations::{
-    self, Conversations, ShareGptConversationOptions, SyntheticOptions,
+    self, ConversationParams, Conversations, ShareGptConversationOptions, SyntheticOptions,
 };
 use crate::datasets::custom::{Custom, CustomOptions};
 use crate::datasets::custom_image::CustomImage;
@@ -202,43 +202,25 @@ fn within_max_model_len(
 }
 
 /// `--multi-turn`: synthetic conversations from the random dataset's flags, or ShareGPT's
-/// conversations with all their turns.
+/// conversations with all their turns, as the configuration built them, with the run's
+/// [`Sampling`].
 pub fn conversations(
     config: &Config,
     m: &MultiTurnConfig,
     tokenizer: Option<&Tokenizer>,
 ) -> Result<Conversations> {
-    let ds = &config.dataset;
     let tok = tokenizer::required(tokenizer, "multi-turn conversations")?;
-    let id_prefix = config.request.request_id_prefix.clone();
-    let p = match &ds.params {
-        DatasetParams::Random(p) => p,
-        DatasetParams::ShareGpt(ShareGptOptions { output_len }) => {
-            let opts = ShareGptConversationOptions {
-                conversations: ds.num_prompts,
-                min_turns: m.min_turns,
-                max_turns: m.max_turns,
-                output_len: *output_len,
-                seed: ds.seed,
-                shuffle: !ds.disable_shuffle,
-                id_prefix,
-            };
-            let path = sharegpt_path(ds.path.as_deref())?;
-            return Ok(conversations::sharegpt(&path, &opts, tok)?);
+    let sampling = config.dataset_sampling();
+    match &m.conversations {
+        ConversationParams::Synthetic(p) => {
+            conversations::synthetic(&SyntheticOptions::of(p, &sampling), tok)
         }
-        _ => anyhow::bail!("--multi-turn needs --dataset-name random or sharegpt"),
-    };
-    let pick = |n: usize| if n == 0 { m.num_turns } else { n };
-    let opts = SyntheticOptions {
-        conversations: ds.num_prompts,
-        turns: (pick(m.min_turns), pick(m.max_turns)),
-        // The turns' own counts, seeds and ids replace the run's.
-        random: RandomConfig::of(p, &config.dataset_sampling(), None),
-        per_turn_input_len: m.per_turn_input_len,
-        prefix_ratios: (m.prefix_global_ratio, m.prefix_conversation_ratio),
-        id_prefix,
-    };
-    conversations::synthetic(&opts, tok)
+        ConversationParams::ShareGpt(p) => {
+            let path = sharegpt_path(config.dataset.path.as_deref())?;
+            let opts = ShareGptConversationOptions::of(p, &sampling);
+            Ok(conversations::sharegpt(&path, &opts, tok)?)
+        }
+    }
 }
 
 /// What every dataset builder reads.
