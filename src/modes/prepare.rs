@@ -315,6 +315,7 @@ pub fn prepare_agentic(
         seed: config.dataset.seed,
         mode: cx.api.response_mode(),
         failed_request_threshold: Some(params.failed_request_threshold),
+        shard: config.shard.shard,
     };
     let run = AgenticRun::prepare(&replay.trees, &head, &body, &space, &decode, opts)?;
     let prepared = Prepared {
