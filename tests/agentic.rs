@@ -1068,3 +1068,68 @@ fn three_shards_run_the_lanes_of_one_replay_and_merge() {
         assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
     }
 }
+
+/// Ctrl-C in a replay whose every request is in flight (one lane, answers of seconds): the
+/// lanes stop at once, the requests in flight get the interrupt's grace, and the run ends
+/// with its accounting, far before its `--duration` (a lane whose workers were all busy
+/// used to step on without yielding until the bound).
+#[test]
+fn ctrl_c_stops_a_replay_whose_requests_are_all_in_flight() {
+    let _serial = crate::util::serial();
+    let server = crate::e2e::mock(|c| c.token_interval = Duration::from_millis(100));
+    let tokenizer = crate::util::fixture("golden/python-0.33/tok");
+    let (url, path) = (server.base_url(), samples());
+    let args = [
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer.to_str().unwrap(),
+        "--dataset-name",
+        "agentic_trace",
+        "--dataset-path",
+        path.to_str().unwrap(),
+        "--max-concurrency",
+        "1",
+        "--duration",
+        "200",
+        "--agentic-start-ratio",
+        "0,0",
+        "--interrupt-grace-sec",
+        "0.5",
+        "--disable-tqdm",
+    ];
+    let stop = vllm_bench::runtime::stop_handle::StopHandle::manual();
+    let started = std::time::Instant::now();
+    let out = std::thread::scope(|s| {
+        let run = s.spawn(|| crate::util::run_in_process_stopped(&args, &stop));
+        // The first turn (50 tokens at 100 ms) is in flight: stop then.
+        for _ in 0..600 {
+            if !server.request_log().is_empty() || run.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop.request_stop();
+        run.join().unwrap()
+    });
+    let took = started.elapsed();
+    assert!(out.stdout.contains("Interrupted:"), "{}", out.stdout);
+    assert!(
+        took < Duration::from_secs(100),
+        "the replay ran on to its bound after Ctrl-C: {took:?}"
+    );
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Requests planned:"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    let n: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(n[0], n[1..].iter().sum::<usize>(), "{line}");
+}
