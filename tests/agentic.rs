@@ -731,19 +731,26 @@ fn a_thousand_tree_corpus_at_a_hundred_lanes() {
 
 /// The replay through the binary: `--duration` bounds it, the run's accounting line holds,
 /// and a replay without its lanes or its bound is refused with one line.
-#[test]
-fn the_binary_replays_the_samples_for_its_duration() {
-    let path = samples();
-    let base = [
+/// A replay of the sample traces (`path`: [`samples`]) against the embedded mock, with
+/// `extra`.
+fn sample_replay<'a>(path: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
         "--mock-server",
         "--backend",
         "openai-chat",
         "--dataset-name",
         "agentic_trace",
         "--dataset-path",
-        path.to_str().unwrap(),
-        "--disable-tqdm",
+        path.to_str().expect("utf-8 path"),
     ];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[test]
+fn the_binary_replays_the_samples_for_its_duration() {
+    let path = samples();
+    let base = sample_replay(&path, &["--disable-tqdm"]);
     let with = |extra: &[&str]| {
         let mut args: Vec<&str> = base.to_vec();
         args.extend_from_slice(extra);
@@ -762,18 +769,8 @@ fn the_binary_replays_the_samples_for_its_duration() {
         "1",
     ]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    let line = out
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("Requests planned:"))
-        .unwrap_or_else(|| panic!("{}", out.stdout));
-    let n: Vec<usize> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    assert_eq!(n.len(), 5, "{line}");
-    assert_eq!(n[0], n[1] + n[2] + n[3] + n[4], "{line}");
-    assert!(n[1] > 0, "{line}");
+    let n = accounting(&out.stdout);
+    assert!(n[1] > 0, "{n:?}");
     for (extra, want) in [
         (&["--duration", "1"][..], "--max-concurrency N is required"),
         (&["--max-concurrency", "2"][..], "--duration S is required"),
@@ -957,27 +954,23 @@ fn synthesize_writes_a_corpus_the_replay_reads() {
 fn three_shards_run_the_lanes_of_one_replay_and_merge() {
     let path = samples();
     let dir = TempDir::new("agentic-shards");
-    let base = [
-        "--mock-server",
-        "--backend",
-        "openai-chat",
-        "--dataset-name",
-        "agentic_trace",
-        "--dataset-path",
-        path.to_str().unwrap(),
-        "--max-concurrency",
-        "6",
-        "--duration",
-        "2",
-        "--agentic-start-ratio",
-        "0,0",
-        "--seed",
-        "3",
-        "--disable-tqdm",
-        "--save-result",
-        "--result-dir",
-        dir.arg(),
-    ];
+    let base = sample_replay(
+        &path,
+        &[
+            "--max-concurrency",
+            "6",
+            "--duration",
+            "2",
+            "--agentic-start-ratio",
+            "0,0",
+            "--seed",
+            "3",
+            "--disable-tqdm",
+            "--save-result",
+            "--result-dir",
+            dir.arg(),
+        ],
+    );
     let runs = crate::shards::at_one_start(3, |k, start_at| {
         let shard = format!("{k}/3");
         let file = format!("shard{k}.json");
@@ -1122,14 +1115,21 @@ fn ctrl_c_stops_a_replay_whose_requests_are_all_in_flight() {
         took < Duration::from_secs(100),
         "the replay ran on to its bound after Ctrl-C: {took:?}"
     );
-    let line = out
-        .stdout
+    accounting(&out.stdout);
+}
+
+/// The run's accounting line (`Requests planned: N = completed + failed + cancelled + not
+/// sent`) as its five numbers, checked to add up.
+fn accounting(stdout: &str) -> Vec<usize> {
+    let line = stdout
         .lines()
         .find(|l| l.starts_with("Requests planned:"))
-        .unwrap_or_else(|| panic!("{}", out.stdout));
+        .unwrap_or_else(|| panic!("{stdout}"));
     let n: Vec<usize> = line
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|w| w.parse().ok())
         .collect();
-    assert_eq!(n[0], n[1..].iter().sum::<usize>(), "{line}");
+    assert_eq!(n.len(), 5, "{line}");
+    assert_eq!(n[0], n[1] + n[2] + n[3] + n[4], "{line}");
+    n
 }
