@@ -785,6 +785,28 @@ fn the_binary_replays_the_samples_for_its_duration() {
             ][..],
             "--agentic-start-ratio",
         ),
+        (
+            &[
+                "--max-concurrency",
+                "2",
+                "--duration",
+                "1",
+                "--request-rate",
+                "5",
+            ][..],
+            "--request-rate does not apply",
+        ),
+        (
+            &[
+                "--max-concurrency",
+                "2",
+                "--duration",
+                "1",
+                "--request-cancellation-rate",
+                "50",
+            ][..],
+            "--request-cancellation-rate does not apply",
+        ),
     ] {
         let out = with(extra);
         assert_ne!(out.code, 0, "{extra:?}");
