@@ -232,6 +232,7 @@ fn replay_on(
         seed: 42,
         mode: Api::Chat.response_mode(),
         failed_request_threshold: threshold,
+        shard: None,
     };
     let run = AgenticRun::prepare(&trees, &head, &body, &space, &words, opts).expect("prepare");
     let engine = Engine::start(
@@ -730,19 +731,26 @@ fn a_thousand_tree_corpus_at_a_hundred_lanes() {
 
 /// The replay through the binary: `--duration` bounds it, the run's accounting line holds,
 /// and a replay without its lanes or its bound is refused with one line.
-#[test]
-fn the_binary_replays_the_samples_for_its_duration() {
-    let path = samples();
-    let base = [
+/// A replay of the sample traces (`path`: [`samples`]) against the embedded mock, with
+/// `extra`.
+fn sample_replay<'a>(path: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
         "--mock-server",
         "--backend",
         "openai-chat",
         "--dataset-name",
         "agentic_trace",
         "--dataset-path",
-        path.to_str().unwrap(),
-        "--disable-tqdm",
+        path.to_str().expect("utf-8 path"),
     ];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[test]
+fn the_binary_replays_the_samples_for_its_duration() {
+    let path = samples();
+    let base = sample_replay(&path, &["--disable-tqdm"]);
     let with = |extra: &[&str]| {
         let mut args: Vec<&str> = base.to_vec();
         args.extend_from_slice(extra);
@@ -761,18 +769,8 @@ fn the_binary_replays_the_samples_for_its_duration() {
         "1",
     ]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    let line = out
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("Requests planned:"))
-        .unwrap_or_else(|| panic!("{}", out.stdout));
-    let n: Vec<usize> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    assert_eq!(n.len(), 5, "{line}");
-    assert_eq!(n[0], n[1] + n[2] + n[3] + n[4], "{line}");
-    assert!(n[1] > 0, "{line}");
+    let n = accounting(&out.stdout);
+    assert!(n[1] > 0, "{n:?}");
     for (extra, want) in [
         (&["--duration", "1"][..], "--max-concurrency N is required"),
         (&["--max-concurrency", "2"][..], "--duration S is required"),
@@ -786,6 +784,28 @@ fn the_binary_replays_the_samples_for_its_duration() {
                 "0.8,0.2",
             ][..],
             "--agentic-start-ratio",
+        ),
+        (
+            &[
+                "--max-concurrency",
+                "2",
+                "--duration",
+                "1",
+                "--request-rate",
+                "5",
+            ][..],
+            "--request-rate does not apply",
+        ),
+        (
+            &[
+                "--max-concurrency",
+                "2",
+                "--duration",
+                "1",
+                "--request-cancellation-rate",
+                "50",
+            ][..],
+            "--request-cancellation-rate does not apply",
         ),
     ] {
         let out = with(extra);
@@ -945,4 +965,193 @@ fn synthesize_writes_a_corpus_the_replay_reads() {
         "{}",
         dry.stdout
     );
+}
+
+/// `--shard K/3` of a replay at 6 lanes, then `vllm-bench merge`: shard K runs exactly the
+/// lanes l ≡ K (mod 3), each lane's first tree is the one-process run's (draw l: trace
+/// l mod 3, pass l div 3), no tree instance (trace, pass) is replayed by two shards, and the
+/// merged agentic section counts every shard's trees and requests once; a split the replay
+/// cannot make is one line.
+#[test]
+fn three_shards_run_the_lanes_of_one_replay_and_merge() {
+    let path = samples();
+    let dir = TempDir::new("agentic-shards");
+    let base = sample_replay(
+        &path,
+        &[
+            "--max-concurrency",
+            "6",
+            "--duration",
+            "2",
+            "--agentic-start-ratio",
+            "0,0",
+            "--seed",
+            "3",
+            "--disable-tqdm",
+            "--save-result",
+            "--result-dir",
+            dir.arg(),
+        ],
+    );
+    let runs = crate::shards::at_one_start(3, |k, start_at| {
+        let shard = format!("{k}/3");
+        let file = format!("shard{k}.json");
+        let mut args = base.to_vec();
+        args.extend(["--shard", &shard, "--start-at", start_at]);
+        args.extend(["--result-filename", &file]);
+        run_in_process(&args)
+    });
+    assert!(
+        runs[1].stdout.contains("Shard 1/3: 2 of the run's lanes"),
+        "{}",
+        runs[1].stdout
+    );
+    let files: Vec<String> = (0..3).map(|k| format!("shard{k}.json")).collect();
+    let docs: Vec<serde_json::Value> = files
+        .iter()
+        .map(|f| crate::shards::read_json(&dir.path().join(f)))
+        .collect();
+    let records = |doc: &serde_json::Value| -> Vec<serde_json::Value> {
+        doc["vllm_bench_shard"]["agentic"]["records"]
+            .as_array()
+            .expect("the shard's replay records")
+            .clone()
+    };
+    let num = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}"));
+    let mut instances = std::collections::HashMap::new();
+    let mut all_lanes = std::collections::BTreeSet::new();
+    for (k, doc) in docs.iter().enumerate() {
+        let recs = records(doc);
+        assert!(!recs.is_empty(), "shard {k} sent nothing");
+        let mut first = std::collections::BTreeMap::new();
+        for r in &recs {
+            let lane = num(r, "lane");
+            assert_eq!(lane % 3, k as u64, "shard {k} ran lane {lane}");
+            all_lanes.insert(lane);
+            let instance = (num(r, "tree"), num(r, "pass"));
+            let owner = *instances.entry(instance).or_insert((k, lane));
+            assert_eq!(
+                owner,
+                (k, lane),
+                "tree instance {instance:?} replayed twice"
+            );
+            first.entry(lane).or_insert(instance);
+        }
+        for (lane, instance) in first {
+            assert_eq!(instance, (lane % 3, lane / 3), "lane {lane}'s first tree");
+        }
+    }
+    assert_eq!(all_lanes, (0..6).collect(), "every lane of the run, once");
+    let merged = crate::shards::merge(&dir, &files, "merged.json");
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+    let merged = crate::shards::read_json(&dir.path().join("merged.json"));
+    let sum = |f: &dyn Fn(&serde_json::Value) -> u64| docs.iter().map(f).sum::<u64>();
+    let section = |d: &serde_json::Value| d["vllm_bench_agentic"].clone();
+    for key in ["started", "completed"] {
+        assert_eq!(
+            num(&section(&merged)["trees"], key),
+            sum(&|d| num(&section(d)["trees"], key)),
+            "trees {key}"
+        );
+    }
+    assert_eq!(num(&merged, "completed"), sum(&|d| num(d, "completed")));
+    let profiling = sum(&|d| {
+        records(d)
+            .iter()
+            .filter(|r| r["phase"] == "Profiling")
+            .count() as u64
+    });
+    let outcomes = &section(&merged)["profiling"];
+    let counted: u64 = ["completed", "failed", "cancelled", "context_overflow"]
+        .iter()
+        .map(|k| outcomes[*k].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(counted, profiling, "{outcomes}");
+    // What a shard cannot run is refused before anything is sent.
+    for (extra, want) in [
+        (&["--shard", "0/7"][..], "6 is fewer than the 7 shards"),
+        (
+            &["--shard", "0/2", "--agentic-warmup-per-lane", "1"][..],
+            "--shard 0/2 with --agentic-warmup-per-lane",
+        ),
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let out = run_in_process(&args);
+        assert_ne!(out.code, 0, "{extra:?}");
+        assert!(out.stderr.contains(want), "{extra:?}: {}", out.stderr);
+        assert_eq!(out.stderr.trim_end().lines().count(), 1, "{}", out.stderr);
+    }
+}
+
+/// Ctrl-C in a replay whose every request is in flight (one lane, answers of seconds): the
+/// lanes stop at once, the requests in flight get the interrupt's grace, and the run ends
+/// with its accounting, far before its `--duration` (a lane whose workers were all busy
+/// used to step on without yielding until the bound).
+#[test]
+fn ctrl_c_stops_a_replay_whose_requests_are_all_in_flight() {
+    let _serial = crate::util::serial();
+    let server = crate::e2e::mock(|c| c.token_interval = Duration::from_millis(100));
+    let tokenizer = crate::util::fixture("golden/python-0.33/tok");
+    let (url, path) = (server.base_url(), samples());
+    let args = [
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        &url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer.to_str().unwrap(),
+        "--dataset-name",
+        "agentic_trace",
+        "--dataset-path",
+        path.to_str().unwrap(),
+        "--max-concurrency",
+        "1",
+        "--duration",
+        "200",
+        "--agentic-start-ratio",
+        "0,0",
+        "--interrupt-grace-sec",
+        "0.5",
+        "--disable-tqdm",
+    ];
+    let stop = vllm_bench::runtime::stop_handle::StopHandle::manual();
+    let started = std::time::Instant::now();
+    let out = std::thread::scope(|s| {
+        let run = s.spawn(|| crate::util::run_in_process_stopped(&args, &stop));
+        // The first turn (50 tokens at 100 ms) is in flight: stop then.
+        for _ in 0..600 {
+            if !server.request_log().is_empty() || run.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop.request_stop();
+        run.join().unwrap()
+    });
+    let took = started.elapsed();
+    assert!(out.stdout.contains("Interrupted:"), "{}", out.stdout);
+    assert!(
+        took < Duration::from_secs(100),
+        "the replay ran on to its bound after Ctrl-C: {took:?}"
+    );
+    accounting(&out.stdout);
+}
+
+/// The run's accounting line (`Requests planned: N = completed + failed + cancelled + not
+/// sent`) as its five numbers, checked to add up.
+fn accounting(stdout: &str) -> Vec<usize> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("Requests planned:"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let n: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(n.len(), 5, "{line}");
+    assert_eq!(n[0], n[1] + n[2] + n[3] + n[4], "{line}");
+    n
 }

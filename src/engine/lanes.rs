@@ -117,7 +117,11 @@ pub(super) async fn run_lane<W: LaneWorker>(home: W, source: &dyn LaneSource) ->
         if halted {
             W::halt(&maker);
         }
-        if !stopping && (past_bound || halted || idle.first().is_some_and(W::run_stopped)) {
+        // The core's stop is looked at itself, not only through an idle worker: with every
+        // worker in flight, a stopped core's `stop.wait` is ready at once, and a lane that
+        // went on stepping would spin without yielding to the requests it waits for.
+        let run_stopped = stop.stopped() || idle.first().is_some_and(W::run_stopped);
+        if !stopping && (past_bound || halted || run_stopped) {
             stopping = true;
             lane.stop();
         }

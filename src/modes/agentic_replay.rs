@@ -33,6 +33,7 @@ use rayon::prelude::*;
 
 use crate::backends::conversation::{assistant_message, user_message, ChatBody};
 use crate::backends::ResponseMode;
+use crate::config::shard::Shard;
 use crate::datasets::agentic::prompt::{piece_tokens, prompt_tokens};
 use crate::datasets::agentic::schedule::{Ended, IdleCaps, Ns, Primer, Step, TreeRun, TreeTiming};
 use crate::datasets::agentic::{
@@ -86,6 +87,8 @@ pub struct ReplayOptions {
     /// `--agentic-failed-request-threshold`: the failure share of profiling past which the
     /// run stops (`None`: never).
     pub failed_request_threshold: Option<f64>,
+    /// `--shard K/N`: this process runs the lanes `l ≡ K (mod N)` of the `lanes`.
+    pub shard: Option<Shard>,
 }
 
 /// One turn's request, prepared before the clock.
@@ -142,8 +145,14 @@ struct Inner {
     opts: ReplayOptions,
     run_id: u64,
     phase: AtomicU8,
-    /// The sampler: draw `i` is tree `i mod T`, pass `i div T`.
+    /// The sampler: draw `i` is tree `i mod T`, pass `i div T`. The lanes' first trees take
+    /// draws `0..first_draws` in lane order (every lane's, owned or not); after them this
+    /// process's `k`-th draw is `first_draws + k·N + K` (`--shard K/N`; `k` counts in
+    /// `draws`), so shards never draw one tree instance twice.
     draws: AtomicUsize,
+    first_draws: AtomicUsize,
+    /// The lanes this process runs (all but a shard's), ascending.
+    owned: Vec<u32>,
     /// Lanes claimed by this engine run's workers.
     claims: AtomicUsize,
     /// The next record's index in this engine run.
@@ -194,7 +203,7 @@ impl AgenticRun {
         let prepared: Vec<PreparedTree> = trees
             .par_iter()
             .filter(replayable)
-            .map(|t| prepare_tree(t, head, body, space, decode, opts.seed, run_id))
+            .map(|t| prepare_tree(t, head, body, space, decode, opts.seed))
             .collect::<Result<_>>()?;
         // The report's view of each tree, in the order `ReplayRecord::tree` counts them.
         let shapes = trees.iter().filter(replayable).map(TreeShape::of).collect();
@@ -210,6 +219,25 @@ impl AgenticRun {
             .max()
             .unwrap_or(1)
             .min(4096) as usize;
+        let shard = opts.shard.unwrap_or(Shard { index: 0, count: 1 });
+        let owned: Vec<u32> = (0..opts.lanes)
+            .filter(|&l| shard.owns(l))
+            .map(|l| l as u32)
+            .collect();
+        // At least one (the flags refuse more shards than --max-concurrency).
+        if owned.is_empty() {
+            bail!(
+                "--shard {shard}: no lane of the {} is this shard's",
+                opts.lanes
+            );
+        }
+        if shard.count > 1 && opts.warmup_per_lane > 0 {
+            bail!(
+                "--shard {shard} with --agentic-warmup-per-lane: the warm-up decides where each \
+                 lane's profiling starts from the answers of every lane, which one shard does \
+                 not see; warm up without --shard, or shard without the warm-up"
+            );
+        }
         let threshold = opts
             .failed_request_threshold
             .map(|r| FailureThreshold::new(r, u32::try_from(opts.lanes).unwrap_or(u32::MAX)));
@@ -224,6 +252,8 @@ impl AgenticRun {
             run_id,
             phase: AtomicU8::new(phase_code(Phase::Profiling)),
             draws: AtomicUsize::new(0),
+            first_draws: AtomicUsize::new(0),
+            owned,
             claims: AtomicUsize::new(0),
             next_index: AtomicU32::new(0),
             planned: AtomicUsize::new(0),
@@ -236,9 +266,14 @@ impl AgenticRun {
         })))
     }
 
-    /// Lanes (live trees).
+    /// Lanes (live trees) of the whole run, every shard's.
     pub fn lanes(&self) -> usize {
         self.0.opts.lanes
+    }
+
+    /// The lanes this process runs (a shard's share of [`AgenticRun::lanes`]).
+    pub fn owned_lanes(&self) -> usize {
+        self.0.owned.len()
     }
 
     /// One request per lane: the measured run's workers (one per lane) and the ready check.
@@ -260,13 +295,17 @@ impl AgenticRun {
         inner.draws.store(0, Ordering::Relaxed);
         lock(&inner.records).clear();
         lock(&inner.epochs).clear();
+        // Every lane's first tree, a shard's or not (pure: they set the primers' spread and
+        // the start of profiling as one process would); only owned lanes' primers are sent.
         let mut primers: Vec<(u32, Primer)> = Vec::new();
         let mut lanes = Vec::with_capacity(inner.opts.lanes);
+        let mut next = 0;
         for lane in 0..inner.opts.lanes as u32 {
-            let (lt, p) = inner.first_tree(lane);
+            let (lt, p) = inner.first_tree(lane, &mut next);
             primers.extend(p.into_iter().map(|p| (lane, p)));
             lanes.push(Some(lt));
         }
+        inner.first_draws.store(next, Ordering::Relaxed);
         *lock(&inner.lanes) = lanes;
         if !primers.is_empty() {
             self.run_primers(engine, &primers)?;
@@ -316,11 +355,18 @@ impl AgenticRun {
         let cap = inner.opts.system_idle_cap.map(|c| c.as_nanos() as Ns);
         let lead = |p: &Primer| cap.map_or(p.lead, |c| p.lead.min(c)).max(0);
         let max_lead = primers.iter().map(|(_, p)| lead(p)).max().unwrap_or(0);
+        let primers: Vec<&(u32, Primer)> = primers
+            .iter()
+            .filter(|(lane, _)| inner.owned.binary_search(lane).is_ok())
+            .collect();
+        if primers.is_empty() {
+            return Ok(());
+        }
         let lanes = lock(&inner.lanes).clone();
         let mut requests = Vec::with_capacity(primers.len());
         let mut lens = Vec::with_capacity(primers.len());
         let mut arrivals = Vec::with_capacity(primers.len());
-        for (lane, p) in primers {
+        for &(lane, p) in &primers {
             let lt = lanes[*lane as usize]
                 .as_ref()
                 .expect("a primed lane has a tree");
@@ -346,7 +392,7 @@ impl AgenticRun {
         let mut records = Vec::with_capacity(primers.len());
         let mut failed_root = None;
         for rec in &report.merged.records {
-            let (lane, p) = &primers[rec.index as usize];
+            let (lane, p) = primers[rec.index as usize];
             let lt = lanes[*lane as usize]
                 .as_ref()
                 .expect("a primed lane has a tree");
@@ -399,6 +445,14 @@ impl AgenticRun {
             time_bound,
         };
         self.shape(&mut workload);
+        // This process's lanes only (a shard's measured run gets them from `shard::select`).
+        let owned = &self.0.owned;
+        workload.requests = owned
+            .iter()
+            .map(|&l| workload.requests[l as usize].clone())
+            .collect();
+        workload.client_prompt_lens = vec![0; owned.len()].into();
+        workload.max_concurrency = Some(owned.len());
         Ok(engine.run(workload, |_| {})?)
     }
 
@@ -557,10 +611,17 @@ impl Inner {
         &self.trees[tree as usize].turns[at.stream as usize][at.turn as usize]
     }
 
-    fn draw(&self) -> (u32, u32) {
-        let i = self.draws.fetch_add(1, Ordering::Relaxed);
+    /// Draw `g` of the sampler: (tree, pass).
+    fn tree_of(&self, g: usize) -> (u32, u32) {
         let n = self.trees.len();
-        ((i % n) as u32, (i / n) as u32)
+        ((g % n) as u32, (g / n) as u32)
+    }
+
+    /// This process's next draw after the lanes' first trees (see `Inner::draws`).
+    fn draw(&self) -> (u32, u32) {
+        let k = self.draws.fetch_add(1, Ordering::Relaxed);
+        let shard = self.opts.shard.unwrap_or(Shard { index: 0, count: 1 });
+        self.tree_of(self.first_draws.load(Ordering::Relaxed) + k * shard.count + shard.index)
     }
 
     fn marker(&self, tree: u32, pass: u32, lane: u32) -> Bytes {
@@ -570,9 +631,14 @@ impl Inner {
 
     /// Lane `lane`'s first tree at its sampled start point, and its primers; a tree with
     /// nothing to send from its start point is passed over (SPEC §3.2 "unspawnable").
-    fn first_tree(&self, lane: u32) -> (LaneTree, Vec<Primer>) {
+    /// `next` is the sampler's next draw.
+    fn first_tree(&self, lane: u32, next: &mut usize) -> (LaneTree, Vec<Primer>) {
+        let mut draw = || {
+            *next += 1;
+            self.tree_of(*next - 1)
+        };
         for _ in 0..self.trees.len() {
-            let (tree, pass) = self.draw();
+            let (tree, pass) = draw();
             let t = &self.trees[tree as usize];
             let t_star = t
                 .timing
@@ -592,12 +658,12 @@ impl Inner {
                 );
             }
         }
-        (self.fresh(lane, 0), Vec::new())
+        (self.fresh(lane, 0, draw()), Vec::new())
     }
 
-    /// The next drawn tree from its turn 0, due at `at`.
-    fn fresh(&self, lane: u32, at: Ns) -> LaneTree {
-        let (tree, pass) = self.draw();
+    /// Tree `drawn` (tree, pass) from its turn 0, due at `at`.
+    fn fresh(&self, lane: u32, at: Ns, drawn: (u32, u32)) -> LaneTree {
+        let (tree, pass) = drawn;
         let timing = &self.trees[tree as usize].timing;
         LaneTree {
             tree,
@@ -662,7 +728,6 @@ fn prepare_tree(
     space: &TokenSpace,
     decode: &(dyn Fn(&[u32]) -> String + Sync),
     seed: u64,
-    run_id: u64,
 ) -> Result<PreparedTree> {
     let mut blocks: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
     let mut tokens = Vec::new();
@@ -674,7 +739,7 @@ fn prepare_tree(
             CORRELATION,
             &format!(
                 "{}{}",
-                correlation_prefix(run_id, &stream.id),
+                correlation_prefix(seed, &stream.id),
                 std::str::from_utf8(&PLACEHOLDER[5..17]).unwrap_or_default()
             ),
         );
@@ -769,11 +834,13 @@ struct Slots {
 }
 
 /// The first 24 characters of a stream's `X-Correlation-ID` (a UUID, version 8): a hash of
-/// the run and the stream id, so root and every child differ; the last 12 are the tree
-/// instance's marker digits, so each pass of a tree (a recycle) has new ids and a tree
-/// continuing from warm-up into profiling keeps them (SPEC §2 "Request").
-fn correlation_prefix(run_id: u64, stream_id: &str) -> String {
-    let a = mix64(run_id ^ fnv64(stream_id.as_bytes()));
+/// `--seed` and the stream id, so root and every child differ; the last 12 are the tree
+/// instance's marker digits (the run's own, drawn at random), so each run and each pass of a
+/// tree (a recycle) has new ids and a tree continuing from warm-up into profiling keeps them
+/// (SPEC §2 "Request"). Prepared requests hold nothing of the run: the shards of one run
+/// prepare the same bytes (their fingerprint agrees).
+fn correlation_prefix(seed: u64, stream_id: &str) -> String {
+    let a = mix64(seed ^ fnv64(stream_id.as_bytes()));
     let b = mix64(a ^ 0x636f_7272_656c);
     format!(
         "{:08x}-{:04x}-8{:03x}-{:x}{:03x}-",
@@ -856,8 +923,9 @@ impl FollowUps for NoFollowUps {
 }
 
 impl LaneSource for AgenticRun {
-    fn lane(&self, lane: usize) -> Box<dyn Lane> {
+    fn lane(&self, claimed: usize) -> Box<dyn Lane> {
         let inner = self.0.clone();
+        let lane = inner.owned[claimed] as usize;
         let live = lock(&inner.lanes).get_mut(lane).and_then(Option::take);
         let phase = phase_of(inner.phase.load(Ordering::Acquire));
         Box::new(AgenticLane {
@@ -872,8 +940,9 @@ impl LaneSource for AgenticRun {
         })
     }
 
+    /// A lane this process runs, by its place among them; [`LaneSource::lane`] takes it.
     fn claim(&self) -> usize {
-        self.0.claims.fetch_add(1, Ordering::Relaxed) % self.lanes()
+        self.0.claims.fetch_add(1, Ordering::Relaxed) % self.0.owned.len()
     }
 }
 
@@ -936,7 +1005,7 @@ impl Lane for AgenticLane {
                 if self.stopped || self.quota_used() {
                     return LaneStep::Done;
                 }
-                let mut lt = self.inner.fresh(self.lane, now);
+                let mut lt = self.inner.fresh(self.lane, now, self.inner.draw());
                 lt.run.zero_delays = self.phase == Phase::Warmup;
                 self.live = Some(lt);
             }
@@ -1093,6 +1162,7 @@ mod tests {
             seed: 1,
             mode: Api::Chat.response_mode(),
             failed_request_threshold: None,
+            shard: None,
         };
         let run = AgenticRun::prepare(&trees, &head, &body, &space, &words, opts).unwrap();
         (run, trees)

@@ -111,7 +111,7 @@ pub fn measure_watched(
         plan.console
             .line(format_args!("Probe request rate: {rate} req/s"));
     }
-    share.announce(workload.total(), &plan.console);
+    share.announce(&workload, &plan.console);
     plan.dataset
         .before_measured_run(&plan.engine)
         .map_err(nothing_ran)?;

@@ -300,6 +300,22 @@ pub fn prepare_agentic(
              trace whenever a tree ends, so the replay runs until its time bound; AgentX: 1800)"
         );
     }
+    // The lanes send each tree's turns on the traces' own timing: a rate, a ramp or a
+    // cancellation draw (all per request index of a fixed schedule) would be ignored.
+    let unused = [
+        (config.rate.request_rate.is_finite(), "--request-rate"),
+        (config.rate.ramp_up.is_some(), "--ramp-up-strategy"),
+        (
+            config.rate.cancellation.is_some(),
+            "--request-cancellation-rate",
+        ),
+    ];
+    if let Some((_, flag)) = unused.iter().find(|(set, _)| *set) {
+        anyhow::bail!(
+            "--dataset-name agentic_trace: {flag} does not apply (the lanes send each tree's \
+             turns on the traces' own timing, as AIPerf's agentic replay does); leave it out"
+        );
+    }
     let tok = crate::tokenizer::required(cx.tokenizer, "the agentic_trace dataset")?;
     let vocab = u32::try_from(tok.vocab_size()).unwrap_or(u32::MAX);
     let space = TokenSpace::new(vocab, tok.control_token_ids())?;
@@ -315,6 +331,7 @@ pub fn prepare_agentic(
         seed: config.dataset.seed,
         mode: cx.api.response_mode(),
         failed_request_threshold: Some(params.failed_request_threshold),
+        shard: config.shard.shard,
     };
     let run = AgenticRun::prepare(&replay.trees, &head, &body, &space, &decode, opts)?;
     let prepared = Prepared {

@@ -26,6 +26,10 @@ use super::saved_facts::ShardPlace;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShardMap {
     pub shard: Shard,
+    /// The run is lanes (the agentic replay): its requests are decided as it runs, so a
+    /// record has no fixed place in the one-process run; local record `j` becomes
+    /// `j·N + K`, which no other shard's takes (`global_records` is empty).
+    pub lanes: bool,
     /// Per local record (`0..workload.total()`), its index in the one-process run.
     pub global_records: Vec<u32>,
     /// By index in the one-process run, the FNV-1a hash of the request bytes of each
@@ -76,7 +80,11 @@ pub fn select(w: Workload, shard: Shard) -> (Workload, ShardMap) {
     let sessions: Vec<usize> = (0..w.requests.len()).filter(|&i| shard.owns(i)).collect();
     let requests: Arc<[PreparedRequest]> =
         sessions.iter().map(|&i| w.requests[i].clone()).collect();
+    let lanes = w.sessions.as_ref().is_some_and(|s| s.lanes().is_some());
     let (global_records, request_hashes, source) = match &w.sessions {
+        // Lanes (the agentic replay) decide their requests as they run: the source already
+        // runs only this shard's lanes ([`ShardMap::globalize`] numbers their records).
+        Some(inner) if lanes => (Vec::new(), Vec::new(), Some(inner.clone())),
         None => (
             sessions.iter().map(|&i| i as u32).collect(),
             requests.iter().map(|r| Some(request_hash(r))).collect(),
@@ -116,6 +124,7 @@ pub fn select(w: Workload, shard: Shard) -> (Workload, ShardMap) {
         .collect();
     let map = ShardMap {
         shard,
+        lanes,
         global_records,
         hash_of_global,
         fingerprint,
@@ -129,8 +138,12 @@ impl ShardMap {
     /// what everything after the run (per-turn figures, conversation ids, the shard
     /// section) looks them up by.
     pub fn globalize(&self, run: &mut RunReport) {
+        let (k, n) = (self.shard.index as u32, self.shard.count as u32);
         for rec in &mut run.merged.records {
-            rec.index = self.global_records[rec.index as usize];
+            rec.index = match self.lanes {
+                true => rec.index * n + k,
+                false => self.global_records[rec.index as usize],
+            };
         }
     }
 }

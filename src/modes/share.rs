@@ -42,13 +42,16 @@ impl Share {
         }
     }
 
-    /// A shard says how many of the run's requests it sends (`total`), before it starts.
-    pub fn announce(&self, total: usize, console: &Console) {
+    /// A shard says how many of the run's requests it sends (of `workload`, its part),
+    /// before it starts; lanes decide their requests as they run: a shard of them says how
+    /// many of the run's lanes it runs.
+    pub fn announce(&self, workload: &Workload, console: &Console) {
         if let Some(map) = self.map() {
-            console.line(format_args!(
-                "Shard {}: {total} of the run's requests",
-                map.shard
-            ));
+            let (n, what) = match map.lanes {
+                true => (workload.max_concurrency.unwrap_or(0), "lanes"),
+                false => (workload.total(), "requests"),
+            };
+            console.line(format_args!("Shard {}: {n} of the run's {what}", map.shard));
         }
     }
 

@@ -279,10 +279,20 @@ impl WekaTrace {
     /// Parses one trace from `text`; the error is one line (without the file).
     pub fn parse(text: &str) -> Result<WekaTrace, String> {
         let raw: RawTrace = serde_json::from_str(text).map_err(|e| {
+            // A wrong value's message names no key (serde's): name the one it was read for.
+            let wrong_value = e.classify() == serde_json::error::Category::Data
+                && e.to_string().starts_with("invalid ");
+            let field = wrong_value
+                .then(|| key_before(text, e.line(), e.column()))
+                .flatten();
+            let e = match field {
+                Some(key) => format!("`{key}`: {e}"),
+                None => e.to_string(),
+            };
             // Name the trace when its id is readable, so a corpus's bad trace is found.
             match lenient_id(text) {
                 Some(id) => format!("trace {id:?}: {e}"),
-                None => e.to_string(),
+                None => e,
             }
         })?;
         let at_trace = |why: String| format!("trace {:?}: {why}", raw.id);
@@ -321,6 +331,21 @@ impl WekaTrace {
 }
 
 /// The `id` of a trace that failed strict parsing, if the JSON is readable at all.
+/// The key whose value ends at `line`:`column` (1-based, as serde_json reports an error):
+/// the last `"key":` before it. Best effort: `None` when there is none.
+fn key_before(text: &str, line: usize, column: usize) -> Option<&str> {
+    let start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let end = (start + column).min(text.len());
+    let before = text.get(..end)?;
+    let colon = before.rfind("\":")?;
+    let open = before[..colon].rfind('"')?;
+    Some(&before[open + 1..colon])
+}
+
 fn lenient_id(text: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     v.get("id")?.as_str().map(str::to_owned)
@@ -374,6 +399,32 @@ mod tests {
     pub(crate) const TRACE_A: &str =
         include_str!("../../../tests/fixtures/agentic/traces/trace-a.json");
     const TRACE_C: &str = include_str!("../../../tests/fixtures/agentic/traces/trace-c.json");
+
+    /// A value of the wrong type or range is named by its key (serde's message names none).
+    #[test]
+    fn a_wrong_value_names_its_key() {
+        for (from, to, want) in [
+            (
+                "\"in\": 500",
+                "\"in\": -5",
+                "trace \"trace-a\": `in`: invalid value: integer `-5`",
+            ),
+            (
+                "\"out\": 80",
+                "\"out\": \"80\"",
+                "trace \"trace-a\": `out`: invalid type: string",
+            ),
+            (
+                "[1, 101, 102, 103]",
+                "[1, 101, 1.5]",
+                "trace \"trace-a\": `hash_ids`: invalid type",
+            ),
+        ] {
+            assert_eq!(TRACE_A.matches(from).count(), 1, "{from}");
+            let e = WekaTrace::parse(&TRACE_A.replacen(from, to, 1)).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+    }
 
     #[test]
     fn the_sample_trace_reads_with_its_subagent() {
