@@ -162,20 +162,38 @@ impl Options {
 /// that shows the server as the run goes (the dashboard). Written by the scrape thread once
 /// per interval, read by the viewer: a lock, off the engine's cores.
 #[derive(Debug, Default)]
-pub struct LatestScrape(std::sync::Mutex<(Option<Scrape>, Option<Scrape>)>);
+pub struct LatestScrape {
+    scrapes: std::sync::Mutex<(Option<Scrape>, Option<Scrape>)>,
+    /// Scrapes published so far: a viewer reads (copies) them again only when it grew.
+    published: std::sync::atomic::AtomicU64,
+}
 
 impl LatestScrape {
     fn publish(&self, s: &Scrape) {
-        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.scrapes.lock().unwrap_or_else(|p| p.into_inner());
         if g.0.is_none() {
             g.0 = Some(s.clone());
         }
         g.1 = Some(s.clone());
+        self.published
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// [`LatestScrape::publish`], for a viewer's tests.
+    #[cfg(test)]
+    pub fn publish_for_test(&self, s: &Scrape) {
+        self.publish(s);
+    }
+
+    /// How many scrapes were published: a new one is newer than what was read at a lower
+    /// count.
+    pub fn published(&self) -> u64 {
+        self.published.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The first scrape and the newest (`None` before the first answered).
     pub fn get(&self) -> Option<(Scrape, Scrape)> {
-        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.scrapes.lock().unwrap_or_else(|p| p.into_inner());
         g.0.clone().zip(g.1.clone())
     }
 }
