@@ -6,10 +6,12 @@
 //! sweeps and repeated runs the runs done so far.
 //!
 //! Drawn with ratatui in an *inline* viewport on stdout (below the lines Python prints
-//! before a run), not the alternate screen, and without raw mode: the terminal's modes are
-//! never changed, so there is nothing to restore however the process ends (a second Ctrl-C
-//! exits at once from the signal handler; a panic; SIGKILL). Ctrl-C is still the terminal's
-//! SIGINT and is handled as without the dashboard (`modes::progress`). When the run ends the
+//! before a run), not the alternate screen, and without raw mode but for the moments the
+//! terminal is asked where its cursor is (`output::dashboard_terminal`, which keeps the
+//! signal keys on even then): the terminal's modes are otherwise never changed, so there is
+//! nothing to restore however the process ends (a second Ctrl-C exits at once from the
+//! signal handler; a panic; SIGKILL). Ctrl-C is always the terminal's SIGINT and is handled
+//! as without the dashboard (`modes::progress`). When the run ends the
 //! viewport is cleared and the cursor put at its top, so the block prints where the
 //! dashboard was, exactly as it prints without it.
 //!
@@ -27,7 +29,6 @@ use std::time::{Duration, Instant};
 use std::fmt::Write as _;
 use std::rc::Rc;
 
-use ratatui::backend::CrosstermBackend;
 use ratatui::layout::{Constraint, Position, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
@@ -36,8 +37,9 @@ use ratatui::{Frame, Terminal, TerminalOptions, Viewport};
 
 use crate::engine::live::{Latency, Snapshot};
 use crate::engine::Progress;
+use crate::output::dashboard_terminal::DashboardBackend;
 use crate::output::live_metrics::RunLabels;
-use crate::output::stdio::{Console, TerminalOut};
+use crate::output::stdio::Console;
 use crate::server_metrics::{self, exposition::Scrape, LatestScrape};
 
 /// Narrower than this the dashboard does not fit: the bar is shown instead.
@@ -93,7 +95,7 @@ pub struct Dashboard {
     thread: Option<JoinHandle<()>>,
 }
 
-type Term = Terminal<CrosstermBackend<TerminalOut>>;
+type Term = Terminal<DashboardBackend>;
 
 impl Dashboard {
     /// Opens the dashboard on the console's terminal, or says why it cannot be. `scrapes`:
@@ -119,7 +121,7 @@ impl Dashboard {
             return Err(Unfit::Short(h));
         }
         let terminal = Terminal::with_options(
-            CrosstermBackend::new(out),
+            DashboardBackend::new(out),
             TerminalOptions {
                 viewport: Viewport::Inline(height),
             },
