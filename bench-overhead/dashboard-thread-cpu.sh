@@ -19,29 +19,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${CARGO_TARGET_DIR:-$root/target}/${1:-debug}"
 window="${2:-10}"
 rounds="${3:-3}"
-for tool in tmux; do
-    command -v "$tool" >/dev/null || { echo "dashboard-thread-cpu.sh: $tool is required" >&2; exit 2; }
-done
-for b in vllm-bench mock-llm-server; do
-    [[ -x "$bin/$b" ]] || { echo "dashboard-thread-cpu.sh: $bin/$b missing (cargo build)" >&2; exit 2; }
-done
-work="$(mktemp -d)"
-sock="dash-thread-$$"
-port=$((20000 + $$ % 20000))
-cleanup() {
-    tmux -L "$sock" kill-server 2>/dev/null || true
-    [[ -n "${mock:-}" ]] && kill "$mock" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$bin/mock-llm-server" --port "$port" --workers 1 --model mock-model --num-tokens 100 \
-    --no-tokenize --first-token-delay-ms 50 --token-interval-ms 10 --dcgm 2 >/dev/null 2>&1 &
-mock=$!
-for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-done
+# shellcheck source=bench-overhead/tmux-mock.sh
+source "$root/bench-overhead/tmux-mock.sh"
+need dashboard-thread-cpu.sh "$bin" "cargo build" tmux pgrep
+setup dash-thread
+start_mock "$bin/mock-llm-server" --port "$port" --workers 1 --model mock-model \
+    --num-tokens 100 --no-tokenize --first-token-delay-ms 50 --token-interval-ms 10 --dcgm 2
 
 # Time a task spent on a CPU, ns (the first field of schedstat).
 cpu_ns() { cut -d' ' -f1 "$1"; }

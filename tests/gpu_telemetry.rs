@@ -138,3 +138,27 @@ fn gpu_telemetry_needs_the_scrape_and_a_url() {
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
 }
+
+/// An exporter that does not answer is one note naming it as GPU telemetry, and the run
+/// goes on without a GPU section.
+#[test]
+fn an_unreachable_exporter_is_one_note_and_no_gpu_section() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("gpu-telemetry-unreachable");
+    let exporter = format!("http://127.0.0.1:{}/metrics", crate::util::free_port());
+    let base = dcgm_args(&server.base_url(), &exporter);
+    let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+    args.extend(["--result-dir", dir.arg(), "--result-filename", "r.json"]);
+    let run = crate::util::run_in_process(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let note = format!("gpu telemetry: {exporter}: ");
+    assert_eq!(run.stderr.matches(&note).count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("this run has no GPU figures from it"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stdout.contains("GPU Telemetry"), "{}", run.stdout);
+    let doc = crate::shards::read_json(&dir.path().join("r.json"));
+    assert!(doc.get("vllm_bench_gpu_telemetry").is_none(), "{doc}");
+}

@@ -501,11 +501,9 @@ fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
     }
 }
 
-#[test]
-fn ctrl_c_on_the_dashboard_exits_130_with_the_result_saved() {
-    let _serial = crate::util::serial();
-    let server = mock(20, 50, 0.0);
-    let dir = TempDir::new("live-ctrl-c");
+/// A run on the dashboard far longer than a test waits (2000 requests, 2 at a time), with a
+/// 1 s grace on Ctrl-C, saving `file` into `dir`.
+fn long_dashboard_run(server: &MockServer, dir: &TempDir, file: &str) -> Vec<String> {
     let mut args = mock_random_args(&server.base_url());
     args.extend(
         [
@@ -521,10 +519,19 @@ fn ctrl_c_on_the_dashboard_exits_130_with_the_result_saved() {
             "--result-dir",
             dir.arg(),
             "--result-filename",
-            "c.json",
+            file,
         ]
         .map(String::from),
     );
+    args
+}
+
+#[test]
+fn ctrl_c_on_the_dashboard_exits_130_with_the_result_saved() {
+    let _serial = crate::util::serial();
+    let server = mock(20, 50, 0.0);
+    let dir = TempDir::new("live-ctrl-c");
+    let args = long_dashboard_run(&server, &dir, "c.json");
     let Some(tmux) = Tmux::start("ctrl-c", &dir, &args) else {
         return;
     };
@@ -605,25 +612,7 @@ fn ctrl_c_while_the_dashboard_asks_for_the_cursor_stops_the_run() {
     };
     let server = mock(20, 50, 0.0);
     let dir = TempDir::new("live-ctrl-c-query");
-    let mut args = mock_random_args(&server.base_url());
-    args.extend(
-        [
-            "--num-prompts",
-            "2000",
-            "--max-concurrency",
-            "2",
-            "--interrupt-grace-sec",
-            "1",
-            "--ui",
-            "dashboard",
-            "--save-result",
-            "--result-dir",
-            dir.arg(),
-            "--result-filename",
-            "q.json",
-        ]
-        .map(String::from),
-    );
+    let args = long_dashboard_run(&server, &dir, "q.json");
     let slave = std::fs::File::options()
         .read(true)
         .write(true)

@@ -139,16 +139,21 @@ pub struct ExporterSeries {
     pub util_percent: Vec<(Gpu, Vec<Option<f64>>)>,
 }
 
-/// The readings taken during the run: all but the first scrape (before it) and the last
-/// (after it), as the server's gauges are read; `None` without any.
-fn reading(values: &[Option<f64>]) -> Option<Reading> {
-    let during = values.get(1..values.len().saturating_sub(1))?;
-    let seen: Vec<f64> = during
+/// The readings of `values` that are finite numbers (one that is not is no reading: a saved
+/// series holds it as missing).
+fn finite(values: &[Option<f64>]) -> Vec<f64> {
+    values
         .iter()
         .flatten()
         .copied()
         .filter(|v| v.is_finite())
-        .collect();
+        .collect()
+}
+
+/// The readings taken during the run: all but the first scrape (before it) and the last
+/// (after it), as the server's gauges are read; `None` without any.
+fn reading(values: &[Option<f64>]) -> Option<Reading> {
+    let seen = finite(values.get(1..values.len().saturating_sub(1))?);
     if seen.is_empty() {
         return None;
     }
@@ -160,15 +165,9 @@ fn reading(values: &[Option<f64>]) -> Option<Reading> {
 }
 
 /// The counter's increase from its first to its last reading; `None` with fewer than two
-/// or when it went down (the driver reloaded: the counter restarted). A reading that is not
-/// a finite number is no reading (a saved series holds it as missing).
+/// or when it went down (the driver reloaded: the counter restarted).
 fn increase(values: &[Option<f64>]) -> Option<f64> {
-    let seen: Vec<f64> = values
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|v| v.is_finite())
-        .collect();
+    let seen = finite(values);
     if seen.len() < 2 || seen.windows(2).any(|w| w[1] < w[0]) {
         return None;
     }

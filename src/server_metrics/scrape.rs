@@ -227,6 +227,19 @@ pub struct Scraper {
     workers: Vec<Worker>,
     timeout: Duration,
     latest: Option<Arc<LatestScrape>>,
+    /// The sources whose scrapes are published apart (`Options::published`: the GPU
+    /// exporters), named as such in the notes.
+    exporters: Vec<usize>,
+}
+
+/// How a note names what an endpoint that gave nothing leaves out: a GPU exporter's
+/// (`exporter`) or the server's figures.
+fn no_figures(exporter: bool, url: &str, why: &dyn std::fmt::Display, hint: &str) -> String {
+    if exporter {
+        format!("gpu telemetry: {url}: {why}; this run has no GPU figures from it")
+    } else {
+        format!("server metrics: {url}: {why}; this run has no server figures from it{hint}")
+    }
 }
 
 /// One scrape thread, as the caller holds it.
@@ -350,10 +363,9 @@ impl Scraper {
                 unnamed += 1;
                 continue;
             }
-            notes.push(format!(
-                "server metrics: {url}: {error}; this run has no server figures from it \
-                 (--no-server-metrics turns scraping off)"
-            ));
+            let exporter = opts.published.iter().any(|(k, _)| *k == i);
+            let hint = " (--no-server-metrics turns scraping off)";
+            notes.push(no_figures(exporter, &url, &error, hint));
         }
         if unnamed > 0 {
             notes.push(format!(
@@ -366,6 +378,7 @@ impl Scraper {
             workers,
             timeout: opts.timeout,
             latest: opts.latest.clone(),
+            exporters: opts.published.iter().map(|(k, _)| *k).collect(),
         };
         (scraper, notes)
     }
@@ -420,9 +433,8 @@ impl Scraper {
                     self.timeout
                 ),
             };
-            out.notes.push(format!(
-                "server metrics: {url}: {why}; this run has no server figures from it"
-            ));
+            let exporter = self.exporters.contains(&i);
+            out.notes.push(no_figures(exporter, &url, &why, ""));
         }
         out
     }
