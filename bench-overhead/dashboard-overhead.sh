@@ -13,30 +13,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${CARGO_TARGET_DIR:-$root/target}/bench-fast"
 rounds="${1:-2}"
 tokens=100
-for tool in tmux taskset /usr/bin/time; do
-    command -v "$tool" >/dev/null || { echo "dashboard-overhead.sh: $tool is required" >&2; exit 2; }
-done
-for b in vllm-bench mock-llm-server; do
-    [[ -x "$bin/$b" ]] || { echo "dashboard-overhead.sh: $bin/$b missing (build the bench-fast profile)" >&2; exit 2; }
-done
-work="$(mktemp -d)"
-sock="dash-overhead-$$"
-port=$((20000 + $$ % 20000))
-cleanup() {
-    tmux -L "$sock" kill-server 2>/dev/null || true
-    [[ -n "${mock:-}" ]] && kill "$mock" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-taskset -c 0 "$bin/mock-llm-server" --port "$port" --workers 1 --model mock-model \
-    --num-tokens "$tokens" --no-tokenize --first-token-delay-ms 50 --token-interval-ms 10 \
-    >/dev/null 2>&1 &
-mock=$!
-for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-done
+# shellcheck source=bench-overhead/tmux-mock.sh
+source "$root/bench-overhead/tmux-mock.sh"
+need dashboard-overhead.sh "$bin" "build the bench-fast profile" tmux taskset /usr/bin/time
+setup dash-overhead
+start_mock taskset -c 0 "$bin/mock-llm-server" --port "$port" --workers 1 --model mock-model \
+    --num-tokens "$tokens" --no-tokenize --first-token-delay-ms 50 --token-interval-ms 10
 
 # One run in a 120x50 pseudo-terminal; echoes "user sys completed".
 run() {

@@ -7,34 +7,60 @@ use std::time::Duration;
 use crate::e2e::mock;
 use crate::util::{mock_random_args, vllm_bench, TempDir};
 
+/// A mock that also speaks as a DCGM exporter for `gpus` GPUs (50 mJ per generated token
+/// each), streaming a token every 5 ms.
+pub(crate) fn dcgm_mock(gpus: usize) -> vllm_bench::mock::MockServer {
+    mock(|c| {
+        c.dcgm_gpus = gpus;
+        c.token_interval = Duration::from_millis(5);
+    })
+}
+
+/// The workload of these tests against `url` (12 requests of 20 output tokens, 4 at a time,
+/// scraped every 50 ms), with `--gpu-telemetry exporter`, saving its result.
+pub(crate) fn dcgm_args(url: &str, exporter: &str) -> Vec<String> {
+    let mut args = mock_random_args(url);
+    args.extend(
+        [
+            "--num-prompts",
+            "12",
+            "--random-output-len",
+            "20",
+            "--max-concurrency",
+            "4",
+            "--server-metrics-interval",
+            "0.05",
+            "--gpu-telemetry",
+            exporter,
+            "--disable-tqdm",
+            "--save-result",
+        ]
+        .map(String::from),
+    );
+    args
+}
+
+/// The energy in `t` (a `vllm_bench_gpu_telemetry` value) is `joules`, J, and per output
+/// token `joules / tokens`, exactly but for the last bits of the division.
+pub(crate) fn assert_energy(t: &serde_json::Value, joules: f64, tokens: u64) {
+    assert!(
+        (t["energy_j"].as_f64().unwrap() - joules).abs() < 1e-9,
+        "{t}"
+    );
+    assert_eq!(t["output_tokens"].as_u64(), Some(tokens), "{t}");
+    let per_token = t["energy_per_output_token_j"].as_f64().unwrap();
+    assert!((per_token - joules / tokens as f64).abs() < 1e-12, "{t}");
+}
+
 #[test]
 fn a_dcgm_exporter_gives_the_exact_energy_per_output_token() {
-    let server = mock(|c| {
-        c.dcgm_gpus = 2;
-        c.token_interval = Duration::from_millis(5);
-    });
+    let server = dcgm_mock(2);
     let dir = TempDir::new("gpu-telemetry");
     let url = server.base_url();
     let exporter = format!("{url}/metrics");
-    let base = mock_random_args(&url);
+    let base = dcgm_args(&url, &exporter);
     let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
-    args.extend([
-        "--num-prompts",
-        "12",
-        "--random-output-len",
-        "20",
-        "--max-concurrency",
-        "4",
-        "--server-metrics-interval",
-        "0.05",
-        "--gpu-telemetry",
-        &exporter,
-        "--disable-tqdm",
-        "--save-result",
-        "--result-filename",
-        "r.json",
-        "--plot-timeline",
-    ]);
+    args.extend(["--result-filename", "r.json", "--plot-timeline"]);
     let run = vllm_bench(&args, dir.path());
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let doc = crate::shards::read_json(&dir.path().join("r.json"));
@@ -44,14 +70,8 @@ fn a_dcgm_exporter_gives_the_exact_energy_per_output_token() {
     assert_eq!(t["gpus"], 2);
     // Two GPUs, 50 mJ per token each.
     let joules = 2.0 * 0.05 * tokens as f64;
-    assert!(
-        (t["energy_j"].as_f64().unwrap() - joules).abs() < 1e-9,
-        "{t}"
-    );
+    assert_energy(t, joules, tokens);
     assert_eq!(t["energy_source"], "energy_counter");
-    assert_eq!(t["output_tokens"].as_u64(), Some(tokens));
-    let per_token = t["energy_per_output_token_j"].as_f64().unwrap();
-    assert!((per_token - 0.1).abs() < 1e-12, "{per_token}");
     assert_eq!(t["power_mean_w"].as_f64(), Some(210.0));
     assert_eq!(t["power_max_w"].as_f64(), Some(210.0));
     assert_eq!(t["util_mean_percent"].as_f64(), Some(50.5));
@@ -117,4 +137,28 @@ fn gpu_telemetry_needs_the_scrape_and_a_url() {
         assert_eq!(run.code, 2, "{}", run.stderr);
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
+}
+
+/// An exporter that does not answer is one note naming it as GPU telemetry, and the run
+/// goes on without a GPU section.
+#[test]
+fn an_unreachable_exporter_is_one_note_and_no_gpu_section() {
+    let server = mock(|_| {});
+    let dir = TempDir::new("gpu-telemetry-unreachable");
+    let exporter = format!("http://127.0.0.1:{}/metrics", crate::util::free_port());
+    let base = dcgm_args(&server.base_url(), &exporter);
+    let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+    args.extend(["--result-dir", dir.arg(), "--result-filename", "r.json"]);
+    let run = crate::util::run_in_process(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let note = format!("gpu telemetry: {exporter}: ");
+    assert_eq!(run.stderr.matches(&note).count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("this run has no GPU figures from it"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stdout.contains("GPU Telemetry"), "{}", run.stdout);
+    let doc = crate::shards::read_json(&dir.path().join("r.json"));
+    assert!(doc.get("vllm_bench_gpu_telemetry").is_none(), "{doc}");
 }

@@ -501,11 +501,9 @@ fn the_dashboard_shows_the_run_and_leaves_the_block_of_ui_none() {
     }
 }
 
-#[test]
-fn ctrl_c_on_the_dashboard_exits_130_with_the_result_saved() {
-    let _serial = crate::util::serial();
-    let server = mock(20, 50, 0.0);
-    let dir = TempDir::new("live-ctrl-c");
+/// A run on the dashboard far longer than a test waits (2000 requests, 2 at a time), with a
+/// 1 s grace on Ctrl-C, saving `file` into `dir`.
+fn long_dashboard_run(server: &MockServer, dir: &TempDir, file: &str) -> Vec<String> {
     let mut args = mock_random_args(&server.base_url());
     args.extend(
         [
@@ -521,10 +519,19 @@ fn ctrl_c_on_the_dashboard_exits_130_with_the_result_saved() {
             "--result-dir",
             dir.arg(),
             "--result-filename",
-            "c.json",
+            file,
         ]
         .map(String::from),
     );
+    args
+}
+
+#[test]
+fn ctrl_c_on_the_dashboard_exits_130_with_the_result_saved() {
+    let _serial = crate::util::serial();
+    let server = mock(20, 50, 0.0);
+    let dir = TempDir::new("live-ctrl-c");
+    let args = long_dashboard_run(&server, &dir, "c.json");
     let Some(tmux) = Tmux::start("ctrl-c", &dir, &args) else {
         return;
     };
@@ -546,6 +553,150 @@ fn ctrl_c_on_the_dashboard_exits_130_with_the_result_saved() {
         2000,
         "every request accounted for: {r}"
     );
+}
+
+/// A pseudo-terminal the test is the terminal of: the master side, and the slave's path.
+struct Pty {
+    master: std::fs::File,
+    slave: std::path::PathBuf,
+}
+
+impl Pty {
+    /// A new one of `cols` × `rows`; the reason when it cannot be made.
+    fn open(cols: u16, rows: u16) -> Result<Pty, String> {
+        use std::os::fd::FromRawFd;
+        let fail = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+        // SAFETY: `posix_openpt` takes flags only and returns a new descriptor or -1.
+        let fd = unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY) };
+        if fd < 0 {
+            return Err(fail("posix_openpt"));
+        }
+        // SAFETY: `fd` is a new descriptor nothing else owns; the File closes it.
+        let master = unsafe { std::fs::File::from_raw_fd(fd) };
+        let mut name = [0 as libc::c_char; 128];
+        let size = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: each call gets the open master descriptor; `ptsname_r` writes at most
+        // `name.len()` bytes into `name`; TIOCSWINSZ reads one winsize.
+        let ok = unsafe {
+            libc::grantpt(fd) == 0
+                && libc::unlockpt(fd) == 0
+                && libc::ptsname_r(fd, name.as_mut_ptr(), name.len()) == 0
+                && libc::ioctl(fd, libc::TIOCSWINSZ, &size) == 0
+        };
+        if !ok {
+            return Err(fail("grantpt/unlockpt/ptsname_r/TIOCSWINSZ"));
+        }
+        // SAFETY: `ptsname_r` succeeded: `name` holds a NUL-terminated path.
+        let path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) };
+        let slave = std::path::PathBuf::from(path.to_str().map_err(|e| e.to_string())?);
+        Ok(Pty { master, slave })
+    }
+}
+
+/// A Ctrl-C typed in the moment the dashboard asks the terminal where its cursor is (the
+/// terminal then in raw mode) stops the run as any Ctrl-C: exit 130, the result saved. The
+/// test is the terminal (a pseudo-terminal it holds, the binary's controlling terminal), so
+/// it types the Ctrl-C while the query is unanswered, and answers only after it.
+#[test]
+fn ctrl_c_while_the_dashboard_asks_for_the_cursor_stops_the_run() {
+    use std::os::unix::process::CommandExt;
+    let _serial = crate::util::serial();
+    let pty = match Pty::open(120, 50) {
+        Ok(p) => p,
+        Err(why) => return skip_or_fail("a pseudo-terminal", &why),
+    };
+    let server = mock(20, 50, 0.0);
+    let dir = TempDir::new("live-ctrl-c-query");
+    let args = long_dashboard_run(&server, &dir, "q.json");
+    let slave = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(&pty.slave)
+        .expect("open the pty's slave");
+    let io = || Stdio::from(slave.try_clone().expect("dup the slave"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_vllm-bench"));
+    command
+        .args(&args)
+        .current_dir(dir.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .env("LANG", "C.UTF-8")
+        .env("TERM", "xterm")
+        .stdin(io())
+        .stdout(io())
+        .stderr(io());
+    // SAFETY: between fork and exec only async-signal-safe calls: `setsid` makes the child a
+    // session leader, and TIOCSCTTY makes its stdin (the pty) its controlling terminal, its
+    // process group the terminal's foreground one (whom a typed Ctrl-C signals).
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("spawn vllm-bench");
+    drop(command);
+    drop(slave);
+    // Everything the binary writes, read as it comes (a full pty would block it).
+    let shown = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let reader = {
+        let (shown, mut master) = (shown.clone(), pty.master.try_clone().expect("dup"));
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // Ends with an error (EIO) once the binary and every copy of the slave closed.
+            while let Ok(n @ 1..) = master.read(&mut buf) {
+                shown.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let text = |shown: &std::sync::Mutex<Vec<u8>>| {
+        String::from_utf8_lossy(&shown.lock().unwrap()).into_owned()
+    };
+    let started = Instant::now();
+    while !text(&shown).contains("\x1b[6n") {
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!(
+                "ended ({status}) before asking for the cursor:\n{}",
+                text(&shown)
+            );
+        }
+        if started.elapsed() > LIMIT {
+            let _ = child.kill();
+            panic!("no cursor query within {LIMIT:?}:\n{}", text(&shown));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Ctrl-C, then the answer: row 1, column 1.
+    let mut master = &pty.master;
+    master.write_all(b"\x03").expect("type Ctrl-C");
+    master.write_all(b"\x1b[1;1R").expect("answer the query");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > LIMIT {
+            let _ = child.kill();
+            panic!(
+                "the Ctrl-C typed during the cursor query did not stop the run within \
+                 {LIMIT:?}:\n{}",
+                text(&shown)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(pty);
+    let _ = reader.join();
+    let out = text(&shown);
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(out.contains("Serving Benchmark Result"), "{out}");
+    let r = json(&dir.path().join("q.json"));
+    assert_eq!(r["vllm_bench_interrupted"], Value::Bool(true), "{r}");
 }
 
 #[test]

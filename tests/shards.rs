@@ -318,6 +318,84 @@ fn shards_equal_one_run(count: usize, env: impl Fn(usize) -> Vec<(&'static str, 
         m.get("vllm_bench_shard").is_none(),
         "a merged result is not a shard"
     );
+    // No shard scraped a GPU exporter: no GPU section.
+    assert!(m.get("vllm_bench_gpu_telemetry").is_none(), "{m}");
+    assert!(
+        !merged.stdout.contains("GPU Telemetry"),
+        "{}",
+        merged.stdout
+    );
+}
+
+/// Two shards scraping one DCGM exporter (the mock's: 50 mJ per generated token on each of
+/// its 2 GPUs): the merge keeps one series of it, so it counts its GPUs once and gives the
+/// exact energy of both shards' tokens, and J/token over the merged output tokens.
+#[test]
+fn two_shards_scraping_one_dcgm_exporter_merge_to_its_exact_energy() {
+    let server = crate::gpu_telemetry::dcgm_mock(2);
+    let url = server.base_url();
+    let dir = TempDir::new("shards-gpu");
+    let args = crate::gpu_telemetry::dcgm_args(&url, &format!("{url}/metrics"));
+    run_shards(&args, &dir, 2, |k| format!("{k}/2"), |_| Vec::new());
+    let merged = merge(&dir, &shard_files(2), "merged.json");
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+    let m = read_json(&dir.path().join("merged.json"));
+    let tokens = m["total_output_tokens"].as_u64().unwrap();
+    assert_eq!(tokens, 12 * 20, "{m}");
+    let t = &m["vllm_bench_gpu_telemetry"];
+    assert_eq!(t["gpus"], 2, "{t}");
+    assert_eq!(t["energy_source"], "energy_counter");
+    crate::gpu_telemetry::assert_energy(t, 2.0 * 0.05 * tokens as f64, tokens);
+    assert_eq!(merged.stdout.matches(" GPU Telemetry ").count(), 1);
+    assert!(
+        merged.stdout.contains(&format!(
+            "{:<40} 0.1000",
+            "Energy per output token (J/token):"
+        )),
+        "{}",
+        merged.stdout
+    );
+}
+
+/// Shard 0 scrapes one exporter (2 GPUs, the server's), shard 1 another (1 GPU that
+/// serves nothing): the merge shows the three GPUs, each exporter's, and their energy over
+/// the merged output tokens.
+#[test]
+fn two_shards_with_other_dcgm_exporters_merge_to_both_exporters_gpus() {
+    let (server, idle) = (
+        crate::gpu_telemetry::dcgm_mock(2),
+        crate::gpu_telemetry::dcgm_mock(1),
+    );
+    let url = server.base_url();
+    let exporters = [
+        format!("{url}/metrics"),
+        format!("{}/metrics", idle.base_url()),
+    ];
+    let dir = TempDir::new("shards-gpus");
+    at_one_start(2, |k, start_at| {
+        let args = crate::gpu_telemetry::dcgm_args(&url, &exporters[k]);
+        let a = shard_flags(&args, &format!("{k}/2"), start_at, &dir, k);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        run_in_process(&a)
+    });
+    let merged = merge(&dir, &shard_files(2), "merged.json");
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+    let m = read_json(&dir.path().join("merged.json"));
+    let t = &m["vllm_bench_gpu_telemetry"];
+    assert_eq!(t["gpus"], 3, "{t}");
+    let per_gpu = t["per_gpu"].as_array().unwrap();
+    let urls: Vec<&str> = per_gpu.iter().map(|g| g["url"].as_str().unwrap()).collect();
+    assert_eq!(urls, [&exporters[0], &exporters[0], &exporters[1]], "{t}");
+    // The idle exporter's GPU drew no energy; the total is the GPUs' sum, per merged token.
+    assert_eq!(per_gpu[2]["energy_j"].as_f64(), Some(0.0), "{t}");
+    let sum: f64 = per_gpu
+        .iter()
+        .map(|g| g["energy_j"].as_f64().unwrap())
+        .sum();
+    assert!(sum > 0.0, "{t}");
+    let tokens = m["total_output_tokens"].as_u64().unwrap();
+    assert_eq!(tokens, 12 * 20);
+    crate::gpu_telemetry::assert_energy(t, sum, tokens);
 }
 
 #[test]

@@ -297,12 +297,43 @@ impl LiveRun {
 
     /// The sum over the cores now (allocates: for readers, never on a core).
     pub fn snapshot(&self) -> Snapshot {
-        let mut s = Snapshot {
-            planned: self.planned as u64,
-            latencies: Latency::ALL.map(|_| Distribution::default()),
-            busy_ns: Vec::with_capacity(self.cores.len()),
-            ..Snapshot::default()
-        };
+        let mut s = Snapshot::default();
+        self.snapshot_into(&mut s);
+        s
+    }
+
+    /// The sum over the cores now, written over `s` (a reader that reads again and again
+    /// keeps its buffers: nothing is allocated but a failure reason's name the first time
+    /// `s` holds it).
+    pub fn snapshot_into(&self, s: &mut Snapshot) {
+        s.planned = self.planned as u64;
+        (s.sent, s.completed, s.failed, s.cancelled) = (0, 0, 0, 0);
+        (s.tokens_in, s.tokens_out) = (0, 0);
+        s.busy_ns.clear();
+        for (_, n) in s.reasons.iter_mut() {
+            *n = 0;
+        }
+        for d in s.latencies.iter_mut() {
+            d.buckets.clear();
+            d.buckets.resize(BUCKETS, 0);
+            (d.count, d.sum_ns) = (0, 0);
+        }
+        let mut add_reason =
+            |name: &str, n: u64| match s.reasons.iter_mut().find(|(r, _)| r == name) {
+                Some((_, count)) => *count += n,
+                None => s.reasons.push((name.to_string(), n)),
+            };
+        for c in self.cores.iter() {
+            for slot in &c.reasons {
+                if let Some(name) = slot.name.get() {
+                    add_reason(name, slot.count.load(Ordering::Relaxed));
+                }
+            }
+            let other = c.other_reasons.load(Ordering::Relaxed);
+            if other > 0 {
+                add_reason(OTHER_REASON, other);
+            }
+        }
         for c in self.cores.iter() {
             // Finished counts before sent: a request counted finished was counted sent
             // before it, so in flight never reads negative.
@@ -312,22 +343,6 @@ impl LiveRun {
             s.tokens_in += c.tokens_in.load(Ordering::Relaxed);
             s.tokens_out += c.tokens_out.load(Ordering::Relaxed);
             s.busy_ns.push(c.busy_ns.load(Ordering::Relaxed));
-            for slot in &c.reasons {
-                if let Some(name) = slot.name.get() {
-                    let n = slot.count.load(Ordering::Relaxed);
-                    match s.reasons.iter_mut().find(|(r, _)| r == &**name) {
-                        Some((_, count)) => *count += n,
-                        None => s.reasons.push((name.to_string(), n)),
-                    }
-                }
-            }
-            let other = c.other_reasons.load(Ordering::Relaxed);
-            if other > 0 {
-                match s.reasons.iter_mut().find(|(r, _)| r == OTHER_REASON) {
-                    Some((_, count)) => *count += other,
-                    None => s.reasons.push((OTHER_REASON.to_string(), other)),
-                }
-            }
             for (l, d) in Latency::ALL.iter().zip(s.latencies.iter_mut()) {
                 c.latency(*l).add_to(d);
             }
@@ -336,8 +351,9 @@ impl LiveRun {
             s.sent += c.sent.load(Ordering::Relaxed);
         }
         s.sent = s.sent.max(s.completed + s.failed + s.cancelled);
+        // A reason `s` held from another run's snapshot.
+        s.reasons.retain(|(_, n)| *n > 0);
         s.reasons.sort();
-        s
     }
 }
 
@@ -380,19 +396,39 @@ impl Distribution {
     /// The `q` quantile (0..=1) as the lower bound of its bucket: the true value truncated
     /// to two significant digits (`None` without observations).
     pub fn quantile_ns(&self, q: f64) -> Option<u64> {
-        let total: u64 = self.buckets.iter().sum();
+        self.quantiles_since(None, [q])[0]
+    }
+
+    /// The `qs` quantiles (each 0..=1, ascending) of the observations since `earlier` (a
+    /// snapshot of the same counters taken before; all of them without), as
+    /// [`Distribution::quantile_ns`] reads them: one pass over the buckets, nothing copied.
+    pub fn quantiles_since<const N: usize>(
+        &self,
+        earlier: Option<&Distribution>,
+        qs: [f64; N],
+    ) -> [Option<u64>; N] {
+        let count = |i: usize| {
+            let before = earlier.and_then(|e| e.buckets.get(i)).copied().unwrap_or(0);
+            self.buckets[i].saturating_sub(before)
+        };
+        let total: u64 = (0..self.buckets.len()).map(count).sum();
+        let mut out = [None; N];
         if total == 0 {
-            return None;
+            return out;
         }
-        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (i, &n) in self.buckets.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
-                return Some(lower_ns(i));
+        let ranks = qs.map(|q| ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1));
+        let (mut seen, mut next) = (0, 0);
+        for i in 0..self.buckets.len() {
+            seen += count(i);
+            while next < N && seen >= ranks[next] {
+                out[next] = Some(lower_ns(i));
+                next += 1;
+            }
+            if next == N {
+                break;
             }
         }
-        None
+        out
     }
 
     /// Observations at or below `le_ns`, which must be a bucket bound to be exact (the
@@ -508,6 +544,25 @@ mod tests {
         let window = ttft.since(before.latency(Latency::Ttft));
         assert_eq!(window.count, 1);
         assert_eq!(window.quantile_ns(0.5), Some(39_000_000));
+        // Read without the copy: the same figures.
+        let earlier = Some(before.latency(Latency::Ttft));
+        assert_eq!(
+            ttft.quantiles_since(earlier, [0.5, 0.99]),
+            [Some(39_000_000), Some(39_000_000)]
+        );
+        assert_eq!(
+            ttft.quantiles_since(None, [0.5, 0.99]),
+            [Some(19_000_000), Some(39_000_000)]
+        );
+        assert_eq!(
+            ttft.quantiles_since(Some(ttft), [0.5]),
+            [None],
+            "none since"
+        );
+        // A snapshot read over an older one is the fresh one.
+        let mut reused = before.clone();
+        run.snapshot_into(&mut reused);
+        assert_eq!(reused, s);
         assert_eq!(s.latency(Latency::Itl).count, 4);
         assert_eq!(s.latency(Latency::Itl).at_or_below(10_000_000), 2);
         assert_eq!(s.latency(Latency::Itl).at_or_below(11_000_000), 4);

@@ -6,10 +6,12 @@
 //! sweeps and repeated runs the runs done so far.
 //!
 //! Drawn with ratatui in an *inline* viewport on stdout (below the lines Python prints
-//! before a run), not the alternate screen, and without raw mode: the terminal's modes are
-//! never changed, so there is nothing to restore however the process ends (a second Ctrl-C
-//! exits at once from the signal handler; a panic; SIGKILL). Ctrl-C is still the terminal's
-//! SIGINT and is handled as without the dashboard (`modes::progress`). When the run ends the
+//! before a run), not the alternate screen, and without raw mode but for the moments the
+//! terminal is asked where its cursor is (`output::dashboard_terminal`, which keeps the
+//! signal keys on even then): the terminal's modes are otherwise never changed, so there is
+//! nothing to restore however the process ends (a second Ctrl-C exits at once from the
+//! signal handler; a panic; SIGKILL). Ctrl-C is always the terminal's SIGINT and is handled
+//! as without the dashboard (`modes::progress`). When the run ends the
 //! viewport is cleared and the cursor put at its top, so the block prints where the
 //! dashboard was, exactly as it prints without it.
 //!
@@ -24,17 +26,20 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ratatui::backend::CrosstermBackend;
-use ratatui::layout::{Constraint, Position};
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+use ratatui::layout::{Constraint, Position, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Table};
+use ratatui::widgets::{Block, Borders, Gauge, Paragraph};
 use ratatui::{Frame, Terminal, TerminalOptions, Viewport};
 
-use crate::engine::live::{Latency, LiveRun, Snapshot};
+use crate::engine::live::{Latency, Snapshot};
 use crate::engine::Progress;
+use crate::output::dashboard_terminal::DashboardBackend;
 use crate::output::live_metrics::RunLabels;
-use crate::output::stdio::{Console, TerminalOut};
+use crate::output::stdio::Console;
 use crate::server_metrics::{self, exposition::Scrape, LatestScrape};
 
 /// Narrower than this the dashboard does not fit: the bar is shown instead.
@@ -43,8 +48,8 @@ pub const MIN_WIDTH: u16 = 80;
 const DONE_ROWS: usize = 5;
 /// Lines the dashboard takes without its table of runs done.
 const BASE_HEIGHT: u16 = 18;
-/// How often it redraws.
-const TICK: Duration = Duration::from_millis(250);
+/// How often it reads the counters (three times a second); it redraws only what changed.
+const TICK: Duration = Duration::from_millis(333);
 /// The window of the windowed figures.
 pub const WINDOW: Duration = Duration::from_secs(10);
 
@@ -90,7 +95,7 @@ pub struct Dashboard {
     thread: Option<JoinHandle<()>>,
 }
 
-type Term = Terminal<CrosstermBackend<TerminalOut>>;
+type Term = Terminal<DashboardBackend>;
 
 impl Dashboard {
     /// Opens the dashboard on the console's terminal, or says why it cannot be. `scrapes`:
@@ -116,7 +121,7 @@ impl Dashboard {
             return Err(Unfit::Short(h));
         }
         let terminal = Terminal::with_options(
-            CrosstermBackend::new(out),
+            DashboardBackend::new(out),
             TerminalOptions {
                 viewport: Viewport::Inline(height),
             },
@@ -169,7 +174,10 @@ fn done_height(runs: usize) -> u16 {
     }
 }
 
-/// The dashboard thread: redraw every tick until told to finish, then clear.
+/// The dashboard thread: redraw every tick until told to finish, then clear. A tick reads
+/// the counters into the snapshot it keeps, rewrites the frame's text in place and draws it
+/// only when it changed; the server's and the GPUs' lines are
+/// rendered again only when a new scrape came.
 fn run(
     mut terminal: Term,
     progress: Progress,
@@ -180,38 +188,50 @@ fn run(
 ) {
     let live = progress.live();
     let started = Instant::now();
-    let runs_done = live_done();
+    let fixed = Fixed::new(&labels, &live_done(), gpu_height(&gpus));
     let mut history = History::default();
-    let top = loop {
+    let mut snapshot = Snapshot::default();
+    let (mut text, mut shown) = (FrameText::default(), None::<FrameText>);
+    let mut scrapes = Scrapes::new(server, gpus);
+    let mut layout = Rows::default();
+    let mut scratch = String::new();
+    let mut top = Position::ORIGIN;
+    loop {
         let finishing = done.load(Ordering::Relaxed);
         let now = Instant::now();
+        live.snapshot_into(&mut snapshot);
+        history.push(now, &snapshot);
         let view = View {
-            labels: &labels,
             time_bound: progress.time_bound(),
-            live: &live,
             elapsed: now - started,
             interrupted: stop.stop_requested(),
-            window: history.push(now, live.snapshot()),
-            runs_done: &runs_done,
-            server: server.as_ref().and_then(|s| s.get()),
-            gpu_rows: gpu_height(&gpus),
-            gpus: gpus.iter().filter_map(|g| g.get()).collect(),
+            now: &snapshot,
+            then: history.oldest(now),
         };
-        // The viewport's top on the screen (a completed frame's area is the whole screen).
-        let mut top = Position::ORIGIN;
-        let drawn = terminal.draw(|f| {
-            top = f.area().as_position();
-            view.draw(f);
-        });
-        if drawn.is_err() {
-            // Stdout is gone: nothing more to draw on.
-            return;
+        text.fill(&view, &mut scratch);
+        scrapes.refresh(&mut text);
+        // A resized terminal is redrawn with the next change (the gauge's seconds, at most
+        // a second later): asking its size every tick costs more than the frame.
+        if shown.as_ref() != Some(&text) {
+            let drawn = terminal.draw(|f| {
+                // The viewport's top on the screen (a completed frame's area is the screen).
+                top = f.area().as_position();
+                draw(f, &fixed, &text, &mut layout);
+            });
+            if drawn.is_err() {
+                // Stdout is gone: nothing more to draw on.
+                return;
+            }
+            match &mut shown {
+                Some(t) => t.clone_from(&text),
+                None => shown = Some(text.clone()),
+            }
         }
         if finishing {
-            break top;
+            break;
         }
         std::thread::sleep(TICK);
-    };
+    }
     let _ = terminal.clear();
     let _ = terminal.set_cursor_position(top);
     let _ = terminal.show_cursor();
@@ -223,14 +243,26 @@ struct History {
     samples: VecDeque<(Instant, Snapshot)>,
 }
 
-/// The newest snapshot and the oldest within the window.
-struct Window {
-    now: Snapshot,
-    then: Option<(Duration, Snapshot)>,
-}
-
 impl History {
-    fn push(&mut self, at: Instant, snap: Snapshot) -> Window {
+    /// Keeps `snap`, taken `at`, when the newest kept is a second old (copying it then
+    /// only); forgets those older than the window.
+    fn push(&mut self, at: Instant, snap: &Snapshot) {
+        let due = self
+            .samples
+            .back()
+            .is_none_or(|(t, _)| at.saturating_duration_since(*t) >= Duration::from_secs(1));
+        if due {
+            // The oldest one out of the window makes room for the new one.
+            let reused = match self.samples.front() {
+                Some((t, _)) if at.saturating_duration_since(*t) > WINDOW => {
+                    self.samples.pop_front()
+                }
+                _ => None,
+            };
+            let mut kept = reused.map(|(_, s)| s).unwrap_or_default();
+            kept.clone_from(snap);
+            self.samples.push_back((at, kept));
+        }
         while self
             .samples
             .front()
@@ -238,36 +270,353 @@ impl History {
         {
             self.samples.pop_front();
         }
-        let due = self
-            .samples
-            .back()
-            .is_none_or(|(t, _)| at.saturating_duration_since(*t) >= Duration::from_secs(1));
-        let then = self
-            .samples
-            .front()
-            .map(|(t, s)| (at.saturating_duration_since(*t), s.clone()));
-        if due {
-            self.samples.push_back((at, snap.clone()));
-        }
-        Window { now: snap, then }
     }
+
+    /// The oldest snapshot within the window before `at`, and how old it is.
+    fn oldest(&self, at: Instant) -> Option<(Duration, &Snapshot)> {
+        self.samples
+            .front()
+            .map(|(t, s)| (at.saturating_duration_since(*t), s))
+            .filter(|(age, _)| !age.is_zero())
+    }
+}
+
+/// What one tick reads.
+struct View<'a> {
+    /// The run's `--duration`, if any: the gauge then shows time.
+    time_bound: Option<Duration>,
+    elapsed: Duration,
+    interrupted: bool,
+    /// The counters now, and the oldest snapshot of the window with its age.
+    now: &'a Snapshot,
+    then: Option<(Duration, &'a Snapshot)>,
+}
+
+/// What a dashboard shows that does not change while it is open: its title, the height of
+/// its GPU line and the table of the runs done before this one.
+struct Fixed {
+    title: String,
+    gpu_rows: u16,
+    done: Vec<String>,
+}
+
+/// The latency table's columns (as wide as its figures need, one blank between).
+const LATENCY_COLUMNS: [usize; 5] = [8, 14, 10, 10, 10];
+/// The runs-done table's columns.
+const DONE_COLUMN: usize = 10;
+
+impl Fixed {
+    fn new(labels: &RunLabels, runs_done: &[(RunLabels, Snapshot)], gpu_rows: u16) -> Fixed {
+        let mut title = format!(" vllm-bench · {} · run {} ", labels.run, labels.point);
+        if !labels.shard.is_empty() {
+            title.push_str(&format!("· shard {} ", labels.shard));
+        }
+        let mut done = Vec::new();
+        if !runs_done.is_empty() {
+            let header = [
+                "Run done",
+                "completed",
+                "failed",
+                "cancelled",
+                "out tokens",
+                "TTFT p50",
+                "ITL p99",
+            ];
+            done.push(columns(header.iter().copied(), &[DONE_COLUMN; 6]));
+            let skip = runs_done.len().saturating_sub(DONE_ROWS);
+            for (l, s) in &runs_done[skip..] {
+                let [ttft] = s.latency(Latency::Ttft).quantiles_since(None, [0.5]);
+                let [itl] = s.latency(Latency::Itl).quantiles_since(None, [0.99]);
+                let cells = [
+                    l.point.clone(),
+                    s.completed.to_string(),
+                    s.failed.to_string(),
+                    s.cancelled.to_string(),
+                    s.tokens_out.to_string(),
+                    latency(ttft),
+                    latency(itl),
+                ];
+                done.push(columns(cells.iter().map(String::as_str), &[DONE_COLUMN; 6]));
+            }
+        }
+        Fixed {
+            title,
+            gpu_rows,
+            done,
+        }
+    }
+}
+
+/// `cells` in columns of `widths` (the last as wide as it is), one blank between, each cut
+/// to its width.
+fn columns<'c>(cells: impl Iterator<Item = &'c str>, widths: &[usize]) -> String {
+    let mut out = String::new();
+    for (k, cell) in cells.enumerate() {
+        match widths.get(k) {
+            Some(&w) => {
+                let cut: String = cell.chars().take(w).collect();
+                let _ = write!(out, "{cut:<w$} ");
+            }
+            None => out.push_str(cell),
+        }
+    }
+    out.trim_end().to_string()
+}
+
+/// The text of one frame. Each tick rewrites it in place (its strings keep their capacity),
+/// and a text equal to the one shown is not drawn again.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct FrameText {
+    ratio: f64,
+    gauge: String,
+    requests: [String; 2],
+    throughput: String,
+    /// The header, then TTFT, TPOT, ITL and E2EL.
+    latencies: [String; 5],
+    health: [String; 2],
+    server: String,
+    gpu: String,
+}
+
+impl FrameText {
+    fn fill(&mut self, v: &View<'_>, scratch: &mut String) {
+        let s = v.now;
+        let secs = v.elapsed.as_secs();
+        let g = &mut self.gauge;
+        g.clear();
+        self.ratio = match v.time_bound {
+            Some(bound) => {
+                let _ = write!(g, "{secs} s of {} s", bound.as_secs());
+                v.elapsed.as_secs_f64() / bound.as_secs_f64().max(1e-9)
+            }
+            None => {
+                let finished = s.completed + s.failed + s.cancelled;
+                let _ = write!(g, "{finished} of {} requests · {secs} s", s.planned);
+                finished as f64 / s.planned.max(1) as f64
+            }
+        }
+        .clamp(0.0, 1.0);
+        if v.interrupted {
+            g.push_str(" · stopping (Ctrl-C): requests in flight get the grace period");
+        }
+        let [requests, failed] = &mut self.requests;
+        requests.clear();
+        let _ = write!(
+            requests,
+            "Requests  planned {}  sent {}  completed {}  in flight {}  cancelled {}",
+            s.planned,
+            s.sent,
+            s.completed,
+            s.in_flight(),
+            s.cancelled
+        );
+        failed.clear();
+        let _ = write!(failed, "          failed {}", s.failed);
+        for (k, (reason, n)) in s.reasons.iter().enumerate() {
+            let _ = write!(failed, "{}{reason} {n}", if k == 0 { " (" } else { ", " });
+        }
+        if !s.reasons.is_empty() {
+            failed.push(')');
+        }
+        self.throughput.clear();
+        match v.then {
+            Some((dt, then)) if dt.as_secs_f64() >= 0.5 => {
+                let secs = dt.as_secs_f64();
+                let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
+                let _ = write!(
+                    self.throughput,
+                    "Last {:.0} s   {:.1} req/s completed   {:.1} output tok/s   {:.1} prompt tok/s",
+                    secs,
+                    rate(s.completed, then.completed),
+                    rate(s.tokens_out, then.tokens_out),
+                    rate(s.tokens_in, then.tokens_in),
+                );
+            }
+            _ => self.throughput.push_str("Last seconds   (measuring)"),
+        }
+        if self.latencies[0].is_empty() {
+            let header = ["Latency", "last 10 s p50", "p99", "run p50", "p99", "count"];
+            self.latencies[0] = columns(header.into_iter(), &LATENCY_COLUMNS);
+        }
+        let names = [
+            (Latency::Ttft, "TTFT"),
+            (Latency::Tpot, "TPOT"),
+            (Latency::Itl, "ITL"),
+            (Latency::E2el, "E2EL"),
+        ];
+        for ((l, name), out) in names.into_iter().zip(&mut self.latencies[1..]) {
+            let run = s.latency(l);
+            let [w50, w99] = run.quantiles_since(v.then.map(|t| t.1.latency(l)), [0.5, 0.99]);
+            let [r50, r99] = run.quantiles_since(None, [0.5, 0.99]);
+            out.clear();
+            let _ = write!(out, "{name:<8} ");
+            for (ns, w) in [w50, w99, r50, r99].into_iter().zip(&LATENCY_COLUMNS[1..]) {
+                scratch.clear();
+                write_latency(scratch, ns);
+                let _ = write!(out, "{scratch:<w$} ");
+            }
+            let _ = write!(out, "{}", run.count);
+        }
+        let lag = s.latency(Latency::DispatchLag);
+        let [recent] =
+            lag.quantiles_since(v.then.map(|t| t.1.latency(Latency::DispatchLag)), [0.99]);
+        let [whole] = lag.quantiles_since(None, [0.99]);
+        let [client, busy] = &mut self.health;
+        client.clear();
+        client.push_str("Client    dispatch lag p99 last 10 s ");
+        write_latency(client, recent);
+        client.push_str(", run ");
+        write_latency(client, whole);
+        busy.clear();
+        busy.push_str("          core busy");
+        for (k, now) in s.busy_ns.iter().enumerate() {
+            match v.then {
+                Some((dt, then)) if dt.as_secs_f64() >= 0.5 => {
+                    let b = then.busy_ns.get(k).copied().unwrap_or(0);
+                    let pct = now.saturating_sub(b) as f64 / dt.as_nanos() as f64 * 100.0;
+                    let _ = write!(busy, " {pct:.0}%");
+                }
+                _ => busy.push_str(" -"),
+            }
+        }
+    }
+}
+
+/// The server's and the GPU exporters' newest scrapes, and how many of each were rendered
+/// into the frame's lines.
+struct Scrapes {
+    server: Option<(Arc<LatestScrape>, u64)>,
+    gpus: Vec<(Arc<LatestScrape>, u64)>,
+}
+
+impl Scrapes {
+    fn new(server: Option<Arc<LatestScrape>>, gpus: Vec<Arc<LatestScrape>>) -> Scrapes {
+        // `u64::MAX`: not rendered yet.
+        Scrapes {
+            server: server.map(|s| (s, u64::MAX)),
+            gpus: gpus.into_iter().map(|g| (g, u64::MAX)).collect(),
+        }
+    }
+
+    /// Renders the server's and the GPUs' lines again when a new scrape came.
+    fn refresh(&mut self, text: &mut FrameText) {
+        match &mut self.server {
+            Some((latest, seen)) if latest.published() != *seen => {
+                *seen = latest.published();
+                text.server = match latest.get() {
+                    Some((first, last)) => format!("Server    {}", server_line(&first, &last)),
+                    None => "Server    not scraped (yet)".into(),
+                };
+            }
+            Some(_) => {}
+            None if text.server.is_empty() => text.server = "Server    not scraped (yet)".into(),
+            None => {}
+        }
+        let changed = self.gpus.iter().any(|(g, seen)| g.published() != *seen);
+        if changed || text.gpu.is_empty() {
+            for (g, seen) in &mut self.gpus {
+                *seen = g.published();
+            }
+            let scrapes: Vec<(Scrape, Scrape)> =
+                self.gpus.iter().filter_map(|(g, _)| g.get()).collect();
+            let line = gpu_line(&scrapes).unwrap_or_else(|| "not scraped (yet)".into());
+            text.gpu = format!("GPU       {line}");
+        }
+    }
+}
+
+/// The rows of the layout, solved once per area (the solver is most of a frame's cost).
+#[derive(Default)]
+struct Rows {
+    solved: Option<(Rect, u16, Rc<[Rect]>)>,
+}
+
+impl Rows {
+    fn of(&mut self, inner: Rect, gpu_rows: u16) -> Rc<[Rect]> {
+        match &self.solved {
+            Some((area, g, rows)) if *area == inner && *g == gpu_rows => rows.clone(),
+            _ => {
+                let rows = ratatui::layout::Layout::vertical([
+                    Constraint::Length(1), // gauge
+                    Constraint::Length(2), // requests
+                    Constraint::Length(1), // throughput
+                    Constraint::Length(6), // latency table
+                    Constraint::Length(2), // client health
+                    Constraint::Length(1), // server
+                    Constraint::Length(gpu_rows),
+                    Constraint::Min(0), // runs done
+                ])
+                .split(inner);
+                self.solved = Some((inner, gpu_rows, rows.clone()));
+                rows
+            }
+        }
+    }
+}
+
+/// Each of `l` a line, borrowed.
+fn lines(l: &[String]) -> Vec<Line<'_>> {
+    l.iter().map(|s| Line::from(s.as_str())).collect()
+}
+
+/// Draws `text` on the frame.
+fn draw(f: &mut Frame<'_>, fixed: &Fixed, text: &FrameText, layout: &mut Rows) {
+    let area = f.area();
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(fixed.title.as_str());
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let rows = layout.of(inner, fixed.gpu_rows);
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let gauge = Gauge::default()
+        .ratio(text.ratio)
+        .label(text.gauge.as_str())
+        .use_unicode(true);
+    f.render_widget(gauge, rows[0]);
+    f.render_widget(Paragraph::new(lines(&text.requests)), rows[1]);
+    f.render_widget(Paragraph::new(text.throughput.as_str()), rows[2]);
+    let mut latencies = lines(&text.latencies);
+    latencies[0] = Line::styled(text.latencies[0].as_str(), bold);
+    f.render_widget(Paragraph::new(latencies), rows[3]);
+    f.render_widget(Paragraph::new(lines(&text.health)), rows[4]);
+    f.render_widget(Paragraph::new(text.server.as_str()), rows[5]);
+    if fixed.gpu_rows > 0 {
+        f.render_widget(Paragraph::new(text.gpu.as_str()), rows[6]);
+    }
+    if let Some((header, done)) = fixed.done.split_first() {
+        let mut table = vec![Line::styled(header.as_str(), bold)];
+        table.extend(done.iter().map(|l| Line::from(l.as_str())));
+        let block = Block::default().borders(Borders::TOP).title(" Runs done ");
+        f.render_widget(Paragraph::new(table).block(block), rows[7]);
+    }
+    // The cursor stays visible, at the bottom of the dashboard: nothing to restore.
+    f.set_cursor_position(Position::new(area.x, area.bottom().saturating_sub(1)));
 }
 
 /// Two significant digits of a latency in ns (a bucket's lower bound has exactly two).
 pub fn latency(ns: Option<u64>) -> String {
+    let mut out = String::new();
+    write_latency(&mut out, ns);
+    out
+}
+
+/// [`latency`] written at the end of `out`.
+fn write_latency(out: &mut String, ns: Option<u64>) {
     let Some(ns) = ns else {
-        return "-".into();
+        out.push('-');
+        return;
     };
     let (v, unit) = match ns {
         n if n < 1_000_000 => (n as f64 / 1e3, "µs"),
         n if n < 1_000_000_000 => (n as f64 / 1e6, "ms"),
         n => (n as f64 / 1e9, "s"),
     };
-    if v < 10.0 {
-        format!("{v:.1} {unit}")
+    let _ = if v < 10.0 {
+        write!(out, "{v:.1} {unit}")
     } else {
-        format!("{v:.0} {unit}")
-    }
+        write!(out, "{v:.0} {unit}")
+    };
 }
 
 /// The server's figures from its scrapes: running, waiting and KV-cache use from the newest,
@@ -360,247 +709,6 @@ pub fn gpu_line(scrapes: &[(Scrape, Scrape)]) -> Option<String> {
     Some(parts.join("  "))
 }
 
-/// Everything one frame shows.
-struct View<'a> {
-    labels: &'a RunLabels,
-    /// The run's `--duration`, if any: the gauge then shows time.
-    time_bound: Option<Duration>,
-    live: &'a LiveRun,
-    elapsed: Duration,
-    interrupted: bool,
-    window: Window,
-    runs_done: &'a [(RunLabels, Snapshot)],
-    /// The server's first and newest scrape of the run, when scraped.
-    server: Option<(Scrape, Scrape)>,
-    /// Lines of the GPU figures (0 without `--gpu-telemetry`).
-    gpu_rows: u16,
-    /// Each GPU exporter's first and newest scrape (those scraped so far).
-    gpus: Vec<(Scrape, Scrape)>,
-}
-
-impl View<'_> {
-    fn draw(&self, f: &mut Frame<'_>) {
-        let area = f.area();
-        let s = &self.window.now;
-        let mut title = format!(
-            " vllm-bench · {} · run {} ",
-            self.labels.run, self.labels.point
-        );
-        if !self.labels.shard.is_empty() {
-            title.push_str(&format!("· shard {} ", self.labels.shard));
-        }
-        let block = Block::default().borders(Borders::ALL).title(title);
-        let inner = block.inner(area);
-        f.render_widget(block, area);
-        let rows = ratatui::layout::Layout::vertical([
-            Constraint::Length(1), // gauge
-            Constraint::Length(2), // requests
-            Constraint::Length(1), // throughput
-            Constraint::Length(6), // latency table
-            Constraint::Length(2), // client health
-            Constraint::Length(1), // server
-            Constraint::Length(self.gpu_rows),
-            Constraint::Min(0), // runs done
-        ])
-        .split(inner);
-        f.render_widget(self.gauge(s), rows[0]);
-        f.render_widget(Paragraph::new(self.requests(s)), rows[1]);
-        f.render_widget(Paragraph::new(self.throughput()), rows[2]);
-        f.render_widget(self.latencies(), rows[3]);
-        f.render_widget(Paragraph::new(self.health()), rows[4]);
-        f.render_widget(Paragraph::new(self.server()), rows[5]);
-        if self.gpu_rows > 0 {
-            let line = gpu_line(&self.gpus).unwrap_or_else(|| "not scraped (yet)".into());
-            f.render_widget(Paragraph::new(format!("GPU       {line}")), rows[6]);
-        }
-        if !self.runs_done.is_empty() {
-            f.render_widget(self.done_table(), rows[7]);
-        }
-        // The cursor stays visible, at the bottom of the dashboard: nothing to restore.
-        f.set_cursor_position(Position::new(area.x, area.bottom().saturating_sub(1)));
-    }
-
-    fn gauge(&self, s: &Snapshot) -> Gauge<'static> {
-        let secs = self.elapsed.as_secs();
-        let (ratio, label) = match self.time_bound {
-            Some(bound) => {
-                let b = bound.as_secs_f64().max(1e-9);
-                (
-                    (self.elapsed.as_secs_f64() / b).min(1.0),
-                    format!("{secs} s of {} s", bound.as_secs()),
-                )
-            }
-            None => {
-                let finished = s.completed + s.failed + s.cancelled;
-                (
-                    finished as f64 / (s.planned.max(1)) as f64,
-                    format!("{finished} of {} requests · {secs} s", s.planned),
-                )
-            }
-        };
-        let label = if self.interrupted {
-            format!("{label} · stopping (Ctrl-C): requests in flight get the grace period")
-        } else {
-            label
-        };
-        Gauge::default()
-            .ratio(ratio.clamp(0.0, 1.0))
-            .label(label)
-            .use_unicode(true)
-    }
-
-    fn requests(&self, s: &Snapshot) -> Vec<Line<'static>> {
-        let mut failed = format!("failed {}", s.failed);
-        if !s.reasons.is_empty() {
-            let reasons: Vec<String> = s.reasons.iter().map(|(r, n)| format!("{r} {n}")).collect();
-            failed.push_str(&format!(" ({})", reasons.join(", ")));
-        }
-        vec![
-            Line::from(format!(
-                "Requests  planned {}  sent {}  completed {}  in flight {}  cancelled {}",
-                s.planned,
-                s.sent,
-                s.completed,
-                s.in_flight(),
-                s.cancelled
-            )),
-            Line::from(format!("          {failed}")),
-        ]
-    }
-
-    fn throughput(&self) -> Line<'static> {
-        let w = &self.window;
-        match &w.then {
-            Some((dt, then)) if dt.as_secs_f64() >= 0.5 => {
-                let secs = dt.as_secs_f64();
-                let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / secs;
-                Line::from(format!(
-                    "Last {:.0} s   {:.1} req/s completed   {:.1} output tok/s   {:.1} prompt tok/s",
-                    secs,
-                    rate(w.now.completed, then.completed),
-                    rate(w.now.tokens_out, then.tokens_out),
-                    rate(w.now.tokens_in, then.tokens_in),
-                ))
-            }
-            _ => Line::from("Last seconds   (measuring)"),
-        }
-    }
-
-    fn latencies(&self) -> Table<'static> {
-        let w = &self.window;
-        let header = Row::new(vec![
-            Cell::from("Latency"),
-            Cell::from("last 10 s p50"),
-            Cell::from("p99"),
-            Cell::from("run p50"),
-            Cell::from("p99"),
-            Cell::from("count"),
-        ])
-        .style(Style::default().add_modifier(Modifier::BOLD));
-        let rows = [
-            (Latency::Ttft, "TTFT"),
-            (Latency::Tpot, "TPOT"),
-            (Latency::Itl, "ITL"),
-            (Latency::E2el, "E2EL"),
-        ]
-        .map(|(l, name)| {
-            let run = w.now.latency(l);
-            let recent = match &w.then {
-                Some((_, then)) => run.since(then.latency(l)),
-                None => run.clone(),
-            };
-            Row::new(vec![
-                Cell::from(name),
-                Cell::from(latency(recent.quantile_ns(0.5))),
-                Cell::from(latency(recent.quantile_ns(0.99))),
-                Cell::from(latency(run.quantile_ns(0.5))),
-                Cell::from(latency(run.quantile_ns(0.99))),
-                Cell::from(run.count.to_string()),
-            ])
-        });
-        Table::new(
-            rows,
-            [
-                Constraint::Length(8),
-                Constraint::Length(14),
-                Constraint::Length(10),
-                Constraint::Length(10),
-                Constraint::Length(10),
-                Constraint::Min(8),
-            ],
-        )
-        .header(header)
-    }
-
-    fn health(&self) -> Vec<Line<'static>> {
-        let w = &self.window;
-        let lag = w.now.latency(Latency::DispatchLag);
-        let recent_lag = match &w.then {
-            Some((_, then)) => lag.since(then.latency(Latency::DispatchLag)),
-            None => lag.clone(),
-        };
-        let busy: Vec<String> = match &w.then {
-            Some((dt, then)) if dt.as_secs_f64() >= 0.5 => w
-                .now
-                .busy_ns
-                .iter()
-                .zip(&then.busy_ns)
-                .map(|(a, b)| {
-                    let pct = a.saturating_sub(*b) as f64 / dt.as_nanos() as f64 * 100.0;
-                    format!("{pct:.0}%")
-                })
-                .collect(),
-            _ => vec!["-".into(); self.live.snapshot().busy_ns.len()],
-        };
-        vec![
-            Line::from(format!(
-                "Client    dispatch lag p99 last 10 s {}, run {}",
-                latency(recent_lag.quantile_ns(0.99)),
-                latency(lag.quantile_ns(0.99)),
-            )),
-            Line::from(format!("          core busy {}", busy.join(" "))),
-        ]
-    }
-
-    fn server(&self) -> Line<'static> {
-        match &self.server {
-            Some((first, last)) => Line::from(format!("Server    {}", server_line(first, last))),
-            None => Line::from("Server    not scraped (yet)"),
-        }
-    }
-
-    fn done_table(&self) -> Table<'static> {
-        let header = Row::new(vec![
-            "Run done",
-            "completed",
-            "failed",
-            "cancelled",
-            "out tokens",
-            "TTFT p50",
-            "ITL p99",
-        ])
-        .style(Style::default().add_modifier(Modifier::BOLD));
-        let skip = self.runs_done.len().saturating_sub(DONE_ROWS);
-        let rows: Vec<Row<'static>> = self.runs_done[skip..]
-            .iter()
-            .map(|(l, s)| {
-                Row::new(vec![
-                    l.point.clone(),
-                    s.completed.to_string(),
-                    s.failed.to_string(),
-                    s.cancelled.to_string(),
-                    s.tokens_out.to_string(),
-                    latency(s.latency(Latency::Ttft).quantile_ns(0.5)),
-                    latency(s.latency(Latency::Itl).quantile_ns(0.99)),
-                ])
-            })
-            .collect();
-        Table::new(rows, [Constraint::Length(10); 7])
-            .header(header)
-            .block(Block::default().borders(Borders::TOP).title(" Runs done "))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -686,45 +794,120 @@ mod tests {
         assert_eq!(gpu_line(&[]), None);
     }
 
-    #[test]
-    fn a_drawn_frame_shows_the_gpu_line() {
+    /// The frame of `view` with `gpus` on a 100-column test terminal, as text.
+    fn frame(
+        view: &View<'_>,
+        gpus: Option<&LatestScrape>,
+        runs_done: &[(RunLabels, Snapshot)],
+    ) -> String {
         use ratatui::backend::TestBackend;
-        let mut out = Vec::new();
-        crate::mock::dcgm::render(&mut out, 1, 0);
-        let gpu = crate::server_metrics::exposition::parse(std::str::from_utf8(&out).unwrap())
-            .expect("page");
-        let live = crate::engine::live::LiveRun::new(1, 10);
         let labels = RunLabels {
             run: "mock-model".into(),
             point: "0".into(),
             shard: String::new(),
         };
+        let gpu_rows = u16::from(gpus.is_some());
+        let fixed = Fixed::new(&labels, runs_done, gpu_rows);
+        let mut text = FrameText::default();
+        text.fill(view, &mut String::new());
+        let gpus: Vec<Arc<LatestScrape>> = gpus
+            .map(|g| {
+                let latest = Arc::new(LatestScrape::default());
+                if let Some((first, last)) = g.get() {
+                    latest.publish_for_test(&first);
+                    latest.publish_for_test(&last);
+                }
+                latest
+            })
+            .into_iter()
+            .collect();
+        Scrapes::new(None, gpus).refresh(&mut text);
+        let height = BASE_HEIGHT + gpu_rows + done_height(runs_done.len());
+        let mut terminal = ratatui::Terminal::new(TestBackend::new(100, height)).expect("terminal");
+        terminal
+            .draw(|f| draw(f, &fixed, &text, &mut Rows::default()))
+            .expect("drawn");
+        let buffer = terminal.backend().buffer();
+        let mut out = String::new();
+        for (k, c) in buffer.content().iter().enumerate() {
+            out.push_str(c.symbol());
+            if (k + 1) % 100 == 0 {
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_drawn_frame_shows_the_run_the_latencies_and_the_gpu_line() {
+        let mut out = Vec::new();
+        crate::mock::dcgm::render(&mut out, 1, 0);
+        let gpu = crate::server_metrics::exposition::parse(std::str::from_utf8(&out).unwrap())
+            .expect("page");
+        let latest = LatestScrape::default();
+        latest.publish_for_test(&gpu);
+        let live = crate::engine::live::LiveRun::new(1, 10);
+        live.core(0).sent();
+        live.core(0).completed(crate::engine::live::Finished {
+            prompt_tokens: 5,
+            output_tokens: 3,
+            ttft_ns: Some(12_340_000),
+            tpot_ns: Some(2_000_000),
+            e2el_ns: 30_000_000,
+            gaps: [2_000_000u64].into_iter(),
+        });
+        let now = live.snapshot();
         let view = View {
-            labels: &labels,
             time_bound: None,
-            live: &live,
             elapsed: Duration::from_secs(3),
             interrupted: false,
-            window: History::default().push(Instant::now(), live.snapshot()),
-            runs_done: &[],
-            server: None,
-            gpu_rows: 1,
-            gpus: vec![(gpu.clone(), gpu)],
+            now: &now,
+            then: None,
         };
-        let mut terminal =
-            ratatui::Terminal::new(TestBackend::new(100, BASE_HEIGHT + 1)).expect("terminal");
-        terminal.draw(|f| view.draw(f)).expect("drawn");
-        let text: String = terminal
-            .backend()
-            .buffer()
-            .content()
-            .iter()
-            .map(|c| c.symbol())
-            .collect();
-        assert!(
-            text.contains("GPU       1 GPU  power 100 W  utilisation 50.0%  energy 0.0 J this run"),
-            "{text}"
-        );
+        let done = [(
+            RunLabels {
+                run: "m".into(),
+                point: "sweep-point-long-name".into(),
+                shard: String::new(),
+            },
+            now.clone(),
+        )];
+        let text = frame(&view, Some(&latest), &done);
+        for line in [
+            "GPU       1 GPU  power 100 W  utilisation 50.0%  energy 0.0 J this run",
+            "1 of 10 requests · 3 s",
+            "Requests  planned 10  sent 1  completed 1  in flight 0  cancelled 0",
+            "Latency  last 10 s p50  p99        run p50    p99        count",
+            "TTFT     12 ms          12 ms      12 ms      12 ms      1",
+            "Server    not scraped (yet)",
+            "Run done   completed  failed     cancelled  out tokens TTFT p50   ITL p99",
+            "sweep-poin 1          0          0          3          12 ms      1.9 ms",
+        ] {
+            assert!(text.contains(line), "{line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_frame_is_rewritten_in_place_and_equal_when_nothing_changed() {
+        let live = crate::engine::live::LiveRun::new(2, 10);
+        let now = live.snapshot();
+        let view = |elapsed| View {
+            time_bound: None,
+            elapsed: Duration::from_secs(elapsed),
+            interrupted: false,
+            now: &now,
+            then: None,
+        };
+        let (mut a, mut b) = (FrameText::default(), FrameText::default());
+        let mut scratch = String::new();
+        a.fill(&view(3), &mut scratch);
+        b.fill(&view(3), &mut scratch);
+        assert_eq!(a, b);
+        assert_eq!(a.health[1], "          core busy - -");
+        let capacity = a.requests[0].capacity();
+        a.fill(&view(4), &mut scratch);
+        assert_ne!(a, b, "the elapsed seconds changed");
+        assert_eq!(a.requests[0].capacity(), capacity, "rewritten in place");
     }
 
     #[test]
@@ -735,15 +918,15 @@ mod tests {
             completed,
             ..Snapshot::default()
         };
-        assert!(h.push(t0, snap(0)).then.is_none());
-        let w = h.push(t0 + Duration::from_secs(5), snap(50));
+        let mut at = |secs: u64, completed| {
+            let t = t0 + Duration::from_secs(secs);
+            h.push(t, &snap(completed));
+            h.oldest(t).map(|(dt, s)| (dt.as_secs(), s.completed))
+        };
+        assert_eq!(at(0, 0), None);
+        assert_eq!(at(5, 50), Some((5, 0)));
         assert_eq!(
-            w.then.map(|(dt, s)| (dt.as_secs(), s.completed)),
-            Some((5, 0))
-        );
-        let w = h.push(t0 + Duration::from_secs(12), snap(120));
-        assert_eq!(
-            w.then.map(|(dt, s)| (dt.as_secs(), s.completed)),
+            at(12, 120),
             Some((7, 50)),
             "the sample 12 s old fell out of the window"
         );

@@ -297,6 +297,7 @@ mod tests {
             probes: Vec::new(),
             server_metrics: None,
             agentic: None,
+            gpu_telemetry: Vec::new(),
         }
     }
 

@@ -18,7 +18,8 @@ use crate::metrics::RequestOutput;
 use crate::output::facts::{EngineFacts, Lag, PartHealth};
 use crate::output::run_result::{Cancelled, MergedPart, MergedShards, Section, Shards};
 use crate::output::shard_file::{ShardFile, ShardFileError};
-use crate::server_metrics::ServerMetrics;
+use crate::server_metrics::exposition::Gpu;
+use crate::server_metrics::{Series, ServerMetrics};
 use crate::types::Backend;
 
 use super::run_facts::{MetricSettings, RequestFacts, RunFacts, ServerView};
@@ -269,8 +270,16 @@ fn union<'a>(
         server,
         shards: Shards::Whole,
         epoch_ns: shard_epochs(shards),
-        // Not saved in a shard file yet: a merge shows no GPU telemetry.
-        gpu: None,
+        gpu: one_per_exporter(
+            shards.iter().flat_map(|r| {
+                let k = r.section.shard;
+                r.gpu
+                    .iter()
+                    .enumerate()
+                    .map(move |(at, (url, s))| (k, at, url.as_str(), s))
+            }),
+            duration_s,
+        ),
         agentic: crate::metrics::agentic::AgenticFacts::union(
             shards.iter().filter_map(|r| r.section.agentic.as_ref()),
         ),
@@ -298,19 +307,22 @@ fn shard_epochs(shards: &[ShardFile]) -> Vec<u64> {
     epochs
 }
 
+/// How well scrapes taken at `t` (seconds on the shards' shared axis, from `--start-at`)
+/// cover the merged run, which runs from 0 to `duration`: the time of it they missed (before
+/// the first scrape, after the last), then the time they spent outside it (another shard's
+/// warm-up, say); the less the better. `None` without scrapes.
+fn coverage(t: &[f64], duration: f64) -> Option<(f64, f64)> {
+    let (first, last) = (*t.first()?, *t.last()?);
+    let missed = first.max(0.0) + (duration - last).max(0.0);
+    let outside = (-first).max(0.0) + (last - duration).max(0.0);
+    (missed.is_finite() && outside.is_finite()).then_some((missed, outside))
+}
+
 /// The shard whose server-metrics scrape the merged result shows (`None` when no shard has
-/// one). Its window is the times of its first and last scrape, on the shards' shared axis
-/// (seconds from `--start-at`); the merged window runs from 0 to `duration`. The rule: the
-/// least of the merged window missed, then the least time outside it (another shard's
-/// warm-up, say), then the lowest shard number.
+/// one): the one whose first endpoint's scrapes cover the merged run best ([`coverage`]),
+/// then the lowest shard number.
 pub fn server_metrics_shard(shards: &[ShardFile], duration: f64) -> Option<usize> {
-    let score = |m: &ServerMetrics| {
-        let t = &m.endpoints.first()?.figures.series.t;
-        let (first, last) = (*t.first()?, *t.last()?);
-        let missed = first.max(0.0) + (duration - last).max(0.0);
-        let outside = (-first).max(0.0) + (last - duration).max(0.0);
-        (missed.is_finite() && outside.is_finite()).then_some((missed, outside))
-    };
+    let score = |m: &ServerMetrics| coverage(&m.endpoints.first()?.figures.series.t, duration);
     shards
         .iter()
         .enumerate()
@@ -321,4 +333,122 @@ pub fn server_metrics_shard(shards: &[ShardFile], duration: f64) -> Option<usize
                 .then(shards[*i].section.shard.cmp(&shards[*j].section.shard))
         })
         .map(|(i, _)| i)
+}
+
+/// The GPU exporters' scrapes a merge computes its GPU section from, by the code a run uses
+/// (`RunFacts::result`): one series per exporter, whichever shards scraped it. `exporters`:
+/// each shard's, as (shard number, its place in that shard's `--gpu-telemetry` list, URL,
+/// scrapes).
+///
+/// Shards that name the same exporter scrape the same counters, so their series are not
+/// added up (that would count its GPUs and their energy once per shard), nor interleaved
+/// (each shard reads the counters on its own machine's clock, and one reading placed out
+/// of order looks like a counter that restarted). One shard's series is kept instead: the
+/// one whose scrapes cover the merged run best ([`coverage`], the rule of the server's
+/// block), then the lowest shard. Every shard takes its first scrape before it waits for
+/// `--start-at` and its last after its own last response, so the longest shard's series
+/// spans every shard's requests and its energy counter's increase is the energy of the
+/// whole run.
+///
+/// The same exporter is the same URL reporting the same GPU (host and index) at least
+/// once: one URL that reports other GPUs on each shard (`localhost:9400` on each node of a
+/// multi-node run, each exporter labelling its own `Hostname`) is one exporter per shard,
+/// and each is kept. Kept series are in `--gpu-telemetry` order, then by shard.
+pub fn one_per_exporter<'s>(
+    exporters: impl IntoIterator<Item = (usize, usize, &'s str, &'s Series)>,
+    duration: f64,
+) -> Vec<(&'s str, &'s Series)> {
+    let mut candidates: Vec<_> = exporters
+        .into_iter()
+        .filter_map(|(shard, at, url, s)| {
+            let gpus = crate::server_metrics::gpu::gpus_of(s);
+            let score = coverage(&s.t, duration)?;
+            (!gpus.is_empty()).then_some((score, shard, at, url, s, gpus))
+        })
+        .collect();
+    candidates.sort_by(|a, b| {
+        (a.0 .0.total_cmp(&b.0 .0))
+            .then(a.0 .1.total_cmp(&b.0 .1))
+            .then((a.1, a.2).cmp(&(b.1, b.2)))
+    });
+    type Kept<'s> = (usize, usize, &'s str, &'s Series, Vec<&'s Gpu>);
+    let mut kept: Vec<Kept<'s>> = Vec::new();
+    for (_, shard, at, url, s, gpus) in candidates {
+        let seen = kept
+            .iter()
+            .any(|k| k.2 == url && k.4.iter().any(|g| gpus.contains(g)));
+        if !seen {
+            kept.push((shard, at, url, s, gpus));
+        }
+    }
+    kept.sort_by_key(|k| (k.1, k.0));
+    kept.into_iter().map(|k| (k.2, k.3)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server_metrics::gpu::dcgm;
+
+    /// An exporter's scrapes at `t` of GPUs `gpus` on `host`, each one's energy counter
+    /// growing by `mj` a scrape.
+    fn scrapes(t: &[f64], host: &str, gpus: &[&str], mj: f64) -> Series {
+        let mut s = Series {
+            t: t.to_vec(),
+            ..Series::default()
+        };
+        for g in gpus {
+            let gpu = Gpu {
+                host: host.into(),
+                gpu: g.to_string(),
+            };
+            let values = (0..t.len()).map(|k| Some(k as f64 * mj)).collect();
+            s.per_gpu
+                .entry(dcgm::TOTAL_ENERGY_CONSUMPTION.into())
+                .or_default()
+                .insert(gpu, values);
+        }
+        s
+    }
+
+    #[test]
+    fn one_exporter_scraped_by_two_shards_is_the_series_covering_the_run() {
+        // Shard 0 ended at 2 s, shard 1 at 3 s (the merged run's end).
+        let short = scrapes(&[-1.0, 1.0, 2.1], "h", &["0", "1"], 1.0);
+        let long = scrapes(&[-1.0, 1.0, 2.0, 3.1], "h", &["0", "1"], 1.0);
+        let url = "http://dcgm:9400/metrics";
+        let kept = one_per_exporter([(0, 0, url, &short), (1, 0, url, &long)], 3.0);
+        assert_eq!(kept.len(), 1);
+        assert!(std::ptr::eq(kept[0].1, &long));
+        let t = crate::server_metrics::GpuTelemetry::of(kept, 10).unwrap();
+        assert_eq!(t.gpus.len(), 2, "each GPU once");
+        // 3 mJ each: the longest shard's counter increase.
+        assert_eq!(t.energy_j, Some(0.006));
+        // Both cover the run: the lower shard's.
+        let also = scrapes(&[-1.0, 1.0, 2.0, 3.1], "h", &["0", "1"], 2.0);
+        let kept = one_per_exporter([(1, 0, url, &long), (0, 0, url, &also)], 3.0);
+        assert_eq!(kept.len(), 1);
+        assert!(std::ptr::eq(kept[0].1, &also));
+    }
+
+    #[test]
+    fn other_exporters_and_one_url_on_other_hosts_are_each_kept() {
+        let t = [-1.0, 1.0, 2.0];
+        let (a, b) = (scrapes(&t, "a", &["0"], 1.0), scrapes(&t, "b", &["0"], 1.0));
+        let c = scrapes(&t, "a", &["0"], 1.0);
+        let local = "http://localhost:9400/metrics";
+        let other = "http://c:9400/metrics";
+        let kept = one_per_exporter(
+            [(1, 0, local, &b), (0, 0, local, &a), (0, 1, other, &c)],
+            2.0,
+        );
+        let urls: Vec<(&str, &str)> = kept
+            .iter()
+            .map(|(u, s)| (*u, crate::server_metrics::gpu::gpus_of(s)[0].host.as_str()))
+            .collect();
+        assert_eq!(urls, [(local, "a"), (local, "b"), (other, "a")]);
+        // An exporter that reported no GPU is none.
+        let empty = Series::default();
+        assert!(one_per_exporter([(0, 0, local, &empty)], 2.0).is_empty());
+    }
 }

@@ -563,7 +563,12 @@ fn run_result<'a>(
             from_shard: None,
         },
         shards: Shards::Whole,
-        gpu: Some(&measured.gpu_metrics).filter(|g| !g.endpoints.is_empty()),
+        gpu: measured
+            .gpu_metrics
+            .endpoints
+            .iter()
+            .map(|e| (e.url.as_str(), &e.figures.series))
+            .collect(),
         epoch_ns: measured
             .epoch_wall
             .duration_since(std::time::UNIX_EPOCH)

@@ -24,7 +24,7 @@ use crate::output::facts::{EngineFacts, Lag, PartHealth, PrefixCache};
 use crate::output::json::{RpsChangeEvent, RunInfo};
 use crate::output::request_export::{Outcome, RequestRow};
 use crate::output::run_result::{Adapters, Cancelled, RunResult, Section, Shards, Turns};
-use crate::server_metrics::ServerMetrics;
+use crate::server_metrics::{Series, ServerMetrics};
 
 use super::multi_turn::{per_turn, TurnRequest};
 
@@ -102,9 +102,10 @@ pub struct RunFacts<'a> {
     pub start: Section,
     pub server: ServerView<'a>,
     pub shards: Shards,
-    /// `--gpu-telemetry`: the DCGM exporters' scrapes over the run (`None` without). Its
-    /// figures need the run's output tokens, so they are computed with the result.
-    pub gpu: Option<&'a ServerMetrics>,
+    /// `--gpu-telemetry`: each DCGM exporter's URL and scrapes over the run (empty without;
+    /// a merge's: one series per exporter, `merged_facts::one_per_exporter`). Its figures
+    /// need the run's output tokens, so they are computed with the result.
+    pub gpu: Vec<(&'a str, &'a Series)>,
     /// The wall-clock time of the spans' zero, ns since the Unix epoch: one value for a run,
     /// or for a merge one per shard K (each shard's clock started at `--start-at` plus its
     /// own lateness, and its spans count from there); empty when unknown. The per-request
@@ -213,18 +214,11 @@ impl<'a> RunFacts<'a> {
                 json: sm::to_json(metrics),
             },
         };
-        let gpu = self.gpu.and_then(|g| {
-            let output_tokens = match &report.metrics {
-                TaskMetrics::Generation { metrics, .. } => metrics.total_output,
-                _ => 0,
-            };
-            crate::server_metrics::GpuTelemetry::of(
-                g.endpoints
-                    .iter()
-                    .map(|e| (e.url.as_str(), &e.figures.series)),
-                output_tokens,
-            )
-        });
+        let output_tokens = match &report.metrics {
+            TaskMetrics::Generation { metrics, .. } => metrics.total_output,
+            _ => 0,
+        };
+        let gpu = crate::server_metrics::GpuTelemetry::of(self.gpu.iter().copied(), output_tokens);
         let gpu_section = crate::output::gpu_telemetry::section(gpu.as_ref());
         let mut sections = vec![self.start, replicas, server, gpu_section];
         if let Some(a) = &self.agentic {

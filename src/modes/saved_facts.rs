@@ -11,7 +11,7 @@
 
 use crate::metrics::steady_state::SteadyStateParams;
 use crate::output::shard_file::{
-    Requests, Settings, ShardRequest, ShardSection, StartBlock, StartFacts, FORMAT,
+    GpuExporter, Requests, Settings, ShardRequest, ShardSection, StartBlock, StartFacts, FORMAT,
 };
 
 use super::run_facts::RunFacts;
@@ -132,6 +132,11 @@ pub fn save(facts: &RunFacts<'_>, place: ShardPlace) -> ShardSection {
         probes: facts.probes.clone(),
         server_metrics,
         agentic: facts.agentic.clone(),
+        gpu_telemetry: facts
+            .gpu
+            .iter()
+            .map(|(url, s)| GpuExporter::save(url, s))
+            .collect(),
     }
 }
 
@@ -153,7 +158,8 @@ mod tests {
     use crate::output::run_result::Shards;
     use crate::output::shard_file::CoreStartFacts;
     use crate::output::stdio::Console;
-    use crate::server_metrics::{EndpointMetrics, Figures, ServerMetrics};
+    use crate::server_metrics::gpu::dcgm;
+    use crate::server_metrics::{EndpointMetrics, Figures, Series, ServerMetrics};
 
     use super::super::run_facts::{MetricSettings, RequestFacts, ServerView};
 
@@ -205,13 +211,59 @@ mod tests {
         }
     }
 
+    /// A DCGM exporter's scrapes of two GPUs: power, utilisation and the energy counter,
+    /// one reading missing and one not a number.
+    fn gpu_scrapes() -> Series {
+        let mut s = Series {
+            t: vec![-0.25, 0.5, 1.0, 1.5, 1.875],
+            ..Series::default()
+        };
+        for (g, base) in [("0", 1e6), ("1", 2e6)] {
+            let gpu = crate::server_metrics::exposition::Gpu {
+                host: "node".into(),
+                gpu: g.into(),
+            };
+            let mut set = |name: &str, values: Vec<Option<f64>>| {
+                s.per_gpu
+                    .entry(name.into())
+                    .or_default()
+                    .insert(gpu.clone(), values);
+            };
+            set(
+                dcgm::TOTAL_ENERGY_CONSUMPTION,
+                vec![
+                    Some(base),
+                    Some(base + 3e4),
+                    None,
+                    Some(base + 9e4),
+                    Some(base + 1.1e5),
+                ],
+            );
+            set(
+                dcgm::POWER_USAGE,
+                vec![
+                    Some(90.0),
+                    Some(110.5),
+                    Some(f64::NAN),
+                    Some(130.25),
+                    Some(95.0),
+                ],
+            );
+            set(
+                dcgm::GPU_UTIL,
+                vec![Some(0.0), Some(40.0), Some(60.0), Some(70.0), Some(0.0)],
+            );
+        }
+        s
+    }
+
     /// One run's facts with every feature a shard can have: LoRA adapters, audio, turns,
     /// replicas, probes, a ramp-up, cancellation, goodput with TTFO, the steady state, the
-    /// engine and client health, a trace's prefix cache, a start at `--start-at` and the
-    /// server's scrape.
+    /// engine and client health, a trace's prefix cache, a start at `--start-at`, the
+    /// server's scrape and a GPU exporter's.
     fn facts<'a>(
         outputs: &'a [RequestOutput],
-        server: &'a ServerMetrics,
+        (server, gpu): (&'a ServerMetrics, &'a Series),
         count: crate::metrics::calculator::CountTokens<'a>,
         start: &StartBlock,
     ) -> RunFacts<'a> {
@@ -318,7 +370,7 @@ mod tests {
             },
             shards: Shards::Whole,
             epoch_ns: Vec::new(),
-            gpu: None,
+            gpu: vec![("http://gpu-node:9400/metrics", gpu)],
             agentic: Some(agentic()),
         }
     }
@@ -407,6 +459,8 @@ mod tests {
     fn a_saved_run_merged_alone_reports_every_key_of_the_run() {
         let outputs: Vec<RequestOutput> = (0..N).map(output).collect();
         let server = scrape();
+        let gpu = gpu_scrapes();
+        let scrapes = (&server, &gpu);
         let count = |text: &str| text.split(' ').count();
         let start = StartBlock {
             late_ms: 0.0,
@@ -418,7 +472,7 @@ mod tests {
                 ready_ms: -1990.0,
             }],
         };
-        let run = facts(&outputs, &server, &count, &start).result();
+        let run = facts(&outputs, scrapes, &count, &start).result();
         let run_doc: Value =
             serde_json::from_str(&run.document().unwrap().to_json_string()).unwrap();
         for key in [
@@ -437,6 +491,7 @@ mod tests {
             "vllm_bench_start",
             "vllm_bench_server_metrics",
             "vllm_bench_agentic",
+            "vllm_bench_gpu_telemetry",
         ] {
             assert!(
                 run_doc.get(key).is_some_and(|v| !v.is_null()),
@@ -453,7 +508,7 @@ mod tests {
             scheduled: outputs.iter().map(|o| o.start_time).collect(),
             planned: N + 3,
             max_concurrency: Some(4),
-            steady_state: facts(&outputs, &server, &count, &start)
+            steady_state: facts(&outputs, scrapes, &count, &start)
                 .settings
                 .steady_state,
             histograms: vec![crate::output::shard_file::encode_core(
@@ -462,7 +517,7 @@ mod tests {
             start: None,
             start_block: Some(start.clone()),
         };
-        let section = save(&facts(&outputs, &server, &count, &start), place);
+        let section = save(&facts(&outputs, scrapes, &count, &start), place);
         let dir = std::env::temp_dir().join(format!("vllm-bench-saved-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();

@@ -98,6 +98,82 @@ pub struct ShardSection {
     /// computes the agentic section again (absent for other datasets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agentic: Option<crate::metrics::agentic::AgenticFacts>,
+    /// `--gpu-telemetry`: each DCGM exporter's scrapes, from which the merge computes the
+    /// GPU section again (empty without the flag, and in files written before it was saved).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_telemetry: Vec<GpuExporter>,
+}
+
+/// One `--gpu-telemetry` exporter's scrapes as a shard saves them: what the GPU figures are
+/// computed from (`server_metrics::GpuTelemetry::of`), so that a merge computes them as the
+/// shard did. Only the DCGM families the figures read are kept (`gpu::dcgm::READ`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuExporter {
+    /// The exporter's URL, redacted as the result key shows it.
+    pub url: String,
+    /// When each scrape was taken, seconds from the shard's start (the shards' shared axis
+    /// with `--start-at`): the first before the run, the last after it.
+    pub t_s: Vec<f64>,
+    /// Per family and GPU, its value at each scrape (`null`: that scrape lacked it, or it
+    /// was not a finite number).
+    pub series: Vec<GpuValues>,
+}
+
+/// One DCGM family's values for one GPU, one per scrape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuValues {
+    pub name: String,
+    /// The exporter's `Hostname` label (empty when it gives none) and `gpu` label.
+    pub hostname: String,
+    pub gpu: String,
+    pub values: Vec<Option<f64>>,
+}
+
+impl GpuExporter {
+    /// What a shard saves of the exporter at `url` whose scrapes are `s`.
+    pub fn save(url: &str, s: &crate::server_metrics::Series) -> GpuExporter {
+        let read = crate::server_metrics::gpu::dcgm::READ;
+        let series = read
+            .iter()
+            .filter_map(|name| Some((*name, s.per_gpu.get(*name)?)))
+            .flat_map(|(name, gpus)| {
+                gpus.iter().map(move |(gpu, values)| GpuValues {
+                    name: name.to_string(),
+                    hostname: gpu.host.clone(),
+                    gpu: gpu.gpu.clone(),
+                    values: values.iter().map(|v| v.filter(|v| v.is_finite())).collect(),
+                })
+            })
+            .collect();
+        GpuExporter {
+            url: crate::safe_text::redact_url(url).into_owned(),
+            t_s: s.t.clone(),
+            series,
+        }
+    }
+
+    /// The scrapes back as the figures read them; `None` unless every series has one value
+    /// per scrape.
+    fn scrapes(&self) -> Option<crate::server_metrics::Series> {
+        let mut s = crate::server_metrics::Series {
+            t: self.t_s.clone(),
+            ..Default::default()
+        };
+        for v in &self.series {
+            if v.values.len() != self.t_s.len() {
+                return None;
+            }
+            let gpu = crate::server_metrics::exposition::Gpu {
+                host: v.hostname.clone(),
+                gpu: v.gpu.clone(),
+            };
+            s.per_gpu
+                .entry(v.name.clone())
+                .or_default()
+                .insert(gpu, v.values.clone());
+        }
+        Some(s)
+    }
 }
 
 /// How a shard started on the axis of `--start-at`, and what it knows of its clock: what
@@ -627,6 +703,11 @@ pub enum ShardFileError {
         path: String,
         error: crate::output::server_metrics::ReadError,
     },
+    #[error(
+        "{path}: the GPU telemetry of {url} has not one value per scrape; it is written by \
+         vllm-bench, so the file was edited or cut"
+    )]
+    GpuTelemetry { path: String, url: String },
 }
 
 /// One shard's result file, read and checked on its own: its saved facts (the rest of the
@@ -636,6 +717,9 @@ pub struct ShardFile {
     pub section: ShardSection,
     /// Its scrape of the server's `/metrics` (`None`: off, unanswered, or an older file).
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// `--gpu-telemetry`: each exporter's URL and scrapes, in the shard's order (empty
+    /// without).
+    pub gpu: Vec<(String, crate::server_metrics::Series)>,
 }
 
 /// A result document as the merge reads it: its shard section and nothing else (the other
@@ -716,10 +800,22 @@ impl ShardFile {
                 error,
             })?
             .flatten();
+        let gpu = section
+            .gpu_telemetry
+            .iter()
+            .map(|e| match e.scrapes() {
+                Some(s) => Ok((e.url.clone(), s)),
+                None => Err(ShardFileError::GpuTelemetry {
+                    path: name.clone(),
+                    url: e.url.clone(),
+                }),
+            })
+            .collect::<Result<_, _>>()?;
         Ok(ShardFile {
             path: name,
             section,
             server_metrics,
+            gpu,
         })
     }
 

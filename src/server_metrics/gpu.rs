@@ -34,6 +34,19 @@ pub mod dcgm {
     pub const SM_CLOCK: &str = "DCGM_FI_DEV_SM_CLOCK";
     /// Temperature, °C.
     pub const GPU_TEMP: &str = "DCGM_FI_DEV_GPU_TEMP";
+    /// Every family the figures read: what a shard file keeps of an exporter's scrapes
+    /// (`output::shard_file::GpuExporter`), so that a merge computes the same figures.
+    pub const READ: [&str; 7] = [
+        POWER_USAGE,
+        TOTAL_ENERGY_CONSUMPTION,
+        GPU_UTIL,
+        FB_USED,
+        FB_FREE,
+        SM_CLOCK,
+        GPU_TEMP,
+    ];
+    /// The families whose series name a GPU (the others only describe one named here).
+    pub const NAMING: [&str; 4] = [POWER_USAGE, TOTAL_ENERGY_CONSUMPTION, GPU_UTIL, FB_USED];
 }
 
 /// Where a GPU's energy figure comes from.
@@ -126,16 +139,21 @@ pub struct ExporterSeries {
     pub util_percent: Vec<(Gpu, Vec<Option<f64>>)>,
 }
 
-/// The readings taken during the run: all but the first scrape (before it) and the last
-/// (after it), as the server's gauges are read; `None` without any.
-fn reading(values: &[Option<f64>]) -> Option<Reading> {
-    let during = values.get(1..values.len().saturating_sub(1))?;
-    let seen: Vec<f64> = during
+/// The readings of `values` that are finite numbers (one that is not is no reading: a saved
+/// series holds it as missing).
+fn finite(values: &[Option<f64>]) -> Vec<f64> {
+    values
         .iter()
         .flatten()
         .copied()
         .filter(|v| v.is_finite())
-        .collect();
+        .collect()
+}
+
+/// The readings taken during the run: all but the first scrape (before it) and the last
+/// (after it), as the server's gauges are read; `None` without any.
+fn reading(values: &[Option<f64>]) -> Option<Reading> {
+    let seen = finite(values.get(1..values.len().saturating_sub(1))?);
     if seen.is_empty() {
         return None;
     }
@@ -149,7 +167,7 @@ fn reading(values: &[Option<f64>]) -> Option<Reading> {
 /// The counter's increase from its first to its last reading; `None` with fewer than two
 /// or when it went down (the driver reloaded: the counter restarted).
 fn increase(values: &[Option<f64>]) -> Option<f64> {
-    let seen: Vec<f64> = values.iter().flatten().copied().collect();
+    let seen = finite(values);
     if seen.len() < 2 || seen.windows(2).any(|w| w[1] < w[0]) {
         return None;
     }
@@ -167,6 +185,18 @@ fn integrate(t: &[f64], power: &[Option<f64>]) -> Option<f64> {
     joules
 }
 
+/// The GPUs an exporter's scrapes name (by host and index), in order.
+pub fn gpus_of(s: &Series) -> Vec<&Gpu> {
+    let mut devices: Vec<&Gpu> = dcgm::NAMING
+        .iter()
+        .filter_map(|n| s.per_gpu.get(*n))
+        .flat_map(BTreeMap::keys)
+        .collect();
+    devices.sort();
+    devices.dedup();
+    devices
+}
+
 impl GpuTelemetry {
     /// The telemetry of `exporters` (each one's URL and scrape series; those without a DCGM
     /// series are left out) for a run that produced `output_tokens`. `None` when no
@@ -180,14 +210,7 @@ impl GpuTelemetry {
         let (mut start, mut end) = (f64::INFINITY, f64::NEG_INFINITY);
         for (url, s) in exporters {
             let of = |name: &str| s.per_gpu.get(name);
-            let empty = BTreeMap::new();
-            let mut devices: Vec<&Gpu> = [dcgm::POWER_USAGE, dcgm::TOTAL_ENERGY_CONSUMPTION]
-                .iter()
-                .chain(&[dcgm::GPU_UTIL, dcgm::FB_USED])
-                .flat_map(|n| of(n).unwrap_or(&empty).keys())
-                .collect();
-            devices.sort();
-            devices.dedup();
+            let devices = gpus_of(s);
             if devices.is_empty() {
                 continue;
             }

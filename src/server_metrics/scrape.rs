@@ -162,20 +162,38 @@ impl Options {
 /// that shows the server as the run goes (the dashboard). Written by the scrape thread once
 /// per interval, read by the viewer: a lock, off the engine's cores.
 #[derive(Debug, Default)]
-pub struct LatestScrape(std::sync::Mutex<(Option<Scrape>, Option<Scrape>)>);
+pub struct LatestScrape {
+    scrapes: std::sync::Mutex<(Option<Scrape>, Option<Scrape>)>,
+    /// Scrapes published so far: a viewer reads (copies) them again only when it grew.
+    published: std::sync::atomic::AtomicU64,
+}
 
 impl LatestScrape {
     fn publish(&self, s: &Scrape) {
-        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.scrapes.lock().unwrap_or_else(|p| p.into_inner());
         if g.0.is_none() {
             g.0 = Some(s.clone());
         }
         g.1 = Some(s.clone());
+        self.published
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// [`LatestScrape::publish`], for a viewer's tests.
+    #[cfg(test)]
+    pub fn publish_for_test(&self, s: &Scrape) {
+        self.publish(s);
+    }
+
+    /// How many scrapes were published: a new one is newer than what was read at a lower
+    /// count.
+    pub fn published(&self) -> u64 {
+        self.published.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The first scrape and the newest (`None` before the first answered).
     pub fn get(&self) -> Option<(Scrape, Scrape)> {
-        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.scrapes.lock().unwrap_or_else(|p| p.into_inner());
         g.0.clone().zip(g.1.clone())
     }
 }
@@ -209,6 +227,19 @@ pub struct Scraper {
     workers: Vec<Worker>,
     timeout: Duration,
     latest: Option<Arc<LatestScrape>>,
+    /// The sources whose scrapes are published apart (`Options::published`: the GPU
+    /// exporters), named as such in the notes.
+    exporters: Vec<usize>,
+}
+
+/// How a note names what an endpoint that gave nothing leaves out: a GPU exporter's
+/// (`exporter`) or the server's figures.
+fn no_figures(exporter: bool, url: &str, why: &dyn std::fmt::Display, hint: &str) -> String {
+    if exporter {
+        format!("gpu telemetry: {url}: {why}; this run has no GPU figures from it")
+    } else {
+        format!("server metrics: {url}: {why}; this run has no server figures from it{hint}")
+    }
 }
 
 /// One scrape thread, as the caller holds it.
@@ -332,10 +363,9 @@ impl Scraper {
                 unnamed += 1;
                 continue;
             }
-            notes.push(format!(
-                "server metrics: {url}: {error}; this run has no server figures from it \
-                 (--no-server-metrics turns scraping off)"
-            ));
+            let exporter = opts.published.iter().any(|(k, _)| *k == i);
+            let hint = " (--no-server-metrics turns scraping off)";
+            notes.push(no_figures(exporter, &url, &error, hint));
         }
         if unnamed > 0 {
             notes.push(format!(
@@ -348,6 +378,7 @@ impl Scraper {
             workers,
             timeout: opts.timeout,
             latest: opts.latest.clone(),
+            exporters: opts.published.iter().map(|(k, _)| *k).collect(),
         };
         (scraper, notes)
     }
@@ -402,9 +433,8 @@ impl Scraper {
                     self.timeout
                 ),
             };
-            out.notes.push(format!(
-                "server metrics: {url}: {why}; this run has no server figures from it"
-            ));
+            let exporter = self.exporters.contains(&i);
+            out.notes.push(no_figures(exporter, &url, &why, ""));
         }
         out
     }
