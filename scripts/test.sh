@@ -10,4 +10,7 @@ cd "$(dirname "$0")/.."
 scripts/fetch-fixtures.sh >/dev/null || echo "test.sh: fixtures not fetched; the tests that need them will say so" >&2
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-cargo test --locked
+# Four test threads on two cores: the tests mostly wait on mock servers' timelines (the
+# `tests` binary used about half of two cores with two threads); those that measure time
+# take `util::serial()`. CONTRIBUTING.md has the figures.
+cargo test --locked -- --test-threads=4

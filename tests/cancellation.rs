@@ -117,6 +117,42 @@ fn a_share_of_requests_is_cancelled_and_the_mock_sees_each_connection_close() {
     );
 }
 
+/// The run's last request, cancelled: its connection ends at the cancel, not when the
+/// engine's runtime next turns (after the run, with the mock long done writing its answer
+/// into an open socket). Two requests one after the other, the first answered and the
+/// second cancelled (a seed whose draw says so), so the cancel is the last thing the run does.
+#[test]
+fn the_last_request_cancelled_closes_its_connection_at_once() {
+    let server = slow_mock(false);
+    let seed = (0..1000u64)
+        .find(|&s| {
+            let c = Cancellations::draw(50.0, Duration::ZERO, s, 2);
+            !c.is_chosen(0) && c.is_chosen(1)
+        })
+        .expect("a seed that cancels the second request only");
+    let (_, doc) = run(
+        &server,
+        &[
+            "--num-prompts",
+            "2",
+            "--max-concurrency",
+            "1",
+            "--seed",
+            &seed.to_string(),
+            "--request-cancellation-rate",
+            "50",
+            "--request-cancellation-delay",
+            "0",
+        ],
+    );
+    assert_eq!(accounted(&doc, 2), (1, 1));
+    assert_eq!(
+        closes_seen(&server, 1),
+        1,
+        "the cancelled request's connection was closed mid-response"
+    );
+}
+
 #[test]
 fn a_response_that_ends_before_the_delay_is_a_normal_completion() {
     let server = mock(|_| {});

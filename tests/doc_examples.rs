@@ -48,6 +48,12 @@ use crate::util::TempDir;
 /// Longest one documented command may take (debug build, two shared cores).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// Blocks run at once. A command mostly waits on the mock's timeline (its first token at
+/// 20 ms, then one every 5 ms): the commands' CPU time is about a quarter of their time
+/// (2026-12-04, load average 6 to 10, debug build: 505 s summed, about 120 s of CPU), so
+/// four at a time use about one core where two at a time used half of one.
+const PARALLEL_BLOCKS: usize = 4;
+
 /// What the doc says a command does.
 #[derive(Debug, Clone, PartialEq)]
 enum Expect {
@@ -355,6 +361,8 @@ exec "$DOC_BIN" "${args[@]}"
 /// What one run left behind.
 struct Outcome {
     code: Option<i32>,
+    /// From the start to the exit (or the kill).
+    took: Duration,
     stdout: String,
     stderr: String,
 }
@@ -370,6 +378,7 @@ fn run(mut cmd: Command, dir: &Path) -> Outcome {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    let started = Instant::now();
     let mut child = cmd.spawn().expect("spawn a documented command");
     let drain = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
@@ -394,6 +403,7 @@ fn run(mut cmd: Command, dir: &Path) -> Outcome {
     };
     Outcome {
         code,
+        took: started.elapsed(),
         stdout: out.join().expect("stdout reader"),
         stderr: err.join().expect("stderr reader"),
     }
@@ -420,8 +430,16 @@ fn judge(expect: &Expect, outcome: &Outcome) -> Option<String> {
     }
 }
 
-/// Runs one block in a fresh directory; its failures.
-fn run_block(block: &Block, mock_url: &str) -> Vec<String> {
+/// What one block's run left: its failures, and how long each command (or the whole
+/// script) took.
+#[derive(Default)]
+struct BlockRun {
+    failures: Vec<String>,
+    took: Vec<(Duration, String)>,
+}
+
+/// Runs one block in a fresh directory.
+fn run_block(block: &Block, mock_url: &str) -> BlockRun {
     let dir = TempDir::new("doc-example");
     write_fixtures(dir.path());
     // The root of a clone: the samples the repository ships are where the docs say.
@@ -462,26 +480,28 @@ fn run_block(block: &Block, mock_url: &str) -> Vec<String> {
             .env("DOC_BIN", bin)
             .env("DOC_MOCK_URL", mock_url);
         let outcome = run(cmd, dir.path());
-        return judge(&Expect::Success, &outcome)
-            .map(|why| report("the whole block", why, &outcome))
-            .into_iter()
-            .collect();
+        return BlockRun {
+            failures: judge(&Expect::Success, &outcome)
+                .map(|why| report("the whole block", why, &outcome))
+                .into_iter()
+                .collect(),
+            took: vec![(outcome.took, format!("{} (script)", block.origin))],
+        };
     }
-    let mut failures = Vec::new();
+    let mut done = BlockRun::default();
     for c in &block.commands {
         let args = rewrite(&c.args, mock_url);
         let mut cmd = Command::new(bin);
         cmd.args(&args).envs(c.env.iter().map(|(k, v)| (k, v)));
         let outcome = run(cmd, dir.path());
+        let shown = format!("vllm-bench {}", c.args.join(" "));
         if let Some(why) = judge(&c.expect, &outcome) {
-            failures.push(report(
-                &format!("vllm-bench {}", c.args.join(" ")),
-                why,
-                &outcome,
-            ));
+            done.failures.push(report(&shown, why, &outcome));
         }
+        done.took
+            .push((outcome.took, format!("{}: {shown}", block.origin)));
     }
-    failures
+    done
 }
 
 /// A WAV file: 16-bit PCM, mono, 16 kHz, `samples` samples of a quiet saw wave.
@@ -635,7 +655,7 @@ fn all_blocks() -> Vec<Block> {
 }
 
 /// Every documented command runs as documented: exit 0, or the error line the doc shows.
-/// Two blocks at a time (a 2-core machine), each in its own directory.
+/// [`PARALLEL_BLOCKS`] blocks at a time, each in its own directory.
 #[test]
 fn every_documented_command_runs_as_documented() {
     let blocks = all_blocks();
@@ -661,19 +681,34 @@ fn every_documented_command_runs_as_documented() {
     let url = mock.base_url();
     let started = Instant::now();
     let queue = Mutex::new(blocks.iter().collect::<VecDeque<_>>());
-    let failures = Mutex::new(Vec::new());
+    let done = Mutex::new(BlockRun::default());
     std::thread::scope(|s| {
-        for _ in 0..2 {
+        for _ in 0..PARALLEL_BLOCKS {
             s.spawn(|| loop {
                 let Some(block) = queue.lock().unwrap().pop_front() else {
                     break;
                 };
-                let f = run_block(block, &url);
-                failures.lock().unwrap().extend(f);
+                let run = run_block(block, &url);
+                let mut done = done.lock().unwrap();
+                done.failures.extend(run.failures);
+                done.took.extend(run.took);
             });
         }
     });
-    let failures = failures.into_inner().unwrap();
+    let BlockRun {
+        failures,
+        took: mut slowest,
+    } = done.into_inner().unwrap();
+    // Where the time goes, for whoever makes an example cheaper.
+    slowest.sort_by_key(|(took, _)| std::cmp::Reverse(*took));
+    let summed: Duration = slowest.iter().map(|(d, _)| *d).sum();
+    println!(
+        "commands' time summed: {:.1} s; the slowest:",
+        summed.as_secs_f64()
+    );
+    for (d, what) in slowest.iter().take(15) {
+        println!("{:>6.2} s  {what}", d.as_secs_f64());
+    }
     println!(
         "{commands} documented commands in {} blocks ({} needing the Hub, {} expected errors): \
          {} failed, {:.1} s",

@@ -42,7 +42,7 @@ fn smollm2() -> String {
 /// what the mock received and what the client saved, not the prompts' text, and it loads in
 /// a tenth of the CPU time SmolLM2's (49,152 ids) takes, in every run.
 fn small_tokenizer() -> String {
-    path_arg(fixture("golden/python-0.33/tok"))
+    path_arg(fixture(crate::util::SMALL_TOKENIZER))
 }
 
 fn path_arg(p: PathBuf) -> String {
@@ -1183,7 +1183,7 @@ fn golden_check(scenario: &str, flags: &[&str], tokens_per_chunk: usize) {
         c.token_interval = Duration::from_millis(5);
     });
     let dir = TempDir::new("golden");
-    let tok = path_arg(fixture("golden/python-0.33/tok"));
+    let tok = path_arg(fixture(crate::util::SMALL_TOKENIZER));
     let url = server.base_url();
     let mut args = vec![
         "--base-url",

@@ -1,7 +1,8 @@
-//! `--export-requests FILE`: every format read back (Parquet with the parquet crate, CSV and
-//! JSON lines by hand; pyarrow too where installed) has one row per planned request, and its
-//! values are the result's per-request lists (`--save-detailed`); a merge exports the union
-//! of its shards; a bad target or format is refused before anything is sent.
+//! `--export-requests FILE`: every format read back (Parquet with the parquet crate and with
+//! pyarrow, which `.ci/run` installs; CSV and JSON lines by hand) has one row per planned
+//! request, and its values are the result's per-request lists (`--save-detailed`); a merge
+//! exports the union of its shards; a bad target or format is refused before anything is
+//! sent.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -289,7 +290,8 @@ fn every_format_reads_back_as_the_results_per_request_lists() {
     }
 }
 
-/// Where pyarrow is installed, it reads the Parquet file too (optional: skipped without).
+/// pyarrow reads the Parquet file too: a second, independent reader (`.ci/run` installs it;
+/// elsewhere a `SKIP:` line without it, through `util::skip_or_fail`).
 fn pyarrow_agrees(path: &Path, rows: usize) {
     if path.extension().and_then(|e| e.to_str()) != Some("parquet") {
         return;
@@ -301,12 +303,21 @@ fn pyarrow_agrees(path: &Path, rows: usize) {
         ])
         .arg(path)
         .output();
-    match out {
-        Ok(o) if o.status.success() => {
-            assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), rows.to_string());
-        }
-        _ => eprintln!("SKIP: pyarrow not installed; the parquet crate read the file"),
+    let what = "pyarrow (the second Parquet reader)";
+    let o = match out {
+        Ok(o) => o,
+        Err(e) => return crate::util::skip_or_fail(what, &format!("cannot run python3: {e}")),
+    };
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if stderr.contains("No module named 'pyarrow'") {
+        return crate::util::skip_or_fail(what, "python3 has no pyarrow (pip install pyarrow)");
     }
+    // Installed: it must read the file, and find every row.
+    assert!(
+        o.status.success(),
+        "pyarrow could not read the file:\n{stderr}"
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), rows.to_string());
 }
 
 #[test]

@@ -240,7 +240,7 @@ fn write_trace(dir: &TempDir) -> String {
 /// is the accounting and the failure reasons, not the prompts' text, and this one loads in a
 /// tenth of the CPU time SmolLM2's (49,152) takes: a load in each of the 97 cells.
 fn tokenizer() -> String {
-    fixture("golden/python-0.33/tok")
+    fixture(crate::util::SMALL_TOKENIZER)
         .to_str()
         .expect("utf-8 path")
         .to_string()

@@ -398,11 +398,13 @@ impl Worker {
         let result = match outcome {
             Outcome::Done(result) => result,
             cut => {
-                // The exchange was dropped mid-response: its connection is closed (for a
-                // cancel, that close is the point) and neither it nor the buffers (which a
-                // cancelled read may still have lent to the kernel) are reused; the next
-                // request opens a new connection.
-                self.conn = None;
+                // The exchange was dropped mid-response: its connection is ended now (for a
+                // cancel, that close is the point; `Connection::abort`) and neither it nor
+                // the buffers (which a cancelled read may still have lent to the kernel) are
+                // reused; the next request opens a new connection.
+                if let Some(conn) = self.conn.take() {
+                    conn.abort();
+                }
                 self.bufs = self.bufs.renewed();
                 match cut {
                     // Cut at the time bound: cancelled, like a cancel on purpose.

@@ -395,6 +395,19 @@ impl Connection {
         }
     }
 
+    /// Ends the connection now, from a cut exchange (a cancel, a timeout, a stop): the peer
+    /// sees it end at once, a FIN and then a reset at its next write, as after a close. The
+    /// descriptor itself is closed when the connection is dropped, through the ring, once the
+    /// cut read's cancellation has completed: the core's next turn, which after a run's last
+    /// exchange is the next run (the engine's runtime idles between runs), so the peer would
+    /// meanwhile write a whole answer into an open socket. `shutdown` on the descriptor the
+    /// connection still owns never touches another socket.
+    pub fn abort(self) {
+        // SAFETY: `fd` is the open socket owned by `self.transport`, alive until the end of
+        // this call; `shutdown` neither frees nor reuses it.
+        unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
+    }
+
     /// Plain TCP, not TLS.
     pub fn is_plain(&self) -> bool {
         matches!(self.transport, Transport::Plain(_))
