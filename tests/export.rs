@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::e2e::mock;
-use crate::util::{mock_random_args, vllm_bench, TempDir};
+use crate::util::{mock_random_args, run_in_process, vllm_bench, TempDir};
 
 /// One cell as read back: null, a number or text.
 #[derive(Debug, Clone, PartialEq)]
@@ -240,6 +240,7 @@ fn assert_rows_are_the_result(table: &Table, doc: &Value, planned: usize) {
 
 fn run_with_export(url: &str, dir: &TempDir, file: &str, extra: &[&str]) -> Value {
     let base = mock_random_args(url);
+    let target = dir.path().join(file).display().to_string();
     let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
     args.extend([
         "--num-prompts",
@@ -256,14 +257,14 @@ fn run_with_export(url: &str, dir: &TempDir, file: &str, extra: &[&str]) -> Valu
         "--result-filename",
         "r.json",
         "--export-requests",
-        file,
+        &target,
     ]);
     args.extend(extra);
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(
         run.stderr
-            .contains(&format!("Exported 40 requests to {file}")),
+            .contains(&format!("Exported 40 requests to {target}")),
         "{}",
         run.stderr
     );
@@ -325,28 +326,30 @@ fn a_bad_format_or_target_is_refused_before_anything_is_sent() {
     let dir = TempDir::new("export-refused");
     let server = mock(|_| {});
     let base = mock_random_args(&server.base_url());
+    let at = |file: &str| dir.path().join(file).display().to_string();
     for (file, says) in [
-        ("r.json", "--export-requests r.json: the format is taken from the extension: use .parquet, .csv or .jsonl"),
-        ("missing/r.csv", "--export-requests missing/r.csv: missing is not a directory"),
-        (".", "--export-requests .: the format is taken from the extension"),
+        (at("r.json"), format!("--export-requests {}: the format is taken from the extension: use .parquet, .csv or .jsonl", at("r.json"))),
+        (at("missing/r.csv"), format!("--export-requests {}: {} is not a directory", at("missing/r.csv"), at("missing"))),
+        (dir.arg().to_string(), format!("--export-requests {}: the format is taken from the extension", dir.arg())),
     ] {
         let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
-        args.extend(["--num-prompts", "3", "--disable-tqdm", "--export-requests", file]);
-        let run = vllm_bench(&args, dir.path());
+        args.extend(["--num-prompts", "3", "--disable-tqdm", "--export-requests", &file]);
+        let run = run_in_process(&args);
         assert_eq!(run.code, 2, "{file}: {}", run.stderr);
-        assert!(run.stderr.contains(says), "{file}: {}", run.stderr);
+        assert!(run.stderr.contains(&says), "{file}: {}", run.stderr);
         assert_eq!(run.stderr.trim().lines().count(), 1, "one line: {}", run.stderr);
     }
     std::fs::create_dir(dir.path().join("d.csv")).unwrap();
+    let d_csv = at("d.csv");
     let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
     args.extend([
         "--num-prompts",
         "3",
         "--disable-tqdm",
         "--export-requests",
-        "d.csv",
+        &d_csv,
     ]);
-    let run = vllm_bench(&args, dir.path());
+    let run = run_in_process(&args);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("not a regular file"), "{}", run.stderr);
     assert!(server.request_log().is_empty(), "nothing was sent");
@@ -383,18 +386,18 @@ fn a_merge_exports_the_union_of_its_shards() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         vllm_bench(&args, dir.path())
     });
-    let run = vllm_bench(
-        &[
-            "merge",
-            "s0.json",
-            "s1.json",
-            "--result-filename",
-            "m.json",
-            "--export-requests",
-            "m.parquet",
-        ],
-        dir.path(),
-    );
+    let at = |file: &str| dir.path().join(file).display().to_string();
+    let run = run_in_process(&[
+        "merge",
+        &at("s0.json"),
+        &at("s1.json"),
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "m.json",
+        "--export-requests",
+        &at("m.parquet"),
+    ]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let merged = read_table(&dir.path().join("m.parquet"));
     let doc = crate::shards::read_json(&dir.path().join("m.json"));
@@ -419,10 +422,13 @@ fn a_merge_exports_the_union_of_its_shards() {
         }
     }
     // A merge checks its export's target before reading anything.
-    let run = vllm_bench(
-        &["merge", "s0.json", "s1.json", "--export-requests", "m.txt"],
-        dir.path(),
-    );
+    let run = run_in_process(&[
+        "merge",
+        &at("s0.json"),
+        &at("s1.json"),
+        "--export-requests",
+        &at("m.txt"),
+    ]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr.contains(".parquet, .csv or .jsonl"),

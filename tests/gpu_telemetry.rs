@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::e2e::mock;
-use crate::util::{mock_random_args, vllm_bench, TempDir};
+use crate::util::{mock_random_args, run_in_process, TempDir};
 
 /// A mock that also speaks as a DCGM exporter for `gpus` GPUs (50 mJ per generated token
 /// each), streaming a token every 5 ms.
@@ -60,8 +60,14 @@ fn a_dcgm_exporter_gives_the_exact_energy_per_output_token() {
     let exporter = format!("{url}/metrics");
     let base = dcgm_args(&url, &exporter);
     let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
-    args.extend(["--result-filename", "r.json", "--plot-timeline"]);
-    let run = vllm_bench(&args, dir.path());
+    args.extend([
+        "--result-dir",
+        dir.arg(),
+        "--result-filename",
+        "r.json",
+        "--plot-timeline",
+    ]);
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let doc = crate::shards::read_json(&dir.path().join("r.json"));
     let tokens = doc["total_output_tokens"].as_u64().unwrap();
@@ -113,7 +119,6 @@ fn a_dcgm_exporter_gives_the_exact_energy_per_output_token() {
 
 #[test]
 fn gpu_telemetry_needs_the_scrape_and_a_url() {
-    let dir = TempDir::new("gpu-telemetry-refused");
     let server = mock(|_| {});
     let base = mock_random_args(&server.base_url());
     for (extra, says) in [
@@ -133,7 +138,7 @@ fn gpu_telemetry_needs_the_scrape_and_a_url() {
         let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
         args.extend(["--num-prompts", "2", "--disable-tqdm"]);
         args.extend(extra);
-        let run = vllm_bench(&args, dir.path());
+        let run = run_in_process(&args);
         assert_eq!(run.code, 2, "{}", run.stderr);
         assert!(run.stderr.contains(says), "{}", run.stderr);
     }
@@ -149,7 +154,7 @@ fn an_unreachable_exporter_is_one_note_and_no_gpu_section() {
     let base = dcgm_args(&server.base_url(), &exporter);
     let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
     args.extend(["--result-dir", dir.arg(), "--result-filename", "r.json"]);
-    let run = crate::util::run_in_process(&args);
+    let run = run_in_process(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let note = format!("gpu telemetry: {exporter}: ");
     assert_eq!(run.stderr.matches(&note).count(), 1, "{}", run.stderr);
