@@ -74,9 +74,15 @@ fn closes_seen(server: &MockServer, n: u64) -> u64 {
 fn a_share_of_requests_is_cancelled_and_the_mock_sees_each_connection_close() {
     let server = slow_mock(false);
     let n = 100u64;
+    // The mock sees a close only at a write after the client's reset: 40 tokens keep each
+    // response writing for 0.6 s after its first token. With the default 4, a mock thread
+    // starved for 45 ms on a busy machine wrote a whole cancelled response in one write,
+    // before the reset came back, and counted it complete (30 closes for 32 cancels in CI).
     let (stdout, doc) = run(
         &server,
         &[
+            "--random-output-len",
+            "40",
             "--num-prompts",
             "100",
             "--max-concurrency",
