@@ -5,7 +5,6 @@ pub mod agentic;
 pub mod agentic_replay;
 pub mod benchmark;
 pub mod compare;
-pub mod dashboard;
 pub mod dataset;
 pub mod live_board;
 pub mod lora;

@@ -28,7 +28,6 @@ use crate::output::request_export::RequestExport;
 use crate::output::result_files::derived;
 use crate::output::run_result::{Cancelled, RunResult, Shards};
 
-use super::dashboard::Dashboard;
 use super::outcome::nothing_ran;
 use super::plan::Plan;
 use super::prepare::Prepared;
@@ -37,6 +36,7 @@ use super::progress::Watcher;
 use super::run_dataset::RunDataset;
 use super::run_facts::{MetricSettings, RequestFacts, RunFacts, ServerView};
 use super::share::Share;
+use crate::output::dashboard::Dashboard;
 
 /// What one measured run varies; everything else is the plan's.
 #[derive(Debug, Clone, Copy, PartialEq)]

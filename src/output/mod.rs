@@ -10,6 +10,7 @@
 pub mod agentic;
 pub mod compare;
 pub mod console;
+pub mod dashboard;
 pub mod dashboard_terminal;
 pub mod extras;
 pub mod facts;
