@@ -7,14 +7,13 @@
 //! The watcher thread sleeps on the handle between bar redraws, so it stops the engine the
 //! moment the request comes, not at its next redraw.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::engine::Progress;
 use crate::output::progress_bar::{Bar, TICK};
 use crate::output::stdio::Console;
+use crate::runtime::helper_thread::HelperThread;
 use crate::runtime::stop_handle::StopHandle;
 
 /// The notice printed when a run is stopped.
@@ -23,8 +22,7 @@ const NOTICE: &str = "Interrupted: no new requests are sent; requests in flight 
 
 /// Watches a running engine from a helper thread: draws the bar, forwards Ctrl-C.
 pub struct Watcher {
-    done: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: HelperThread,
 }
 
 impl Watcher {
@@ -36,10 +34,8 @@ impl Watcher {
         console: Console,
         stop: StopHandle,
     ) -> Watcher {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
         let show_bar = show_bar && console.stderr_is_terminal();
-        let thread = std::thread::spawn(move || {
+        let thread = HelperThread::spawn("progress", move |flag| {
             let bar = Bar::new(&progress, show_bar);
             let started = Instant::now();
             let mut stopped = false;
@@ -55,18 +51,13 @@ impl Watcher {
             }
             bar.tick(&progress, started.elapsed());
             bar.finish();
-        });
-        Watcher {
-            done,
-            thread: Some(thread),
-        }
+        })
+        .expect("start the progress watcher thread");
+        Watcher { thread }
     }
 
     /// Stops the watcher once the run returned.
-    pub fn finish(mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn finish(self) {
+        self.thread.finish();
     }
 }

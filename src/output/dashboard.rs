@@ -19,11 +19,11 @@
 //! significant digits and are shown with two; rates over a window of a few seconds with one
 //! decimal.
 
+use crate::runtime::helper_thread::HelperThread;
 use crate::runtime::stop_handle::StopHandle;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use std::fmt::Write as _;
@@ -91,8 +91,7 @@ pub fn locale_is_utf8(var: impl Fn(&str) -> Option<String>) -> bool {
 
 /// A drawn dashboard; [`Dashboard::finish`] clears it.
 pub struct Dashboard {
-    done: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: HelperThread,
 }
 
 type Term = Terminal<DashboardBackend>;
@@ -127,33 +126,16 @@ impl Dashboard {
             },
         )
         .map_err(|e| Unfit::Cursor(e.to_string()))?;
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
-        let thread = std::thread::Builder::new()
-            .name("dashboard".into())
-            .spawn(move || run(terminal, progress, labels, scrapes, &stop, &flag))
-            .map_err(|e| Unfit::Cursor(e.to_string()))?;
-        Ok(Dashboard {
-            done,
-            thread: Some(thread),
+        let thread = HelperThread::spawn("dashboard", move |done| {
+            run(terminal, progress, labels, scrapes, &stop, done)
         })
+        .map_err(|e| Unfit::Cursor(e.to_string()))?;
+        Ok(Dashboard { thread })
     }
 
     /// Ends the dashboard once the run returned: a last frame, then the viewport cleared.
-    pub fn finish(mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn finish(self) {
+        self.thread.finish();
     }
 }
 
