@@ -105,7 +105,7 @@ with open(f"{work}/same.jsonl", "w") as f:
 
 common = [
     "--backend", "openai-chat", "--host", "127.0.0.1", "--port", env["AO_PORT"],
-    "--model", "mock-model", "--tokenizer", f"{env['AO_ROOT']}/tests/fixtures/tokenizers/smollm2",
+    "--model", "mock-model", "--tokenizer", f"{env.get('VLLM_BENCH_CACHE', os.path.expanduser('~/.cache/vllm-bench'))}/fixtures/tokenizers/smollm2",
     "--ignore-eos", "--no-server-metrics", "--duration", duration, "--seed", "0",
     "--save-result", "--result-dir", work,
 ]

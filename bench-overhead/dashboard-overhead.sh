@@ -26,7 +26,7 @@ run() {
     local done="$work/$tag.done"
     local cmd=(/usr/bin/time -f "%U %S" -o "$work/$tag.time" taskset -c 1 "$bin/vllm-bench"
         --backend openai --host 127.0.0.1 --port "$port" --model mock-model
-        --tokenizer "$root/tests/fixtures/tokenizers/smollm2" --dataset-name random
+        --tokenizer "${VLLM_BENCH_CACHE:-$HOME/.cache/vllm-bench}/fixtures/tokenizers/smollm2" --dataset-name random
         --random-input-len 32 --random-output-len "$tokens" --ignore-eos --num-prompts "$n"
         --max-concurrency "$streams" --seed 0 --ui "$ui" --save-result --result-dir "$work"
         --result-filename "$tag.json")

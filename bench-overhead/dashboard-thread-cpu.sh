@@ -31,7 +31,7 @@ cpu_ns() { cut -d' ' -f1 "$1"; }
 
 for round in $(seq "$rounds"); do
     cmd=("$bin/vllm-bench" --backend openai --host 127.0.0.1 --port "$port" --model mock-model
-        --tokenizer "$root/tests/fixtures/tokenizers/smollm2" --dataset-name random
+        --tokenizer "${VLLM_BENCH_CACHE:-$HOME/.cache/vllm-bench}/fixtures/tokenizers/smollm2" --dataset-name random
         --random-input-len 32 --random-output-len 100 --ignore-eos --num-prompts 100000
         --max-concurrency 100 --seed 0 --ui dashboard
         --gpu-telemetry "http://127.0.0.1:$port/metrics")

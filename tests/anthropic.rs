@@ -258,7 +258,7 @@ fn llama_cpp_serves_anthropic_messages_streams() {
         return;
     };
     let dir = TempDir::new("anthropic-llama");
-    let tokenizer = crate::util::fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let out = run_in_process(&[
         "--base-url",
         &llama.url,

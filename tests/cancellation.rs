@@ -260,7 +260,7 @@ fn cancellation_flags_out_of_range_are_refused_in_one_line() {
 /// A llama.cpp run of `n` prompts with `extra` flags: its result document.
 fn llama_run(llama: &crate::util::ToolServer, n: &str, extra: &[&str]) -> Map<String, Value> {
     let dir = TempDir::new("cancellation-llama");
-    let tokenizer = crate::util::fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let mut args = vec![
         "--base-url",
         &llama.url,

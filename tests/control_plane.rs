@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use vllm_bench::mock::{MockConfig, MockServer};
 
-use crate::util::{fixture, run_in_process, Run};
+use crate::util::{run_in_process, Run};
 
 /// A server that accepts connections and never answers, until dropped.
 struct Silent {
@@ -54,7 +54,7 @@ impl Drop for Silent {
 }
 
 fn tokenizer() -> String {
-    let t = fixture("tokenizers/smollm2");
+    let t = crate::util::smollm2();
     t.to_str().expect("utf-8 path").to_string()
 }
 

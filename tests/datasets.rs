@@ -21,9 +21,9 @@ use vllm_bench::tokenizer::{
 
 use crate::util::{fetched, sonnet, QWEN3};
 
-/// `tests/fixtures/tokenizers/smollm2/<rel>`.
+/// `<rel>` in the fetched SmolLM2 tokenizer directory (`util::smollm2`).
 fn smollm2_file(rel: &str) -> PathBuf {
-    crate::util::fixture("tokenizers/smollm2").join(rel)
+    crate::util::smollm2().join(rel)
 }
 
 /// Options that never touch the network or the user's HF cache.
@@ -54,7 +54,7 @@ pub(crate) fn qwen3() -> Option<&'static Tokenizer> {
 /// The SmolLM2 fixture tokenizer, loaded once (as [`qwen3`]).
 pub(crate) fn smollm2() -> &'static Tokenizer {
     static TOK: OnceLock<Tokenizer> = OnceLock::new();
-    TOK.get_or_init(|| load(&crate::util::fixture("tokenizers/smollm2")))
+    TOK.get_or_init(|| load(&crate::util::smollm2()))
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -284,15 +284,14 @@ fn unsupported_modes_are_refused_when_loading() {
         (TokenizerMode::Slow, "slow"),
         (TokenizerMode::Mistral, "mistral"),
     ] {
-        let opts = offline(crate::util::fixture("tokenizers/smollm2").to_str().unwrap()).mode(mode);
+        let opts = offline(crate::util::smollm2().to_str().unwrap()).mode(mode);
         let err = Tokenizer::load(&opts).unwrap_err().to_string();
         assert!(
             err.contains(&format!("--tokenizer-mode {word} is not supported")),
             "{err}"
         );
     }
-    let opts = offline(crate::util::fixture("tokenizers/smollm2").to_str().unwrap())
-        .mode(TokenizerMode::Hf);
+    let opts = offline(crate::util::smollm2().to_str().unwrap()).mode(TokenizerMode::Hf);
     assert!(Tokenizer::load(&opts).is_ok());
 }
 
@@ -305,11 +304,7 @@ fn hub_ids_resolve_from_the_local_cache_only() {
     std::fs::create_dir_all(repo.join("refs")).unwrap();
     std::fs::write(repo.join("refs/main"), "0123abcd\n").unwrap();
     for f in ["tokenizer.json", "tokenizer_config.json"] {
-        std::fs::copy(
-            crate::util::fixture("tokenizers/smollm2").join(f),
-            snap.join(f),
-        )
-        .unwrap();
+        std::fs::copy(crate::util::smollm2().join(f), snap.join(f)).unwrap();
     }
     let mut opts = TokenizerOptions::new("HuggingFaceTB/SmolLM2-135M-Instruct");
     opts.offline = true;
@@ -497,7 +492,7 @@ fn server_fallback_only_when_nothing_local_exists() {
     assert!(note.unwrap().contains("using the server's /tokenize"));
 
     let (tok, note) = Tokenizer::load_or_server(
-        &offline(crate::util::fixture("tokenizers/smollm2").to_str().unwrap()),
+        &offline(crate::util::smollm2().to_str().unwrap()),
         endpoint.clone(),
     )
     .unwrap();

@@ -35,7 +35,7 @@ pub(crate) fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
 }
 
 fn smollm2() -> String {
-    path_arg(fixture("tokenizers/smollm2"))
+    path_arg(crate::util::smollm2())
 }
 
 /// The tokenizer of [`base_args`]: the goldens' byte-level BPE (4,096 ids). Those runs check

@@ -13,7 +13,7 @@ use parquet::schema::parser::parse_message_type;
 use serde_json::Value;
 
 use crate::e2e::mock;
-use crate::util::{fixture, vllm_bench_env, TempDir};
+use crate::util::{vllm_bench_env, TempDir};
 
 /// A parquet file of UTF-8 string columns.
 fn write_parquet(path: &Path, columns: &[(&str, Vec<String>)]) {
@@ -54,7 +54,7 @@ fn questions(n: usize) -> Vec<String> {
 }
 
 fn run(dir: &TempDir, hf_home: &Path, extra: &[&str]) -> crate::util::Run {
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let mut args = vec![
         "--model",
         "mock-model",

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::util::{fixture, run_in_process, vllm_bench_env, vllm_bench_via, Run, TempDir};
+use crate::util::{run_in_process, vllm_bench_env, vllm_bench_via, Run, TempDir};
 
 /// A run that needs no server: the configuration is refused first.
 pub(crate) fn base() -> Vec<String> {
@@ -24,7 +24,7 @@ pub(crate) fn base() -> Vec<String> {
 /// The embedded mock with the SmolLM2 tokenizer, for refusals that come after the
 /// configuration (a dataset file's content, the OS limits).
 pub(crate) fn mock() -> Vec<String> {
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     [
         "--mock-server",
         "--model",

@@ -32,7 +32,7 @@ struct Signalled {
 }
 
 fn smollm2() -> String {
-    fixture("tokenizers/smollm2")
+    crate::util::smollm2()
         .to_str()
         .expect("utf-8 path")
         .to_string()

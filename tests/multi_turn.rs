@@ -381,7 +381,7 @@ fn scale(args: &mut [String], flag: &str, value: &str) {
 
 fn run_example(args: &[String], extra: &[&str]) -> String {
     let dir = TempDir::new("seed-multi-turn");
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
     all.extend(["--tokenizer", tokenizer.to_str().unwrap(), "--disable-tqdm"]);
     // Saved results (--save-result in the examples) go to the test's directory.

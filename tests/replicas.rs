@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::{LoggedRequest, MockServer};
 
 use crate::e2e::mock;
-use crate::util::{fixture, free_port, run_in_process, Run, TempDir};
+use crate::util::{free_port, run_in_process, Run, TempDir};
 
 const CHAT: &str = "/v1/chat/completions";
 const COMPLETIONS: &str = "/v1/completions";
@@ -22,7 +22,7 @@ fn logging_bodies() -> MockServer {
 /// `--base-url` for each of `servers`, the mock model, the local tokenizer, `extra`; the run
 /// saves `r.json` in `dir`.
 fn run(servers: &[&MockServer], dir: &TempDir, extra: &[&str]) -> Run {
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let urls: Vec<String> = servers.iter().map(|s| s.base_url()).collect();
     let mut args: Vec<&str> = Vec::new();
     for u in &urls {
@@ -328,7 +328,7 @@ fn merged_shards_rebuild_the_replicas_block_of_the_one_process_run() {
 fn a_replica_down_at_start_is_named_after_a_bounded_wait() {
     let a = mock(|_| {});
     let down = format!("http://127.0.0.1:{}", free_port());
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let base = a.base_url();
     let mut args = vec![
         "--base-url",

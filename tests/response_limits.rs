@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::{FaultConfig, MockConfig, MockServer};
 
 use super::e2e::{count, saved};
-use super::util::{fixture, run_in_process, Run, TempDir};
+use super::util::{run_in_process, Run, TempDir};
 
 fn mock(tweak: impl FnOnce(&mut MockConfig)) -> MockServer {
     let mut cfg = MockConfig::default();
@@ -29,7 +29,7 @@ fn run_output(
     output_len: usize,
     extra: &[&str],
 ) -> Run {
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let (n, output_len, url) = (n.to_string(), output_len.to_string(), server.base_url());
     let mut args = vec![
         "--base-url",

@@ -368,7 +368,7 @@ fn sweep_points_do_not_measure_the_prefix_cache_of_earlier_points() {
             .iter()
             .position(|a| a == "--tokenizer")
             .expect("a tokenizer");
-        base[tokenizer + 1] = crate::util::fixture_arg("tokenizers/smollm2");
+        base[tokenizer + 1] = crate::util::smollm2_arg();
         let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
         // Prompts of 160 tokens: several of the mock's 16-token cache blocks each.
         args.extend([

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use vllm_bench::mock::{AfterCrash, Crash, MockConfig, MockServer};
 
-use crate::util::{fixture, run_in_process, start_tool_server, Run, TempDir};
+use crate::util::{run_in_process, start_tool_server, Run, TempDir};
 
 const PROMPTS: usize = 24;
 const OUTPUT_LEN: u64 = 4;
@@ -50,7 +50,7 @@ fn read(dir: &TempDir, name: &str) -> Map<String, Value> {
 
 /// The program (in process) against `server`, saving `r.json` (and its siblings) in `dir`, with `extra`.
 fn bench(server: &MockServer, dir: &TempDir, extra: &[&str]) -> Run {
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let url = server.base_url();
     let out_len = OUTPUT_LEN.to_string();
     let mut args = vec![
@@ -439,7 +439,7 @@ fn llama_cpp_s_metrics_show_under_its_own_names() {
         return;
     };
     let dir = TempDir::new("server-metrics-llama");
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     // Small: llama.cpp runs on a shared CPU here (4 slots of 1024 tokens).
     let args = [
         "--base-url",

@@ -14,7 +14,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::e2e::{assert_refused, mock};
 use crate::interrupt::{collect_lines, wait_exit, STEP_TIMEOUT};
-use crate::util::{fixture, run_in_process, vllm_bench_env, vllm_bench_via, Run, TempDir};
+use crate::util::{run_in_process, vllm_bench_env, vllm_bench_via, Run, TempDir};
 
 /// The workload every shard and the one-process run share: 24 requests at 200 req/s,
 /// 5 in flight at most, fixed ids.
@@ -500,7 +500,7 @@ fn conversations_stay_whole_within_a_shard() {
     let server = mock(|_| {});
     let url = server.base_url();
     let dir = TempDir::new("shard-conversations");
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let args: Vec<String> = [
         "--base-url",
         &url,

@@ -14,7 +14,6 @@ use serde_json::{Map, Value};
 use vllm_bench::mock::MockServer;
 
 use crate::e2e::mock;
-use crate::util::fixture;
 use crate::util::{vllm_bench as run_binary, TempDir};
 
 const CONCURRENCY: usize = 8;
@@ -23,7 +22,7 @@ const PROMPTS: usize = 64;
 /// Runs a small random workload against `server` with `extra` flags; the saved result.
 fn run(server: &MockServer, extra: &[&str]) -> (String, Map<String, Value>) {
     let dir = TempDir::new("steady");
-    let tokenizer = fixture("tokenizers/smollm2");
+    let tokenizer = crate::util::smollm2();
     let url = server.base_url();
     let prompts = PROMPTS.to_string();
     let mut args = vec![

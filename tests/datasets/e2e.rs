@@ -274,7 +274,7 @@ fn custom_jsonl_sends_each_rows_output_tokens() {
         })
         .collect();
     std::fs::write(&file, rows).unwrap();
-    let tok = path_of("tokenizers/smollm2");
+    let tok = crate::util::smollm2_arg();
     let url = server.base_url();
     let args = [
         "--base-url",

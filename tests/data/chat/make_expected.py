@@ -98,7 +98,7 @@ def sonnet_case(tok, lines, seed, num, input_len, prefix_len, output_len):
 def main():
     repo = HERE.parents[2]
     cache = pathlib.Path(os.environ.get("VLLM_BENCH_CACHE", pathlib.Path.home() / ".cache/vllm-bench"))
-    dirs = {"qwen3": cache / "fixtures/tokenizers/qwen3", "smollm2": repo / "tests/fixtures/tokenizers/smollm2"}
+    dirs = {"qwen3": cache / "fixtures/tokenizers/qwen3", "smollm2": cache / "fixtures/tokenizers/smollm2"}
     rows = [json.loads(line) for line in (HERE / "prompts.jsonl").read_text().splitlines() if line.strip()]
     with open(repo / "sonnet.txt", encoding="utf-8") as f:
         lines = f.readlines()
