@@ -21,11 +21,6 @@ use vllm_bench::tokenizer::{
 
 use crate::util::{fetched, sonnet, QWEN3};
 
-/// `<rel>` in the fetched SmolLM2 tokenizer directory (`util::smollm2`).
-fn smollm2_file(rel: &str) -> PathBuf {
-    crate::util::smollm2().join(rel)
-}
-
 /// Options that never touch the network or the user's HF cache.
 fn offline(id: impl Into<String>) -> TokenizerOptions {
     let mut opts = TokenizerOptions::new(id);
@@ -106,7 +101,10 @@ fn reference_ids_match_the_fixture_readme() {
 #[test]
 fn llama_server_cases_match_exactly() {
     let tok = smollm2();
-    let cases = std::fs::read_to_string(smollm2_file("llama-server-tokenize-cases.jsonl")).unwrap();
+    let cases = std::fs::read_to_string(crate::util::fixture(
+        "tokenizers/smollm2/llama-server-tokenize-cases.jsonl",
+    ))
+    .unwrap();
     let mut n = 0;
     for line in cases.lines().filter(|l| !l.trim().is_empty()) {
         let case: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -183,7 +181,11 @@ fn encode_batch_keeps_order() {
 #[test]
 fn config_add_bos_token_adds_a_bos_when_the_json_does_not() {
     let dir = temp_dir("add-bos");
-    std::fs::copy(smollm2_file("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    std::fs::copy(
+        crate::util::smollm2().join("tokenizer.json"),
+        dir.join("tokenizer.json"),
+    )
+    .unwrap();
     std::fs::write(
         dir.join("tokenizer_config.json"),
         r#"{"add_bos_token": true, "bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}"#,
@@ -204,7 +206,7 @@ fn config_add_bos_token_adds_a_bos_when_the_json_does_not() {
 #[test]
 fn tiers_are_selected_from_what_the_name_points_at() {
     assert_eq!(
-        load(&smollm2_file("tokenizer.json")).kind(),
+        load(&crate::util::smollm2().join("tokenizer.json")).kind(),
         TokenizerKind::HuggingFace
     );
     let builtin = Tokenizer::load(&offline("cl100k_base")).unwrap();
@@ -215,7 +217,11 @@ fn tiers_are_selected_from_what_the_name_points_at() {
     let dir = tiny_tiktoken_dir("tier-select");
     assert_eq!(load(&dir).kind(), TokenizerKind::Tiktoken);
     // With a tokenizer.json beside it, tier 1 wins.
-    std::fs::copy(smollm2_file("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    std::fs::copy(
+        crate::util::smollm2().join("tokenizer.json"),
+        dir.join("tokenizer.json"),
+    )
+    .unwrap();
     assert_eq!(load(&dir).kind(), TokenizerKind::HuggingFace);
 }
 
@@ -254,7 +260,7 @@ fn missing_and_broken_tokenizers_give_one_clear_line() {
 
     let bad_cfg = temp_dir("bad-config");
     std::fs::copy(
-        smollm2_file("tokenizer.json"),
+        crate::util::smollm2().join("tokenizer.json"),
         bad_cfg.join("tokenizer.json"),
     )
     .unwrap();
