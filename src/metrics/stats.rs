@@ -220,15 +220,47 @@ fn from_order_key(key: u64) -> f64 {
 /// digits of 8 bits (2 KiB), so a long `--metric-percentiles` list costs passes, not memory.
 const WIDE_DIGIT_GROUPS: usize = 16;
 
+/// Most values [`select`] copies to pick from (512 KiB): below it, a copy partitioned in
+/// place costs less than the radix passes' histograms (512 KiB each, zeroed, most of them
+/// fresh pages), which made the end of a short run cost a sixth of its CPU.
+const COPY_AT_MOST: usize = 1 << 16;
+
 /// The values at positions `ranks` (each below the count) of the values `values()` yields,
-/// as if they were sorted ascending (`total_cmp`: what [`sort_samples`] gives), without
-/// sorting or copying them: a radix selection over their order-preserving 64-bit keys, a
-/// digit a pass (four passes of 16 bits for a few ranks), each pass reading the values once.
-///
-/// Why not sort a copy: the values are a run's inter-token gaps, a billion in an hour-long
-/// run; a copy to sort was the largest thing the report held. Exact all the same: every
-/// value is counted, as numpy's percentile of every value is.
+/// as if they were sorted ascending (`total_cmp`: what [`sort_samples`] gives). Exact: every
+/// value is counted, as numpy's percentile of every value is. A few values are copied and
+/// partitioned ([`partition_select`]); more are never copied ([`radix_select`]): they are a
+/// run's inter-token gaps, a billion in an hour-long run, and a copy to sort was once the
+/// largest thing the report held.
 pub fn select<I: Iterator<Item = f64>>(values: impl Fn() -> I, ranks: &[usize]) -> Vec<f64> {
+    let mut few: Vec<f64> = values().take(COPY_AT_MOST + 1).collect();
+    if few.len() <= COPY_AT_MOST {
+        partition_select(&mut few, ranks)
+    } else {
+        drop(few);
+        radix_select(values, ranks)
+    }
+}
+
+/// [`select`] over values in hand, reordering them: one `select_nth_unstable` per rank, in
+/// rank order, each over the part the previous one left above its rank.
+fn partition_select(values: &mut [f64], ranks: &[usize]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..ranks.len()).collect();
+    order.sort_unstable_by_key(|&i| ranks[i]);
+    let mut found = vec![0.0; ranks.len()];
+    let mut settled = 0;
+    for i in order {
+        let rank = ranks[i];
+        let (_, nth, _) = values[settled..].select_nth_unstable_by(rank - settled, f64::total_cmp);
+        found[i] = *nth;
+        settled = rank;
+    }
+    found
+}
+
+/// [`select`] without copying the values: a radix selection over their order-preserving
+/// 64-bit keys, a digit a pass (four passes of 16 bits for a few ranks), each pass reading
+/// the values once.
+fn radix_select<I: Iterator<Item = f64>>(values: impl Fn() -> I, ranks: &[usize]) -> Vec<f64> {
     // Per rank: its key's bits decided so far (the top `decided` bits), and its rank among
     // the values that share them.
     let mut found: Vec<(u64, usize)> = ranks.iter().map(|&r| (0, r)).collect();
@@ -442,13 +474,31 @@ mod tests {
         let mut sorted = x.clone();
         sort_samples(&mut sorted);
         let ranks: Vec<usize> = (0..x.len()).step_by(7).chain([0, x.len() - 1]).collect();
-        let got = select(|| x.iter().copied(), &ranks);
-        for (&r, &v) in ranks.iter().zip(&got) {
-            assert_eq!(v.to_bits(), sorted[r].to_bits(), "rank {r}");
+        let copied = |ranks: &[usize]| partition_select(&mut x.clone(), ranks);
+        let radix = |ranks: &[usize]| radix_select(|| x.iter().copied(), ranks);
+        for (how, got) in [("copied", copied(&ranks)), ("radix", radix(&ranks))] {
+            for (&r, &v) in ranks.iter().zip(&got) {
+                assert_eq!(v.to_bits(), sorted[r].to_bits(), "{how}: rank {r}");
+            }
         }
-        let few = select(|| x.iter().copied(), &[1500, 3]);
-        assert_eq!(few, [sorted[1500], sorted[3]]);
+        assert_eq!(copied(&[1500, 3]), [sorted[1500], sorted[3]]);
+        assert_eq!(radix(&[1500, 3]), [sorted[1500], sorted[3]]);
+        assert_eq!(copied(&[3, 3]), [sorted[3], sorted[3]]);
         assert!(select(|| x.iter().copied(), &[]).is_empty());
+    }
+
+    /// `select` takes the copy below its limit and the radix above it, the same either way.
+    #[test]
+    fn selection_is_the_same_on_both_sides_of_the_copy_limit() {
+        for n in [COPY_AT_MOST, COPY_AT_MOST + 1] {
+            let x = samples(n, 3);
+            let mut sorted = x.clone();
+            sort_samples(&mut sorted);
+            let ranks = [n - 1, 0, n / 2, n * 99 / 100];
+            let got = select(|| x.iter().copied(), &ranks);
+            let want: Vec<f64> = ranks.iter().map(|&r| sorted[r]).collect();
+            assert_eq!(got, want, "n = {n}");
+        }
     }
 
     #[test]
