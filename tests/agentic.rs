@@ -1094,15 +1094,8 @@ fn ctrl_c_stops_a_replay_whose_requests_are_all_in_flight() {
     let server = crate::e2e::mock(|c| c.token_interval = Duration::from_millis(100));
     let tokenizer = crate::util::fixture("golden/python-0.33/tok");
     let (url, path) = (server.base_url(), samples());
-    let args = [
-        "--backend",
-        "openai-chat",
-        "--base-url",
-        &url,
-        "--model",
-        "mock-model",
-        "--tokenizer",
-        tokenizer.to_str().unwrap(),
+    let target = crate::util::chat_mock_flags(&url, tokenizer.to_str().unwrap());
+    let replay = [
         "--dataset-name",
         "agentic_trace",
         "--dataset-path",
@@ -1117,6 +1110,7 @@ fn ctrl_c_stops_a_replay_whose_requests_are_all_in_flight() {
         "0.5",
         "--disable-tqdm",
     ];
+    let args = [&target[..], &replay[..]].concat();
     let stop = vllm_bench::runtime::stop_handle::StopHandle::manual();
     let started = std::time::Instant::now();
     let out = std::thread::scope(|s| {

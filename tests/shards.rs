@@ -501,15 +501,8 @@ fn conversations_stay_whole_within_a_shard() {
     let url = server.base_url();
     let dir = TempDir::new("shard-conversations");
     let tokenizer = crate::util::smollm2();
-    let args: Vec<String> = [
-        "--base-url",
-        &url,
-        "--model",
-        "mock-model",
-        "--tokenizer",
-        tokenizer.to_str().unwrap(),
-        "--backend",
-        "openai-chat",
+    let target = crate::util::chat_mock_flags(&url, tokenizer.to_str().unwrap());
+    let conversations = [
         "--multi-turn",
         "--multi-turn-num-turns",
         "3",
@@ -521,10 +514,12 @@ fn conversations_stay_whole_within_a_shard() {
         "5",
         "--disable-tqdm",
         "--save-result",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    ];
+    let args: Vec<String> = [&target[..], &conversations[..]]
+        .concat()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     run_shards(&args, &dir, 2, |k| format!("{k}/2"), |_| Vec::new());
     let mut all = Vec::new();
     for k in 0..2 {

@@ -475,6 +475,21 @@ impl Drop for TempDir {
 /// run that needs some tokenizer and is not about it.
 pub const SMALL_TOKENIZER: &str = "golden/python-0.33/tok";
 
+/// The flags naming the mock at `url` as an `openai-chat` server of model `mock-model`, with
+/// `tokenizer`: what a test's own dataset flags follow (`[&chat_mock_flags(..)[..], &[..]].concat()`).
+pub fn chat_mock_flags<'a>(url: &'a str, tokenizer: &'a str) -> [&'a str; 8] {
+    [
+        "--backend",
+        "openai-chat",
+        "--base-url",
+        url,
+        "--model",
+        "mock-model",
+        "--tokenizer",
+        tokenizer,
+    ]
+}
+
 /// The flags of a small random-dataset run against the mock at `url`: model `mock-model`,
 /// the goldens' small tokenizer ([`SMALL_TOKENIZER`]), 16 → 4 tokens.
 pub fn mock_random_args(url: &str) -> Vec<String> {

@@ -217,15 +217,8 @@ fn sonnet_seed_command_runs_against_the_mock() {
     let server = mock(|_| {});
     let Some(tok) = qwen3_arg() else { return };
     let url = server.base_url();
-    let args = [
-        "--backend",
-        "openai-chat",
-        "--base-url",
-        &url,
-        "--model",
-        "mock-model",
-        "--tokenizer",
-        &tok,
+    let target = crate::util::chat_mock_flags(&url, &tok);
+    let sonnet = [
         "--dataset-name",
         "sonnet",
         "--sonnet-input-len",
@@ -238,7 +231,7 @@ fn sonnet_seed_command_runs_against_the_mock() {
         "20",
         "--disable-tqdm",
     ];
-    run_ok(&args, 20);
+    run_ok(&[&target[..], &sonnet[..]].concat(), 20);
     let seen = max_tokens_by_id(&server);
     assert_eq!(seen.len(), 20);
     assert!(seen.values().all(|&m| m == 150), "{seen:?}");
