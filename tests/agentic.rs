@@ -1149,3 +1149,317 @@ fn accounting(stdout: &str) -> Vec<usize> {
     assert_eq!(n[0], n[1] + n[2] + n[3] + n[4], "{line}");
     n
 }
+
+// `dag_jsonl` (SPEC §1.3): trees of literal messages, each request built when it is sent
+// from its stream's history with the live answers threaded in.
+
+fn dag_sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentic/dag/sample.jsonl")
+}
+
+/// A replay of the `dag_jsonl` file at `path` on a mock answering after `ttft`, one lane,
+/// start ratio 0 (the first tree primes root turn 0 and resumes at turn 1; the lane's next
+/// tree runs from turn 0); the body options send no `ignore_eos` of their own.
+fn dag_replay(path: &Path, ttft: Duration) -> Replay {
+    let server = mock(ttft, |_| {});
+    let url = BaseUrl::parse(&server.base_url()).unwrap();
+    let dag = AgenticReplay::from_path(path)
+        .expect("dag file")
+        .dag
+        .expect("read as dag_jsonl");
+    let head = HeadTemplate::new(
+        Method::Post,
+        &url.request_path("/v1/chat/completions"),
+        &url.host_header(),
+        &[],
+    );
+    let body = BodyOptions {
+        model: "m".into(),
+        ..BodyOptions::default()
+    };
+    let opts = ReplayOptions {
+        lanes: 1,
+        start_ratio: (0.0, 0.0),
+        warmup_per_lane: 0,
+        trace_idle_cap: None,
+        system_idle_cap: Some(SYSTEM_IDLE_CAP),
+        seed: 42,
+        mode: Api::Chat.response_mode(),
+        failed_request_threshold: None,
+        shard: None,
+    };
+    let words = |t: &str| t.split_whitespace().count() as u64;
+    let run =
+        AgenticRun::prepare_dag(&dag, &head, Api::Chat, &body, &words, opts).expect("prepare");
+    let engine = Engine::start(
+        crate::util::endpoint(&url),
+        crate::util::options(1, crate::util::auto_driver()),
+    )
+    .expect("engine");
+    Replay {
+        server,
+        engine,
+        run,
+        trees: dag.trees.iter().map(|t| t.id.clone()).collect(),
+    }
+}
+
+/// The bodies of the model requests the mock saw, in arrival order.
+fn bodies(server: &MockServer) -> Vec<serde_json::Value> {
+    let mut log = server.request_log();
+    log.retain(|r| r.method == "POST");
+    log.sort_by_key(|r| r.arrival);
+    log.iter()
+        .map(|r| serde_json::from_str(r.body.as_deref().unwrap_or_default()).expect("JSON body"))
+        .collect()
+}
+
+/// Replays the `dag_jsonl` `text` (every response 500 ms) until `bound_ms` (2 s of grace) and
+/// checks its profiling sends against `want` and its accounting.
+fn dag_timeline(
+    text: &str,
+    want: &[(i64, &str, u32, u32, u32)],
+    bound_ms: i64,
+) -> (Replay, Vec<ReplayRecord>) {
+    let dir = TempDir::new("dag-timeline");
+    let path = dir.path().join("tree.jsonl");
+    std::fs::write(&path, text).unwrap();
+    let r = dag_replay(&path, Duration::from_millis(500));
+    let (report, records) = r.run(bound_ms as f64 / 1000.0, 2.0);
+    assert_timeline(
+        &r.sends(&records, Phase::Profiling),
+        want,
+        500,
+        Some(bound_ms),
+    );
+    accounted(&report, &records);
+    (r, records)
+}
+
+/// A message's role and text content.
+fn said(m: &serde_json::Value) -> (String, String) {
+    let role = m["role"].as_str().unwrap_or_default().to_string();
+    (role, m["content"].as_str().unwrap_or_default().to_string())
+}
+
+/// The specification's example: the first tree primes root#0 (one token) and resumes at
+/// root#1 (its workers, spawned before the start point, are over); the recycled tree runs
+/// from turn 0: w1 and w2 start on root#0's answer, root#1 goes its 1 s delay after root#0
+/// ended, and the join (root#2) goes 500 ms after root#1 ended, both workers done. Each
+/// request is the stream's history: the file's messages and the live answers, `extra` merged,
+/// `max_tokens` as given (none: `null`), one marker per tree instance.
+#[test]
+fn dag_the_spec_example_threads_live_answers_and_joins_its_workers() {
+    let _serial = crate::util::serial();
+    let r = dag_replay(&dag_sample(), Duration::from_millis(500));
+    let (report, records) = r.run(4.3, 2.0);
+    let primers = r.sends(&records, Phase::Primer);
+    let ids: Vec<_> = primers.iter().map(|p| p.id.clone()).collect();
+    assert_eq!(ids, [("root".to_string(), 0, 0, 0)]);
+    assert_timeline(
+        &r.sends(&records, Phase::Profiling),
+        &[
+            (0, "root", 0, 0, 1),
+            (1000, "root", 0, 0, 2),
+            (1500, "root", 1, 0, 0),
+            (2000, "root", 1, 1, 0),
+            (2000, "root", 1, 2, 0),
+            (3000, "root", 1, 0, 1),
+            (4000, "root", 1, 0, 2),
+        ],
+        500,
+        Some(4300),
+    );
+    accounted(&report, &records);
+    let b = bodies(&r.server);
+    let markers = r.markers();
+    // The primer and the first tree's two turns; then the recycled tree.
+    assert_eq!(
+        b[0]["max_completion_tokens"], 1,
+        "the primer asks for one token"
+    );
+    let texts = |v: &serde_json::Value| -> Vec<(String, String)> {
+        v["messages"].as_array().unwrap().iter().map(said).collect()
+    };
+    let first = texts(&b[1]);
+    let roles: Vec<&str> = first.iter().map(|(r, _)| r.as_str()).collect();
+    // Turns before the start point are history without answers (none was generated).
+    assert_eq!(roles, ["system", "user", "user"], "{first:?}");
+    assert_eq!(b[1]["max_completion_tokens"], serde_json::Value::Null);
+    let pass1: Vec<&serde_json::Value> = b[3..].iter().collect();
+    assert!(pass1.len() >= 5, "{pass1:?}");
+    let root0 = texts(pass1[0]);
+    assert_eq!(root0[0], ("system".into(), "You are a coder".into()));
+    assert_eq!(root0[1].1, format!("{}\n\nPlan", markers[3]));
+    assert_eq!(pass1[0]["max_completion_tokens"], 64);
+    assert!(pass1[0].get("ignore_eos").is_none());
+    // The workers: their own history, the tree's marker, their own limit.
+    let mut workers: Vec<Vec<(String, String)>> = pass1[1..3].iter().map(|v| texts(v)).collect();
+    workers.sort();
+    assert_eq!(
+        workers,
+        [
+            vec![("user".into(), format!("{}\n\nsearch A", markers[3]))],
+            vec![("user".into(), format!("{}\n\nsearch B", markers[3]))],
+        ]
+    );
+    assert!(pass1[1..3].iter().all(|v| v["max_completion_tokens"] == 32));
+    // root#1: the history, root#0's live answer, then its own message.
+    let root1 = texts(pass1[3]);
+    assert_eq!(root1.len(), 4, "{root1:?}");
+    assert_eq!(root1[2].0, "assistant");
+    assert!(!root1[2].1.is_empty(), "the live answer: {root1:?}");
+    assert_eq!(root1[3], ("user".into(), "go on".into()));
+    // root#2 (the join): everything so far, root#1's answer, "merge"; `extra` merged.
+    let root2 = texts(pass1[4]);
+    assert_eq!(root2[..4], root1[..]);
+    assert_eq!(root2[4].0, "assistant");
+    assert_eq!(root2[5], ("user".into(), "merge".into()));
+    assert_eq!(pass1[4]["ignore_eos"], true);
+    assert!(markers[3..].iter().all(|m| *m == markers[3]), "{markers:?}");
+    assert_ne!(markers[0], markers[3], "a new tree instance, a new marker");
+}
+
+/// A join waits for its slowest child: w1's second turn (2 s after its first) holds root#1,
+/// whose own delay is 0, until it ended.
+#[test]
+fn dag_a_join_waits_for_its_last_child() {
+    let _serial = crate::util::serial();
+    let u = |t: &str| format!(r#"{{"messages":[{{"role":"user","content":"{t}"}}]"#);
+    let text = format!(
+        "{{\"session_id\":\"r\",\"turns\":[{},\"spawns\":[\"w1\",\"w2\"]}},{}}},{}}}]}}\n\
+         {{\"session_id\":\"w1\",\"turns\":[{}}},{},\"delay\":2000}}]}}\n\
+         {{\"session_id\":\"w2\",\"turns\":[{}}}]}}\n",
+        u("r0"),
+        u("r1"),
+        u("r2"),
+        u("a0"),
+        u("a1"),
+        u("b0")
+    );
+    // The first tree: primer r#0, r#1 at 0 (its workers were before the start point), r#2.
+    dag_timeline(
+        &text,
+        &[
+            (0, "r", 0, 0, 1),
+            (500, "r", 0, 0, 2),
+            (1000, "r", 1, 0, 0),
+            (1500, "r", 1, 1, 0),
+            (1500, "r", 1, 2, 0),
+            (4000, "r", 1, 1, 1),
+            (4500, "r", 1, 0, 1),
+            (5000, "r", 1, 0, 2),
+        ],
+        5300,
+    );
+}
+
+/// A background fork starts with a copy of the parent's history (its answer included) and
+/// the parent goes on; a spawn on the last turn runs in the background and keeps the lane
+/// until it ended.
+#[test]
+fn dag_a_fork_inherits_the_history_and_a_background_child_holds_the_lane() {
+    let _serial = crate::util::serial();
+    let text = r#"{"session_id":"r","turns":[{"messages":[{"role":"user","content":"a"}],"forks":[{"child":"f","background":true}]},{"messages":[{"role":"user","content":"b"}],"spawns":["bg"]}]}
+{"session_id":"f","turns":[{"messages":[{"role":"user","content":"f0"}]}]}
+{"session_id":"bg","turns":[{"messages":[{"role":"user","content":"g0"}]},{"messages":[{"role":"user","content":"g1"}],"delay":1000}]}
+"#;
+    let (r, records) = dag_timeline(
+        text,
+        &[
+            (0, "r", 0, 0, 1),
+            (500, "r", 0, 2, 0),
+            (2000, "r", 0, 2, 1),
+            (2500, "r", 1, 0, 0),
+            (3000, "r", 1, 0, 1),
+            (3000, "r", 1, 1, 0),
+            (3500, "r", 1, 2, 0),
+            (5000, "r", 1, 2, 1),
+        ],
+        5300,
+    );
+    let kinds: std::collections::BTreeSet<&str> = records
+        .iter()
+        .filter(|x| x.pass == 1)
+        .map(|x| x.kind.name())
+        .collect();
+    assert_eq!(kinds, ["fork", "root", "spawn"].into());
+    let b = bodies(&r.server);
+    let find = |last: &str| {
+        b.iter()
+            .find(|v| {
+                let m = v["messages"].as_array().unwrap();
+                said(m.last().unwrap()).1.ends_with(last) && m.len() > 1
+            })
+            .unwrap_or_else(|| panic!("a request ending in {last:?}: {b:?}"))
+    };
+    let fork: Vec<(String, String)> = find("f0")["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(said)
+        .collect();
+    let roles: Vec<&str> = fork.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{fork:?}");
+    assert!(fork[0].1.starts_with("[rid:") && fork[0].1.ends_with("\n\na"));
+    assert_eq!(
+        fork[2].1, "f0",
+        "the fork's own message carries no marker of its own"
+    );
+}
+
+/// `--duration` stops a dag replay: what is in flight at the bound is cancelled (no grace),
+/// what was due is not sent, and every request is accounted for.
+#[test]
+fn dag_duration_stops_the_replay_and_accounts_for_every_request() {
+    let _serial = crate::util::serial();
+    let r = dag_replay(&dag_sample(), Duration::from_millis(500));
+    let (report, records) = r.run(1.7, 0.0);
+    accounted(&report, &records);
+    assert!(
+        records
+            .iter()
+            .any(|x| x.phase == Phase::Profiling && x.outcome == ReplayOutcome::Cancelled),
+        "the recycled root#0 was in flight at the bound: {records:?}"
+    );
+    assert!(report.cancelled >= 1);
+}
+
+#[test]
+fn dag_refusals_are_one_line_naming_the_line_and_field_and_nothing_is_sent() {
+    let user = r#"{"role":"user","content":"u"}"#;
+    let sys = r#"{"role":"system","content":"s"}"#;
+    let line = |sid: &str, turns: &[&str]| {
+        let t: Vec<String> = turns
+            .iter()
+            .map(|x| format!(r#"{{"messages":[{user}]{x}}}"#))
+            .collect();
+        format!(r#"{{"session_id":"{sid}","turns":[{}]}}"#, t.join(","))
+    };
+    let cases = [
+        (
+            line("r", &[r#","max_token":3"#]),
+            "bad.jsonl:1: unknown field `max_token`",
+        ),
+        (
+            format!("{}\n{}\n{}", line("r", &[r#","spawns":["a"]"#]), line("a", &[r#","spawns":["b"]"#]), line("b", &[r#","spawns":["a"]"#])),
+            "bad.jsonl:2: session \"a\": a cycle of links: a -> b -> a",
+        ),
+        (
+            line("r", &["", &format!(r#","messages":[{sys}]"#)]).replace(&format!(r#"[{user}],"messages":"#), ""),
+            "bad.jsonl:1: session \"r\": turn 1: `messages`: a `system` message here",
+        ),
+        (
+            format!("{}\n{}", line("r", &[r#","forks":["c"]"#, ""]), line("c", &[""])),
+            "bad.jsonl:1: session \"r\": turn 0: `forks`: a foreground fork (\"c\") must be on the session's last turn",
+        ),
+        (
+            line("r", &[r#","spawns":["ghost"]"#]),
+            "bad.jsonl:1: session \"r\": turn 0: `spawns`: unknown session \"ghost\"",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = refused(&[("bad.jsonl", text.clone())], "bad.jsonl");
+        assert!(e.contains(want), "{text}\n{e}");
+    }
+}

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::{body_fields, serialize, Api, BodyError, BodyOptions};
+use crate::http::request::{HeadTemplate, Ids, PreparedRequest};
 
 /// Where the messages list and the output-token limit go in [`ChatBody`].
 const MESSAGES_SLOT: &str = "\0vllm-bench-messages\0";
@@ -80,6 +81,18 @@ impl ChatBody {
         Ok(ChatBody { pieces })
     }
 
+    /// [`ChatBody::new`] whose output-token limit is the server's: the API's limit field is
+    /// sent as `null` (a `dag_jsonl` turn without `max_tokens`); [`ChatBody::parts`] then
+    /// ignores its `output_len`.
+    pub fn with_server_limit(api: Api, opts: &BodyOptions) -> Result<ChatBody, BodyError> {
+        let mut opts = opts.clone();
+        let limit = api.spec().output_limit();
+        opts.extra_body
+            .entry(limit.to_string())
+            .or_insert(Value::Null);
+        ChatBody::new(api, &opts, false)
+    }
+
     /// The body with `messages` (each one serialized message) and `output_len`.
     pub fn parts(&self, messages: &[Bytes], output_len: usize) -> Vec<Bytes> {
         let mut out = Vec::with_capacity(2 * messages.len() + self.pieces.len() + 2);
@@ -101,6 +114,60 @@ impl ChatBody {
             }
         }
         out
+    }
+}
+
+/// A conversation's messages as sent so far, each serialized once and shared by every later
+/// request of the conversation (and by a fork's copy): a turn adds its own messages, the
+/// answer is added exactly as it was streamed, and a request is the fixed body around them.
+/// Multi-turn conversations and `dag_jsonl` streams both keep one.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    messages: Vec<Bytes>,
+    /// Prompt tokens of the messages, as the client counts them.
+    tokens: u64,
+}
+
+impl Transcript {
+    /// Adds one serialized message of `tokens` tokens.
+    pub fn push(&mut self, message: Bytes, tokens: u64) {
+        self.messages.push(message);
+        self.tokens += tokens;
+    }
+
+    /// Adds the answer to the last request as an assistant message (`tokens`: its length).
+    pub fn push_answer(&mut self, text: &str, tokens: u64) {
+        self.push(assistant_message(text), tokens);
+    }
+
+    /// Forgets every message (a conversation sent without its history).
+    pub fn clear(&mut self) {
+        self.messages.clear();
+        self.tokens = 0;
+    }
+
+    pub fn messages(&self) -> &[Bytes] {
+        &self.messages
+    }
+
+    /// The client's prompt length of a request of these messages.
+    pub fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    /// The request of these messages: `head` with `ids`, `body` with `output_len`.
+    pub fn request(
+        &self,
+        head: &HeadTemplate,
+        ids: Ids<'_>,
+        body: &ChatBody,
+        output_len: usize,
+    ) -> PreparedRequest {
+        head.build_parts_with(
+            ids,
+            Some("application/json"),
+            body.parts(&self.messages, output_len),
+        )
     }
 }
 

@@ -8,8 +8,10 @@
 //! counters.
 //!
 //! The lane is asked at every change (a response ended, a timer fired) and answers with the
-//! next request to send now (prepared before the clock, the lane only picks it), a time to
-//! wait for, or that it waits for a response, or that it is done. A stop (Ctrl-C, the
+//! next request to send now (prepared before the clock, the lane only picks it; or, for a
+//! lane that threads live answers into its histories, put together from messages serialized
+//! before the clock and the answers as [`Answer::text`] gave them), a time to wait for, or
+//! that it waits for a response, or that it is done. A stop (Ctrl-C, the
 //! time bound) ends its sends at once: the lane counts what it had due as not sent, and the
 //! requests in flight get the grace period like any worker's.
 
@@ -43,8 +45,9 @@ pub(super) trait LaneWorker: Sized + 'static {
         request: PreparedRequest,
         client_prompt_len: u32,
     ) -> impl std::future::Future<Output = (Self, Self::Sent)>;
-    /// What the lane is told of `sent`.
-    fn answer(sent: &Self::Sent) -> Answer<'_>;
+    /// What the lane is told of `sent`, which this worker sent (its answer's text is in the
+    /// worker's log until [`LaneWorker::keep`]).
+    fn answer<'a>(&'a self, sent: &'a Self::Sent) -> Answer<'a>;
     /// Records `sent` (its histograms, its log).
     fn keep(&mut self, sent: Self::Sent);
     /// The run was stopped, this core hit the time bound, or the bound has passed.
@@ -108,7 +111,7 @@ pub(super) async fn run_lane<W: LaneWorker>(home: W, source: &dyn LaneSource) ->
                 break;
             };
             in_flight -= 1;
-            lane.ended(ticket, &W::answer(&sent));
+            lane.ended(ticket, &worker.answer(&sent));
             worker.keep(sent);
             idle.push(worker);
         }

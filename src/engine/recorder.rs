@@ -442,6 +442,7 @@ impl<'a> super::session::Answer<'a> {
                 detail: &f.detail,
             }),
             cancelled,
+            text: "",
         }
     }
 }

@@ -116,6 +116,9 @@ pub struct Answer<'a> {
     pub failure: Option<FailureText<'a>>,
     /// Cut by the run's stop (`--duration` + grace) or cancelled on purpose.
     pub cancelled: bool,
+    /// The answer's content exactly as streamed, as [`Reply::text`] (empty for a failure; a
+    /// lane that threads answers into its histories reads it).
+    pub text: &'a str,
 }
 
 /// One lane's schedule, run on one core.

@@ -561,9 +561,10 @@ impl LaneWorker for Worker {
         (self, sent)
     }
 
-    fn answer(sent: &Sent) -> Answer<'_> {
+    fn answer<'a>(&'a self, sent: &'a Sent) -> Answer<'a> {
         Answer {
             cached_tokens: sent.cached.get(),
+            text: self.reply(&sent.rec).text,
             ..Answer::of(&sent.rec, sent.cancelled)
         }
     }

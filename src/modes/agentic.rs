@@ -10,15 +10,18 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::config::Config;
+use crate::datasets::agentic::dag::DagFile;
 use crate::datasets::agentic::{self, layouts, StreamKind, Tree};
 use crate::datasets::DatasetError;
 
 /// AIPerf replays every corpus with 64-token blocks whatever a trace declares (SPEC §1.1).
 pub const BLOCK_SIZE: u32 = 64;
 
-/// The loaded corpus: one tree per trace, in file order (the lanes' sampling order).
+/// The loaded corpus: one tree per trace, in file order (the lanes' sampling order); or a
+/// `dag_jsonl` file's trees of literal messages (then `trees` is empty).
 pub struct AgenticReplay {
     pub trees: Vec<Tree>,
+    pub dag: Option<DagFile>,
 }
 
 impl AgenticReplay {
@@ -32,6 +35,12 @@ impl AgenticReplay {
     /// [`AgenticReplay::load`] from a path.
     pub fn from_path(path: &Path) -> Result<AgenticReplay, DatasetError> {
         let corpus = agentic::read(path)?;
+        if corpus.dag.is_some() {
+            return Ok(AgenticReplay {
+                trees: Vec::new(),
+                dag: corpus.dag,
+            });
+        }
         let mut trees = Vec::with_capacity(corpus.traces.len());
         for (file, trace) in &corpus.traces {
             let mut tree = agentic::derive(trace);
@@ -41,11 +50,14 @@ impl AgenticReplay {
             }
             trees.push(tree);
         }
-        Ok(AgenticReplay { trees })
+        Ok(AgenticReplay { trees, dag: None })
     }
 
     /// The `--dry-run` summary: trees, streams and requests by kind, branches, barriers.
     pub fn describe(&self) -> String {
+        if let Some(dag) = &self.dag {
+            return describe_dag(dag);
+        }
         let mut streams = [0usize; StreamKind::ALL.len()];
         let mut requests = [0usize; StreamKind::ALL.len()];
         let (mut joined, mut background, mut barriers, mut prompt_tokens) = (0, 0, 0, 0u64);
@@ -71,14 +83,7 @@ impl AgenticReplay {
                 }
             }
         }
-        let by_kind = |counts: &[usize]| {
-            StreamKind::ALL
-                .iter()
-                .zip(counts)
-                .map(|(k, n)| format!("{} {n}", k.name()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let by_kind = |counts: &[usize]| by_kind(&StreamKind::ALL, counts);
         format!(
             "Agentic traces: {} trees\nStreams: {} ({})\nRequests: {} ({})\n\
              Branches: {joined} joined, {background} background\n\
@@ -92,6 +97,50 @@ impl AgenticReplay {
             100.0 * hits as f64 / blocks.max(1) as f64,
         )
     }
+}
+
+/// `root 3, subagent 2, ...`: each kind's count.
+fn by_kind(kinds: &[StreamKind], counts: &[usize]) -> String {
+    kinds
+        .iter()
+        .zip(counts)
+        .map(|(k, n)| format!("{} {n}", k.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A `dag_jsonl` file's `--dry-run` summary: sessions, trees, streams and requests by kind,
+/// links.
+fn describe_dag(dag: &DagFile) -> String {
+    let kinds = [StreamKind::Root, StreamKind::Spawned, StreamKind::Forked];
+    let (mut streams, mut requests) = ([0usize; 3], [0usize; 3]);
+    let (mut joined, mut background, mut forks) = (0, 0, 0);
+    for t in &dag.trees {
+        for s in &t.streams {
+            let k = kinds.iter().position(|&x| x == s.kind).unwrap_or(0);
+            streams[k] += 1;
+            requests[k] += dag.sessions[s.session as usize].turns.len();
+        }
+        for l in &t.links {
+            match (l.fork, l.join) {
+                (true, _) => forks += l.children.len(),
+                (false, Some(_)) => joined += l.children.len(),
+                (false, None) => background += l.children.len(),
+            }
+        }
+    }
+    let by_kind = |counts: &[usize]| by_kind(&kinds, counts);
+    format!(
+        "dag_jsonl sessions: {}, roots (a tree each): {}\nStreams: {} ({})\n\
+         Requests: {} ({})\nChildren: {joined} spawned and joined, {background} spawned in the \
+         background, {forks} forked",
+        dag.sessions.len(),
+        dag.trees.len(),
+        streams.iter().sum::<usize>(),
+        by_kind(&streams),
+        requests.iter().sum::<usize>(),
+        by_kind(&requests),
+    )
 }
 
 #[cfg(test)]
@@ -119,6 +168,21 @@ mod tests {
         assert!(
             d.contains("Ideal prefix-cache block hits: 24 of 45 (53.3%)"),
             "{d}"
+        );
+    }
+
+    #[test]
+    fn the_dag_sample_describes_its_tree() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agentic/dag/sample.jsonl");
+        let r = AgenticReplay::from_path(&path).unwrap();
+        assert!(r.trees.is_empty());
+        assert_eq!(
+            r.describe(),
+            "dag_jsonl sessions: 3, roots (a tree each): 1\n\
+             Streams: 3 (root 1, spawn 2, fork 0)\n\
+             Requests: 5 (root 3, spawn 2, fork 0)\n\
+             Children: 2 spawned and joined, 0 spawned in the background, 0 forked"
         );
     }
 

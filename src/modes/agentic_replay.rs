@@ -8,6 +8,12 @@
 //!   previous turn when its segment is unchanged. The first user message holds a placeholder
 //!   for the cache-bust marker in a part of its own: sending swaps in the tree's marker,
 //!   nothing is formatted or copied on the hot path.
+//! - **`dag_jsonl` trees** (SPEC §1.3) carry literal messages and thread the live answers in:
+//!   every message is serialized once before the clock (and every distinct body of `model`,
+//!   `tools`, `extra` and output limit made), and a turn's request is put together when it is
+//!   sent from its stream's [`Transcript`] (the history so far: shared message parts, the
+//!   answers as streamed), as multi-turn conversations are. A fork child starts with a copy
+//!   of its parent's transcript. Only these lanes build at send; Weka turns stay prepared.
 //! - **Lanes** ([`crate::engine::lanes`]): each engine worker runs one lane, whose tree's
 //!   [`TreeRun`] (the schedule as data) says what goes next; a tree lives on one core, so its
 //!   spawns and joins are core-local. A finished tree's lane draws the next root from the
@@ -31,11 +37,19 @@ use anyhow::{bail, Result};
 use bytes::Bytes;
 use rayon::prelude::*;
 
-use crate::backends::conversation::{assistant_message, user_message, ChatBody};
-use crate::backends::ResponseMode;
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::backends::conversation::{assistant_message, user_message, ChatBody, Transcript};
+use crate::backends::{Api, BodyError, BodyOptions, ResponseMode};
 use crate::config::shard::Shard;
+use crate::datasets::agentic::dag::{DagFile, DagStream, DagTree, Turn as DagTurn};
 use crate::datasets::agentic::prompt::{piece_tokens, prompt_tokens};
-use crate::datasets::agentic::schedule::{Ended, IdleCaps, Ns, Primer, Step, TreeRun, TreeTiming};
+use crate::datasets::agentic::schedule::{
+    Ended, IdleCaps, Ns, Primer, Step, TreeRun, TreeTiming, UntimedLink,
+};
+use crate::datasets::agentic::StartSampling;
 use crate::datasets::agentic::{
     layouts, marker, Phase, Piece, ReplayOutcome, ReplayRecord, Role, Seeds, StreamKind, Tree,
     TurnRef,
@@ -45,8 +59,8 @@ use crate::engine::session::{
     Answer, FailureText, FollowUps, Lane, LaneSource, LaneStep, NextRequest, Reply, SessionSource,
 };
 use crate::engine::{Engine, RunReport, Workload};
-use crate::http::request::{HeadTemplate, PreparedRequest};
-use crate::metrics::agentic::{FailureThreshold, ThresholdCrossed, TreeShape};
+use crate::http::request::{HeadTemplate, Ids, PreparedRequest};
+use crate::metrics::agentic::{FailureThreshold, StreamShape, ThresholdCrossed, TreeShape};
 use crate::mix::{fnv64, mix64};
 
 use super::agentic::BLOCK_SIZE;
@@ -107,7 +121,150 @@ struct PreparedTree {
     id: String,
     timing: TreeTiming,
     kinds: Vec<StreamKind>,
-    turns: Vec<Vec<PreparedTurn>>,
+    /// How a lane picks where in it to start.
+    start: StartSampling,
+    turns: TreeTurns,
+}
+
+/// A tree's requests: every turn prepared before the clock (Weka traces), or each built when
+/// it is sent from its stream's history (`dag_jsonl`: live answers are threaded in).
+enum TreeTurns {
+    Prepared(Vec<Vec<PreparedTurn>>),
+    Live(LiveTree),
+}
+
+impl PreparedTree {
+    /// Its root's turn 0 with one output token and the marker's placeholder (a lane's first
+    /// request: the ready check, the workers' count).
+    fn first_request(&self) -> PreparedRequest {
+        match &self.turns {
+            TreeTurns::Prepared(turns) => turns[0][0].one.clone(),
+            TreeTurns::Live(live) => {
+                let marker = Bytes::from_static(PLACEHOLDER);
+                let at = TurnRef { stream: 0, turn: 0 };
+                live.request(&marker, &mut Vec::new(), at, true).0
+            }
+        }
+    }
+}
+
+/// Every session of a `dag_jsonl` file serialized before the clock, shared by its trees.
+struct DagRequests {
+    head: HeadTemplate,
+    /// The distinct bodies of the turns (`model`, `tools`, `extra`; the output limit).
+    bodies: Vec<ChatBody>,
+    sessions: Vec<SessionRequests>,
+}
+
+struct SessionRequests {
+    turns: Vec<TurnRequests>,
+    /// The session's first user message with the marker's placeholder at `.2`: (turn,
+    /// message, bytes, offset). A stream that starts its own history sends it stamped.
+    marked: Option<(u32, u32, Bytes, usize)>,
+}
+
+struct TurnRequests {
+    /// Each message serialized as authored, with its client token count.
+    messages: Vec<(Bytes, u64)>,
+    /// Its bodies in [`DagRequests::bodies`]: with its output limit, and with one token.
+    body: usize,
+    body_one: usize,
+    max_tokens: usize,
+}
+
+/// One `dag_jsonl` tree's streams.
+struct LiveTree {
+    dag: Arc<DagRequests>,
+    /// Per stream: its session, and whether it continues its parent's history (a fork).
+    streams: Vec<(u32, bool)>,
+    /// Per stream: the first 24 characters of its `X-Correlation-ID`.
+    correlation: Vec<String>,
+    /// Per stream, per turn: the fork children its answer starts.
+    forks: Vec<Vec<Vec<u32>>>,
+}
+
+/// A `dag_jsonl` stream's state in a lane's tree.
+#[derive(Clone, Default)]
+struct LiveStream {
+    transcript: Transcript,
+    /// Turns whose messages are in the transcript.
+    through: u32,
+    /// Its head, with its correlation id (made at its first send).
+    head: Option<HeadTemplate>,
+}
+
+impl LiveTree {
+    /// Turn `at`'s request from its stream's history, with the tree instance's `marker` (one
+    /// token: `one`), and the client's prompt length. Adds the turn's messages (and any
+    /// before it not yet added: a start mid-tree) to the history.
+    fn request(
+        &self,
+        marker: &Bytes,
+        live: &mut Vec<LiveStream>,
+        at: TurnRef,
+        one: bool,
+    ) -> (PreparedRequest, u32) {
+        if live.len() < self.streams.len() {
+            live.resize(self.streams.len(), LiveStream::default());
+        }
+        let (session, forked) = self.streams[at.stream as usize];
+        let session = &self.dag.sessions[session as usize];
+        let st = &mut live[at.stream as usize];
+        while st.through <= at.turn {
+            let k = st.through;
+            for (i, (m, tokens)) in session.turns[k as usize].messages.iter().enumerate() {
+                let m = match &session.marked {
+                    Some((mk, mi, marked, off)) if !forked && (*mk, *mi) == (k, i as u32) => {
+                        let mut v = marked.to_vec();
+                        v[*off..*off + PLACEHOLDER.len()].copy_from_slice(marker);
+                        Bytes::from(v)
+                    }
+                    _ => m.clone(),
+                };
+                st.transcript.push(m, *tokens);
+            }
+            st.through += 1;
+        }
+        let head = st.head.get_or_insert_with(|| {
+            let digits = std::str::from_utf8(&marker[5..17]).unwrap_or_default();
+            let id = format!("{}{digits}", self.correlation[at.stream as usize]);
+            self.dag.head.with_header(CORRELATION, &id)
+        });
+        let turn = &session.turns[at.turn as usize];
+        let (body, n) = match one {
+            true => (turn.body_one, 1),
+            false => (turn.body, turn.max_tokens),
+        };
+        let request = st
+            .transcript
+            .request(head, Ids::default(), &self.dag.bodies[body], n);
+        let tokens = st.transcript.tokens().min(u64::from(u32::MAX)) as u32;
+        (request, tokens)
+    }
+
+    /// The answer to `at` ended: a completed one joins its stream's history (as streamed);
+    /// `spawned` (the schedule went on): its fork children start with a copy of it.
+    fn answered(&self, live: &mut [LiveStream], at: TurnRef, answer: &Answer<'_>, spawned: bool) {
+        let s = at.stream as usize;
+        let Some(st) = live.get_mut(s) else {
+            return;
+        };
+        if answer.failure.is_none() && !answer.cancelled {
+            let tokens = answer.completion_tokens.unwrap_or(0);
+            st.transcript.push_answer(answer.text, tokens);
+        }
+        if !spawned {
+            return;
+        }
+        let transcript = st.transcript.clone();
+        for &c in &self.forks[s][at.turn as usize] {
+            live[c as usize] = LiveStream {
+                transcript: transcript.clone(),
+                through: 0,
+                head: None,
+            };
+        }
+    }
 }
 
 /// Which phase the engine is running (the lanes read it when made).
@@ -136,6 +293,8 @@ struct LaneTree {
     run: TreeRun,
     /// What its profiling offsets count from: its t*, or its turn 0 when drawn later.
     t_ref: Ns,
+    /// A `dag_jsonl` tree's streams' histories (empty until its first request).
+    live: Vec<LiveStream>,
 }
 
 struct Inner {
@@ -210,15 +369,59 @@ impl AgenticRun {
         if prepared.is_empty() {
             bail!("--dataset-name agentic_trace: no trace has a root request to replay");
         }
-        let lane_requests: Arc<[PreparedRequest]> = (0..opts.lanes)
-            .map(|i| prepared[i % prepared.len()].turns[0][0].one.clone())
-            .collect();
         let expected_tokens = trees
             .iter()
             .flat_map(|t| t.streams.iter().flat_map(|s| s.max_tokens()))
             .max()
-            .unwrap_or(1)
-            .min(4096) as usize;
+            .unwrap_or(1);
+        AgenticRun::new(prepared, shapes, expected_tokens, run_id, opts)
+    }
+
+    /// Prepares a `dag_jsonl` file's trees: every message serialized once and every turn's
+    /// body (its `model`, `tools`, `extra` and output limit over `body`'s) made before the
+    /// clock; each request is put together when it is sent, from its stream's history
+    /// (`count`: a text's client token count).
+    pub fn prepare_dag(
+        dag: &DagFile,
+        head: &HeadTemplate,
+        api: Api,
+        body: &BodyOptions,
+        count: &(dyn Fn(&str) -> u64 + Sync),
+        opts: ReplayOptions,
+    ) -> Result<AgenticRun> {
+        if opts.lanes == 0 {
+            bail!("--dataset-name agentic_trace: --max-concurrency must be at least 1 (the number of live trees)");
+        }
+        let run_id: u64 = rand::random();
+        let requests = Arc::new(dag_requests(dag, head, api, body, count)?);
+        let mut prepared = Vec::with_capacity(dag.trees.len());
+        let mut shapes = Vec::with_capacity(dag.trees.len());
+        for t in &dag.trees {
+            let (tree, shape) = live_tree(dag, t, &requests, opts.seed);
+            prepared.push(tree);
+            shapes.push(shape);
+        }
+        let expected_tokens = dag
+            .sessions
+            .iter()
+            .flat_map(|s| s.turns.iter().map(|t| t.max_tokens.unwrap_or(256)))
+            .max()
+            .unwrap_or(1);
+        AgenticRun::new(prepared, shapes, expected_tokens, run_id, opts)
+    }
+
+    /// The run of `prepared` trees (`expected_tokens`: the largest output limit).
+    fn new(
+        prepared: Vec<PreparedTree>,
+        shapes: Vec<TreeShape>,
+        expected_tokens: u64,
+        run_id: u64,
+        opts: ReplayOptions,
+    ) -> Result<AgenticRun> {
+        let expected_tokens = expected_tokens.min(4096) as usize;
+        let lane_requests: Arc<[PreparedRequest]> = (0..opts.lanes)
+            .map(|i| prepared[i % prepared.len()].first_request())
+            .collect();
         let shard = opts.shard.unwrap_or(Shard { index: 0, count: 1 });
         let owned: Vec<u32> = (0..opts.lanes)
             .filter(|&l| shard.owns(l))
@@ -367,17 +570,17 @@ impl AgenticRun {
         let mut lens = Vec::with_capacity(primers.len());
         let mut arrivals = Vec::with_capacity(primers.len());
         for &(lane, p) in &primers {
-            let lt = lanes[*lane as usize]
-                .as_ref()
+            let mut lt = lanes[*lane as usize]
+                .clone()
                 .expect("a primed lane has a tree");
-            let turn = inner.turn(lt.tree, p.at);
-            requests.push(with_marker(&turn.one, turn.marker_at.1, &lt.marker));
-            lens.push(turn.prompt_tokens);
+            let (request, len) = inner.request(&mut lt, p.at, true);
+            requests.push(request);
+            lens.push(len);
             arrivals.push(Duration::from_nanos((max_lead - lead(p)) as u64));
         }
         let workload = Workload {
             requests: requests.into(),
-            client_prompt_lens: lens.into(),
+            client_prompt_lens: lens.clone().into(),
             arrivals: Some(arrivals.into()),
             max_concurrency: None,
             mode: inner.opts.mode,
@@ -397,7 +600,8 @@ impl AgenticRun {
                 .as_ref()
                 .expect("a primed lane has a tree");
             let answer = Answer::of(rec, false);
-            let r = inner.record(lt, *lane, p.at, Phase::Primer, &answer);
+            let len = lens[rec.index as usize];
+            let r = inner.record(lt, *lane, p.at, Phase::Primer, &answer, len);
             if p.at.stream == 0 && r.outcome != ReplayOutcome::Completed && failed_root.is_none() {
                 let why = rec
                     .failure
@@ -607,8 +811,21 @@ fn with_marker(req: &PreparedRequest, at: Slots, marker: &Bytes) -> PreparedRequ
 }
 
 impl Inner {
-    fn turn(&self, tree: u32, at: TurnRef) -> &PreparedTurn {
-        &self.trees[tree as usize].turns[at.stream as usize][at.turn as usize]
+    /// Turn `at` of `lt`'s tree as sent (`one`: with one output token), and the client's
+    /// prompt length: a prepared request with the tree's marker, or a `dag_jsonl` turn built
+    /// from its stream's history.
+    fn request(&self, lt: &mut LaneTree, at: TurnRef, one: bool) -> (PreparedRequest, u32) {
+        match &self.trees[lt.tree as usize].turns {
+            TreeTurns::Prepared(turns) => {
+                let turn = &turns[at.stream as usize][at.turn as usize];
+                let (req, slots) = match one {
+                    true => (&turn.one, turn.marker_at.1),
+                    false => (&turn.full, turn.marker_at.0),
+                };
+                (with_marker(req, slots, &lt.marker), turn.prompt_tokens)
+            }
+            TreeTurns::Live(live) => live.request(&lt.marker, &mut lt.live, at, one),
+        }
     }
 
     /// Draw `g` of the sampler: (tree, pass).
@@ -640,10 +857,21 @@ impl Inner {
         for _ in 0..self.trees.len() {
             let (tree, pass) = draw();
             let t = &self.trees[tree as usize];
-            let t_star = t
-                .timing
-                .start_point(self.opts.start_ratio, self.opts.seed, &t.id, lane);
-            let (run, primers) = TreeRun::at_start_point(&t.timing, t_star);
+            let (ratio, seed) = (self.opts.start_ratio, self.opts.seed);
+            let (run, primers, t_star) = match t.start {
+                StartSampling::ByTurn => match t.timing.start_turn(ratio, seed, &t.id, lane) {
+                    Some(k) => {
+                        let (run, primers) = TreeRun::at_turn(&t.timing, k);
+                        (run, primers, 0)
+                    }
+                    None => (TreeRun::fresh(&t.timing, 0), Vec::new(), 0),
+                },
+                _ => {
+                    let t_star = t.timing.start_point(ratio, seed, &t.id, lane);
+                    let (run, primers) = TreeRun::at_start_point(&t.timing, t_star);
+                    (run, primers, t_star)
+                }
+            };
             if run.earliest_due().is_some() {
                 let marker = self.marker(tree, pass, lane);
                 return (
@@ -653,6 +881,7 @@ impl Inner {
                         marker,
                         run,
                         t_ref: t_star,
+                        live: Vec::new(),
                     },
                     primers,
                 );
@@ -671,9 +900,11 @@ impl Inner {
             marker: self.marker(tree, pass, lane),
             run: TreeRun::fresh(timing, at),
             t_ref: timing.start_of_root(),
+            live: Vec::new(),
         }
     }
 
+    /// `prompt_len`: the client's count, when the server's usage has none.
     fn record(
         &self,
         lt: &LaneTree,
@@ -681,6 +912,7 @@ impl Inner {
         at: TurnRef,
         phase: Phase,
         a: &Answer<'_>,
+        prompt_len: u32,
     ) -> ReplayRecord {
         let t = &self.trees[lt.tree as usize];
         ReplayRecord {
@@ -695,9 +927,7 @@ impl Inner {
             first_token_ns: a.first_token_ns.map(|t| t as i64),
             end_ns: a.end_ns as i64,
             itl_intervals: a.itl_intervals,
-            prompt_tokens: a.prompt_tokens.unwrap_or(u64::from(
-                t.turns[at.stream as usize][at.turn as usize].prompt_tokens,
-            )),
+            prompt_tokens: a.prompt_tokens.unwrap_or(u64::from(prompt_len)),
             output_tokens: a.completion_tokens.unwrap_or(0),
             cached_tokens: a.cached_tokens,
             outcome: outcome(a),
@@ -809,7 +1039,8 @@ fn prepare_tree(
         id: tree.id.clone(),
         timing: TreeTiming::of(tree, false),
         kinds: tree.streams.iter().map(|s| s.kind).collect(),
-        turns,
+        start: tree.start,
+        turns: TreeTurns::Prepared(turns),
     })
 }
 
@@ -891,6 +1122,203 @@ fn split_marker(req: PreparedRequest) -> (PreparedRequest, Slots) {
     )
 }
 
+/// Every session of `dag` serialized, with the distinct bodies of its turns.
+fn dag_requests(
+    dag: &DagFile,
+    head: &HeadTemplate,
+    api: Api,
+    base: &BodyOptions,
+    count: &(dyn Fn(&str) -> u64 + Sync),
+) -> Result<DagRequests> {
+    let mut bodies: Vec<ChatBody> = Vec::new();
+    let mut known: HashMap<String, usize> = HashMap::new();
+    let mut body_of = |turn: &DagTurn, limit: bool| -> Result<usize, BodyError> {
+        let key = serde_json::json!([turn.model, turn.tools, turn.extra, limit]).to_string();
+        if let Some(&i) = known.get(&key) {
+            return Ok(i);
+        }
+        let mut o = base.clone();
+        if let Some(m) = &turn.model {
+            o.model = m.clone();
+        }
+        if let Some(tools) = &turn.tools {
+            o.extra_body
+                .insert("tools".into(), Value::Array(tools.clone()));
+        }
+        o.extra_body
+            .extend(turn.extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+        bodies.push(match limit {
+            true => ChatBody::new(api, &o, false)?,
+            false => ChatBody::with_server_limit(api, &o)?,
+        });
+        known.insert(key, bodies.len() - 1);
+        Ok(bodies.len() - 1)
+    };
+    let mut sessions = Vec::with_capacity(dag.sessions.len());
+    for session in &dag.sessions {
+        let mut turns = Vec::with_capacity(session.turns.len());
+        let mut marked = None;
+        for (k, turn) in session.turns.iter().enumerate() {
+            let at = |e: BodyError| {
+                anyhow::anyhow!(
+                    "--dataset-path {}:{}: session {:?}: turn {k}: {e}",
+                    dag.path.display(),
+                    session.line,
+                    session.id
+                )
+            };
+            let mut messages = Vec::with_capacity(turn.messages.len());
+            for (i, m) in turn.messages.iter().enumerate() {
+                let value = Value::Object(m.clone());
+                let bytes = serde_json::to_vec(&value).map_err(|e| at(BodyError::Serialize(e)))?;
+                messages.push((Bytes::from(bytes), count(&message_text(m))));
+                if marked.is_none() && m["role"] == "user" {
+                    marked = Some((k as u32, i as u32, with_placeholder(m).map_err(at)?));
+                }
+            }
+            turns.push(TurnRequests {
+                messages,
+                body: body_of(turn, turn.max_tokens.is_some()).map_err(at)?,
+                body_one: body_of(turn, true).map_err(at)?,
+                max_tokens: turn.max_tokens.unwrap_or(1) as usize,
+            });
+        }
+        sessions.push(SessionRequests {
+            turns,
+            marked: marked.map(|(k, i, (bytes, off))| (k, i, bytes, off)),
+        });
+    }
+    Ok(DagRequests {
+        head: head.clone(),
+        bodies,
+        sessions,
+    })
+}
+
+/// The text of a message's content (a string, or its parts' `text`), for its token count.
+fn message_text(m: &serde_json::Map<String, Value>) -> String {
+    match m.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// A user message serialized with the marker's placeholder opening its content (the first
+/// text part of a list), and where the placeholder is.
+fn with_placeholder(m: &serde_json::Map<String, Value>) -> Result<(Bytes, usize), BodyError> {
+    let mark = format!(
+        "{}\n\n",
+        std::str::from_utf8(PLACEHOLDER).unwrap_or_default()
+    );
+    let mut m = m.clone();
+    match m.get_mut("content") {
+        Some(Value::String(s)) => s.insert_str(0, &mark),
+        Some(Value::Array(parts)) => {
+            let text = parts
+                .iter_mut()
+                .find_map(|p| p.get_mut("text").filter(|t| t.is_string()));
+            match text {
+                Some(Value::String(t)) => t.insert_str(0, &mark),
+                _ => parts.insert(0, serde_json::json!({"type": "text", "text": mark})),
+            }
+        }
+        _ => {
+            m.insert("content".into(), Value::String(mark));
+        }
+    }
+    let bytes = serde_json::to_vec(&Value::Object(m)).map_err(BodyError::Serialize)?;
+    let off = memchr::memmem::find(&bytes, PLACEHOLDER).unwrap_or(0);
+    Ok((Bytes::from(bytes), off))
+}
+
+/// A `dag_jsonl` tree ready to replay, and its shape for the report.
+fn live_tree(
+    dag: &DagFile,
+    t: &DagTree,
+    requests: &Arc<DagRequests>,
+    seed: u64,
+) -> (PreparedTree, TreeShape) {
+    let turns_of = |s: &DagStream| &dag.sessions[s.session as usize].turns;
+    let ms = |d: f64| (d * 1e6).round() as Ns;
+    let delays: Vec<Vec<Ns>> = t
+        .streams
+        .iter()
+        .map(|s| turns_of(s).iter().map(|turn| ms(turn.delay_ms)).collect())
+        .collect();
+    let links: Vec<UntimedLink> = t
+        .links
+        .iter()
+        .map(|l| UntimedLink {
+            parent: l.parent,
+            turn: l.turn,
+            on_send: l.on_send,
+            join: l.join,
+            children: l.children.clone(),
+        })
+        .collect();
+    let root_turns: Vec<u32> = t.streams.iter().map(|s| s.root_turn).collect();
+    let mut forks: Vec<Vec<Vec<u32>>> = t
+        .streams
+        .iter()
+        .map(|s| vec![Vec::new(); turns_of(s).len()])
+        .collect();
+    for l in t.links.iter().filter(|l| l.fork) {
+        forks[l.parent as usize][l.turn as usize].extend(&l.children);
+    }
+    let mut join_turns: Vec<u32> = t
+        .links
+        .iter()
+        .filter(|l| l.parent == 0)
+        .filter_map(|l| l.join)
+        .collect();
+    join_turns.sort_unstable();
+    join_turns.dedup();
+    // A child's `spawn_turn` is the root turn it descends from (a grandchild's too): what
+    // the report asks of it is whether that root turn was answered.
+    let shape = TreeShape {
+        streams: t
+            .streams
+            .iter()
+            .enumerate()
+            .map(|(i, s)| StreamShape {
+                kind: s.kind,
+                turns: turns_of(s).len() as u32,
+                spawn_turn: (i > 0).then_some(s.root_turn),
+                ideal: vec![(0, 0); turns_of(s).len()],
+            })
+            .collect(),
+        join_turns,
+    };
+    let tree = PreparedTree {
+        id: t.id.clone(),
+        timing: TreeTiming::untimed(delays, &links, &root_turns),
+        kinds: t.streams.iter().map(|s| s.kind).collect(),
+        start: StartSampling::ByTurn,
+        turns: TreeTurns::Live(LiveTree {
+            dag: requests.clone(),
+            streams: t
+                .streams
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.session, t.forked(i as u32)))
+                .collect(),
+            correlation: t
+                .streams
+                .iter()
+                .enumerate()
+                .map(|(i, s)| correlation_prefix(seed, &format!("{}#{i}", s.id)))
+                .collect(),
+            forks,
+        }),
+    };
+    (tree, shape)
+}
+
 impl SessionSource for AgenticRun {
     fn total(&self) -> usize {
         self.0.planned.load(Ordering::Acquire)
@@ -955,8 +1383,8 @@ struct AgenticLane {
     /// Requests sent (the warm-up's quota).
     sent: usize,
     stopped: bool,
-    /// The record index of each request in flight, by ticket.
-    flight: Vec<(u64, u32)>,
+    /// The record index and client prompt length of each request in flight, by ticket.
+    flight: Vec<(u64, u32, u32)>,
     records: Vec<(u32, ReplayRecord)>,
 }
 
@@ -1013,8 +1441,8 @@ impl Lane for AgenticLane {
             let Some(lt) = self.live.as_mut() else {
                 continue;
             };
-            let tree = &self.inner.trees[lt.tree as usize];
-            match lt.run.step(&tree.timing, now, caps) {
+            let timing = &self.inner.trees[lt.tree as usize].timing;
+            match lt.run.step(timing, now, caps) {
                 Step::Send(_) if quota_used => {
                     return match lt.run.in_flight() {
                         0 => LaneStep::Done,
@@ -1022,19 +1450,16 @@ impl Lane for AgenticLane {
                     }
                 }
                 Step::Send(at) => {
-                    let turn = &tree.turns[at.stream as usize][at.turn as usize];
-                    let (req, marker_at) = match self.phase {
-                        Phase::Profiling => (&turn.full, turn.marker_at.0),
-                        _ => (&turn.one, turn.marker_at.1),
-                    };
+                    let one = self.phase != Phase::Profiling;
+                    let (request, client_prompt_len) = self.inner.request(lt, at, one);
                     self.inner.planned.fetch_add(1, Ordering::AcqRel);
                     let index = self.inner.next_index.fetch_add(1, Ordering::Relaxed);
-                    self.flight.push((ticket(at), index));
+                    self.flight.push((ticket(at), index, client_prompt_len));
                     return LaneStep::Send {
                         ticket: ticket(at),
                         index,
-                        request: with_marker(req, marker_at, &lt.marker),
-                        client_prompt_len: turn.prompt_tokens,
+                        request,
+                        client_prompt_len,
                     };
                 }
                 Step::WaitUntil(t) => {
@@ -1073,7 +1498,16 @@ impl Lane for AgenticLane {
             return;
         };
         let at = turn_of(ticket);
-        let mut record = self.inner.record(lt, self.lane, at, self.phase, answer);
+        let (index, len) = match self.flight.iter().position(|f| f.0 == ticket) {
+            Some(i) => {
+                let (_, index, len) = self.flight.swap_remove(i);
+                (index, len)
+            }
+            None => (u32::MAX, 0),
+        };
+        let mut record = self
+            .inner
+            .record(lt, self.lane, at, self.phase, answer, len);
         if let Some(gate) = &self.inner.threshold {
             if let Err(crossed) = gate.observe(record.phase, record.outcome) {
                 // The first crossing stops the run; later ones only say it again.
@@ -1093,17 +1527,16 @@ impl Lane for AgenticLane {
             ReplayOutcome::Cancelled => Ended::Cancelled,
             _ => Ended::Answered,
         };
-        let timing = &self.inner.trees[lt.tree as usize].timing;
-        lt.run.ended(timing, at, answer.end_ns as Ns, how);
+        let tree = &self.inner.trees[lt.tree as usize];
+        lt.run.ended(&tree.timing, at, answer.end_ns as Ns, how);
+        if let TreeTurns::Live(live) = &tree.turns {
+            live.answered(&mut lt.live, at, answer, how == Ended::Answered);
+        }
         if self.inner.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.inner
                 .idle_since
                 .store(answer.end_ns as Ns, Ordering::Release);
         }
-        let index = match self.flight.iter().position(|f| f.0 == ticket) {
-            Some(i) => self.flight.swap_remove(i).1,
-            None => u32::MAX,
-        };
         self.records.push((index, record));
     }
 
@@ -1168,6 +1601,13 @@ mod tests {
         (run, trees)
     }
 
+    fn prepared(t: &PreparedTree) -> &[Vec<PreparedTurn>] {
+        match &t.turns {
+            TreeTurns::Prepared(turns) => turns,
+            TreeTurns::Live(_) => panic!("a Weka tree is prepared"),
+        }
+    }
+
     fn body(req: &PreparedRequest) -> serde_json::Value {
         let bytes = req.to_vec();
         let at = memchr::memmem::find(&bytes, b"\r\n\r\n").unwrap() + 4;
@@ -1202,7 +1642,7 @@ mod tests {
             for (s, stream) in tree.streams.iter().enumerate() {
                 let mut stream_id = None;
                 for (k, r) in stream.turns.iter().enumerate() {
-                    let turn = &run.0.trees[t].turns[s][k];
+                    let turn = &prepared(&run.0.trees[t])[s][k];
                     let id = correlation(&with_marker(&turn.full, turn.marker_at.0, &marker));
                     assert_eq!(
                         id,
@@ -1250,7 +1690,7 @@ mod tests {
         let streams: usize = trees.iter().map(|t| t.streams.len()).sum();
         assert_eq!(ids.len(), streams, "one id per stream: {ids:?}");
         // Another tree instance (another marker): other ids.
-        let turn = &run.0.trees[0].turns[0][0];
+        let turn = &prepared(&run.0.trees[0])[0][0];
         let other = Bytes::from_static(b"[rid:ba9876543210]");
         assert!(
             correlation(&with_marker(&turn.full, turn.marker_at.0, &other))
@@ -1274,6 +1714,7 @@ mod tests {
                     detail,
                 }),
                 cancelled: false,
+                text: "",
             })
         };
         assert_eq!(

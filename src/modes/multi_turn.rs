@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::backends::conversation::{assistant_message, user_message, ChatBody};
+use crate::backends::conversation::{user_message, ChatBody, Transcript};
 use crate::datasets::conversations::{Conversations, History};
 use crate::engine::recorder::Record;
 use crate::engine::session::{FollowUps, NextRequest, Reply, SessionSource};
@@ -98,7 +98,7 @@ impl ConversationPlan {
             .iter()
             .zip(&self.bodies)
             .map(|(c, body)| {
-                let req = self.request(c, body, 0, &c.users[..1]);
+                let req = self.request(c, body, 0, &Self::opening(c));
                 (req, c.prompt_lens[0])
             })
             .unzip()
@@ -109,7 +109,7 @@ impl ConversationPlan {
     pub fn first_requests_with(&self, body: &ChatBody) -> Vec<PreparedRequest> {
         self.conversations
             .iter()
-            .map(|c| self.request(c, body, 0, &c.users[..1]))
+            .map(|c| self.request(c, body, 0, &Self::opening(c)))
             .collect()
     }
 
@@ -141,16 +141,21 @@ impl ConversationPlan {
         c: &Planned,
         body: &ChatBody,
         turn: usize,
-        messages: &[Bytes],
+        messages: &Transcript,
     ) -> PreparedRequest {
         let request_id = format!("{}-turn-{turn}", c.id);
         let ids = Ids {
             request: Some(&request_id),
             session: Some(&c.id),
         };
-        let body = body.parts(messages, c.output_lens[turn]);
-        self.head
-            .build_parts_with(ids, Some("application/json"), body)
+        messages.request(&self.head, ids, body, c.output_lens[turn])
+    }
+
+    /// Conversation `c`'s first turn as a transcript.
+    fn opening(c: &Planned) -> Transcript {
+        let mut t = Transcript::default();
+        t.push(c.users[0].clone(), u64::from(c.prompt_lens[0]));
+        t
     }
 }
 
@@ -174,8 +179,7 @@ impl SessionSource for ConversationPlan {
             conversation: c,
             body: &self.bodies[session],
             turn: 0,
-            messages: vec![c.users[0].clone()],
-            history_tokens: u64::from(c.prompt_lens[0]),
+            messages: ConversationPlan::opening(c),
         })
     }
 }
@@ -188,11 +192,9 @@ struct Turns<'a> {
     body: &'a ChatBody,
     /// The turn whose answer comes next.
     turn: usize,
-    /// The messages sent so far (full history mode).
-    messages: Vec<Bytes>,
-    /// Tokens of the messages so far, as the client counts them (the server's usage
-    /// replaces the prompt length when it reports one).
-    history_tokens: u64,
+    /// The messages sent so far (full history mode), with their tokens as the client counts
+    /// them (the server's usage replaces the prompt length when it reports one).
+    messages: Transcript,
 }
 
 impl FollowUps for Turns<'_> {
@@ -201,20 +203,14 @@ impl FollowUps for Turns<'_> {
         self.turn += 1;
         let user = c.users.get(self.turn)?;
         let own = u64::from(c.prompt_lens[self.turn]);
-        let prompt_len = match self.plan.history {
-            History::Full => {
-                self.messages.push(assistant_message(reply.text));
-                self.messages.push(user.clone());
-                let answer = reply.completion_tokens.unwrap_or(0);
-                self.history_tokens += answer + own;
-                self.history_tokens
-            }
-            History::None => {
-                self.messages.clear();
-                self.messages.push(user.clone());
-                own
-            }
-        };
+        if self.plan.history == History::None {
+            self.messages.clear();
+        } else {
+            let answer = reply.completion_tokens.unwrap_or(0);
+            self.messages.push_answer(reply.text, answer);
+        }
+        self.messages.push(user.clone(), own);
+        let prompt_len = self.messages.tokens();
         Some(NextRequest {
             request: self.plan.request(c, self.body, self.turn, &self.messages),
             client_prompt_len: u32::try_from(prompt_len).unwrap_or(u32::MAX),

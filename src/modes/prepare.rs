@@ -333,7 +333,14 @@ pub fn prepare_agentic(
         failed_request_threshold: Some(params.failed_request_threshold),
         shard: config.shard.shard,
     };
-    let run = AgenticRun::prepare(&replay.trees, &head, &body, &space, &decode, opts)?;
+    let run = match &replay.dag {
+        Some(dag) => {
+            let count = |text: &str| tok.count_tokens(text) as u64;
+            let options = body_options(config, cx.model_name);
+            AgenticRun::prepare_dag(dag, &head, cx.api, &options, &count, opts)?
+        }
+        None => AgenticRun::prepare(&replay.trees, &head, &body, &space, &decode, opts)?,
+    };
     let prepared = Prepared {
         requests: run.lane_requests(),
         prompt_lens: vec![0; lanes].into(),

@@ -333,7 +333,7 @@ impl WekaTrace {
 /// The `id` of a trace that failed strict parsing, if the JSON is readable at all.
 /// The key whose value ends at `line`:`column` (1-based, as serde_json reports an error):
 /// the last `"key":` before it. Best effort: `None` when there is none.
-fn key_before(text: &str, line: usize, column: usize) -> Option<&str> {
+pub(super) fn key_before(text: &str, line: usize, column: usize) -> Option<&str> {
     let start: usize = text
         .split_inclusive('\n')
         .take(line.saturating_sub(1))

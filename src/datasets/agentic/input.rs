@@ -11,8 +11,8 @@
 //! A directory is Weka files; a file is told by its extension (`.parquet`; `.jsonl`: by its
 //! first row's keys, `session_id` for Mooncake) or else read as one Weka trace. Every error
 //! is one line naming the file and the line (or row, or trace) and the field.
-//! `dag_jsonl` (SPEC §1.3) carries literal messages rather than hash ids, which the trees do
-//! not hold: such a file is refused with a line that says so.
+//! `dag_jsonl` (SPEC §1.3, a `.jsonl` whose first row has `session_id` and `turns`) carries
+//! literal messages rather than hash ids: it is read into trees of its own ([`super::dag`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::dag::{self, DagFile};
 use super::format::{self, Entry, Request, WekaTrace};
 use super::streams::StartSampling;
 use crate::datasets::DatasetError;
@@ -34,6 +35,8 @@ const WEKA_BLOCK: u64 = 64;
 pub struct Corpus {
     pub traces: Vec<(PathBuf, WekaTrace)>,
     pub start: StartSampling,
+    /// A `dag_jsonl` file (then `traces` is empty).
+    pub dag: Option<DagFile>,
 }
 
 /// Reads `path` in whichever format it is (module doc).
@@ -41,6 +44,7 @@ pub fn read(path: &Path) -> Result<Corpus, DatasetError> {
     let timed = |traces| Corpus {
         traces,
         start: StartSampling::ByTime,
+        dag: None,
     };
     if path.is_dir() {
         return format::load(path).map(timed);
@@ -54,18 +58,17 @@ pub fn read(path: &Path) -> Result<Corpus, DatasetError> {
         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
         let keys = serde_json::from_str::<serde_json::Map<String, Value>>(first).ok();
         return match keys {
-            Some(k) if k.contains_key("session_id") && k.contains_key("turns") => {
-                Err(DatasetError::file(
-                    path,
-                    "a dag_jsonl file (`session_id` + `turns`): its literal messages cannot be \
-                     replayed as agentic trees yet; use Weka traces or Mooncake JSONL",
-                ))
-            }
+            Some(k) if dag::is_dag(&k) => Ok(Corpus {
+                traces: Vec::new(),
+                start: StartSampling::ByTurn,
+                dag: Some(dag::read(path, &text)?),
+            }),
             Some(k) if k.contains_key("session_id") => Ok(Corpus {
                 traces: mooncake(path, &text)?,
                 // Mooncake rows carry no timeline (every session's bounds are [0, 0] in
                 // AIPerf): every lane starts at turn 0.
                 start: StartSampling::AtTurnZero,
+                dag: None,
             }),
             _ => jsonl_rows(path, &text).map(timed),
         };
@@ -412,7 +415,7 @@ mod tests {
             (MOONCAKE.replacen("\"group_id\":1", "\"group_id\":1,\"delay\":5", 1), "dataset.jsonl:1: session \"sess-0a1b2c3d4e5f\": `delay` on the session's first row"),
             (format!("{MOONCAKE}{}", MOONCAKE.lines().nth(1).unwrap()), "dataset.jsonl:4: session \"sess-0a1b2c3d4e5f\": a session's rows must be contiguous (its first rows start at line 1)"),
             (MOONCAKE.replacen("\"delay\":1843.2", "\"delay\":-1", 1), "dataset.jsonl:2: `delay` -1 must be"),
-            (r#"{"session_id":"s","turns":[]}"#.to_string(), "dag_jsonl"),
+            (r#"{"session_id":"s","turns":[]}"#.to_string(), "dataset.jsonl:1: session \"s\": `turns` is empty"),
         ];
         for (i, (text, want)) in cases.iter().enumerate() {
             let (dir, file) = mooncake_file(&format!("bad{i}"), text);

@@ -3,6 +3,7 @@
 //! with its spawn/join links and barriers ([`streams`]), and every request's prompt rebuilt
 //! from its hash ids ([`prompt`]). All of it before the clock starts.
 
+pub mod dag;
 pub mod format;
 pub mod input;
 pub mod prompt;

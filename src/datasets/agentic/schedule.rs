@@ -40,6 +40,18 @@ struct Spawn {
     after: Vec<Ns>,
 }
 
+/// Children one turn of a stream starts together, in a tree without timestamps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UntimedLink {
+    pub parent: u32,
+    pub turn: u32,
+    /// Started when the turn is sent, not when its response ends.
+    pub on_send: bool,
+    /// The parent's turn that waits for them (`None`: background).
+    pub join: Option<u32>,
+    pub children: Vec<u32>,
+}
+
 /// What a tree's schedule needs of the tree, derived once before the clock.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TreeTiming {
@@ -48,10 +60,12 @@ pub struct TreeTiming {
     /// Per stream, per turn: the idle gap before it (turn 0: 0).
     delay: Vec<Vec<Ns>>,
     barriers: Vec<Vec<Vec<TurnRef>>>,
-    /// Per root turn: the branches it spawns.
-    spawns: Vec<Vec<Spawn>>,
-    /// Per root turn: the child streams it waits for (a join).
-    joins: Vec<Vec<u32>>,
+    /// Per stream, per turn: the branches it spawns (a Weka tree's are the root's only).
+    spawns: Vec<Vec<Vec<Spawn>>>,
+    /// Per stream, per turn: the child streams it waits for (a join).
+    joins: Vec<Vec<Vec<u32>>>,
+    /// Per stream: the stream that starts it (`None`: the root).
+    parent: Vec<Option<u32>>,
     /// Per stream: whether its branch started before a given time (`branch_start`) and by
     /// which root turn (`spawn_turn`); `None` for the root.
     branch_of: Vec<Option<(Ns, u32)>>,
@@ -72,9 +86,17 @@ impl TreeTiming {
             .iter()
             .map(|s| s.delays(think_time_only).into_iter().map(ns).collect())
             .collect();
-        let root_turns = tree.streams.first().map_or(0, |s| s.turns.len());
-        let mut spawns = vec![Vec::new(); root_turns];
-        let mut joins = vec![Vec::new(); root_turns];
+        let mut spawns: Vec<Vec<Vec<Spawn>>> = tree
+            .streams
+            .iter()
+            .map(|s| vec![Vec::new(); s.turns.len()])
+            .collect();
+        let mut joins: Vec<Vec<Vec<u32>>> = tree
+            .streams
+            .iter()
+            .map(|s| vec![Vec::new(); s.turns.len()])
+            .collect();
+        let mut parents = vec![None; tree.streams.len()];
         let mut branch_of = vec![None; tree.streams.len()];
         for b in &tree.branches {
             let parent = &tree.streams[0].turns[b.spawn_turn as usize];
@@ -90,16 +112,17 @@ impl TreeTiming {
                     ns((t0 - if on_send { parent.t } else { b.start }).max(0.0))
                 })
                 .collect();
-            spawns[b.spawn_turn as usize].push(Spawn {
+            spawns[0][b.spawn_turn as usize].push(Spawn {
                 children: b.children.clone(),
                 on_send,
                 after,
             });
             if let Some(j) = b.join_turn {
-                joins[j as usize].extend(&b.children);
+                joins[0][j as usize].extend(&b.children);
             }
             for &c in &b.children {
                 branch_of[c as usize] = Some((ns(b.start), b.spawn_turn));
+                parents[c as usize] = Some(0);
             }
         }
         let (lo, hi) = tree.time_bounds();
@@ -109,6 +132,7 @@ impl TreeTiming {
             barriers: tree.streams.iter().map(|s| s.barriers.clone()).collect(),
             spawns,
             joins,
+            parent: parents,
             branch_of,
             bounds: if lo.is_finite() {
                 (ns(lo), ns(hi))
@@ -116,6 +140,80 @@ impl TreeTiming {
                 (0, 0)
             },
         }
+    }
+
+    /// The timing of a tree without timestamps (`dag_jsonl`): per stream its idle delays
+    /// (turn 0's is not used), and its links. Every recorded time is 0.
+    pub fn untimed(delays: Vec<Vec<Ns>>, links: &[UntimedLink], root_turn: &[u32]) -> TreeTiming {
+        let n = delays.len();
+        let mut spawns: Vec<Vec<Vec<Spawn>>> =
+            delays.iter().map(|d| vec![Vec::new(); d.len()]).collect();
+        let mut joins: Vec<Vec<Vec<u32>>> =
+            delays.iter().map(|d| vec![Vec::new(); d.len()]).collect();
+        let mut parent = vec![None; n];
+        let mut branch_of = vec![None; n];
+        for l in links {
+            let (p, t) = (l.parent as usize, l.turn as usize);
+            // A child's turn-0 `delay` counts from its start.
+            let after = l
+                .children
+                .iter()
+                .map(|&c| delays[c as usize].first().copied().unwrap_or(0))
+                .collect();
+            spawns[p][t].push(Spawn {
+                children: l.children.clone(),
+                on_send: l.on_send,
+                after,
+            });
+            if let Some(j) = l.join {
+                joins[p][j as usize].extend(&l.children);
+            }
+            for &c in &l.children {
+                parent[c as usize] = Some(l.parent);
+                branch_of[c as usize] = Some((0, root_turn[c as usize]));
+            }
+        }
+        TreeTiming {
+            ts: delays.iter().map(|d| vec![0; d.len()]).collect(),
+            delay: delays,
+            barriers: spawns.iter().map(|t| vec![Vec::new(); t.len()]).collect(),
+            spawns,
+            joins,
+            parent,
+            branch_of,
+            bounds: (0, 0),
+        }
+    }
+
+    /// The root turn a lane primes when it starts this tree by turn (SPEC §3.2, timestamp-less
+    /// traces): `k` drawn between `int(min·n)` and `int(max·n)` of the root's `n` turns (from
+    /// `seed`, the tree id and the lane; `min == max` draws nothing), at most `n - 2`; profiling
+    /// resumes at `k + 1`. `None`: the tree starts at turn 0 (fewer than two root turns).
+    pub fn start_turn(
+        &self,
+        (min, max): (f64, f64),
+        seed: u64,
+        tree_id: &str,
+        lane: u32,
+    ) -> Option<u32> {
+        let n = self.ts[0].len();
+        if n < 2 {
+            return None;
+        }
+        let lo = (min * n as f64) as u64;
+        let hi = ((max * n as f64) as u64).max(lo);
+        let k = match hi > lo {
+            true => {
+                let bits = mix64(
+                    mix64(seed ^ 0x0074_7572_6e2a)
+                        ^ fnv64(tree_id.as_bytes())
+                        ^ mix64(u64::from(lane) + 1),
+                );
+                lo + bits % (hi - lo + 1)
+            }
+            false => lo,
+        };
+        Some(k.min(n as u64 - 2) as u32)
     }
 
     /// The sampled start point t* of this tree on `lane`: uniform by time between `min` and
@@ -245,7 +343,7 @@ impl TreeRun {
             idle_from: at,
             zero_delays: false,
         };
-        run.close_if_root_closed();
+        run.close_orphans(timing);
         run
     }
 
@@ -285,8 +383,34 @@ impl TreeRun {
             };
         }
         run.idle_from = 0;
-        run.close_if_root_closed();
+        run.close_orphans(timing);
         (run, primers)
+    }
+
+    /// The tree resumed at root turn `k + 1` after priming turn `k` (SPEC §3.2, by turn): the
+    /// root's next turn is due at 0; every child a root turn up to `k` would have started is
+    /// over (the history stands for what came before), later ones wait for their turn.
+    pub fn at_turn(timing: &TreeTiming, k: u32) -> (TreeRun, Vec<Primer>) {
+        let mut run = TreeRun::fresh(timing, 0);
+        let root = &mut run.streams[0];
+        root.next = k + 1;
+        root.ended = k + 1;
+        root.state = match (k as usize + 1) < timing.ts[0].len() {
+            true => State::Due(0),
+            false => State::Closed,
+        };
+        for (s, b) in timing.branch_of.iter().enumerate() {
+            if b.is_some_and(|(_, turn)| turn <= k) {
+                run.streams[s].state = State::Closed;
+            }
+        }
+        run.idle_from = 0;
+        run.close_orphans(timing);
+        let primer = Primer {
+            at: TurnRef { stream: 0, turn: k },
+            lead: 0,
+        };
+        (run, vec![primer])
     }
 
     /// Moves every pending timer by `by` (profiling start: `- min(offsets)`; the idle caps).
@@ -352,14 +476,12 @@ impl TreeRun {
             let other = &self.streams[o as usize];
             other.ended > turn || other.state == State::Closed
         };
-        if s == 0 {
-            let joined = &timing.joins[k];
-            if !joined
-                .iter()
-                .all(|&c| self.streams[c as usize].state == State::Closed)
-            {
-                return false;
-            }
+        let joined = &timing.joins[s][k];
+        if !joined
+            .iter()
+            .all(|&c| self.streams[c as usize].state == State::Closed)
+        {
+            return false;
         }
         timing.barriers[s][k].iter().all(|d| done(d.stream, d.turn))
     }
@@ -443,9 +565,7 @@ impl TreeRun {
         let s = at.stream as usize;
         self.streams[s].state = State::InFlight;
         self.in_flight += 1;
-        if s == 0 {
-            self.spawn(timing, at.turn, now, true);
-        }
+        self.spawn(timing, at, now, true);
     }
 
     /// The response to `at` ended at `now`, as `how`.
@@ -468,18 +588,15 @@ impl TreeRun {
             }
             _ => State::Closed,
         };
-        if s == 0 {
-            if how == Ended::Answered {
-                self.spawn(timing, at.turn, now, false);
-            }
-            self.close_if_root_closed();
+        if how == Ended::Answered {
+            self.spawn(timing, at, now, false);
         }
+        self.close_orphans(timing);
     }
 
-    /// Starts the branches root turn `turn` spawns that start on its send (`on_send`) or on
-    /// its end.
-    fn spawn(&mut self, timing: &TreeTiming, turn: u32, now: Ns, on_send: bool) {
-        for b in &timing.spawns[turn as usize] {
+    /// Starts the branches turn `at` spawns that start on its send (`on_send`) or on its end.
+    fn spawn(&mut self, timing: &TreeTiming, at: TurnRef, now: Ns, on_send: bool) {
+        for b in &timing.spawns[at.stream as usize][at.turn as usize] {
             if b.on_send != on_send {
                 continue;
             }
@@ -497,13 +614,14 @@ impl TreeRun {
         }
     }
 
-    /// A closed root spawns nothing more: children not started never will.
-    fn close_if_root_closed(&mut self) {
-        if self.streams[0].state == State::Closed {
-            for s in &mut self.streams[1..] {
-                if s.state == State::NotStarted {
-                    s.state = State::Closed;
-                }
+    /// A closed stream spawns nothing more: its children not started never will (parents
+    /// come before their children, so one pass closes every generation).
+    fn close_orphans(&mut self, timing: &TreeTiming) {
+        for s in 1..self.streams.len() {
+            let orphan =
+                timing.parent[s].is_some_and(|p| self.streams[p as usize].state == State::Closed);
+            if orphan && self.streams[s].state == State::NotStarted {
+                self.streams[s].state = State::Closed;
             }
         }
     }
@@ -847,6 +965,89 @@ mod tests {
                 (1500, 0, 0, 1)
             ]
         );
+    }
+
+    /// Root r (3 turns) spawns c at turn 0, joined at 2; c (2 turns, 1 s apart) spawns g in
+    /// the background from its turn 1; every delay 0 but c's.
+    fn nested() -> TreeTiming {
+        let links = [
+            UntimedLink {
+                parent: 0,
+                turn: 0,
+                on_send: false,
+                join: Some(2),
+                children: vec![1],
+            },
+            UntimedLink {
+                parent: 1,
+                turn: 1,
+                on_send: false,
+                join: None,
+                children: vec![2],
+            },
+        ];
+        let delays = vec![vec![0, 0, 0], vec![0, 1_000_000_000], vec![0]];
+        TreeTiming::untimed(delays, &links, &[0, 0, 0])
+    }
+
+    /// Sends of one tree on a simulated clock, `(ms, stream, turn)`.
+    fn sends(t: &TreeTiming, mut run: TreeRun) -> Vec<(i64, u32, u32)> {
+        let (mut now, mut flight, mut out) = (0, Vec::<(Ns, TurnRef)>::new(), Vec::new());
+        for _ in 0..100 {
+            match run.step(t, now, IdleCaps::default()) {
+                Step::Send(at) => {
+                    out.push((ms(now), at.stream, at.turn));
+                    run.sent(t, at, now);
+                    flight.push((now + HALF, at));
+                }
+                Step::Done => break,
+                Step::WaitUntil(w) => now = w.min(flight.iter().map(|f| f.0).min().unwrap_or(w)),
+                Step::AwaitResponse => now = flight.iter().map(|f| f.0).min().unwrap(),
+            }
+            if let Some(i) = flight.iter().position(|f| f.0 <= now) {
+                let (_, at) = flight.remove(i);
+                run.ended(t, at, now, Ended::Answered);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn untimed_links_spawn_from_any_stream_and_joins_wait_for_their_children() {
+        let t = nested();
+        assert_eq!(
+            sends(&t, TreeRun::fresh(&t, 0)),
+            // c#1 1 s after c#0 ended; root#2 waits for c; g starts on c#1's answer.
+            [
+                (0, 0, 0),
+                (500, 0, 1),
+                (500, 1, 0),
+                (2000, 1, 1),
+                (2500, 0, 2),
+                (2500, 2, 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_start_by_turn_primes_turn_k_and_closes_what_came_before() {
+        let t = nested();
+        // n = 3: k in int(0.0·3)..=int(1.0·3), capped at 1.
+        assert_eq!(t.start_turn((0.0, 0.0), 1, "r", 0), Some(0));
+        assert_eq!(t.start_turn((1.0, 1.0), 1, "r", 0), Some(1));
+        assert!((0..20).all(|lane| t.start_turn((0.0, 1.0), 1, "r", lane) <= Some(1)));
+        let (run, primers) = TreeRun::at_turn(&t, 0);
+        assert_eq!(
+            primers,
+            [Primer {
+                at: TurnRef { stream: 0, turn: 0 },
+                lead: 0
+            }]
+        );
+        // c (spawned by root#0) and its child g are over; root#2's join is open.
+        assert_eq!(sends(&t, run), [(0, 0, 1), (500, 0, 2)]);
+        let one = TreeTiming::untimed(vec![vec![0]], &[], &[0]);
+        assert_eq!(one.start_turn((0.5, 0.5), 1, "x", 0), None);
     }
 
     #[test]

@@ -22,9 +22,14 @@ pub enum StreamKind {
     WorkerGroup,
     /// Any other forked chain (`fa`).
     FlatAgent,
+    /// A `dag_jsonl` session spawned by another: a history of its own (`spawn`).
+    Spawned,
+    /// A `dag_jsonl` session forked from another: it continues its parent's history (`fork`).
+    Forked,
 }
 
 impl StreamKind {
+    /// The kinds of a Weka trace's tree (a `dag_jsonl` tree has roots, spawns and forks).
     pub const ALL: [StreamKind; 5] = [
         StreamKind::Root,
         StreamKind::Subagent,
@@ -40,6 +45,8 @@ impl StreamKind {
             StreamKind::Aux => "aux",
             StreamKind::WorkerGroup => "wg",
             StreamKind::FlatAgent => "fa",
+            StreamKind::Spawned => "spawn",
+            StreamKind::Forked => "fork",
         }
     }
 }
@@ -127,6 +134,10 @@ pub enum StartSampling {
     ByTime,
     /// Traces without a timeline (Mooncake JSONL: AIPerf sees bounds [0, 0]): turn 0.
     AtTurnZero,
+    /// Trees without timestamps (`dag_jsonl`, SPEC §3.2): a root turn k drawn between the
+    /// start ratios of its turn count (at most the last but one) is the primer, and
+    /// profiling resumes at k + 1.
+    ByTurn,
 }
 
 /// A trace as a tree of streams; `streams[0]` is the root.
