@@ -50,8 +50,10 @@ TOKEN_INTERVAL_MS = 10.0
 OUTPUT_TOKENS = 100
 INPUT_TOKENS = 32
 MODEL = "mock-model"
-# The SmolLM2 tokenizer the repository carries (tests/fixtures/README.md).
-TOKENIZER = os.path.join(ROOT, "tests", "fixtures", "tokenizers", "smollm2")
+# The SmolLM2 tokenizer scripts/fetch-fixtures.sh rebuilds into the fixtures cache
+# (tests/fixtures/README.md), where the other bench-overhead scripts read it.
+TOKENIZER = os.path.join(os.environ.get("VLLM_BENCH_CACHE", os.path.expanduser("~/.cache/vllm-bench")),
+                         "fixtures", "tokenizers", "smollm2")
 
 # The accuracy workload: 1000 streams are more than one mock core can serve at 100 tokens/s
 # each (100,000 events/s: it falls behind, see the streaming table's "server late" column),
