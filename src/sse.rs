@@ -587,13 +587,24 @@ mod tests {
 
     /// Decode `stream` delivered in `pieces` (cut positions), draining after every push.
     fn decode_split(stream: &[u8], cuts: &[usize], early: bool) -> Vec<Ev> {
+        decode_pieces(stream, cuts, early, false)
+    }
+
+    /// [`decode_split`], each piece through [`SseDecoder::push`], or through
+    /// [`SseDecoder::push_event`] when `whole_events`.
+    fn decode_pieces(stream: &[u8], cuts: &[usize], early: bool, whole_events: bool) -> Vec<Ev> {
         let mut dec = SseDecoder::new();
         dec.set_early_completion(early);
         let mut out = Vec::new();
         let mut from = 0;
         for &cut in cuts.iter().chain(std::iter::once(&stream.len())) {
             let cut = cut.clamp(from, stream.len());
-            dec.push(&stream[from..cut]).expect("under the cap");
+            let piece = &stream[from..cut];
+            if !whole_events {
+                dec.push(piece).expect("under the cap");
+            } else if let Some(ev) = dec.push_event(piece).expect("under the cap") {
+                out.push(own(ev));
+            }
             drain(&mut dec, &mut out);
             from = cut;
         }
@@ -607,20 +618,7 @@ mod tests {
 
     /// [`decode_split`] through [`SseDecoder::push_event`].
     fn decode_split_events(stream: &[u8], cuts: &[usize], early: bool) -> Vec<Ev> {
-        let mut dec = SseDecoder::new();
-        dec.set_early_completion(early);
-        let mut out = Vec::new();
-        let mut from = 0;
-        for &cut in cuts.iter().chain(std::iter::once(&stream.len())) {
-            let cut = cut.clamp(from, stream.len());
-            if let Some(ev) = dec.push_event(&stream[from..cut]).expect("under the cap") {
-                out.push(own(ev));
-            }
-            drain(&mut dec, &mut out);
-            from = cut;
-        }
-        finish(&mut dec, &mut out);
-        out
+        decode_pieces(stream, cuts, early, true)
     }
 
     /// The cut positions after every blank line of `stream` (`\n\n`): where a server
