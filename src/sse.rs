@@ -201,6 +201,54 @@ impl SseDecoder {
         Ok(())
     }
 
+    /// [`push`](Self::push) with a shortcut for the shape nearly every server streams:
+    /// when nothing is pending (the last event was complete) and `body_bytes` is exactly one
+    /// event of one `data: ` line ended by a blank line (`data: X\n\n`, `X` without a line
+    /// end), that event is returned at once, without walking its lines: the same event that
+    /// `push` and [`next_event`](Self::next_event) would give, and nothing is left pending.
+    /// Otherwise the bytes are pushed and `None` returned: drain `next_event` as after `push`.
+    pub fn push_event(&mut self, body_bytes: &[u8]) -> Result<Option<SseEvent<'_>>, SseError> {
+        self.settle();
+        let Some(value) = self.whole_event(body_bytes) else {
+            self.push(body_bytes)?;
+            return Ok(None);
+        };
+        // As if the line and its blank line had been read: the event is returned, so the
+        // next call settles it, and nothing before the buffer's end is pending.
+        self.buf.clear();
+        self.buf.extend_from_slice(value);
+        let len = self.buf.len();
+        (self.line_start, self.scan) = (len, len);
+        (self.data_start, self.data_len) = (0, len);
+        self.has_data = true;
+        self.settle_pending = true;
+        self.at_stream_start = false;
+        self.skip_lf = false;
+        Ok(Some(SseEvent {
+            event: None,
+            data: &mut self.buf[..len],
+        }))
+    }
+
+    /// The data of `body_bytes` when the decoder is idle (between events, nothing pending)
+    /// and the bytes are one whole single-line `data: ` event (see [`Self::push_event`]).
+    fn whole_event<'b>(&self, body_bytes: &'b [u8]) -> Option<&'b [u8]> {
+        let idle = self.line_start == self.buf.len()
+            && !self.has_data
+            && self.lines_in_event == 0
+            && !self.has_event_name
+            && !self.skip_line
+            && !self.early_taken
+            && !self.eof;
+        if !idle || body_bytes.len() > self.max_pending {
+            return None;
+        }
+        let value = body_bytes.strip_prefix(b"data: ")?.strip_suffix(b"\n\n")?;
+        memchr::memchr2(b'\n', b'\r', value)
+            .is_none()
+            .then_some(value)
+    }
+
     /// The next complete event, or `None` when more bytes are needed.
     pub fn next_event(&mut self) -> Option<SseEvent<'_>> {
         let data = self.advance()?;
@@ -539,13 +587,24 @@ mod tests {
 
     /// Decode `stream` delivered in `pieces` (cut positions), draining after every push.
     fn decode_split(stream: &[u8], cuts: &[usize], early: bool) -> Vec<Ev> {
+        decode_pieces(stream, cuts, early, false)
+    }
+
+    /// [`decode_split`], each piece through [`SseDecoder::push`], or through
+    /// [`SseDecoder::push_event`] when `whole_events`.
+    fn decode_pieces(stream: &[u8], cuts: &[usize], early: bool, whole_events: bool) -> Vec<Ev> {
         let mut dec = SseDecoder::new();
         dec.set_early_completion(early);
         let mut out = Vec::new();
         let mut from = 0;
         for &cut in cuts.iter().chain(std::iter::once(&stream.len())) {
             let cut = cut.clamp(from, stream.len());
-            dec.push(&stream[from..cut]).expect("under the cap");
+            let piece = &stream[from..cut];
+            if !whole_events {
+                dec.push(piece).expect("under the cap");
+            } else if let Some(ev) = dec.push_event(piece).expect("under the cap") {
+                out.push(own(ev));
+            }
             drain(&mut dec, &mut out);
             from = cut;
         }
@@ -555,6 +614,58 @@ mod tests {
 
     fn decode(stream: &[u8], early: bool) -> Vec<Ev> {
         decode_split(stream, &[], early)
+    }
+
+    /// [`decode_split`] through [`SseDecoder::push_event`].
+    fn decode_split_events(stream: &[u8], cuts: &[usize], early: bool) -> Vec<Ev> {
+        decode_pieces(stream, cuts, early, true)
+    }
+
+    /// The cut positions after every blank line of `stream` (`\n\n`): where a server
+    /// sending one event per HTTP chunk would cut it.
+    fn event_ends(stream: &[u8]) -> Vec<usize> {
+        memchr::memmem::find_iter(stream, b"\n\n")
+            .map(|at| at + 2)
+            .collect()
+    }
+
+    #[test]
+    fn a_whole_data_event_is_returned_at_once_and_anything_else_is_pushed() {
+        let mut dec = SseDecoder::new();
+        let ev = dec.push_event(b"data: {\"a\":1}\n\n").unwrap().unwrap();
+        assert_eq!(own(ev), Ev::data("{\"a\":1}"));
+        assert_eq!(dec.pending_len(), 0);
+        assert!(dec.next_event().is_none());
+        let ev = dec.push_event(b"data: [DONE]\n\n").unwrap().unwrap();
+        assert!(ev.is_done());
+        for other in [
+            &b"data: {}\r\n\r\n"[..],
+            b"data:{}\n\n",
+            b"event: x\ndata: {}\n\n",
+            b"data: a\ndata: b\n\n",
+            b"data: {}\n\ndata: {}\n\n",
+            b"data: {}\n",
+        ] {
+            let mut dec = SseDecoder::new();
+            let mut via_push = SseDecoder::new();
+            assert!(dec.push_event(other).unwrap().is_none(), "{other:?}");
+            via_push.push(other).unwrap();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            drain(&mut dec, &mut a);
+            drain(&mut via_push, &mut b);
+            assert_eq!(a, b, "{other:?}");
+        }
+        // Mid-event (a partial line pending), a whole-looking piece is the rest of that event.
+        let mut dec = SseDecoder::new();
+        assert!(dec.push_event(b"data: {\"a\":").unwrap().is_none());
+        assert!(dec.push_event(b"data: 1}\n\n").unwrap().is_none());
+        let mut out = Vec::new();
+        drain(&mut dec, &mut out);
+        assert_eq!(out, [Ev::data("{\"a\":data: 1}")]);
+        // Over the cap it fails as `push` does.
+        let mut dec = SseDecoder::new();
+        dec.set_max_pending(8);
+        assert!(dec.push_event(b"data: {\"a\":1}\n\n").is_err());
     }
 
     #[test]
@@ -825,7 +936,13 @@ mod tests {
             assert_eq!(whole.len(), 7);
             for cut in 0..=stream.len() {
                 assert_eq!(decode_split(&stream, &[cut], early), whole, "cut {cut}");
+                let events = decode_split_events(&stream, &[cut], early);
+                assert_eq!(events, whole, "cut {cut}, push_event");
             }
+            assert_eq!(
+                decode_split_events(&stream, &event_ends(&stream), early),
+                whole
+            );
             let every_byte: Vec<usize> = (0..stream.len()).collect();
             assert_eq!(decode_split(&stream, &every_byte, early), whole);
         }
@@ -966,7 +1083,11 @@ mod tests {
             let mut cuts: Vec<usize> = cuts.iter().map(|c| c.index(stream.len() + 1)).collect();
             cuts.sort_unstable();
             prop_assert_eq!(decode(&stream, early), expect.clone());
-            prop_assert_eq!(decode_split(&stream, &cuts, early), expect);
+            prop_assert_eq!(decode_split(&stream, &cuts, early), expect.clone());
+            prop_assert_eq!(decode_split_events(&stream, &cuts, early), expect.clone());
+            // Cut where each event ends, as one event per HTTP chunk arrives.
+            let ends = event_ends(&stream);
+            prop_assert_eq!(decode_split_events(&stream, &ends, early), expect);
         }
 
         #[test]
@@ -986,6 +1107,18 @@ mod tests {
             prop_assert_eq!(decode_split(&stream, &cuts, false), decode(&stream, false));
             // With it, arbitrary input must at least never panic.
             let _ = decode_split(&stream, &cuts, true);
+            // The whole-event shortcut gives what pushing gives, at any cuts, either way.
+            for early in [false, true] {
+                prop_assert_eq!(
+                    decode_split_events(&stream, &cuts, early),
+                    decode_split(&stream, &cuts, early)
+                );
+                let ends = event_ends(&stream);
+                prop_assert_eq!(
+                    decode_split_events(&stream, &ends, early),
+                    decode_split(&stream, &ends, early)
+                );
+            }
         }
     }
 }

@@ -586,9 +586,15 @@ impl BodySink {
                 Ok(())
             }
             Some(reader) => {
-                self.sse
-                    .push(payload)
+                // One whole event per payload (one HTTP chunk per event) is the rule: it is
+                // read without walking the SSE decoder's lines.
+                let whole = self
+                    .sse
+                    .push_event(payload)
                     .map_err(|e| failure(e.kind(), e.to_string(), e.to_string()))?;
+                if let Some(ev) = whole {
+                    return rec.event(ev.is_done(), ev.data, reader, &mut self.template);
+                }
                 while let Some(ev) = self.sse.next_event() {
                     rec.event(ev.is_done(), ev.data, reader, &mut self.template)?;
                 }
