@@ -476,6 +476,19 @@ enum ChunkState {
     Done,
 }
 
+impl ChunkState {
+    /// The state after a chunk-size line announcing `size` bytes (0: the last chunk).
+    fn after_size(size: u64) -> ChunkState {
+        match size {
+            0 => ChunkState::Trailers {
+                line_len: 0,
+                prev_cr: false,
+            },
+            remaining => ChunkState::Data { remaining },
+        }
+    }
+}
+
 /// A `Transfer-Encoding: chunked` body: a state machine fed arbitrary slices.
 ///
 /// Chunk-size lines go through `httparse::parse_chunk_size` (extensions allowed); a line split
@@ -537,7 +550,14 @@ impl ChunkedDecoder {
             match self.state {
                 ChunkState::Done => return Ok(Decoded::done(pos)),
                 _ if rest.is_empty() => return Ok(Decoded::more(pos)),
-                ChunkState::Size => pos += self.size_line(rest)?,
+                ChunkState::Size => match plain_size_line(rest) {
+                    // The line every server sends (`d9\r\n`), read in place.
+                    Some((used, size)) if self.line.is_empty() => {
+                        self.state = ChunkState::after_size(size);
+                        pos += used;
+                    }
+                    _ => pos += self.size_line(rest)?,
+                },
                 ChunkState::Data { remaining } => {
                     let n = usize::try_from(remaining).map_or(rest.len(), |r| r.min(rest.len()));
                     let remaining = remaining - n as u64;
@@ -551,6 +571,10 @@ impl ChunkedDecoder {
                         data: &rest[..n],
                         done: false,
                     });
+                }
+                ChunkState::DataCr if rest.starts_with(b"\r\n") => {
+                    self.state = ChunkState::Size;
+                    pos += 2;
                 }
                 ChunkState::DataCr => {
                     self.state = expect_byte(rest[0], b'\r', ChunkState::DataLf)?;
@@ -591,13 +615,7 @@ impl ChunkedDecoder {
             self.line.clear();
             size?
         };
-        self.state = match size {
-            0 => ChunkState::Trailers {
-                line_len: 0,
-                prev_cr: false,
-            },
-            remaining => ChunkState::Data { remaining },
-        };
+        self.state = ChunkState::after_size(size);
         Ok(used)
     }
 
@@ -644,6 +662,31 @@ fn expect_byte(byte: u8, expected: u8, next: ChunkState) -> Result<ChunkState, H
 }
 
 /// Size of one complete chunk-size line (through its `\n`).
+/// Hex digits at most in a [`plain_size_line`]: 15 cannot overflow a `u64`.
+const PLAIN_SIZE_DIGITS: usize = 15;
+
+/// `(bytes used, size)` when `rest` starts with a whole chunk-size line of hex digits alone
+/// (`d9\r\n`: no extension, no whitespace, at most [`PLAIN_SIZE_DIGITS`] digits); `None`
+/// for anything else, which the general reader ([`parse_size_line`]) then takes, errors
+/// included. Why: it is the line of every chunk of every stream, and reading it here skips a
+/// line search and a general parser per event.
+fn plain_size_line(rest: &[u8]) -> Option<(usize, u64)> {
+    let mut size: u64 = 0;
+    for (i, &byte) in rest.iter().take(PLAIN_SIZE_DIGITS + 1).enumerate() {
+        let digit = match byte {
+            b'0'..=b'9' => byte - b'0',
+            b'a'..=b'f' => byte - b'a' + 10,
+            b'A'..=b'F' => byte - b'A' + 10,
+            b'\r' if i > 0 => {
+                return (rest.get(i + 1) == Some(&b'\n')).then_some((i + 2, size));
+            }
+            _ => return None,
+        };
+        size = (size << 4) | u64::from(digit);
+    }
+    None
+}
+
 fn parse_size_line(line: &[u8]) -> Result<u64, HttpError> {
     // httparse treats an empty size (`\r\n`, `;ext\r\n`) as 0; that is not a size.
     if !line.first().is_some_and(u8::is_ascii_hexdigit) {
@@ -1043,6 +1086,37 @@ mod tests {
                 Ok((payload.to_vec(), true, body.len())),
                 "{}",
                 String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn plain_size_lines_are_read_in_place_and_anything_else_is_left_to_the_general_reader() {
+        // (line, (bytes used, size) when read in place)
+        type Case = (&'static [u8], Option<(usize, u64)>);
+        let plain: &[Case] = &[
+            (b"d9\r\ndata", Some((4, 0xd9))),
+            (b"D9\r\n", Some((4, 0xd9))),
+            (b"0\r\n\r\n", Some((3, 0))),
+            (b"fffffffffffffff\r\n", Some((17, 0xfff_ffff_ffff_ffff))),
+            // Sixteen digits, an extension, a space, a bare LF, a cut line, no digit: the
+            // general reader's.
+            (b"0000000000000001\r\n", None),
+            (b"d9;x=1\r\n", None),
+            (b"d9 \r\n", None),
+            (b"d9\n", None),
+            (b"d9\r", None),
+            (b"d9", None),
+            (b"d9\rx", None),
+            (b"\r\n", None),
+            (b"", None),
+        ];
+        for (line, expect) in plain {
+            assert_eq!(
+                plain_size_line(line),
+                *expect,
+                "{}",
+                String::from_utf8_lossy(line)
             );
         }
     }
