@@ -12,7 +12,7 @@ use vllm_bench::backends::openai_chunk::ChunkShape;
 use vllm_bench::backends::tape::ChunkDecoder;
 use vllm_bench::backends::{Api, Scratch, StreamFacts};
 use vllm_bench::http::response::{parse_head, BodyDecoder, BodyKind};
-use vllm_bench::sse::SseDecoder;
+use vllm_bench::sse::{Pushed, SseDecoder};
 
 /// Token events per benchmark stream.
 const TOKENS: usize = 256;
@@ -260,6 +260,72 @@ fn bench_stream_events(c: &mut Criterion) {
     group.finish();
 }
 
+/// What the engine's exchange does with each read of a streamed completions response, as in
+/// the firehose (the whole response in 16 KiB reads): chunked framing, one payload per HTTP
+/// chunk into `SseDecoder::push_known` (a chunk the reader's template knows is read from the
+/// payload; any other whole event is copied and parsed; any other shape drains
+/// `next_event`). Beside `full_stream` (the line-by-line SSE path and a full parse per
+/// chunk), this is the path a real server's stream takes after its first token.
+fn bench_exchange_read(c: &mut Criterion) {
+    let events = sse_events();
+    let body = chunked_body(&events);
+    let reads: Vec<&[u8]> = body.chunks(16 * 1024).collect();
+    let reader = Api::Completions
+        .response_mode()
+        .stream_reader()
+        .expect("completions stream");
+    let mut group = c.benchmark_group("exchange_read");
+    group.throughput(Throughput::Elements(events.len() as u64));
+    let mut sse = SseDecoder::new();
+    let mut json = ChunkDecoder::new();
+    let mut template = ChunkTemplate::default();
+    // The token count of one parsed event (`[DONE]` is none).
+    let parsed = |data: &mut [u8], scratch: &mut Scratch<'_>, facts: &mut StreamFacts| {
+        let token = reader.event(data, scratch, facts).expect("valid chunk");
+        usize::from(token.is_some())
+    };
+    group.bench_function("completions_256_tokens", |b| {
+        b.iter(|| {
+            let mut body_decoder = BodyDecoder::new(BodyKind::Chunked);
+            let mut facts = StreamFacts::default();
+            let mut scratch = Scratch {
+                json: &mut json,
+                template: &mut template,
+            };
+            sse.reset();
+            let mut tokens = 0;
+            for read in &reads {
+                body_decoder
+                    .decode_all(read, |payload| {
+                        let template = &*scratch.template;
+                        let pushed = sse
+                            .push_known(payload, |data| reader.known_event(data, template))
+                            .expect("under the cap");
+                        match pushed {
+                            Pushed::Known(token) => tokens += usize::from(token.is_some()),
+                            Pushed::Event(ev) if ev.is_done() => {}
+                            Pushed::Event(ev) => {
+                                tokens += parsed(ev.data, &mut scratch, &mut facts)
+                            }
+                            Pushed::Bytes => {
+                                while let Some(ev) = sse.next_event() {
+                                    if !ev.is_done() {
+                                        tokens += parsed(ev.data, &mut scratch, &mut facts);
+                                    }
+                                }
+                            }
+                        }
+                    })
+                    .expect("valid body");
+            }
+            assert_eq!(tokens, TOKENS);
+            black_box(&facts);
+            tokens
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     bench_sse,
@@ -267,6 +333,7 @@ criterion_group!(
     bench_chunked,
     bench_chunk_json,
     bench_full_stream,
-    bench_stream_events
+    bench_stream_events,
+    bench_exchange_read
 );
 criterion_main!(benches);

@@ -1,6 +1,8 @@
 //! The last plain token chunk of an OpenAI-style stream, kept to read the next ones without
 //! parsing them (see [`ChunkTemplate`]).
 
+use std::ops::Range;
+
 /// Longest chunk a [`ChunkTemplate`] keeps (an OpenAI-style token chunk is ~200 bytes).
 const TEMPLATE_MAX: usize = 1024;
 /// Room a template takes beyond a chunk that outgrows it.
@@ -42,8 +44,27 @@ impl Default for ChunkTemplate {
 }
 
 impl ChunkTemplate {
-    /// The range of `data`'s text when `data` is the template with a plain text.
-    pub(super) fn matched(&self, data: &[u8]) -> Option<std::ops::Range<usize>> {
+    /// `data`'s text when `data` is the template with a plain text.
+    ///
+    /// A match also proves that `data` holds no line break (`\n`, `\r`): an armed template
+    /// holds none (see [`ChunkTemplate::arm`]) and a plain text is free of control bytes. The
+    /// SSE layer relies on that to take a whole event's bytes without its own line search.
+    pub(super) fn matched<'d>(&self, data: &'d [u8]) -> Option<&'d str> {
+        std::str::from_utf8(&data[self.plain_range(data)?]).ok()
+    }
+
+    /// [`ChunkTemplate::matched`] as the text's range in `data` (for a caller that goes on
+    /// to borrow `data` mutably when there is no match).
+    pub(super) fn matched_range(&self, data: &[u8]) -> Option<Range<usize>> {
+        let range = self.plain_range(data)?;
+        std::str::from_utf8(&data[range.clone()])
+            .is_ok()
+            .then_some(range)
+    }
+
+    /// The range of `data`'s text when `data` is the template outside a text free of
+    /// quotes, backslashes and control bytes (its UTF-8 not checked yet).
+    fn plain_range(&self, data: &[u8]) -> Option<Range<usize>> {
         let (t, p, s) = (&self.bytes, self.prefix, self.suffix);
         if !self.armed || data.len() < p + s || data[..p] != t[..p] {
             return None;
@@ -52,9 +73,10 @@ impl ChunkTemplate {
         if data[end..] != t[t.len() - s..] {
             return None;
         }
-        let text = &data[p..end];
-        let plain = text.iter().all(|&b| b >= 0x20 && b != b'"' && b != b'\\');
-        (plain && std::str::from_utf8(text).is_ok()).then_some(p..end)
+        let plain = data[p..end]
+            .iter()
+            .all(|&b| b >= 0x20 && b != b'"' && b != b'\\');
+        plain.then_some(p..end)
     }
 
     /// Keeps a copy of `data` before it is parsed (parsing rewrites it), disarmed until
@@ -74,9 +96,10 @@ impl ChunkTemplate {
 
     /// Arms the staged chunk as the template: its parse found a plain token chunk (no
     /// finish reason, usage, error, reasoning or tool calls) whose `text` borrows the
-    /// payload that started at `base`.
+    /// payload that started at `base`. A chunk with a line break (the data of a multi-line
+    /// SSE event, joined with `\n`) is never armed, so that a match proves a chunk one line.
     pub(super) fn arm(&mut self, base: *const u8, text: &str) {
-        if self.bytes.is_empty() {
+        if self.bytes.is_empty() || memchr::memchr2(b'\n', b'\r', &self.bytes).is_some() {
             return;
         }
         // simd-json leaves (or unescapes) a string right after its opening quote.

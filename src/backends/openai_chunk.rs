@@ -59,7 +59,17 @@ pub struct ChunkFields<'a> {
     pub error: Option<Cow<'a, str>>,
 }
 
-impl ChunkFields<'_> {
+impl<'a> ChunkFields<'a> {
+    /// A chunk with a choice whose text is `text` and nothing else: what a template match
+    /// reads ([`ChunkTemplate`]).
+    fn plain_token(text: &'a str) -> ChunkFields<'a> {
+        ChunkFields {
+            has_choices: true,
+            text: Some(Cow::Borrowed(text)),
+            ..ChunkFields::default()
+        }
+    }
+
     /// Whether Python 0.33 counts this chunk as a token event (first one sets TTFT, each
     /// later one adds an ITL entry).
     ///
@@ -102,6 +112,20 @@ impl ChunkFields<'_> {
 /// The reader of the APIs that stream OpenAI chunks (completions, chat, audio), by shape.
 pub struct ChunkReader(pub ChunkShape);
 
+impl ChunkReader {
+    /// The token `chunk` is in this shape, if any.
+    fn token<'a>(&self, chunk: ChunkFields<'a>) -> Option<Token<'a>> {
+        let shape = self.0;
+        if !chunk.is_token(shape) {
+            return None;
+        }
+        Some(Token {
+            output: chunk.is_output(shape),
+            text: chunk.text,
+        })
+    }
+}
+
 impl StreamReader for ChunkReader {
     fn event<'a>(
         &self,
@@ -127,14 +151,19 @@ impl StreamReader for ChunkReader {
                 facts.usage_prompt_tokens = u.prompt_tokens;
             }
         }
-        if !chunk.is_token(shape) {
-            return Ok(None);
-        }
-        let output = chunk.is_output(shape);
-        Ok(Some(Token {
-            output,
-            text: chunk.text,
-        }))
+        Ok(self.token(chunk))
+    }
+
+    /// A chunk that matches the stream's template is a plain token chunk: it says nothing
+    /// for the facts (no finish reason, usage or error), and the match proves it one line.
+    fn known_event<'a>(
+        &self,
+        data: &'a [u8],
+        template: &ChunkTemplate,
+    ) -> Option<Option<Token<'a>>> {
+        template
+            .matched(data)
+            .map(|text| self.token(ChunkFields::plain_token(text)))
     }
 
     /// The usage of a chunk with choices (llama.cpp) counts when no usage-only chunk came.
@@ -183,14 +212,10 @@ impl ChunkDecoder {
         data: &'a mut [u8],
         template: &mut ChunkTemplate,
     ) -> Result<ChunkFields<'a>, ChunkError> {
-        if let Some(range) = template.matched(data) {
+        if let Some(range) = template.matched_range(data) {
             let data: &'a [u8] = data;
             let text = std::str::from_utf8(&data[range]).expect("checked by the match");
-            return Ok(ChunkFields {
-                has_choices: true,
-                text: Some(Cow::Borrowed(text)),
-                ..ChunkFields::default()
-            });
+            return Ok(ChunkFields::plain_token(text));
         }
         template.stage(data);
         let base = data.as_ptr();
@@ -854,6 +879,80 @@ mod tests {
                 stream_agrees(ChunkShape::Chat, &[c.clone(), c.clone(), c]),
                 0
             );
+        }
+    }
+
+    #[test]
+    fn a_known_event_is_the_token_the_reader_would_have_read() {
+        fn chat(t: &str) -> Vec<u8> {
+            format!(r#"{{"id":"k","choices":[{{"index":0,"delta":{{"content":"{t}"}}}}]}}"#)
+                .into_bytes()
+        }
+        let completions = |t: &str| completion("c1", t, "null");
+        type Chunk<'f> = &'f dyn Fn(&str) -> Vec<u8>;
+        let shapes: [(ChunkShape, Chunk); 2] = [
+            (ChunkShape::Completions, &completions),
+            (ChunkShape::Chat, &chat),
+        ];
+        for (shape, chunk) in shapes {
+            let reader = ChunkReader(shape);
+            let mut json = ChunkDecoder::new();
+            let mut template = ChunkTemplate::default();
+            let mut first = chunk(" a");
+            let mut facts = StreamFacts::default();
+            let mut scratch = Scratch {
+                json: &mut json,
+                template: &mut template,
+            };
+            reader.event(&mut first, &mut scratch, &mut facts).unwrap();
+            for text in [" bb", "", "é中🙂"] {
+                let data = chunk(text);
+                let known = reader
+                    .known_event(&data, scratch.template)
+                    .map(|t| t.map(owned_token));
+                let mut copy = data.clone();
+                let read = reader.event(&mut copy, &mut scratch, &mut facts).unwrap();
+                assert_eq!(known, Some(read.map(owned_token)), "{text:?}");
+            }
+            // A finish chunk differs outside the text: not known, it goes to `event`.
+            let last = completion("c1", " z", r#""length""#);
+            assert_eq!(reader.known_event(&last, scratch.template), None);
+        }
+    }
+
+    #[test]
+    fn a_chunk_with_a_line_break_never_becomes_a_template() {
+        // The data of a multi-line SSE event is joined with `\n`: valid JSON whitespace,
+        // but a template made of it would let a known event hold a line break.
+        let reader = ChunkReader(ChunkShape::Completions);
+        for joined in ["\n", "\r"] {
+            let chunk = |t: &str| {
+                format!(r#"{{"id":"c1",{joined}"choices":[{{"index":0,"text":"{t}","finish_reason":null}}]}}"#)
+                    .into_bytes()
+            };
+            let mut json = ChunkDecoder::new();
+            let mut template = ChunkTemplate::default();
+            let mut scratch = Scratch {
+                json: &mut json,
+                template: &mut template,
+            };
+            let mut first = chunk(" a");
+            let token = reader
+                .event(&mut first, &mut scratch, &mut StreamFacts::default())
+                .unwrap();
+            assert!(token.is_some());
+            assert_eq!(reader.known_event(&chunk(" a"), scratch.template), None);
+            assert_eq!(
+                stream_agrees(ChunkShape::Completions, &[chunk(" a"), chunk(" b")]),
+                0
+            );
+        }
+    }
+
+    fn owned_token(t: Token<'_>) -> Token<'static> {
+        Token {
+            output: t.output,
+            text: owned(t.text),
         }
     }
 

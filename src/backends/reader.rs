@@ -141,6 +141,20 @@ pub trait StreamReader: Sync {
         facts: &mut StreamFacts,
     ) -> Result<Option<Token<'a>>, ChunkError>;
 
+    /// Reads one whole SSE event's data without parsing it, when the reader knows its shape
+    /// (OpenAI's chunk template): `Some` with the token it is, if any. `Some` is a promise
+    /// that `data` holds no line break (`\n`, `\r`), so that the SSE layer may take the
+    /// event's bytes as one `data:` line without searching them; a reader that cannot
+    /// promise that returns `None` (the default), and the event goes to [`Self::event`].
+    /// A known event says nothing for the facts.
+    fn known_event<'a>(
+        &self,
+        _data: &'a [u8],
+        _template: &ChunkTemplate,
+    ) -> Option<Option<Token<'a>>> {
+        None
+    }
+
     /// The stream ended: settles what its events said (a fallback usage) and fails it when
     /// it reported an error.
     fn settle(&self, facts: &mut StreamFacts) -> Result<(), ApiFailure>;

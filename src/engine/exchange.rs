@@ -28,10 +28,10 @@ use std::time::Instant;
 
 use crate::backends::chunk_template::ChunkTemplate;
 use crate::backends::tape::ChunkDecoder;
-use crate::backends::{ApiFailure, ResponseMode, Scratch, StreamFacts, StreamReader};
+use crate::backends::{ApiFailure, ResponseMode, Scratch, StreamFacts, StreamReader, Token};
 use crate::http::conn::{Connection, Endpoint};
 use crate::http::response::{parse_head, BodyDecoder, ResponseHead};
-use crate::sse::SseDecoder;
+use crate::sse::{Pushed, SseDecoder};
 use bytes::Bytes;
 
 use super::recorder::{Failure, WorkerLog, MAX_USAGE_TOKENS};
@@ -587,13 +587,19 @@ impl BodySink {
             }
             Some(reader) => {
                 // One whole event per payload (one HTTP chunk per event) is the rule: it is
-                // read without walking the SSE decoder's lines.
-                let whole = self
+                // read without walking the SSE decoder's lines, and a token chunk the
+                // reader knows (its template) without parsing or copying it either.
+                let template = &self.template;
+                let pushed = self
                     .sse
-                    .push_event(payload)
+                    .push_known(payload, |data| reader.known_event(data, template))
                     .map_err(|e| failure(e.kind(), e.to_string(), e.to_string()))?;
-                if let Some(ev) = whole {
-                    return rec.event(ev.is_done(), ev.data, reader, &mut self.template);
+                match pushed {
+                    Pushed::Known(token) => return rec.known_event(token),
+                    Pushed::Event(ev) => {
+                        return rec.event(ev.is_done(), ev.data, reader, &mut self.template)
+                    }
+                    Pushed::Bytes => {}
                 }
                 while let Some(ev) = self.sse.next_event() {
                     rec.event(ev.is_done(), ev.data, reader, &mut self.template)?;
@@ -631,10 +637,7 @@ impl Recording<'_> {
         reader: &'static dyn StreamReader,
         template: &mut ChunkTemplate,
     ) -> Result<(), Failure> {
-        self.m.events += 1;
-        if self.m.events > self.limits.max_events {
-            return Err(too_many_events(self.limits.max_events));
-        }
+        self.count_event()?;
         if done {
             self.m.facts.done = true;
             return Ok(());
@@ -646,13 +649,35 @@ impl Recording<'_> {
                 reader.event(data, &mut Scratch { json, template }, facts)
             })
             .map_err(malformed_event)?;
+        self.apply(token);
+        Ok(())
+    }
+
+    /// Applies one SSE event its reader knew without parsing it (see
+    /// [`StreamReader::known_event`]): counted like any other, then its token if any.
+    fn known_event(&mut self, token: Option<Token<'_>>) -> Result<(), Failure> {
+        self.count_event()?;
+        self.apply(token);
+        Ok(())
+    }
+
+    /// Counts one event against the response's bound.
+    fn count_event(&mut self) -> Result<(), Failure> {
+        self.m.events += 1;
+        if self.m.events > self.limits.max_events {
+            return Err(too_many_events(self.limits.max_events));
+        }
+        Ok(())
+    }
+
+    /// A token event (if it is one), stamped with the read's time, its text kept.
+    fn apply(&mut self, token: Option<Token<'_>>) {
         if let Some(token) = token {
             self.token_at_now(token.output);
             if let Some(text) = &token.text {
                 self.keep_text(text.as_bytes());
             }
         }
-        Ok(())
     }
 
     /// Appends one token's text unless that takes the response's text past its cap; from the
