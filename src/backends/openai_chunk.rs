@@ -62,6 +62,7 @@ pub struct ChunkFields<'a> {
 impl<'a> ChunkFields<'a> {
     /// A chunk with a choice whose text is `text` and nothing else: what a template match
     /// reads ([`ChunkTemplate`]).
+    #[inline]
     fn plain_token(text: &'a str) -> ChunkFields<'a> {
         ChunkFields {
             has_choices: true,
@@ -114,6 +115,7 @@ pub struct ChunkReader(pub ChunkShape);
 
 impl ChunkReader {
     /// The token `chunk` is in this shape, if any.
+    #[inline]
     fn token<'a>(&self, chunk: ChunkFields<'a>) -> Option<Token<'a>> {
         let shape = self.0;
         if !chunk.is_token(shape) {
