@@ -550,14 +550,16 @@ impl ChunkedDecoder {
             match self.state {
                 ChunkState::Done => return Ok(Decoded::done(pos)),
                 _ if rest.is_empty() => return Ok(Decoded::more(pos)),
-                ChunkState::Size => match plain_size_line(rest) {
-                    // The line every server sends (`d9\r\n`), read in place.
-                    Some((used, size)) if self.line.is_empty() => {
+                // The line every server sends (`d9\r\n`) is read in place when no part of
+                // it came before.
+                ChunkState::Size if self.line.is_empty() => match plain_size_line(rest) {
+                    Some((used, size)) => {
                         self.state = ChunkState::after_size(size);
                         pos += used;
                     }
-                    _ => pos += self.size_line(rest)?,
+                    None => pos += self.size_line(rest)?,
                 },
+                ChunkState::Size => pos += self.size_line(rest)?,
                 ChunkState::Data { remaining } => {
                     let n = usize::try_from(remaining).map_or(rest.len(), |r| r.min(rest.len()));
                     let remaining = remaining - n as u64;
@@ -661,7 +663,6 @@ fn expect_byte(byte: u8, expected: u8, next: ChunkState) -> Result<ChunkState, H
     }
 }
 
-/// Size of one complete chunk-size line (through its `\n`).
 /// Hex digits at most in a [`plain_size_line`]: 15 cannot overflow a `u64`.
 const PLAIN_SIZE_DIGITS: usize = 15;
 
@@ -687,6 +688,7 @@ fn plain_size_line(rest: &[u8]) -> Option<(usize, u64)> {
     None
 }
 
+/// Size of one complete chunk-size line (through its `\n`).
 fn parse_size_line(line: &[u8]) -> Result<u64, HttpError> {
     // httparse treats an empty size (`\r\n`, `;ext\r\n`) as 0; that is not a size.
     if !line.first().is_some_and(u8::is_ascii_hexdigit) {
