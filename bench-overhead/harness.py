@@ -27,10 +27,12 @@ the child's rusage is exactly the client's (the server is a separate process).
 """
 
 import argparse
+import collections
 import datetime as dt
 import json
 import os
 import platform
+import re
 import selectors
 import shutil
 import socket
@@ -248,6 +250,12 @@ def pinned(cmd, core):
 
 # Every client prints this line (Python's wording) right before its clock starts.
 RUN_MARKER = "starting main benchmark run"
+# The first line a client prints once its last request has ended: the result block's header
+# (vllm-bench, vllm-rs and Python, after computing the metrics it prints) or the floor's
+# summary line. What the client spends after it (writing its result files, exiting) is
+# reported on its own, as `after_run_cpu_s`, and not counted per event: AIPerf's and
+# GuideLLM's CPU is counted within their own measured phase too.
+END_MARKER = re.compile(r"serving benchmark result|^\d+ requests, \d+ events in ")
 CLOCK_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
@@ -274,9 +282,14 @@ def process_cpu(pid):
     return total * user / (user + sys_), total * sys_ / (user + sys_)
 
 
+Markers = collections.namedtuple("Markers", "start end")
+Markers.__doc__ = """(user s, sys s) a client had used when it printed RUN_MARKER (`start`) and
+END_MARKER (`end`); None where it printed no such line."""
+
+
 def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
     """Runs cmd; returns (exit code, wall s, (user s, sys s), peak RSS MiB, output tail,
-    (user s, sys s) used before the client printed RUN_MARKER or None).
+    Markers).
 
     The CPU at the marker is read from /proc the moment the line arrives (output goes
     through a pipe; Python is run unbuffered), so the run's own CPU is total − that: no
@@ -285,13 +298,15 @@ def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
     t0 = time.perf_counter()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    tail, at_marker = [], []
+    tail, at_marker, at_end = [], [], []
 
     def read_output():
         for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip()
             if not at_marker and RUN_MARKER in line.lower():
                 at_marker.append(process_cpu(proc.pid))
+            elif at_marker and not at_end and END_MARKER.search(line.lower()):
+                at_end.append(process_cpu(proc.pid))
             tail.append(line)
             del tail[:-3]
 
@@ -315,9 +330,9 @@ def run_measured(cmd, timeout=CLIENT_TIMEOUT_S):
     wall = time.perf_counter() - t0
     reader.join(timeout=5)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    marker = at_marker[0] if at_marker else None
     return (proc.returncode, wall, (ru.ru_utime, ru.ru_stime), hwm_kib / 1024.0,
-            [t for t in tail if t], marker)
+            [t for t in tail if t],
+            Markers(at_marker[0] if at_marker else None, at_end[0] if at_end else None))
 
 
 # ---------------------------------------------------------------- process trees
@@ -765,13 +780,16 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
             firehose=False, server_wrap=(), shape=STREAMING, tls=False, api=COMPLETIONS):
     """One client run against a fresh mock (its process wrapped in `server_wrap`); returns
     a dict of raw figures (or an error). CPU per event and per request count what the client
-    used after its start-of-run line (see `run_measured`; `setup_cpu` only where no such
-    line appears); `cpu_s` (= `cpu_user_s` + `cpu_sys_s`) is the gross total."""
+    used between its start-of-run line and its end-of-run line (see `run_measured`;
+    `setup_cpu` where no start line appears, the exit where no end line does); what it used
+    after the end line is `after_run_cpu_s`; `cpu_s` (= `cpu_user_s` + `cpu_sys_s`) is the
+    gross total."""
     with Mock(mock_bin, server_core, firehose=firehose, wrap=server_wrap, shape=shape,
               tls=tls) as mock, tempfile.TemporaryDirectory() as d:
         args = bench_args(mock.port, num_prompts, concurrency, d, "r.json", rate, shape.tokens,
                           mock.scheme, api)
-        code, wall, (user, sys_), rss, tail, marker = run_measured(pinned(prefix + args, core))
+        code, wall, (user, sys_), rss, tail, markers = run_measured(pinned(prefix + args,
+                                                                           core))
         path = os.path.join(d, "r.json")
         r = None
         if code == 0 and os.path.exists(path):
@@ -781,19 +799,24 @@ def one_run(prefix, mock_bin, server_core, core, num_prompts, concurrency, rate=
     if r is None:
         return {"error": f"exit {code}: {' | '.join(tail)}", "wall_s": wall, "cpu_s": cpu,
                 "cpu_user_s": user, "cpu_sys_s": sys_, "rss_mib": rss}
+    marker = markers.start
     if marker is None:
         log("  no start-of-run line seen: subtracting a separate setup run instead")
         marker = setup_cpu(prefix, core, num_prompts, concurrency, rate, shape.tokens)
     setup_user, setup_sys = marker
+    # The run ends at the end-of-run line; without one, at the exit.
+    end_user, end_sys = markers.end or (user, sys_)
     completed = r.get("completed", 0)
     events = r.get("total_output_tokens", completed * shape.tokens) if api.streams else 0
-    net_user, net_sys = max(user - setup_user, 0.0), max(sys_ - setup_sys, 0.0)
+    net_user, net_sys = max(end_user - setup_user, 0.0), max(end_sys - setup_sys, 0.0)
     net = net_user + net_sys
     per_100k = (lambda v: 1e5 * v / events) if events else (lambda v: None)
     out = {
         "wall_s": wall, "cpu_s": cpu, "cpu_user_s": user, "cpu_sys_s": sys_,
         "setup_cpu_s": setup_user + setup_sys, "setup_cpu_user_s": setup_user,
-        "setup_cpu_sys_s": setup_sys, "net_cpu_s": net, "net_cpu_user_s": net_user,
+        "setup_cpu_sys_s": setup_sys,
+        "after_run_cpu_s": max(user + sys_ - end_user - end_sys, 0.0),
+        "net_cpu_s": net, "net_cpu_user_s": net_user,
         "net_cpu_sys_s": net_sys, "rss_mib": rss,
         "completed": completed, "failed": r.get("failed", num_prompts - completed),
         "duration_s": r.get("duration"), "events": events,
@@ -1091,11 +1114,15 @@ def markdown(doc):
              f"{INPUT_TOKENS}-token random prompts; server on core {doc['server_core']}, "
              f"client on core {doc['client_core']}; a fresh mock per run, /tokenize "
              f"disabled. Median over {doc['repeats']} repeat(s) [min–max]. CPU is user+sys "
-             "of the client process (wait4) minus what it had used when it printed "
-             "'Starting main benchmark run' (read from /proc at that line): the run itself "
-             "and writing its results, without tokenizer load, dataset generation or "
-             "Python's imports; sys is mostly kernel TCP work, which every client pays "
-             "alike.", "",
+             "of the client process between the line it prints as its clock starts "
+             "('Starting main benchmark run') and the first line it prints once its last "
+             "request has ended (the result block's header; the floor's summary line), read "
+             "from the process's CPU clock at each line: the run itself and computing the "
+             "metrics it prints, without tokenizer load, dataset generation or Python's "
+             "imports before it, and without writing result files and exiting after it "
+             "(*after the run*, ms, in the streaming table; the whole process's CPU where a "
+             "client prints no end line). sys is mostly kernel TCP work, which every client "
+             "pays alike.", "",
              "TTFT/ITL errors (ms) are client value − reference. *vs emitted*: the reference is "
              "what the mock reports it actually handed to the kernel (its TTFT mean, ITL "
              "p50/p99), i.e. the client's own error. *vs nominal*: the reference is the "
@@ -1114,9 +1141,9 @@ def markdown(doc):
               "net CPU ms /request | TTFT err vs emitted | ITL p50 err vs emitted | "
               "ITL p99 err vs emitted | TTFT err vs nominal | ITL p50 err vs nominal | "
               "ITL p99 err vs nominal | server late p99 ms | peak RSS MiB | PSS MiB | "
-              "processes | events/s |",
+              "processes | events/s | after the run, CPU ms |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-              "---:|---:|---:|"]
+              "---:|---:|---:|---:|"]
     for p in doc["points"]:
         s = p["summary"]
         okf = (f"{int(s['completed']['median'])}/{int(s['failed']['median'])}"
@@ -1130,7 +1157,7 @@ def markdown(doc):
                      f"{fmt(s, 'cpu_ms_per_request', 1, 3)} | {errs} | "
                      f"{fmt(s, 'server_lateness_p99_ms')} | {fmt(s, 'rss_mib', 1, 1)} | "
                      f"{fmt(s, 'pss_mib', 1, 1)} | {fmt(s, 'processes', 1, 0)} | "
-                     f"{fmt(s, 'events_per_s', 1, 0)} |")
+                     f"{fmt(s, 'events_per_s', 1, 0)} | {fmt(s, 'after_run_cpu_s', 1e3, 1)} |")
     if doc["ratios"]:
         lines += ["", "CPU per event, vllm-bench / peer (same run; target ≤ 0.25 vs vllm-rs, "
                   "≤ 0.033 vs Python):", ""]
