@@ -1113,7 +1113,10 @@ def markdown(doc):
              f"{TOKEN_INTERVAL_MS:g} ms between tokens, {OUTPUT_TOKENS} tokens, "
              f"{INPUT_TOKENS}-token random prompts; server on core {doc['server_core']}, "
              f"client on core {doc['client_core']}; a fresh mock per run, /tokenize "
-             f"disabled. Median over {doc['repeats']} repeat(s) [min–max]. CPU is user+sys "
+             f"disabled. Median over {doc['repeats']} repeat(s) [min–max]; at the streaming "
+             f"and HTTPS levels vllm-bench and the floor clients ran "
+             f"{doc.get('ratio_repeats', doc['repeats'])}, their repeats interleaved. CPU is "
+             "user+sys "
              "of the client process between the line it prints as its clock starts "
              "('Starting main benchmark run') and the first line it prints once its last "
              "request has ended (the result block's header; the floor's summary line), read "
@@ -1337,6 +1340,10 @@ def main():
     ap.add_argument("--streams", default="1,100,1000,10000",
                     help="concurrency levels (the full matrix: 1,100,1000,5000,10000)")
     ap.add_argument("--repeats", type=int, default=1, help="repeats per point (median reported)")
+    ap.add_argument("--ratio-repeats", type=int, default=3,
+                    help="repeats of vllm-bench and the floor clients at the streaming and "
+                         "HTTPS levels, at least (their ratios are goals, and their runs take "
+                         "seconds): rounds interleaved across the clients of a level")
     ap.add_argument("--waves", type=float, default=2.0,
                     help="requests per stream at each level (num_prompts = waves × streams)")
     ap.add_argument("--peer-max-streams", type=int, default=1000,
@@ -1386,6 +1393,7 @@ def main():
     date = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     doc = {"date": date, "machine": machine(), "server_core": server_core,
            "client_core": client_core, "repeats": args.repeats,
+           "ratio_repeats": max(args.repeats, args.ratio_repeats),
            "sharing": args.sharing or "Other processes may have shared the machine.",
            "skipped": missing, "points": [], "ratios": [], "firehose": [], "lag": {},
            "startup": {}, "dataset": {}, "scale": [], "accuracy": [], "health": [],
@@ -1401,29 +1409,40 @@ def main():
             return min(args.peer_max_streams, args.python_max_streams)
         return args.peer_max_streams
 
-    def repeated(name, prefix, what, n, streams, firehose=False, rate="inf",
-                 shape=STREAMING, tls=False, api=COMPLETIONS):
-        runs = []
-        for rep in range(args.repeats):
-            log(f"{name}: {what}{streams} streams, {n} requests (repeat {rep + 1})")
-            if isinstance(prefix, Peer):
-                runs.append(peer_run(prefix, args.mock, server_core, client_core, n, streams,
-                                     firehose=firehose, rate=rate, shape=shape, tls=tls))
-            else:
-                runs.append(one_run(prefix, args.mock, server_core, client_core, n, streams,
-                                    firehose=firehose, rate=rate, shape=shape, tls=tls,
-                                    api=api))
-            if "error" in runs[-1]:
-                log(f"  {name} failed: {runs[-1]['error']}")
-        return {"client": name, "streams": streams, "requests": n, "runs": runs,
-                "api": api.endpoint, "summary": summarize(runs)}
+    def repeats_of(name):
+        """vllm-bench and the floors run more: a level's ratio between them is a goal, one
+        run of each moved it by 0.2-0.4 on a quiet host, and their runs take seconds."""
+        if name == "vllm-bench" or is_floor(name):
+            return max(args.repeats, args.ratio_repeats)
+        return args.repeats
+
+    def interleaved(clients, what, n, streams, tls=False):
+        """One point per client of `clients` ([(name, prefix)]), their repeats interleaved
+        (round 1 of each, then round 2, ...) so that a drift of the host lands on all."""
+        runs = {name: [] for name, _ in clients}
+        for rep in range(max((repeats_of(name) for name, _ in clients), default=0)):
+            for name, prefix in clients:
+                if rep >= repeats_of(name):
+                    continue
+                log(f"{name}: {what}{streams} streams, {n} requests (repeat {rep + 1})")
+                if isinstance(prefix, Peer):
+                    run = peer_run(prefix, args.mock, server_core, client_core, n, streams,
+                                   tls=tls)
+                else:
+                    run = one_run(prefix, args.mock, server_core, client_core, n, streams,
+                                  tls=tls)
+                if "error" in run:
+                    log(f"  {name} failed: {run['error']}")
+                runs[name].append(run)
+        return [{"client": name, "streams": streams, "requests": n, "runs": runs[name],
+                 "api": COMPLETIONS.endpoint, "summary": summarize(runs[name])}
+                for name, _ in clients]
 
     levels = [int(x) for x in args.streams.split(",") if x]
     for streams in levels:
         n = max(int(args.waves * streams), 3 if streams == 1 else streams)
-        for name, (prefix, _) in found.items():
-            if streams <= max_streams(name):
-                doc["points"].append(repeated(name, prefix, "", n, streams))
+        doc["points"] += interleaved([(name, prefix) for name, (prefix, _) in found.items()
+                                      if streams <= max_streams(name)], "", n, streams)
         doc["floor_ratios"] += floor_ratios(doc["points"], streams)
         mine = next((p["summary"] for p in doc["points"]
                      if p["client"] == "vllm-bench" and p["streams"] == streams), None)
@@ -1439,9 +1458,9 @@ def main():
     # each client's own switch), for every client that can: the floor and vllm-rs cannot.
     for streams in [int(x) for x in args.https_streams.split(",") if x]:
         n = max(int(args.waves * streams), streams)
-        for name, (prefix, _) in found.items():
-            if name in HTTPS_CLIENTS and streams <= max_streams(name):
-                doc["https"].append(repeated(name, prefix, "HTTPS ", n, streams, tls=True))
+        doc["https"] += interleaved([(name, prefix) for name, (prefix, _) in found.items()
+                                     if name in HTTPS_CLIENTS and streams <= max_streams(name)],
+                                    "HTTPS ", n, streams, tls=True)
     # Accuracy: rounds interleaved across clients (round 1 of every client, then round 2, ...)
     # so that a drift of the machine or the mock between rounds lands on every client alike;
     # the spread over rounds and the mock's own lateness per round are reported beside the
