@@ -3,7 +3,8 @@
 # workload; writes bench-overhead/results/<date>.{json,md}. See docs/performance.md.
 #
 # Usage: bench-overhead/run.sh [--full] [--no-build] [harness.py flags...]
-#   default   streams 1,100,1000,10000, one repeat, peers up to 1000 streams (a few minutes)
+#   default   streams 1,100,1000,10000, peers once and vllm-bench and the floor three times
+#             (--ratio-repeats), peers up to 1000 streams
 #   --full    streams 1,100,1000,5000,10000, three repeats, peers at every level (Python
 #             still up to 1000: --python-max-streams), firehose at 100 and 1000 streams
 #   --no-build  use the binaries already in target/$PROFILE
@@ -26,7 +27,7 @@ for arg in "$@"; do
         --full) extra+=(--streams 1,100,1000,5000,10000 --repeats 3 --peer-max-streams 10000
                         --firehose-streams 100,1000) ;;
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) extra+=("$arg") ;;
     esac
 done
