@@ -1056,11 +1056,20 @@ def ratio(a, b, key):
         return None
 
 
+def plain_of(doc, https_point):
+    """The plain-HTTP figures an HTTPS point is compared with: the plain runs made beside
+    its TLS runs, or (a results file from before them) the streaming section's point of the
+    same client and level."""
+    return https_point.get("plain_summary") or next(
+        (q["summary"] for q in doc["points"] if q["client"] == https_point["client"]
+         and q["streams"] == https_point["streams"]), None)
+
+
 def headline(doc):
     """The one table a user reads first: each client's CPU per event, memory and TTFT / ITL
     p99 error at every streaming level it ran, the largest level it finished without a
-    failure, and its HTTPS cost against its own plain-HTTP figure. The floor clients are a
-    yardstick, not a choice: they appear with CPU only."""
+    failure, and its HTTPS cost against its own plain-HTTP runs beside it. The floor clients
+    are a yardstick, not a choice: they appear with CPU only."""
     levels = sorted({p["streams"] for p in doc["points"]})
     names = list(dict.fromkeys(p["client"] for p in doc["points"]))
     head = ["client"] + [f"{n} streams: CPU s /100k events · RSS MiB · TTFT / ITL p99 err ms"
@@ -1095,10 +1104,8 @@ def headline(doc):
         cells.append(f"{max(clean):,}" if clean else "none")
         https = []
         for p in doc.get("https", []):
-            plain = next((q["summary"] for q in doc["points"] if q["client"] == name
-                          and q["streams"] == p["streams"]), None)
-            r = ratio(p["summary"], plain, "cpu_s_per_100k_events") \
-                if plain and p["client"] == name else None
+            plain = plain_of(doc, p) if p["client"] == name else None
+            r = ratio(p["summary"], plain, "cpu_s_per_100k_events") if plain else None
             if r is not None:
                 https.append(f"{r:.2f}× at {p['streams']}")
         cells.append(", ".join(https) or "—")
@@ -1113,9 +1120,10 @@ def markdown(doc):
              f"{TOKEN_INTERVAL_MS:g} ms between tokens, {OUTPUT_TOKENS} tokens, "
              f"{INPUT_TOKENS}-token random prompts; server on core {doc['server_core']}, "
              f"client on core {doc['client_core']}; a fresh mock per run, /tokenize "
-             f"disabled. Median over {doc['repeats']} repeat(s) [min–max]; at the streaming "
-             f"and HTTPS levels vllm-bench and the floor clients ran "
-             f"{doc.get('ratio_repeats', doc['repeats'])}, their repeats interleaved. CPU is "
+             f"disabled. Median over {doc['repeats']} repeat(s) [min–max]; at the streaming, "
+             f"HTTPS and firehose levels vllm-bench and the floor clients ran "
+             f"{doc.get('ratio_repeats', doc['repeats'])}, their repeats interleaved and "
+             "ahead of the peers'. CPU is "
              "user+sys "
              "of the client process between the line it prints as its clock starts "
              "('Starting main benchmark run') and the first line it prints once its last "
@@ -1181,14 +1189,13 @@ def markdown(doc):
     if doc.get("https"):
         lines += ["", "## HTTPS (the streaming workload over TLS; mock --tls, self-signed)", "",
                   "| client | streams | ok/failed | net CPU s /100k events | user | sys | "
-                  "× its plain-HTTP figure | TTFT err vs emitted | ITL p99 err vs emitted | "
+                  "× plain HTTP beside it | TTFT err vs emitted | ITL p99 err vs emitted | "
                   "peak RSS MiB |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for p in doc["https"]:
             s = p["summary"]
             okf = (f"{int(s['completed']['median'])}/{int(s['failed']['median'])}"
                    if "completed" in s else "; ".join(s["errors"])[:80])
-            plain = next((q["summary"] for q in doc["points"] if q["client"] == p["client"]
-                          and q["streams"] == p["streams"]), None)
+            plain = plain_of(doc, p)
             r = ratio(s, plain, "cpu_s_per_100k_events") if plain else None
             lines.append(f"| {p['client']} | {p['streams']} | {okf} | "
                          f"{fmt(s, 'cpu_s_per_100k_events')} | "
@@ -1247,7 +1254,8 @@ def markdown(doc):
     lines += ["", "## Firehose (all delays zero)", "",
               "Completions: streams of 100 tokens; embeddings: one small JSON answer per "
               "request (the mock's `/v1/embeddings`), so requests/s is the client's request "
-              "turnaround alone. Clients interleaved per repeat.", "",
+              "turnaround alone. Clients interleaved per repeat, vllm-bench and the floors first.",
+              "",
               "| client | API | streams | events/s | requests/s | × the floor's requests/s | "
               "CPU s /100k events | user | sys | CPU µs /request | user | peak RSS MiB |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -1341,9 +1349,10 @@ def main():
                     help="concurrency levels (the full matrix: 1,100,1000,5000,10000)")
     ap.add_argument("--repeats", type=int, default=1, help="repeats per point (median reported)")
     ap.add_argument("--ratio-repeats", type=int, default=3,
-                    help="repeats of vllm-bench and the floor clients at the streaming and "
-                         "HTTPS levels, at least (their ratios are goals, and their runs take "
-                         "seconds): rounds interleaved across the clients of a level")
+                    help="repeats of vllm-bench and the floor clients at the streaming, HTTPS "
+                         "and firehose levels, at least (their ratios are goals, and their "
+                         "runs take seconds): rounds interleaved across the clients of a "
+                         "level, theirs first; each HTTPS run follows a plain one beside it")
     ap.add_argument("--waves", type=float, default=2.0,
                     help="requests per stream at each level (num_prompts = waves × streams)")
     ap.add_argument("--peer-max-streams", type=int, default=1000,
@@ -1416,27 +1425,51 @@ def main():
             return max(args.repeats, args.ratio_repeats)
         return args.repeats
 
-    def interleaved(clients, what, n, streams, tls=False):
+    def ratio_first(clients):
+        """`clients` with vllm-bench and the floors first (in their order), the peers after:
+        a ratio's two sides then run seconds apart, not minutes (a peer's run takes
+        minutes), so a drift of the host in between cannot decide it."""
+        return sorted(clients, key=lambda c: not (c[0] == "vllm-bench" or is_floor(c[0])))
+
+    def interleaved(clients, what, n, streams, tls=False, beside_plain=False):
         """One point per client of `clients` ([(name, prefix)]), their repeats interleaved
-        (round 1 of each, then round 2, ...) so that a drift of the host lands on all."""
+        (round 1 of each, then round 2, ...) so that a drift of the host lands on all. With
+        `beside_plain` (HTTPS), each TLS run follows a plain-HTTP run of the same client
+        and level (`plain_runs`, `plain_summary`): the HTTPS ratio's two sides are then
+        measured side by side, not in sections minutes apart."""
+        clients = ratio_first(clients)
         runs = {name: [] for name, _ in clients}
+        plain = {name: [] for name, _ in clients}
+        def run_one(name, prefix, secure):
+            if isinstance(prefix, Peer):
+                return peer_run(prefix, args.mock, server_core, client_core, n, streams,
+                                tls=secure)
+            return one_run(prefix, args.mock, server_core, client_core, n, streams,
+                           tls=secure)
         for rep in range(max((repeats_of(name) for name, _ in clients), default=0)):
             for name, prefix in clients:
                 if rep >= repeats_of(name):
                     continue
+                if beside_plain:
+                    log(f"{name}: {streams} streams beside HTTPS, {n} requests "
+                        f"(repeat {rep + 1})")
+                    run = run_one(name, prefix, False)
+                    if "error" in run:
+                        log(f"  {name} failed: {run['error']}")
+                    plain[name].append(run)
                 log(f"{name}: {what}{streams} streams, {n} requests (repeat {rep + 1})")
-                if isinstance(prefix, Peer):
-                    run = peer_run(prefix, args.mock, server_core, client_core, n, streams,
-                                   tls=tls)
-                else:
-                    run = one_run(prefix, args.mock, server_core, client_core, n, streams,
-                                  tls=tls)
+                run = run_one(name, prefix, tls)
                 if "error" in run:
                     log(f"  {name} failed: {run['error']}")
                 runs[name].append(run)
-        return [{"client": name, "streams": streams, "requests": n, "runs": runs[name],
-                 "api": COMPLETIONS.endpoint, "summary": summarize(runs[name])}
-                for name, _ in clients]
+        points = [{"client": name, "streams": streams, "requests": n, "runs": runs[name],
+                   "api": COMPLETIONS.endpoint, "summary": summarize(runs[name])}
+                  for name, _ in clients]
+        if beside_plain:
+            for p in points:
+                p["plain_runs"] = plain[p["client"]]
+                p["plain_summary"] = summarize(plain[p["client"]])
+        return points
 
     levels = [int(x) for x in args.streams.split(",") if x]
     for streams in levels:
@@ -1460,7 +1493,7 @@ def main():
         n = max(int(args.waves * streams), streams)
         doc["https"] += interleaved([(name, prefix) for name, (prefix, _) in found.items()
                                      if name in HTTPS_CLIENTS and streams <= max_streams(name)],
-                                    "HTTPS ", n, streams, tls=True)
+                                    "HTTPS ", n, streams, tls=True, beside_plain=True)
     # Accuracy: rounds interleaved across clients (round 1 of every client, then round 2, ...)
     # so that a drift of the machine or the mock between rounds lands on every client alike;
     # the spread over rounds and the mock's own lateness per round are reported beside the
@@ -1541,8 +1574,12 @@ def main():
                         and (api is COMPLETIONS or name in EMBEDDINGS_CLIENTS
                              or is_floor(name))]
             runs = {name: [] for name, _ in entrants}
-            for rep in range(args.repeats):
-                for name, prefix in entrants:
+            # vllm-bench and the floors first and `--ratio-repeats` times, as at the
+            # streaming levels: one repeat each, minutes apart, moved the ratio 0.66-0.83x.
+            for rep in range(max((repeats_of(name) for name, _ in entrants), default=0)):
+                for name, prefix in ratio_first(entrants):
+                    if rep >= repeats_of(name):
+                        continue
                     log(f"{name}: firehose {api.endpoint} {streams} streams, {n} requests "
                         f"(repeat {rep + 1})")
                     run = (peer_run(prefix, args.mock, server_core, client_core, n, streams,

@@ -4,7 +4,8 @@
 #
 # Usage: bench-overhead/run.sh [--full] [--no-build] [harness.py flags...]
 #   default   streams 1,100,1000,10000, peers once and vllm-bench and the floor three times
-#             (--ratio-repeats), peers up to 1000 streams
+#             (--ratio-repeats: streaming, HTTPS and firehose levels; each HTTPS run beside a
+#             plain one), peers up to 1000 streams
 #   --full    streams 1,100,1000,5000,10000, three repeats, peers at every level (Python
 #             still up to 1000: --python-max-streams), firehose at 100 and 1000 streams
 #   --no-build  use the binaries already in target/$PROFILE
