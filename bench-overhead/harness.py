@@ -1440,7 +1440,8 @@ def main():
         clients = ratio_first(clients)
         runs = {name: [] for name, _ in clients}
         plain = {name: [] for name, _ in clients}
-        def run_one(name, prefix, secure):
+
+        def run_one(prefix, secure):
             if isinstance(prefix, Peer):
                 return peer_run(prefix, args.mock, server_core, client_core, n, streams,
                                 tls=secure)
@@ -1453,12 +1454,12 @@ def main():
                 if beside_plain:
                     log(f"{name}: {streams} streams beside HTTPS, {n} requests "
                         f"(repeat {rep + 1})")
-                    run = run_one(name, prefix, False)
+                    run = run_one(prefix, False)
                     if "error" in run:
                         log(f"  {name} failed: {run['error']}")
                     plain[name].append(run)
                 log(f"{name}: {what}{streams} streams, {n} requests (repeat {rep + 1})")
-                run = run_one(name, prefix, tls)
+                run = run_one(prefix, tls)
                 if "error" in run:
                     log(f"  {name} failed: {run['error']}")
                 runs[name].append(run)
