@@ -248,13 +248,19 @@ def pinned(cmd, core):
     return (["taskset", "-c", str(core)] + cmd) if core is not None else cmd
 
 
-# How long each core spins for the host's stall probe, at the run's start and end.
+# How long each core spins for the host's stall probe, at the run's start and end, and how
+# many 0.5 ms sleeps it then takes to time the wake-ups of an idle core.
 HOST_PROBE_S = 5.0
-# The probe: spin reading the monotonic clock and count the gaps between two readings (the
-# time this vCPU did not run: the host ran something else, or the guest kernel did).
+HOST_PROBE_SLEEPS = 2000
+# The probe, in two parts. Spinning on the monotonic clock, it counts the gaps between two
+# readings: the time its vCPU did not run (the host ran something else, or the guest
+# kernel did). Then it sleeps 0.5 ms at a time (timer slack 1 us) and times how late each
+# wake-up is: a mostly idle client or mock waits like this for every event, and a halted
+# vCPU wakes only when the host schedules it again.
 HOST_PROBE = """
-import json, sys, time
-end = time.monotonic_ns() + int(float(sys.argv[1]) * 1e9)
+import ctypes, json, sys, time
+spin_s, sleeps = float(sys.argv[1]), int(sys.argv[2])
+end = time.monotonic_ns() + int(spin_s * 1e9)
 prev = time.monotonic_ns()
 over_05 = over_1 = 0
 longest = lost = 0
@@ -267,24 +273,34 @@ while prev < end:
         over_05 += gap > 500_000
         over_1 += gap > 1_000_000
         longest = max(longest, gap)
+ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, ns
+late = []
+for _ in range(sleeps):
+    t0 = time.monotonic_ns()
+    time.sleep(0.0005)
+    late.append(time.monotonic_ns() - t0 - 500_000)
+late.sort()
 print(json.dumps({"stalls_over_0_5ms": over_05, "stalls_over_1ms": over_1,
-                  "longest_stall_ms": longest / 1e6,
-                  "lost_fraction": lost / (float(sys.argv[1]) * 1e9)}))
+                  "longest_stall_ms": longest / 1e6, "lost_fraction": lost / (spin_s * 1e9),
+                  "wake_late_p50_ms": late[len(late) // 2] / 1e6,
+                  "wake_late_p99_ms": late[len(late) * 99 // 100] / 1e6,
+                  "wake_late_max_ms": late[-1] / 1e6}))
 """
 
 
 def host_stalls(cores):
-    """How often the host took each of `cores` away, measured by a spinning probe on every
-    core at once for HOST_PROBE_S: stalls over 0.5 and 1 ms, the longest, and the fraction
-    of time lost to gaps over 0.1 ms. A client's own error cannot be told apart from a
-    stall of its core shorter than the accuracy goal; this says how quiet the host was."""
-    procs = {c: subprocess.Popen(pinned([sys.executable, "-c", HOST_PROBE, str(HOST_PROBE_S)],
-                                        c), stdout=subprocess.PIPE, text=True)
+    """How often the host took each of `cores` away, and how late an idle one woke, by a
+    probe on every core at once (HOST_PROBE): stalls over 0.5 and 1 ms while spinning, the
+    longest, the fraction of time lost to gaps over 0.1 ms, and the lateness of 0.5 ms
+    sleeps (p50, p99, max). A client's error vs what the server emitted cannot be smaller
+    than these: they say how quiet the host was."""
+    cmd = [sys.executable, "-c", HOST_PROBE, str(HOST_PROBE_S), str(HOST_PROBE_SLEEPS)]
+    procs = {c: subprocess.Popen(pinned(cmd, c), stdout=subprocess.PIPE, text=True)
              for c in cores}
     out = {}
     for c, proc in procs.items():
         try:
-            text, _ = proc.communicate(timeout=HOST_PROBE_S + 30)
+            text, _ = proc.communicate(timeout=HOST_PROBE_S + HOST_PROBE_SLEEPS / 1000 + 30)
             out[str(c)] = json.loads(text)
         except (subprocess.TimeoutExpired, ValueError) as e:
             proc.kill()
@@ -300,7 +316,8 @@ def host_stalls_text(probe):
                          f"{r['stalls_over_1ms']} stalls over 1 ms "
                          f"({r['stalls_over_0_5ms']} over 0.5 ms), longest "
                          f"{r['longest_stall_ms']:.1f} ms, {100 * r['lost_fraction']:.2f} % "
-                         f"of the time lost")
+                         f"of the time lost; idle wake-ups late by {r['wake_late_p50_ms']:.3f} "
+                         f"ms (p50), {r['wake_late_p99_ms']:.3f} ms (p99)")
         for c, r in probe.items())
 
 
@@ -1173,8 +1190,9 @@ def markdown(doc):
     lines = [f"# bench-overhead {doc['date']}", "",
              f"Machine: {doc['machine']}. {doc['sharing']}", ""]
     for when, probe in (doc.get("host_stalls") or {}).items():
-        lines += [f"Host stalls at the run's {when} (a probe spinning {HOST_PROBE_S:g} s on "
-                  f"each core at once): {host_stalls_text(probe)}.", ""]
+        lines += [f"Host {when} (a probe on each core at once: spinning "
+                  f"{HOST_PROBE_S:g} s, then {HOST_PROBE_SLEEPS} sleeps of 0.5 ms): "
+                  f"{host_stalls_text(probe)}.", ""]
     lines += [
              f"Workload: mock-llm-server, first token {FIRST_TOKEN_MS:g} ms, "
              f"{TOKEN_INTERVAL_MS:g} ms between tokens, {OUTPUT_TOKENS} tokens, "
@@ -1464,9 +1482,9 @@ def main():
         log(f"skipping {name}: {why}")
     date = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     probe_cores = [c for c in (server_core, client_core) if c is not None]
-    log(f"host stall probe: {HOST_PROBE_S:g} s spinning on cores {probe_cores}")
+    log(f"host probe on cores {probe_cores}: stalls while spinning, idle wake-ups")
     doc = {"date": date, "machine": machine(), "server_core": server_core,
-           "host_stalls": {"start": host_stalls(probe_cores)},
+           "host_stalls": {"at the run's start": host_stalls(probe_cores)},
            "client_core": client_core, "repeats": args.repeats,
            "ratio_repeats": max(args.repeats, args.ratio_repeats),
            "sharing": args.sharing or "Other processes may have shared the machine.",
@@ -1566,6 +1584,9 @@ def main():
     # the spread over rounds and the mock's own lateness per round are reported beside the
     # median. vllm-bench runs as users run it (scraping the server's /metrics every second,
     # the default) and, as a control, with the scrape off.
+    if args.accuracy_streams:
+        log("host probe, before the accuracy rounds")
+        doc["host_stalls"]["before the accuracy rounds"] = host_stalls(probe_cores)
     for streams in [int(x) for x in args.accuracy_streams.split(",") if x]:
         entrants = [(name, prefix) for name, (prefix, _) in found.items()
                     if streams <= max_streams(name) and not is_floor(name)]
@@ -1688,8 +1709,8 @@ def main():
             doc["scale"] += scale_point(found["vllm-bench"][0], args.mock, server_core,
                                         client_core, streams)
 
-    log("host stall probe, at the end")
-    doc["host_stalls"]["end"] = host_stalls(probe_cores)
+    log("host probe, at the end")
+    doc["host_stalls"]["at the run's end"] = host_stalls(probe_cores)
     os.makedirs(args.out_dir, exist_ok=True)
     base = os.path.join(args.out_dir, date)
     with open(base + ".json", "w") as f:
