@@ -248,8 +248,9 @@ def pinned(cmd, core):
     return (["taskset", "-c", str(core)] + cmd) if core is not None else cmd
 
 
-# How long each core spins for the host's stall probe, at the run's start and end, and how
-# many 0.5 ms sleeps it then takes to time the wake-ups of an idle core.
+# How long each core spins for the host probe (at the run's start, before the accuracy
+# rounds and at the end), and how many 0.5 ms sleeps it then takes to time the wake-ups of
+# an idle core.
 HOST_PROBE_S = 5.0
 HOST_PROBE_SLEEPS = 2000
 # The probe, in two parts. Spinning on the monotonic clock, it counts the gaps between two
@@ -292,8 +293,8 @@ def host_stalls(cores):
     """How often the host took each of `cores` away, and how late an idle one woke, by a
     probe on every core at once (HOST_PROBE): stalls over 0.5 and 1 ms while spinning, the
     longest, the fraction of time lost to gaps over 0.1 ms, and the lateness of 0.5 ms
-    sleeps (p50, p99, max). A client's error vs what the server emitted cannot be smaller
-    than these: they say how quiet the host was."""
+    sleeps (p50, p99, max). They say how quiet the host was: a client's error vs what the
+    server emitted includes its own core's stalls and wake-ups."""
     cmd = [sys.executable, "-c", HOST_PROBE, str(HOST_PROBE_S), str(HOST_PROBE_SLEEPS)]
     procs = {c: subprocess.Popen(pinned(cmd, c), stdout=subprocess.PIPE, text=True)
              for c in cores}
@@ -310,7 +311,8 @@ def host_stalls(cores):
 
 
 def host_stalls_text(probe):
-    """One line per probe: each core's stalls over 1 ms, longest and time lost."""
+    """One probe in words: each core's stalls, the longest, the time lost and the idle
+    wake-ups' lateness."""
     return "; ".join(
         f"core {c}: " + (r["error"] if "error" in r else
                          f"{r['stalls_over_1ms']} stalls over 1 ms "
