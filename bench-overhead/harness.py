@@ -37,6 +37,7 @@ import selectors
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -322,6 +323,39 @@ def host_stalls_text(probe):
                          f"of the time lost; idle wake-ups late by {r['wake_late_p50_ms']:.2f} "
                          f"ms (p50), {r['wake_late_p99_ms']:.2f} ms (p99)")
         for c, r in probe.items())
+
+
+# How idle CPUs wait during a run (--host-idle). Between events every client and the mock
+# are mostly idle, and an idle CPU sleeps: a halted vCPU here, a C-state on bare metal. The
+# stamp of an event that arrives while the client's core sleeps waits for it to wake, so
+# every client's TTFT and ITL error includes the host's wake-up time (0.2-0.4 ms at p99 on
+# the 2-core VM of docs/performance.md; 0.04 ms with the CPUs kept awake), and its CPU per
+# event the cost of each wake-up's cold caches. `awake` holds a PM QoS request of 0 us on
+# /dev/cpu_dma_latency for the whole run (idle CPUs poll; what vllm-bench's
+# --keep-cpus-awake does for itself), the same for every client; `as-is` leaves the host's
+# idle states alone.
+CPU_LATENCY_DEVICE = "/dev/cpu_dma_latency"
+HOST_IDLE = {
+    "awake": "idle CPUs kept awake: the harness held a 0 us CPU-latency request on "
+             f"{CPU_LATENCY_DEVICE} for the whole run, so idle cores polled instead of "
+             "sleeping, for every client and the mock alike",
+    "as-is": "idle CPUs as the host has them (they may sleep: each wake-up of a client's "
+             "core adds its lateness to that client's stamps)",
+}
+
+
+def keep_cpus_awake():
+    """Holds the 0 us CPU-latency request until the harness exits (the kernel drops it when
+    the file is closed, however the process ends); the open file is the hold. Exits with
+    the reason and the fix when the device cannot be written."""
+    try:
+        fd = os.open(CPU_LATENCY_DEVICE, os.O_WRONLY | os.O_CLOEXEC)
+        os.write(fd, struct.pack("=i", 0))
+        return fd
+    except OSError as e:
+        sys.exit(f"harness: --host-idle awake: cannot write {CPU_LATENCY_DEVICE} ({e.strerror}); "
+                 "run as root, or pass --host-idle as-is (idle cores then sleep, and each "
+                 "wake-up adds its lateness to every client's stamps)")
 
 
 # Every client prints this line (Python's wording) right before its clock starts.
@@ -1192,6 +1226,8 @@ def headline(doc):
 def markdown(doc):
     lines = [f"# bench-overhead {doc['date']}", "",
              f"Machine: {doc['machine']}. {doc['sharing']}", ""]
+    if "host_idle" in doc:
+        lines += [f"Host idle states: {HOST_IDLE[doc['host_idle']]}.", ""]
     for when, probe in (doc.get("host_stalls") or {}).items():
         lines += [f"Host {when} (a probe on each core at once: spinning "
                   f"{HOST_PROBE_S:g} s, then {HOST_PROBE_SLEEPS} sleeps of 0.5 ms): "
@@ -1471,6 +1507,11 @@ def main():
                     help="the floor client binary (bench-overhead/floor); its three modes run "
                          "beside the clients in the streaming and firehose tables")
     ap.add_argument("--sharing", default="", help="how the machine was shared, for the report")
+    ap.add_argument("--host-idle", choices=sorted(HOST_IDLE), default="awake",
+                    help="awake: hold a 0 us CPU-latency request (/dev/cpu_dma_latency, "
+                         "needs root) for the whole run, so idle cores poll instead of "
+                         "sleeping for every client alike; as-is: leave the host's idle "
+                         "states alone (the first host probe always runs as-is)")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     args = ap.parse_args()
 
@@ -1486,8 +1527,13 @@ def main():
     date = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     probe_cores = [c for c in (server_core, client_core) if c is not None]
     log(f"host probe on cores {probe_cores}: stalls while spinning, idle wake-ups")
+    stalls = {"at the run's start, idle CPUs as the host has them": host_stalls(probe_cores)}
+    if args.host_idle == "awake":
+        keep_cpus_awake()
+        log("idle CPUs kept awake (0 us on /dev/cpu_dma_latency); host probe again")
+        stalls["at the run's start, idle CPUs kept awake"] = host_stalls(probe_cores)
     doc = {"date": date, "machine": machine(), "server_core": server_core,
-           "host_stalls": {"at the run's start": host_stalls(probe_cores)},
+           "host_idle": args.host_idle, "host_stalls": stalls,
            "client_core": client_core, "repeats": args.repeats,
            "ratio_repeats": max(args.repeats, args.ratio_repeats),
            "sharing": args.sharing or "Other processes may have shared the machine.",

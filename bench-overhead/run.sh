@@ -16,6 +16,8 @@
 # CPU is the whole process tree's within the phase each reports as measured (harness.py).
 # PROFILE=release builds with fat LTO (what ships); the default bench-fast skips LTO so the
 # build takes minutes, not tens of minutes, on small machines.
+# Idle CPUs are kept awake for the whole run (a 0 us request on /dev/cpu_dma_latency, for
+# every client alike; needs root): pass --host-idle as-is to leave the host's idle states.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -28,7 +30,7 @@ for arg in "$@"; do
         --full) extra+=(--streams 1,100,1000,5000,10000 --repeats 3 --peer-max-streams 10000
                         --firehose-streams 100,1000) ;;
         --no-build) build=0 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) extra+=("$arg") ;;
     esac
 done

@@ -6,6 +6,7 @@
 //! Each runtime's sub-millisecond sleeps are [`timer`], shared the same way.
 
 pub mod clock;
+pub mod cpu_latency;
 pub mod helper_thread;
 pub mod stop_handle;
 pub mod timer;

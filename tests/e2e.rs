@@ -1380,3 +1380,48 @@ fn num_cores_taken_by_the_embedded_mock_is_noted() {
     let run = run_in_process(&args[..args.len() - 2]);
     assert!(!run.stderr.contains("cores asked for"), "{}", run.stderr);
 }
+
+/// `--keep-cpus-awake` either holds its request for the run (root: the engine line and the
+/// result say so) or stops before any request with one line naming the device and the fix.
+#[test]
+fn keep_cpus_awake_is_said_where_it_held_and_refused_in_one_line_where_it_cannot() {
+    let server = mock(|_| {});
+    let dir = TempDir::new();
+    let args = base_args(&server, &dir, 4);
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.push("--keep-cpus-awake");
+    let run = run_in_process(&all);
+    let writable = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency")
+        .is_ok();
+    if writable {
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let engine = run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("Engine:"))
+            .expect("the engine line");
+        assert!(engine.ends_with(", CPUs kept awake"), "{engine}");
+        assert_eq!(saved(&dir)["vllm_bench_cpus_kept_awake"], Value::Bool(true));
+        // Without the flag the key is absent and the engine line says nothing of it.
+        let plain = run_with(&args, &[]);
+        assert!(
+            !plain.stdout.contains("CPUs kept awake"),
+            "{}",
+            plain.stdout
+        );
+        assert!(!saved(&dir).contains_key("vllm_bench_cpus_kept_awake"));
+    } else {
+        assert_ne!(run.code, 0, "{}", run.stdout);
+        let lines: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("/dev/cpu_dma_latency"), "{lines:?}");
+        assert!(lines[0].contains("needs root"), "{lines:?}");
+        assert!(!run.stdout.contains("Serving Benchmark Result"), "no run");
+    }
+}

@@ -797,6 +797,11 @@ pub struct EngineArgs {
     /// cut and counted as cancelled
     #[arg(long, default_value = "30", value_parser = parse_float, value_name = "SEC")]
     pub duration_grace: f64,
+    /// Keep idle CPUs polling instead of sleeping while the engine runs, so no arrival stamp
+    /// waits for a sleeping core to wake (a PM QoS request on /dev/cpu_dma_latency; needs
+    /// root; machine-wide, costs power)
+    #[arg(long)]
+    pub keep_cpus_awake: bool,
 }
 
 /// `vllm-bench merge`'s flags: the result files of the shards of one run, and where the

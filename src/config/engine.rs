@@ -29,6 +29,8 @@ pub struct EngineConfig {
     pub max_response_events: u32,
     /// `--duration`/`--duration-grace`: the measured run's time bound.
     pub time_bound: Option<crate::engine::TimeBound>,
+    /// `--keep-cpus-awake`: idle CPUs poll instead of sleeping while the engine runs.
+    pub keep_cpus_awake: bool,
 }
 
 pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
@@ -63,6 +65,7 @@ pub(super) fn resolve(cli: &Cli) -> Result<EngineConfig, ConfigError> {
         interrupt_grace: grace(e.interrupt_grace_sec)?,
         max_response_events: max_response_events(e.max_response_events)?,
         time_bound: time_bound(e.duration, e.duration_grace)?,
+        keep_cpus_awake: e.keep_cpus_awake,
     })
 }
 

@@ -16,6 +16,7 @@ use crate::control_plane::{wait_until_ready, EarlyProbe, Target};
 use crate::engine::{Engine, EngineOptions};
 use crate::mock::MockServer;
 use crate::output::stdio::Console;
+use crate::runtime::cpu_latency::CpusKeptAwake;
 use crate::runtime::stop_handle::StopHandle;
 use crate::runtime::{available_cores, resolve_driver, ResolvedDriver};
 use crate::tokenizer::{Tokenizer, TokenizerOptions};
@@ -45,12 +46,21 @@ pub struct Plan {
     pub stop: StopHandle,
     /// The server's `/metrics` asked while the plan was built.
     pub metrics_probe: Option<EarlyProbe>,
+    /// `--keep-cpus-awake`: idle CPUs poll instead of sleeping for as long as the plan
+    /// lives (every warm-up and measured run of it).
+    pub cpus_awake: Option<CpusKeptAwake>,
 }
 
 impl Plan {
     /// Resolves the server, model and tokenizer and builds every request.
     pub fn build(config: &Config, console: &Console, stop: &StopHandle) -> Result<Plan> {
         check_connections_fit(config)?;
+        // First: without root it stops here, not after minutes of building the dataset.
+        let cpus_awake = config
+            .engine
+            .keep_cpus_awake
+            .then(CpusKeptAwake::hold)
+            .transpose()?;
         let Server {
             driver,
             client_cores,
@@ -117,6 +127,7 @@ impl Plan {
             console: console.clone(),
             stop: stop.clone(),
             metrics_probe,
+            cpus_awake,
         })
     }
 

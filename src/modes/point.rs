@@ -532,7 +532,11 @@ fn run_result<'a>(
         replica_urls: urls,
         probes: crate::metrics::probe::latencies(&run.probes),
         rps_events: measured.rps_events.clone(),
-        engine: Some(EngineFacts::of(run, &plan.engine_opts)),
+        engine: Some(EngineFacts::of(
+            run,
+            &plan.engine_opts,
+            plan.cpus_awake.is_some(),
+        )),
         health: vec![PartHealth {
             name: String::new(),
             health: ClientHealth::of(&run.loads, records),

@@ -336,6 +336,7 @@ mod tests {
                 driver: "io_uring".into(),
                 uring_setup: Some("defer".into()),
                 workers: 4,
+                cpus_kept_awake: true,
             }),
             dispatch_lag: None,
             health: vec![PartHealth {

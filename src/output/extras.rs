@@ -25,9 +25,14 @@ pub fn render(r: &RunResult<'_>) -> String {
             .as_deref()
             .map(|s| format!(" ({s})"))
             .unwrap_or_default();
+        let awake = if e.cpus_kept_awake {
+            ", CPUs kept awake"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            "{:<40} {} cores, {}{setup}, {} workers",
+            "{:<40} {} cores, {}{setup}, {} workers{awake}",
             "Engine:",
             e.cores,
             escape(&e.driver),
@@ -225,6 +230,9 @@ pub fn to_json(r: &RunResult<'_>) -> JsonObject<'static> {
             doc.set("vllm_bench_uring_setup", Json::str(setup.clone()));
         }
         doc.set("vllm_bench_workers", Json::UInt(e.workers as u64));
+        if e.cpus_kept_awake {
+            doc.set("vllm_bench_cpus_kept_awake", Json::Bool(true));
+        }
     }
     if let Some(l) = &r.dispatch_lag {
         doc.set("vllm_bench_dispatch_lag_p50_ms", Json::Float(l.p50_ms));

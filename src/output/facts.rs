@@ -51,11 +51,15 @@ pub struct EngineFacts {
     /// on epoll.
     pub uring_setup: Option<String>,
     pub workers: usize,
+    /// Idle CPUs polled instead of sleeping (`--keep-cpus-awake`): arrival stamps did not
+    /// wait for a sleeping core to wake. (Absent from shard files written before it.)
+    #[serde(default)]
+    pub cpus_kept_awake: bool,
 }
 
 impl EngineFacts {
-    /// The engine of a finished run.
-    pub fn of(run: &RunReport, opts: &EngineOptions) -> EngineFacts {
+    /// The engine of a finished run, and whether it ran with idle CPUs kept awake.
+    pub fn of(run: &RunReport, opts: &EngineOptions, cpus_kept_awake: bool) -> EngineFacts {
         EngineFacts {
             cores: opts.cores.len(),
             driver: opts.driver.to_string(),
@@ -64,11 +68,13 @@ impl EngineFacts {
                 .flatten()
                 .map(|s| UringSetup::name(s).to_string()),
             workers: run.workers,
+            cpus_kept_awake,
         }
     }
 
     /// The engines of several shards as one: cores and workers added up, the drivers (and
-    /// ring setups) named once each in shard order.
+    /// ring setups) named once each in shard order; CPUs kept awake only if every shard's
+    /// were.
     pub fn combine(parts: &[&EngineFacts]) -> Option<EngineFacts> {
         let first = parts.first()?;
         let distinct = |f: &dyn Fn(&EngineFacts) -> Option<String>| {
@@ -85,6 +91,7 @@ impl EngineFacts {
             driver: distinct(&|p| Some(p.driver.clone())).unwrap_or_else(|| first.driver.clone()),
             uring_setup: distinct(&|p| p.uring_setup.clone()),
             workers: parts.iter().map(|p| p.workers).sum(),
+            cpus_kept_awake: parts.iter().all(|p| p.cpus_kept_awake),
         })
     }
 }
