@@ -210,6 +210,7 @@ const ENGINE_FLAGS: &[&str] = &[
     "--duration-grace",
     "--interrupt-grace-sec",
     "--io-driver",
+    "--keep-cpus-awake",
     "--local-addrs",
     "--max-response-events",
     "--mock-server",

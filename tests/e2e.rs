@@ -1386,7 +1386,7 @@ fn num_cores_taken_by_the_embedded_mock_is_noted() {
 #[test]
 fn keep_cpus_awake_is_said_where_it_held_and_refused_in_one_line_where_it_cannot() {
     let server = mock(|_| {});
-    let dir = TempDir::new();
+    let dir = TempDir::new("keep-awake");
     let args = base_args(&server, &dir, 4);
     let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
     all.push("--keep-cpus-awake");
