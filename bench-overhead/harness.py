@@ -249,9 +249,9 @@ def pinned(cmd, core):
     return (["taskset", "-c", str(core)] + cmd) if core is not None else cmd
 
 
-# How long each core spins for the host probe (at the run's start, before the accuracy
-# rounds and at the end), and how many 0.5 ms sleeps it then takes to time the wake-ups of
-# an idle core.
+# How long each core spins for the host probe (at the run's start, with the host's idle
+# states and again once idle CPUs are kept awake; before the accuracy rounds; at the end),
+# and how many 0.5 ms sleeps it then takes to time the wake-ups of an idle core.
 HOST_PROBE_S = 5.0
 HOST_PROBE_SLEEPS = 2000
 # The probe, in two parts. Spinning on the monotonic clock, it counts the gaps between two

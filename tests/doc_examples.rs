@@ -22,8 +22,9 @@
 //!   ([`COMMAND_TIMEOUT`]): give it a `--num-prompts` that keeps it short.
 //! - A command followed by a comment line `# error: TEXT` (a documented refusal) or
 //!   `# needs the Hub: TEXT` (it downloads a model or dataset; offline it stops with TEXT)
-//!   must exit non-zero with TEXT on stderr (a trailing `...` or `(...)` is cut); every other
-//!   command must exit 0.
+//!   must exit non-zero with TEXT on stderr (a trailing `...` or `(...)` is cut); one followed
+//!   by `# needs root: TEXT` (it asks the kernel for what only root may) must exit 0 or stop
+//!   with TEXT, whichever this machine allows; every other command must exit 0.
 //! - A block that is a shell script (a line starting `for`, `while`, `if` or `wait`, or a `$`
 //!   anywhere) runs whole under `bash -e`, with a `vllm-bench` wrapper first on `PATH` that
 //!   makes the same substitutions.
@@ -62,6 +63,9 @@ enum Expect {
     Error(String),
     /// `# needs the Hub: TEXT`: offline, it stops with TEXT.
     NeedsHub(String),
+    /// `# needs root: TEXT`: it runs where the test may do what it asks (root), and stops
+    /// with TEXT where it may not.
+    NeedsRoot(String),
 }
 
 /// One documented command.
@@ -195,6 +199,8 @@ fn marker(line: &str) -> Option<Expect> {
     };
     if let Some(text) = comment.strip_prefix("error: ") {
         Some(Expect::Error(cut(text)))
+    } else if let Some(text) = comment.strip_prefix("needs root: ") {
+        Some(Expect::NeedsRoot(cut(text)))
     } else {
         comment
             .strip_prefix("needs the Hub: ")
@@ -416,9 +422,9 @@ fn judge(expect: &Expect, outcome: &Outcome) -> Option<String> {
     }
     match (expect, outcome.code) {
         (_, None) => Some(format!("no exit within {COMMAND_TIMEOUT:?}")),
-        (Expect::Success, Some(0)) => None,
+        (Expect::Success | Expect::NeedsRoot(_), Some(0)) => None,
         (Expect::Success, Some(code)) => Some(format!("exit {code}")),
-        (Expect::Error(text) | Expect::NeedsHub(text), Some(code)) => {
+        (Expect::Error(text) | Expect::NeedsHub(text) | Expect::NeedsRoot(text), Some(code)) => {
             if code == 0 {
                 Some(format!("exit 0, but the doc shows `{text}`"))
             } else if !outcome.stderr.contains(text.as_str()) {
@@ -667,7 +673,7 @@ fn every_documented_command_runs_as_documented() {
             .filter(|c| match c.expect {
                 Expect::NeedsHub(_) => hub,
                 Expect::Error(_) => !hub,
-                Expect::Success => false,
+                Expect::Success | Expect::NeedsRoot(_) => false,
             })
             .count()
     };
@@ -740,6 +746,28 @@ fn commands_are_read_as_the_shell_reads_them() {
     assert_eq!(c[0].expect, Expect::Success);
     assert_eq!(c[1].expect, Expect::Error("--bad: no such flag".into()));
     assert!(blocks[0].script.is_none());
+    let root = doc_blocks(
+        "d.md",
+        "```sh\nvllm-bench --keep-cpus-awake\n# needs root: cannot ask (...)\n```\n",
+    );
+    assert_eq!(
+        root[0].commands[0].expect,
+        Expect::NeedsRoot("cannot ask".into())
+    );
+    let ran = |code, stderr: &str| Outcome {
+        code: Some(code),
+        took: Duration::ZERO,
+        stdout: String::new(),
+        stderr: stderr.to_string(),
+    };
+    let expect = &root[0].commands[0].expect;
+    assert_eq!(judge(expect, &ran(0, "")), None, "as root it runs");
+    assert_eq!(
+        judge(expect, &ran(2, "error: cannot ask x")),
+        None,
+        "else it stops so"
+    );
+    assert!(judge(expect, &ran(2, "error: something else")).is_some());
     let script = doc_blocks(
         "d.md",
         "```bash\nfor k in 0 1; do\n  vllm-bench --shard $k/2 &\ndone\nwait\n```\n",
